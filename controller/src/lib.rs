@@ -1,0 +1,1 @@
+//! The KIP-631 controller state machine.

@@ -1,0 +1,1 @@
+//! The replicated log engine: record frames, the `Disk` seam, the segmented log.

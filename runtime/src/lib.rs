@@ -1,0 +1,1 @@
+//! The shard-per-core runtime every corum node runs on.

@@ -1,0 +1,14 @@
+//! One module per subcommand; each has an `Args` (clap) and a `run(args) -> anyhow::Result<()>`.
+
+pub mod uuid;
+
+/// Logs go to stderr so that `--json` output on stdout stays machine-readable. `RUST_LOG`
+/// overrides the default level (`info`).
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

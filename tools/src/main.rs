@@ -1,0 +1,27 @@
+//! `corum`: one binary for every operation on a corum quorum.
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// corum: a quorum-based metadata controller in the spirit of Kafka's KRaft.
+#[derive(Parser, Debug)]
+#[command(name = "corum", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print a new random UUID (for --cluster-id and directory ids).
+    RandomUuid(cmd::uuid::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    cmd::init_tracing();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::RandomUuid(args) => cmd::uuid::run(args),
+    }
+}
