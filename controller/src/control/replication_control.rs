@@ -1,0 +1,1166 @@
+//! Topics, partitions, ISRs and leaders: CreateTopics, DeleteTopics, CreatePartitions, AlterIsr,
+//! ElectLeaders, and the partition changes that fencing, unfencing and controlled shutdown need.
+//!
+//! A partition change is one logical step that bumps the partition epoch once; it is written as a
+//! `PartitionIsrChange` record, a `PartitionLeaderChange` record, or both (both carrying the same
+//! new partition epoch). A new leader always bumps the leader epoch. Leaders are chosen in replica
+//! order (so the first replica, the preferred leader, wins when eligible) among ISR members that
+//! are registered, unfenced and not in controlled shutdown. An ISR never becomes empty: when its
+//! last member leaves, the ISR keeps it and the partition has no leader until it comes back (or an
+//! unclean election picks another replica).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use corum_types::{NodeId, Uuid};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::config_control;
+use super::{ControllerResult, RequestContext, View};
+use crate::error::ApiError;
+use crate::ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
+use crate::image::{BrokersImage, MetadataImage, PartitionImage, ReplicaList, TopicImage};
+use crate::records::{
+    ConfigRecordV1, ConfigResourceType, MetadataRecord, PartitionIsrChangeRecordV1,
+    PartitionLeaderChangeRecordV1, PartitionRecordV1, TopicRecordV1,
+};
+
+/// Longest topic name (Kafka's limit, so a topic name fits in a file name with its suffixes).
+pub const TOPIC_NAME_LEN_MAX: usize = 249;
+
+/// Checks a topic name like Kafka: 1..=249 characters of `[a-zA-Z0-9._-]`, not "." or "..".
+pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
+    let bad = |reason| {
+        Err(ApiError::InvalidTopicName {
+            name: name.to_owned(),
+            reason,
+        })
+    };
+    if name.is_empty() {
+        return bad("empty");
+    }
+    if name.len() > TOPIC_NAME_LEN_MAX {
+        return bad("longer than 249 characters");
+    }
+    if name == "." || name == ".." {
+        return bad("'.' and '..' are reserved");
+    }
+    if !name
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-')
+    {
+        return bad("only ASCII letters, digits, '.', '_' and '-' are allowed");
+    }
+    Ok(())
+}
+
+/// Builds the records of one partition change. `new_isr`/`new_leader` are the wanted state;
+/// nothing is emitted when neither differs from `p`.
+pub(crate) fn partition_change(
+    topic_id: TopicId,
+    partition_id: PartitionId,
+    p: &PartitionImage,
+    new_isr: &[NodeId],
+    new_leader: Option<NodeId>,
+    out: &mut Vec<MetadataRecord>,
+) -> bool {
+    let isr_changed = new_isr != p.isr.as_slice();
+    let leader_changed = new_leader != p.leader;
+    if !isr_changed && !leader_changed {
+        return false;
+    }
+    let partition_epoch = p.partition_epoch.next();
+    // When the ISR grows the ISR record goes first, when the leader moves away from a member that
+    // leaves the ISR the leader record goes first, so that every prefix of the batch keeps the
+    // leader inside the ISR.
+    let leader_first = new_leader.is_none_or(|l| p.isr.contains(&l));
+    let isr_rec = || {
+        MetadataRecord::PartitionIsrChange(PartitionIsrChangeRecordV1 {
+            topic_id,
+            partition_id,
+            isr: new_isr.to_vec(),
+            partition_epoch,
+        })
+    };
+    let leader_rec = || {
+        MetadataRecord::PartitionLeaderChange(PartitionLeaderChangeRecordV1 {
+            topic_id,
+            partition_id,
+            leader: new_leader,
+            leader_epoch: p.leader_epoch.next(),
+            partition_epoch,
+        })
+    };
+    match (isr_changed, leader_changed) {
+        (true, true) if leader_first => {
+            out.push(leader_rec());
+            out.push(isr_rec());
+        }
+        (true, true) => {
+            out.push(isr_rec());
+            out.push(leader_rec());
+        }
+        (true, false) => out.push(isr_rec()),
+        (false, true) => out.push(leader_rec()),
+        (false, false) => unreachable!("checked above"),
+    }
+    true
+}
+
+/// The first replica (in replica order) that is in `isr`, eligible, and not in `excluded`.
+fn choose_leader(
+    p: &PartitionImage,
+    isr: &[NodeId],
+    brokers: &BrokersImage,
+    excluded: &[NodeId],
+) -> Option<NodeId> {
+    p.replicas
+        .iter()
+        .copied()
+        .find(|r| isr.contains(r) && !excluded.contains(r) && brokers.is_eligible(*r))
+}
+
+/// Appends the partition changes that take `brokers` out of every ISR (unless it would empty
+/// the ISR) and move their leaderships to another eligible ISR member (or to none), stopping
+/// before `out` would exceed `records_max`. Returns true if every change fit. Fencing and
+/// controlled shutdown both use it: in both cases the brokers may no longer lead or be in sync.
+pub(crate) fn move_off_brokers(
+    image: &MetadataImage,
+    brokers: &[NodeId],
+    records_max: usize,
+    out: &mut Vec<MetadataRecord>,
+) -> bool {
+    let mut isr = ReplicaList::new();
+    for topic in image.topics.iter() {
+        for (i, p) in topic.partitions.iter().enumerate() {
+            let leader_affected = p.leader.is_some_and(|l| brokers.contains(&l));
+            if !leader_affected && !p.isr.iter().any(|b| brokers.contains(b)) {
+                continue;
+            }
+            if out.len() + 2 > records_max {
+                return false;
+            }
+            isr.clear();
+            isr.extend(p.isr.iter().copied().filter(|b| !brokers.contains(b)));
+            if isr.is_empty() {
+                isr.clone_from(&p.isr);
+            }
+            let leader = match p.leader {
+                Some(l) if !brokers.contains(&l) && isr.contains(&l) => Some(l),
+                _ => choose_leader(p, &isr, &image.brokers, brokers),
+            };
+            partition_change(topic.topic_id, PartitionId(i as u32), p, &isr, leader, out);
+        }
+    }
+    true
+}
+
+/// Appends leader elections for leaderless partitions that have `broker` in their ISR, for a
+/// broker being unfenced in the same batch (so it counts as eligible). Returns true if all fit.
+pub(crate) fn elect_for_unfenced(
+    image: &MetadataImage,
+    broker: NodeId,
+    records_max: usize,
+    out: &mut Vec<MetadataRecord>,
+) -> bool {
+    for topic in image.topics.iter() {
+        for (i, p) in topic.partitions.iter().enumerate() {
+            if p.leader.is_some() || !p.isr.contains(&broker) {
+                continue;
+            }
+            if out.len() + 1 > records_max {
+                return false;
+            }
+            let leader = p
+                .replicas
+                .iter()
+                .copied()
+                .find(|r| p.isr.contains(r) && (*r == broker || image.brokers.is_eligible(*r)));
+            partition_change(
+                topic.topic_id,
+                PartitionId(i as u32),
+                p,
+                &p.isr,
+                leader,
+                out,
+            );
+        }
+    }
+    true
+}
+
+/// Appends clean leader elections for leaderless partitions that have an eligible ISR member
+/// (left over when an unfence batch was full, or when an ISR member came back some other way).
+/// Skips the scan when the image has no leaderless partition. Returns how many were elected.
+pub(crate) fn elect_leaderless(
+    image: &MetadataImage,
+    records_max: usize,
+    out: &mut Vec<MetadataRecord>,
+) -> usize {
+    if image.topics.leaderless_count() == 0 {
+        return 0;
+    }
+    let mut elected = 0;
+    for topic in image.topics.iter().filter(|t| !t.deleting) {
+        for (i, p) in topic.partitions.iter().enumerate() {
+            if p.leader.is_some() {
+                continue;
+            }
+            if out.len() + 1 > records_max {
+                return elected;
+            }
+            if let Some(leader) = choose_leader(p, &p.isr, &image.brokers, &[]) {
+                partition_change(
+                    topic.topic_id,
+                    PartitionId(i as u32),
+                    p,
+                    &p.isr,
+                    Some(leader),
+                    out,
+                );
+                elected += 1;
+            }
+        }
+    }
+    elected
+}
+
+/// Number of partitions `broker` leads.
+pub(crate) fn leadership_count(image: &MetadataImage, broker: NodeId) -> usize {
+    image
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .filter(|p| p.leader == Some(broker))
+        .count()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replica placement.
+
+/// Places replicas across racks and brokers: brokers are listed rack by rack in turn ("rack
+/// alternated"), partition `p`'s leader is the broker at `start + p`, and its followers are taken
+/// walking the list from a shift that grows every full round, preferring racks the partition
+/// does not use yet. Each partition thus spans `min(rf, racks)` racks and leaders spread evenly.
+pub(crate) struct Placer {
+    /// Eligible brokers in rack-alternated order, with their rack index.
+    brokers: Vec<(NodeId, usize)>,
+    racks: usize,
+    start: usize,
+}
+
+impl Placer {
+    pub(crate) fn new(brokers: &BrokersImage, start_seed: u64) -> Self {
+        let mut by_rack: BTreeMap<Option<&str>, Vec<NodeId>> = BTreeMap::new();
+        for b in brokers.iter().filter(|b| b.is_eligible()) {
+            by_rack
+                .entry(b.rack.as_deref())
+                .or_default()
+                .push(b.broker_id);
+        }
+        let racks = by_rack.len();
+        let mut lists: Vec<std::vec::IntoIter<NodeId>> =
+            by_rack.into_values().map(Vec::into_iter).collect();
+        let mut out = Vec::new();
+        loop {
+            let before = out.len();
+            for (rack, list) in lists.iter_mut().enumerate() {
+                if let Some(b) = list.next() {
+                    out.push((b, rack));
+                }
+            }
+            if out.len() == before {
+                break;
+            }
+        }
+        let start = if out.is_empty() {
+            0
+        } else {
+            (start_seed % out.len() as u64) as usize
+        };
+        Placer {
+            brokers: out,
+            racks,
+            start,
+        }
+    }
+
+    pub(crate) fn available(&self) -> usize {
+        self.brokers.len()
+    }
+
+    /// Replicas of partition `p` (`rf <= available()`).
+    pub(crate) fn place(&self, p: usize, rf: usize) -> ReplicaList {
+        let n = self.brokers.len();
+        assert!(
+            rf >= 1 && rf <= n,
+            "placement of {rf} replicas over {n} brokers"
+        );
+        let first = (self.start + p) % n;
+        let shift = if n > 1 { 1 + (p / n) % (n - 1) } else { 0 };
+        let mut out = ReplicaList::new();
+        let mut used_racks = BTreeSet::new();
+        out.push(self.brokers[first].0);
+        used_racks.insert(self.brokers[first].1);
+        while out.len() < rf {
+            if used_racks.len() == self.racks {
+                used_racks.clear();
+            }
+            let pick = (0..n)
+                .map(|k| self.brokers[(first + shift + k) % n])
+                .find(|(b, rack)| !out.contains(b) && !used_racks.contains(rack))
+                .or_else(|| {
+                    (0..n)
+                        .map(|k| self.brokers[(first + shift + k) % n])
+                        .find(|(b, _)| !out.contains(b))
+                })
+                .expect("rf <= n leaves a broker to pick");
+            out.push(pick.0);
+            used_racks.insert(pick.1);
+        }
+        out
+    }
+}
+
+/// A deterministic generator for one request: seeded from the configured seed and the request's
+/// log offset, so the same request at the same offset always draws the same ids.
+fn request_rng(seed: u64, ctx: &RequestContext) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed ^ ctx.next_offset.0.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+fn new_topic_id(rng: &mut ChaCha8Rng, image: &MetadataImage, taken: &[TopicId]) -> TopicId {
+    loop {
+        let bits = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
+        let id = TopicId(Uuid::from_random_bits(bits));
+        if !image.topics.contains_id(id) && !taken.contains(&id) {
+            return id;
+        }
+    }
+}
+
+/// The partition record of a new partition with `replicas`: ISR = the eligible replicas, leader =
+/// the first of them. Errors if no replica is eligible.
+fn new_partition(
+    topic_id: TopicId,
+    partition_id: PartitionId,
+    replicas: &[NodeId],
+    brokers: &BrokersImage,
+) -> Result<MetadataRecord, ApiError> {
+    let isr: Vec<NodeId> = replicas
+        .iter()
+        .copied()
+        .filter(|b| brokers.is_eligible(*b))
+        .collect();
+    let Some(&leader) = isr.first() else {
+        return Err(ApiError::InvalidReplicaAssignment {
+            reason: format!("every replica of partition {partition_id} is fenced or shutting down"),
+        });
+    };
+    Ok(MetadataRecord::Partition(PartitionRecordV1 {
+        topic_id,
+        partition_id,
+        replicas: replicas.to_vec(),
+        isr,
+        leader: Some(leader),
+        leader_epoch: LeaderEpoch(0),
+        partition_epoch: PartitionEpoch(0),
+    }))
+}
+
+/// Checks a manual assignment: every list has `rf` distinct registered brokers.
+fn check_assignment(
+    assignment: &[NodeId],
+    rf: usize,
+    brokers: &BrokersImage,
+) -> Result<(), ApiError> {
+    if assignment.len() != rf {
+        return Err(ApiError::InvalidReplicaAssignment {
+            reason: format!("all partitions must have {rf} replicas"),
+        });
+    }
+    for (i, b) in assignment.iter().enumerate() {
+        if assignment[..i].contains(b) {
+            return Err(ApiError::InvalidReplicaAssignment {
+                reason: format!("broker {b} listed twice"),
+            });
+        }
+        if brokers.get(*b).is_none() {
+            return Err(ApiError::InvalidReplicaAssignment {
+                reason: format!("broker {b} is not registered"),
+            });
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// CreateTopics.
+
+/// One topic to create. `num_partitions`/`replication_factor` of -1 take the configured default;
+/// a non-empty `assignments` (one replica list per partition) places replicas by hand.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreatableTopic {
+    pub name: String,
+    pub num_partitions: i32,
+    pub replication_factor: i16,
+    pub assignments: Vec<Vec<NodeId>>,
+    pub configs: Vec<(String, String)>,
+}
+
+impl CreatableTopic {
+    pub fn new(name: &str, num_partitions: i32, replication_factor: i16) -> Self {
+        CreatableTopic {
+            name: name.to_owned(),
+            num_partitions,
+            replication_factor,
+            assignments: vec![],
+            configs: vec![],
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreateTopicsRequest {
+    pub topics: Vec<CreatableTopic>,
+    /// Validate and answer as if created, but return no records.
+    pub validate_only: bool,
+}
+
+/// A created (or, in validate-only mode, creatable) topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreatedTopic {
+    pub topic_id: TopicId,
+    pub num_partitions: u32,
+    pub replication_factor: u16,
+}
+
+/// One result per requested topic, in request order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreateTopicsResponse {
+    pub topics: Vec<(String, Result<CreatedTopic, ApiError>)>,
+}
+
+pub(crate) fn create_topics(
+    view: View<'_>,
+    req: &CreateTopicsRequest,
+    ctx: &RequestContext,
+) -> ControllerResult<CreateTopicsResponse> {
+    let image = view.image;
+    let config = view.config;
+    let mut rng = request_rng(config.seed, ctx);
+    let placer = Placer::new(&image.brokers, rng.next_u64());
+    let mut records = Vec::new();
+    let mut results = Vec::with_capacity(req.topics.len());
+    let mut taken_ids = Vec::new();
+    for (index, topic) in req.topics.iter().enumerate() {
+        let duplicate = req
+            .topics
+            .iter()
+            .enumerate()
+            .any(|(j, t)| j != index && t.name == topic.name);
+        let result = if duplicate {
+            Err(ApiError::InvalidRequest {
+                reason: "topic named more than once in the request",
+            })
+        } else {
+            let mut topic_records = Vec::new();
+            create_one_topic(
+                view,
+                &placer,
+                topic,
+                &mut rng,
+                &taken_ids,
+                &mut topic_records,
+            )
+            .and_then(|created| {
+                if records.len() + topic_records.len() > config.records_per_batch_max {
+                    return Err(ApiError::TooManyRecords {
+                        records: records.len() + topic_records.len(),
+                        max: config.records_per_batch_max,
+                    });
+                }
+                taken_ids.push(created.topic_id);
+                records.append(&mut topic_records);
+                Ok(created)
+            })
+        };
+        results.push((topic.name.clone(), result));
+    }
+    if req.validate_only {
+        records.clear();
+    }
+    ControllerResult::new(records, CreateTopicsResponse { topics: results })
+}
+
+fn create_one_topic(
+    view: View<'_>,
+    placer: &Placer,
+    topic: &CreatableTopic,
+    rng: &mut ChaCha8Rng,
+    taken_ids: &[TopicId],
+    out: &mut Vec<MetadataRecord>,
+) -> Result<CreatedTopic, ApiError> {
+    let (image, config) = (view.image, view.config);
+    validate_topic_name(&topic.name)?;
+    if let Some(existing) = image.topics.get_by_name(&topic.name) {
+        return Err(if existing.deleting {
+            ApiError::TopicDeletionInProgress {
+                name: topic.name.clone(),
+            }
+        } else {
+            ApiError::TopicAlreadyExists {
+                name: topic.name.clone(),
+            }
+        });
+    }
+    let manual = !topic.assignments.is_empty();
+    if manual && (topic.num_partitions != -1 || topic.replication_factor != -1) {
+        return Err(ApiError::InvalidRequest {
+            reason: "partition count and replication factor must be -1 with a manual assignment",
+        });
+    }
+    let partitions = match topic.num_partitions {
+        _ if manual => topic.assignments.len() as i64,
+        -1 => i64::from(config.default_partitions),
+        n => i64::from(n),
+    };
+    if partitions < 1 || partitions > i64::from(config.partitions_per_topic_max) {
+        return Err(ApiError::InvalidPartitions {
+            requested: partitions.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,
+            reason: "must be between 1 and partitions.per.topic.max",
+        });
+    }
+    let rf = match topic.replication_factor {
+        _ if manual => topic.assignments[0].len() as i64,
+        -1 => i64::from(config.default_replication_factor),
+        n => i64::from(n),
+    };
+    if rf < 1
+        || rf > i64::from(config.replication_factor_max)
+        || (!manual && rf as usize > placer.available())
+    {
+        return Err(ApiError::InvalidReplicationFactor {
+            requested: rf as i32,
+            available: placer.available(),
+        });
+    }
+    for (key, value) in &topic.configs {
+        config_control::validate_value(ConfigResourceType::Topic, key, value)?;
+    }
+    let (partitions, rf) = (partitions as usize, rf as usize);
+    let topic_id = new_topic_id(rng, image, taken_ids);
+    out.push(MetadataRecord::Topic(TopicRecordV1 {
+        name: topic.name.clone(),
+        topic_id,
+        deleting: false,
+    }));
+    for (key, value) in &topic.configs {
+        out.push(MetadataRecord::Config(ConfigRecordV1 {
+            resource_type: ConfigResourceType::Topic,
+            resource_name: topic.name.clone(),
+            key: key.clone(),
+            value: Some(value.clone()),
+        }));
+    }
+    for p in 0..partitions {
+        let replicas = if manual {
+            check_assignment(&topic.assignments[p], rf, &image.brokers)?;
+            ReplicaList::from_slice(&topic.assignments[p])
+        } else {
+            placer.place(p, rf)
+        };
+        out.push(new_partition(
+            topic_id,
+            PartitionId(p as u32),
+            &replicas,
+            &image.brokers,
+        )?);
+    }
+    Ok(CreatedTopic {
+        topic_id,
+        num_partitions: partitions as u32,
+        replication_factor: rf as u16,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// DeleteTopics.
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeleteTopicsRequest {
+    pub names: Vec<String>,
+}
+
+/// One result per requested name: the id of the topic now marked for deletion.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeleteTopicsResponse {
+    pub topics: Vec<(String, Result<TopicId, ApiError>)>,
+}
+
+/// Phase one of deletion: a `Topic{deleting: true}` record per topic. Phase two (`RemoveTopic`)
+/// is written by [`remove_deleted_topics`] once the intent is committed.
+pub(crate) fn delete_topics(
+    view: View<'_>,
+    req: &DeleteTopicsRequest,
+) -> ControllerResult<DeleteTopicsResponse> {
+    let mut records = Vec::new();
+    let mut results = Vec::with_capacity(req.names.len());
+    for (i, name) in req.names.iter().enumerate() {
+        let result = if req.names[..i].contains(name) {
+            Err(ApiError::InvalidRequest {
+                reason: "topic named more than once in the request",
+            })
+        } else {
+            match view.image.topics.get_by_name(name) {
+                None => Err(ApiError::UnknownTopic { name: name.clone() }),
+                Some(t) if t.deleting => {
+                    Err(ApiError::TopicDeletionInProgress { name: name.clone() })
+                }
+                Some(_) if records.len() >= view.config.records_per_batch_max => {
+                    Err(ApiError::TooManyRecords {
+                        records: records.len() + 1,
+                        max: view.config.records_per_batch_max,
+                    })
+                }
+                Some(t) => {
+                    records.push(MetadataRecord::Topic(TopicRecordV1 {
+                        name: name.clone(),
+                        topic_id: t.topic_id,
+                        deleting: true,
+                    }));
+                    Ok(t.topic_id)
+                }
+            }
+        };
+        results.push((name.clone(), result));
+    }
+    ControllerResult::new(records, DeleteTopicsResponse { topics: results })
+}
+
+/// Phase two of deletion: `RemoveTopic` for every topic whose deletion intent is committed and
+/// that is still present (no removal in flight).
+pub(crate) fn remove_deleted_topics(
+    view: View<'_>,
+    records_max: usize,
+    out: &mut Vec<MetadataRecord>,
+) {
+    for topic_id in view.committed.topics.deleting() {
+        if out.len() >= records_max {
+            return;
+        }
+        if view.image.topics.get(topic_id).is_some() {
+            out.push(MetadataRecord::RemoveTopic(
+                crate::records::RemoveTopicRecordV1 { topic_id },
+            ));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CreatePartitions.
+
+/// Grow a topic to `count` partitions; `assignments` (optional) places the new ones by hand.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionsIncrease {
+    pub name: String,
+    pub count: u32,
+    pub assignments: Vec<Vec<NodeId>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreatePartitionsRequest {
+    pub topics: Vec<PartitionsIncrease>,
+    pub validate_only: bool,
+}
+
+/// One result per topic: the new partition count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreatePartitionsResponse {
+    pub topics: Vec<(String, Result<u32, ApiError>)>,
+}
+
+pub(crate) fn create_partitions(
+    view: View<'_>,
+    req: &CreatePartitionsRequest,
+    ctx: &RequestContext,
+) -> ControllerResult<CreatePartitionsResponse> {
+    let mut rng = request_rng(view.config.seed, ctx);
+    let placer = Placer::new(&view.image.brokers, rng.next_u64());
+    let mut records = Vec::new();
+    let mut results = Vec::with_capacity(req.topics.len());
+    for (i, inc) in req.topics.iter().enumerate() {
+        let result = if req.topics[..i].iter().any(|t| t.name == inc.name) {
+            Err(ApiError::InvalidRequest {
+                reason: "topic named more than once in the request",
+            })
+        } else {
+            let mut out = Vec::new();
+            grow_topic(view, &placer, inc, &mut out).and_then(|count| {
+                if records.len() + out.len() > view.config.records_per_batch_max {
+                    return Err(ApiError::TooManyRecords {
+                        records: records.len() + out.len(),
+                        max: view.config.records_per_batch_max,
+                    });
+                }
+                records.append(&mut out);
+                Ok(count)
+            })
+        };
+        results.push((inc.name.clone(), result));
+    }
+    if req.validate_only {
+        records.clear();
+    }
+    ControllerResult::new(records, CreatePartitionsResponse { topics: results })
+}
+
+fn visible_topic<'a>(image: &'a MetadataImage, name: &str) -> Result<&'a TopicImage, ApiError> {
+    match image.topics.get_by_name(name) {
+        Some(t) if !t.deleting => Ok(t),
+        _ => Err(ApiError::UnknownTopic {
+            name: name.to_owned(),
+        }),
+    }
+}
+
+fn grow_topic(
+    view: View<'_>,
+    placer: &Placer,
+    inc: &PartitionsIncrease,
+    out: &mut Vec<MetadataRecord>,
+) -> Result<u32, ApiError> {
+    let topic = visible_topic(view.image, &inc.name)?;
+    let current = topic.partitions.len();
+    let requested = inc.count as usize;
+    if requested <= current {
+        return Err(ApiError::InvalidPartitions {
+            requested: inc.count.min(i32::MAX as u32) as i32,
+            reason: "must be above the current partition count",
+        });
+    }
+    if inc.count > view.config.partitions_per_topic_max {
+        return Err(ApiError::InvalidPartitions {
+            requested: inc.count.min(i32::MAX as u32) as i32,
+            reason: "above partitions.per.topic.max",
+        });
+    }
+    let rf = topic.partitions.first().map_or(1, |p| p.replicas.len());
+    let new = requested - current;
+    if !inc.assignments.is_empty() && inc.assignments.len() != new {
+        return Err(ApiError::InvalidReplicaAssignment {
+            reason: format!(
+                "{} assignments given for {new} new partitions",
+                inc.assignments.len()
+            ),
+        });
+    }
+    if inc.assignments.is_empty() && rf > placer.available() {
+        return Err(ApiError::InvalidReplicationFactor {
+            requested: rf as i32,
+            available: placer.available(),
+        });
+    }
+    for p in current..requested {
+        let replicas = if inc.assignments.is_empty() {
+            placer.place(p, rf)
+        } else {
+            let a = &inc.assignments[p - current];
+            check_assignment(a, rf, &view.image.brokers)?;
+            ReplicaList::from_slice(a)
+        };
+        out.push(new_partition(
+            topic.topic_id,
+            PartitionId(p as u32),
+            &replicas,
+            &view.image.brokers,
+        )?);
+    }
+    Ok(inc.count)
+}
+
+// ---------------------------------------------------------------------------------------------
+// AlterIsr.
+
+/// A leader's request to change one partition's ISR.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IsrUpdate {
+    pub topic_id: TopicId,
+    pub partition_id: PartitionId,
+    pub leader_epoch: LeaderEpoch,
+    /// The partition epoch the leader last saw; the change applies only if it is current.
+    pub partition_epoch: PartitionEpoch,
+    pub new_isr: Vec<NodeId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlterIsrRequest {
+    pub broker_id: NodeId,
+    pub broker_epoch: corum_types::BrokerEpoch,
+    pub partitions: Vec<IsrUpdate>,
+}
+
+/// The partition state after an accepted change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IsrUpdated {
+    pub isr: Vec<NodeId>,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: PartitionEpoch,
+}
+
+/// One result per requested partition, in request order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlterIsrResponse {
+    pub partitions: Vec<(TopicId, PartitionId, Result<IsrUpdated, ApiError>)>,
+}
+
+pub(crate) fn alter_isr(
+    view: View<'_>,
+    req: &AlterIsrRequest,
+) -> Result<ControllerResult<AlterIsrResponse>, ApiError> {
+    let image = view.image;
+    let reg = image
+        .brokers
+        .get(req.broker_id)
+        .ok_or(ApiError::BrokerIdNotRegistered {
+            broker_id: req.broker_id,
+        })?;
+    if reg.broker_epoch != req.broker_epoch {
+        return Err(ApiError::StaleBrokerEpoch {
+            broker_id: req.broker_id,
+            current: reg.broker_epoch,
+            request: req.broker_epoch,
+        });
+    }
+    let mut records = Vec::new();
+    let mut results = Vec::with_capacity(req.partitions.len());
+    for (i, u) in req.partitions.iter().enumerate() {
+        let result = if req.partitions[..i]
+            .iter()
+            .any(|o| o.topic_id == u.topic_id && o.partition_id == u.partition_id)
+        {
+            Err(ApiError::InvalidRequest {
+                reason: "partition named more than once in the request",
+            })
+        } else if records.len() + 1 > view.config.records_per_batch_max {
+            Err(ApiError::TooManyRecords {
+                records: records.len() + 1,
+                max: view.config.records_per_batch_max,
+            })
+        } else {
+            alter_one_isr(image, req.broker_id, u, &mut records)
+        };
+        results.push((u.topic_id, u.partition_id, result));
+    }
+    Ok(ControllerResult::new(
+        records,
+        AlterIsrResponse {
+            partitions: results,
+        },
+    ))
+}
+
+fn alter_one_isr(
+    image: &MetadataImage,
+    broker_id: NodeId,
+    u: &IsrUpdate,
+    out: &mut Vec<MetadataRecord>,
+) -> Result<IsrUpdated, ApiError> {
+    let (topic_id, partition) = (u.topic_id, u.partition_id);
+    let topic = image
+        .topics
+        .get(topic_id)
+        .ok_or(ApiError::UnknownTopicId { topic_id })?;
+    let p = topic
+        .partitions
+        .get(partition.0 as usize)
+        .ok_or(ApiError::UnknownPartition {
+            topic_id,
+            partition,
+        })?;
+    if p.leader != Some(broker_id) {
+        return Err(ApiError::NotLeader {
+            broker_id,
+            topic_id,
+            partition,
+        });
+    }
+    if u.leader_epoch != p.leader_epoch {
+        return Err(ApiError::FencedLeaderEpoch {
+            topic_id,
+            partition,
+            current: p.leader_epoch,
+            request: u.leader_epoch,
+        });
+    }
+    if u.partition_epoch != p.partition_epoch {
+        return Err(ApiError::StalePartitionEpoch {
+            topic_id,
+            partition,
+            current: p.partition_epoch,
+            request: u.partition_epoch,
+        });
+    }
+    let isr = &u.new_isr;
+    if isr.is_empty() || isr.iter().enumerate().any(|(i, b)| isr[..i].contains(b)) {
+        return Err(ApiError::InvalidIsr {
+            reason: "must be a non-empty set",
+        });
+    }
+    if isr.iter().any(|b| !p.replicas.contains(b)) {
+        return Err(ApiError::InvalidIsr {
+            reason: "every member must be a replica",
+        });
+    }
+    if !isr.contains(&broker_id) {
+        return Err(ApiError::InvalidIsr {
+            reason: "must contain the leader",
+        });
+    }
+    for b in isr.iter().filter(|b| !p.isr.contains(b)) {
+        match image.brokers.get(*b) {
+            None => {
+                return Err(ApiError::IneligibleReplica {
+                    broker_id: *b,
+                    reason: "not registered",
+                })
+            }
+            Some(r) if r.fenced => {
+                return Err(ApiError::IneligibleReplica {
+                    broker_id: *b,
+                    reason: "fenced",
+                })
+            }
+            Some(r) if r.in_controlled_shutdown => {
+                return Err(ApiError::IneligibleReplica {
+                    broker_id: *b,
+                    reason: "in controlled shutdown",
+                })
+            }
+            Some(_) => {}
+        }
+    }
+    if partition_change(topic_id, partition, p, isr, p.leader, out) {
+        Ok(IsrUpdated {
+            isr: isr.clone(),
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch.next(),
+        })
+    } else {
+        Ok(IsrUpdated {
+            isr: isr.clone(),
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ElectLeaders.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElectionType {
+    /// Move leadership to the first replica if it is an eligible ISR member.
+    Preferred,
+    /// For a leaderless partition: elect an eligible ISR member, or failing that any eligible
+    /// replica (which becomes the whole ISR, possibly losing data).
+    Unclean,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ElectLeadersRequest {
+    pub election_type: ElectionType,
+    /// Partitions by topic name; `None` means every partition (then only partitions that changed
+    /// or failed with something other than "not needed" are reported).
+    pub partitions: Option<Vec<(String, PartitionId)>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ElectLeadersResponse {
+    pub partitions: Vec<(String, PartitionId, Result<NodeId, ApiError>)>,
+}
+
+pub(crate) fn elect_leaders(
+    view: View<'_>,
+    req: &ElectLeadersRequest,
+) -> ControllerResult<ElectLeadersResponse> {
+    let image = view.image;
+    let max = view.config.records_per_batch_max;
+    let mut records = Vec::new();
+    let mut results = Vec::new();
+    match &req.partitions {
+        Some(list) => {
+            for (i, (name, pid)) in list.iter().enumerate() {
+                let result = if list[..i].iter().any(|(n, q)| n == name && q == pid) {
+                    Err(ApiError::InvalidRequest {
+                        reason: "partition named more than once in the request",
+                    })
+                } else if records.len() + 2 > max {
+                    Err(ApiError::TooManyRecords {
+                        records: records.len() + 2,
+                        max,
+                    })
+                } else {
+                    visible_topic(image, name).and_then(|t| {
+                        let p =
+                            t.partitions
+                                .get(pid.0 as usize)
+                                .ok_or(ApiError::UnknownPartition {
+                                    topic_id: t.topic_id,
+                                    partition: *pid,
+                                })?;
+                        elect_one(image, t.topic_id, *pid, p, req.election_type, &mut records)
+                    })
+                };
+                results.push((name.clone(), *pid, result));
+            }
+        }
+        None => {
+            'topics: for t in image.topics.iter().filter(|t| !t.deleting) {
+                for (i, p) in t.partitions.iter().enumerate() {
+                    if records.len() + 2 > max {
+                        break 'topics;
+                    }
+                    let pid = PartitionId(i as u32);
+                    match elect_one(image, t.topic_id, pid, p, req.election_type, &mut records) {
+                        Err(ApiError::ElectionNotNeeded { .. }) => {}
+                        r => results.push((t.name.to_string(), pid, r)),
+                    }
+                }
+            }
+        }
+    }
+    ControllerResult::new(
+        records,
+        ElectLeadersResponse {
+            partitions: results,
+        },
+    )
+}
+
+fn elect_one(
+    image: &MetadataImage,
+    topic_id: TopicId,
+    partition: PartitionId,
+    p: &PartitionImage,
+    election_type: ElectionType,
+    out: &mut Vec<MetadataRecord>,
+) -> Result<NodeId, ApiError> {
+    match election_type {
+        ElectionType::Preferred => {
+            let preferred = p.replicas[0];
+            if p.leader == Some(preferred) {
+                return Err(ApiError::ElectionNotNeeded {
+                    topic_id,
+                    partition,
+                });
+            }
+            if !p.isr.contains(&preferred) || !image.brokers.is_eligible(preferred) {
+                return Err(ApiError::PreferredLeaderNotAvailable {
+                    topic_id,
+                    partition,
+                });
+            }
+            partition_change(topic_id, partition, p, &p.isr, Some(preferred), out);
+            Ok(preferred)
+        }
+        ElectionType::Unclean => {
+            if p.leader.is_some() {
+                return Err(ApiError::ElectionNotNeeded {
+                    topic_id,
+                    partition,
+                });
+            }
+            if let Some(leader) = choose_leader(p, &p.isr, &image.brokers, &[]) {
+                partition_change(topic_id, partition, p, &p.isr, Some(leader), out);
+                return Ok(leader);
+            }
+            let leader = p
+                .replicas
+                .iter()
+                .copied()
+                .find(|r| image.brokers.is_eligible(*r))
+                .ok_or(ApiError::EligibleLeadersNotAvailable {
+                    topic_id,
+                    partition,
+                })?;
+            partition_change(topic_id, partition, p, &[leader], Some(leader), out);
+            Ok(leader)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{
+        decode_batch, encode_batch, RegisterBrokerRecordV1, UnfenceBrokerRecordV1,
+    };
+    use corum_types::{BrokerEpoch, LogOffset};
+    use proptest::prelude::*;
+
+    fn brokers(racks: &[Option<u8>]) -> MetadataImage {
+        let mut recs = Vec::new();
+        for (i, rack) in racks.iter().enumerate() {
+            let broker_id = NodeId(i as u32 + 1);
+            let broker_epoch = BrokerEpoch(i as u64);
+            recs.push(MetadataRecord::RegisterBroker(RegisterBrokerRecordV1 {
+                broker_id,
+                incarnation_id: Uuid::ZERO,
+                broker_epoch,
+                listeners: vec![],
+                features: vec![],
+                rack: rack.map(|r| format!("r{r}")),
+            }));
+            recs.push(MetadataRecord::UnfenceBroker(UnfenceBrokerRecordV1 {
+                broker_id,
+                broker_epoch,
+            }));
+        }
+        let bytes = encode_batch(&recs);
+        let mut image = MetadataImage::default();
+        for (i, r) in decode_batch(&bytes).unwrap().iter().enumerate() {
+            image.replay(LogOffset(i as u64), r).unwrap();
+        }
+        image
+    }
+
+    proptest! {
+        /// Placement gives every partition `rf` distinct eligible brokers spanning
+        /// `min(rf, racks)` racks, and over `3 × brokers` partitions every broker leads exactly 3.
+        #[test]
+        fn placement_spreads_racks_and_leaders(
+            racks in proptest::collection::vec(proptest::option::of(0..4u8), 1..12),
+            rf in 1..5usize,
+            seed in any::<u64>(),
+        ) {
+            let image = brokers(&racks);
+            let placer = Placer::new(&image.brokers, seed);
+            let n = placer.available();
+            let rf = rf.min(n);
+            let rack_count = racks.iter().collect::<BTreeSet<_>>().len();
+            let mut leaders = BTreeMap::new();
+            for p in 0..n * 3 {
+                let replicas = placer.place(p, rf);
+                prop_assert_eq!(replicas.len(), rf);
+                prop_assert!(replicas.iter().enumerate().all(|(i, b)| !replicas[..i].contains(b)));
+                let used: BTreeSet<_> =
+                    replicas.iter().map(|b| image.brokers.get(*b).unwrap().rack.clone()).collect();
+                prop_assert_eq!(used.len(), rf.min(rack_count));
+                *leaders.entry(replicas[0]).or_insert(0) += 1;
+            }
+            prop_assert_eq!(leaders.len(), n);
+            prop_assert!(leaders.values().all(|c| *c == 3));
+        }
+    }
+
+    /// Topic names follow Kafka's rules.
+    #[test]
+    fn topic_names() {
+        assert!(validate_topic_name("orders.v1_x-2").is_ok());
+        for bad in ["", ".", "..", "a b", "a/b", "ü"] {
+            assert!(validate_topic_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(validate_topic_name(&"a".repeat(249)).is_ok());
+        assert!(validate_topic_name(&"a".repeat(250)).is_err());
+    }
+}

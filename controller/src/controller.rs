@@ -1,0 +1,556 @@
+//! The controller facade: handlers, replay, in-flight tracking, leases.
+//!
+//! # In-flight proposals
+//!
+//! Validation must see uncommitted proposals (two CreateTopics for one name in flight must not
+//! both pass). Like Kafka's snapshot registry, the controller keeps **one** image that holds the
+//! committed records plus its own proposals, and before applying each proposal it keeps an O(1)
+//! snapshot (a clone of the persistent image) of the state before it:
+//!
+//! | event (driver call)              | image                              | in-flight snapshots             |
+//! |----------------------------------|------------------------------------|---------------------------------|
+//! | `on_proposed(base, batch)`       | replays the batch at `base..`      | pushes (base, image before)     |
+//! | `replay(offset, rec)`, own batch | unchanged (already applied)        | drops those with base <= offset |
+//! | `replay(offset, rec)`, other     | replays the record                 | must be none (else an error)    |
+//! | `on_resign()`                    | reverts to the oldest snapshot     | cleared; leases dropped         |
+//! | `on_become_active(now_ms)`       | unchanged                          | (empty); all leases extended    |
+//!
+//! The committed image is the oldest snapshot if any, else the image. Handlers read the image
+//! (committed + in flight) and never mutate it; the only mutation of the image is replay of
+//! archived records, either committed ones or the controller's own proposals.
+//!
+//! # Driver obligations
+//!
+//! - Call a handler with a [`RequestContext`]: `next_offset` = the log end offset including every
+//!   proposed batch, `high_watermark` = the commit offset last learned, `now_ms` monotonic.
+//! - If the result has records: encode them ([`crate::encode_batch`]) as one batch, propose it,
+//!   and call `on_proposed(base_offset, batch)` before handling the next request; answer the
+//!   response once the batch is committed. With no records answer at once.
+//! - Feed every committed record, in order, to `replay` (the leader too).
+//! - On losing leadership call `on_resign` before replaying anything else; on winning it call
+//!   `on_become_active` (after replaying everything committed).
+//! - Call `tick(now_ms)` periodically (e.g. every heartbeat interval) on the active controller.
+
+use std::collections::VecDeque;
+
+use corum_types::{LogOffset, NodeId};
+
+use crate::config::ControllerConfig;
+use crate::control::cluster_control::{
+    self, BrokerHeartbeatRequest, BrokerHeartbeatResponse, DescribeClusterResponse, Leases,
+    TickResponse, UnregisterBrokerRequest,
+};
+use crate::control::config_control::{
+    self, DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+use crate::control::feature_control::{self, UpdateFeaturesRequest, UpdateFeaturesResponse};
+use crate::control::producer_id_control::{
+    self, AllocateProducerIdsRequest, AllocateProducerIdsResponse,
+};
+use crate::control::replication_control::{
+    self, AlterIsrRequest, AlterIsrResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    ElectLeadersRequest, ElectLeadersResponse,
+};
+use crate::control::{ControllerResult, RequestContext, View};
+use crate::error::{ApiError, ConfigError, ReplayError};
+use crate::image::{ConfigResource, MetadataImage};
+use crate::records::{ArchivedBatch, ArchivedMetadataRecord};
+
+type HandlerResult<R> = Result<ControllerResult<R>, ApiError>;
+
+/// The image as it was before one in-flight batch.
+#[derive(Clone, Debug)]
+struct InflightSnapshot {
+    base_offset: LogOffset,
+    before: MetadataImage,
+}
+
+/// The controller state machine of one node.
+#[derive(Clone, Debug)]
+pub struct Controller {
+    config: ControllerConfig,
+    node_id: NodeId,
+    image: MetadataImage,
+    inflight: VecDeque<InflightSnapshot>,
+    committed_end: LogOffset,
+    active: bool,
+    leases: Leases,
+    /// The latest `now_ms` any handler or activation saw (monotonic input, never a clock read).
+    now_ms_seen: u64,
+}
+
+impl Controller {
+    pub fn new(config: ControllerConfig, node_id: NodeId) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Controller {
+            config,
+            node_id,
+            image: MetadataImage::default(),
+            inflight: VecDeque::new(),
+            committed_end: LogOffset(0),
+            active: false,
+            leases: Leases::default(),
+            now_ms_seen: 0,
+        })
+    }
+
+    pub fn config(&self) -> &ControllerConfig {
+        &self.config
+    }
+
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active
+    }
+
+    /// The image handlers see: committed records plus in-flight proposals.
+    pub fn image(&self) -> &MetadataImage {
+        &self.image
+    }
+
+    /// The committed image (O(1) to clone and keep).
+    pub fn committed_image(&self) -> &MetadataImage {
+        self.inflight.front().map_or(&self.image, |s| &s.before)
+    }
+
+    /// The offset after the last committed record replayed.
+    pub fn committed_end(&self) -> LogOffset {
+        self.committed_end
+    }
+
+    /// Number of proposed batches not yet committed.
+    pub fn inflight_batches(&self) -> usize {
+        self.inflight.len()
+    }
+
+    pub fn leases(&self) -> &Leases {
+        &self.leases
+    }
+
+    fn view(&self) -> View<'_> {
+        View {
+            config: &self.config,
+            image: &self.image,
+            committed: self.committed_image(),
+            leases: &self.leases,
+        }
+    }
+
+    fn require_active(&self) -> Result<(), ApiError> {
+        if self.active {
+            Ok(())
+        } else {
+            Err(ApiError::NotController)
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Replay and leadership.
+
+    /// Applies one committed record. On the active controller a record of its own in-flight
+    /// batch is already in the image: it only advances the commit point.
+    pub fn replay(
+        &mut self,
+        offset: LogOffset,
+        record: &ArchivedMetadataRecord,
+    ) -> Result<(), ReplayError> {
+        if offset < self.committed_end {
+            return Err(ReplayError::OffsetNotIncreasing {
+                offset,
+                applied: self.committed_end,
+            });
+        }
+        if offset < self.image.end_offset {
+            // At or above the commit point and below the image's end: a record of one of our
+            // own proposals (only `on_proposed` moves the image's end past the commit point).
+            while self
+                .inflight
+                .front()
+                .is_some_and(|s| s.base_offset <= offset)
+            {
+                self.inflight.pop_front();
+            }
+        } else {
+            // A committed record past our in-flight proposals means they were skipped (truncated
+            // by a new leader) without `on_resign`: the image holds changes that never committed.
+            if let Some(first) = self.inflight.front() {
+                return Err(ReplayError::InflightProposalsSkipped {
+                    offset,
+                    inflight_base: first.base_offset,
+                });
+            }
+            self.image.replay(offset, record)?;
+            // A registration proposed by a previous active controller and committed after this
+            // one took over: its lease starts now, like every lease at activation.
+            if let (true, ArchivedMetadataRecord::RegisterBroker(r)) = (self.active, record) {
+                self.leases
+                    .start_if_absent(NodeId::from(&r.broker_id), self.now_ms_seen);
+            }
+        }
+        self.committed_end = offset.next();
+        Ok(())
+    }
+
+    /// Replays a whole committed batch whose first record is at `base_offset`.
+    pub fn replay_batch(
+        &mut self,
+        base_offset: LogOffset,
+        batch: &ArchivedBatch,
+    ) -> Result<(), ReplayError> {
+        for (i, record) in batch.iter().enumerate() {
+            self.replay(base_offset.add(i as u64), record)?;
+        }
+        Ok(())
+    }
+
+    /// Applies this controller's own proposal (not yet committed) so later requests see it.
+    pub fn on_proposed(
+        &mut self,
+        base_offset: LogOffset,
+        batch: &ArchivedBatch,
+    ) -> Result<(), ReplayError> {
+        assert!(self.active, "only the active controller proposes");
+        let before = self.image.clone();
+        for (i, record) in batch.iter().enumerate() {
+            if let Err(e) = self.image.replay(base_offset.add(i as u64), record) {
+                self.image = before;
+                return Err(e);
+            }
+        }
+        self.inflight.push_back(InflightSnapshot {
+            base_offset,
+            before,
+        });
+        Ok(())
+    }
+
+    /// This node became the active controller at `now_ms`: every registered broker's lease is
+    /// extended by one session timeout from now.
+    pub fn on_become_active(&mut self, now_ms: u64) {
+        assert!(
+            self.inflight.is_empty(),
+            "a new active controller has nothing in flight"
+        );
+        self.active = true;
+        self.leases.extend_all(&self.image, now_ms);
+    }
+
+    /// This node stopped being the active controller: uncommitted proposals are reverted (the new
+    /// leader's log decides what they become) and leases, which are soft state, are dropped.
+    pub fn on_resign(&mut self) {
+        if let Some(oldest) = self.inflight.pop_front() {
+            self.image = oldest.before;
+        }
+        self.inflight.clear();
+        self.active = false;
+        self.leases.clear();
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Handlers. None mutates the image; `broker_heartbeat` records the broker's lease (soft
+    // state, taken at request arrival) and, like `tick`, notes the latest `now_ms`.
+
+    pub fn broker_heartbeat(
+        &mut self,
+        req: &BrokerHeartbeatRequest,
+        ctx: &RequestContext,
+    ) -> HandlerResult<BrokerHeartbeatResponse> {
+        self.require_active()?;
+        self.now_ms_seen = self.now_ms_seen.max(ctx.now_ms);
+        let outcome = cluster_control::broker_heartbeat(self.view(), req, ctx);
+        if let Some(lease) = outcome.lease {
+            self.leases.set(req.broker_id, lease);
+        }
+        outcome.result
+    }
+
+    /// Periodic work of the active controller: fence brokers whose lease expired (moving their
+    /// leaderships and ISR memberships); if none expired, elect leaders for leaderless
+    /// partitions that have an eligible ISR member (a separate tick, so no partition is changed
+    /// twice in one batch); then remove topics whose deletion intent is committed.
+    pub fn tick(&mut self, ctx: &RequestContext) -> HandlerResult<TickResponse> {
+        self.require_active()?;
+        self.now_ms_seen = self.now_ms_seen.max(ctx.now_ms);
+        let mut records = Vec::new();
+        let mut response = cluster_control::fence_expired(self.view(), ctx.now_ms, &mut records);
+        if records.is_empty() {
+            response.leaders_elected = replication_control::elect_leaderless(
+                &self.image,
+                self.config.records_per_batch_max,
+                &mut records,
+            );
+        }
+        replication_control::remove_deleted_topics(
+            self.view(),
+            self.config.records_per_batch_max,
+            &mut records,
+        );
+        Ok(ControllerResult::new(records, response))
+    }
+
+    pub fn unregister_broker(&mut self, req: &UnregisterBrokerRequest) -> HandlerResult<()> {
+        self.require_active()?;
+        let result = cluster_control::unregister_broker(self.view(), req)?;
+        self.leases.remove(req.broker_id);
+        Ok(result)
+    }
+
+    pub fn create_topics(
+        &self,
+        req: &CreateTopicsRequest,
+        ctx: &RequestContext,
+    ) -> HandlerResult<CreateTopicsResponse> {
+        self.require_active()?;
+        Ok(replication_control::create_topics(self.view(), req, ctx))
+    }
+
+    pub fn delete_topics(&self, req: &DeleteTopicsRequest) -> HandlerResult<DeleteTopicsResponse> {
+        self.require_active()?;
+        Ok(replication_control::delete_topics(self.view(), req))
+    }
+
+    pub fn create_partitions(
+        &self,
+        req: &CreatePartitionsRequest,
+        ctx: &RequestContext,
+    ) -> HandlerResult<CreatePartitionsResponse> {
+        self.require_active()?;
+        Ok(replication_control::create_partitions(
+            self.view(),
+            req,
+            ctx,
+        ))
+    }
+
+    pub fn alter_isr(&self, req: &AlterIsrRequest) -> HandlerResult<AlterIsrResponse> {
+        self.require_active()?;
+        replication_control::alter_isr(self.view(), req)
+    }
+
+    pub fn elect_leaders(&self, req: &ElectLeadersRequest) -> HandlerResult<ElectLeadersResponse> {
+        self.require_active()?;
+        Ok(replication_control::elect_leaders(self.view(), req))
+    }
+
+    pub fn incremental_alter_configs(
+        &self,
+        req: &IncrementalAlterConfigsRequest,
+    ) -> HandlerResult<IncrementalAlterConfigsResponse> {
+        self.require_active()?;
+        Ok(config_control::incremental_alter_configs(self.view(), req))
+    }
+
+    /// Reads the image (including in-flight changes); needs no records.
+    pub fn describe_configs(
+        &self,
+        resources: &[ConfigResource],
+    ) -> Result<DescribeConfigsResponse, ApiError> {
+        self.require_active()?;
+        Ok(config_control::describe_configs(&self.image, resources))
+    }
+
+    pub fn update_features(
+        &self,
+        req: &UpdateFeaturesRequest,
+    ) -> HandlerResult<UpdateFeaturesResponse> {
+        self.require_active()?;
+        Ok(feature_control::update_features(self.view(), req))
+    }
+
+    pub fn allocate_producer_ids(
+        &self,
+        req: &AllocateProducerIdsRequest,
+    ) -> HandlerResult<AllocateProducerIdsResponse> {
+        self.require_active()?;
+        producer_id_control::allocate_producer_ids(self.view(), req)
+    }
+
+    pub fn describe_cluster(&self) -> Result<DescribeClusterResponse, ApiError> {
+        self.require_active()?;
+        Ok(cluster_control::describe_cluster(&self.image, self.node_id))
+    }
+
+    /// O(image) invariant checks of both the committed and the in-flight image.
+    pub fn check_invariants(&self) {
+        self.image.check_invariants();
+        self.committed_image().check_invariants();
+        assert!(self.committed_end <= self.image.end_offset || self.inflight.is_empty());
+        assert!(
+            self.active || self.inflight.is_empty(),
+            "a standby has nothing in flight"
+        );
+        let mut prev = None;
+        for s in &self.inflight {
+            assert!(
+                s.base_offset >= self.committed_end,
+                "in-flight batch below the commit point"
+            );
+            assert!(prev.is_none_or(|p| p < s.base_offset));
+            prev = Some(s.base_offset);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::replication_control::CreatableTopic;
+    use crate::records::{decode_batch, encode_batch, ListenerV1, MetadataRecord};
+    use crate::BrokerHeartbeatRequest;
+    use corum_types::Uuid;
+
+    fn ctx(c: &Controller, now_ms: u64) -> RequestContext {
+        RequestContext {
+            now_ms,
+            next_offset: c.image().end_offset,
+            high_watermark: c.committed_end(),
+        }
+    }
+
+    fn propose(c: &mut Controller, records: &[MetadataRecord]) -> LogOffset {
+        let base = c.image().end_offset;
+        let bytes = encode_batch(records);
+        c.on_proposed(base, decode_batch(&bytes).unwrap()).unwrap();
+        base
+    }
+
+    fn commit_all(c: &mut Controller, log: &[(LogOffset, Vec<MetadataRecord>)]) {
+        for (base, records) in log {
+            let bytes = encode_batch(records);
+            c.replay_batch(*base, decode_batch(&bytes).unwrap())
+                .unwrap();
+        }
+    }
+
+    fn register(id: u32, incarnation: u8) -> BrokerHeartbeatRequest {
+        BrokerHeartbeatRequest {
+            broker_id: NodeId(id),
+            broker_epoch: None,
+            incarnation_id: Uuid([incarnation; 16]),
+            listeners: vec![ListenerV1 {
+                name: "P".into(),
+                host: "h".into(),
+                port: 1,
+            }],
+            features: vec![],
+            rack: None,
+            next_metadata_offset: LogOffset(0),
+            want_fence: false,
+            want_shutdown: false,
+        }
+    }
+
+    /// A registration conflict is detected against a registration still in flight, and a
+    /// topic name taken by an in-flight CreateTopics cannot be created again; after a resign
+    /// the uncommitted proposals are gone and the name is free.
+    #[test]
+    fn validation_sees_in_flight_proposals() {
+        let mut c = Controller::new(ControllerConfig::default(), NodeId(9)).unwrap();
+        c.on_become_active(0);
+        let r = c.broker_heartbeat(&register(1, 1), &ctx(&c, 0)).unwrap();
+        let b1 = propose(&mut c, &r.records);
+        let err = c
+            .broker_heartbeat(&register(1, 2), &ctx(&c, 1))
+            .unwrap_err();
+        assert_eq!(
+            err,
+            ApiError::DuplicateBrokerRegistration {
+                broker_id: NodeId(1)
+            }
+        );
+        // Commit the registration, unfence the broker, then create a topic twice in flight.
+        commit_all(&mut c, &[(b1, r.records.clone())]);
+        let mut hb = register(1, 1);
+        hb.broker_epoch = Some(r.response.broker_epoch);
+        hb.next_metadata_offset = c.committed_end();
+        let u = c.broker_heartbeat(&hb, &ctx(&c, 2)).unwrap();
+        assert_eq!(u.response.target_state, crate::TargetState::Active);
+        let b2 = propose(&mut c, &u.records);
+        commit_all(&mut c, &[(b2, u.records.clone())]);
+        let req = CreateTopicsRequest {
+            topics: vec![CreatableTopic::new("a", 2, 1)],
+            validate_only: false,
+        };
+        let first = c.create_topics(&req, &ctx(&c, 3)).unwrap();
+        assert!(first.response.topics[0].1.is_ok());
+        let before = c.image().clone();
+        propose(&mut c, &first.records);
+        assert_ne!(&before, c.image());
+        let second = c.create_topics(&req, &ctx(&c, 4)).unwrap();
+        assert_eq!(
+            second.response.topics[0].1,
+            Err(ApiError::TopicAlreadyExists { name: "a".into() })
+        );
+        assert!(second.records.is_empty());
+        assert_eq!(c.inflight_batches(), 1);
+        assert!(c.committed_image().topics.get_by_name("a").is_none());
+        c.check_invariants();
+        // Losing leadership reverts the uncommitted creation.
+        c.on_resign();
+        assert_eq!(c.image(), &before);
+        assert_eq!(
+            c.create_topics(&req, &ctx(&c, 5)).unwrap_err(),
+            ApiError::NotController
+        );
+        c.on_become_active(5);
+        assert!(
+            c.create_topics(&req, &ctx(&c, 5)).unwrap().response.topics[0]
+                .1
+                .is_ok()
+        );
+    }
+
+    /// Committing an own proposal does not re-apply it: the image equals a fresh replay.
+    #[test]
+    fn committing_own_proposals_matches_fresh_replay() {
+        let mut c = Controller::new(ControllerConfig::default(), NodeId(9)).unwrap();
+        c.on_become_active(0);
+        let mut log = vec![];
+        for id in 1..4 {
+            let r = c.broker_heartbeat(&register(id, 1), &ctx(&c, 0)).unwrap();
+            let base = propose(&mut c, &r.records);
+            log.push((base, r.records));
+        }
+        assert_eq!(c.inflight_batches(), 3);
+        commit_all(&mut c, &log[..2]);
+        assert_eq!(c.inflight_batches(), 1);
+        commit_all(&mut c, &log[2..]);
+        assert_eq!(c.inflight_batches(), 0);
+        let mut fresh = Controller::new(ControllerConfig::default(), NodeId(8)).unwrap();
+        commit_all(&mut fresh, &log);
+        assert_eq!(fresh.image(), c.image());
+        assert_eq!(c.image().brokers.len(), 3);
+        // Replaying a committed offset again is refused.
+        let bytes = encode_batch(&log[0].1);
+        assert!(matches!(
+            c.replay(log[0].0, &decode_batch(&bytes).unwrap()[0]),
+            Err(ReplayError::OffsetNotIncreasing { .. })
+        ));
+    }
+
+    /// A committed record beyond the in-flight proposals (they were truncated away) is refused
+    /// until the driver resigns, which reverts them.
+    #[test]
+    fn skipped_proposals_need_a_resign() {
+        let mut c = Controller::new(ControllerConfig::default(), NodeId(9)).unwrap();
+        c.on_become_active(0);
+        let r = c.broker_heartbeat(&register(1, 1), &ctx(&c, 0)).unwrap();
+        propose(&mut c, &r.records);
+        let other = c.clone();
+        let foreign = encode_batch(&[MetadataRecord::NoOp(crate::records::NoOpRecordV1 {})]);
+        let rec = &decode_batch(&foreign).unwrap()[0];
+        assert!(matches!(
+            c.replay(LogOffset(5), rec),
+            Err(ReplayError::InflightProposalsSkipped { .. })
+        ));
+        assert_eq!(c.image(), other.image());
+        c.on_resign();
+        c.replay(LogOffset(5), rec).unwrap();
+        assert!(c.image().brokers.is_empty());
+        assert_eq!(c.committed_end(), LogOffset(6));
+    }
+}

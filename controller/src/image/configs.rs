@@ -1,0 +1,79 @@
+//! Dynamic configs: per resource (a topic by name, a broker by id, or the cluster-wide broker
+//! default) a map of explicitly set keys.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use imbl::OrdMap;
+
+use crate::records::{ArchivedConfigRecordV1, ArchivedConfigResourceType, ConfigResourceType};
+
+/// What a set of configs belongs to. For brokers `name` is the id in decimal, or empty for the
+/// cluster-wide default.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConfigResource {
+    pub resource_type: ConfigResourceType,
+    pub name: String,
+}
+
+impl ConfigResource {
+    pub fn topic(name: &str) -> Self {
+        ConfigResource {
+            resource_type: ConfigResourceType::Topic,
+            name: name.to_owned(),
+        }
+    }
+}
+
+/// Explicitly set configs by resource.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConfigsImage {
+    by_resource: OrdMap<ConfigResource, Arc<BTreeMap<String, String>>>,
+}
+
+impl ConfigsImage {
+    /// The explicitly set configs of `resource` (empty if none).
+    pub fn get(&self, resource: &ConfigResource) -> Option<&BTreeMap<String, String>> {
+        self.by_resource.get(resource).map(|m| &**m)
+    }
+
+    pub fn value(&self, resource: &ConfigResource, key: &str) -> Option<&str> {
+        self.get(resource)
+            .and_then(|m| m.get(key))
+            .map(String::as_str)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&ConfigResource, &BTreeMap<String, String>)> + '_ {
+        self.by_resource.iter().map(|(k, v)| (k, &**v))
+    }
+
+    pub(crate) fn replay(&mut self, r: &ArchivedConfigRecordV1) {
+        let resource_type = match r.resource_type {
+            ArchivedConfigResourceType::Topic => ConfigResourceType::Topic,
+            ArchivedConfigResourceType::Broker => ConfigResourceType::Broker,
+        };
+        let resource = ConfigResource {
+            resource_type,
+            name: r.resource_name.as_str().to_owned(),
+        };
+        match r.value.as_ref() {
+            Some(v) => {
+                let entry = self.by_resource.entry(resource).or_default();
+                Arc::make_mut(entry).insert(r.key.as_str().to_owned(), v.as_str().to_owned());
+            }
+            None => {
+                if let Some(map) = self.by_resource.get_mut(&resource) {
+                    Arc::make_mut(map).remove(r.key.as_str());
+                    if map.is_empty() {
+                        self.by_resource.remove(&resource);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Drops every config of a removed topic.
+    pub(crate) fn remove_topic(&mut self, name: &str) {
+        self.by_resource.remove(&ConfigResource::topic(name));
+    }
+}

@@ -1,0 +1,451 @@
+//! The metadata image: the state that replaying the log produces.
+//!
+//! [`MetadataImage::replay`] is the only code that changes it. Every part is a persistent
+//! (structurally shared) map, so `clone()` is O(1): readers (describe handlers, a snapshot writer,
+//! the in-flight snapshots of [`crate::Controller`]) take a clone and keep a consistent view while
+//! replay goes on; a write after a clone copies only the B-tree path to the changed entry and the
+//! changed entry itself (for a partition: its topic's partition vector).
+
+pub mod brokers;
+pub mod configs;
+pub mod features;
+pub mod producer_ids;
+pub mod topics;
+
+use corum_types::{BrokerEpoch, LogOffset, NodeId};
+
+use crate::error::ReplayError;
+use crate::ids::PartitionId;
+use crate::ids::TopicId;
+use crate::records::{
+    ArchivedMetadataRecord, BrokerRegistrationChangeRecordV1, ConfigRecordV1, FeatureLevelRecordV1,
+    MetadataRecord, PartitionRecordV1, ProducerIdsRecordV1, RegisterBrokerRecordV1, TopicRecordV1,
+    UnfenceBrokerRecordV1,
+};
+
+pub use brokers::{BrokerRegistration, BrokersImage};
+pub use configs::{ConfigResource, ConfigsImage};
+pub use features::{FeaturesImage, FinalizedFeature};
+pub use producer_ids::ProducerIdsImage;
+pub use topics::{PartitionImage, ReplicaList, TopicImage, TopicsImage};
+
+/// The whole metadata state at one log offset.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MetadataImage {
+    /// The offset after the last record applied (0 for an empty image).
+    pub end_offset: LogOffset,
+    pub brokers: BrokersImage,
+    pub topics: TopicsImage,
+    pub configs: ConfigsImage,
+    pub features: FeaturesImage,
+    pub producer_ids: ProducerIdsImage,
+}
+
+impl MetadataImage {
+    /// Applies one record found at `offset`. On error the image is unchanged (every record is
+    /// checked before anything is written) and the caller must stop: the log does not fit.
+    pub fn replay(
+        &mut self,
+        offset: LogOffset,
+        record: &ArchivedMetadataRecord,
+    ) -> Result<(), ReplayError> {
+        if offset < self.end_offset {
+            return Err(ReplayError::OffsetNotIncreasing {
+                offset,
+                applied: self.end_offset,
+            });
+        }
+        match record {
+            ArchivedMetadataRecord::RegisterBroker(r) => self.brokers.replay_register(offset, r),
+            ArchivedMetadataRecord::UnregisterBroker(r) => self.brokers.replay_unregister(
+                offset,
+                NodeId::from(&r.broker_id),
+                BrokerEpoch::from(&r.broker_epoch),
+            )?,
+            ArchivedMetadataRecord::FenceBroker(r) => self.brokers.replay_change(
+                offset,
+                NodeId::from(&r.broker_id),
+                BrokerEpoch::from(&r.broker_epoch),
+                |b| {
+                    b.fenced = true;
+                    b.in_controlled_shutdown = false;
+                },
+            )?,
+            ArchivedMetadataRecord::UnfenceBroker(r) => self.brokers.replay_change(
+                offset,
+                NodeId::from(&r.broker_id),
+                BrokerEpoch::from(&r.broker_epoch),
+                |b| b.fenced = false,
+            )?,
+            ArchivedMetadataRecord::BrokerRegistrationChange(r) => {
+                let shutdown = r.in_controlled_shutdown;
+                self.brokers.replay_change(
+                    offset,
+                    NodeId::from(&r.broker_id),
+                    BrokerEpoch::from(&r.broker_epoch),
+                    |b| b.in_controlled_shutdown = shutdown,
+                )?
+            }
+            ArchivedMetadataRecord::Topic(r) => self.topics.replay_topic(offset, r)?,
+            ArchivedMetadataRecord::RemoveTopic(r) => {
+                let name = self
+                    .topics
+                    .replay_remove(offset, TopicId::from_archived(&r.topic_id))?;
+                self.configs.remove_topic(&name);
+            }
+            ArchivedMetadataRecord::Partition(r) => self.topics.replay_partition(offset, r)?,
+            ArchivedMetadataRecord::PartitionLeaderChange(r) => {
+                self.topics.replay_leader_change(offset, r)?
+            }
+            ArchivedMetadataRecord::PartitionIsrChange(r) => {
+                self.topics.replay_isr_change(offset, r)?
+            }
+            ArchivedMetadataRecord::Config(r) => self.configs.replay(r),
+            ArchivedMetadataRecord::FeatureLevel(r) => self.features.replay(offset, r)?,
+            ArchivedMetadataRecord::ProducerIds(r) => self.producer_ids.replay(offset, r)?,
+            ArchivedMetadataRecord::NoOp(_) => {}
+        }
+        self.end_offset = offset.next();
+        Ok(())
+    }
+
+    /// Records that rebuild this image from an empty one (the body of a KIP-630 snapshot):
+    /// replaying them in order gives an image equal to this one except for `end_offset`.
+    /// Brokers first (so features and partitions can refer to them), then features, topics with
+    /// their partitions, configs, and the producer-id high-water mark.
+    pub fn snapshot_records(&self) -> Vec<MetadataRecord> {
+        let mut out = Vec::new();
+        for b in self.brokers.iter() {
+            let (broker_id, broker_epoch) = (b.broker_id, b.broker_epoch);
+            out.push(MetadataRecord::RegisterBroker(RegisterBrokerRecordV1 {
+                broker_id,
+                incarnation_id: b.incarnation_id,
+                broker_epoch,
+                listeners: b.listeners.clone(),
+                features: b.features.clone(),
+                rack: b.rack.as_deref().map(str::to_owned),
+            }));
+            if !b.fenced {
+                out.push(MetadataRecord::UnfenceBroker(UnfenceBrokerRecordV1 {
+                    broker_id,
+                    broker_epoch,
+                }));
+            }
+            if b.in_controlled_shutdown {
+                out.push(MetadataRecord::BrokerRegistrationChange(
+                    BrokerRegistrationChangeRecordV1 {
+                        broker_id,
+                        broker_epoch,
+                        in_controlled_shutdown: true,
+                    },
+                ));
+            }
+        }
+        for (name, f) in self.features.iter() {
+            out.push(MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
+                name: name.to_owned(),
+                min_level: f.min_level,
+                max_level: f.max_level,
+            }));
+        }
+        for t in self.topics.iter() {
+            out.push(MetadataRecord::Topic(TopicRecordV1 {
+                name: t.name.to_string(),
+                topic_id: t.topic_id,
+                deleting: t.deleting,
+            }));
+            for (i, p) in t.partitions.iter().enumerate() {
+                out.push(MetadataRecord::Partition(PartitionRecordV1 {
+                    topic_id: t.topic_id,
+                    partition_id: PartitionId(i as u32),
+                    replicas: p.replicas.to_vec(),
+                    isr: p.isr.to_vec(),
+                    leader: p.leader,
+                    leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
+                }));
+            }
+        }
+        for (resource, entries) in self.configs.iter() {
+            for (key, value) in entries {
+                out.push(MetadataRecord::Config(ConfigRecordV1 {
+                    resource_type: resource.resource_type,
+                    resource_name: resource.name.clone(),
+                    key: key.clone(),
+                    value: Some(value.clone()),
+                }));
+            }
+        }
+        if let Some((broker_id, broker_epoch)) = self.producer_ids.last_block_owner {
+            out.push(MetadataRecord::ProducerIds(ProducerIdsRecordV1 {
+                broker_id,
+                broker_epoch,
+                next_producer_id: self.producer_ids.next_producer_id,
+            }));
+        }
+        out
+    }
+
+    /// Checks the image's invariants (O(partitions)); tests and the simulator call it after every
+    /// batch. Panics with a description of the first violation.
+    ///
+    /// - every partition's replicas and ISR are duplicate-free, the ISR is a non-empty subset of
+    ///   the replicas, and the leader (if any) is in the ISR and on a registered unfenced broker;
+    /// - the name and id indexes and the deleting set agree with the topics;
+    /// - every finalized feature range is valid.
+    pub fn check_invariants(&self) {
+        self.check_structure(true);
+    }
+
+    /// The part of [`Self::check_invariants`] that replay alone guarantees for any log, even one
+    /// the controller did not write (leaders are then only required to be replicas).
+    pub fn check_invariants_structural(&self) {
+        self.check_structure(false);
+    }
+
+    fn check_structure(&self, leaders_eligible: bool) {
+        let mut partitions = 0;
+        let mut leaderless = 0;
+        for topic in self.topics.iter() {
+            assert_eq!(
+                self.topics.get_by_name(&topic.name).map(|t| t.topic_id),
+                Some(topic.topic_id)
+            );
+            assert_eq!(
+                topic.deleting,
+                self.topics.deleting().any(|d| d == topic.topic_id),
+                "deleting set of {}",
+                topic.name
+            );
+            for (i, p) in topic.partitions.iter().enumerate() {
+                partitions += 1;
+                leaderless += usize::from(p.leader.is_none());
+                let at = || format!("{}/{i}: {p:?}", topic.name);
+                assert!(!p.replicas.is_empty(), "no replicas at {}", at());
+                assert!(!p.isr.is_empty(), "empty ISR at {}", at());
+                assert!(
+                    p.isr.iter().all(|b| p.replicas.contains(b)),
+                    "ISR not within replicas at {}",
+                    at()
+                );
+                for list in [&p.replicas, &p.isr] {
+                    assert!(
+                        list.iter().enumerate().all(|(j, b)| !list[..j].contains(b)),
+                        "duplicate at {}",
+                        at()
+                    );
+                }
+                if let Some(leader) = p.leader {
+                    assert!(
+                        p.replicas.contains(&leader),
+                        "leader not a replica at {}",
+                        at()
+                    );
+                }
+                if let Some(leader) = p.leader.filter(|_| leaders_eligible) {
+                    assert!(p.isr.contains(&leader), "leader not in ISR at {}", at());
+                    assert!(
+                        self.brokers.is_unfenced(leader),
+                        "leader on a fenced or unknown broker at {}",
+                        at()
+                    );
+                }
+            }
+        }
+        assert_eq!(partitions, self.topics.partition_count());
+        assert_eq!(leaderless, self.topics.leaderless_count());
+        assert_eq!(self.topics.names().count(), self.topics.len());
+        for (name, f) in self.features.iter() {
+            assert!(
+                1 <= f.min_level && f.min_level <= f.max_level,
+                "feature {name}: {f:?}"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{LeaderEpoch, PartitionEpoch};
+    use crate::records::*;
+    use corum_types::Uuid;
+    use proptest::prelude::*;
+
+    fn record() -> impl Strategy<Value = MetadataRecord> {
+        let node = || (0..4u32).prop_map(NodeId);
+        let nodes = move || proptest::collection::vec(node(), 0..4);
+        let topic = || (0..3u8).prop_map(|t| TopicId(Uuid([t; 16])));
+        let epoch = || (0..3u64).prop_map(BrokerEpoch);
+        prop_oneof![
+            (node(), epoch()).prop_map(|(broker_id, broker_epoch)| MetadataRecord::RegisterBroker(
+                RegisterBrokerRecordV1 {
+                    broker_id,
+                    incarnation_id: Uuid::ZERO,
+                    broker_epoch,
+                    listeners: vec![],
+                    features: vec![],
+                    rack: None,
+                }
+            )),
+            (node(), epoch()).prop_map(|(broker_id, broker_epoch)| MetadataRecord::UnfenceBroker(
+                UnfenceBrokerRecordV1 {
+                    broker_id,
+                    broker_epoch
+                }
+            )),
+            (node(), epoch()).prop_map(|(broker_id, broker_epoch)| MetadataRecord::FenceBroker(
+                FenceBrokerRecordV1 {
+                    broker_id,
+                    broker_epoch
+                }
+            )),
+            (node(), epoch()).prop_map(|(broker_id, broker_epoch)| {
+                MetadataRecord::UnregisterBroker(UnregisterBrokerRecordV1 {
+                    broker_id,
+                    broker_epoch,
+                })
+            }),
+            (topic(), 0..3u8, any::<bool>()).prop_map(|(topic_id, n, deleting)| {
+                MetadataRecord::Topic(TopicRecordV1 {
+                    name: format!("n{n}"),
+                    topic_id,
+                    deleting,
+                })
+            }),
+            topic()
+                .prop_map(|topic_id| MetadataRecord::RemoveTopic(RemoveTopicRecordV1 { topic_id })),
+            (
+                topic(),
+                0..3u32,
+                nodes(),
+                nodes(),
+                proptest::option::of(node())
+            )
+                .prop_map(|(topic_id, p, replicas, isr, leader)| {
+                    MetadataRecord::Partition(PartitionRecordV1 {
+                        topic_id,
+                        partition_id: PartitionId(p),
+                        replicas,
+                        isr,
+                        leader,
+                        leader_epoch: LeaderEpoch(0),
+                        partition_epoch: PartitionEpoch(0),
+                    })
+                }),
+            (topic(), 0..3u32, proptest::option::of(node())).prop_map(|(topic_id, p, leader)| {
+                MetadataRecord::PartitionLeaderChange(PartitionLeaderChangeRecordV1 {
+                    topic_id,
+                    partition_id: PartitionId(p),
+                    leader,
+                    leader_epoch: LeaderEpoch(1),
+                    partition_epoch: PartitionEpoch(1),
+                })
+            }),
+            (topic(), 0..3u32, nodes()).prop_map(|(topic_id, p, isr)| {
+                MetadataRecord::PartitionIsrChange(PartitionIsrChangeRecordV1 {
+                    topic_id,
+                    partition_id: PartitionId(p),
+                    isr,
+                    partition_epoch: PartitionEpoch(1),
+                })
+            }),
+            (0..3u16, 0..3u16).prop_map(|(min_level, max_level)| MetadataRecord::FeatureLevel(
+                FeatureLevelRecordV1 {
+                    name: "f".into(),
+                    min_level,
+                    max_level
+                }
+            )),
+            (0..3000u64).prop_map(|next_producer_id| MetadataRecord::ProducerIds(
+                ProducerIdsRecordV1 {
+                    broker_id: NodeId(0),
+                    broker_epoch: BrokerEpoch(0),
+                    next_producer_id
+                }
+            )),
+        ]
+    }
+
+    proptest! {
+        /// Arbitrary (possibly inconsistent) records never panic replay: each applies, or is
+        /// rejected leaving the image exactly as it was; and replaying the same records twice
+        /// yields the same image.
+        #[test]
+        fn replay_rejects_without_change(records in proptest::collection::vec(record(), 0..40)) {
+            let bytes = encode_batch(&records);
+            let batch = decode_batch(&bytes).unwrap();
+            let mut a = MetadataImage::default();
+            let mut b = MetadataImage::default();
+            for (i, r) in batch.iter().enumerate() {
+                let before = a.clone();
+                let ra = a.replay(LogOffset(i as u64), r);
+                let rb = b.replay(LogOffset(i as u64), r);
+                prop_assert_eq!(ra.is_ok(), rb.is_ok());
+                if ra.is_err() {
+                    prop_assert_eq!(&before, &a);
+                }
+                prop_assert_eq!(&a, &b);
+            }
+            a.check_invariants_structural();
+        }
+    }
+
+    /// A reader's clone is a frozen snapshot: later replay on the original does not show in it,
+    /// and the clone shares structure (no deep copy happened until the write).
+    #[test]
+    fn clones_are_independent_snapshots() {
+        let t = TopicId(Uuid([1; 16]));
+        let recs = vec![
+            MetadataRecord::Topic(TopicRecordV1 {
+                name: "a".into(),
+                topic_id: t,
+                deleting: false,
+            }),
+            MetadataRecord::Partition(PartitionRecordV1 {
+                topic_id: t,
+                partition_id: PartitionId(0),
+                replicas: vec![NodeId(1)],
+                isr: vec![NodeId(1)],
+                leader: None,
+                leader_epoch: LeaderEpoch(0),
+                partition_epoch: PartitionEpoch(0),
+            }),
+            MetadataRecord::RemoveTopic(RemoveTopicRecordV1 { topic_id: t }),
+        ];
+        let bytes = encode_batch(&recs);
+        let batch = decode_batch(&bytes).unwrap();
+        let mut image = MetadataImage::default();
+        image.replay(LogOffset(0), &batch[0]).unwrap();
+        image.replay(LogOffset(1), &batch[1]).unwrap();
+        let reader = image.clone();
+        let shared = reader.topics.get_shared(t).unwrap();
+        assert!(std::sync::Arc::ptr_eq(
+            &shared,
+            &image.topics.get_shared(t).unwrap()
+        ));
+        image.replay(LogOffset(2), &batch[2]).unwrap();
+        assert!(image.topics.get(t).is_none());
+        assert_eq!(reader.topics.get(t).unwrap().partitions.len(), 1);
+        assert_eq!(reader.end_offset, LogOffset(2));
+    }
+
+    proptest! {
+        /// Snapshot records of any image reachable by replay rebuild exactly that image.
+        #[test]
+        fn snapshot_records_rebuild_the_image(records in proptest::collection::vec(record(), 0..60)) {
+            let bytes = encode_batch(&records);
+            let mut image = MetadataImage::default();
+            for (i, r) in decode_batch(&bytes).unwrap().iter().enumerate() {
+                let _ = image.replay(LogOffset(i as u64), r);
+            }
+            let snap = encode_batch(&image.snapshot_records());
+            let mut rebuilt = MetadataImage::default();
+            for (i, r) in decode_batch(&snap).unwrap().iter().enumerate() {
+                rebuilt.replay(LogOffset(i as u64), r).unwrap();
+            }
+            rebuilt.end_offset = image.end_offset;
+            prop_assert_eq!(rebuilt, image);
+        }
+    }
+}

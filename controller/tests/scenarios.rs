@@ -1,0 +1,712 @@
+//! Data-driven scenario tests: each `testdata/*.txt` holds commands and the expected output after
+//! each. Format (etcd-style):
+//!
+//! ```text
+//! # comment
+//! command key=value flag ...
+//! ----
+//! expected output lines
+//! <blank line>
+//! ```
+//!
+//! Run with `CORUM_REWRITE=1` to rewrite the expected outputs; review the diff like code.
+//! Every mutating command proposes its records (uncommitted) through the in-memory driver;
+//! `commit` commits them, cross-checking the controller against a fresh replay of the log.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+
+use common::Driver;
+use corum_controller::control::cluster_control::{TickResponse, UnregisterBrokerRequest};
+use corum_controller::control::config_control::{
+    AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
+};
+use corum_controller::control::feature_control::{FeatureUpdate, UpdateFeaturesRequest};
+use corum_controller::control::producer_id_control::AllocateProducerIdsRequest;
+use corum_controller::control::replication_control::{
+    AlterIsrRequest, CreatableTopic, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteTopicsRequest, ElectLeadersRequest, ElectionType, IsrUpdate, PartitionsIncrease,
+};
+use corum_controller::image::ConfigResource;
+use corum_controller::records::{ConfigResourceType, ListenerV1, SupportedFeatureV1};
+use corum_controller::{
+    BrokerHeartbeatRequest, ControllerConfig, ControllerResult, MetadataRecord, PartitionId,
+    TopicId,
+};
+use corum_types::{BrokerEpoch, LogOffset, NodeId, Uuid};
+
+struct Scenario {
+    driver: Driver,
+    names: HashMap<TopicId, String>,
+}
+
+struct Args<'a> {
+    kv: BTreeMap<&'a str, &'a str>,
+    flags: Vec<&'a str>,
+    positional: Vec<&'a str>,
+}
+
+impl<'a> Args<'a> {
+    fn parse(words: &[&'a str]) -> Self {
+        let mut a = Args {
+            kv: BTreeMap::new(),
+            flags: vec![],
+            positional: vec![],
+        };
+        for w in words {
+            if let Some((k, v)) = w.split_once('=') {
+                if k.contains(':') {
+                    a.positional.push(w);
+                } else {
+                    a.kv.insert(k, v);
+                }
+            } else if w.contains(':') || w.chars().next().is_some_and(|c| c.is_ascii_digit()) {
+                a.positional.push(w);
+            } else {
+                a.flags.push(w);
+            }
+        }
+        a
+    }
+    fn u64(&self, k: &str) -> Option<u64> {
+        self.kv.get(k).map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{k}={v}: not a number"))
+        })
+    }
+    fn node(&self, k: &str) -> NodeId {
+        NodeId(self.u64(k).unwrap_or_else(|| panic!("missing {k}=")) as u32)
+    }
+    fn flag(&self, f: &str) -> bool {
+        self.flags.contains(&f)
+    }
+}
+
+fn ids(s: &str) -> Vec<NodeId> {
+    s.split(',')
+        .filter(|x| !x.is_empty())
+        .map(|x| NodeId(x.parse().unwrap()))
+        .collect()
+}
+
+fn fmt_ids(v: &[NodeId]) -> String {
+    let inner: Vec<String> = v.iter().map(|n| n.to_string()).collect();
+    format!("[{}]", inner.join(","))
+}
+
+fn fmt_leader(l: Option<NodeId>) -> String {
+    l.map_or("none".into(), |n| n.to_string())
+}
+
+impl Scenario {
+    fn new() -> Self {
+        let config = ControllerConfig {
+            default_partitions: 1,
+            default_replication_factor: 1,
+            ..Default::default()
+        };
+        Scenario {
+            driver: Driver::new(config),
+            names: HashMap::new(),
+        }
+    }
+
+    fn tname(&self, id: TopicId) -> String {
+        self.names
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| id.to_string())
+    }
+
+    fn fmt_record(&mut self, r: &MetadataRecord) -> String {
+        match r {
+            MetadataRecord::RegisterBroker(r) => format!(
+                "RegisterBroker broker={} epoch={} rack={}",
+                r.broker_id,
+                r.broker_epoch.0,
+                r.rack.as_deref().unwrap_or("-")
+            ),
+            MetadataRecord::UnregisterBroker(r) => format!(
+                "UnregisterBroker broker={} epoch={}",
+                r.broker_id, r.broker_epoch.0
+            ),
+            MetadataRecord::FenceBroker(r) => format!(
+                "FenceBroker broker={} epoch={}",
+                r.broker_id, r.broker_epoch.0
+            ),
+            MetadataRecord::UnfenceBroker(r) => format!(
+                "UnfenceBroker broker={} epoch={}",
+                r.broker_id, r.broker_epoch.0
+            ),
+            MetadataRecord::BrokerRegistrationChange(r) => format!(
+                "BrokerRegistrationChange broker={} epoch={} controlled_shutdown={}",
+                r.broker_id, r.broker_epoch.0, r.in_controlled_shutdown
+            ),
+            MetadataRecord::Topic(r) => {
+                self.names.insert(r.topic_id, r.name.clone());
+                format!("Topic {} deleting={}", r.name, r.deleting)
+            }
+            MetadataRecord::RemoveTopic(r) => format!("RemoveTopic {}", self.tname(r.topic_id)),
+            MetadataRecord::Partition(r) => format!(
+                "Partition {}/{} replicas={} isr={} leader={} le={} pe={}",
+                self.tname(r.topic_id),
+                r.partition_id.0,
+                fmt_ids(&r.replicas),
+                fmt_ids(&r.isr),
+                fmt_leader(r.leader),
+                r.leader_epoch.0,
+                r.partition_epoch.0
+            ),
+            MetadataRecord::PartitionLeaderChange(r) => format!(
+                "PartitionLeaderChange {}/{} leader={} le={} pe={}",
+                self.tname(r.topic_id),
+                r.partition_id.0,
+                fmt_leader(r.leader),
+                r.leader_epoch.0,
+                r.partition_epoch.0
+            ),
+            MetadataRecord::PartitionIsrChange(r) => format!(
+                "PartitionIsrChange {}/{} isr={} pe={}",
+                self.tname(r.topic_id),
+                r.partition_id.0,
+                fmt_ids(&r.isr),
+                r.partition_epoch.0
+            ),
+            MetadataRecord::Config(r) => format!(
+                "Config {:?}:{} {}={}",
+                r.resource_type,
+                r.resource_name,
+                r.key,
+                r.value.as_deref().unwrap_or("<delete>")
+            ),
+            MetadataRecord::FeatureLevel(r) => {
+                format!("FeatureLevel {} [{}, {}]", r.name, r.min_level, r.max_level)
+            }
+            MetadataRecord::ProducerIds(r) => format!(
+                "ProducerIds broker={} next={}",
+                r.broker_id, r.next_producer_id
+            ),
+            MetadataRecord::NoOp(_) => "NoOp".into(),
+        }
+    }
+
+    /// Proposes the records and prints them and the response.
+    fn outcome<R: std::fmt::Debug>(
+        &mut self,
+        result: Result<ControllerResult<R>, corum_controller::ApiError>,
+    ) -> String {
+        let mut out = String::new();
+        match result {
+            Err(e) => writeln!(out, "error: {e:?}").unwrap(),
+            Ok(r) => {
+                for rec in &r.records {
+                    let line = self.fmt_record(rec);
+                    writeln!(out, "{line}").unwrap();
+                }
+                self.driver.propose(&r.records);
+                let resp = format!("{:?}", r.response);
+                writeln!(out, "response: {}", self.rename_ids(&resp)).unwrap();
+            }
+        }
+        out
+    }
+
+    /// Replaces topic ids in debug output by names so outputs read well.
+    fn rename_ids(&self, s: &str) -> String {
+        let mut s = s.to_owned();
+        for (id, name) in &self.names {
+            s = s.replace(&format!("TopicId(Uuid({id}))"), name);
+        }
+        s
+    }
+
+    fn heartbeat_request(&self, a: &Args<'_>) -> BrokerHeartbeatRequest {
+        let broker_id = a.node("broker");
+        let registering = a.flag("initial");
+        let broker_epoch = if registering {
+            None
+        } else {
+            Some(match a.u64("epoch") {
+                Some(e) => BrokerEpoch(e),
+                None => self
+                    .driver
+                    .controller
+                    .image()
+                    .brokers
+                    .get(broker_id)
+                    .map_or(BrokerEpoch(0), |b| b.broker_epoch),
+            })
+        };
+        let features = match a.kv.get("features") {
+            Some(list) => list
+                .split(',')
+                .map(|f| {
+                    let (name, range) = f.split_once(':').unwrap();
+                    let (lo, hi) = range.split_once('-').unwrap();
+                    SupportedFeatureV1 {
+                        name: name.into(),
+                        min_level: lo.parse().unwrap(),
+                        max_level: hi.parse().unwrap(),
+                    }
+                })
+                .collect(),
+            None => vec![SupportedFeatureV1 {
+                name: "metadata.version".into(),
+                min_level: 1,
+                max_level: 5,
+            }],
+        };
+        BrokerHeartbeatRequest {
+            broker_id,
+            broker_epoch,
+            incarnation_id: Uuid(
+                [a.u64("incarnation").unwrap_or(u64::from(broker_id.0)) as u8; 16],
+            ),
+            listeners: vec![ListenerV1 {
+                name: "PLAINTEXT".into(),
+                host: format!("b{broker_id}"),
+                port: 9092,
+            }],
+            features,
+            rack: a.kv.get("rack").map(|s| s.to_string()),
+            next_metadata_offset: LogOffset(a.u64("offset").unwrap_or(0)),
+            want_fence: a.flag("fence"),
+            want_shutdown: a.flag("shutdown"),
+        }
+    }
+
+    fn topic_id(&self, name: &str) -> TopicId {
+        self.driver
+            .controller
+            .image()
+            .topics
+            .get_by_name(name)
+            .map(|t| t.topic_id)
+            .unwrap_or_default()
+    }
+
+    fn run(&mut self, line: &str) -> String {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (cmd, rest) = words.split_first().expect("non-empty command");
+        let a = Args::parse(rest);
+        if let Some(t) = a.u64("now") {
+            self.driver.now_ms = t;
+        }
+        let ctx = self.driver.ctx();
+        match *cmd {
+            "register" | "heartbeat" => {
+                let mut req = self.heartbeat_request(&a);
+                if *cmd == "register" {
+                    req.broker_epoch = None;
+                }
+                let r = self.driver.controller.broker_heartbeat(&req, &ctx);
+                self.outcome(r)
+            }
+            "config" => {
+                assert!(
+                    self.driver.log.is_empty() && self.driver.pending.is_empty(),
+                    "config must come first"
+                );
+                let config = ControllerConfig {
+                    records_per_batch_max: a.u64("records-max").map_or(10_000, |v| v as usize),
+                    ..ControllerConfig::default()
+                };
+                config.validate().unwrap();
+                self.driver = Driver::new(config);
+                format!(
+                    "records_per_batch_max={}\n",
+                    self.driver.controller.config().records_per_batch_max
+                )
+            }
+            "advance" => {
+                self.driver.now_ms += a.u64("ms").expect("ms=");
+                format!("now={}\n", self.driver.now_ms)
+            }
+            "tick" => {
+                let r: Result<ControllerResult<TickResponse>, _> =
+                    self.driver.controller.tick(&ctx);
+                self.outcome(r)
+            }
+            "commit" => {
+                let n = self.driver.commit();
+                format!(
+                    "committed {n} batches; hwm={}\n",
+                    self.driver.committed_end.0
+                )
+            }
+            "fail-over" => {
+                self.driver.fail_over();
+                "reverted in-flight proposals; active again\n".into()
+            }
+            "unregister" => {
+                let r = self
+                    .driver
+                    .controller
+                    .unregister_broker(&UnregisterBrokerRequest {
+                        broker_id: a.node("broker"),
+                    });
+                self.outcome(r)
+            }
+            "create-topics" => {
+                let topics = a
+                    .positional
+                    .iter()
+                    .map(|spec| {
+                        let parts: Vec<&str> = spec.split(':').collect();
+                        let mut t = CreatableTopic::new(
+                            parts[0],
+                            parts[1].parse().unwrap(),
+                            parts[2].parse().unwrap(),
+                        );
+                        if let Some(assign) = parts.get(3).filter(|a| !a.is_empty()) {
+                            t.assignments = assign.split('/').map(ids).collect();
+                            t.num_partitions = -1;
+                            t.replication_factor = -1;
+                        }
+                        if let Some(cfg) = parts.get(4) {
+                            t.configs = cfg
+                                .split(';')
+                                .filter(|kv| !kv.is_empty())
+                                .map(|kv| {
+                                    let (k, v) = kv.split_once('=').unwrap();
+                                    (k.to_owned(), v.to_owned())
+                                })
+                                .collect();
+                        }
+                        t
+                    })
+                    .collect();
+                let req = CreateTopicsRequest {
+                    topics,
+                    validate_only: a.flag("validate-only"),
+                };
+                let r = self.driver.controller.create_topics(&req, &ctx);
+                if let Ok(ok) = &r {
+                    for (name, res) in &ok.response.topics {
+                        if let Ok(c) = res {
+                            self.names.insert(c.topic_id, name.clone());
+                        }
+                    }
+                }
+                self.outcome(r)
+            }
+            "delete-topics" => {
+                let req = DeleteTopicsRequest {
+                    names: rest.iter().map(|s| s.to_string()).collect(),
+                };
+                let r = self.driver.controller.delete_topics(&req);
+                self.outcome(r)
+            }
+            "create-partitions" => {
+                let topics = a
+                    .positional
+                    .iter()
+                    .map(|spec| {
+                        let (name, count) = spec.split_once(':').unwrap();
+                        PartitionsIncrease {
+                            name: name.into(),
+                            count: count.parse().unwrap(),
+                            assignments: vec![],
+                        }
+                    })
+                    .collect();
+                let req = CreatePartitionsRequest {
+                    topics,
+                    validate_only: a.flag("validate-only"),
+                };
+                let r = self.driver.controller.create_partitions(&req, &ctx);
+                self.outcome(r)
+            }
+            "alter-isr" => {
+                let broker_id = a.node("broker");
+                let (name, pid) = a.kv["partition"].split_once('/').unwrap();
+                let topic_id = self.topic_id(name);
+                let pid = PartitionId(pid.parse().unwrap());
+                let image = self.driver.controller.image();
+                let cur = image.topics.partition(topic_id, pid);
+                let update = IsrUpdate {
+                    topic_id,
+                    partition_id: pid,
+                    leader_epoch: a.u64("le").map_or_else(
+                        || cur.map(|p| p.leader_epoch).unwrap_or_default(),
+                        |v| corum_controller::LeaderEpoch(v as u32),
+                    ),
+                    partition_epoch: a.u64("pe").map_or_else(
+                        || cur.map(|p| p.partition_epoch).unwrap_or_default(),
+                        |v| corum_controller::PartitionEpoch(v as u32),
+                    ),
+                    new_isr: ids(a.kv["isr"]),
+                };
+                let broker_epoch = match a.u64("epoch") {
+                    Some(e) => BrokerEpoch(e),
+                    None => image
+                        .brokers
+                        .get(broker_id)
+                        .map_or(BrokerEpoch(0), |b| b.broker_epoch),
+                };
+                let req = AlterIsrRequest {
+                    broker_id,
+                    broker_epoch,
+                    partitions: vec![update],
+                };
+                let r = self.driver.controller.alter_isr(&req);
+                self.outcome(r)
+            }
+            "elect" => {
+                let election_type = if a.flag("unclean") {
+                    ElectionType::Unclean
+                } else {
+                    ElectionType::Preferred
+                };
+                let partitions = if a.positional.is_empty() {
+                    None
+                } else {
+                    Some(
+                        a.positional
+                            .iter()
+                            .map(|s| {
+                                let (n, p) = s.split_once(':').unwrap();
+                                (n.to_owned(), PartitionId(p.parse().unwrap()))
+                            })
+                            .collect(),
+                    )
+                };
+                let r = self.driver.controller.elect_leaders(&ElectLeadersRequest {
+                    election_type,
+                    partitions,
+                });
+                self.outcome(r)
+            }
+            "alter-configs" => {
+                // alter-configs topic:orders set:retention.ms=5 delete:segment.bytes append:cleanup.policy=compact
+                let (rtype, name) = a.positional[0].split_once(':').unwrap();
+                let resource = ConfigResource {
+                    resource_type: if rtype == "topic" {
+                        ConfigResourceType::Topic
+                    } else {
+                        ConfigResourceType::Broker
+                    },
+                    name: name.to_owned(),
+                };
+                let configs = a.positional[1..]
+                    .iter()
+                    .map(|s| {
+                        let (op, kv) = s.split_once(':').unwrap();
+                        let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+                        let op = match op {
+                            "set" => AlterConfigOp::Set,
+                            "delete" => AlterConfigOp::Delete,
+                            "append" => AlterConfigOp::Append,
+                            "subtract" => AlterConfigOp::Subtract,
+                            other => panic!("unknown op {other}"),
+                        };
+                        AlterableConfig {
+                            key: key.into(),
+                            op,
+                            value: value.into(),
+                        }
+                    })
+                    .collect();
+                let req = IncrementalAlterConfigsRequest {
+                    resources: vec![AlterConfigsResource { resource, configs }],
+                    validate_only: a.flag("validate-only"),
+                };
+                let r = self.driver.controller.incremental_alter_configs(&req);
+                self.outcome(r)
+            }
+            "describe-configs" => {
+                let (rtype, name) = a.positional[0]
+                    .split_once(':')
+                    .unwrap_or((a.positional[0], ""));
+                let resource = ConfigResource {
+                    resource_type: if rtype == "topic" {
+                        ConfigResourceType::Topic
+                    } else {
+                        ConfigResourceType::Broker
+                    },
+                    name: name.to_owned(),
+                };
+                let mut out = String::new();
+                match self.driver.controller.describe_configs(&[resource]) {
+                    Err(e) => writeln!(out, "error: {e:?}").unwrap(),
+                    Ok(r) => {
+                        for (_, res) in r.resources {
+                            match res {
+                                Err(e) => writeln!(out, "error: {e:?}").unwrap(),
+                                Ok(list) => {
+                                    for c in list {
+                                        writeln!(out, "{}={} ({:?})", c.key, c.value, c.source)
+                                            .unwrap();
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                out
+            }
+            "update-features" => {
+                let updates = a
+                    .positional
+                    .iter()
+                    .map(|s| {
+                        let (name, range) = s.split_once(':').unwrap();
+                        let (lo, hi) = range.split_once('-').unwrap();
+                        FeatureUpdate {
+                            name: name.into(),
+                            min_level: lo.parse().unwrap(),
+                            max_level: hi.parse().unwrap(),
+                            allow_downgrade: a.flag("downgrade"),
+                        }
+                    })
+                    .collect();
+                let r = self
+                    .driver
+                    .controller
+                    .update_features(&UpdateFeaturesRequest {
+                        updates,
+                        validate_only: false,
+                    });
+                self.outcome(r)
+            }
+            "allocate-pids" => {
+                let broker_id = a.node("broker");
+                let broker_epoch = self
+                    .driver
+                    .controller
+                    .image()
+                    .brokers
+                    .get(broker_id)
+                    .map_or(BrokerEpoch(0), |b| b.broker_epoch);
+                let r = self
+                    .driver
+                    .controller
+                    .allocate_producer_ids(&AllocateProducerIdsRequest {
+                        broker_id,
+                        broker_epoch,
+                    });
+                self.outcome(r)
+            }
+            "describe-cluster" => match self.driver.controller.describe_cluster() {
+                Err(e) => format!("error: {e:?}\n"),
+                Ok(r) => {
+                    let mut out = format!(
+                        "controller={} topics={} partitions={}\n",
+                        r.controller_id, r.topic_count, r.partition_count
+                    );
+                    for b in r.brokers {
+                        writeln!(
+                            out,
+                            "broker {} epoch={} rack={} fenced={} controlled_shutdown={}",
+                            b.broker_id,
+                            b.broker_epoch.0,
+                            b.rack.as_deref().unwrap_or("-"),
+                            b.fenced,
+                            b.in_controlled_shutdown
+                        )
+                        .unwrap();
+                    }
+                    out
+                }
+            },
+            "image" => {
+                let image = self.driver.controller.image();
+                let mut out = String::new();
+                for b in image.brokers.iter() {
+                    writeln!(
+                        out,
+                        "broker {} epoch={} fenced={} shutdown={}",
+                        b.broker_id, b.broker_epoch.0, b.fenced, b.in_controlled_shutdown
+                    )
+                    .unwrap();
+                }
+                for (name, id) in image.topics.names() {
+                    let t = image.topics.get(id).unwrap();
+                    for (i, p) in t.partitions.iter().enumerate() {
+                        writeln!(
+                            out,
+                            "{name}/{i}{} replicas={} isr={} leader={} le={} pe={}",
+                            if t.deleting { " (deleting)" } else { "" },
+                            fmt_ids(&p.replicas),
+                            fmt_ids(&p.isr),
+                            fmt_leader(p.leader),
+                            p.leader_epoch.0,
+                            p.partition_epoch.0
+                        )
+                        .unwrap();
+                    }
+                }
+                for (name, f) in image.features.iter() {
+                    writeln!(out, "feature {name} [{}, {}]", f.min_level, f.max_level).unwrap();
+                }
+                if out.is_empty() {
+                    out.push_str("empty\n");
+                }
+                out
+            }
+            other => panic!("unknown command {other:?}"),
+        }
+    }
+}
+
+fn run_file(path: &std::path::Path) -> (String, String) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut scenario = Scenario::new();
+    let mut out = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        if line.trim().is_empty() || line.starts_with('#') {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        // A command, then `----`, then the expected output up to a blank line.
+        out.push_str(line);
+        out.push('\n');
+        assert_eq!(
+            lines.next(),
+            Some("----"),
+            "{}: expected ---- after {line:?}",
+            path.display()
+        );
+        while lines.peek().is_some_and(|l| !l.is_empty()) {
+            lines.next();
+        }
+        out.push_str("----\n");
+        let result = scenario.run(line);
+        out.push_str(&result);
+        out.push('\n');
+        lines.next();
+    }
+    (text, out)
+}
+
+/// Every scenario file produces exactly its expected output (CORUM_REWRITE=1 rewrites them).
+#[test]
+fn scenarios() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    let rewrite = std::env::var_os("CORUM_REWRITE").is_some();
+    let mut failed = vec![];
+    for path in files {
+        let (expected, actual) = run_file(&path);
+        if rewrite {
+            std::fs::write(&path, &actual).unwrap();
+        } else if expected != actual {
+            eprintln!("--- {} differs; actual:\n{actual}", path.display());
+            failed.push(path.display().to_string());
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "scenario mismatches (rewrite with CORUM_REWRITE=1): {failed:?}"
+    );
+}
