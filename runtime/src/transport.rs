@@ -1,0 +1,654 @@
+//! TCP transport between nodes and to clients: framed connections, a listener that runs one
+//! task per connection, and an outbound peer that reconnects with capped backoff.
+//!
+//! A [`FramedConnection`] sends rkyv messages as frames ([`crate::frame`]) and receives them as
+//! [`Validated`] values: the header, checksum and rkyv archive are checked once, on receipt.
+//! Any bad frame (bad magic, wrong version, flags, too large for this connection's
+//! [`ConnectionConfig::payload_bytes_max`], truncated, bad checksum, non-zero padding, or an
+//! archive that fails validation) *breaks* the connection: the reason is logged with the peer
+//! address, the write side is shut down so the peer sees the close, and every later call returns
+//! [`Error::ConnectionBroken`]. Other connections are untouched: each one has its own task and
+//! its own buffers.
+//!
+//! Read and write halves can be separated with [`FramedConnection::into_split`] so one task
+//! receives while another sends.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures_lite::io::{ReadHalf, WriteHalf};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use glommio::net::{Preallocated, TcpListener, TcpStream};
+use glommio::TaskQueueHandle;
+use rkyv::util::AlignedVec;
+
+use crate::backoff::{Backoff, BackoffConfig};
+use crate::error::{Error, Result};
+use crate::frame::{self, FrameError, FrameHeader, HEADER_BYTES};
+use crate::message::{encode_frame, Validated, WireMessage};
+use crate::shutdown::ShutdownSignal;
+use crate::timer::sleep;
+
+/// Limits and options of one connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionConfig {
+    /// Largest payload accepted or sent on this connection. A larger incoming frame is refused
+    /// from its header alone, before any of it is buffered.
+    pub payload_bytes_max: u32,
+    /// Disable Nagle's algorithm (on by default: frames are small and latency matters).
+    pub nodelay: bool,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        ConnectionConfig {
+            payload_bytes_max: frame::DEFAULT_PAYLOAD_BYTES_MAX,
+            nodelay: true,
+        }
+    }
+}
+
+/// A glommio TCP stream with a read buffer, the usual transport under a [`FramedConnection`].
+pub type TcpTransport = TcpStream<Preallocated>;
+
+/// Counters of one connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnectionStats {
+    pub frames_received: u64,
+    pub bytes_received: u64,
+    pub frames_sent: u64,
+    pub bytes_sent: u64,
+}
+
+/// The receiving half of a framed connection.
+#[derive(Debug)]
+pub struct FrameReader<R> {
+    inner: R,
+    peer: SocketAddr,
+    payload_bytes_max: u32,
+    broken: Option<String>,
+    frames: u64,
+    bytes: u64,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// Wraps a byte stream from `peer`.
+    pub fn new(inner: R, peer: SocketAddr, payload_bytes_max: u32) -> Self {
+        FrameReader {
+            inner,
+            peer,
+            payload_bytes_max,
+            broken: None,
+            frames: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Reads until `buf` is full or end-of-file; returns the bytes read.
+    async fn read_full(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut filled = 0;
+        while filled < buf.len() {
+            match self.inner.read(&mut buf[filled..]).await {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(filled)
+    }
+
+    /// Receives the next message, validated once.
+    pub async fn recv<T: WireMessage>(&mut self) -> Result<Validated<T>> {
+        if let Some(reason) = &self.broken {
+            return Err(Error::ConnectionBroken {
+                peer: self.peer,
+                reason: reason.clone(),
+            });
+        }
+        let result = self.recv_inner::<T>().await;
+        match &result {
+            Ok(_) => {}
+            Err(Error::ConnectionClosed { .. }) => {
+                self.broken = Some("closed by the peer".into());
+            }
+            Err(e) => {
+                tracing::warn!(peer = %self.peer, error = %e, "closing connection");
+                self.broken = Some(e.to_string());
+            }
+        }
+        result
+    }
+
+    async fn recv_inner<T: WireMessage>(&mut self) -> Result<Validated<T>> {
+        let peer = self.peer;
+        let io = |source| Error::Io {
+            op: "read from",
+            peer,
+            source,
+        };
+        let bad = |source| Error::BadFrame { peer, source };
+        let mut header = [0u8; HEADER_BYTES];
+        let n = self.read_full(&mut header).await.map_err(io)?;
+        if n == 0 {
+            return Err(Error::ConnectionClosed { peer });
+        }
+        if n < HEADER_BYTES {
+            return Err(bad(FrameError::Truncated {
+                needed: HEADER_BYTES,
+                available: n,
+            }));
+        }
+        let h = FrameHeader::decode(&header, self.payload_bytes_max).map_err(bad)?;
+        let body_len = h.body_bytes();
+        let mut body = AlignedVec::with_capacity(body_len);
+        body.resize(body_len, 0);
+        let n = self.read_full(body.as_mut_slice()).await.map_err(io)?;
+        if n < body_len {
+            return Err(bad(FrameError::Truncated {
+                needed: HEADER_BYTES + body_len,
+                available: HEADER_BYTES + n,
+            }));
+        }
+        h.verify_body(&body).map_err(bad)?;
+        body.resize(h.payload_bytes as usize, 0);
+        let msg = Validated::new(body).map_err(|e| Error::InvalidPayload {
+            peer,
+            reason: match e {
+                Error::Validation { reason } => reason,
+                other => other.to_string(),
+            },
+        })?;
+        self.frames += 1;
+        self.bytes += (HEADER_BYTES + body_len) as u64;
+        Ok(msg)
+    }
+
+    /// The reason the connection broke, if it did.
+    pub fn broken(&self) -> Option<&str> {
+        self.broken.as_deref()
+    }
+}
+
+/// The sending half of a framed connection.
+#[derive(Debug)]
+pub struct FrameWriter<W> {
+    inner: W,
+    peer: SocketAddr,
+    payload_bytes_max: u32,
+    buf: AlignedVec,
+    broken: Option<String>,
+    frames: u64,
+    bytes: u64,
+}
+
+impl<W: AsyncWrite + Unpin> FrameWriter<W> {
+    /// Wraps a byte sink to `peer`.
+    pub fn new(inner: W, peer: SocketAddr, payload_bytes_max: u32) -> Self {
+        FrameWriter {
+            inner,
+            peer,
+            payload_bytes_max,
+            buf: AlignedVec::new(),
+            broken: None,
+            frames: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Sends one message as one frame. A message over the limit is refused without breaking the
+    /// connection; an IO error breaks it.
+    pub async fn send<T: WireMessage>(&mut self, msg: &T) -> Result<()> {
+        if let Some(reason) = &self.broken {
+            return Err(Error::ConnectionBroken {
+                peer: self.peer,
+                reason: reason.clone(),
+            });
+        }
+        encode_frame(msg, &mut self.buf, self.payload_bytes_max)?;
+        self.send_encoded().await
+    }
+
+    /// Sends raw bytes as they are, bypassing framing. For tests that play a misbehaving peer.
+    pub async fn send_raw(&mut self, bytes: &[u8]) -> Result<()> {
+        self.buf.clear();
+        self.buf.extend_from_slice(bytes);
+        self.send_encoded().await
+    }
+
+    async fn send_encoded(&mut self) -> Result<()> {
+        let peer = self.peer;
+        let result = async {
+            self.inner.write_all(&self.buf).await?;
+            self.inner.flush().await
+        }
+        .await;
+        match result {
+            Ok(()) => {
+                self.frames += 1;
+                self.bytes += self.buf.len() as u64;
+                Ok(())
+            }
+            Err(source) => {
+                self.broken = Some(source.to_string());
+                Err(Error::Io {
+                    op: "write to",
+                    peer,
+                    source,
+                })
+            }
+        }
+    }
+
+    /// Shuts down the write side (the peer reads end-of-file).
+    pub async fn close(&mut self) {
+        if let Err(e) = self.inner.close().await {
+            tracing::debug!(peer = %self.peer, error = %e, "close failed");
+        }
+    }
+}
+
+/// A framed, bidirectional connection.
+#[derive(Debug)]
+pub struct FramedConnection<S> {
+    reader: FrameReader<ReadHalf<S>>,
+    writer: FrameWriter<WriteHalf<S>>,
+    peer: SocketAddr,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> FramedConnection<S> {
+    /// Frames the byte stream `stream` connected to `peer`.
+    pub fn new(stream: S, peer: SocketAddr, config: ConnectionConfig) -> Self {
+        let (r, w) = futures_lite::io::split(stream);
+        FramedConnection {
+            reader: FrameReader::new(r, peer, config.payload_bytes_max),
+            writer: FrameWriter::new(w, peer, config.payload_bytes_max),
+            peer,
+        }
+    }
+
+    /// The remote address.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// Sends one message.
+    pub async fn send<T: WireMessage>(&mut self, msg: &T) -> Result<()> {
+        if let Some(reason) = self.reader.broken() {
+            return Err(Error::ConnectionBroken {
+                peer: self.peer,
+                reason: reason.to_string(),
+            });
+        }
+        self.writer.send(msg).await
+    }
+
+    /// Receives one message. On a bad frame the connection is closed and the error returned.
+    pub async fn recv<T: WireMessage>(&mut self) -> Result<Validated<T>> {
+        let result = self.reader.recv::<T>().await;
+        if let Err(e) = &result {
+            if !matches!(e, Error::ConnectionBroken { .. }) {
+                self.writer.broken.get_or_insert_with(|| e.to_string());
+                self.writer.close().await;
+            }
+        }
+        result
+    }
+
+    /// Sends raw bytes; for tests that play a misbehaving peer.
+    pub async fn send_raw(&mut self, bytes: &[u8]) -> Result<()> {
+        self.writer.send_raw(bytes).await
+    }
+
+    /// Whether a previous error broke the connection.
+    pub fn is_broken(&self) -> bool {
+        self.reader.broken.is_some() || self.writer.broken.is_some()
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> ConnectionStats {
+        ConnectionStats {
+            frames_received: self.reader.frames,
+            bytes_received: self.reader.bytes,
+            frames_sent: self.writer.frames,
+            bytes_sent: self.writer.bytes,
+        }
+    }
+
+    /// Separates the halves, for a reader task and a writer task.
+    pub fn into_split(self) -> (FrameReader<ReadHalf<S>>, FrameWriter<WriteHalf<S>>) {
+        (self.reader, self.writer)
+    }
+
+    /// Shuts down the write side; the peer reads end-of-file.
+    pub async fn close(&mut self) {
+        self.writer.close().await
+    }
+}
+
+/// A framed TCP connection.
+pub type TcpConnection = FramedConnection<TcpTransport>;
+
+fn framed_tcp(stream: TcpStream, config: ConnectionConfig) -> Result<TcpConnection> {
+    let unknown: SocketAddr = ([0, 0, 0, 0], 0).into();
+    let peer = stream.peer_addr().unwrap_or(unknown);
+    if config.nodelay {
+        stream.set_nodelay(true).map_err(|e| Error::Io {
+            op: "set TCP_NODELAY on",
+            peer,
+            source: e.into(),
+        })?;
+    }
+    Ok(FramedConnection::new(stream.buffered(), peer, config))
+}
+
+/// Connects to `addr` once.
+pub async fn connect(addr: SocketAddr, config: ConnectionConfig) -> Result<TcpConnection> {
+    let stream = TcpStream::connect(addr).await.map_err(|e| Error::Io {
+        op: "connect to",
+        peer: addr,
+        source: e.into(),
+    })?;
+    framed_tcp(stream, config)
+}
+
+/// A listening socket whose connections come out framed.
+#[derive(Debug)]
+pub struct Listener {
+    inner: TcpListener,
+    local: SocketAddr,
+    config: ConnectionConfig,
+}
+
+impl Listener {
+    /// Binds `addr` (port 0 picks a free port; see [`Listener::local_addr`]). Must run inside
+    /// a shard.
+    pub fn bind(addr: SocketAddr, config: ConnectionConfig) -> Result<Listener> {
+        let io = |e: glommio::GlommioError<()>| Error::Io {
+            op: "bind",
+            peer: addr,
+            source: e.into(),
+        };
+        let inner = TcpListener::bind(addr).map_err(io)?;
+        let local = inner.local_addr().map_err(io)?;
+        Ok(Listener {
+            inner,
+            local,
+            config,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Accepts one connection.
+    pub async fn accept(&self) -> Result<TcpConnection> {
+        let stream = self.inner.accept().await.map_err(|e| Error::Io {
+            op: "accept on",
+            peer: self.local,
+            source: e.into(),
+        })?;
+        framed_tcp(stream, self.config)
+    }
+
+    /// Accepts until `shutdown`, running `handler` in its own task per connection (on `queue`,
+    /// or the current queue). A handler's error is logged with the peer and ends only that
+    /// connection. Returns the number of connections accepted. Connection tasks still running
+    /// at shutdown are expected to observe the same signal and finish.
+    pub async fn serve<H, Fut>(
+        self,
+        shutdown: ShutdownSignal,
+        queue: Option<TaskQueueHandle>,
+        handler: H,
+    ) -> u64
+    where
+        H: Fn(TcpConnection) -> Fut + 'static,
+        Fut: Future<Output = Result<()>> + 'static,
+    {
+        let handler = Rc::new(handler);
+        let mut accepted = 0u64;
+        loop {
+            let conn = match shutdown.run_until(self.accept()).await {
+                None => break,
+                Some(Ok(conn)) => conn,
+                Some(Err(e)) => {
+                    // Typically out of file descriptors; pause so the loop doesn't spin.
+                    tracing::warn!(addr = %self.local, error = %e, "accept failed");
+                    if shutdown
+                        .run_until(sleep(Duration::from_millis(10)))
+                        .await
+                        .is_none()
+                    {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            accepted += 1;
+            let peer = conn.peer();
+            let handler = handler.clone();
+            let task = async move {
+                match handler(conn).await {
+                    Ok(()) | Err(Error::ConnectionClosed { .. }) => {
+                        tracing::debug!(%peer, "connection finished")
+                    }
+                    Err(e) => tracing::warn!(%peer, error = %e, "connection ended with an error"),
+                }
+            };
+            match queue {
+                Some(q) => glommio::spawn_local_into(task, q)
+                    .expect("the caller's task queue exists")
+                    .detach(),
+                None => glommio::spawn_local(task).detach(),
+            };
+        }
+        accepted
+    }
+}
+
+/// Settings of an outbound peer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeerConfig {
+    pub connection: ConnectionConfig,
+    pub backoff: BackoffConfig,
+    /// Give up after this many consecutive failed connects (`None`: keep trying until shutdown).
+    pub connect_attempts_max: Option<u32>,
+}
+
+/// An outbound connection that reconnects with capped exponential backoff.
+///
+/// Any error on the current connection drops it; the next call connects again, waiting the
+/// backoff delay between failed attempts. A successful connect resets the backoff.
+#[derive(Debug)]
+pub struct ReconnectingPeer {
+    addr: SocketAddr,
+    config: PeerConfig,
+    backoff: Backoff,
+    conn: Option<TcpConnection>,
+    connects: u64,
+}
+
+impl ReconnectingPeer {
+    /// A peer at `addr`; nothing connects until first use.
+    pub fn new(addr: SocketAddr, config: PeerConfig) -> Result<ReconnectingPeer> {
+        config.backoff.validate()?;
+        Ok(ReconnectingPeer {
+            addr,
+            config,
+            backoff: Backoff::new(config.backoff),
+            conn: None,
+            connects: 0,
+        })
+    }
+
+    /// The peer's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Successful connects so far (1 + reconnects).
+    pub fn connects(&self) -> u64 {
+        self.connects
+    }
+
+    /// Whether a connection is currently open.
+    pub fn is_connected(&self) -> bool {
+        self.conn.as_ref().is_some_and(|c| !c.is_broken())
+    }
+
+    /// Drops the current connection, if any.
+    pub fn disconnect(&mut self) {
+        self.conn = None;
+    }
+
+    /// The open connection, connecting (with backoff) if there is none.
+    pub async fn connection(&mut self, shutdown: &ShutdownSignal) -> Result<&mut TcpConnection> {
+        if self.conn.as_ref().is_some_and(|c| c.is_broken()) {
+            self.conn = None;
+        }
+        while self.conn.is_none() {
+            if shutdown.is_triggered() {
+                return Err(Error::ShuttingDown);
+            }
+            match connect(self.addr, self.config.connection).await {
+                Ok(c) => {
+                    self.backoff.reset();
+                    self.connects += 1;
+                    self.conn = Some(c);
+                }
+                Err(e) => {
+                    let failures = self.backoff.attempts() + 1;
+                    if self
+                        .config
+                        .connect_attempts_max
+                        .is_some_and(|max| failures >= max)
+                    {
+                        self.backoff.reset();
+                        return Err(e);
+                    }
+                    let delay = self.backoff.next_delay();
+                    tracing::debug!(peer = %self.addr, error = %e, ?delay, "connect failed, backing off");
+                    if shutdown.run_until(sleep(delay)).await.is_none() {
+                        return Err(Error::ShuttingDown);
+                    }
+                }
+            }
+        }
+        Ok(self.conn.as_mut().expect("set by the loop above"))
+    }
+
+    /// Sends one message, connecting first if needed. On error the connection is dropped.
+    pub async fn send<T: WireMessage>(&mut self, msg: &T, shutdown: &ShutdownSignal) -> Result<()> {
+        let result = self.connection(shutdown).await?.send(msg).await;
+        if result.is_err() {
+            self.conn = None;
+        }
+        result
+    }
+
+    /// Sends one message and waits for one reply. On error the connection is dropped.
+    pub async fn request<T: WireMessage, R: WireMessage>(
+        &mut self,
+        msg: &T,
+        shutdown: &ShutdownSignal,
+    ) -> Result<Validated<R>> {
+        let conn = self.connection(shutdown).await?;
+        let result = match conn.send(msg).await {
+            Ok(()) => conn.recv::<R>().await,
+            Err(e) => Err(e),
+        };
+        if result.is_err() {
+            self.conn = None;
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_lite::future::block_on;
+    use futures_lite::io::Cursor;
+    use proptest::prelude::*;
+
+    fn peer() -> SocketAddr {
+        ([127, 0, 0, 1], 9).into()
+    }
+
+    fn stream_of(payloads: &[Vec<u8>]) -> (Vec<u8>, Vec<usize>) {
+        let mut stream = Vec::new();
+        let mut ends = Vec::new();
+        for p in payloads {
+            let mut buf = AlignedVec::new();
+            encode_frame(p, &mut buf, 1 << 20).unwrap();
+            stream.extend_from_slice(&buf);
+            ends.push(stream.len());
+        }
+        (stream, ends)
+    }
+
+    #[test]
+    fn reader_reports_a_clean_close_between_frames() {
+        // End-of-file exactly between frames is ConnectionClosed, and the reader stays closed.
+        let (stream, _) = stream_of(&[b"abc".to_vec()]);
+        block_on(async {
+            let mut r = FrameReader::new(Cursor::new(stream), peer(), 1 << 20);
+            assert_eq!(r.recv::<Vec<u8>>().await.unwrap().as_slice(), b"abc");
+            assert!(matches!(
+                r.recv::<Vec<u8>>().await,
+                Err(Error::ConnectionClosed { .. })
+            ));
+            assert!(matches!(
+                r.recv::<Vec<u8>>().await,
+                Err(Error::ConnectionBroken { .. })
+            ));
+        });
+    }
+
+    proptest! {
+        #[test]
+        fn reader_accepts_only_intact_frames(
+            payloads in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 1..5),
+            at in any::<prop::sample::Index>(),
+            xor in 1u8..=255,
+        ) {
+            // With one byte of a stream of frames changed, the frames before it are delivered
+            // intact and the damaged one is refused: nothing corrupted is ever handed out.
+            let (mut stream, ends) = stream_of(&payloads);
+            let i = at.index(stream.len());
+            stream[i] ^= xor;
+            let damaged = ends.iter().position(|&end| i < end).unwrap();
+            block_on(async {
+                let mut r = FrameReader::new(Cursor::new(stream), peer(), 1 << 20);
+                for (k, p) in payloads.iter().enumerate() {
+                    let got = r.recv::<Vec<u8>>().await;
+                    if k < damaged {
+                        let got = got.unwrap();
+                        prop_assert_eq!(got.as_slice(), &p[..]);
+                    } else {
+                        prop_assert!(got.is_err());
+                        prop_assert!(r.broken().is_some());
+                        break;
+                    }
+                }
+                Ok(())
+            })?;
+        }
+
+        #[test]
+        fn reader_never_panics_on_random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            // Arbitrary bytes end in an error, never a panic, and the reader then stays broken.
+            block_on(async {
+                let mut r = FrameReader::new(Cursor::new(bytes), peer(), 4096);
+                // Each accepted frame consumes at least 16 bytes, so this terminates.
+                while r.recv::<Vec<u8>>().await.is_ok() {}
+                prop_assert!(r.broken().is_some());
+                Ok(())
+            })?;
+        }
+    }
+}
