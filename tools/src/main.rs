@@ -6,7 +6,12 @@ mod cmd;
 
 /// corum: a quorum-based metadata controller in the spirit of Kafka's KRaft.
 #[derive(Parser, Debug)]
-#[command(name = "corum", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "corum",
+    version,
+    about = "corum: a quorum-based metadata controller in the spirit of Kafka's KRaft",
+    propagate_version = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -16,6 +21,8 @@ struct Cli {
 enum Command {
     /// Print a new random UUID (for --cluster-id and directory ids).
     RandomUuid(cmd::uuid::Args),
+    /// Run seeds of the deterministic Raft cluster simulator (`--seeds N --start S --voters 3|5`).
+    Sim(cmd::sim::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -23,5 +30,6 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::RandomUuid(args) => cmd::uuid::run(args),
+        Command::Sim(args) => cmd::sim::run(args),
     }
 }

@@ -1,5 +1,6 @@
 //! One module per subcommand; each has an `Args` (clap) and a `run(args) -> anyhow::Result<()>`.
 
+pub mod sim;
 pub mod uuid;
 
 /// Logs go to stderr so that `--json` output on stdout stays machine-readable. `RUST_LOG`

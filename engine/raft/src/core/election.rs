@@ -1,0 +1,420 @@
+//! Pre-vote, votes, becoming leader and resigning.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use corum_types::{Epoch, LogOffset, NodeId};
+
+use super::{LeaderState, Progress, RaftCore, State};
+use crate::control::{self, ControlRecord, LeaderChangeRecord};
+use crate::message::{
+    BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, Message, VoteRequest, VoteResponse,
+};
+use crate::types::Batch;
+
+impl RaftCore {
+    /// True if this replica heard from a live leader of its epoch (or is it).
+    pub(crate) fn has_live_leader(&self) -> bool {
+        match &self.state {
+            State::Leader(_) => true,
+            State::Follower(f) => f.heard && !f.leader_ended && self.now_ms < f.deadline_ms,
+            _ => false,
+        }
+    }
+
+    /// Asks a possible leader to identify itself with a fetch (its answer names it).
+    pub(crate) fn probe_leader(&mut self, l: NodeId) {
+        let req = FetchRequest {
+            epoch: self.epoch,
+            replica: self.me,
+            fetch_offset: self.log.end(),
+            last_fetched_epoch: self.log.last_epoch(),
+            high_watermark: self.hwm,
+            wait_max_ms: 0,
+        };
+        self.send(l, Message::Fetch(req));
+    }
+
+    pub(crate) fn mark_heard(&mut self, heard: bool) {
+        if let State::Follower(f) = &mut self.state {
+            f.heard |= heard;
+        }
+    }
+
+    fn log_up_to_date(&self, last_epoch: Epoch, end: LogOffset) -> bool {
+        (last_epoch, end) >= (self.log.last_epoch(), self.log.end())
+    }
+
+    pub(crate) fn become_prospective(&mut self) {
+        assert!(self.can_campaign(), "only voters campaign");
+        self.leave_role();
+        // Keep the epoch, vote and known leader: a pre-vote changes nothing durable.
+        self.state = State::Prospective {
+            granted: BTreeSet::new(),
+            rejected: BTreeSet::new(),
+            deadline_ms: 0,
+        };
+        self.start_prevote_round();
+    }
+
+    pub(crate) fn start_prevote_round(&mut self) {
+        self.stats.pre_vote_rounds += 1;
+        let deadline = self.election_deadline();
+        if let State::Prospective {
+            granted,
+            rejected,
+            deadline_ms,
+        } = &mut self.state
+        {
+            granted.clear();
+            rejected.clear();
+            granted.insert(self.me.id);
+            *deadline_ms = deadline;
+        }
+        let req = VoteRequest {
+            epoch: self.epoch.next(),
+            candidate: self.me,
+            last_epoch: self.log.last_epoch(),
+            end_offset: self.log.end(),
+            pre_vote: true,
+        };
+        let peers: Vec<NodeId> = self
+            .voter_set()
+            .ids()
+            .filter(|id| *id != self.me.id)
+            .collect();
+        for p in peers {
+            self.send(p, Message::Vote(req.clone()));
+        }
+        self.check_election_outcome();
+    }
+
+    fn become_candidate(&mut self) {
+        self.stats.elections_started += 1;
+        self.leave_role();
+        let epoch = self.epoch.next();
+        self.set_epoch(epoch);
+        self.voted_for = Some(self.me);
+        self.out.quorum_dirty = true;
+        let deadline_ms = self.election_deadline();
+        self.state = State::Candidate {
+            granted: BTreeSet::from([self.me.id]),
+            rejected: BTreeSet::new(),
+            deadline_ms,
+        };
+        let req = VoteRequest {
+            epoch,
+            candidate: self.me,
+            last_epoch: self.log.last_epoch(),
+            end_offset: self.log.end(),
+            pre_vote: false,
+        };
+        let peers: Vec<NodeId> = self
+            .voter_set()
+            .ids()
+            .filter(|id| *id != self.me.id)
+            .collect();
+        for p in peers {
+            self.send(p, Message::Vote(req.clone()));
+        }
+        self.check_election_outcome();
+    }
+
+    /// Moves on once a majority granted or rejected the current round.
+    fn check_election_outcome(&mut self) {
+        let voters = self.voter_set();
+        let majority = voters.majority();
+        // Only members of the latest voter set count (the candidate itself may not be one).
+        let count = |s: &BTreeSet<NodeId>| s.iter().filter(|id| voters.contains_id(**id)).count();
+        let (won, lost, pre) = match &self.state {
+            State::Prospective {
+                granted, rejected, ..
+            } => (
+                count(granted) >= majority,
+                count(rejected) >= majority,
+                true,
+            ),
+            State::Candidate {
+                granted, rejected, ..
+            } => (
+                count(granted) >= majority,
+                count(rejected) >= majority,
+                false,
+            ),
+            _ => return,
+        };
+        if won {
+            if pre {
+                self.become_candidate();
+            } else {
+                self.become_leader();
+            }
+        } else if lost {
+            let backoff = self.backoff_deadline();
+            match &mut self.state {
+                // Further answers of this round cannot change the outcome (a rejecting majority
+                // leaves no granting one); wait for the backoff.
+                State::Prospective { deadline_ms, .. } | State::Candidate { deadline_ms, .. } => {
+                    *deadline_ms = backoff
+                }
+                _ => unreachable!("matched above"),
+            }
+        }
+    }
+
+    fn become_leader(&mut self) {
+        let granted: Vec<NodeId> = match &self.state {
+            State::Candidate { granted, .. } => granted.iter().copied().collect(),
+            _ => unreachable!("only a candidate wins"),
+        };
+        self.stats.elections_won += 1;
+        self.leader = Some(self.me.id);
+        self.out.quorum_dirty = true;
+        let epoch_start = self.log.end();
+        let now = self.now_ms;
+        let mut progress = BTreeMap::new();
+        for v in self.voter_set().voters() {
+            if v.key.id != self.me.id {
+                progress.insert(v.key.id, Progress::new(v.key, epoch_start, now));
+            }
+        }
+        self.state = State::Leader(Box::new(LeaderState {
+            epoch_start,
+            since_ms: now,
+            progress,
+            held_fetches: BTreeMap::new(),
+            fetchers: BTreeMap::new(),
+            pending_change: None,
+        }));
+        let payload = control::encode(vec![ControlRecord::LeaderChange(LeaderChangeRecord {
+            epoch: self.epoch,
+            leader: self.me.id,
+            granted_by: granted,
+        })]);
+        self.leader_append(Batch {
+            base_offset: epoch_start,
+            epoch: self.epoch,
+            record_count: 1,
+            control: true,
+            payload,
+        });
+        let begin = BeginQuorumEpoch {
+            epoch: self.epoch,
+            leader: self.me.id,
+        };
+        let peers: Vec<NodeId> = self
+            .voter_set()
+            .ids()
+            .filter(|id| *id != self.me.id)
+            .collect();
+        for p in peers {
+            self.send(p, Message::BeginQuorumEpoch(begin.clone()));
+        }
+        self.leader_update_hwm();
+    }
+
+    /// Leader → Resigned: tell the voters, most caught-up first.
+    pub(crate) fn become_resigned(&mut self) {
+        let State::Leader(ls) = &self.state else {
+            return;
+        };
+        let mut successors: Vec<(LogOffset, NodeId)> = ls
+            .progress
+            .iter()
+            .filter(|(id, _)| self.voter_set().contains_id(**id))
+            .map(|(id, p)| (p.matched, *id))
+            .collect();
+        successors.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let preferred: Vec<NodeId> = successors.into_iter().map(|(_, id)| id).collect();
+        self.stats.resignations += 1;
+        self.leave_role();
+        let deadline_ms = self.election_deadline();
+        self.state = State::Resigned { deadline_ms };
+        let end = EndQuorumEpoch {
+            epoch: self.epoch,
+            leader: self.me.id,
+            preferred_successors: preferred.clone(),
+        };
+        for p in preferred {
+            self.send(p, Message::EndQuorumEpoch(end.clone()));
+        }
+    }
+
+    pub(crate) fn on_vote(&mut self, from: NodeId, req: VoteRequest) {
+        if req.candidate.id != from || from == self.me.id {
+            return;
+        }
+        let granted = if req.pre_vote {
+            // KIP-996: nothing changes here; grant if the candidate could win and we have no leader.
+            req.epoch > self.epoch
+                && self.log_up_to_date(req.last_epoch, req.end_offset)
+                && !self.has_live_leader()
+        } else {
+            if req.epoch > self.epoch {
+                self.become_unattached(req.epoch);
+            }
+            let can_vote = req.epoch == self.epoch
+                && matches!(
+                    self.state,
+                    State::Unattached { .. } | State::Prospective { .. }
+                )
+                && self.voted_for.is_none_or(|v| v == req.candidate)
+                && self.log_up_to_date(req.last_epoch, req.end_offset);
+            if can_vote && self.voted_for.is_none() {
+                self.voted_for = Some(req.candidate);
+                self.out.quorum_dirty = true;
+                // Having voted, give the candidate time to win before campaigning ourselves.
+                let deadline = self.election_deadline();
+                self.state = State::Unattached {
+                    deadline_ms: deadline,
+                };
+            }
+            can_vote
+        };
+        let resp = VoteResponse {
+            epoch: self.epoch,
+            request_epoch: req.epoch,
+            voter: self.me,
+            granted,
+            pre_vote: req.pre_vote,
+            leader: self.leader_hint(),
+        };
+        self.send(from, Message::VoteResponse(resp));
+    }
+
+    pub(crate) fn on_vote_response(&mut self, from: NodeId, resp: VoteResponse) {
+        if resp.voter.id != from {
+            return;
+        }
+        // Only the leader itself proves it is alive. A hint from another replica may name a
+        // dead leader (following it would let stale followers keep each other from ever
+        // electing anyone), so it only earns the hinted leader a probe: if that one answers,
+        // we follow it.
+        let hint = resp.leader.filter(|l| *l != self.me.id);
+        if resp.epoch > self.epoch {
+            match hint {
+                Some(l) if l == from => self.become_follower(resp.epoch, l, false),
+                Some(l) => {
+                    self.become_unattached(resp.epoch);
+                    self.probe_leader(l);
+                }
+                None => self.become_unattached(resp.epoch),
+            }
+            return;
+        }
+        if resp.epoch == self.epoch
+            && matches!(
+                self.state,
+                State::Unattached { .. } | State::Prospective { .. } | State::Candidate { .. }
+            )
+        {
+            match hint {
+                Some(l) if l == from => {
+                    self.become_follower(resp.epoch, l, false);
+                    self.mark_heard(true);
+                    return;
+                }
+                Some(l) if !resp.granted => self.probe_leader(l),
+                _ => {}
+            }
+        }
+        let counts = self.voter_set().contains_key(&resp.voter);
+        let epoch = self.epoch;
+        match &mut self.state {
+            State::Prospective {
+                granted, rejected, ..
+            } if resp.pre_vote && resp.request_epoch == epoch.next() => {
+                if counts {
+                    if resp.granted {
+                        granted.insert(from);
+                    } else {
+                        rejected.insert(from);
+                    }
+                }
+            }
+            State::Candidate {
+                granted, rejected, ..
+            } if !resp.pre_vote && resp.request_epoch == epoch => {
+                if counts {
+                    if resp.granted {
+                        granted.insert(from);
+                    } else {
+                        rejected.insert(from);
+                    }
+                }
+            }
+            _ => return,
+        }
+        self.check_election_outcome();
+    }
+
+    pub(crate) fn on_begin_epoch(&mut self, m: BeginQuorumEpoch) {
+        if m.epoch < self.epoch || m.leader == self.me.id {
+            return;
+        }
+        let already = matches!(&self.state, State::Follower(f) if f.leader == m.leader)
+            && m.epoch == self.epoch;
+        if !already {
+            self.become_follower(m.epoch, m.leader, true);
+        } else {
+            let deadline = self.follower_deadline();
+            if let State::Follower(f) = &mut self.state {
+                f.deadline_ms = deadline;
+                f.heard = true;
+            }
+        }
+    }
+
+    pub(crate) fn on_end_epoch(&mut self, m: EndQuorumEpoch) {
+        if m.epoch < self.epoch || m.leader == self.me.id {
+            return;
+        }
+        if m.epoch > self.epoch {
+            self.become_unattached(m.epoch);
+        }
+        if !self.can_campaign() {
+            return;
+        }
+        // The first preferred successor campaigns at once; the others wait by rank, so the
+        // most caught-up voter usually wins without a split vote.
+        let rank = m
+            .preferred_successors
+            .iter()
+            .position(|id| *id == self.me.id)
+            .unwrap_or(m.preferred_successors.len());
+        let delay = (rank as u64) * self.config.election_backoff_max_ms / 2;
+        let at = self.now_ms + delay;
+        match &mut self.state {
+            State::Follower(f) if f.leader == m.leader => {
+                f.deadline_ms = at;
+                f.leader_ended = true;
+            }
+            State::Unattached { deadline_ms } => *deadline_ms = at,
+            _ => {}
+        }
+        if delay == 0 {
+            self.tick(self.now_ms);
+        }
+    }
+
+    /// An observer without a leader asks a random voter (the answer names the leader).
+    pub(crate) fn discover_leader(&mut self) {
+        let ids: Vec<NodeId> = self
+            .voter_set()
+            .ids()
+            .filter(|id| *id != self.me.id)
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
+        let to = ids[rand::Rng::gen_range(&mut self.rng, 0..ids.len())];
+        let req = FetchRequest {
+            epoch: self.epoch,
+            replica: self.me,
+            fetch_offset: self.log.end(),
+            last_fetched_epoch: self.log.last_epoch(),
+            high_watermark: self.hwm,
+            wait_max_ms: 0,
+        };
+        self.send(to, Message::Fetch(req));
+    }
+}

@@ -1,0 +1,798 @@
+//! Replication: the leader's pipelined pushes to voters, the followers' side of them, the
+//! observers' long-poll Fetch, and the high watermark.
+//!
+//! Per follower the leader keeps a [`Progress`](super::Progress): `next` (next offset to send),
+//! `acked` (matching prefix received), `matched` (matching prefix durable: counts toward the
+//! HWM) and a window of appends in flight bounded by count and bytes. A follower whose position
+//! is unknown (new leader, mismatch, timeout) is *probed*: one append at a time. A mismatch
+//! answer carries the follower's (end offset, last epoch, start of that epoch's run); the leader
+//! looks up its own end for that epoch (OffsetForLeaderEpoch) and resumes from the divergence
+//! point, usually in one round trip.
+
+use corum_types::{Epoch, LogOffset, NodeId};
+
+use super::{HeldFetch, RaftCore, ReadPurpose, State};
+use crate::log::Gap;
+use crate::message::{
+    AppendRequest, AppendResponse, AppendResult, FetchRequest, FetchResponse, FetchResult, Message,
+    UpdateVoterRequest,
+};
+use crate::quorum::majority_offset;
+use crate::types::{Batch, Voter};
+
+impl RaftCore {
+    // ----- leader -----
+
+    pub(crate) fn leader_tick(&mut self) {
+        let now = self.now_ms;
+        let timeout = self.config.request_timeout_ms;
+        let fetch_timeout = self.config.fetch_timeout_ms;
+        let resign = {
+            let State::Leader(ls) = &self.state else {
+                return;
+            };
+            let voters = self.voter_set();
+            let mut heard = usize::from(voters.contains_key(&self.me));
+            for id in voters.ids() {
+                if let Some(p) = ls.progress.get(&id) {
+                    if now.saturating_sub(p.last_heard_ms) < fetch_timeout {
+                        heard += 1;
+                    }
+                }
+            }
+            now.saturating_sub(ls.since_ms) >= fetch_timeout && heard < voters.majority()
+        };
+        if resign {
+            self.become_resigned();
+            return;
+        }
+        if let State::Leader(ls) = &mut self.state {
+            for p in ls.progress.values_mut() {
+                if p.inflight
+                    .front()
+                    .is_some_and(|f| now.saturating_sub(f.2) >= timeout)
+                {
+                    // Lost appends: back to probing from where we are (the probe's mismatch
+                    // answer tells where the follower really is).
+                    p.inflight.clear();
+                    p.inflight_bytes = 0;
+                    p.probing = true;
+                    p.probe_seq = p.seq + 1;
+                }
+            }
+        }
+        self.leader_flush();
+    }
+
+    pub(crate) fn leader_flush(&mut self) {
+        let peers: Vec<NodeId> = match &self.state {
+            State::Leader(ls) => ls.progress.keys().copied().collect(),
+            _ => return,
+        };
+        for p in peers {
+            self.flush_peer(p);
+        }
+        self.answer_held_fetches();
+        self.evict_payloads();
+    }
+
+    /// Sends what the window allows to `peer`, or a heartbeat / HWM update when due.
+    fn flush_peer(&mut self, peer: NodeId) {
+        let now = self.now_ms;
+        let log_end = self.log.end();
+        loop {
+            let hwm = self.hwm;
+            let State::Leader(ls) = &mut self.state else {
+                return;
+            };
+            let Some(p) = ls.progress.get_mut(&peer) else {
+                return;
+            };
+            if p.reading {
+                return;
+            }
+            let heartbeat_due =
+                now.saturating_sub(p.last_sent_ms) >= self.config.heartbeat_interval_ms;
+            if p.next < self.log.start() {
+                // Compacted away since: the follower needs the snapshot.
+                p.snapshot_needed = true;
+                p.next = self.log.start();
+                p.inflight.clear();
+                p.inflight_bytes = 0;
+                p.probing = true;
+                p.probe_seq = p.seq + 1;
+            }
+            if p.snapshot_needed {
+                if heartbeat_due {
+                    self.send_append(peer, self.log.start(), Vec::new());
+                }
+                return;
+            }
+            let window_open = if p.probing {
+                p.inflight.is_empty()
+            } else {
+                p.inflight.len() < self.config.append_inflight_count_max
+                    && p.inflight_bytes < self.config.append_inflight_bytes_max
+            };
+            if p.next < log_end && window_open {
+                let from = p.next;
+                match self.log.read(from, self.config.batch_bytes_max) {
+                    Ok(batches) => {
+                        self.send_append(peer, from, batches);
+                        continue;
+                    }
+                    Err(Gap::BeforeStart) => {
+                        p.snapshot_needed = true;
+                        continue;
+                    }
+                    Err(Gap::NotCached) => {
+                        p.reading = true;
+                        let epoch = self.epoch;
+                        self.request_read(from, ReadPurpose::Append { peer, epoch });
+                        return;
+                    }
+                }
+            }
+            let idle_probe_ok = !p.probing || p.inflight.is_empty();
+            if idle_probe_ok && (heartbeat_due || hwm > p.last_sent_hwm) {
+                let from = p.next;
+                self.send_append(peer, from, Vec::new());
+            }
+            return;
+        }
+    }
+
+    /// Sends one append starting at `from` and records it in the window.
+    fn send_append(&mut self, peer: NodeId, from: LogOffset, batches: Vec<Batch>) {
+        let now = self.now_ms;
+        let prev_epoch = self
+            .log
+            .epoch_before(from)
+            .expect("appends start inside the log");
+        let snapshot = (from == self.log.start() && batches.is_empty())
+            .then(|| self.snapshot.as_ref().map(|s| s.id))
+            .flatten();
+        let hwm = self.hwm;
+        let State::Leader(ls) = &mut self.state else {
+            return;
+        };
+        let p = ls.progress.get_mut(&peer).expect("caller checked");
+        p.seq += 1;
+        p.last_sent_ms = now;
+        p.last_sent_hwm = hwm;
+        if let Some(last) = batches.last() {
+            let bytes: usize = batches.iter().map(|b| b.payload.len()).sum();
+            p.inflight.push_back((last.end_offset(), bytes, now));
+            p.inflight_bytes += bytes;
+            p.next = last.end_offset();
+        }
+        let snapshot = if p.snapshot_needed { snapshot } else { None };
+        let req = AppendRequest {
+            epoch: self.epoch,
+            leader: self.me.id,
+            seq: p.seq,
+            prev_end: from,
+            prev_epoch,
+            batches,
+            high_watermark: hwm,
+            snapshot,
+        };
+        self.send(peer, Message::Append(req));
+    }
+
+    pub(crate) fn append_read_completed(
+        &mut self,
+        peer: NodeId,
+        epoch: Epoch,
+        batches: Option<Vec<Batch>>,
+    ) {
+        if epoch != self.epoch {
+            return;
+        }
+        let State::Leader(ls) = &mut self.state else {
+            return;
+        };
+        let Some(p) = ls.progress.get_mut(&peer) else {
+            return;
+        };
+        p.reading = false;
+        if let Some(batches) = batches {
+            let window_open = p.inflight.len() < self.config.append_inflight_count_max;
+            if batches[0].base_offset == p.next && window_open && !p.snapshot_needed {
+                let from = p.next;
+                self.send_append(peer, from, batches);
+            }
+        }
+        self.flush_peer(peer);
+    }
+
+    pub(crate) fn on_append_response(&mut self, from: NodeId, resp: AppendResponse) {
+        if resp.epoch > self.epoch {
+            self.become_unattached(resp.epoch);
+            return;
+        }
+        if resp.epoch < self.epoch || resp.replica.id != from {
+            return;
+        }
+        let now = self.now_ms;
+        let log_start = self.log.start();
+        let log_end = self.log.end();
+        let State::Leader(ls) = &mut self.state else {
+            return;
+        };
+        let Some(p) = ls.progress.get_mut(&from) else {
+            return;
+        };
+        if p.key != resp.replica {
+            return;
+        }
+        p.last_heard_ms = now;
+        match resp.result {
+            AppendResult::Ok {
+                received_end,
+                durable_end,
+            } => {
+                if received_end > log_end || durable_end > received_end {
+                    return;
+                }
+                p.acked = p.acked.max(received_end);
+                let matched_before = p.matched;
+                p.matched = p.matched.max(durable_end);
+                while p.inflight.front().is_some_and(|f| f.0 <= received_end) {
+                    let f = p.inflight.pop_front().expect("checked");
+                    p.inflight_bytes -= f.1;
+                }
+                if p.probing && resp.seq >= p.probe_seq {
+                    p.probing = false;
+                    p.next = received_end;
+                } else {
+                    p.next = p.next.max(received_end);
+                }
+                if received_end >= log_start {
+                    p.snapshot_needed = false;
+                }
+                let advanced = p.matched > matched_before;
+                if advanced {
+                    self.leader_update_hwm();
+                }
+                self.flush_peer(from);
+            }
+            AppendResult::Mismatch {
+                end_offset,
+                last_epoch,
+                last_epoch_start,
+            } => {
+                if resp.seq < p.probe_seq {
+                    return;
+                }
+                let target = match self.log.end_for_epoch(last_epoch) {
+                    None => None,
+                    Some((epoch, end)) => {
+                        let mut m = end_offset.min(end);
+                        if epoch != last_epoch {
+                            m = m.min(last_epoch_start);
+                        }
+                        if m >= end_offset && end_offset > LogOffset::ZERO {
+                            // No progress from the hint (should not happen): step back a batch.
+                            m = end_offset.prev().expect("checked > 0");
+                        }
+                        Some(self.log.boundary_at_or_below(m))
+                    }
+                };
+                p.inflight.clear();
+                p.inflight_bytes = 0;
+                p.probing = true;
+                p.probe_seq = p.seq + 1;
+                match target {
+                    Some(m) if m >= log_start => p.next = m,
+                    _ => {
+                        p.snapshot_needed = true;
+                        p.next = log_start;
+                    }
+                }
+                self.flush_peer(from);
+            }
+            AppendResult::StaleEpoch => {}
+        }
+    }
+
+    /// Recomputes the leader's HWM from durable acks of the current voter set.
+    pub(crate) fn leader_update_hwm(&mut self) {
+        let State::Leader(ls) = &self.state else {
+            return;
+        };
+        let voters = self.voter_set();
+        let mut acks = Vec::with_capacity(voters.len());
+        for v in voters.voters() {
+            if v.key == self.me {
+                acks.push(self.durable_end);
+            } else {
+                acks.push(
+                    ls.progress
+                        .get(&v.key.id)
+                        .map_or(LogOffset::ZERO, |p| p.matched),
+                );
+            }
+        }
+        let c = majority_offset(&mut acks).min(self.log.end());
+        if c > self.hwm && c > ls.epoch_start && self.log.epoch_before(c) == Some(self.epoch) {
+            self.hwm = c;
+            self.after_leader_commit();
+        }
+    }
+
+    // ----- follower (push) -----
+
+    pub(crate) fn on_append(&mut self, from: NodeId, req: AppendRequest) {
+        if req.leader != from || from == self.me.id {
+            return;
+        }
+        if req.epoch < self.epoch {
+            let resp = AppendResponse {
+                epoch: self.epoch,
+                replica: self.me,
+                seq: req.seq,
+                result: AppendResult::StaleEpoch,
+            };
+            self.send(from, Message::AppendResponse(resp));
+            return;
+        }
+        let following = matches!(&self.state, State::Follower(f) if f.leader == req.leader);
+        if req.epoch > self.epoch || !following {
+            self.become_follower(req.epoch, req.leader, true);
+        }
+        let deadline = self.follower_deadline();
+        if let State::Follower(f) = &mut self.state {
+            f.deadline_ms = deadline;
+            f.pushed = true;
+            f.heard = true;
+            f.last_seq = f.last_seq.max(req.seq);
+        }
+        let result = self.accept_entries(req.prev_end, req.prev_epoch, &req.batches);
+        if let (Some(snap), Err(_)) = (req.snapshot, &result) {
+            self.start_download(snap);
+        }
+        let result = match result {
+            Ok(matched) => {
+                let State::Follower(f) = &mut self.state else {
+                    unreachable!("became follower above")
+                };
+                f.matched_end = f.matched_end.max(matched);
+                let matched_end = f.matched_end;
+                let durable = self.durable_end.min(matched_end);
+                f.acked_durable = f.acked_durable.max(durable);
+                self.follower_set_hwm(req.high_watermark);
+                AppendResult::Ok {
+                    received_end: matched_end,
+                    durable_end: durable,
+                }
+            }
+            Err(m) => m,
+        };
+        let resp = AppendResponse {
+            epoch: self.epoch,
+            replica: self.me,
+            seq: req.seq,
+            result,
+        };
+        self.send(from, Message::AppendResponse(resp));
+    }
+
+    fn follower_set_hwm(&mut self, leader_hwm: LogOffset) {
+        let State::Follower(f) = &self.state else {
+            return;
+        };
+        let h = leader_hwm.min(f.matched_end);
+        if h > self.hwm {
+            self.hwm = h;
+            self.evict_payloads();
+        }
+    }
+
+    /// Checks that the log matches the leader's at `prev_end` and appends `batches` after it,
+    /// truncating a diverging suffix. Returns the end of the prefix now known to match.
+    pub(crate) fn accept_entries(
+        &mut self,
+        prev_end: LogOffset,
+        prev_epoch: Epoch,
+        batches: &[Batch],
+    ) -> Result<LogOffset, AppendResult> {
+        let end = self.log.end();
+        let start = self.log.start();
+        if prev_end > end {
+            return Err(AppendResult::Mismatch {
+                end_offset: end,
+                last_epoch: self.log.last_epoch(),
+                last_epoch_start: self.log.epoch_run_start(end),
+            });
+        }
+        if prev_end >= start {
+            let mine = self
+                .log
+                .epoch_before(prev_end)
+                .expect("prev_end is within [start, end]");
+            if mine != prev_epoch {
+                // The entry before prev_end differs: report our epoch there and where its run starts.
+                return Err(AppendResult::Mismatch {
+                    end_offset: prev_end,
+                    last_epoch: mine,
+                    last_epoch_start: self.log.epoch_run_start(prev_end),
+                });
+            }
+        }
+        // Below our log start everything is committed and therefore matches.
+        let mut pos = prev_end.max(start);
+        for b in batches {
+            if b.end_offset() <= start {
+                continue;
+            }
+            if b.base_offset < pos {
+                // Straddles our log start: impossible for snapshots at batch boundaries.
+                continue;
+            }
+            assert_eq!(
+                b.base_offset, pos,
+                "batches in a message are contiguous (checked at decode)"
+            );
+            if b.base_offset < self.log.end() {
+                if self.log.has_batch(b.base_offset, b.epoch, b.record_count) {
+                    pos = b.end_offset();
+                    continue;
+                }
+                self.truncate(b.base_offset);
+                if self.log.end() < b.base_offset {
+                    // The truncation removed a batch straddling this one: everything before the
+                    // new end matched; the leader will probe for the rest.
+                    return Ok(self.log.end());
+                }
+            }
+            if b.epoch < self.log.last_epoch() || b.epoch > self.epoch {
+                // A batch that would break epoch order cannot come from a correct leader.
+                break;
+            }
+            self.log.append(b);
+            if b.control {
+                self.note_control_batch(b);
+            }
+            self.out.entries.push(b.clone());
+            pos = b.end_offset();
+        }
+        Ok(pos)
+    }
+
+    /// After an fsync: tell the leader what is durable now.
+    pub(crate) fn follower_ack(&mut self) {
+        let durable = self.durable_end;
+        let epoch = self.epoch;
+        let me = self.me;
+        let State::Follower(f) = &mut self.state else {
+            return;
+        };
+        if !f.pushed {
+            return;
+        }
+        let d = durable.min(f.matched_end);
+        if d > f.acked_durable {
+            f.acked_durable = d;
+            let resp = AppendResponse {
+                epoch,
+                replica: me,
+                seq: f.last_seq,
+                result: AppendResult::Ok {
+                    received_end: f.matched_end,
+                    durable_end: d,
+                },
+            };
+            let leader = f.leader;
+            self.send(leader, Message::AppendResponse(resp));
+        }
+    }
+
+    pub(crate) fn follower_tick(&mut self) {
+        let now = self.now_ms;
+        let is_voter = self.is_voter();
+        let my_endpoints = self
+            .voter_set()
+            .get(self.me.id)
+            .map(|v| v.endpoints.clone());
+        let State::Follower(f) = &mut self.state else {
+            return;
+        };
+        if let Some(d) = &f.download {
+            if now.saturating_sub(d.sent_ms) >= self.config.request_timeout_ms {
+                let id = d.id;
+                f.download = None;
+                self.start_download(id);
+            }
+            return;
+        }
+        let pull = !f.pushed || !is_voter;
+        let fetch_due = match f.fetch {
+            None => true,
+            Some((_, _, sent)) => {
+                now.saturating_sub(sent)
+                    >= self.config.fetch_wait_max_ms + self.config.request_timeout_ms
+            }
+        };
+        let update_due = is_voter
+            && now >= f.update_voter_at_ms
+            && my_endpoints.as_ref() != Some(&self.endpoints);
+        if update_due {
+            f.update_voter_at_ms = now + self.config.fetch_timeout_ms;
+        }
+        let leader = f.leader;
+        if pull && fetch_due {
+            self.send_fetch();
+        }
+        if update_due {
+            let request_id = self.next_request_id;
+            self.next_request_id += 1;
+            let voter = Voter {
+                key: self.me,
+                endpoints: self.endpoints.clone(),
+            };
+            self.send(
+                leader,
+                Message::UpdateVoter(UpdateVoterRequest { request_id, voter }),
+            );
+        }
+    }
+
+    // ----- fetch (pull) -----
+
+    pub(crate) fn send_fetch(&mut self) {
+        let now = self.now_ms;
+        let req = FetchRequest {
+            epoch: self.epoch,
+            replica: self.me,
+            fetch_offset: self.log.end(),
+            last_fetched_epoch: self.log.last_epoch(),
+            high_watermark: self.hwm,
+            wait_max_ms: self.config.fetch_wait_max_ms,
+        };
+        let State::Follower(f) = &mut self.state else {
+            return;
+        };
+        if f.download.is_some() {
+            return;
+        }
+        f.fetch = Some((req.fetch_offset, req.last_fetched_epoch, now));
+        let leader = f.leader;
+        self.send(leader, Message::Fetch(req));
+    }
+
+    pub(crate) fn on_fetch(&mut self, from: NodeId, req: FetchRequest) {
+        if req.replica.id != from || from == self.me.id {
+            return;
+        }
+        if req.epoch > self.epoch {
+            self.become_unattached(req.epoch);
+        }
+        if !matches!(self.state, State::Leader(_)) || req.epoch < self.epoch {
+            let resp = FetchResponse {
+                epoch: self.epoch,
+                leader: self.leader_hint(),
+                result: FetchResult::NotLeader,
+            };
+            self.send(from, Message::FetchResponse(resp));
+            return;
+        }
+        let now = self.now_ms;
+        if let State::Leader(ls) = &mut self.state {
+            ls.fetchers.insert(
+                from,
+                super::Fetcher {
+                    key: req.replica,
+                    last_fetch_ms: now,
+                    fetch_offset: req.fetch_offset,
+                },
+            );
+            if let Some(p) = ls.progress.get_mut(&from) {
+                if p.key == req.replica {
+                    p.last_heard_ms = now;
+                }
+            }
+            ls.held_fetches.remove(&from);
+        }
+        self.serve_fetch(from, req, true);
+    }
+
+    /// Answers a fetch now, or holds it (long-poll) if the fetcher is caught up and `may_hold`.
+    fn serve_fetch(&mut self, from: NodeId, req: FetchRequest, may_hold: bool) {
+        let log_start = self.log.start();
+        let result = if req.fetch_offset < log_start {
+            FetchResult::SnapshotNeeded {
+                snapshot: self.log.start_id(),
+            }
+        } else if req.fetch_offset > self.log.end()
+            || self.log.epoch_before(req.fetch_offset) != Some(req.last_fetched_epoch)
+        {
+            match self.log.end_for_epoch(req.last_fetched_epoch) {
+                Some((epoch, end)) => FetchResult::Diverging {
+                    fetch_offset: req.fetch_offset,
+                    last_fetched_epoch: req.last_fetched_epoch,
+                    epoch,
+                    end_offset: end.min(req.fetch_offset),
+                },
+                None => FetchResult::SnapshotNeeded {
+                    snapshot: self.log.start_id(),
+                },
+            }
+        } else if req.fetch_offset < self.log.end() {
+            match self.log.read(req.fetch_offset, self.config.batch_bytes_max) {
+                Ok(batches) => FetchResult::Batches {
+                    fetch_offset: req.fetch_offset,
+                    last_fetched_epoch: req.last_fetched_epoch,
+                    batches,
+                    high_watermark: self.hwm,
+                },
+                Err(_) => {
+                    let epoch = self.epoch;
+                    let from_offset = req.fetch_offset;
+                    self.request_read(
+                        from_offset,
+                        ReadPurpose::Fetch {
+                            peer: from,
+                            req,
+                            epoch,
+                        },
+                    );
+                    return;
+                }
+            }
+        } else if may_hold && req.high_watermark >= self.hwm && req.wait_max_ms > 0 {
+            let wait = req.wait_max_ms.min(self.config.fetch_wait_max_ms);
+            let deadline_ms = self.now_ms + wait;
+            if let State::Leader(ls) = &mut self.state {
+                ls.held_fetches.insert(from, HeldFetch { req, deadline_ms });
+            }
+            return;
+        } else {
+            FetchResult::Batches {
+                fetch_offset: req.fetch_offset,
+                last_fetched_epoch: req.last_fetched_epoch,
+                batches: Vec::new(),
+                high_watermark: self.hwm,
+            }
+        };
+        let resp = FetchResponse {
+            epoch: self.epoch,
+            leader: Some(self.me.id),
+            result,
+        };
+        self.send(from, Message::FetchResponse(resp));
+    }
+
+    /// Answers held fetches whose wait expired or that can now see new entries or a newer HWM.
+    fn answer_held_fetches(&mut self) {
+        let now = self.now_ms;
+        let end = self.log.end();
+        let hwm = self.hwm;
+        let State::Leader(ls) = &mut self.state else {
+            return;
+        };
+        if ls.held_fetches.is_empty() {
+            return;
+        }
+        let due: Vec<NodeId> = ls
+            .held_fetches
+            .iter()
+            .filter(|(_, h)| {
+                now >= h.deadline_ms || end > h.req.fetch_offset || hwm > h.req.high_watermark
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            let State::Leader(ls) = &mut self.state else {
+                return;
+            };
+            let h = ls.held_fetches.remove(&id).expect("listed above");
+            self.serve_fetch(id, h.req, false);
+        }
+    }
+
+    pub(crate) fn on_fetch_response(&mut self, from: NodeId, resp: FetchResponse) {
+        // Only the leader's own answer proves it is alive; another replica's hint is followed
+        // by observers (who never vote) and probed by voters (see on_vote_response).
+        let hint = resp.leader.filter(|l| *l != self.me.id);
+        let voter = self.can_campaign();
+        let unled = matches!(
+            self.state,
+            State::Unattached { .. } | State::Prospective { .. } | State::Candidate { .. }
+        );
+        if resp.epoch > self.epoch || (resp.epoch == self.epoch && unled) {
+            match hint {
+                Some(l) if l == from || !voter => {
+                    self.become_follower(resp.epoch, l, false);
+                    self.mark_heard(l == from);
+                }
+                Some(l) => {
+                    if resp.epoch > self.epoch {
+                        self.become_unattached(resp.epoch);
+                    }
+                    self.probe_leader(l);
+                }
+                None if resp.epoch > self.epoch => self.become_unattached(resp.epoch),
+                None => {}
+            }
+        }
+        if resp.epoch < self.epoch {
+            return;
+        }
+        let deadline = self.follower_deadline();
+        let State::Follower(f) = &mut self.state else {
+            return;
+        };
+        if f.leader != from || resp.leader != Some(from) {
+            // Our leader disowns the epoch (it resigned or restarted). The fetch stays
+            // outstanding, so it is retried only after the request timeout; an observer goes
+            // back to discovering the leader, a voter waits for its election timeout.
+            if f.leader == from && !self.can_campaign() {
+                let epoch = self.epoch;
+                self.become_unattached(epoch);
+            }
+            return;
+        }
+        f.deadline_ms = deadline;
+        f.heard = true;
+        // Only the answer to the outstanding fetch moves the fetch loop on: a late or
+        // duplicated answer is dropped, so duplicates never start a second fetch loop.
+        let Some(outstanding) = f.fetch else { return };
+        let current = (self.log.end(), self.log.last_epoch());
+        let answers =
+            |asked: (LogOffset, Epoch)| (outstanding.0, outstanding.1) == asked && asked == current;
+        match resp.result {
+            FetchResult::Batches {
+                fetch_offset,
+                last_fetched_epoch,
+                batches,
+                high_watermark,
+            } => {
+                // The answer applies to the log as it was when fetched: same end and last epoch
+                // (then the same prefix, by log matching).
+                if !answers((fetch_offset, last_fetched_epoch)) {
+                    return;
+                }
+                f.fetch = None;
+                let prev_epoch = self.log.last_epoch();
+                if let Ok(matched) = self.accept_entries(fetch_offset, prev_epoch, &batches) {
+                    if let State::Follower(f) = &mut self.state {
+                        f.matched_end = f.matched_end.max(matched);
+                    }
+                    self.follower_set_hwm(high_watermark);
+                }
+            }
+            FetchResult::Diverging {
+                fetch_offset,
+                last_fetched_epoch,
+                epoch,
+                end_offset,
+            } => {
+                if !answers((fetch_offset, last_fetched_epoch)) {
+                    return;
+                }
+                f.fetch = None;
+                let mine = self
+                    .log
+                    .end_for_epoch(epoch)
+                    .map_or(self.log.start(), |(_, e)| e);
+                let to = end_offset.min(mine);
+                if to < self.log.end() {
+                    self.truncate(to);
+                }
+            }
+            FetchResult::SnapshotNeeded { snapshot } => {
+                f.fetch = None;
+                self.start_download(snapshot);
+            }
+            FetchResult::NotLeader => return,
+        }
+        let pull = match &self.state {
+            State::Follower(f) => !f.pushed || !self.is_voter(),
+            _ => false,
+        };
+        if pull {
+            self.send_fetch();
+        }
+    }
+}

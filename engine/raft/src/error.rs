@@ -1,0 +1,68 @@
+//! Errors of the Raft core. Every variant is something the caller can act on.
+
+use corum_types::{Epoch, LogOffset, NodeId};
+
+/// Why a voter change (AddVoter / RemoveVoter / UpdateVoter) was refused. Also the error code of
+/// [`crate::message::VoterChangeResponse`], so it is archivable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub enum VoterChangeError {
+    /// Only the leader changes the voter set; retry at the leader.
+    NotLeader,
+    /// The previous voter change has not committed yet; retry later.
+    ChangePending,
+    /// The leader has not yet committed an entry in its epoch; retry later.
+    EpochNotCommitted,
+    /// AddVoter for an id that already votes.
+    AlreadyVoter,
+    /// RemoveVoter / UpdateVoter for a (id, directory id) that does not vote.
+    NotVoter,
+    /// AddVoter for a replica that has not fetched from the leader recently or is behind the HWM.
+    NotCaughtUp,
+    /// The change would leave no voter.
+    WouldBeEmpty,
+    /// Leadership was lost before the change committed; it may or may not commit.
+    LeadershipLost,
+}
+
+impl std::fmt::Display for VoterChangeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("not the leader (epoch {epoch}, leader {leader:?})")]
+    NotLeader {
+        epoch: Epoch,
+        leader: Option<NodeId>,
+    },
+    #[error("batch of {bytes} bytes exceeds the limit of {max} bytes")]
+    BatchTooLarge { bytes: usize, max: usize },
+    #[error("a batch must hold at least one record")]
+    EmptyBatch,
+    #[error("voter change refused: {0}")]
+    VoterChange(VoterChangeError),
+    #[error("invalid config: {0}")]
+    Config(&'static str),
+    #[error("invalid voter set: {0}")]
+    VoterSet(&'static str),
+    #[error("cannot decode {what}: {reason}")]
+    Decode { what: &'static str, reason: String },
+    #[error("control batch at {offset} has no payload in the restored log")]
+    MissingControlPayload { offset: LogOffset },
+    #[error("restored log is not contiguous at {offset} (expected {expected})")]
+    RestoreGap {
+        offset: LogOffset,
+        expected: LogOffset,
+    },
+    #[error("snapshot end {end} is outside [{log_start}, {hwm}] or not at a batch boundary")]
+    SnapshotOffset {
+        end: LogOffset,
+        log_start: LogOffset,
+        hwm: LogOffset,
+    },
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,73 @@
+//! Runs the deterministic simulator over hundreds of seeds of mixed faults (drops, duplicates,
+//! delays, partitions, crashes losing unsynced writes, restarts, voter changes, snapshots,
+//! resignations) with 3 and 5 voters; any violated check fails with the replay command.
+
+use corum_raft::sim::chaos::{run_seeds, Summary};
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn assert_clean(s: &Summary) {
+    assert!(
+        s.violations.is_empty(),
+        "{} violation(s):\n{}",
+        s.violations.len(),
+        s.violations.join("\n")
+    );
+    assert!(
+        s.committed_batches > s.seeds * 10,
+        "the workload committed too little: {s:?}"
+    );
+    assert!(
+        s.elections >= s.seeds,
+        "every seed elects at least one leader: {s:?}"
+    );
+}
+
+/// 600 seeds with 3 voters pass every safety and liveness check.
+#[test]
+fn three_voters() {
+    let s = run_seeds(
+        env_u64("CORUM_SIM_START", 0),
+        env_u64("CORUM_SIM_SEEDS", 600),
+        3,
+    );
+    eprintln!(
+        "3 voters: {s:?}",
+        s = (
+            s.seeds,
+            s.elections,
+            s.committed_batches,
+            s.crashes,
+            s.voter_changes,
+            s.snapshots
+        )
+    );
+    assert_clean(&s);
+}
+
+/// 400 seeds with 5 voters pass every safety and liveness check.
+#[test]
+fn five_voters() {
+    let s = run_seeds(
+        env_u64("CORUM_SIM_START", 1_000_000),
+        env_u64("CORUM_SIM_SEEDS", 400),
+        5,
+    );
+    eprintln!(
+        "5 voters: {s:?}",
+        s = (
+            s.seeds,
+            s.elections,
+            s.committed_batches,
+            s.crashes,
+            s.voter_changes,
+            s.snapshots
+        )
+    );
+    assert_clean(&s);
+}
