@@ -7,12 +7,24 @@
 //!   the node must stop rather than guess, because every replica would otherwise diverge.
 //! - [`ConfigError`]: a [`crate::ControllerConfig`] that fails `validate()`.
 
+use std::borrow::Cow;
+
 use corum_types::{BrokerEpoch, LogOffset, NodeId};
 
 use crate::ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
 
+/// A fixed explanation in an [`ApiError`]: a static string when the controller builds it, an owned
+/// one when it was decoded from the wire.
+pub type Reason = Cow<'static, str>;
+
 /// The code a request or an item of a request is rejected with.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+///
+/// Archivable with rkyv so responses carry it as-is (`corum-node::protocol`). Like the records,
+/// the variant order is the wire format: append new variants at the end only.
+#[derive(
+    Clone, Debug, PartialEq, Eq, thiserror::Error, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
+)]
+#[rkyv(derive(Debug))]
 pub enum ApiError {
     #[error("this controller is not the active controller")]
     NotController,
@@ -26,7 +38,11 @@ pub enum ApiError {
         partition: PartitionId,
     },
     #[error("invalid topic name {name:?}: {reason}")]
-    InvalidTopicName { name: String, reason: &'static str },
+    InvalidTopicName {
+        name: String,
+        #[rkyv(with = rkyv::with::AsOwned)]
+        reason: Reason,
+    },
     #[error("topic {name:?} already exists")]
     TopicAlreadyExists { name: String },
     #[error("topic {name:?} is being deleted")]
@@ -36,7 +52,8 @@ pub enum ApiError {
     #[error("invalid partition count {requested}: {reason}")]
     InvalidPartitions {
         requested: i32,
-        reason: &'static str,
+        #[rkyv(with = rkyv::with::AsOwned)]
+        reason: Reason,
     },
     #[error("invalid replica assignment: {reason}")]
     InvalidReplicaAssignment { reason: String },
@@ -83,10 +100,14 @@ pub enum ApiError {
     #[error("broker {broker_id} cannot join the ISR: {reason}")]
     IneligibleReplica {
         broker_id: NodeId,
-        reason: &'static str,
+        #[rkyv(with = rkyv::with::AsOwned)]
+        reason: Reason,
     },
     #[error("invalid ISR: {reason}")]
-    InvalidIsr { reason: &'static str },
+    InvalidIsr {
+        #[rkyv(with = rkyv::with::AsOwned)]
+        reason: Reason,
+    },
     #[error("invalid config {key:?}: {reason}")]
     InvalidConfig { key: String, reason: String },
     #[error("unknown config resource: {reason}")]
@@ -124,7 +145,10 @@ pub enum ApiError {
     #[error("request would produce {records} records, above the limit of {max}")]
     TooManyRecords { records: usize, max: usize },
     #[error("invalid request: {reason}")]
-    InvalidRequest { reason: &'static str },
+    InvalidRequest {
+        #[rkyv(with = rkyv::with::AsOwned)]
+        reason: Reason,
+    },
 }
 
 /// Bytes that are not a valid record batch.

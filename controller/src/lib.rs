@@ -33,7 +33,7 @@ pub use config::ControllerConfig;
 pub use control::cluster_control::{BrokerHeartbeatRequest, BrokerHeartbeatResponse, TargetState};
 pub use control::{ControllerResult, RequestContext};
 pub use controller::Controller;
-pub use error::{ApiError, ConfigError, DecodeError, Error, ReplayError, Result};
+pub use error::{ApiError, ConfigError, DecodeError, Error, Reason, ReplayError, Result};
 pub use ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
 pub use image::MetadataImage;
 pub use records::{

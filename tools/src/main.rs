@@ -21,6 +21,10 @@ struct Cli {
 enum Command {
     /// Print a new random UUID (for --cluster-id and directory ids).
     RandomUuid(cmd::uuid::Args),
+    /// Format a log directory: meta.properties and the bootstrap voter set.
+    Format(cmd::format::Args),
+    /// Show what a log directory holds (identity, quorum state, files).
+    Info(cmd::info::Args),
     /// Run seeds of the deterministic Raft cluster simulator (`--seeds N --start S --voters 3|5`).
     Sim(cmd::sim::Args),
 }
@@ -30,6 +34,8 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::RandomUuid(args) => cmd::uuid::run(args),
+        Command::Format(args) => cmd::format::run(args),
+        Command::Info(args) => cmd::info::run(args),
         Command::Sim(args) => cmd::sim::run(args),
     }
 }

@@ -106,7 +106,8 @@ impl Leases {
 
 /// A broker's heartbeat. `broker_epoch: None` is the INITIAL state (a registration), which must
 /// carry listeners, supported features and rack.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct BrokerHeartbeatRequest {
     pub broker_id: NodeId,
     pub broker_epoch: Option<BrokerEpoch>,
@@ -121,7 +122,8 @@ pub struct BrokerHeartbeatRequest {
 }
 
 /// What the controller wants the broker to be.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub enum TargetState {
     /// Registered but fenced: catch up with the log and keep heartbeating.
     Fenced,
@@ -133,7 +135,8 @@ pub enum TargetState {
     Shutdown,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct BrokerHeartbeatResponse {
     pub broker_epoch: BrokerEpoch,
     pub target_state: TargetState,
@@ -294,7 +297,7 @@ fn register(
     };
     if req.listeners.is_empty() {
         return fail(ApiError::InvalidRequest {
-            reason: "a registration must list at least one listener",
+            reason: "a registration must list at least one listener".into(),
         });
     }
     if let Err(e) = check_features(image, req.broker_id, &req.features) {
@@ -417,7 +420,8 @@ pub(crate) fn fence_expired(
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct UnregisterBrokerRequest {
     pub broker_id: NodeId,
 }
@@ -449,7 +453,8 @@ pub(crate) fn unregister_broker(
 }
 
 /// One broker as DescribeCluster shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct DescribedBroker {
     pub broker_id: NodeId,
     pub broker_epoch: BrokerEpoch,
@@ -459,7 +464,8 @@ pub struct DescribedBroker {
     pub in_controlled_shutdown: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct DescribeClusterResponse {
     /// This controller's id (the driver answers NotController before calling when not active).
     pub controller_id: NodeId,

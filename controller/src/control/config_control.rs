@@ -219,7 +219,8 @@ fn list_items(value: &str) -> impl Iterator<Item = &str> {
 }
 
 /// How an entry of IncrementalAlterConfigs changes a key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub enum AlterConfigOp {
     Set,
     Delete,
@@ -229,27 +230,31 @@ pub enum AlterConfigOp {
     Subtract,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct AlterableConfig {
     pub key: String,
     pub op: AlterConfigOp,
     pub value: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct AlterConfigsResource {
     pub resource: ConfigResource,
     pub configs: Vec<AlterableConfig>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct IncrementalAlterConfigsRequest {
     pub resources: Vec<AlterConfigsResource>,
     pub validate_only: bool,
 }
 
 /// One result per resource, in request order; a resource with any bad entry changes nothing.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct IncrementalAlterConfigsResponse {
     pub resources: Vec<(ConfigResource, Result<(), ApiError>)>,
 }
@@ -288,7 +293,7 @@ pub(crate) fn incremental_alter_configs(
     for (i, r) in req.resources.iter().enumerate() {
         let result = if req.resources[..i].iter().any(|o| o.resource == r.resource) {
             Err(ApiError::InvalidRequest {
-                reason: "resource named more than once in the request",
+                reason: "resource named more than once in the request".into(),
             })
         } else {
             let mut out = Vec::new();
@@ -368,8 +373,16 @@ fn alter_resource(
     Ok(())
 }
 
+/// DescribeConfigs: every known key of each resource, with its effective value and source.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DescribeConfigsRequest {
+    pub resources: Vec<ConfigResource>,
+}
+
 /// Where a described value comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub enum ConfigSource {
     DynamicTopic,
     DynamicBroker,
@@ -377,14 +390,18 @@ pub enum ConfigSource {
     Default,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct DescribedConfig {
-    pub key: &'static str,
+    /// The key's name (static when the controller builds it, owned once decoded from the wire).
+    #[rkyv(with = rkyv::with::AsOwned)]
+    pub key: std::borrow::Cow<'static, str>,
     pub value: String,
     pub source: ConfigSource,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct DescribeConfigsResponse {
     pub resources: Vec<(ConfigResource, Result<Vec<DescribedConfig>, ApiError>)>,
 }
@@ -424,7 +441,7 @@ pub(crate) fn describe_configs(
                             (ConfigResourceType::Topic, None) => (d.default, ConfigSource::Default),
                         };
                         DescribedConfig {
-                            key: d.name,
+                            key: d.name.into(),
                             value: value.to_owned(),
                             source,
                         }

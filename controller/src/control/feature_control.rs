@@ -6,7 +6,8 @@ use crate::error::ApiError;
 use crate::records::{FeatureLevelRecordV1, MetadataRecord};
 
 /// Set feature `name` to `[min_level, max_level]`; `max_level == 0` removes it (a downgrade).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct FeatureUpdate {
     pub name: String,
     pub min_level: u16,
@@ -15,13 +16,15 @@ pub struct FeatureUpdate {
     pub allow_downgrade: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct UpdateFeaturesRequest {
     pub updates: Vec<FeatureUpdate>,
     pub validate_only: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct UpdateFeaturesResponse {
     pub results: Vec<(String, Result<(), ApiError>)>,
 }
@@ -35,7 +38,7 @@ pub(crate) fn update_features(
     for (i, u) in req.updates.iter().enumerate() {
         let result = if req.updates[..i].iter().any(|o| o.name == u.name) {
             Err(ApiError::InvalidRequest {
-                reason: "feature named more than once in the request",
+                reason: "feature named more than once in the request".into(),
             })
         } else {
             check_update(view, u).map(|()| {

@@ -1,6 +1,10 @@
 //! Control managers, one per domain (Kafka's `*ControlManager`s). Each turns a request into
 //! records and a response by reading a `View` of the image; none of them mutates anything.
 //! Shared types: [`RequestContext`] (inputs every handler gets) and [`ControllerResult`].
+//!
+//! Every public request and response type (and [`crate::ApiError`]) derives rkyv, so the node's RPC
+//! protocol (`corum-node::protocol`) sends them as they are. Their field and variant order is
+//! therefore a wire format: add fields only in a new request version, append enum variants only.
 
 pub mod cluster_control;
 pub mod config_control;

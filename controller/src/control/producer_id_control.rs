@@ -8,14 +8,16 @@ use super::{ControllerResult, View};
 use crate::error::ApiError;
 use crate::records::{MetadataRecord, ProducerIdsRecordV1};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct AllocateProducerIdsRequest {
     pub broker_id: NodeId,
     pub broker_epoch: BrokerEpoch,
 }
 
 /// The ids `first_producer_id .. first_producer_id + count` now belong to the broker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct AllocateProducerIdsResponse {
     pub first_producer_id: u64,
     pub count: u64,
@@ -46,7 +48,7 @@ pub(crate) fn allocate_producer_ids(
         .checked_add(count)
         .filter(|n| *n <= i64::MAX as u64)
         .ok_or(ApiError::InvalidRequest {
-            reason: "producer ids exhausted",
+            reason: "producer ids exhausted".into(),
         })?;
     Ok(ControllerResult::new(
         vec![MetadataRecord::ProducerIds(ProducerIdsRecordV1 {

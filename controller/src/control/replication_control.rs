@@ -37,19 +37,19 @@ pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
         })
     };
     if name.is_empty() {
-        return bad("empty");
+        return bad("empty".into());
     }
     if name.len() > TOPIC_NAME_LEN_MAX {
-        return bad("longer than 249 characters");
+        return bad("longer than 249 characters".into());
     }
     if name == "." || name == ".." {
-        return bad("'.' and '..' are reserved");
+        return bad("'.' and '..' are reserved".into());
     }
     if !name
         .bytes()
         .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-')
     {
-        return bad("only ASCII letters, digits, '.', '_' and '-' are allowed");
+        return bad("only ASCII letters, digits, '.', '_' and '-' are allowed".into());
     }
     Ok(())
 }
@@ -398,7 +398,8 @@ fn check_assignment(
 
 /// One topic to create. `num_partitions`/`replication_factor` of -1 take the configured default;
 /// a non-empty `assignments` (one replica list per partition) places replicas by hand.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct CreatableTopic {
     pub name: String,
     pub num_partitions: i32,
@@ -419,7 +420,8 @@ impl CreatableTopic {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct CreateTopicsRequest {
     pub topics: Vec<CreatableTopic>,
     /// Validate and answer as if created, but return no records.
@@ -427,7 +429,8 @@ pub struct CreateTopicsRequest {
 }
 
 /// A created (or, in validate-only mode, creatable) topic.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct CreatedTopic {
     pub topic_id: TopicId,
     pub num_partitions: u32,
@@ -435,7 +438,8 @@ pub struct CreatedTopic {
 }
 
 /// One result per requested topic, in request order.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct CreateTopicsResponse {
     pub topics: Vec<(String, Result<CreatedTopic, ApiError>)>,
 }
@@ -460,7 +464,7 @@ pub(crate) fn create_topics(
             .any(|(j, t)| j != index && t.name == topic.name);
         let result = if duplicate {
             Err(ApiError::InvalidRequest {
-                reason: "topic named more than once in the request",
+                reason: "topic named more than once in the request".into(),
             })
         } else {
             let mut topic_records = Vec::new();
@@ -516,7 +520,8 @@ fn create_one_topic(
     let manual = !topic.assignments.is_empty();
     if manual && (topic.num_partitions != -1 || topic.replication_factor != -1) {
         return Err(ApiError::InvalidRequest {
-            reason: "partition count and replication factor must be -1 with a manual assignment",
+            reason: "partition count and replication factor must be -1 with a manual assignment"
+                .into(),
         });
     }
     let partitions = match topic.num_partitions {
@@ -527,7 +532,7 @@ fn create_one_topic(
     if partitions < 1 || partitions > i64::from(config.partitions_per_topic_max) {
         return Err(ApiError::InvalidPartitions {
             requested: partitions.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,
-            reason: "must be between 1 and partitions.per.topic.max",
+            reason: "must be between 1 and partitions.per.topic.max".into(),
         });
     }
     let rf = match topic.replication_factor {
@@ -586,13 +591,15 @@ fn create_one_topic(
 // ---------------------------------------------------------------------------------------------
 // DeleteTopics.
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct DeleteTopicsRequest {
     pub names: Vec<String>,
 }
 
 /// One result per requested name: the id of the topic now marked for deletion.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct DeleteTopicsResponse {
     pub topics: Vec<(String, Result<TopicId, ApiError>)>,
 }
@@ -608,7 +615,7 @@ pub(crate) fn delete_topics(
     for (i, name) in req.names.iter().enumerate() {
         let result = if req.names[..i].contains(name) {
             Err(ApiError::InvalidRequest {
-                reason: "topic named more than once in the request",
+                reason: "topic named more than once in the request".into(),
             })
         } else {
             match view.image.topics.get_by_name(name) {
@@ -660,21 +667,24 @@ pub(crate) fn remove_deleted_topics(
 // CreatePartitions.
 
 /// Grow a topic to `count` partitions; `assignments` (optional) places the new ones by hand.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct PartitionsIncrease {
     pub name: String,
     pub count: u32,
     pub assignments: Vec<Vec<NodeId>>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct CreatePartitionsRequest {
     pub topics: Vec<PartitionsIncrease>,
     pub validate_only: bool,
 }
 
 /// One result per topic: the new partition count.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct CreatePartitionsResponse {
     pub topics: Vec<(String, Result<u32, ApiError>)>,
 }
@@ -691,7 +701,7 @@ pub(crate) fn create_partitions(
     for (i, inc) in req.topics.iter().enumerate() {
         let result = if req.topics[..i].iter().any(|t| t.name == inc.name) {
             Err(ApiError::InvalidRequest {
-                reason: "topic named more than once in the request",
+                reason: "topic named more than once in the request".into(),
             })
         } else {
             let mut out = Vec::new();
@@ -735,13 +745,13 @@ fn grow_topic(
     if requested <= current {
         return Err(ApiError::InvalidPartitions {
             requested: inc.count.min(i32::MAX as u32) as i32,
-            reason: "must be above the current partition count",
+            reason: "must be above the current partition count".into(),
         });
     }
     if inc.count > view.config.partitions_per_topic_max {
         return Err(ApiError::InvalidPartitions {
             requested: inc.count.min(i32::MAX as u32) as i32,
-            reason: "above partitions.per.topic.max",
+            reason: "above partitions.per.topic.max".into(),
         });
     }
     let rf = topic.partitions.first().map_or(1, |p| p.replicas.len());
@@ -782,7 +792,8 @@ fn grow_topic(
 // AlterIsr.
 
 /// A leader's request to change one partition's ISR.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct IsrUpdate {
     pub topic_id: TopicId,
     pub partition_id: PartitionId,
@@ -792,7 +803,8 @@ pub struct IsrUpdate {
     pub new_isr: Vec<NodeId>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct AlterIsrRequest {
     pub broker_id: NodeId,
     pub broker_epoch: corum_types::BrokerEpoch,
@@ -800,7 +812,8 @@ pub struct AlterIsrRequest {
 }
 
 /// The partition state after an accepted change.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct IsrUpdated {
     pub isr: Vec<NodeId>,
     pub leader_epoch: LeaderEpoch,
@@ -808,7 +821,8 @@ pub struct IsrUpdated {
 }
 
 /// One result per requested partition, in request order.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct AlterIsrResponse {
     pub partitions: Vec<(TopicId, PartitionId, Result<IsrUpdated, ApiError>)>,
 }
@@ -839,7 +853,7 @@ pub(crate) fn alter_isr(
             .any(|o| o.topic_id == u.topic_id && o.partition_id == u.partition_id)
         {
             Err(ApiError::InvalidRequest {
-                reason: "partition named more than once in the request",
+                reason: "partition named more than once in the request".into(),
             })
         } else if records.len() + 1 > view.config.records_per_batch_max {
             Err(ApiError::TooManyRecords {
@@ -903,17 +917,17 @@ fn alter_one_isr(
     let isr = &u.new_isr;
     if isr.is_empty() || isr.iter().enumerate().any(|(i, b)| isr[..i].contains(b)) {
         return Err(ApiError::InvalidIsr {
-            reason: "must be a non-empty set",
+            reason: "must be a non-empty set".into(),
         });
     }
     if isr.iter().any(|b| !p.replicas.contains(b)) {
         return Err(ApiError::InvalidIsr {
-            reason: "every member must be a replica",
+            reason: "every member must be a replica".into(),
         });
     }
     if !isr.contains(&broker_id) {
         return Err(ApiError::InvalidIsr {
-            reason: "must contain the leader",
+            reason: "must contain the leader".into(),
         });
     }
     for b in isr.iter().filter(|b| !p.isr.contains(b)) {
@@ -921,19 +935,19 @@ fn alter_one_isr(
             None => {
                 return Err(ApiError::IneligibleReplica {
                     broker_id: *b,
-                    reason: "not registered",
+                    reason: "not registered".into(),
                 })
             }
             Some(r) if r.fenced => {
                 return Err(ApiError::IneligibleReplica {
                     broker_id: *b,
-                    reason: "fenced",
+                    reason: "fenced".into(),
                 })
             }
             Some(r) if r.in_controlled_shutdown => {
                 return Err(ApiError::IneligibleReplica {
                     broker_id: *b,
-                    reason: "in controlled shutdown",
+                    reason: "in controlled shutdown".into(),
                 })
             }
             Some(_) => {}
@@ -957,7 +971,8 @@ fn alter_one_isr(
 // ---------------------------------------------------------------------------------------------
 // ElectLeaders.
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub enum ElectionType {
     /// Move leadership to the first replica if it is an eligible ISR member.
     Preferred,
@@ -966,7 +981,8 @@ pub enum ElectionType {
     Unclean,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct ElectLeadersRequest {
     pub election_type: ElectionType,
     /// Partitions by topic name; `None` means every partition (then only partitions that changed
@@ -974,7 +990,8 @@ pub struct ElectLeadersRequest {
     pub partitions: Option<Vec<(String, PartitionId)>>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
 pub struct ElectLeadersResponse {
     pub partitions: Vec<(String, PartitionId, Result<NodeId, ApiError>)>,
 }
@@ -992,7 +1009,7 @@ pub(crate) fn elect_leaders(
             for (i, (name, pid)) in list.iter().enumerate() {
                 let result = if list[..i].iter().any(|(n, q)| n == name && q == pid) {
                     Err(ApiError::InvalidRequest {
-                        reason: "partition named more than once in the request",
+                        reason: "partition named more than once in the request".into(),
                     })
                 } else if records.len() + 2 > max {
                     Err(ApiError::TooManyRecords {

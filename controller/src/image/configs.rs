@@ -10,7 +10,19 @@ use crate::records::{ArchivedConfigRecordV1, ArchivedConfigResourceType, ConfigR
 
 /// What a set of configs belongs to. For brokers `name` is the id in decimal, or empty for the
 /// cluster-wide default.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    rkyv::Archive,
+    rkyv::Serialize,
+    rkyv::Deserialize,
+)]
+#[rkyv(derive(Debug))]
 pub struct ConfigResource {
     pub resource_type: ConfigResourceType,
     pub name: String,

@@ -1,0 +1,124 @@
+//! Errors of the node crate, one enum per concern so a caller can match on what it can act on:
+//!
+//! - [`ConfigError`]: a node configuration that cannot be parsed or fails validation; every
+//!   variant names the key (and the line of the properties file, or `--set`).
+//! - [`StorageError`]: a node file (`meta.properties`, `quorum-state`, `bootstrap.checkpoint`)
+//!   that is missing, unreadable, corrupt, or disagrees with the configuration.
+//! - [`ProtocolError`]: a request or response frame that cannot be encoded or decoded.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Where a configuration value came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// A line (1-based) of the properties file.
+    Line(usize),
+    /// A `--set key=value` override (or [`crate::config::NodeConfig::with_overrides`]).
+    Override,
+    /// The key's built-in default.
+    Default,
+}
+
+impl fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigSource::Line(n) => write!(f, "line {n}"),
+            ConfigSource::Override => f.write_str("--set"),
+            ConfigSource::Default => f.write_str("default"),
+        }
+    }
+}
+
+/// A node configuration that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config {at}: {reason}")]
+    Syntax { at: ConfigSource, reason: String },
+    #[error("config {at}: unknown key {key:?}{}", suggestion.map(|s| format!(" (did you mean {s:?}?)")).unwrap_or_default())]
+    UnknownKey {
+        key: String,
+        at: ConfigSource,
+        suggestion: Option<&'static str>,
+    },
+    #[error("config {at}: key {key:?} given again (first at {first})")]
+    Duplicate {
+        key: String,
+        first: ConfigSource,
+        at: ConfigSource,
+    },
+    #[error("config {at}: invalid value {value:?} for {key}: {reason}")]
+    InvalidValue {
+        key: &'static str,
+        value: String,
+        at: ConfigSource,
+        reason: String,
+    },
+    #[error("config: missing required key(s): {}", keys.join(", "))]
+    MissingRequired { keys: Vec<&'static str> },
+    #[error("config: {key}: {reason}")]
+    Invalid { key: &'static str, reason: String },
+}
+
+/// A node file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("{op} {}: {source}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: not formatted (no meta.properties); run `corum format` first", dir.display())]
+    NotFormatted { dir: PathBuf },
+    #[error("{}: already formatted (cluster {cluster_id}); pass --ignore-formatted to keep it", dir.display())]
+    AlreadyFormatted { dir: PathBuf, cluster_id: String },
+    #[error("{}: {reason}", path.display())]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("{}: unsupported format version {version} (this build reads {supported})", path.display())]
+    UnsupportedVersion {
+        path: PathBuf,
+        version: u64,
+        supported: u64,
+    },
+    #[error("{}: {field} is {found} but {expected} was expected", path.display())]
+    Mismatch {
+        path: PathBuf,
+        field: &'static str,
+        expected: String,
+        found: String,
+    },
+    #[error("format refused: {reason}")]
+    FormatRefused { reason: String },
+    #[error("bootstrap voters: {reason}")]
+    InvalidVoters { reason: String },
+}
+
+/// A frame that cannot be encoded or decoded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("frame of {len_bytes} bytes exceeds the limit of {max_bytes}")]
+    TooLarge { len_bytes: usize, max_bytes: usize },
+    #[error("frame of {len_bytes} bytes is shorter than its root")]
+    Truncated { len_bytes: usize },
+    #[error("frame buffer at {address:#x} is not aligned to {align} bytes")]
+    Misaligned { address: usize, align: usize },
+    #[error("frame failed validation: {reason}")]
+    Invalid { reason: String },
+    #[error("cannot encode frame: {reason}")]
+    Encode { reason: String },
+}
+
+/// Any error of this crate.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,33 @@
+//! A corum controller node: everything between the pure controller and Raft cores and a process
+//! on a host.
+//!
+//! - [`config`]: the node configuration (Kafka's properties format and key names, `corum.*` keys
+//!   for placement and limits), one table of keys driving parsing, defaults and help.
+//! - [`meta_properties`] and [`quorum_state`]: the node's own files in `metadata.log.dir`, written
+//!   atomically by [`fsio`] (tmp file, fsync, verify, rename, fsync directory).
+//! - [`bootstrap`]: the initial voter set `corum format` decides (`bootstrap.checkpoint`), and
+//!   [`format`](mod@format): formatting (`corum format`) and describing (`corum info`) a log directory.
+//! - [`protocol`]: the RPC envelope (rkyv frames carrying the controller's request and response
+//!   types), with size limits and validation.
+//! - [`dispatch`]: a decoded request to the controller handler serving it, and its result to
+//!   "answer now" or "propose, then answer once committed".
+//! - [`error`]: one error enum per concern.
+//!
+//! The wiring of Raft, the log engine, the runtime and the controller comes later, on top of these.
+pub mod bootstrap;
+pub mod config;
+pub mod dispatch;
+pub mod error;
+pub mod format;
+pub mod fsio;
+pub mod meta_properties;
+pub mod protocol;
+pub mod quorum_state;
+
+pub use bootstrap::{BootstrapEndpoint, BootstrapVoter, BootstrapVoters};
+pub use config::{CoreSet, HostPort, Listener, NodeConfig, ProcessRole, QuorumVoter};
+pub use error::{ConfigError, ConfigSource, Error, ProtocolError, Result, StorageError};
+pub use format::{BootstrapChoice, FormatOutcome, FormatPlan};
+pub use meta_properties::MetaProperties;
+pub use protocol::{RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError};
+pub use quorum_state::{QuorumState, ReplicaKey};

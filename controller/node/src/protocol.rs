@@ -1,0 +1,1138 @@
+//! The controller RPC protocol: the envelope brokers and admins send over the runtime's framed
+//! TCP transport, carrying the controller's own request and response types as-is (they derive
+//! rkyv in `corum-controller`; there are no duplicate wire structs).
+//!
+//! # Frames
+//!
+//! One transport frame holds one rkyv-archived [`RequestFrame`] or [`ResponseFrame`]. A client
+//! may pipeline requests on a connection; the server answers each with the request's
+//! `correlation_id`, possibly out of order (a read is answered at once, a write when its records
+//! are committed).
+//!
+//! | side     | root             | fields                                                     |
+//! |----------|------------------|------------------------------------------------------------|
+//! | request  | [`RequestFrame`]  | `correlation_id: u64`, `timeout_ms: u32`, `body: RequestBody` |
+//! | response | [`ResponseFrame`] | `correlation_id: u64`, `body: Result<ResponseBody, RpcError>` |
+//!
+//! Byte layout (rkyv 0.8, little-endian, 8-byte aligned buffer, as for record batches): the
+//! out-of-line data (strings, vectors) first, the root struct last. The root's first field is
+//! `correlation_id` (archived structs are `repr(C)`), so [`peek_correlation_id`] can read it from
+//! a frame that fails validation and the server can answer `Malformed` to the right request.
+//!
+//! # Validation and limits
+//!
+//! [`decode_request`] / [`decode_response`] check the size limit first (a frame above
+//! `socket.request.max.bytes` is [`ProtocolError::TooLarge`]; the server answers
+//! [`RpcError::RequestTooLarge`]), then alignment, then every byte with bytecheck (relative
+//! pointers, lengths, UTF-8, enum tags, bools). Only then is a frame handed on, as a zero-copy
+//! `&Archived…` view; [`RequestFrame::from_archived`] makes the owned request a handler takes.
+//!
+//! # Versioning and extension
+//!
+//! rkyv archives an enum as its variant index followed by the variant's fields, so **the variant
+//! order of [`RequestBody`], [`ResponseBody`] and [`RpcError`] is the wire format**: variants are
+//! only ever appended. A peer that sends a variant this build does not know fails validation and
+//! gets `Malformed`. The Raft-facing RPCs (DescribeQuorum for `corum quorum describe`, Fetch and
+//! FetchSnapshot for observers, AddVoter / RemoveVoter / UpdateVoter) are appended here once
+//! `corum-raft`'s message types derive rkyv: one `RequestBody` and one `ResponseBody` variant each,
+//! carrying the Raft crate's own request and response types, plus an arm in `kind()`. The golden
+//! test (`testdata/protocol_v1.golden`) pins the bytes of a few frames so an accidental layout
+//! change fails.
+
+use corum_controller::control::cluster_control::{
+    BrokerHeartbeatRequest, BrokerHeartbeatResponse, DescribeClusterResponse,
+    UnregisterBrokerRequest,
+};
+use corum_controller::control::config_control::{
+    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+};
+use corum_controller::control::feature_control::{UpdateFeaturesRequest, UpdateFeaturesResponse};
+use corum_controller::control::producer_id_control::{
+    AllocateProducerIdsRequest, AllocateProducerIdsResponse,
+};
+use corum_controller::control::replication_control::{
+    AlterIsrRequest, AlterIsrResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    ElectLeadersRequest, ElectLeadersResponse,
+};
+use corum_controller::ApiError;
+use corum_types::NodeId;
+use rkyv::rancor;
+use rkyv::util::AlignedVec;
+
+use crate::error::ProtocolError;
+
+/// A request to the controller.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct RequestFrame {
+    /// Chosen by the client; echoed in the response.
+    pub correlation_id: u64,
+    /// How long the client will wait: the server answers [`RpcError::Timeout`] rather than
+    /// commit later than this. 0 means the server's `controller.quorum.request.timeout.ms`.
+    pub timeout_ms: u32,
+    pub body: RequestBody,
+}
+
+/// Every request kind. Append new variants at the end only (see the module doc).
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub enum RequestBody {
+    BrokerHeartbeat(BrokerHeartbeatRequest),
+    UnregisterBroker(UnregisterBrokerRequest),
+    CreateTopics(CreateTopicsRequest),
+    DeleteTopics(DeleteTopicsRequest),
+    CreatePartitions(CreatePartitionsRequest),
+    AlterIsr(AlterIsrRequest),
+    ElectLeaders(ElectLeadersRequest),
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
+    DescribeConfigs(DescribeConfigsRequest),
+    UpdateFeatures(UpdateFeaturesRequest),
+    AllocateProducerIds(AllocateProducerIdsRequest),
+    DescribeCluster,
+}
+
+/// The response to one request.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct ResponseFrame {
+    pub correlation_id: u64,
+    pub body: Result<ResponseBody, RpcError>,
+}
+
+/// Every response kind, one per [`RequestBody`] variant, in the same order.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub enum ResponseBody {
+    BrokerHeartbeat(BrokerHeartbeatResponse),
+    UnregisterBroker,
+    CreateTopics(CreateTopicsResponse),
+    DeleteTopics(DeleteTopicsResponse),
+    CreatePartitions(CreatePartitionsResponse),
+    AlterIsr(AlterIsrResponse),
+    ElectLeaders(ElectLeadersResponse),
+    IncrementalAlterConfigs(IncrementalAlterConfigsResponse),
+    DescribeConfigs(DescribeConfigsResponse),
+    UpdateFeatures(UpdateFeaturesResponse),
+    AllocateProducerIds(AllocateProducerIdsResponse),
+    DescribeCluster(DescribeClusterResponse),
+}
+
+/// Where the active controller is, as a non-leader knows it.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct LeaderHint {
+    pub id: NodeId,
+    pub host: String,
+    pub port: u16,
+}
+
+/// Why a whole request failed (per-item failures are [`ApiError`]s inside the response body).
+/// Append new variants at the end only.
+#[derive(
+    Clone, Debug, PartialEq, Eq, thiserror::Error, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
+)]
+#[rkyv(derive(Debug))]
+pub enum RpcError {
+    /// This node is not the active controller; retry at `leader` when known.
+    #[error("not the active controller{}", leader.as_ref().map(|l| format!("; leader is {} at {}:{}", l.id, l.host, l.port)).unwrap_or_else(|| "; leader unknown".into()))]
+    NotController { leader: Option<LeaderHint> },
+    /// The request frame was above the server's `socket.request.max.bytes`.
+    #[error("request of {len_bytes} bytes exceeds the limit of {max_bytes}")]
+    RequestTooLarge { len_bytes: u64, max_bytes: u64 },
+    /// The request's records were not committed within its timeout; they may still commit.
+    #[error("request timed out after {timeout_ms} ms")]
+    Timeout { timeout_ms: u32 },
+    /// The request frame failed validation.
+    #[error("malformed request: {reason}")]
+    Malformed { reason: String },
+    /// The controller rejected the whole request.
+    #[error(transparent)]
+    Api(ApiError),
+}
+
+impl RequestBody {
+    /// The request's name, for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RequestBody::BrokerHeartbeat(_) => "BrokerHeartbeat",
+            RequestBody::UnregisterBroker(_) => "UnregisterBroker",
+            RequestBody::CreateTopics(_) => "CreateTopics",
+            RequestBody::DeleteTopics(_) => "DeleteTopics",
+            RequestBody::CreatePartitions(_) => "CreatePartitions",
+            RequestBody::AlterIsr(_) => "AlterIsr",
+            RequestBody::ElectLeaders(_) => "ElectLeaders",
+            RequestBody::IncrementalAlterConfigs(_) => "IncrementalAlterConfigs",
+            RequestBody::DescribeConfigs(_) => "DescribeConfigs",
+            RequestBody::UpdateFeatures(_) => "UpdateFeatures",
+            RequestBody::AllocateProducerIds(_) => "AllocateProducerIds",
+            RequestBody::DescribeCluster => "DescribeCluster",
+        }
+    }
+}
+
+impl ResponseBody {
+    /// The name of the request this answers (equal to [`RequestBody::kind`] of that request).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ResponseBody::BrokerHeartbeat(_) => "BrokerHeartbeat",
+            ResponseBody::UnregisterBroker => "UnregisterBroker",
+            ResponseBody::CreateTopics(_) => "CreateTopics",
+            ResponseBody::DeleteTopics(_) => "DeleteTopics",
+            ResponseBody::CreatePartitions(_) => "CreatePartitions",
+            ResponseBody::AlterIsr(_) => "AlterIsr",
+            ResponseBody::ElectLeaders(_) => "ElectLeaders",
+            ResponseBody::IncrementalAlterConfigs(_) => "IncrementalAlterConfigs",
+            ResponseBody::DescribeConfigs(_) => "DescribeConfigs",
+            ResponseBody::UpdateFeatures(_) => "UpdateFeatures",
+            ResponseBody::AllocateProducerIds(_) => "AllocateProducerIds",
+            ResponseBody::DescribeCluster(_) => "DescribeCluster",
+        }
+    }
+}
+
+impl RequestFrame {
+    /// The owned request of a validated frame (handlers take owned requests).
+    pub fn from_archived(archived: &ArchivedRequestFrame) -> RequestFrame {
+        rkyv::deserialize::<RequestFrame, rancor::Error>(archived)
+            .expect("deserializing a validated archive into owned values cannot fail")
+    }
+}
+
+impl ResponseFrame {
+    /// The owned response of a validated frame.
+    pub fn from_archived(archived: &ArchivedResponseFrame) -> ResponseFrame {
+        rkyv::deserialize::<ResponseFrame, rancor::Error>(archived)
+            .expect("deserializing a validated archive into owned values cannot fail")
+    }
+}
+
+/// An encoded frame: rkyv bytes in a 16-byte aligned buffer, ready for the transport.
+pub type EncodedFrame = AlignedVec;
+
+fn encode<T>(value: &T, max_bytes: usize) -> Result<EncodedFrame, ProtocolError>
+where
+    T: for<'a> rkyv::Serialize<
+        rkyv::api::high::HighSerializer<
+            AlignedVec,
+            rkyv::ser::allocator::ArenaHandle<'a>,
+            rancor::Error,
+        >,
+    >,
+{
+    let bytes = rkyv::to_bytes::<rancor::Error>(value).map_err(|e| ProtocolError::Encode {
+        reason: e.to_string(),
+    })?;
+    if bytes.len() > max_bytes {
+        return Err(ProtocolError::TooLarge {
+            len_bytes: bytes.len(),
+            max_bytes,
+        });
+    }
+    Ok(bytes)
+}
+
+fn check_frame<T>(bytes: &[u8], max_bytes: usize) -> Result<(), ProtocolError> {
+    if bytes.len() > max_bytes {
+        return Err(ProtocolError::TooLarge {
+            len_bytes: bytes.len(),
+            max_bytes,
+        });
+    }
+    if bytes.len() < std::mem::size_of::<T>() {
+        return Err(ProtocolError::Truncated {
+            len_bytes: bytes.len(),
+        });
+    }
+    let align = std::mem::align_of::<T>();
+    if (bytes.as_ptr() as usize) % align != 0 {
+        return Err(ProtocolError::Misaligned {
+            address: bytes.as_ptr() as usize,
+            align,
+        });
+    }
+    Ok(())
+}
+
+/// Encodes a request; fails if it is above `max_bytes`.
+pub fn encode_request(
+    frame: &RequestFrame,
+    max_bytes: usize,
+) -> Result<EncodedFrame, ProtocolError> {
+    encode(frame, max_bytes)
+}
+
+/// Encodes a response; fails if it is above `max_bytes`.
+pub fn encode_response(
+    frame: &ResponseFrame,
+    max_bytes: usize,
+) -> Result<EncodedFrame, ProtocolError> {
+    encode(frame, max_bytes)
+}
+
+/// Validates untrusted bytes as a request and returns a zero-copy view. Never panics.
+pub fn decode_request(
+    bytes: &[u8],
+    max_bytes: usize,
+) -> Result<&ArchivedRequestFrame, ProtocolError> {
+    check_frame::<ArchivedRequestFrame>(bytes, max_bytes)?;
+    rkyv::access::<ArchivedRequestFrame, rancor::Error>(bytes).map_err(|e| ProtocolError::Invalid {
+        reason: e.to_string(),
+    })
+}
+
+/// Validates untrusted bytes as a response and returns a zero-copy view. Never panics.
+pub fn decode_response(
+    bytes: &[u8],
+    max_bytes: usize,
+) -> Result<&ArchivedResponseFrame, ProtocolError> {
+    check_frame::<ArchivedResponseFrame>(bytes, max_bytes)?;
+    rkyv::access::<ArchivedResponseFrame, rancor::Error>(bytes).map_err(|e| {
+        ProtocolError::Invalid {
+            reason: e.to_string(),
+        }
+    })
+}
+
+/// The correlation id of a request frame that may fail validation, read from the root's fixed
+/// position (the last `size_of::<ArchivedRequestFrame>()` bytes), so a `Malformed` answer can
+/// name the request it answers. `None` if the frame is too short to hold a root.
+pub fn peek_correlation_id(bytes: &[u8]) -> Option<u64> {
+    let root = bytes
+        .len()
+        .checked_sub(std::mem::size_of::<ArchivedRequestFrame>())?;
+    let at = root + std::mem::offset_of!(ArchivedRequestFrame, correlation_id);
+    let b: [u8; 8] = bytes.get(at..at + 8)?.try_into().ok()?;
+    Some(u64::from_le_bytes(b))
+}
+
+/// The error a server answers for a request frame that failed [`decode_request`].
+pub fn rpc_error_for(err: &ProtocolError) -> RpcError {
+    match err {
+        ProtocolError::TooLarge {
+            len_bytes,
+            max_bytes,
+        } => RpcError::RequestTooLarge {
+            len_bytes: *len_bytes as u64,
+            max_bytes: *max_bytes as u64,
+        },
+        other => RpcError::Malformed {
+            reason: other.to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corum_controller::control::cluster_control::{DescribedBroker, TargetState};
+    use corum_controller::control::config_control::{
+        AlterConfigOp, AlterConfigsResource, AlterableConfig, ConfigSource, DescribedConfig,
+    };
+    use corum_controller::control::feature_control::FeatureUpdate;
+    use corum_controller::control::replication_control::{
+        CreatableTopic, CreatedTopic, ElectionType, IsrUpdate, IsrUpdated, PartitionsIncrease,
+    };
+    use corum_controller::image::ConfigResource;
+    use corum_controller::records::{ConfigResourceType, ListenerV1, SupportedFeatureV1};
+    use corum_controller::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
+    use corum_types::{BrokerEpoch, LogOffset, Uuid};
+    use proptest::prelude::*;
+
+    const MAX: usize = 1 << 20;
+
+    fn arb_name() -> impl Strategy<Value = String> {
+        "[a-zA-Z0-9._\u{e9}-]{0,12}"
+    }
+
+    fn arb_nodes() -> impl Strategy<Value = Vec<NodeId>> {
+        proptest::collection::vec(any::<u32>().prop_map(NodeId), 0..4)
+    }
+
+    fn arb_resource() -> impl Strategy<Value = ConfigResource> {
+        (any::<bool>(), arb_name()).prop_map(|(topic, name)| ConfigResource {
+            resource_type: if topic {
+                ConfigResourceType::Topic
+            } else {
+                ConfigResourceType::Broker
+            },
+            name,
+        })
+    }
+
+    fn arb_body() -> impl Strategy<Value = RequestBody> {
+        let heartbeat = (
+            any::<u32>(),
+            proptest::option::of(any::<u64>()),
+            any::<u128>(),
+            proptest::collection::vec((arb_name(), arb_name(), any::<u16>()), 0..3),
+            proptest::collection::vec((arb_name(), any::<u16>(), any::<u16>()), 0..3),
+            proptest::option::of(arb_name()),
+            any::<u64>(),
+            any::<(bool, bool)>(),
+        )
+            .prop_map(|(id, epoch, inc, ls, fs, rack, off, (f, s))| {
+                RequestBody::BrokerHeartbeat(BrokerHeartbeatRequest {
+                    broker_id: NodeId(id),
+                    broker_epoch: epoch.map(BrokerEpoch),
+                    incarnation_id: Uuid(inc.to_be_bytes()),
+                    listeners: ls
+                        .into_iter()
+                        .map(|(name, host, port)| ListenerV1 { name, host, port })
+                        .collect(),
+                    features: fs
+                        .into_iter()
+                        .map(|(name, min_level, max_level)| SupportedFeatureV1 {
+                            name,
+                            min_level,
+                            max_level,
+                        })
+                        .collect(),
+                    rack,
+                    next_metadata_offset: LogOffset(off),
+                    want_fence: f,
+                    want_shutdown: s,
+                })
+            });
+        let create = (
+            proptest::collection::vec(
+                (
+                    arb_name(),
+                    any::<i32>(),
+                    any::<i16>(),
+                    proptest::collection::vec(arb_nodes(), 0..3),
+                    proptest::collection::vec((arb_name(), arb_name()), 0..3),
+                ),
+                0..4,
+            ),
+            any::<bool>(),
+        )
+            .prop_map(|(ts, validate_only)| {
+                RequestBody::CreateTopics(CreateTopicsRequest {
+                    topics: ts
+                        .into_iter()
+                        .map(|(name, n, rf, assignments, configs)| CreatableTopic {
+                            name,
+                            num_partitions: n,
+                            replication_factor: rf,
+                            assignments,
+                            configs,
+                        })
+                        .collect(),
+                    validate_only,
+                })
+            });
+        let partitions = (
+            proptest::collection::vec(
+                (
+                    arb_name(),
+                    any::<u32>(),
+                    proptest::collection::vec(arb_nodes(), 0..3),
+                ),
+                0..3,
+            ),
+            any::<bool>(),
+        )
+            .prop_map(|(ts, validate_only)| {
+                RequestBody::CreatePartitions(CreatePartitionsRequest {
+                    topics: ts
+                        .into_iter()
+                        .map(|(name, count, assignments)| PartitionsIncrease {
+                            name,
+                            count,
+                            assignments,
+                        })
+                        .collect(),
+                    validate_only,
+                })
+            });
+        let alter_isr = (
+            any::<u32>(),
+            any::<u64>(),
+            proptest::collection::vec(
+                (
+                    any::<u128>(),
+                    any::<u32>(),
+                    any::<u32>(),
+                    any::<u32>(),
+                    arb_nodes(),
+                ),
+                0..3,
+            ),
+        )
+            .prop_map(|(b, e, ps)| {
+                RequestBody::AlterIsr(AlterIsrRequest {
+                    broker_id: NodeId(b),
+                    broker_epoch: BrokerEpoch(e),
+                    partitions: ps
+                        .into_iter()
+                        .map(|(t, p, le, pe, isr)| IsrUpdate {
+                            topic_id: TopicId(Uuid(t.to_be_bytes())),
+                            partition_id: PartitionId(p),
+                            leader_epoch: LeaderEpoch(le),
+                            partition_epoch: PartitionEpoch(pe),
+                            new_isr: isr,
+                        })
+                        .collect(),
+                })
+            });
+        let elect = (
+            any::<bool>(),
+            proptest::option::of(proptest::collection::vec(
+                (arb_name(), any::<u32>().prop_map(PartitionId)),
+                0..3,
+            )),
+        )
+            .prop_map(|(preferred, partitions)| {
+                RequestBody::ElectLeaders(ElectLeadersRequest {
+                    election_type: if preferred {
+                        ElectionType::Preferred
+                    } else {
+                        ElectionType::Unclean
+                    },
+                    partitions,
+                })
+            });
+        let alter_configs = (
+            proptest::collection::vec(
+                (
+                    arb_resource(),
+                    proptest::collection::vec((arb_name(), 0u8..4, arb_name()), 0..3),
+                ),
+                0..3,
+            ),
+            any::<bool>(),
+        )
+            .prop_map(|(rs, validate_only)| {
+                RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
+                    resources: rs
+                        .into_iter()
+                        .map(|(resource, cs)| AlterConfigsResource {
+                            resource,
+                            configs: cs
+                                .into_iter()
+                                .map(|(key, op, value)| AlterableConfig {
+                                    key,
+                                    op: [
+                                        AlterConfigOp::Set,
+                                        AlterConfigOp::Delete,
+                                        AlterConfigOp::Append,
+                                        AlterConfigOp::Subtract,
+                                    ][op as usize],
+                                    value,
+                                })
+                                .collect(),
+                        })
+                        .collect(),
+                    validate_only,
+                })
+            });
+        let features = (
+            proptest::collection::vec(
+                (arb_name(), any::<u16>(), any::<u16>(), any::<bool>()),
+                0..3,
+            ),
+            any::<bool>(),
+        )
+            .prop_map(|(us, validate_only)| {
+                RequestBody::UpdateFeatures(UpdateFeaturesRequest {
+                    updates: us
+                        .into_iter()
+                        .map(
+                            |(name, min_level, max_level, allow_downgrade)| FeatureUpdate {
+                                name,
+                                min_level,
+                                max_level,
+                                allow_downgrade,
+                            },
+                        )
+                        .collect(),
+                    validate_only,
+                })
+            });
+        prop_oneof![
+            heartbeat,
+            any::<u32>().prop_map(|b| RequestBody::UnregisterBroker(UnregisterBrokerRequest {
+                broker_id: NodeId(b)
+            })),
+            create,
+            proptest::collection::vec(arb_name(), 0..4)
+                .prop_map(|names| RequestBody::DeleteTopics(DeleteTopicsRequest { names })),
+            partitions,
+            alter_isr,
+            elect,
+            alter_configs,
+            proptest::collection::vec(arb_resource(), 0..3).prop_map(|resources| {
+                RequestBody::DescribeConfigs(DescribeConfigsRequest { resources })
+            }),
+            features,
+            (any::<u32>(), any::<u64>()).prop_map(|(b, e)| RequestBody::AllocateProducerIds(
+                AllocateProducerIdsRequest {
+                    broker_id: NodeId(b),
+                    broker_epoch: BrokerEpoch(e)
+                }
+            )),
+            Just(RequestBody::DescribeCluster),
+        ]
+    }
+
+    fn arb_request() -> impl Strategy<Value = RequestFrame> {
+        (any::<u64>(), any::<u32>(), arb_body()).prop_map(|(correlation_id, timeout_ms, body)| {
+            RequestFrame {
+                correlation_id,
+                timeout_ms,
+                body,
+            }
+        })
+    }
+
+    /// Frames whose bytes are pinned by the golden file, covering each RpcError variant and a
+    /// few bodies.
+    fn golden_frames() -> (Vec<RequestFrame>, Vec<ResponseFrame>) {
+        let topic = TopicId(Uuid([0x11; 16]));
+        let requests = vec![
+            RequestFrame {
+                correlation_id: 1,
+                timeout_ms: 5_000,
+                body: RequestBody::BrokerHeartbeat(BrokerHeartbeatRequest {
+                    broker_id: NodeId(7),
+                    broker_epoch: None,
+                    incarnation_id: Uuid([0x22; 16]),
+                    listeners: vec![ListenerV1 {
+                        name: "PLAINTEXT".into(),
+                        host: "10.0.0.7".into(),
+                        port: 9092,
+                    }],
+                    features: vec![SupportedFeatureV1 {
+                        name: "metadata.version".into(),
+                        min_level: 1,
+                        max_level: 3,
+                    }],
+                    rack: Some("r1".into()),
+                    next_metadata_offset: LogOffset(42),
+                    want_fence: false,
+                    want_shutdown: false,
+                }),
+            },
+            RequestFrame {
+                correlation_id: 2,
+                timeout_ms: 0,
+                body: RequestBody::CreateTopics(CreateTopicsRequest {
+                    topics: vec![CreatableTopic::new("orders", 3, 2)],
+                    validate_only: false,
+                }),
+            },
+            RequestFrame {
+                correlation_id: 3,
+                timeout_ms: 100,
+                body: RequestBody::DescribeCluster,
+            },
+        ];
+        let responses = vec![
+            ResponseFrame {
+                correlation_id: 1,
+                body: Ok(ResponseBody::BrokerHeartbeat(BrokerHeartbeatResponse {
+                    broker_epoch: BrokerEpoch(42),
+                    target_state: TargetState::Fenced,
+                    lease_duration_ms: 9_000,
+                    is_caught_up: false,
+                })),
+            },
+            ResponseFrame {
+                correlation_id: 2,
+                body: Ok(ResponseBody::CreateTopics(CreateTopicsResponse {
+                    topics: vec![
+                        (
+                            "orders".into(),
+                            Ok(CreatedTopic {
+                                topic_id: topic,
+                                num_partitions: 3,
+                                replication_factor: 2,
+                            }),
+                        ),
+                        (
+                            "bad/name".into(),
+                            Err(ApiError::InvalidTopicName {
+                                name: "bad/name".into(),
+                                reason: "illegal character".into(),
+                            }),
+                        ),
+                    ],
+                })),
+            },
+            ResponseFrame {
+                correlation_id: 3,
+                body: Ok(ResponseBody::DescribeCluster(DescribeClusterResponse {
+                    controller_id: NodeId(1),
+                    brokers: vec![DescribedBroker {
+                        broker_id: NodeId(7),
+                        broker_epoch: BrokerEpoch(42),
+                        listeners: vec![],
+                        rack: None,
+                        fenced: true,
+                        in_controlled_shutdown: false,
+                    }],
+                    topic_count: 1,
+                    partition_count: 3,
+                })),
+            },
+            ResponseFrame {
+                correlation_id: 4,
+                body: Err(RpcError::NotController {
+                    leader: Some(LeaderHint {
+                        id: NodeId(2),
+                        host: "127.0.0.1".into(),
+                        port: 9094,
+                    }),
+                }),
+            },
+            ResponseFrame {
+                correlation_id: 5,
+                body: Err(RpcError::NotController { leader: None }),
+            },
+            ResponseFrame {
+                correlation_id: 6,
+                body: Err(RpcError::RequestTooLarge {
+                    len_bytes: 2_000_000,
+                    max_bytes: 1_048_576,
+                }),
+            },
+            ResponseFrame {
+                correlation_id: 7,
+                body: Err(RpcError::Timeout { timeout_ms: 2_000 }),
+            },
+            ResponseFrame {
+                correlation_id: 8,
+                body: Err(RpcError::Malformed {
+                    reason: "bad tag".into(),
+                }),
+            },
+            ResponseFrame {
+                correlation_id: 9,
+                body: Err(RpcError::Api(ApiError::StaleBrokerEpoch {
+                    broker_id: NodeId(7),
+                    current: BrokerEpoch(50),
+                    request: BrokerEpoch(42),
+                })),
+            },
+        ];
+        (requests, responses)
+    }
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The bytes of a few frames are pinned by `testdata/protocol_v1.golden`; set
+    /// `CORUM_REWRITE_GOLDEN=1` to regenerate it after an intended change and review the diff.
+    #[test]
+    fn golden_bytes() {
+        let (requests, responses) = golden_frames();
+        let mut text = String::from(
+            "# corum controller protocol v1: one frame per line, `kind correlation_id hex`.\n",
+        );
+        for r in &requests {
+            let b = encode_request(r, MAX).unwrap();
+            text.push_str(&format!("request {} {}\n", r.correlation_id, hex(&b)));
+        }
+        for r in &responses {
+            let b = encode_response(r, MAX).unwrap();
+            text.push_str(&format!("response {} {}\n", r.correlation_id, hex(&b)));
+        }
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/protocol_v1.golden");
+        if std::env::var_os("CORUM_REWRITE_GOLDEN").is_some() {
+            std::fs::create_dir_all(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata")).unwrap();
+            std::fs::write(path, &text).unwrap();
+        }
+        let golden = std::fs::read_to_string(path)
+            .expect("golden file missing: run with CORUM_REWRITE_GOLDEN=1 once");
+        assert_eq!(
+            text, golden,
+            "protocol bytes changed; see the module doc on versioning"
+        );
+    }
+
+    /// Every golden frame round-trips, and responses name the request kind they answer.
+    #[test]
+    fn golden_frames_round_trip() {
+        let (requests, responses) = golden_frames();
+        for r in &requests {
+            let b = encode_request(r, MAX).unwrap();
+            let a = decode_request(&b, MAX).unwrap();
+            assert_eq!(&RequestFrame::from_archived(a), r);
+            assert_eq!(peek_correlation_id(&b), Some(r.correlation_id));
+        }
+        for r in &responses {
+            let b = encode_response(r, MAX).unwrap();
+            let a = decode_response(&b, MAX).unwrap();
+            assert_eq!(&ResponseFrame::from_archived(a), r);
+        }
+        assert_eq!(requests[0].body.kind(), "BrokerHeartbeat");
+        if let Ok(body) = &responses[0].body {
+            assert_eq!(body.kind(), requests[0].body.kind());
+        }
+        let e = responses[3].body.clone().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "not the active controller; leader is 2 at 127.0.0.1:9094"
+        );
+    }
+
+    /// Size limits are enforced on both sides and map to RequestTooLarge; short, misaligned and
+    /// garbage frames are errors that map to Malformed.
+    #[test]
+    fn limits_and_malformed() {
+        let (requests, _) = golden_frames();
+        let b = encode_request(&requests[0], MAX).unwrap();
+        let err = encode_request(&requests[0], b.len() - 1).unwrap_err();
+        assert_eq!(
+            err,
+            ProtocolError::TooLarge {
+                len_bytes: b.len(),
+                max_bytes: b.len() - 1
+            }
+        );
+        let err = decode_request(&b, b.len() - 1).unwrap_err();
+        assert!(matches!(
+            rpc_error_for(&err),
+            RpcError::RequestTooLarge { .. }
+        ));
+        assert!(decode_request(&b, b.len()).is_ok());
+        let err = decode_request(&b[..4], MAX).unwrap_err();
+        assert!(matches!(err, ProtocolError::Truncated { len_bytes: 4 }));
+        assert!(matches!(rpc_error_for(&err), RpcError::Malformed { .. }));
+        assert_eq!(peek_correlation_id(&b[..4]), None);
+        let mut shifted = AlignedVec::<16>::new();
+        shifted.push(0);
+        shifted.extend_from_slice(&b);
+        assert!(matches!(
+            decode_request(&shifted[1..], MAX),
+            Err(ProtocolError::Misaligned { .. })
+        ));
+        // An unknown request kind (a tag past the last variant) is rejected, and its
+        // correlation id can still be read to answer it.
+        let mut unknown = AlignedVec::<16>::new();
+        unknown.extend_from_slice(&b);
+        let tag_at = b.len() - std::mem::size_of::<ArchivedRequestFrame>()
+            + std::mem::offset_of!(ArchivedRequestFrame, body);
+        unknown[tag_at] = 200;
+        assert!(matches!(
+            decode_request(&unknown, MAX),
+            Err(ProtocolError::Invalid { .. })
+        ));
+        assert_eq!(peek_correlation_id(&unknown), Some(1));
+        assert!(decode_response(&b[..2], MAX).is_err());
+    }
+
+    /// One of every `ApiError` variant; `api_error_index` fails to compile when a variant is
+    /// added, so this list cannot silently fall behind.
+    fn one_of_each_api_error() -> Vec<ApiError> {
+        let t = TopicId(Uuid([3; 16]));
+        let p = PartitionId(4);
+        let b = NodeId(5);
+        vec![
+            ApiError::NotController,
+            ApiError::UnknownTopic { name: "a".into() },
+            ApiError::UnknownTopicId { topic_id: t },
+            ApiError::UnknownPartition {
+                topic_id: t,
+                partition: p,
+            },
+            ApiError::InvalidTopicName {
+                name: "..".into(),
+                reason: "dots".into(),
+            },
+            ApiError::TopicAlreadyExists { name: "a".into() },
+            ApiError::TopicDeletionInProgress { name: "a".into() },
+            ApiError::InvalidReplicationFactor {
+                requested: 9,
+                available: 3,
+            },
+            ApiError::InvalidPartitions {
+                requested: -5,
+                reason: "negative".into(),
+            },
+            ApiError::InvalidReplicaAssignment {
+                reason: "dup".into(),
+            },
+            ApiError::StaleBrokerEpoch {
+                broker_id: b,
+                current: BrokerEpoch(2),
+                request: BrokerEpoch(1),
+            },
+            ApiError::StaleHeartbeat {
+                broker_id: b,
+                seen: LogOffset(9),
+                request: LogOffset(8),
+            },
+            ApiError::BrokerLeaseExpired { broker_id: b },
+            ApiError::StalePartitionEpoch {
+                topic_id: t,
+                partition: p,
+                current: PartitionEpoch(3),
+                request: PartitionEpoch(2),
+            },
+            ApiError::FencedLeaderEpoch {
+                topic_id: t,
+                partition: p,
+                current: LeaderEpoch(3),
+                request: LeaderEpoch(1),
+            },
+            ApiError::NotLeader {
+                broker_id: b,
+                topic_id: t,
+                partition: p,
+            },
+            ApiError::IneligibleReplica {
+                broker_id: b,
+                reason: "fenced".into(),
+            },
+            ApiError::InvalidIsr {
+                reason: "empty".into(),
+            },
+            ApiError::InvalidConfig {
+                key: "k".into(),
+                reason: "r".into(),
+            },
+            ApiError::InvalidConfigResource { reason: "r".into() },
+            ApiError::FeatureLevelOutOfRange {
+                feature: "f".into(),
+                min_level: 1,
+                max_level: 9,
+                reason: "r".into(),
+            },
+            ApiError::UnsupportedFeatures {
+                broker_id: b,
+                feature: "f".into(),
+            },
+            ApiError::BrokerIdNotRegistered { broker_id: b },
+            ApiError::DuplicateBrokerRegistration { broker_id: b },
+            ApiError::BrokerNotFenced { broker_id: b },
+            ApiError::ElectionNotNeeded {
+                topic_id: t,
+                partition: p,
+            },
+            ApiError::PreferredLeaderNotAvailable {
+                topic_id: t,
+                partition: p,
+            },
+            ApiError::EligibleLeadersNotAvailable {
+                topic_id: t,
+                partition: p,
+            },
+            ApiError::TooManyRecords {
+                records: 20_000,
+                max: 10_000,
+            },
+            ApiError::InvalidRequest { reason: "r".into() },
+        ]
+    }
+
+    fn api_error_index(e: &ApiError) -> usize {
+        match e {
+            ApiError::NotController => 0,
+            ApiError::UnknownTopic { .. } => 1,
+            ApiError::UnknownTopicId { .. } => 2,
+            ApiError::UnknownPartition { .. } => 3,
+            ApiError::InvalidTopicName { .. } => 4,
+            ApiError::TopicAlreadyExists { .. } => 5,
+            ApiError::TopicDeletionInProgress { .. } => 6,
+            ApiError::InvalidReplicationFactor { .. } => 7,
+            ApiError::InvalidPartitions { .. } => 8,
+            ApiError::InvalidReplicaAssignment { .. } => 9,
+            ApiError::StaleBrokerEpoch { .. } => 10,
+            ApiError::StaleHeartbeat { .. } => 11,
+            ApiError::BrokerLeaseExpired { .. } => 12,
+            ApiError::StalePartitionEpoch { .. } => 13,
+            ApiError::FencedLeaderEpoch { .. } => 14,
+            ApiError::NotLeader { .. } => 15,
+            ApiError::IneligibleReplica { .. } => 16,
+            ApiError::InvalidIsr { .. } => 17,
+            ApiError::InvalidConfig { .. } => 18,
+            ApiError::InvalidConfigResource { .. } => 19,
+            ApiError::FeatureLevelOutOfRange { .. } => 20,
+            ApiError::UnsupportedFeatures { .. } => 21,
+            ApiError::BrokerIdNotRegistered { .. } => 22,
+            ApiError::DuplicateBrokerRegistration { .. } => 23,
+            ApiError::BrokerNotFenced { .. } => 24,
+            ApiError::ElectionNotNeeded { .. } => 25,
+            ApiError::PreferredLeaderNotAvailable { .. } => 26,
+            ApiError::EligibleLeadersNotAvailable { .. } => 27,
+            ApiError::TooManyRecords { .. } => 28,
+            ApiError::InvalidRequest { .. } => 29,
+        }
+    }
+
+    /// One response of every body kind, with per-item errors drawn from `errors` (cycled).
+    fn one_of_each_response_body(errors: &[ApiError]) -> Vec<ResponseBody> {
+        let mut e = errors.iter().cycle().cloned();
+        let mut err = move || e.next().expect("cycle of a non-empty list");
+        let t = TopicId(Uuid([8; 16]));
+        vec![
+            ResponseBody::BrokerHeartbeat(BrokerHeartbeatResponse {
+                broker_epoch: BrokerEpoch(1),
+                target_state: TargetState::Active,
+                lease_duration_ms: 9_000,
+                is_caught_up: true,
+            }),
+            ResponseBody::UnregisterBroker,
+            ResponseBody::CreateTopics(CreateTopicsResponse {
+                topics: vec![("a".into(), Err(err()))],
+            }),
+            ResponseBody::DeleteTopics(DeleteTopicsResponse {
+                topics: vec![("a".into(), Ok(t)), ("b".into(), Err(err()))],
+            }),
+            ResponseBody::CreatePartitions(CreatePartitionsResponse {
+                topics: vec![("a".into(), Ok(7)), ("b".into(), Err(err()))],
+            }),
+            ResponseBody::AlterIsr(AlterIsrResponse {
+                partitions: vec![
+                    (
+                        t,
+                        PartitionId(0),
+                        Ok(IsrUpdated {
+                            isr: vec![NodeId(1), NodeId(2)],
+                            leader_epoch: LeaderEpoch(3),
+                            partition_epoch: PartitionEpoch(4),
+                        }),
+                    ),
+                    (t, PartitionId(1), Err(err())),
+                ],
+            }),
+            ResponseBody::ElectLeaders(ElectLeadersResponse {
+                partitions: vec![
+                    ("a".into(), PartitionId(0), Ok(NodeId(2))),
+                    ("a".into(), PartitionId(1), Err(err())),
+                ],
+            }),
+            ResponseBody::IncrementalAlterConfigs(IncrementalAlterConfigsResponse {
+                resources: vec![
+                    (ConfigResource::topic("a"), Ok(())),
+                    (ConfigResource::topic("b"), Err(err())),
+                ],
+            }),
+            ResponseBody::DescribeConfigs(DescribeConfigsResponse {
+                resources: vec![
+                    (
+                        ConfigResource::topic("a"),
+                        Ok(vec![DescribedConfig {
+                            key: "cleanup.policy".into(),
+                            value: "delete".into(),
+                            source: ConfigSource::Default,
+                        }]),
+                    ),
+                    (ConfigResource::topic("b"), Err(err())),
+                ],
+            }),
+            ResponseBody::UpdateFeatures(UpdateFeaturesResponse {
+                results: vec![("f".into(), Ok(())), ("g".into(), Err(err()))],
+            }),
+            ResponseBody::AllocateProducerIds(AllocateProducerIdsResponse {
+                first_producer_id: 1_000,
+                count: 1_000,
+            }),
+            ResponseBody::DescribeCluster(DescribeClusterResponse {
+                controller_id: NodeId(1),
+                brokers: vec![],
+                topic_count: 0,
+                partition_count: 0,
+            }),
+        ]
+    }
+
+    /// Every ApiError variant and every response body kind survives the wire, whole-request
+    /// (RpcError::Api) and per item.
+    #[test]
+    fn every_error_and_response_round_trips() {
+        let errors = one_of_each_api_error();
+        let mut seen: Vec<usize> = errors.iter().map(api_error_index).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..errors.len()).collect::<Vec<_>>());
+        let mut frames: Vec<ResponseFrame> = errors
+            .iter()
+            .cloned()
+            .map(|e| ResponseFrame {
+                correlation_id: 1,
+                body: Err(RpcError::Api(e)),
+            })
+            .collect();
+        let bodies = one_of_each_response_body(&errors);
+        let kinds: Vec<&str> = bodies.iter().map(ResponseBody::kind).collect();
+        assert_eq!(kinds.len(), 12);
+        frames.extend(bodies.into_iter().map(|b| ResponseFrame {
+            correlation_id: 2,
+            body: Ok(b),
+        }));
+        for f in frames {
+            let b = encode_response(&f, MAX).unwrap();
+            let back = ResponseFrame::from_archived(decode_response(&b, MAX).unwrap());
+            assert_eq!(back, f);
+            if let (Err(x), Err(y)) = (&back.body, &f.body) {
+                assert_eq!(x.to_string(), y.to_string());
+            }
+        }
+    }
+
+    proptest! {
+        /// Arbitrary requests survive encode, validation and decode unchanged.
+        #[test]
+        fn request_round_trip(r in arb_request()) {
+            let b = encode_request(&r, MAX).unwrap();
+            let a = decode_request(&b, MAX).unwrap();
+            prop_assert_eq!(peek_correlation_id(&b), Some(r.correlation_id));
+            prop_assert_eq!(RequestFrame::from_archived(a), r);
+        }
+
+        /// Responses with any correlation id, body kind and error round-trip.
+        #[test]
+        fn response_round_trip(
+            correlation_id in any::<u64>(),
+            pick in any::<prop::sample::Index>(),
+            reason in "\\PC{0,20}",
+            host in "[a-z0-9.]{1,20}",
+            port in any::<u16>(),
+        ) {
+            let mut errors = one_of_each_api_error();
+            errors.push(ApiError::InvalidConfig { key: reason.clone(), reason: reason.clone() });
+            let mut bodies: Vec<Result<ResponseBody, RpcError>> =
+                one_of_each_response_body(&errors[pick.index(errors.len())..]).into_iter().map(Ok).collect();
+            bodies.push(Err(RpcError::Malformed { reason: reason.clone() }));
+            bodies.push(Err(RpcError::NotController { leader: Some(LeaderHint { id: NodeId(port.into()), host, port }) }));
+            bodies.push(Err(RpcError::Timeout { timeout_ms: port.into() }));
+            bodies.push(Err(RpcError::Api(errors[pick.index(errors.len())].clone())));
+            let body = bodies[pick.index(bodies.len())].clone();
+            let f = ResponseFrame { correlation_id, body };
+            let b = encode_response(&f, MAX).unwrap();
+            prop_assert_eq!(ResponseFrame::from_archived(decode_response(&b, MAX).unwrap()), f);
+        }
+
+        /// Random bytes never panic either decoder.
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let mut buf = AlignedVec::<16>::new();
+            buf.extend_from_slice(&bytes);
+            if let Ok(a) = decode_request(&buf, MAX) {
+                let _ = RequestFrame::from_archived(a);
+            }
+            if let Ok(a) = decode_response(&buf, MAX) {
+                let _ = ResponseFrame::from_archived(a);
+            }
+            let _ = peek_correlation_id(&buf);
+        }
+
+        /// Valid requests with one byte changed either fail validation or decode to some request
+        /// without panicking.
+        #[test]
+        fn mutated_requests_never_panic(r in arb_request(), at in any::<prop::sample::Index>(), x in 1u8..) {
+            let b = encode_request(&r, MAX).unwrap();
+            let mut m = AlignedVec::<16>::new();
+            m.extend_from_slice(&b);
+            let i = at.index(m.len());
+            m[i] ^= x;
+            if let Ok(a) = decode_request(&m, MAX) {
+                let _ = RequestFrame::from_archived(a);
+            }
+        }
+    }
+}

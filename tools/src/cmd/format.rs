@@ -1,0 +1,107 @@
+//! `corum format`: writes `meta.properties` and the bootstrap voter set into `metadata.log.dir`.
+//!
+//! The configuration comes from `--config FILE` and/or repeated `--set key=value` (the same keys
+//! as `corum run`). The cluster id is `--cluster-id` (make one with `corum random-uuid`). The
+//! voter set is `--standalone` (this node alone; add the others later with AddVoter),
+//! `--initial-controllers ID@HOST:PORT:DIRECTORY_ID,...` (every initial voter, each formatted
+//! with the same list), or neither when the config has a static `controller.quorum.voters`.
+//! The rules are in `corum_node::format`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use corum_node::config::{parse_voters, NodeConfig};
+use corum_node::format::{format_dir, plan_format, BootstrapChoice, FormatOutcome};
+use corum_types::Uuid;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Node configuration (Kafka properties format).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Set or override one configuration key (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub set: Vec<(String, String)>,
+    /// The cluster id (22 characters of URL-safe base64; `corum random-uuid` makes one).
+    #[arg(long, value_name = "ID")]
+    pub cluster_id: String,
+    /// Make this node the only initial voter of a dynamic quorum.
+    #[arg(long, conflicts_with = "initial_controllers")]
+    pub standalone: bool,
+    /// The initial voters of a dynamic quorum: ID@HOST:PORT:DIRECTORY_ID,...
+    #[arg(long, value_name = "VOTERS")]
+    pub initial_controllers: Option<String>,
+    /// Leave an already formatted directory unchanged instead of failing.
+    #[arg(long)]
+    pub ignore_formatted: bool,
+}
+
+/// Parses `key=value` for `--set`.
+pub fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected KEY=VALUE"))?;
+    let k = k.trim();
+    if k.is_empty() {
+        return Err(format!("{s:?}: empty key"));
+    }
+    Ok((k.to_owned(), v.trim().to_owned()))
+}
+
+/// Loads the node configuration from `--config` and `--set` (shared with other subcommands).
+pub fn load_config(
+    config: Option<&PathBuf>,
+    set: &[(String, String)],
+) -> anyhow::Result<NodeConfig> {
+    let text = match config {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading config file {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let what = match config {
+        Some(path) => path.display().to_string(),
+        None => "--set".to_owned(),
+    };
+    NodeConfig::load(text.as_deref(), set)
+        .with_context(|| format!("invalid configuration ({what})"))
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let config = load_config(args.config.as_ref(), &args.set)?;
+    let cluster_id: Uuid = args
+        .cluster_id
+        .parse()
+        .with_context(|| format!("--cluster-id {:?}", args.cluster_id))?;
+    let choice = match (&args.initial_controllers, args.standalone) {
+        (Some(list), _) => BootstrapChoice::InitialControllers(
+            parse_voters(list).map_err(|e| anyhow::anyhow!("--initial-controllers: {e}"))?,
+        ),
+        (None, true) => BootstrapChoice::Standalone,
+        (None, false) => BootstrapChoice::StaticFromConfig,
+    };
+    let plan = plan_format(&config, cluster_id, &choice, super::uuid::random_uuid()?)?;
+    match format_dir(&plan, args.ignore_formatted)? {
+        FormatOutcome::Formatted(p) => {
+            println!(
+                "Formatted {} for cluster {} node {} directory {} (kraft.version {}, {} bootstrap voter(s))",
+                p.dir.display(),
+                p.meta.cluster_id,
+                p.meta.node_id,
+                p.meta.directory_id,
+                p.bootstrap.kraft_version,
+                p.bootstrap.voters.len()
+            );
+        }
+        FormatOutcome::AlreadyFormatted { dir, existing } => {
+            println!(
+                "{} is already formatted (cluster {} node {}); left unchanged",
+                dir.display(),
+                existing.cluster_id,
+                existing.node_id
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,293 @@
+//! `corum format` and `corum info` run as the built binary in a temporary directory.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const CLUSTER: &str = "MkU3OEVBNTcwNTJENDM2Qg";
+
+fn corum(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_corum"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("running corum")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn write_config(dir: &Path, node_id: u32, port: u16) -> String {
+    let path = dir.join(format!("node{node_id}.properties"));
+    let data = dir.join(format!("data{node_id}"));
+    std::fs::write(
+        &path,
+        format!(
+            "# test node\nnode.id={node_id}\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{port}\n\
+             controller.listener.names=CONTROLLER\ncontroller.quorum.bootstrap.servers=127.0.0.1:9093\n\
+             metadata.log.dir={}\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+fn random_uuid() -> String {
+    let o = corum(&["random-uuid"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o).trim().to_owned()
+}
+
+/// A standalone format writes meta.properties and a one-voter bootstrap set that info shows.
+#[test]
+fn format_standalone_then_info() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = write_config(tmp.path(), 1, 19093);
+    let o = corum(&[
+        "format",
+        "--config",
+        &config,
+        "--cluster-id",
+        CLUSTER,
+        "--standalone",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("Formatted"), "{}", stdout(&o));
+    let data = tmp.path().join("data1");
+    let meta = std::fs::read_to_string(data.join("meta.properties")).unwrap();
+    assert!(meta.contains(&format!("cluster.id={CLUSTER}")), "{meta}");
+    assert!(meta.contains("node.id=1"), "{meta}");
+    let o = corum(&["info", "--dir", data.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("formatted: yes"), "{out}");
+    assert!(out.contains(&format!("cluster.id: {CLUSTER}")), "{out}");
+    assert!(out.contains("node.id: 1"), "{out}");
+    assert!(
+        out.contains("bootstrap: kraft.version 1, 1 voter(s)"),
+        "{out}"
+    );
+    assert!(out.contains("CONTROLLER://127.0.0.1:19093"), "{out}");
+    assert!(out.contains("quorum-state: none"), "{out}");
+    assert!(out.contains("meta.properties ("), "{out}");
+    assert!(out.contains("bootstrap.checkpoint ("), "{out}");
+}
+
+/// Formatting twice is refused; --ignore-formatted leaves the directory as it was.
+#[test]
+fn format_refuses_formatted_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = write_config(tmp.path(), 1, 19093);
+    let args = [
+        "format",
+        "--config",
+        &config,
+        "--cluster-id",
+        CLUSTER,
+        "--standalone",
+    ];
+    assert!(corum(&args).status.success());
+    let meta = tmp.path().join("data1/meta.properties");
+    let before = std::fs::read(&meta).unwrap();
+    let other = random_uuid();
+    let again = [
+        "format",
+        "--config",
+        &config,
+        "--cluster-id",
+        &other,
+        "--standalone",
+    ];
+    let o = corum(&again);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("already formatted"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--ignore-formatted"), "{}", stderr(&o));
+    let mut ignore = again.to_vec();
+    ignore.push("--ignore-formatted");
+    let o = corum(&ignore);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("left unchanged"), "{}", stdout(&o));
+    assert_eq!(std::fs::read(&meta).unwrap(), before);
+}
+
+/// --initial-controllers takes the node's directory id from its entry and refuses a node that
+/// is not listed.
+#[test]
+fn format_initial_controllers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (d1, d2, d3) = (random_uuid(), random_uuid(), random_uuid());
+    let list = format!("1@127.0.0.1:19093:{d1},2@127.0.0.1:19094:{d2},3@127.0.0.1:19095:{d3}");
+    let config = write_config(tmp.path(), 2, 19094);
+    let o = corum(&[
+        "format",
+        "--config",
+        &config,
+        "--cluster-id",
+        CLUSTER,
+        "--initial-controllers",
+        &list,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = corum(&["info", "--dir", tmp.path().join("data2").to_str().unwrap()]);
+    let out = stdout(&o);
+    assert!(out.contains(&format!("directory.id: {d2}")), "{out}");
+    assert!(out.contains("3 voter(s)"), "{out}");
+    let config4 = write_config(tmp.path(), 4, 19096);
+    let o = corum(&[
+        "format",
+        "--config",
+        &config4,
+        "--cluster-id",
+        CLUSTER,
+        "--initial-controllers",
+        &list,
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("node.id 4 is not in --initial-controllers"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!tmp.path().join("data4/meta.properties").exists());
+}
+
+/// `--set` alone can configure format, and bad input gets clear errors naming what is wrong.
+#[test]
+fn format_errors_and_set_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("d");
+    let dir_set = format!("metadata.log.dir={}", data.display());
+    let base = [
+        "format",
+        "--set",
+        "node.id=5",
+        "--set",
+        "process.roles=controller",
+        "--set",
+        "listeners=CONTROLLER://127.0.0.1:19097",
+        "--set",
+        "controller.listener.names=CONTROLLER",
+        "--set",
+        "controller.quorum.bootstrap.servers=127.0.0.1:19097",
+        "--set",
+        &dir_set,
+        "--cluster-id",
+    ];
+    let run = |extra: &[&str]| {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        corum(&a)
+    };
+    let o = run(&["not-a-uuid", "--standalone"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--cluster-id"), "{}", stderr(&o));
+    let o = run(&[CLUSTER]);
+    assert!(stderr(&o).contains("pass --standalone"), "{}", stderr(&o));
+    let o = run(&[CLUSTER, "--standalone", "--set", "bogus.key=1"]);
+    assert!(
+        stderr(&o).contains("unknown key \"bogus.key\""),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&[CLUSTER, "--standalone", "--set", "process.roles=broker"]);
+    assert!(stderr(&o).contains("process.roles"), "{}", stderr(&o));
+    let o = run(&[CLUSTER, "--initial-controllers", "5@h:1"]);
+    assert!(stderr(&o).contains("no directory id"), "{}", stderr(&o));
+    let o = corum(&[
+        "format",
+        "--cluster-id",
+        CLUSTER,
+        "--standalone",
+        "--set",
+        "node.id=1",
+    ]);
+    assert!(
+        stderr(&o).contains("missing required key(s)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!data.join("meta.properties").exists());
+    let o = run(&[CLUSTER, "--standalone"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(data.join("meta.properties").exists());
+}
+
+/// info on an empty directory says it is not formatted; on a missing one it fails.
+#[test]
+fn info_unformatted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = corum(&["info", "--dir", tmp.path().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("formatted: no"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("(empty)"), "{}", stdout(&o));
+    let o = corum(&["info", "--dir", tmp.path().join("nope").to_str().unwrap()]);
+    assert!(!o.status.success());
+}
+
+/// info shows the persisted quorum state, and a damaged node file with its error.
+#[test]
+fn info_quorum_state_and_damage() {
+    use corum_node::quorum_state::{QuorumState, ReplicaKey};
+    use corum_types::{Epoch, NodeId, Uuid};
+    let tmp = tempfile::tempdir().unwrap();
+    let config = write_config(tmp.path(), 1, 19093);
+    let o = corum(&[
+        "format",
+        "--config",
+        &config,
+        "--cluster-id",
+        CLUSTER,
+        "--standalone",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let data = tmp.path().join("data1");
+    let dir_id = Uuid([0x42; 16]);
+    QuorumState {
+        epoch: Epoch(7),
+        leader: Some(NodeId(2)),
+        voted_for: Some(ReplicaKey {
+            id: NodeId(2),
+            directory_id: Some(dir_id),
+        }),
+    }
+    .write(&data)
+    .unwrap();
+    std::fs::create_dir(data.join("@metadata-0")).unwrap();
+    std::fs::write(
+        data.join("@metadata-0/00000000000000000000.log"),
+        [0u8; 100],
+    )
+    .unwrap();
+    let o = corum(&["info", "--dir", data.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert!(
+        out.contains(&format!(
+            "quorum-state: epoch 7 leader 2 voted-for 2 (directory {dir_id})"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("@metadata-0/\n"), "{out}");
+    assert!(
+        out.contains("@metadata-0/00000000000000000000.log (100 bytes)"),
+        "{out}"
+    );
+    let mut bytes = std::fs::read(data.join("quorum-state")).unwrap();
+    bytes[10] ^= 1;
+    std::fs::write(data.join("quorum-state"), bytes).unwrap();
+    std::fs::write(data.join("meta.properties"), "version=1\n").unwrap();
+    let o = corum(&["info", "--dir", data.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("quorum-state: unreadable"), "{out}");
+    assert!(out.contains("checksum mismatch"), "{out}");
+    assert!(
+        out.contains("formatted: unreadable meta.properties"),
+        "{out}"
+    );
+    assert!(out.contains("missing cluster.id"), "{out}");
+}
