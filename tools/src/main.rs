@@ -25,6 +25,10 @@ enum Command {
     Format(cmd::format::Args),
     /// Show what a log directory holds (identity, quorum state, files).
     Info(cmd::info::Args),
+    /// Measure the device and the log engine (`bench disk`, `bench log`).
+    Bench(cmd::bench::Args),
+    /// Print (and with --verify, check) the segments and batches of a log directory.
+    DumpLog(cmd::dump_log::Args),
     /// Run seeds of the deterministic Raft cluster simulator (`--seeds N --start S --voters 3|5`).
     Sim(cmd::sim::Args),
 }
@@ -36,6 +40,8 @@ fn main() -> anyhow::Result<()> {
         Command::RandomUuid(args) => cmd::uuid::run(args),
         Command::Format(args) => cmd::format::run(args),
         Command::Info(args) => cmd::info::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
+        Command::DumpLog(args) => cmd::dump_log::run(args),
         Command::Sim(args) => cmd::sim::run(args),
     }
 }

@@ -114,7 +114,10 @@ impl Epoch {
     rkyv::Serialize,
     rkyv::Deserialize,
 )]
-#[rkyv(derive(Debug, PartialEq, Eq, PartialOrd, Ord, Hash), compare(PartialEq))]
+#[rkyv(
+    derive(Debug, PartialEq, Eq, PartialOrd, Ord, Hash),
+    compare(PartialEq)
+)]
 #[repr(transparent)]
 pub struct NodeId(pub u32);
 
@@ -140,7 +143,10 @@ impl From<&rkyv::Archived<NodeId>> for NodeId {
 impl FromStr for NodeId {
     type Err = ParseError;
     fn from_str(s: &str) -> Result<Self, ParseError> {
-        s.trim().parse::<u32>().map(NodeId).map_err(|_| ParseError::NodeId(s.to_string()))
+        s.trim()
+            .parse::<u32>()
+            .map(NodeId)
+            .map_err(|_| ParseError::NodeId(s.to_string()))
     }
 }
 
@@ -160,7 +166,10 @@ impl FromStr for NodeId {
     rkyv::Serialize,
     rkyv::Deserialize,
 )]
-#[rkyv(derive(Debug, PartialEq, Eq, PartialOrd, Ord, Hash), compare(PartialEq))]
+#[rkyv(
+    derive(Debug, PartialEq, Eq, PartialOrd, Ord, Hash),
+    compare(PartialEq)
+)]
 #[repr(transparent)]
 pub struct Uuid(pub [u8; 16]);
 
@@ -211,7 +220,9 @@ impl FromStr for Uuid {
         let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(s)
             .map_err(|_| ParseError::Uuid(s.to_string()))?;
-        let arr: [u8; 16] = bytes.try_into().map_err(|_| ParseError::Uuid(s.to_string()))?;
+        let arr: [u8; 16] = bytes
+            .try_into()
+            .map_err(|_| ParseError::Uuid(s.to_string()))?;
         Ok(Uuid(arr))
     }
 }

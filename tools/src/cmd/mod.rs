@@ -1,5 +1,7 @@
 //! One module per subcommand; each has an `Args` (clap) and a `run(args) -> anyhow::Result<()>`.
 
+pub mod bench;
+pub mod dump_log;
 pub mod format;
 pub mod info;
 pub mod sim;

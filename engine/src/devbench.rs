@@ -1,0 +1,199 @@
+//! Raw device measurements in a directory's file system, in-process, with the same IO path the
+//! log uses (glommio DMA files). `corum bench` and `corum loadgen` report the log's figures as
+//! ratios of these.
+//!
+//! - **fsync latency**: 4 KiB O_DIRECT write + fdatasync at queue depth 1, overwriting blocks
+//!   of a file that was fully written and synced first (the log's hot path after prefill).
+//! - **sequential write bandwidth**: 1 MiB O_DIRECT writes, `queue_depth` in flight, into a
+//!   preallocated file, one fdatasync at the end (included in the time).
+//! - **sequential read bandwidth**: 1 MiB O_DIRECT reads of that file, `queue_depth` in flight.
+//!
+//! Must run inside a glommio executor. Files are removed afterwards.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use futures_lite::future::zip;
+
+use crate::buf::AlignedBuf;
+use crate::disk::{Disk, DiskFile, OpenMode, UringDisk};
+use crate::error::Result;
+
+/// What the device does, measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DeviceReport {
+    pub fsync_samples: usize,
+    pub fsync_p50_us: u64,
+    pub fsync_p99_us: u64,
+    pub fsyncs_per_sec: f64,
+    pub write_mb_per_sec: f64,
+    pub read_mb_per_sec: f64,
+}
+
+/// How long and how much to measure.
+#[derive(Clone, Debug)]
+pub struct DeviceBenchConfig {
+    pub fsync_duration: Duration,
+    /// Size of the pre-written file the fsync test cycles through.
+    pub fsync_file_bytes: u64,
+    pub bandwidth_bytes: u64,
+    pub queue_depth: usize,
+}
+
+impl Default for DeviceBenchConfig {
+    fn default() -> Self {
+        Self {
+            fsync_duration: Duration::from_secs(2),
+            fsync_file_bytes: 4 << 20,
+            bandwidth_bytes: 256 << 20,
+            queue_depth: 4,
+        }
+    }
+}
+
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Percentile `p` (0..=100) of sorted samples.
+pub fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Run all three measurements in `dir` (created if missing).
+pub async fn measure_device(dir: &Path, cfg: &DeviceBenchConfig) -> Result<DeviceReport> {
+    let disk = UringDisk;
+    disk.create_dir_all(dir).await?;
+    let mut report = DeviceReport::default();
+    measure_fsync(&disk, dir, cfg, &mut report).await?;
+    measure_bandwidth(&disk, dir, cfg, &mut report).await?;
+    Ok(report)
+}
+
+async fn measure_fsync(
+    disk: &UringDisk,
+    dir: &Path,
+    cfg: &DeviceBenchConfig,
+    out: &mut DeviceReport,
+) -> Result<()> {
+    let path = dir.join("corum-devbench-fsync.tmp");
+    let f = disk.open(&path, OpenMode::Create).await?;
+    let size = cfg.fsync_file_bytes.max(CHUNK_BYTES as u64);
+    let zeros = AlignedBuf::zeroed(CHUNK_BYTES);
+    let mut pos = 0;
+    while pos < size {
+        f.write_at(pos, &zeros).await?;
+        pos += CHUNK_BYTES as u64;
+    }
+    f.sync().await?;
+    let block = AlignedBuf::from_slice(&[0xA5; crate::buf::BLOCK_BYTES]);
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    let mut pos = 0u64;
+    while start.elapsed() < cfg.fsync_duration || samples.len() < 10 {
+        let t = Instant::now();
+        f.write_at(pos, &block).await?;
+        f.sync().await?;
+        samples.push(t.elapsed().as_micros() as u64);
+        pos = (pos + block.len() as u64) % size;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    f.close().await?;
+    disk.remove(&path).await?;
+    out.fsyncs_per_sec = samples.len() as f64 / elapsed;
+    out.fsync_samples = samples.len();
+    samples.sort_unstable();
+    out.fsync_p50_us = percentile(&samples, 50.0);
+    out.fsync_p99_us = percentile(&samples, 99.0);
+    Ok(())
+}
+
+async fn measure_bandwidth(
+    disk: &UringDisk,
+    dir: &Path,
+    cfg: &DeviceBenchConfig,
+    out: &mut DeviceReport,
+) -> Result<()> {
+    let path = dir.join("corum-devbench-bw.tmp");
+    let f = disk.open(&path, OpenMode::Create).await?;
+    let total =
+        cfg.bandwidth_bytes.max(CHUNK_BYTES as u64) / CHUNK_BYTES as u64 * CHUNK_BYTES as u64;
+    f.allocate(total).await?;
+    f.sync().await?;
+    let data = AlignedBuf::from_slice(&vec![0x5A; CHUNK_BYTES]);
+    let qd = cfg.queue_depth.max(1) as u64;
+    let chunks = total / CHUNK_BYTES as u64;
+    // `qd` lanes, each writing every qd-th chunk: qd writes in flight.
+    let lanes = |lane: u64| {
+        let f = &f;
+        let data = &data;
+        async move {
+            let mut c = lane;
+            while c < chunks {
+                f.write_at(c * CHUNK_BYTES as u64, data).await?;
+                c += qd;
+            }
+            Ok::<(), crate::Error>(())
+        }
+    };
+    let start = Instant::now();
+    run_lanes(qd, &lanes).await?;
+    f.sync().await?;
+    out.write_mb_per_sec = total as f64 / 1e6 / start.elapsed().as_secs_f64();
+    let read_lanes = |lane: u64| {
+        let f = &f;
+        async move {
+            let mut c = lane;
+            while c < chunks {
+                let got = f.read_at(c * CHUNK_BYTES as u64, CHUNK_BYTES).await?;
+                assert_eq!(got.len(), CHUNK_BYTES, "file was written in full");
+                c += qd;
+            }
+            Ok::<(), crate::Error>(())
+        }
+    };
+    let start = Instant::now();
+    run_lanes(qd, &read_lanes).await?;
+    out.read_mb_per_sec = total as f64 / 1e6 / start.elapsed().as_secs_f64();
+    f.close().await?;
+    disk.remove(&path).await
+}
+
+/// Run `lane(0..n)` concurrently (n <= 8, joined pairwise).
+async fn run_lanes<F, Fut>(n: u64, lane: &F) -> Result<()>
+where
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let mut futs: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + '_>>> =
+        (0..n.min(8)).map(|i| Box::pin(lane(i)) as _).collect();
+    while futs.len() > 1 {
+        let a = futs.pop().expect("len > 1");
+        let b = futs.pop().expect("len > 1");
+        futs.push(Box::pin(async move {
+            let (x, y) = zip(a, b).await;
+            x.and(y)
+        }));
+    }
+    match futs.pop() {
+        Some(f) => f.await,
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles() {
+        // Proves the percentile helper picks the nearest-rank sample.
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 50.0), 51);
+        assert_eq!(percentile(&v, 99.0), 99);
+        assert_eq!(percentile(&v, 100.0), 100);
+        assert_eq!(percentile(&[], 50.0), 0);
+    }
+}

@@ -1,0 +1,88 @@
+//! The `Disk` seam: the few file operations the log needs, as an async trait for a
+//! single-threaded executor.
+//!
+//! glommio futures are `!Send`, and the log lives on one shard, so the traits use `async fn`
+//! without `Send` bounds and handles are shared with `Rc`. Two implementations:
+//!
+//! - [`UringDisk`]: glommio `DmaFile`s — O_DIRECT, aligned DMA buffers, io_uring. Must run inside
+//!   a glommio executor (see [`executor_builder`]).
+//! - [`SimDisk`]: in memory, deterministic (seeded), with injectable faults. Its futures are
+//!   always ready, so it runs under any executor, including `futures_lite::future::block_on`.
+//!
+//! # Contract (what the log relies on)
+//!
+//! - `write_at` positions and lengths are multiples of [`crate::buf::BLOCK_BYTES`].
+//! - Data written by `write_at` and size changes by `allocate`/`truncate` are durable once a
+//!   later `sync` (fdatasync) on the same file returns `Ok`. Before that a crash may keep any
+//!   prefix of the unsynced writes, the last one torn at any byte.
+//! - Directory entries (create, `rename`, `remove`) are durable once `sync_dir` of the parent
+//!   returns `Ok`.
+//! - Any `Err` from `sync` means the state of the unsynced data is unknown; the log treats it
+//!   as fatal.
+
+pub mod sim;
+pub mod uring;
+
+use std::path::{Path, PathBuf};
+
+pub use sim::{SimDisk, SimFault};
+pub use uring::{executor_builder, UringDisk};
+
+use crate::buf::AlignedBuf;
+use crate::error::Result;
+
+/// Whether `open` may create the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Open an existing file; `NotFound` otherwise.
+    Existing,
+    /// Open, creating an empty file if missing.
+    Create,
+}
+
+/// A file system: the directory-level operations.
+#[allow(
+    async_fn_in_trait,
+    reason = "single-threaded executors: futures are !Send by design"
+)]
+pub trait Disk: Clone + 'static {
+    type File: DiskFile;
+
+    async fn open(&self, path: &Path, mode: OpenMode) -> Result<Self::File>;
+    async fn remove(&self, path: &Path) -> Result<()>;
+    async fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Names (not paths) of the regular files in `dir`, sorted.
+    async fn list(&self, dir: &Path) -> Result<Vec<String>>;
+    async fn create_dir_all(&self, dir: &Path) -> Result<()>;
+    /// Make the directory's entries (creates, renames, removes) durable.
+    async fn sync_dir(&self, dir: &Path) -> Result<()>;
+}
+
+/// An open file.
+#[allow(
+    async_fn_in_trait,
+    reason = "single-threaded executors: futures are !Send by design"
+)]
+pub trait DiskFile: 'static {
+    fn path(&self) -> &Path;
+    async fn size(&self) -> Result<u64>;
+    /// Read up to `len` bytes at `pos` (fewer at end of file) into a fresh aligned buffer.
+    async fn read_at(&self, pos: u64, len: usize) -> Result<AlignedBuf>;
+    /// Write all of `data` at `pos`; both block-aligned.
+    async fn write_at(&self, pos: u64, data: &[u8]) -> Result<()>;
+    /// fdatasync: make written data and size changes durable.
+    async fn sync(&self) -> Result<()>;
+    /// Grow the file to at least `len` bytes of allocated, zero-reading space.
+    async fn allocate(&self, len: u64) -> Result<()>;
+    /// Set the file size to `len`, dropping everything after it.
+    async fn truncate(&self, len: u64) -> Result<()>;
+    async fn close(self) -> Result<()>;
+}
+
+pub(crate) fn io_err(op: &'static str, path: &Path, source: std::io::Error) -> crate::Error {
+    crate::Error::Io {
+        op,
+        path: PathBuf::from(path),
+        source,
+    }
+}

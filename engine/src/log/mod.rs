@@ -1,0 +1,336 @@
+//! The segmented log: append, group commit, read, truncate, recover.
+//!
+//! # Model
+//!
+//! The log is a sequence of batches (frames, see [`crate::record`]) with contiguous offsets
+//! `[start_offset, end_offset)`, stored in segment files under one directory:
+//!
+//! ```text
+//! <dir>/00000000000000000000.log     frames from offset 0, preallocated to segment_bytes
+//! <dir>/00000000000000000000.index   sparse index of that segment, written when it is sealed
+//! <dir>/00000000000000004711.log     the active segment (no .index file)
+//! ```
+//!
+//! The log lives on one shard; `Log` is a cheap `Rc` handle that tasks on that shard share.
+//!
+//! # Durability contract
+//!
+//! - [`Log::append`] / [`Log::append_frame`] assign offsets and return at once; nothing is on
+//!   disk yet. The batch is readable immediately.
+//! - [`Log::durable_end`] is the exclusive end of what is durable: every batch below it was
+//!   written and fdatasync'ed. [`Log::wait_durable`] resolves once an offset is durable.
+//! - **Group commit:** whoever waits for durability while no IO round is running becomes the
+//!   syncer: it takes every byte appended so far, writes it (whole 4 KiB blocks; the partial last
+//!   block is kept in memory and rewritten next time), fdatasyncs, and publishes the new durable
+//!   end. Appends arriving meanwhile are carried by the next round. There is no timer or linger:
+//!   the syncer only yields once to the scheduler before taking the bytes, so that tasks the
+//!   previous round just woke can append first and ride along.
+//! - Any write or fdatasync error makes the log **failed**: every later append, sync, truncation
+//!   returns [`Error::Failed`]. Nothing is retried; reopen the log to recover what is on disk.
+//! - [`Log::truncate_suffix`] and [`Log::delete_prefix`] are durable when they return.
+//! - On [`Log::open`], everything that was durable is recovered. A torn or unsynced tail of the
+//!   last segment is cut off and reported in the [`RecoveryReport`]. Damage followed by valid
+//!   frames, or anywhere in a sealed segment, is [`Error::Corruption`]: never skipped.
+//!
+//! # Physical layout decisions
+//!
+//! Segments are preallocated (fallocate) when created. A background task
+//! ([`Log::run_prefill`]) writes zeros a little ahead of the writer whenever the log is idle, so
+//! that the latency-critical write + fdatasync overwrites blocks that are already written, which
+//! avoids a metadata journal commit per sync. Bulk writers outrun the prefill and simply write
+//! into the fallocated space.
+
+mod appender;
+pub mod index;
+mod notify;
+mod reader;
+mod recovery;
+pub mod segment;
+mod truncation;
+
+use std::cell::{Cell, RefCell};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use corum_types::{Epoch, LogOffset};
+
+pub use reader::ReadBatch;
+
+pub use recovery::{inspect_dir, RecoveryReport, SegmentReport, TornTail};
+
+use crate::disk::Disk;
+use crate::error::{Error, Result};
+use crate::record::{Attributes, DEFAULT_FRAME_BYTES_MAX, HEADER_BYTES};
+use notify::{IoLock, Notify};
+use segment::Segment;
+
+/// Limits and sizes of a log. Checked by [`LogConfig::validate`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogConfig {
+    /// A segment rolls when the next batch would take it past this size. Multiple of 4 KiB.
+    pub segment_bytes: u64,
+    /// Largest frame (header + payload) accepted.
+    pub frame_bytes_max: u32,
+    /// A sparse index entry at least every this many bytes.
+    pub index_interval_bytes: u64,
+    /// Appends fail with `Backpressure` while this many bytes wait for the disk.
+    pub buffered_bytes_max: usize,
+    /// The prefill keeps this many zeroed bytes ahead of the writer; 0 disables it.
+    pub prefill_ahead_bytes: u64,
+    /// Bytes of zeros written per prefill step (bounds the delay it can add to a sync).
+    pub prefill_chunk_bytes: u64,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            segment_bytes: 64 << 20,
+            frame_bytes_max: DEFAULT_FRAME_BYTES_MAX,
+            index_interval_bytes: 64 << 10,
+            buffered_bytes_max: 32 << 20,
+            prefill_ahead_bytes: 1 << 20,
+            prefill_chunk_bytes: 64 << 10,
+        }
+    }
+}
+
+impl LogConfig {
+    pub fn validate(&self) -> Result<()> {
+        let bad = |reason: String| Err(Error::InvalidConfig { reason });
+        let block = crate::buf::BLOCK_BYTES as u64;
+        if self.segment_bytes < block || self.segment_bytes % block != 0 {
+            return bad(format!(
+                "segment_bytes {} must be a positive multiple of 4096",
+                self.segment_bytes
+            ));
+        }
+        if (self.frame_bytes_max as usize) < HEADER_BYTES {
+            return bad(format!(
+                "frame_bytes_max {} is below the header size",
+                self.frame_bytes_max
+            ));
+        }
+        if self.buffered_bytes_max < self.frame_bytes_max as usize + crate::buf::BLOCK_BYTES {
+            return bad("buffered_bytes_max must hold at least one maximal frame".into());
+        }
+        if self.index_interval_bytes == 0 {
+            return bad("index_interval_bytes must be positive".into());
+        }
+        if self.prefill_chunk_bytes == 0 || self.prefill_chunk_bytes % block != 0 {
+            return bad("prefill_chunk_bytes must be a positive multiple of 4096".into());
+        }
+        Ok(())
+    }
+}
+
+/// A batch for the leader's [`Log::append`]: everything but the base offset, which the log
+/// assigns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewBatch {
+    pub epoch: Epoch,
+    pub attributes: Attributes,
+    pub record_count: u32,
+    pub first_timestamp_ms: i64,
+    pub max_timestamp_ms: i64,
+}
+
+pub(crate) struct State<D: Disk> {
+    /// Ordered by base offset; the last one is active; never empty.
+    pub segments: Vec<Segment<D>>,
+    pub end_offset: LogOffset,
+    pub durable_end: LogOffset,
+    pub last_epoch: Epoch,
+    /// `(epoch, first offset)` for each epoch present in the log, ascending.
+    pub epochs: Vec<(Epoch, LogOffset)>,
+    pub buffered_bytes: usize,
+    pub failed: Option<String>,
+    /// A written chunk's buffer, reused as the next tail so big rounds do not allocate.
+    pub spare: Option<crate::buf::AlignedBuf>,
+}
+
+impl<D: Disk> State<D> {
+    pub fn start_offset(&self) -> LogOffset {
+        self.segments[0].base
+    }
+
+    pub fn check_failed(&self) -> Result<()> {
+        match &self.failed {
+            Some(reason) => Err(Error::Failed {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Index of the segment holding `offset` (the last one whose base is <= offset).
+    pub fn segment_for(&self, offset: LogOffset) -> usize {
+        self.segments
+            .partition_point(|s| s.base <= offset)
+            .saturating_sub(1)
+    }
+
+    pub fn note_epoch(&mut self, epoch: Epoch, offset: LogOffset) {
+        if self.epochs.last().map(|e| e.0) != Some(epoch) {
+            self.epochs.push((epoch, offset));
+        }
+        self.last_epoch = epoch;
+    }
+}
+
+pub(crate) struct Inner<D: Disk> {
+    pub disk: D,
+    pub dir: PathBuf,
+    pub config: LogConfig,
+    pub state: RefCell<State<D>>,
+    pub changed: Notify,
+    /// Woken by every append (only `run_syncer` listens).
+    pub appended: Notify,
+    pub io: IoLock,
+    pub closed: Cell<bool>,
+    pub stats: Cell<LogStats>,
+}
+
+/// Counters since the log was opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogStats {
+    /// Group-commit rounds completed.
+    pub rounds: u64,
+    /// fdatasync calls made by rounds (one per file written in a round).
+    pub syncs: u64,
+    /// Bytes handed to the disk by rounds (whole blocks, rewrites included).
+    pub bytes_written: u64,
+    /// Batches appended.
+    pub batches_appended: u64,
+    /// Time rounds spent writing, and in fdatasync (microseconds).
+    pub write_us: u64,
+    pub sync_us: u64,
+}
+
+/// A handle to an open log. Clones share the log (one shard only).
+pub struct Log<D: Disk> {
+    pub(crate) inner: Rc<Inner<D>>,
+}
+
+impl<D: Disk> Clone for Log<D> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<D: Disk> Log<D> {
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.inner.config
+    }
+
+    /// First offset still in the log.
+    pub fn start_offset(&self) -> LogOffset {
+        self.inner.state.borrow().start_offset()
+    }
+
+    /// The offset the next appended record gets.
+    pub fn end_offset(&self) -> LogOffset {
+        self.inner.state.borrow().end_offset
+    }
+
+    /// Every offset below this is durable.
+    pub fn durable_end(&self) -> LogOffset {
+        self.inner.state.borrow().durable_end
+    }
+
+    /// The last durable offset ("durable through N"), if any record is durable.
+    pub fn durable_offset(&self) -> Option<LogOffset> {
+        let st = self.inner.state.borrow();
+        if st.durable_end > st.start_offset() {
+            st.durable_end.prev()
+        } else {
+            None
+        }
+    }
+
+    /// Epoch of the last batch appended (or carried over from before a full prefix delete).
+    pub fn last_epoch(&self) -> Epoch {
+        self.inner.state.borrow().last_epoch
+    }
+
+    /// Bytes appended but not yet handed to the disk.
+    pub fn buffered_bytes(&self) -> usize {
+        self.inner.state.borrow().buffered_bytes
+    }
+
+    /// Why the log refuses writes, if it does.
+    pub fn failure(&self) -> Option<String> {
+        self.inner.state.borrow().failed.clone()
+    }
+
+    /// Counters since open.
+    pub fn stats(&self) -> LogStats {
+        self.inner.stats.get()
+    }
+
+    /// Number of segments.
+    pub fn segment_count(&self) -> usize {
+        self.inner.state.borrow().segments.len()
+    }
+
+    /// The epoch of the batch holding `offset`, if the offset is in the log.
+    pub fn epoch_at(&self, offset: LogOffset) -> Option<Epoch> {
+        let st = self.inner.state.borrow();
+        if offset < st.start_offset() || offset >= st.end_offset {
+            return None;
+        }
+        let i = st.epochs.partition_point(|e| e.1 <= offset);
+        i.checked_sub(1).map(|i| st.epochs[i].0)
+    }
+
+    /// KIP-595's end offset for an epoch: the largest epoch `<= epoch` present in the log and
+    /// the exclusive end offset of its batches (the start of the next epoch, or the log end).
+    /// `None` if no epoch `<= epoch` is in the log.
+    pub fn end_offset_for_epoch(&self, epoch: Epoch) -> Option<(Epoch, LogOffset)> {
+        let st = self.inner.state.borrow();
+        let i = st.epochs.partition_point(|e| e.0 <= epoch);
+        let found = st.epochs.get(i.checked_sub(1)?)?.0;
+        let end = st.epochs.get(i).map_or(st.end_offset, |e| e.1);
+        Some((found, end))
+    }
+
+    /// `(epoch, first offset)` of every epoch in the log, ascending.
+    pub fn epoch_start_offsets(&self) -> Vec<(Epoch, LogOffset)> {
+        self.inner.state.borrow().epochs.clone()
+    }
+
+    /// O(n) consistency checks for tests and the simulator.
+    pub fn check_invariants(&self) {
+        let st = self.inner.state.borrow();
+        assert!(!st.segments.is_empty());
+        assert!(st.durable_end <= st.end_offset);
+        for w in st.segments.windows(2) {
+            assert_eq!(w[0].end_offset, w[1].base, "segments are contiguous");
+            assert!(w[0].sealed);
+        }
+        let last = st.segments.last().expect("non-empty");
+        assert!(!last.sealed);
+        assert_eq!(last.end_offset, st.end_offset);
+        let mut buffered = 0;
+        for s in &st.segments {
+            assert!(s.written_bytes <= s.size_bytes);
+            assert!(s.tail_pos <= s.written_bytes || s.inflight.is_some());
+            assert_eq!(s.tail_pos + s.tail.len() as u64, s.size_bytes);
+            buffered += (s.size_bytes - s.written_bytes) as usize;
+            assert!(s.entries.windows(2).all(|w| w[0].offset < w[1].offset));
+        }
+        assert_eq!(buffered, st.buffered_bytes);
+        assert!(st
+            .epochs
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1));
+    }
+}
+
+#[cfg(test)]
+mod tests;
