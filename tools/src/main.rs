@@ -29,19 +29,34 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Print (and with --verify, check) the segments and batches of a log directory.
     DumpLog(cmd::dump_log::Args),
+    /// Resolve --cores/--controller-core/--no-pin into shards; --start tries them on this host.
+    Placement(cmd::placement::Args),
     /// Run seeds of the deterministic Raft cluster simulator (`--seeds N --start S --voters 3|5`).
     Sim(cmd::sim::Args),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     cmd::init_tracing();
     let cli = Cli::parse();
-    match cli.command {
+    match run(cli.command) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // The whole cause chain on one line, without the backtrace anyhow would print when
+            // RUST_BACKTRACE is set: operators read these messages, not stack frames.
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::RandomUuid(args) => cmd::uuid::run(args),
         Command::Format(args) => cmd::format::run(args),
         Command::Info(args) => cmd::info::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::DumpLog(args) => cmd::dump_log::run(args),
+        Command::Placement(args) => cmd::placement::run(args),
         Command::Sim(args) => cmd::sim::run(args),
     }
 }

@@ -5,9 +5,13 @@
 //! - [`StorageError`]: a node file (`meta.properties`, `quorum-state`, `bootstrap.checkpoint`)
 //!   that is missing, unreadable, corrupt, or disagrees with the configuration.
 //! - [`ProtocolError`]: a request or response frame that cannot be encoded or decoded.
+//! - [`PeerError`]: the controller-to-controller transport ([`crate::peer`]): a message that
+//!   cannot be queued, an inbound envelope that is refused, or a network setup failure.
 
 use std::fmt;
 use std::path::PathBuf;
+
+use corum_types::{NodeId, Uuid};
 
 /// Where a configuration value came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,6 +114,57 @@ pub enum ProtocolError {
     Encode { reason: String },
 }
 
+/// A failure of the controller-to-controller transport.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    /// `send` to a node that has no outbound link (not a configured voter or observer).
+    #[error("no link to node {to}")]
+    UnknownPeer { to: NodeId },
+    /// `add_peer` for a node that already has a link, or for this node itself.
+    #[error("cannot add a link to node {id}: {reason}")]
+    InvalidPeer { id: NodeId, reason: &'static str },
+    /// The outbound queue to `to` was full: the message was dropped (and counted). Raft
+    /// tolerates the loss: it resends on its own timeouts.
+    #[error("outbound queue to node {to} is full ({capacity} messages): message dropped")]
+    QueueFull { to: NodeId, capacity: usize },
+    /// The network is closed; nothing more is sent.
+    #[error("peer network is closed")]
+    Closed,
+    /// An inbound envelope of another cluster (a misconfigured or stale node).
+    #[error(
+        "envelope from node {from} is for cluster {found}, this node is in cluster {expected}"
+    )]
+    WrongCluster {
+        from: NodeId,
+        expected: Uuid,
+        found: Uuid,
+    },
+    /// An inbound envelope addressed to another node (wrong address in someone's config).
+    #[error("envelope from node {from} is addressed to node {to}, this is node {me}")]
+    WrongAddressee {
+        from: NodeId,
+        to: NodeId,
+        me: NodeId,
+    },
+    /// An inbound Raft message that passed rkyv validation but breaks a rule of its own
+    /// (batches not contiguous, an unsorted voter set).
+    #[error("invalid Raft message from node {from}: {reason}")]
+    InvalidMessage { from: NodeId, reason: String },
+    /// A setting of [`crate::peer::PeerNetworkConfig`] is unusable.
+    #[error("peer network config: {field}: {reason}")]
+    Config { field: &'static str, reason: String },
+    /// A peer's or this node's host name does not resolve to an address.
+    #[error("cannot resolve {host}:{port}: {reason}")]
+    Resolve {
+        host: String,
+        port: u16,
+        reason: String,
+    },
+    /// Binding the listener, or another runtime operation, failed.
+    #[error(transparent)]
+    Runtime(#[from] corum_runtime::Error),
+}
+
 /// Any error of this crate.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -119,6 +174,8 @@ pub enum Error {
     Storage(#[from] StorageError),
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
+    #[error(transparent)]
+    Peer(#[from] PeerError),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

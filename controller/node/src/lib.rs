@@ -11,6 +11,9 @@
 //!   types), with size limits and validation.
 //! - [`dispatch`]: a decoded request to the controller handler serving it, and its result to
 //!   "answer now" or "propose, then answer once committed".
+//! - [`raft_config`]: the node configuration and files as `corum-raft` takes them (Raft
+//!   config, voter sets, this replica's key and endpoints, quorum state both ways).
+//! - [`peer`]: the controller-to-controller transport of Raft messages ([`PeerNetwork`]).
 //! - [`error`]: one error enum per concern.
 //!
 //! The wiring of Raft, the log engine, the runtime and the controller comes later, on top of these.
@@ -21,13 +24,16 @@ pub mod error;
 pub mod format;
 pub mod fsio;
 pub mod meta_properties;
+pub mod peer;
 pub mod protocol;
 pub mod quorum_state;
+pub mod raft_config;
 
 pub use bootstrap::{BootstrapEndpoint, BootstrapVoter, BootstrapVoters};
 pub use config::{CoreSet, HostPort, Listener, NodeConfig, ProcessRole, QuorumVoter};
-pub use error::{ConfigError, ConfigSource, Error, ProtocolError, Result, StorageError};
+pub use error::{ConfigError, ConfigSource, Error, PeerError, ProtocolError, Result, StorageError};
 pub use format::{BootstrapChoice, FormatOutcome, FormatPlan};
 pub use meta_properties::MetaProperties;
+pub use peer::{Inbound, PeerEnvelope, PeerInbox, PeerNetwork, PeerNetworkConfig};
 pub use protocol::{RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError};
 pub use quorum_state::{QuorumState, ReplicaKey};

@@ -32,12 +32,28 @@
 //! rkyv archives an enum as its variant index followed by the variant's fields, so **the variant
 //! order of [`RequestBody`], [`ResponseBody`] and [`RpcError`] is the wire format**: variants are
 //! only ever appended. A peer that sends a variant this build does not know fails validation and
-//! gets `Malformed`. The Raft-facing RPCs (DescribeQuorum for `corum quorum describe`, Fetch and
-//! FetchSnapshot for observers, AddVoter / RemoveVoter / UpdateVoter) are appended here once
-//! `corum-raft`'s message types derive rkyv: one `RequestBody` and one `ResponseBody` variant each,
-//! carrying the Raft crate's own request and response types, plus an arm in `kind()`. The golden
-//! test (`testdata/protocol_v1.golden`) pins the bytes of a few frames so an accidental layout
-//! change fails.
+//! gets `Malformed`. The golden test (`testdata/protocol_v1.golden`) pins the bytes of a few
+//! frames so an accidental layout change fails.
+//!
+//! An archived enum is as large as its largest variant, and the root struct holds it inline, so
+//! a new variant larger than every old one would change the bytes (padding) of every old frame.
+//! New variants therefore carry large payloads in a `Box` (archived as a 4-byte relative
+//! pointer); the golden file's old lines never change.
+//!
+//! # Raft RPCs (appended after `DescribeCluster`)
+//!
+//! | request | response | for |
+//! |---|---|---|
+//! | `DescribeQuorum` | [`DescribeQuorumResponse`] | `corum quorum describe --status/--replication` |
+//! | `Fetch(corum_raft FetchRequest)` | `Fetch(Box<FetchResponse>)` | observers following the log (long-poll) |
+//! | `FetchSnapshot(FetchSnapshotRequest)` | `FetchSnapshot(Box<FetchSnapshotResponse>)` | observers behind the log start |
+//! | `AddVoter` / `RemoveVoter` / `UpdateVoter` | `VoterChangeResponse` each | KIP-853 voter changes |
+//!
+//! Fetch and voter-change bodies are `corum-raft`'s own message types: the server steps
+//! `Message::Fetch(req)` into the Raft core from `req.replica.id` and answers with the
+//! `FetchResponse` the core addresses to that id. rkyv validation checks their bytes; a client
+//! also calls [`ResponseBody::validate_raft`] on a decoded response to apply the rules
+//! `corum_raft::Message::decode` adds (contiguous batches, sorted voter sets).
 
 use corum_controller::control::cluster_control::{
     BrokerHeartbeatRequest, BrokerHeartbeatResponse, DescribeClusterResponse,
@@ -57,7 +73,11 @@ use corum_controller::control::replication_control::{
     ElectLeadersRequest, ElectLeadersResponse,
 };
 use corum_controller::ApiError;
-use corum_types::NodeId;
+use corum_raft::message::{
+    AddVoterRequest, FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse,
+    RemoveVoterRequest, UpdateVoterRequest, VoterChangeResponse,
+};
+use corum_types::{Epoch, LogOffset, NodeId, Uuid};
 use rkyv::rancor;
 use rkyv::util::AlignedVec;
 
@@ -91,6 +111,12 @@ pub enum RequestBody {
     UpdateFeatures(UpdateFeaturesRequest),
     AllocateProducerIds(AllocateProducerIdsRequest),
     DescribeCluster,
+    DescribeQuorum,
+    Fetch(FetchRequest),
+    FetchSnapshot(FetchSnapshotRequest),
+    AddVoter(AddVoterRequest),
+    RemoveVoter(RemoveVoterRequest),
+    UpdateVoter(UpdateVoterRequest),
 }
 
 /// The response to one request.
@@ -117,6 +143,103 @@ pub enum ResponseBody {
     UpdateFeatures(UpdateFeaturesResponse),
     AllocateProducerIds(AllocateProducerIdsResponse),
     DescribeCluster(DescribeClusterResponse),
+    DescribeQuorum(Box<DescribeQuorumResponse>),
+    Fetch(Box<FetchResponse>),
+    FetchSnapshot(Box<FetchSnapshotResponse>),
+    AddVoter(VoterChangeResponse),
+    RemoveVoter(VoterChangeResponse),
+    UpdateVoter(VoterChangeResponse),
+}
+
+/// The state of the quorum as one node sees it: what `kafka-metadata-quorum describe` shows
+/// with `--status` (cluster, leader, epoch, high watermark, voters, observers) and
+/// `--replication` (each replica's log end offset, lag and last fetch / catch-up time).
+///
+/// Times are ages on the answering node's monotonic clock (milliseconds before the answer),
+/// not wall-clock timestamps: a tool turns them into timestamps with its own clock, and no
+/// clock skew between nodes enters. A value the answering node does not know is `None` (a
+/// follower knows only its own log; the leader knows every replica it hears from).
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DescribeQuorumResponse {
+    pub cluster_id: Uuid,
+    /// The node answering.
+    pub node_id: NodeId,
+    pub leader_id: Option<NodeId>,
+    pub leader_epoch: Epoch,
+    pub high_watermark: LogOffset,
+    /// Sorted by id.
+    pub voters: Vec<ReplicaState>,
+    /// Replicas fetching without voting (brokers, controllers not yet added), sorted by id.
+    pub observers: Vec<ReplicaState>,
+}
+
+/// One replica's row of `--replication`.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct ReplicaState {
+    pub replica_id: NodeId,
+    /// `None` for a static voter named without one.
+    pub directory_id: Option<Uuid>,
+    /// The replica's log end offset as last reported (exclusive).
+    pub log_end_offset: Option<LogOffset>,
+    /// Records between the leader's log end offset and this replica's.
+    pub lag: Option<u64>,
+    /// How long ago the replica last fetched (or acknowledged an append).
+    pub last_fetch_age_ms: Option<u64>,
+    /// How long ago the replica was last caught up with the leader's log end offset.
+    pub last_caught_up_age_ms: Option<u64>,
+}
+
+impl DescribeQuorumResponse {
+    /// What a node can say from its own Raft core: cluster, leader, epoch, high watermark,
+    /// the voter set (with directory ids) and, for its own replica, its log end offset and lag
+    /// (zero when it leads). Other replicas' progress is `None`: `corum_raft::RaftCore` does
+    /// not expose the leader's per-replica progress yet.
+    pub fn from_core(cluster_id: Uuid, core: &corum_raft::RaftCore) -> DescribeQuorumResponse {
+        let status = core.status();
+        let me = core.id();
+        let own = |id: NodeId, directory_id: Uuid| {
+            let mine = id == me;
+            ReplicaState {
+                replica_id: id,
+                directory_id: (!directory_id.is_zero()).then_some(directory_id),
+                log_end_offset: mine.then_some(status.log_end_offset),
+                lag: (mine && status.leader == Some(me)).then_some(0),
+                last_fetch_age_ms: mine.then_some(0),
+                last_caught_up_age_ms: (mine && status.leader == Some(me)).then_some(0),
+            }
+        };
+        let voters = core
+            .voter_set()
+            .voters()
+            .iter()
+            .map(|v| own(v.key.id, v.key.directory_id))
+            .collect();
+        let observers = if status.is_voter {
+            Vec::new()
+        } else {
+            vec![own(me, core.key().directory_id)]
+        };
+        DescribeQuorumResponse {
+            cluster_id,
+            node_id: me,
+            leader_id: status.leader,
+            leader_epoch: status.epoch,
+            high_watermark: status.high_watermark,
+            voters,
+            observers,
+        }
+    }
+
+    /// The largest lag among the followers that have one (`--status`'s MaxFollowerLag).
+    pub fn max_follower_lag(&self) -> Option<u64> {
+        self.voters
+            .iter()
+            .filter(|r| Some(r.replica_id) != self.leader_id)
+            .filter_map(|r| r.lag)
+            .max()
+    }
 }
 
 /// Where the active controller is, as a non-leader knows it.
@@ -168,7 +291,27 @@ impl RequestBody {
             RequestBody::UpdateFeatures(_) => "UpdateFeatures",
             RequestBody::AllocateProducerIds(_) => "AllocateProducerIds",
             RequestBody::DescribeCluster => "DescribeCluster",
+            RequestBody::DescribeQuorum => "DescribeQuorum",
+            RequestBody::Fetch(_) => "Fetch",
+            RequestBody::FetchSnapshot(_) => "FetchSnapshot",
+            RequestBody::AddVoter(_) => "AddVoter",
+            RequestBody::RemoveVoter(_) => "RemoveVoter",
+            RequestBody::UpdateVoter(_) => "UpdateVoter",
         }
+    }
+
+    /// Whether the Raft layer serves this request (DescribeQuorum, Fetch, FetchSnapshot and the
+    /// voter changes) rather than the controller state machine ([`crate::dispatch`]).
+    pub fn is_raft(&self) -> bool {
+        matches!(
+            self,
+            RequestBody::DescribeQuorum
+                | RequestBody::Fetch(_)
+                | RequestBody::FetchSnapshot(_)
+                | RequestBody::AddVoter(_)
+                | RequestBody::RemoveVoter(_)
+                | RequestBody::UpdateVoter(_)
+        )
     }
 }
 
@@ -188,7 +331,26 @@ impl ResponseBody {
             ResponseBody::UpdateFeatures(_) => "UpdateFeatures",
             ResponseBody::AllocateProducerIds(_) => "AllocateProducerIds",
             ResponseBody::DescribeCluster(_) => "DescribeCluster",
+            ResponseBody::DescribeQuorum(_) => "DescribeQuorum",
+            ResponseBody::Fetch(_) => "Fetch",
+            ResponseBody::FetchSnapshot(_) => "FetchSnapshot",
+            ResponseBody::AddVoter(_) => "AddVoter",
+            ResponseBody::RemoveVoter(_) => "RemoveVoter",
+            ResponseBody::UpdateVoter(_) => "UpdateVoter",
         }
+    }
+
+    /// The rules `corum_raft::Message::decode` checks beyond rkyv's validation, for the Raft
+    /// bodies (a fetch response's batches continue the log from its fetch offset and are
+    /// non-empty; a snapshot chunk's voter set is sorted and unique). Other bodies pass. A
+    /// client calls this on every decoded response before handing a body to its Raft core.
+    pub fn validate_raft(&self) -> Result<(), ProtocolError> {
+        let result = match self {
+            ResponseBody::Fetch(r) => crate::peer::validate_fetch_response(r),
+            ResponseBody::FetchSnapshot(r) => crate::peer::validate_fetch_snapshot_response(r),
+            _ => Ok(()),
+        };
+        result.map_err(|reason| ProtocolError::Invalid { reason })
     }
 }
 
@@ -337,7 +499,9 @@ mod tests {
     use corum_controller::image::ConfigResource;
     use corum_controller::records::{ConfigResourceType, ListenerV1, SupportedFeatureV1};
     use corum_controller::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
-    use corum_types::{BrokerEpoch, LogOffset, Uuid};
+    use corum_raft::message::{FetchResult, FetchSnapshotResult};
+    use corum_raft::{Batch, Endpoint, ReplicaKey, SnapshotId, Voter, VoterChangeError, VoterSet};
+    use corum_types::BrokerEpoch;
     use proptest::prelude::*;
 
     const MAX: usize = 1 << 20;
@@ -574,6 +738,191 @@ mod tests {
                 }
             )),
             Just(RequestBody::DescribeCluster),
+            arb_raft_request(),
+        ]
+    }
+
+    fn key(id: u32, dir: u8) -> ReplicaKey {
+        ReplicaKey {
+            id: NodeId(id),
+            directory_id: Uuid([dir; 16]),
+        }
+    }
+
+    fn voter(id: u32, dir: u8, host: &str, port: u16) -> Voter {
+        Voter {
+            key: key(id, dir),
+            endpoints: vec![Endpoint {
+                listener: "CONTROLLER".into(),
+                host: host.into(),
+                port,
+            }],
+        }
+    }
+
+    fn arb_raft_request() -> impl Strategy<Value = RequestBody> {
+        prop_oneof![
+            Just(RequestBody::DescribeQuorum),
+            (
+                any::<u64>(),
+                any::<u32>(),
+                any::<u8>(),
+                any::<u64>(),
+                any::<u64>()
+            )
+                .prop_map(|(e, id, dir, off, wait)| RequestBody::Fetch(FetchRequest {
+                    epoch: Epoch(e),
+                    replica: key(id, dir),
+                    fetch_offset: LogOffset(off),
+                    last_fetched_epoch: Epoch(e / 2),
+                    high_watermark: LogOffset(off / 2),
+                    wait_max_ms: wait,
+                })),
+            (any::<u64>(), any::<u32>(), any::<u64>()).prop_map(|(e, id, pos)| {
+                RequestBody::FetchSnapshot(FetchSnapshotRequest {
+                    epoch: Epoch(e),
+                    replica: key(id, 0),
+                    snapshot: SnapshotId {
+                        end_offset: LogOffset(pos),
+                        epoch: Epoch(e),
+                    },
+                    position: pos,
+                })
+            }),
+            (any::<u64>(), any::<u32>(), arb_name(), any::<u16>()).prop_map(
+                |(r, id, host, port)| RequestBody::AddVoter(AddVoterRequest {
+                    request_id: r,
+                    voter: voter(id, 1, &host, port),
+                })
+            ),
+            (any::<u64>(), any::<u32>()).prop_map(|(r, id)| RequestBody::RemoveVoter(
+                RemoveVoterRequest {
+                    request_id: r,
+                    voter: key(id, 2),
+                }
+            )),
+            (any::<u64>(), any::<u32>(), arb_name()).prop_map(|(r, id, host)| {
+                RequestBody::UpdateVoter(UpdateVoterRequest {
+                    request_id: r,
+                    voter: voter(id, 3, &host, 9093),
+                })
+            }),
+        ]
+    }
+
+    /// Fetch responses with batches that continue the log from `start` when `gap` is false,
+    /// and skip an offset when it is true.
+    fn fetch_response(start: u64, sizes: &[usize], gap: bool, hwm: u64) -> ResponseBody {
+        let mut at = LogOffset(start);
+        let batches = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let b = Batch {
+                    base_offset: if gap && i == 1 { at.add(1) } else { at },
+                    epoch: Epoch(2),
+                    record_count: 1 + (n % 4) as u32,
+                    control: i == 0,
+                    payload: vec![i as u8; n].into(),
+                };
+                at = b.end_offset();
+                b
+            })
+            .collect();
+        ResponseBody::Fetch(Box::new(FetchResponse {
+            epoch: Epoch(2),
+            leader: Some(NodeId(1)),
+            result: FetchResult::Batches {
+                fetch_offset: LogOffset(start),
+                last_fetched_epoch: Epoch(1),
+                batches,
+                high_watermark: LogOffset(hwm),
+            },
+        }))
+    }
+
+    fn describe_quorum() -> DescribeQuorumResponse {
+        DescribeQuorumResponse {
+            cluster_id: Uuid([0x5a; 16]),
+            node_id: NodeId(1),
+            leader_id: Some(NodeId(1)),
+            leader_epoch: Epoch(4),
+            high_watermark: LogOffset(120),
+            voters: vec![
+                ReplicaState {
+                    replica_id: NodeId(1),
+                    directory_id: Some(Uuid([1; 16])),
+                    log_end_offset: Some(LogOffset(121)),
+                    lag: Some(0),
+                    last_fetch_age_ms: Some(0),
+                    last_caught_up_age_ms: Some(0),
+                },
+                ReplicaState {
+                    replica_id: NodeId(2),
+                    directory_id: None,
+                    log_end_offset: Some(LogOffset(100)),
+                    lag: Some(21),
+                    last_fetch_age_ms: Some(12),
+                    last_caught_up_age_ms: Some(250),
+                },
+                ReplicaState {
+                    replica_id: NodeId(3),
+                    directory_id: None,
+                    log_end_offset: None,
+                    lag: None,
+                    last_fetch_age_ms: None,
+                    last_caught_up_age_ms: None,
+                },
+            ],
+            observers: vec![ReplicaState {
+                replica_id: NodeId(100),
+                directory_id: Some(Uuid([100; 16])),
+                log_end_offset: Some(LogOffset(120)),
+                lag: Some(1),
+                last_fetch_age_ms: Some(3),
+                last_caught_up_age_ms: Some(3),
+            }],
+        }
+    }
+
+    /// One response of each Raft body kind.
+    fn one_of_each_raft_response_body() -> Vec<ResponseBody> {
+        vec![
+            ResponseBody::DescribeQuorum(Box::new(describe_quorum())),
+            fetch_response(40, &[3, 0, 17], false, 44),
+            ResponseBody::FetchSnapshot(Box::new(FetchSnapshotResponse {
+                epoch: Epoch(2),
+                leader: Some(NodeId(1)),
+                result: FetchSnapshotResult::Chunk {
+                    snapshot: SnapshotId {
+                        end_offset: LogOffset(500),
+                        epoch: Epoch(2),
+                    },
+                    voters: VoterSet::new(vec![
+                        voter(1, 1, "10.0.0.1", 9093),
+                        voter(2, 2, "10.0.0.2", 9093),
+                    ])
+                    .unwrap(),
+                    size_total: 4096,
+                    position: 1024,
+                    bytes: vec![7u8; 33].into(),
+                },
+            })),
+            ResponseBody::AddVoter(VoterChangeResponse {
+                request_id: 1,
+                result: Ok(()),
+                leader: Some(NodeId(1)),
+            }),
+            ResponseBody::RemoveVoter(VoterChangeResponse {
+                request_id: 2,
+                result: Err(VoterChangeError::ChangePending),
+                leader: Some(NodeId(1)),
+            }),
+            ResponseBody::UpdateVoter(VoterChangeResponse {
+                request_id: 3,
+                result: Err(VoterChangeError::NotLeader),
+                leader: None,
+            }),
         ]
     }
 
@@ -720,6 +1069,75 @@ mod tests {
         (requests, responses)
     }
 
+    /// Frames of the Raft RPCs pinned by the golden file (after the first ones).
+    fn golden_raft_frames() -> (Vec<RequestFrame>, Vec<ResponseFrame>) {
+        let requests = vec![
+            RequestFrame {
+                correlation_id: 101,
+                timeout_ms: 1_000,
+                body: RequestBody::DescribeQuorum,
+            },
+            RequestFrame {
+                correlation_id: 102,
+                timeout_ms: 0,
+                body: RequestBody::Fetch(FetchRequest {
+                    epoch: Epoch(4),
+                    replica: key(100, 0x64),
+                    fetch_offset: LogOffset(120),
+                    last_fetched_epoch: Epoch(4),
+                    high_watermark: LogOffset(120),
+                    wait_max_ms: 500,
+                }),
+            },
+            RequestFrame {
+                correlation_id: 103,
+                timeout_ms: 0,
+                body: RequestBody::FetchSnapshot(FetchSnapshotRequest {
+                    epoch: Epoch(4),
+                    replica: key(100, 0x64),
+                    snapshot: SnapshotId {
+                        end_offset: LogOffset(500),
+                        epoch: Epoch(2),
+                    },
+                    position: 1024,
+                }),
+            },
+            RequestFrame {
+                correlation_id: 104,
+                timeout_ms: 30_000,
+                body: RequestBody::AddVoter(AddVoterRequest {
+                    request_id: 1,
+                    voter: voter(4, 4, "10.0.0.4", 9093),
+                }),
+            },
+            RequestFrame {
+                correlation_id: 105,
+                timeout_ms: 30_000,
+                body: RequestBody::RemoveVoter(RemoveVoterRequest {
+                    request_id: 2,
+                    voter: key(3, 3),
+                }),
+            },
+            RequestFrame {
+                correlation_id: 106,
+                timeout_ms: 30_000,
+                body: RequestBody::UpdateVoter(UpdateVoterRequest {
+                    request_id: 3,
+                    voter: voter(2, 2, "10.0.0.22", 9094),
+                }),
+            },
+        ];
+        let responses = one_of_each_raft_response_body()
+            .into_iter()
+            .zip(101..)
+            .map(|(body, correlation_id)| ResponseFrame {
+                correlation_id,
+                body: Ok(body),
+            })
+            .collect();
+        (requests, responses)
+    }
+
     fn hex(bytes: &[u8]) -> String {
         bytes.iter().map(|b| format!("{b:02x}")).collect()
     }
@@ -732,6 +1150,16 @@ mod tests {
         let mut text = String::from(
             "# corum controller protocol v1: one frame per line, `kind correlation_id hex`.\n",
         );
+        for r in &requests {
+            let b = encode_request(r, MAX).unwrap();
+            text.push_str(&format!("request {} {}\n", r.correlation_id, hex(&b)));
+        }
+        for r in &responses {
+            let b = encode_response(r, MAX).unwrap();
+            text.push_str(&format!("response {} {}\n", r.correlation_id, hex(&b)));
+        }
+        // The Raft RPCs, appended after the first frames so their lines never moved.
+        let (requests, responses) = golden_raft_frames();
         for r in &requests {
             let b = encode_request(r, MAX).unwrap();
             text.push_str(&format!("request {} {}\n", r.correlation_id, hex(&b)));
@@ -1039,6 +1467,9 @@ mod tests {
                 partition_count: 0,
             }),
         ]
+        .into_iter()
+        .chain(one_of_each_raft_response_body())
+        .collect()
     }
 
     /// Every ApiError variant and every response body kind survives the wire, whole-request
@@ -1059,7 +1490,7 @@ mod tests {
             .collect();
         let bodies = one_of_each_response_body(&errors);
         let kinds: Vec<&str> = bodies.iter().map(ResponseBody::kind).collect();
-        assert_eq!(kinds.len(), 12);
+        assert_eq!(kinds.len(), 18);
         frames.extend(bodies.into_iter().map(|b| ResponseFrame {
             correlation_id: 2,
             body: Ok(b),
@@ -1070,6 +1501,160 @@ mod tests {
             assert_eq!(back, f);
             if let (Err(x), Err(y)) = (&back.body, &f.body) {
                 assert_eq!(x.to_string(), y.to_string());
+            }
+        }
+    }
+
+    /// Every Raft frame round-trips; each response answers the request kind it is paired
+    /// with; exactly the Raft requests are routed away from the controller.
+    #[test]
+    fn raft_frames_round_trip_and_pair_up() {
+        let (requests, responses) = golden_raft_frames();
+        for (q, r) in requests.iter().zip(&responses) {
+            let b = encode_request(q, MAX).unwrap();
+            assert_eq!(
+                &RequestFrame::from_archived(decode_request(&b, MAX).unwrap()),
+                q
+            );
+            let b = encode_response(r, MAX).unwrap();
+            let back = ResponseFrame::from_archived(decode_response(&b, MAX).unwrap());
+            assert_eq!(&back, r);
+            let body = back.body.unwrap();
+            assert_eq!(body.kind(), q.body.kind());
+            body.validate_raft().unwrap();
+            assert!(q.body.is_raft());
+        }
+        let (old, _) = golden_frames();
+        assert!(old.iter().all(|q| !q.body.is_raft()));
+    }
+
+    /// A fetch response whose batches skip an offset passes rkyv validation but fails
+    /// `validate_raft`, as `corum_raft::Message::decode` would refuse it.
+    #[test]
+    fn gapped_fetch_batches_are_refused() {
+        let body = fetch_response(10, &[1, 2, 3], true, 10);
+        let f = ResponseFrame {
+            correlation_id: 1,
+            body: Ok(body),
+        };
+        let b = encode_response(&f, MAX).unwrap();
+        let back = ResponseFrame::from_archived(decode_response(&b, MAX).unwrap());
+        let err = back.body.unwrap().validate_raft().unwrap_err();
+        assert!(err.to_string().contains("does not continue"), "{err}");
+    }
+
+    /// DescribeQuorum from a fresh core lists the voter set with directory ids, this node's
+    /// own log end offset and nothing it cannot know; a node outside the voter set reports
+    /// itself as an observer.
+    #[test]
+    fn describe_quorum_from_core() {
+        let voters = VoterSet::new(vec![
+            voter(1, 1, "h1", 9093),
+            Voter {
+                key: ReplicaKey {
+                    id: NodeId(2),
+                    directory_id: Uuid::ZERO,
+                },
+                endpoints: vec![],
+            },
+        ])
+        .unwrap();
+        let core = |me: ReplicaKey| {
+            corum_raft::RaftCore::new(
+                corum_raft::Config::default(),
+                me,
+                vec![],
+                corum_raft::Restore {
+                    quorum_state: corum_raft::QuorumStateRecord {
+                        epoch: Epoch(3),
+                        leader: Some(NodeId(2)),
+                        voted_for: None,
+                    },
+                    snapshot: None,
+                    log: vec![],
+                    bootstrap_voters: voters.clone(),
+                },
+                7,
+                0,
+            )
+            .unwrap()
+        };
+        let cluster = Uuid([9; 16]);
+        let d = DescribeQuorumResponse::from_core(cluster, &core(key(1, 1)));
+        assert_eq!(d.cluster_id, cluster);
+        assert_eq!(d.node_id, NodeId(1));
+        assert_eq!(d.leader_id, Some(NodeId(2)));
+        assert_eq!(d.leader_epoch, Epoch(3));
+        assert_eq!(d.high_watermark, LogOffset(0));
+        assert_eq!(
+            d.voters
+                .iter()
+                .map(|r| (r.replica_id, r.directory_id, r.log_end_offset))
+                .collect::<Vec<_>>(),
+            [
+                (NodeId(1), Some(Uuid([1; 16])), Some(LogOffset(0))),
+                (NodeId(2), None, None)
+            ]
+        );
+        assert_eq!(d.voters[0].lag, None, "a follower does not know its lag");
+        assert!(d.observers.is_empty());
+        let o = DescribeQuorumResponse::from_core(cluster, &core(key(7, 7)));
+        assert_eq!(o.observers.len(), 1);
+        assert_eq!(o.observers[0].replica_id, NodeId(7));
+        assert_eq!(o.max_follower_lag(), None);
+        assert_eq!(describe_quorum().max_follower_lag(), Some(21));
+    }
+
+    proptest! {
+        /// Fetch responses with any batches, and DescribeQuorum answers with any replicas,
+        /// round-trip; contiguous batches pass `validate_raft` and gapped ones fail it.
+        #[test]
+        fn raft_response_round_trip(
+            correlation_id in any::<u64>(),
+            start in 0u64..1 << 40,
+            sizes in proptest::collection::vec(0usize..300, 0..5),
+            gap in any::<bool>(),
+            replicas in proptest::collection::vec(
+                (any::<u32>(), proptest::option::of(any::<u64>()), proptest::option::of(any::<u64>())), 0..6),
+        ) {
+            let body = fetch_response(start, &sizes, gap, start);
+            let f = ResponseFrame { correlation_id, body: Ok(body) };
+            let b = encode_response(&f, MAX).unwrap();
+            let back = ResponseFrame::from_archived(decode_response(&b, MAX).unwrap());
+            prop_assert_eq!(&back, &f);
+            let valid = back.body.unwrap().validate_raft().is_ok();
+            prop_assert_eq!(valid, !(gap && sizes.len() > 1));
+
+            let mut d = describe_quorum();
+            d.voters = replicas.iter().map(|&(id, leo, age)| ReplicaState {
+                replica_id: NodeId(id),
+                directory_id: leo.map(|x| Uuid::from_random_bits(x.into())),
+                log_end_offset: leo.map(LogOffset),
+                lag: age,
+                last_fetch_age_ms: age,
+                last_caught_up_age_ms: leo,
+            }).collect();
+            let f = ResponseFrame { correlation_id, body: Ok(ResponseBody::DescribeQuorum(Box::new(d))) };
+            let b = encode_response(&f, MAX).unwrap();
+            prop_assert_eq!(ResponseFrame::from_archived(decode_response(&b, MAX).unwrap()), f);
+        }
+
+        /// Raft responses with one byte changed fail validation or decode to something, never
+        /// panic, and `validate_raft` never panics on what decodes.
+        #[test]
+        fn mutated_raft_responses_never_panic(pick in any::<prop::sample::Index>(),
+                                              at in any::<prop::sample::Index>(), x in 1u8..) {
+            let bodies = one_of_each_raft_response_body();
+            let f = ResponseFrame { correlation_id: 5, body: Ok(bodies[pick.index(bodies.len())].clone()) };
+            let b = encode_response(&f, MAX).unwrap();
+            let mut m = AlignedVec::<16>::new();
+            m.extend_from_slice(&b);
+            let i = at.index(m.len());
+            m[i] ^= x;
+            if let Ok(a) = decode_response(&m, MAX) {
+                if let Ok(body) = ResponseFrame::from_archived(a).body {
+                    let _ = body.validate_raft();
+                }
             }
         }
     }

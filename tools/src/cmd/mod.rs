@@ -4,6 +4,7 @@ pub mod bench;
 pub mod dump_log;
 pub mod format;
 pub mod info;
+pub mod placement;
 pub mod sim;
 pub mod uuid;
 

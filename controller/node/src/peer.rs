@@ -1,0 +1,900 @@
+//! The controller-to-controller transport: Raft [`Message`]s between voters (and observers)
+//! over the runtime's framed TCP ([`corum_runtime::transport`]).
+//!
+//! # Wire format
+//!
+//! One runtime frame (16-byte header with crc32c, 8-byte aligned rkyv payload) carries one
+//! [`PeerEnvelope`]: `cluster_id`, `from`, `to` and the Raft [`Message`] embedded as it is
+//! (`corum-raft`'s messages derive rkyv, so there is no second encoding). The receiver checks
+//! the frame and validates the archive once ([`corum_runtime::Validated`]), then
+//! [`validate_message`] applies the rules `Message::decode` adds on top of rkyv's (batches
+//! contiguous and non-empty, voter sets sorted and unique). A property test keeps the two in
+//! agreement.
+//!
+//! Connections are one-way: a node sends on the connections it opened and receives on the ones
+//! it accepted (a response travels on the responder's own outbound connection). There is **no
+//! handshake**: every envelope names its cluster and addressee, so one frame is enough to
+//! refuse a misdirected connection, and a reconnect needs no extra round trip. The peer
+//! listener is a port of its own; sharing one port with clients would add a first frame naming
+//! the connection's kind, in the node's listener, without changing this format.
+//!
+//! # Sending never blocks the Raft loop
+//!
+//! [`PeerNetwork::send`] is a synchronous call: it puts the message in the destination's
+//! bounded outbound queue and returns. One task per peer drains its queue onto a
+//! [`ReconnectingPeer`] (which reconnects with capped, jittered backoff). When a queue is full
+//! — the peer is slow, unreachable or backing off — the message is **dropped** and counted
+//! ([`PeerStats::dropped_queue_full`]), and `send` returns [`PeerError::QueueFull`]. Raft
+//! tolerates loss (appends are retried after `request_timeout_ms`, votes on the next election
+//! timeout, fetches re-sent), so dropping is correct; blocking would stall elections and
+//! heartbeats to every other peer. A message that fails to go out on a broken connection is
+//! dropped too ([`PeerStats::send_failed`]). A write that does not finish within
+//! [`PeerNetworkConfig::send_timeout`] (a peer that stopped reading, a partition with full
+//! socket buffers) drops the connection and reconnects ([`PeerStats::send_timeouts`]), rather
+//! than waiting out TCP's retransmission timeouts while the queue drops everything.
+//!
+//! `from` is not authenticated: the transport trusts the network between controllers (as
+//! Kafka's PLAINTEXT controller listener does).
+//!
+//! # Receiving
+//!
+//! The listener runs one task per accepted connection. Each validated envelope is checked —
+//! the cluster id must be this node's, `to` must be this node, the message must pass
+//! [`validate_message`] — and pushed into one bounded inbound channel ([`PeerInbox`]) the Raft
+//! driver reads. A full inbox pushes back on that connection (TCP then pushes back on the
+//! sender, whose queue drops). A bad frame or a refused envelope closes **that connection only**,
+//! with a logged reason; other connections are untouched.
+//!
+//! | event on an accepted connection        | effect                                        |
+//! |----------------------------------------|-----------------------------------------------|
+//! | valid envelope for this node           | `Inbound` pushed to the inbox; `received` + 1 |
+//! | wrong cluster id / wrong `to` / bad message | logged, connection closed; `rejected_envelopes` + 1 |
+//! | bad frame (magic, checksum, size, archive) | logged, connection closed; `bad_frames` + 1 |
+//! | peer closes                            | connection task ends                          |
+//! | network closed or shutdown             | connection task ends, socket closed           |
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use corum_raft::message::{FetchResponse, FetchResult, FetchSnapshotResponse, FetchSnapshotResult};
+use corum_raft::{Batch, Message};
+use corum_runtime::transport::{ConnectionConfig, Listener, PeerConfig, ReconnectingPeer};
+use corum_runtime::{BackoffConfig, ShutdownSignal, TcpConnection};
+use corum_types::{LogOffset, NodeId, Uuid};
+use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
+use glommio::{GlommioError, ResourceType, Task};
+
+use crate::error::PeerError;
+
+/// One Raft message on the wire between two controllers.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct PeerEnvelope {
+    /// The sender's cluster; the receiver refuses any other.
+    pub cluster_id: Uuid,
+    pub from: NodeId,
+    /// The addressee; the receiver refuses an envelope for another node.
+    pub to: NodeId,
+    pub message: Message,
+}
+
+/// A message received from a peer, checked, for [`corum_raft::RaftCore::step`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inbound {
+    pub from: NodeId,
+    pub message: Message,
+}
+
+/// The rules [`Message::decode`] checks beyond rkyv's validation, for a message that arrived
+/// embedded in another archive: batches in an append or fetch response continue the log from
+/// the message's start offset and are non-empty; a snapshot chunk's voter set is sorted and
+/// unique.
+pub fn validate_message(message: &Message) -> Result<(), String> {
+    match message {
+        Message::Append(a) => check_batches(a.prev_end, &a.batches),
+        Message::FetchResponse(r) => validate_fetch_response(r),
+        Message::FetchSnapshotResponse(r) => validate_fetch_snapshot_response(r),
+        _ => Ok(()),
+    }
+}
+
+/// [`validate_message`]'s rule for a fetch response: its batches continue the log from the
+/// fetch offset and are non-empty.
+pub fn validate_fetch_response(response: &FetchResponse) -> Result<(), String> {
+    match &response.result {
+        FetchResult::Batches {
+            fetch_offset,
+            batches,
+            ..
+        } => check_batches(*fetch_offset, batches),
+        _ => Ok(()),
+    }
+}
+
+/// [`validate_message`]'s rule for a snapshot chunk: its voter set is sorted and unique.
+pub fn validate_fetch_snapshot_response(response: &FetchSnapshotResponse) -> Result<(), String> {
+    match &response.result {
+        FetchSnapshotResult::Chunk { voters, .. } => voters.validate().map_err(|e| e.to_string()),
+        _ => Ok(()),
+    }
+}
+
+fn check_batches(start: LogOffset, batches: &[Batch]) -> Result<(), String> {
+    let mut at = start;
+    for b in batches {
+        if b.base_offset != at || b.record_count == 0 {
+            return Err(format!(
+                "batch at {} ({} records) does not continue the log at {at}",
+                b.base_offset, b.record_count
+            ));
+        }
+        at = b.end_offset();
+    }
+    Ok(())
+}
+
+/// Settings of a [`PeerNetwork`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerNetworkConfig {
+    pub cluster_id: Uuid,
+    /// This node.
+    pub node_id: NodeId,
+    /// Where the peer listener binds (port 0 picks a free one: see [`PeerNetwork::local_addr`]).
+    pub listen: SocketAddr,
+    /// Messages queued per peer before `send` drops.
+    pub outbound_queue_capacity: usize,
+    /// Inbound messages queued for the Raft driver before receiving pushes back.
+    pub inbound_queue_capacity: usize,
+    /// Frame limits of every peer connection, both ways. Must hold the largest append
+    /// (`corum.raft.batch.bytes.max` plus envelope overhead).
+    pub connection: ConnectionConfig,
+    /// Reconnect backoff of the outbound links.
+    pub backoff: BackoffConfig,
+    /// A message not written within this (connecting excluded) drops its connection.
+    pub send_timeout: Duration,
+}
+
+/// Bytes an envelope adds around the batch payloads of one message (ids, offsets, vectors of
+/// batch headers), generously: a frame limit of `batch_bytes_max + ENVELOPE_OVERHEAD_BYTES`
+/// holds any append the Raft core builds.
+pub const ENVELOPE_OVERHEAD_BYTES: u32 = 64 << 10;
+
+impl PeerNetworkConfig {
+    /// Defaults for a node: 1024 queued messages per peer, 4096 inbound, frames up to
+    /// `batch_bytes_max` plus [`ENVELOPE_OVERHEAD_BYTES`], the runtime's default backoff.
+    pub fn new(
+        cluster_id: Uuid,
+        node_id: NodeId,
+        listen: SocketAddr,
+        batch_bytes_max: u32,
+    ) -> PeerNetworkConfig {
+        PeerNetworkConfig {
+            cluster_id,
+            node_id,
+            listen,
+            outbound_queue_capacity: 1024,
+            inbound_queue_capacity: 4096,
+            connection: ConnectionConfig {
+                payload_bytes_max: batch_bytes_max.saturating_add(ENVELOPE_OVERHEAD_BYTES),
+                nodelay: true,
+            },
+            backoff: BackoffConfig::default(),
+            send_timeout: Duration::from_secs(2),
+        }
+    }
+
+    /// The settings of a node: listen on the controller listener (an empty host means every
+    /// interface), frames sized for `corum.raft.batch.bytes.max`, other limits as in
+    /// [`PeerNetworkConfig::new`].
+    pub fn for_node(
+        config: &crate::config::NodeConfig,
+        cluster_id: Uuid,
+    ) -> Result<PeerNetworkConfig, PeerError> {
+        let ep = &config.controller_listener().endpoint;
+        let listen = if ep.host.is_empty() {
+            SocketAddr::from(([0, 0, 0, 0], ep.port))
+        } else {
+            resolve(&ep.host, ep.port)?
+        };
+        Ok(PeerNetworkConfig::new(
+            cluster_id,
+            config.node_id,
+            listen,
+            config.raft_batch_bytes_max,
+        ))
+    }
+
+    /// Checks every limit is usable.
+    pub fn validate(&self) -> Result<(), PeerError> {
+        let bad = |field, reason: &str| {
+            Err(PeerError::Config {
+                field,
+                reason: reason.to_owned(),
+            })
+        };
+        if self.outbound_queue_capacity == 0 {
+            return bad("outbound_queue_capacity", "must be > 0");
+        }
+        if self.inbound_queue_capacity == 0 {
+            return bad("inbound_queue_capacity", "must be > 0");
+        }
+        if self.connection.payload_bytes_max < ENVELOPE_OVERHEAD_BYTES {
+            return bad(
+                "connection.payload_bytes_max",
+                "must hold at least one envelope's overhead (64 KiB)",
+            );
+        }
+        if self.send_timeout.is_zero() {
+            return bad("send_timeout", "must be > 0");
+        }
+        self.backoff.validate()?;
+        Ok(())
+    }
+}
+
+/// The first address `host:port` resolves to (a blocking lookup: call it at start-up or on a
+/// voter change, not on the Raft loop's hot path).
+pub fn resolve(host: &str, port: u16) -> Result<SocketAddr, PeerError> {
+    use std::net::ToSocketAddrs;
+    let err = |reason: String| PeerError::Resolve {
+        host: host.to_owned(),
+        port,
+        reason,
+    };
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| err(e.to_string()))?
+        .next()
+        .ok_or_else(|| err("no address".into()))
+}
+
+#[derive(Debug, Default)]
+struct LinkCounters {
+    sent: Cell<u64>,
+    dropped_queue_full: Cell<u64>,
+    send_failed: Cell<u64>,
+    send_timeouts: Cell<u64>,
+    connects: Cell<u64>,
+}
+
+fn bump(c: &Cell<u64>) {
+    c.set(c.get() + 1);
+}
+
+/// Counters of one outbound link.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeerStats {
+    pub addr: Option<SocketAddr>,
+    /// Messages written to a connection.
+    pub sent: u64,
+    /// Messages dropped because the queue was full.
+    pub dropped_queue_full: u64,
+    /// Messages dropped because the connection failed while sending them.
+    pub send_failed: u64,
+    /// Messages dropped because writing them took longer than the send timeout (the
+    /// connection was dropped too).
+    pub send_timeouts: u64,
+    /// Successful connects (1 + reconnects).
+    pub connects: u64,
+    /// Messages waiting in the queue now.
+    pub queued: usize,
+}
+
+/// Counters of the receiving side.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InboundStats {
+    pub connections_accepted: u64,
+    /// Envelopes handed to the inbox.
+    pub received: u64,
+    /// Connections closed for a wrong cluster id, a wrong addressee or an invalid message.
+    pub rejected_envelopes: u64,
+    /// Connections closed for a bad frame (header, checksum, size, archive).
+    pub bad_frames: u64,
+}
+
+#[derive(Debug, Default)]
+struct InboundCounters {
+    connections_accepted: Cell<u64>,
+    received: Cell<u64>,
+    rejected_envelopes: Cell<u64>,
+    bad_frames: Cell<u64>,
+}
+
+struct Link {
+    addr: SocketAddr,
+    queue: LocalSender<Message>,
+    counters: Rc<LinkCounters>,
+    stop: ShutdownSignal,
+    task: Task<()>,
+}
+
+/// The receiving end the Raft driver reads: checked messages from every peer, in arrival order
+/// per connection.
+#[derive(Debug)]
+pub struct PeerInbox {
+    rx: LocalReceiver<Inbound>,
+}
+
+impl PeerInbox {
+    /// The next message; `None` once the network is closed and the inbox drained.
+    pub async fn recv(&self) -> Option<Inbound> {
+        self.rx.recv().await
+    }
+}
+
+/// The peer transport of one node, living on one glommio shard (the Raft shard). See the
+/// module doc for the model.
+pub struct PeerNetwork {
+    config: PeerNetworkConfig,
+    local: SocketAddr,
+    links: RefCell<BTreeMap<NodeId, Link>>,
+    inbound: Rc<InboundCounters>,
+    /// Fired by [`PeerNetwork::close`], on drop, or when the caller's shutdown fires.
+    stop: ShutdownSignal,
+    listener: RefCell<Option<Task<u64>>>,
+}
+
+impl std::fmt::Debug for PeerNetwork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerNetwork")
+            .field("node_id", &self.config.node_id)
+            .field("local", &self.local)
+            .field("peers", &self.links.borrow().keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl PeerNetwork {
+    /// Binds the peer listener and starts accepting. Must run inside a glommio executor. The
+    /// network stops when `shutdown` fires, on [`PeerNetwork::close`], or when dropped.
+    pub fn bind(
+        config: PeerNetworkConfig,
+        shutdown: &ShutdownSignal,
+    ) -> Result<(PeerNetwork, PeerInbox), PeerError> {
+        config.validate()?;
+        let listener = Listener::bind(config.listen, config.connection)?;
+        let local = listener.local_addr();
+        let stop = ShutdownSignal::detached();
+        {
+            let (outer, stop) = (shutdown.clone(), stop.clone());
+            glommio::spawn_local(async move {
+                futures_lite::future::or(outer.wait(), stop.wait()).await;
+                stop.fire();
+            })
+            .detach();
+        }
+        let (tx, rx) = local_channel::new_bounded(config.inbound_queue_capacity);
+        let inbound = Rc::new(InboundCounters::default());
+        let receiver = Rc::new(Receiver {
+            cluster_id: config.cluster_id,
+            me: config.node_id,
+            inbox: tx,
+            counters: inbound.clone(),
+            stop: stop.clone(),
+        });
+        let task = glommio::spawn_local(listener.serve(stop.clone(), None, move |conn| {
+            receiver.clone().handle(conn)
+        }));
+        let network = PeerNetwork {
+            config,
+            local,
+            links: RefCell::new(BTreeMap::new()),
+            inbound,
+            stop,
+            listener: RefCell::new(Some(task)),
+        };
+        Ok((network, PeerInbox { rx }))
+    }
+
+    /// The listener's address (the chosen port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    pub fn config(&self) -> &PeerNetworkConfig {
+        &self.config
+    }
+
+    /// Opens an outbound link to `id` at `addr` (connecting lazily, on the first message).
+    pub fn add_peer(&self, id: NodeId, addr: SocketAddr) -> Result<(), PeerError> {
+        if id == self.config.node_id {
+            return Err(PeerError::InvalidPeer {
+                id,
+                reason: "that is this node",
+            });
+        }
+        if self.links.borrow().contains_key(&id) {
+            return Err(PeerError::InvalidPeer {
+                id,
+                reason: "a link to it exists",
+            });
+        }
+        if self.stop.is_triggered() {
+            return Err(PeerError::Closed);
+        }
+        let peer = ReconnectingPeer::new(
+            addr,
+            PeerConfig {
+                connection: self.config.connection,
+                backoff: self.config.backoff,
+                connect_attempts_max: None,
+            },
+        )?;
+        let (tx, rx) = local_channel::new_bounded(self.config.outbound_queue_capacity);
+        let counters = Rc::new(LinkCounters::default());
+        let link_stop = ShutdownSignal::detached();
+        {
+            let (net, link) = (self.stop.clone(), link_stop.clone());
+            glommio::spawn_local(async move {
+                futures_lite::future::or(net.wait(), link.wait()).await;
+                link.fire();
+            })
+            .detach();
+        }
+        let task = glommio::spawn_local(run_link(
+            Sender {
+                cluster_id: self.config.cluster_id,
+                from: self.config.node_id,
+                to: id,
+            },
+            peer,
+            rx,
+            counters.clone(),
+            link_stop.clone(),
+            self.config.send_timeout,
+        ));
+        self.links.borrow_mut().insert(
+            id,
+            Link {
+                addr,
+                queue: tx,
+                counters,
+                stop: link_stop,
+                task,
+            },
+        );
+        Ok(())
+    }
+
+    /// Opens a link to every voter of `voters` but this node, at its endpoint named
+    /// `listener_name` (see [`crate::raft_config::peer_endpoints`]); voters that already have
+    /// a link are skipped. Returns the nodes linked.
+    pub fn add_voters(
+        &self,
+        voters: &corum_raft::VoterSet,
+        listener_name: &str,
+    ) -> Result<Vec<NodeId>, PeerError> {
+        let mut added = Vec::new();
+        for (id, ep) in
+            crate::raft_config::peer_endpoints(voters, self.config.node_id, listener_name)
+        {
+            if self.links.borrow().contains_key(&id) {
+                continue;
+            }
+            self.add_peer(id, resolve(&ep.host, ep.port)?)?;
+            added.push(id);
+        }
+        Ok(added)
+    }
+
+    /// Closes the link to `id` (a removed voter, a departed observer); queued messages are
+    /// dropped. Returns whether there was one.
+    pub async fn remove_peer(&self, id: NodeId) -> bool {
+        let link = self.links.borrow_mut().remove(&id);
+        match link {
+            Some(link) => {
+                link.stop.fire();
+                link.task.await;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The nodes with an outbound link.
+    pub fn peers(&self) -> Vec<NodeId> {
+        self.links.borrow().keys().copied().collect()
+    }
+
+    /// Queues `message` for `to` without waiting. A full queue drops the message, counts it
+    /// and returns [`PeerError::QueueFull`] (see the module doc: Raft tolerates the loss).
+    pub fn send(&self, to: NodeId, message: Message) -> Result<(), PeerError> {
+        let links = self.links.borrow();
+        let link = links.get(&to).ok_or(PeerError::UnknownPeer { to })?;
+        match link.queue.try_send(message) {
+            Ok(()) => Ok(()),
+            Err(GlommioError::WouldBlock(ResourceType::Channel(_))) => {
+                bump(&link.counters.dropped_queue_full);
+                Err(PeerError::QueueFull {
+                    to,
+                    capacity: self.config.outbound_queue_capacity,
+                })
+            }
+            Err(_) => Err(PeerError::Closed),
+        }
+    }
+
+    /// Sends every message of a [`corum_raft::Ready`] (`ready.messages`); returns how many
+    /// were dropped (full queue or unknown node), each logged at debug level.
+    pub fn send_all(&self, messages: Vec<(NodeId, Message)>) -> usize {
+        let mut dropped = 0;
+        for (to, m) in messages {
+            if let Err(e) = self.send(to, m) {
+                tracing::debug!(%to, error = %e, "raft message dropped");
+                dropped += 1;
+            }
+        }
+        dropped
+    }
+
+    /// Counters of the link to `id`.
+    pub fn peer_stats(&self, id: NodeId) -> Option<PeerStats> {
+        self.links.borrow().get(&id).map(|l| PeerStats {
+            addr: Some(l.addr),
+            sent: l.counters.sent.get(),
+            dropped_queue_full: l.counters.dropped_queue_full.get(),
+            send_failed: l.counters.send_failed.get(),
+            send_timeouts: l.counters.send_timeouts.get(),
+            connects: l.counters.connects.get(),
+            queued: l.queue.len(),
+        })
+    }
+
+    /// Counters of the receiving side.
+    pub fn inbound_stats(&self) -> InboundStats {
+        InboundStats {
+            connections_accepted: self.inbound.connections_accepted.get(),
+            received: self.inbound.received.get(),
+            rejected_envelopes: self.inbound.rejected_envelopes.get(),
+            bad_frames: self.inbound.bad_frames.get(),
+        }
+    }
+
+    /// Stops everything and waits until the listener socket and every link are closed (so
+    /// the port can be bound again).
+    pub async fn close(self) {
+        self.stop.fire();
+        let listener = self.listener.borrow_mut().take();
+        if let Some(task) = listener {
+            task.await;
+        }
+        let links = std::mem::take(&mut *self.links.borrow_mut());
+        for (_, link) in links {
+            link.stop.fire();
+            link.task.await;
+        }
+    }
+}
+
+impl Drop for PeerNetwork {
+    fn drop(&mut self) {
+        self.stop.fire();
+    }
+}
+
+/// Header fields every envelope of one link carries.
+#[derive(Clone, Copy)]
+struct Sender {
+    cluster_id: Uuid,
+    from: NodeId,
+    to: NodeId,
+}
+
+async fn run_link(
+    header: Sender,
+    mut peer: ReconnectingPeer,
+    queue: LocalReceiver<Message>,
+    counters: Rc<LinkCounters>,
+    stop: ShutdownSignal,
+    send_timeout: Duration,
+) {
+    while let Some(Some(message)) = stop.run_until(queue.recv()).await {
+        let envelope = PeerEnvelope {
+            cluster_id: header.cluster_id,
+            from: header.from,
+            to: header.to,
+            message,
+        };
+        // Connect first (with backoff, no timeout), then write under the send timeout.
+        let result = match peer.connection(&stop).await {
+            Ok(conn) => {
+                let write = async { Some(conn.send(&envelope).await) };
+                let expire = async {
+                    // Shutdown also interrupts a stuck write.
+                    futures_lite::future::or(glommio::timer::sleep(send_timeout), stop.wait())
+                        .await;
+                    None
+                };
+                futures_lite::future::or(write, expire).await
+            }
+            Err(e) => Some(Err(e)),
+        };
+        counters.connects.set(peer.connects());
+        match result {
+            Some(Ok(())) => bump(&counters.sent),
+            None => {
+                // The frame may be half written: the connection cannot be reused.
+                peer.disconnect();
+                if stop.is_triggered() {
+                    break;
+                }
+                bump(&counters.send_timeouts);
+                tracing::debug!(to = %header.to, addr = %peer.addr(), ?send_timeout,
+                    "raft message dropped: send timed out, reconnecting");
+            }
+            Some(Err(corum_runtime::Error::ShuttingDown)) => break,
+            Some(Err(e)) => {
+                // A write error broke the connection; the next `connection()` replaces it.
+                bump(&counters.send_failed);
+                tracing::debug!(to = %header.to, addr = %peer.addr(), error = %e,
+                    "raft message dropped: send failed");
+            }
+        }
+    }
+}
+
+/// The state every accepted connection's task shares.
+struct Receiver {
+    cluster_id: Uuid,
+    me: NodeId,
+    inbox: LocalSender<Inbound>,
+    counters: Rc<InboundCounters>,
+    stop: ShutdownSignal,
+}
+
+impl Receiver {
+    fn check(&self, envelope: &PeerEnvelope) -> Result<(), PeerError> {
+        if envelope.cluster_id != self.cluster_id {
+            return Err(PeerError::WrongCluster {
+                from: envelope.from,
+                expected: self.cluster_id,
+                found: envelope.cluster_id,
+            });
+        }
+        if envelope.to != self.me {
+            return Err(PeerError::WrongAddressee {
+                from: envelope.from,
+                to: envelope.to,
+                me: self.me,
+            });
+        }
+        validate_message(&envelope.message).map_err(|reason| PeerError::InvalidMessage {
+            from: envelope.from,
+            reason,
+        })
+    }
+
+    async fn handle(self: Rc<Self>, mut conn: TcpConnection) -> corum_runtime::Result<()> {
+        bump(&self.counters.connections_accepted);
+        let peer = conn.peer();
+        loop {
+            let Some(received) = self.stop.run_until(conn.recv::<PeerEnvelope>()).await else {
+                return Ok(());
+            };
+            let validated = match received {
+                Ok(v) => v,
+                Err(
+                    e @ (corum_runtime::Error::BadFrame { .. }
+                    | corum_runtime::Error::InvalidPayload { .. }),
+                ) => {
+                    // The transport already logged the reason and closed the connection.
+                    bump(&self.counters.bad_frames);
+                    return Err(e);
+                }
+                // Closed by the peer, reset, or another IO error: nothing to count.
+                Err(e) => return Err(e),
+            };
+            let envelope: PeerEnvelope =
+                rkyv::deserialize::<PeerEnvelope, rkyv::rancor::Error>(validated.get())
+                    .expect("deserializing a validated archive into owned values cannot fail");
+            if let Err(e) = self.check(&envelope) {
+                bump(&self.counters.rejected_envelopes);
+                tracing::warn!(%peer, error = %e, "closing peer connection");
+                conn.close().await;
+                return Ok(());
+            }
+            let inbound = Inbound {
+                from: envelope.from,
+                message: envelope.message,
+            };
+            match self.stop.run_until(self.inbox.send(inbound)).await {
+                Some(Ok(())) => bump(&self.counters.received),
+                // Shutdown, or the driver dropped its inbox: nobody reads any more.
+                None | Some(Err(_)) => return Ok(()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corum_raft::message::{AppendRequest, FetchRequest, VoteRequest};
+    use corum_raft::ReplicaKey;
+    use corum_types::Epoch;
+    use proptest::prelude::*;
+
+    fn arb_batches() -> impl Strategy<Value = (u64, Vec<Batch>)> {
+        (
+            0u64..1000,
+            proptest::collection::vec(
+                (
+                    0u32..4,
+                    0u64..3,
+                    proptest::collection::vec(any::<u8>(), 0..16),
+                ),
+                0..4,
+            ),
+        )
+            .prop_map(|(start, bs)| {
+                let mut at = LogOffset(start);
+                let batches = bs
+                    .into_iter()
+                    .map(|(n, gap, p)| {
+                        let b = Batch {
+                            base_offset: at.add(gap / 2),
+                            epoch: Epoch(1),
+                            record_count: n,
+                            control: false,
+                            payload: p.into(),
+                        };
+                        at = b.end_offset();
+                        b
+                    })
+                    .collect();
+                (start, batches)
+            })
+    }
+
+    fn arb_message() -> impl Strategy<Value = Message> {
+        prop_oneof![
+            arb_batches().prop_map(|(start, batches)| Message::Append(AppendRequest {
+                epoch: Epoch(2),
+                leader: NodeId(1),
+                seq: 3,
+                prev_end: LogOffset(start),
+                prev_epoch: Epoch(1),
+                batches,
+                high_watermark: LogOffset(start),
+                snapshot: None,
+            })),
+            (arb_batches(), any::<u64>()).prop_map(|((start, batches), hwm)| {
+                Message::FetchResponse(FetchResponse {
+                    epoch: Epoch(2),
+                    leader: Some(NodeId(1)),
+                    result: FetchResult::Batches {
+                        fetch_offset: LogOffset(start),
+                        last_fetched_epoch: Epoch(1),
+                        batches,
+                        high_watermark: LogOffset(hwm),
+                    },
+                })
+            }),
+            any::<u64>().prop_map(|e| Message::Vote(VoteRequest {
+                epoch: Epoch(e),
+                candidate: ReplicaKey {
+                    id: NodeId(2),
+                    directory_id: Uuid([2; 16]),
+                },
+                last_epoch: Epoch(e / 2),
+                end_offset: LogOffset(e / 3),
+                pre_vote: e % 2 == 0,
+            })),
+            any::<u64>().prop_map(|o| Message::Fetch(FetchRequest {
+                epoch: Epoch(1),
+                replica: ReplicaKey {
+                    id: NodeId(9),
+                    directory_id: Uuid::ZERO,
+                },
+                fetch_offset: LogOffset(o),
+                last_fetched_epoch: Epoch(1),
+                high_watermark: LogOffset(o),
+                wait_max_ms: 500,
+            })),
+        ]
+    }
+
+    proptest! {
+        /// `validate_message` accepts exactly what `Message::decode` accepts, so an embedded
+        /// message is held to the same rules as one decoded on its own.
+        #[test]
+        fn agrees_with_message_decode(m in arb_message()) {
+            prop_assert_eq!(
+                validate_message(&m).is_ok(),
+                Message::decode(&m.encode()).is_ok()
+            );
+        }
+
+        /// An envelope survives a frame round trip through the runtime's encoder and
+        /// validator, and flipped bytes give an error or a valid envelope, never a panic.
+        #[test]
+        fn envelope_round_trip(m in arb_message(), at in any::<prop::sample::Index>(), x in 1u8..) {
+            let e = PeerEnvelope { cluster_id: Uuid([5; 16]), from: NodeId(1), to: NodeId(2), message: m };
+            let mut buf = rkyv::util::AlignedVec::new();
+            corum_runtime::message::encode_frame(&e, &mut buf, 1 << 20).unwrap();
+            let v = corum_runtime::message::decode_frame::<PeerEnvelope>(&buf, 1 << 20).unwrap();
+            let back: PeerEnvelope = rkyv::deserialize::<_, rkyv::rancor::Error>(v.get()).unwrap();
+            prop_assert_eq!(&back, &e);
+            let i = at.index(buf.len());
+            buf[i] ^= x;
+            if let Ok(v) = corum_runtime::message::decode_frame::<PeerEnvelope>(&buf, 1 << 20) {
+                let m: PeerEnvelope = rkyv::deserialize::<_, rkyv::rancor::Error>(v.get()).unwrap();
+                let _ = validate_message(&m.message);
+            }
+        }
+    }
+
+    /// A node's settings listen on its controller listener, sized for its Raft batches.
+    #[test]
+    fn node_settings_and_resolution() {
+        let c = crate::config::NodeConfig::load(
+            None,
+            &[
+                ("node.id".into(), "2".into()),
+                ("process.roles".into(), "controller".into()),
+                ("listeners".into(), "CONTROLLER://127.0.0.1:19093".into()),
+                ("controller.listener.names".into(), "CONTROLLER".into()),
+                (
+                    "controller.quorum.voters".into(),
+                    "2@127.0.0.1:19093".into(),
+                ),
+                ("metadata.log.dir".into(), "/tmp/x".into()),
+            ],
+        )
+        .unwrap();
+        let p = PeerNetworkConfig::for_node(&c, Uuid([3; 16])).unwrap();
+        assert_eq!(p.listen, "127.0.0.1:19093".parse::<SocketAddr>().unwrap());
+        assert_eq!(p.node_id, NodeId(2));
+        assert_eq!(
+            p.connection.payload_bytes_max,
+            c.raft_batch_bytes_max + ENVELOPE_OVERHEAD_BYTES
+        );
+        p.validate().unwrap();
+        // A numeric host resolves without a lookup (no test depends on DNS).
+        assert_eq!(
+            resolve("127.0.0.1", 9).unwrap(),
+            "127.0.0.1:9".parse::<SocketAddr>().unwrap()
+        );
+    }
+
+    /// Each config rule rejects a broken value; the defaults for a node are valid.
+    #[test]
+    fn config_rules() {
+        let ok = PeerNetworkConfig::new(
+            Uuid([1; 16]),
+            NodeId(1),
+            "127.0.0.1:0".parse().unwrap(),
+            1 << 20,
+        );
+        ok.validate().unwrap();
+        assert_eq!(
+            ok.connection.payload_bytes_max,
+            (1 << 20) + ENVELOPE_OVERHEAD_BYTES
+        );
+        for bad in [
+            PeerNetworkConfig {
+                outbound_queue_capacity: 0,
+                ..ok
+            },
+            PeerNetworkConfig {
+                inbound_queue_capacity: 0,
+                ..ok
+            },
+            PeerNetworkConfig {
+                connection: ConnectionConfig {
+                    payload_bytes_max: 100,
+                    nodelay: true,
+                },
+                ..ok
+            },
+        ] {
+            assert!(
+                matches!(bad.validate(), Err(PeerError::Config { .. })),
+                "{bad:?}"
+            );
+        }
+    }
+}
