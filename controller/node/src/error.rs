@@ -7,6 +7,9 @@
 //! - [`ProtocolError`]: a request or response frame that cannot be encoded or decoded.
 //! - [`PeerError`]: the controller-to-controller transport ([`crate::peer`]): a message that
 //!   cannot be queued, an inbound envelope that is refused, or a network setup failure.
+//! - [`DriverError`]: the Raft driver ([`crate::raft_driver`]): a refused proposal, a stopped
+//!   driver, or the fatal failures that stop it (log IO, quorum-state IO, a log that disagrees
+//!   with the core).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -163,6 +166,44 @@ pub enum PeerError {
     /// Binding the listener, or another runtime operation, failed.
     #[error(transparent)]
     Runtime(#[from] corum_runtime::Error),
+}
+
+/// A failure of the Raft driver ([`crate::raft_driver`]) or a proposal it refused.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// This node is not the leader: retry at `leader` (unknown while an election runs).
+    #[error("not the leader (epoch {epoch}, leader {leader:?})")]
+    NotLeader {
+        epoch: corum_types::Epoch,
+        leader: Option<NodeId>,
+    },
+    /// The core refused the proposal for another reason (empty or oversized batch).
+    #[error("proposal refused: {0}")]
+    Proposal(corum_raft::Error),
+    /// The driver is not running (shut down, or stopped by a fatal error).
+    #[error("the Raft driver is stopped")]
+    Stopped,
+    /// The Raft core cannot be built from what is on disk (a gap in the log, a control batch
+    /// that does not decode, a bad configuration).
+    #[error("cannot restore the Raft core: {0}")]
+    Restore(corum_raft::Error),
+    /// The metadata log failed (an fsync or write error is fatal: the driver stops rather
+    /// than guess what reached the disk), or it could not be opened or read.
+    #[error("metadata log: {0}")]
+    Log(#[from] corum_engine::Error),
+    /// The quorum-state file could not be read or written durably.
+    #[error("quorum state: {0}")]
+    QuorumState(#[from] StorageError),
+    /// The peer network could not be set up.
+    #[error("peer network: {0}")]
+    Peer(#[from] PeerError),
+    /// The log on disk and the core's view of it disagree (a bug, or a log edited behind the
+    /// driver's back): stop rather than replicate something else than what the core decided.
+    #[error("metadata log and Raft core disagree: {reason}")]
+    Diverged { reason: String },
+    /// The core asked to install a snapshot; this driver has no snapshot store yet.
+    #[error("snapshot install at offset {end_offset} is not supported by this driver yet")]
+    SnapshotUnsupported { end_offset: corum_types::LogOffset },
 }
 
 /// Any error of this crate.

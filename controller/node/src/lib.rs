@@ -14,9 +14,13 @@
 //! - [`raft_config`]: the node configuration and files as `corum-raft` takes them (Raft
 //!   config, voter sets, this replica's key and endpoints, quorum state both ways).
 //! - [`peer`]: the controller-to-controller transport of Raft messages ([`PeerNetwork`]).
+//! - [`raft_driver`]: one Raft replica on a glommio shard: the core, the metadata log on the
+//!   real disk, the quorum-state file and the peer network, with a proposal handle and a
+//!   channel of committed batches.
 //! - [`error`]: one error enum per concern.
 //!
-//! The wiring of Raft, the log engine, the runtime and the controller comes later, on top of these.
+//! The controller shard's wiring (consuming committed batches, the RPC server) comes later, on
+//! top of these.
 pub mod bootstrap;
 pub mod config;
 pub mod dispatch;
@@ -28,12 +32,16 @@ pub mod peer;
 pub mod protocol;
 pub mod quorum_state;
 pub mod raft_config;
+pub mod raft_driver;
 
 pub use bootstrap::{BootstrapEndpoint, BootstrapVoter, BootstrapVoters};
 pub use config::{CoreSet, HostPort, Listener, NodeConfig, ProcessRole, QuorumVoter};
-pub use error::{ConfigError, ConfigSource, Error, PeerError, ProtocolError, Result, StorageError};
+pub use error::{
+    ConfigError, ConfigSource, DriverError, Error, PeerError, ProtocolError, Result, StorageError,
+};
 pub use format::{BootstrapChoice, FormatOutcome, FormatPlan};
 pub use meta_properties::MetaProperties;
 pub use peer::{Inbound, PeerEnvelope, PeerInbox, PeerNetwork, PeerNetworkConfig};
 pub use protocol::{RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError};
 pub use quorum_state::{QuorumState, ReplicaKey};
+pub use raft_driver::{CommittedBatch, DriverStatus, RaftDriver, RaftDriverConfig, RaftHandle};

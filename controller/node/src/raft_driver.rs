@@ -1,0 +1,997 @@
+//! The Raft driver: one [`RaftCore`] wired to a real metadata log ([`Log`] over [`UringDisk`]),
+//! the `quorum-state` file and the [`PeerNetwork`], on one glommio shard.
+//!
+//! # Model
+//!
+//! [`RaftDriver::start`] recovers what is on disk and builds the core; [`RaftDriver::run`] is
+//! the event loop. It owns the core alone (no other task touches it) and feeds it:
+//!
+//! | input                                    | core call                    |
+//! |------------------------------------------|------------------------------|
+//! | the tick timer (`tick_interval_ms`)      | `tick(now_ms)` (monotonic clock read here) |
+//! | a checked message from the peer inbox    | `step(from, message)`        |
+//! | a proposal from a [`RaftHandle`]         | `propose(payload, count)`    |
+//! | a group-commit round of the log finished | `persisted(end, epoch)`      |
+//! | the shutdown signal                      | `resign()` if leader, then stop |
+//!
+//! After every input it drains [`RaftCore::ready`] and carries out each [`corum_raft::Ready`] in
+//! the order the contract gives: (1) quorum state written and fsynced before any message, (2)
+//! snapshot (refused: no snapshot store yet, see [`DriverError::SnapshotUnsupported`]), (3)
+//! `truncate_suffix` before the new entries (durable when it returns), (4) entries appended to
+//! the log's memory and the syncer kicked, (5) messages sent at once — appends to followers
+//! leave before this node's own fsync (pipelining), (6) the high watermark handed to the
+//! publisher, (7) the log prefix below the log start deleted, (8) reads served from the log.
+//!
+//! # Helper tasks
+//!
+//! - **syncer**: waits for a kick, runs [`Log::flush`] (one group-commit round covering every
+//!   batch appended so far; batches appended while it runs ride the next round: no fsync per
+//!   batch and no linger), reports the round back; the loop calls `persisted` with the log's
+//!   durable end and the epoch of the last durable batch.
+//! - **publisher**: reads committed batches back from the log (in order, from offset 0 on a
+//!   fresh start: the state machine replays everything) up to the high watermark and sends
+//!   each as a [`CommittedBatch`] on the bounded commit channel. A slow consumer slows only the
+//!   publisher, never Raft.
+//!
+//! Reads the core asks for ([`corum_raft::LogRead`]: payloads of old batches for a follower
+//! that lags) are served inline by the loop from the log (memory or disk).
+//!
+//! A log error (write, fsync, read) is fatal: [`RaftDriver::run`] returns it without flushing or
+//! sending anything more. A clean shutdown resigns leadership (EndQuorumEpoch, so the next
+//! leader need not wait for a timeout; the driver waits up to `resign_send_wait_ms_max` for it
+//! to leave the sockets), flushes and closes the log, and closes the network.
+//!
+//! # Not yet
+//!
+//! - Snapshots: no snapshot store exists, so the driver never calls `snapshot_created`, and a
+//!   `Ready` carrying a snapshot (a leader sent one) stops it with
+//!   [`DriverError::SnapshotUnsupported`].
+//! - Voter changes at run time: links are opened at start for the voter set recovered from
+//!   the log; a voter added later has no link until the driver restarts.
+//! - Observers (brokers fetching the log) are served by the core, but the RPC server that
+//!   would carry their Fetch requests is not wired here.
+//!
+//! # Frames
+//!
+//! Every batch is one engine frame whose attributes carry the control bit. Both timestamps are
+//! 0: the Raft batch has no timestamp, and writing the same value on every replica keeps the
+//! replicas' frames byte-identical.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use corum_engine::disk::{Disk, UringDisk};
+use corum_engine::log::{Log, LogConfig, NewBatch};
+use corum_engine::record::Attributes;
+use corum_raft::{
+    Batch, Endpoint, LogRead, Payload, ProposalId, RaftCore, Ready, ReplicaKey, Restore,
+    RestoredBatch, Role, Stats, Status, VoterSet,
+};
+use corum_runtime::ShutdownSignal;
+use corum_types::{Epoch, LogOffset, NodeId};
+use futures_lite::future::or;
+use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
+
+use crate::bootstrap::BootstrapVoters;
+use crate::config::NodeConfig;
+use crate::error::{ConfigError, DriverError};
+use crate::meta_properties::MetaProperties;
+use crate::peer::{Inbound, PeerInbox, PeerNetwork, PeerStats};
+use crate::quorum_state::QuorumState;
+use crate::raft_config::{
+    bootstrap_voter_set, from_raft_quorum_state, local_replica, raft_config, static_voter_set,
+    to_raft_quorum_state,
+};
+
+/// The metadata log's directory under `metadata.log.dir`.
+pub const METADATA_LOG_DIR: &str = "@metadata-0";
+
+/// Bytes of frames read per `Log::read` call when restoring or publishing.
+const READ_CHUNK_BYTES: usize = 1 << 20;
+
+pub type Result<T, E = DriverError> = std::result::Result<T, E>;
+
+/// Everything [`RaftDriver::start`] needs besides the bound network.
+#[derive(Clone, Debug)]
+pub struct RaftDriverConfig {
+    /// `metadata.log.dir`: holds `quorum-state` and the log in [`METADATA_LOG_DIR`].
+    pub data_dir: PathBuf,
+    pub raft: corum_raft::Config,
+    /// This replica (node id and directory id) and its endpoints (`RaftCore::new`'s `me` and
+    /// `endpoints`; see [`crate::raft_config::local_replica`]).
+    pub me: ReplicaKey,
+    pub endpoints: Vec<Endpoint>,
+    /// The voter set before any VotersRecord: [`crate::raft_config::static_voter_set`] or
+    /// [`crate::raft_config::bootstrap_voter_set`].
+    pub bootstrap_voters: VoterSet,
+    /// The listener name under which voters publish the endpoint peers connect to.
+    pub listener_name: String,
+    pub log: LogConfig,
+    /// Period of `tick`. A few milliseconds: timeouts resolve to this.
+    pub tick_interval_ms: u64,
+    /// Seeds the core's randomness (election jitter).
+    pub seed: u64,
+    /// Proposals queued for the loop before [`RaftHandle::propose`] waits.
+    pub proposal_queue_capacity: usize,
+    /// The loop takes no new proposal while this many records or more are appended but not
+    /// committed (the queue above then fills and proposers wait): a leader flooded faster than
+    /// it replicates would otherwise starve its followers and lose leadership.
+    pub uncommitted_records_max: u64,
+    /// Committed batches queued for the consumer before the publisher waits.
+    pub commit_queue_capacity: usize,
+    /// On shutdown, a leader resigns and waits up to this long for its EndQuorumEpoch (and
+    /// everything queued before it) to be written to the peers' sockets before closing them.
+    pub resign_send_wait_ms_max: u64,
+}
+
+impl RaftDriverConfig {
+    /// A config with the defaults of a node: 5 ms ticks, the log's default sizes, 1024 queued
+    /// proposals and committed batches.
+    pub fn new(
+        data_dir: PathBuf,
+        raft: corum_raft::Config,
+        me: ReplicaKey,
+        endpoints: Vec<Endpoint>,
+        bootstrap_voters: VoterSet,
+        listener_name: String,
+    ) -> Self {
+        Self {
+            data_dir,
+            raft,
+            me,
+            endpoints,
+            bootstrap_voters,
+            listener_name,
+            log: LogConfig::default(),
+            tick_interval_ms: 5,
+            seed: u64::from(me.id.get()),
+            proposal_queue_capacity: 1024,
+            uncommitted_records_max: 4096,
+            commit_queue_capacity: 1024,
+            resign_send_wait_ms_max: 500,
+        }
+    }
+
+    /// The driver's config for a formatted node: Raft settings from `config`
+    /// ([`crate::raft_config::raft_config`]), this replica from `meta` and the controller
+    /// listener, the voter set from the dynamic quorum's `bootstrap` checkpoint when it has one
+    /// (kraft.version 1) or else from `controller.quorum.voters`, log segments of
+    /// `metadata.log.segment.bytes` with frames big enough for `corum.raft.batch.bytes.max`.
+    /// The seed mixes `corum.controller.seed` with the node id, so voters draw different
+    /// election jitter.
+    pub fn for_node(
+        config: &NodeConfig,
+        meta: &MetaProperties,
+        bootstrap: Option<&BootstrapVoters>,
+    ) -> crate::Result<Self> {
+        let raft = raft_config(config)?;
+        let (me, endpoints) = local_replica(config, meta.directory_id);
+        let dynamic = match bootstrap {
+            Some(b) => bootstrap_voter_set(b)
+                .map_err(|reason| crate::error::StorageError::InvalidVoters { reason })?,
+            None => None,
+        };
+        let bootstrap_voters = match dynamic {
+            Some(v) => v,
+            None => static_voter_set(config)?,
+        };
+        let frame_bytes_max = corum_engine::record::frame_bytes_for_payload(
+            usize::try_from(config.raft_batch_bytes_max).expect("u32 fits in usize"),
+        );
+        let defaults = LogConfig::default();
+        let log = LogConfig {
+            segment_bytes: config.metadata_log_segment_bytes,
+            frame_bytes_max: u32::try_from(frame_bytes_max)
+                .unwrap_or(u32::MAX)
+                .max(defaults.frame_bytes_max),
+            buffered_bytes_max: defaults.buffered_bytes_max.max(4 * frame_bytes_max),
+            ..defaults
+        };
+        log.validate().map_err(|e| ConfigError::Invalid {
+            key: "metadata.log.segment.bytes",
+            reason: e.to_string(),
+        })?;
+        let mut driver = RaftDriverConfig::new(
+            config.metadata_log_dir.clone(),
+            raft,
+            me,
+            endpoints,
+            bootstrap_voters,
+            config.controller_listener().name.clone(),
+        );
+        driver.log = log;
+        driver.seed = config.controller_seed ^ u64::from(me.id.get()).rotate_left(32);
+        Ok(driver)
+    }
+
+    /// The metadata log's directory.
+    pub fn log_dir(&self) -> PathBuf {
+        metadata_log_dir(&self.data_dir)
+    }
+}
+
+/// A committed batch, in log order, as the state machine consumes it. The payload is copied
+/// out of the log's read buffer once, into a shared allocation that may cross shards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommittedBatch {
+    pub base_offset: LogOffset,
+    pub epoch: Epoch,
+    pub record_count: u32,
+    /// Raft control records (LeaderChange, VotersRecord, ...) rather than state-machine
+    /// records.
+    pub control: bool,
+    pub payload: Payload,
+}
+
+impl CommittedBatch {
+    /// The offset after the batch's last record.
+    pub fn end_offset(&self) -> LogOffset {
+        self.base_offset.add(u64::from(self.record_count))
+    }
+}
+
+/// What the driver shows: the core's status plus the log's view and whether it runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DriverStatus {
+    pub raft: Status,
+    /// The core's counters (elections, truncations, ...).
+    pub stats: Stats,
+    /// The log's end offset and durable end (as the driver last saw them).
+    pub log_end_offset: LogOffset,
+    pub log_durable_end: LogOffset,
+    /// Group-commit rounds completed (fsync rounds of the log).
+    pub sync_rounds: u64,
+    /// False once [`RaftDriver::run`] has returned.
+    pub running: bool,
+}
+
+struct Proposal {
+    payload: Payload,
+    record_count: u32,
+    reply: LocalSender<Result<ProposalId>>,
+}
+
+/// The driver's face to tasks on the same shard: proposals in, status out. Cheap to clone.
+#[derive(Clone)]
+pub struct RaftHandle {
+    proposals: Rc<LocalSender<Proposal>>,
+    status: Rc<RefCell<DriverStatus>>,
+}
+
+impl RaftHandle {
+    /// Appends a batch of `record_count` records through the leader's core and returns the
+    /// offsets it got, without waiting for the commit. The proposal is committed when the
+    /// commit channel publishes a batch at `base_offset` with the same `epoch`; a batch of
+    /// another epoch at that offset means it was lost in a leader change. `NotLeader` names
+    /// the leader to retry at.
+    pub async fn propose(&self, payload: Payload, record_count: u32) -> Result<ProposalId> {
+        let (reply, answer) = local_channel::new_bounded(1);
+        self.proposals
+            .send(Proposal {
+                payload,
+                record_count,
+                reply,
+            })
+            .await
+            .map_err(|_| DriverError::Stopped)?;
+        answer.recv().await.ok_or(DriverError::Stopped)?
+    }
+
+    /// The latest status (updated after every round of the loop).
+    pub fn status(&self) -> DriverStatus {
+        self.status.borrow().clone()
+    }
+}
+
+/// Why the loop woke up.
+enum Event {
+    Shutdown,
+    Synced(corum_engine::Result<LogOffset>),
+    PublishFailed(corum_engine::Error),
+    Message(Inbound),
+    InboxClosed,
+    Proposal(Proposal),
+    Tick,
+}
+
+/// Reports from the helper tasks to the loop.
+enum Report {
+    Synced(corum_engine::Result<LogOffset>),
+    PublishFailed(corum_engine::Error),
+}
+
+/// A Raft replica on one glommio shard. See the module doc. `D` is the log's disk:
+/// [`UringDisk`] in a node, `SimDisk` in tests that inject IO faults or power loss.
+pub struct RaftDriver<D: Disk = UringDisk> {
+    config: RaftDriverConfig,
+    core: RaftCore,
+    log: Log<D>,
+    network: PeerNetwork,
+    inbox: PeerInbox,
+    proposals: LocalReceiver<Proposal>,
+    commits: Option<LocalSender<CommittedBatch>>,
+    status: Rc<RefCell<DriverStatus>>,
+    shutdown: ShutdownSignal,
+    clock_origin: Instant,
+    /// Per peer: messages ever handed to its link (the link's own counters at start, plus
+    /// every message this driver queued), to know when they have all left.
+    queued_to: BTreeMap<NodeId, u64>,
+}
+
+/// What [`RaftDriver::start`] recovered, for logs and tests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recovered {
+    pub quorum_state: Option<QuorumState>,
+    pub log_start_offset: LogOffset,
+    pub log_end_offset: LogOffset,
+    pub batches: usize,
+    /// Bytes of a torn tail the log cut off on open.
+    pub torn_tail_bytes: u64,
+}
+
+impl<D: Disk> RaftDriver<D> {
+    /// Recovers the quorum state and the log (on `disk`) from `config.data_dir`, builds the
+    /// core, and links
+    /// `network` (already bound: the caller picks the port) to every voter. Returns the driver
+    /// (run it with [`RaftDriver::run`]), a handle for proposals and status, and the channel of
+    /// committed batches. Must run inside a glommio executor.
+    pub async fn start(
+        disk: D,
+        config: RaftDriverConfig,
+        network: PeerNetwork,
+        inbox: PeerInbox,
+        shutdown: ShutdownSignal,
+    ) -> Result<(
+        RaftDriver<D>,
+        RaftHandle,
+        LocalReceiver<CommittedBatch>,
+        Recovered,
+    )> {
+        assert!(
+            config.tick_interval_ms > 0,
+            "tick interval must be positive"
+        );
+        assert!(config.proposal_queue_capacity > 0 && config.commit_queue_capacity > 0);
+        assert!(config.uncommitted_records_max > 0);
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| {
+            crate::error::StorageError::Io {
+                op: "create directory",
+                path: config.data_dir.clone(),
+                source,
+            }
+        })?;
+        let quorum_state = QuorumState::read(&config.data_dir)?;
+        let (log, report) = Log::open(disk, &config.log_dir(), config.log.clone()).await?;
+        let restored = restore_log(&log).await?;
+        let recovered = Recovered {
+            quorum_state,
+            log_start_offset: log.start_offset(),
+            log_end_offset: log.end_offset(),
+            batches: restored.len(),
+            torn_tail_bytes: report.torn_tail.as_ref().map_or(0, |t| t.dropped_bytes),
+        };
+        let core = RaftCore::new(
+            config.raft.clone(),
+            config.me,
+            config.endpoints.clone(),
+            Restore {
+                quorum_state: quorum_state
+                    .as_ref()
+                    .map(to_raft_quorum_state)
+                    .unwrap_or_default(),
+                snapshot: None,
+                log: restored,
+                bootstrap_voters: config.bootstrap_voters.clone(),
+            },
+            config.seed,
+            0,
+        )
+        .map_err(DriverError::Restore)?;
+        network.add_voters(core.voter_set(), &config.listener_name)?;
+        let queued_to = network
+            .peers()
+            .into_iter()
+            .map(|id| {
+                let s = network.peer_stats(id).expect("a listed peer has a link");
+                (id, resolved(&s) + s.queued as u64)
+            })
+            .collect();
+        let (proposal_tx, proposals) = local_channel::new_bounded(config.proposal_queue_capacity);
+        let (commit_tx, commits) = local_channel::new_bounded(config.commit_queue_capacity);
+        let status = Rc::new(RefCell::new(DriverStatus {
+            raft: core.status(),
+            stats: core.stats(),
+            log_end_offset: log.end_offset(),
+            log_durable_end: log.durable_end(),
+            sync_rounds: 0,
+            running: true,
+        }));
+        let handle = RaftHandle {
+            proposals: Rc::new(proposal_tx),
+            status: status.clone(),
+        };
+        let driver = RaftDriver {
+            config,
+            core,
+            log,
+            network,
+            inbox,
+            proposals,
+            commits: Some(commit_tx),
+            status,
+            shutdown,
+            clock_origin: Instant::now(),
+            queued_to,
+        };
+        Ok((driver, handle, commits, recovered))
+    }
+
+    /// Runs the event loop until the shutdown signal (then resigns, flushes and closes the log
+    /// and the network, and returns `Ok`) or a fatal error (returned at once; the log is not
+    /// flushed).
+    pub async fn run(mut self) -> Result<()> {
+        let (report_tx, reports) = local_channel::new_bounded::<Report>(4);
+        let report_tx = Rc::new(report_tx);
+        let (sync_kick, sync_kicks) = local_channel::new_bounded::<()>(1);
+        let (publish_kick, publish_kicks) = local_channel::new_bounded::<()>(1);
+        let hwm = Rc::new(Cell::new(self.core.high_watermark()));
+        let syncer =
+            glommio::spawn_local(run_syncer(self.log.clone(), sync_kicks, report_tx.clone()));
+        let publisher = glommio::spawn_local(run_publisher(
+            self.log.clone(),
+            self.log.start_offset(),
+            hwm.clone(),
+            publish_kicks,
+            self.commits.take().expect("run is called once"),
+            report_tx.clone(),
+        ));
+        drop(report_tx);
+        let mut loop_state = LoopState {
+            sync_kick,
+            publish_kick,
+            hwm,
+            sync_rounds: 0,
+        };
+        let tick = Duration::from_millis(self.config.tick_interval_ms);
+        let mut next_tick = Instant::now();
+        let outcome = loop {
+            let event = self.next_event(&reports, next_tick).await;
+            let now = Instant::now();
+            if now >= next_tick {
+                self.core.tick(self.now_ms());
+                next_tick = now + tick;
+            }
+            let step = match event {
+                Event::Shutdown => break Ok(()),
+                Event::Tick => Ok(()),
+                Event::Message(m) => {
+                    self.core.step(m.from, m.message);
+                    Ok(())
+                }
+                Event::InboxClosed => {
+                    // The network closed under us (only shutdown does that): stop too.
+                    break Ok(());
+                }
+                Event::Proposal(p) => {
+                    let answer =
+                        self.core
+                            .propose(p.payload, p.record_count)
+                            .map_err(|e| match e {
+                                corum_raft::Error::NotLeader { epoch, leader } => {
+                                    DriverError::NotLeader { epoch, leader }
+                                }
+                                other => DriverError::Proposal(other),
+                            });
+                    // The proposer may have given up waiting: nothing to do then.
+                    let _ = p.reply.try_send(answer);
+                    Ok(())
+                }
+                Event::Synced(Ok(_)) => {
+                    loop_state.sync_rounds += 1;
+                    if let Some(last) = self.log.durable_offset() {
+                        let epoch = self
+                            .log
+                            .epoch_at(last)
+                            .expect("a durable offset is in the log");
+                        self.core.persisted(last.next(), epoch);
+                    }
+                    Ok(())
+                }
+                Event::Synced(Err(e)) | Event::PublishFailed(e) => Err(DriverError::Log(e)),
+            };
+            let step = match step {
+                Ok(()) => self.drain(&mut loop_state).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = step {
+                break Err(e);
+            }
+            self.update_status(&loop_state, true);
+        };
+        // The publisher may wait on a consumer that no longer reads: cancel it (it only reads
+        // the log). The syncer is never cancelled in the middle of a round: it ends once its
+        // kick sender is gone, while its last reports are drained here.
+        drop(publisher);
+        let outcome = match outcome {
+            Ok(()) => self.stop_cleanly(&mut loop_state).await,
+            Err(e) => Err(e),
+        };
+        self.update_status(&loop_state, false);
+        drop(loop_state);
+        or(syncer, async {
+            while reports.recv().await.is_some() {}
+            std::future::pending::<()>().await
+        })
+        .await;
+        let RaftDriver {
+            log,
+            network,
+            proposals,
+            ..
+        } = self;
+        // Refuse what is still queued, then close the queue (later sends fail), with no await
+        // in between, so that no proposer waits forever for an answer.
+        while let Some(Some(p)) = futures_lite::future::poll_once(proposals.recv()).await {
+            let _ = p.reply.try_send(Err(DriverError::Stopped));
+        }
+        drop(proposals);
+        let closed = match outcome {
+            Ok(()) => log.close().await.map_err(DriverError::Log),
+            Err(e) => Err(e),
+        };
+        network.close().await;
+        closed
+    }
+
+    /// Resigns leadership (so the next leader is elected without a timeout) and carries out
+    /// what that produces, then flushes the log.
+    async fn stop_cleanly(&mut self, state: &mut LoopState) -> Result<()> {
+        let leader = self.core.role() == Role::Leader;
+        if leader {
+            self.core.resign();
+        }
+        self.drain(state).await?;
+        if leader {
+            // Closing the network drops what its links still hold: give the EndQuorumEpoch a
+            // bounded moment to leave, so a successor starts at once instead of timing out.
+            let wait = Duration::from_millis(self.config.resign_send_wait_ms_max);
+            let deadline = Instant::now() + wait;
+            while !self.all_sent() && Instant::now() < deadline {
+                glommio::timer::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        self.log.flush().await?;
+        Ok(())
+    }
+
+    /// True once every message this driver queued was written (or failed) on its link.
+    fn all_sent(&self) -> bool {
+        self.queued_to.iter().all(|(&id, &queued)| {
+            self.network
+                .peer_stats(id)
+                .is_none_or(|s| resolved(&s) >= queued)
+        })
+    }
+
+    /// Queues each message on its peer's link (a full queue drops it: Raft resends).
+    fn send_messages(&mut self, messages: Vec<(NodeId, corum_raft::Message)>) {
+        for (to, message) in messages {
+            match self.network.send(to, message) {
+                Ok(()) => *self.queued_to.entry(to).or_default() += 1,
+                Err(e) => tracing::debug!(%to, error = %e, "raft message dropped"),
+            }
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.clock_origin.elapsed().as_millis()).expect("uptime fits in u64 ms")
+    }
+
+    /// The next input, with shutdown and helper reports first and the tick timer last.
+    async fn next_event(&self, reports: &LocalReceiver<Report>, next_tick: Instant) -> Event {
+        let shutdown = async {
+            self.shutdown.wait().await;
+            Event::Shutdown
+        };
+        let report = async {
+            match reports.recv().await {
+                Some(Report::Synced(r)) => Event::Synced(r),
+                Some(Report::PublishFailed(e)) => Event::PublishFailed(e),
+                // Both helpers hold a sender until the loop drops them: never happens while the
+                // loop runs, but wait for the other inputs rather than spin if it did.
+                None => std::future::pending().await,
+            }
+        };
+        let message = async {
+            match self.inbox.recv().await {
+                Some(m) => Event::Message(m),
+                None => Event::InboxClosed,
+            }
+        };
+        let uncommitted = self.core.log_end_offset().get()
+            - self
+                .core
+                .high_watermark()
+                .get()
+                .min(self.core.log_end_offset().get());
+        let admit = uncommitted < self.config.uncommitted_records_max;
+        let proposal = async {
+            if !admit {
+                // Back-pressure: wait for commits (a Synced or Message event) first.
+                std::future::pending::<()>().await;
+            }
+            match self.proposals.recv().await {
+                Some(p) => Event::Proposal(p),
+                // Every handle was dropped: no more proposals, but keep serving Raft.
+                None => std::future::pending().await,
+            }
+        };
+        let tick = async {
+            glommio::timer::sleep(next_tick.saturating_duration_since(Instant::now())).await;
+            Event::Tick
+        };
+        or(shutdown, or(report, or(message, or(proposal, tick)))).await
+    }
+
+    /// Carries out every pending `Ready`.
+    async fn drain(&mut self, state: &mut LoopState) -> Result<()> {
+        while let Some(ready) = self.core.ready() {
+            self.carry_out(ready, state).await?;
+        }
+        Ok(())
+    }
+
+    /// One `Ready`, in the contract's order (see [`corum_raft::Ready`]).
+    async fn carry_out(&mut self, ready: Ready, state: &mut LoopState) -> Result<()> {
+        // 1. Quorum state durable before any message leaves. A blocking write + fsync of a
+        //    44-byte file: rare (votes, new epochs), and nothing may be sent before it anyway.
+        if let Some(qs) = ready.quorum_state {
+            from_raft_quorum_state(&qs).write(&self.config.data_dir)?;
+        }
+        // 2. Snapshots: no snapshot store yet.
+        if let Some(s) = ready.snapshot {
+            return Err(DriverError::SnapshotUnsupported {
+                end_offset: s.id.end_offset,
+            });
+        }
+        // 3. Truncation, durable when truncate_suffix returns (before the new entries).
+        if let Some(to) = ready.truncate_to {
+            let end = self.log.truncate_suffix(to).await?;
+            if end != to {
+                return Err(DriverError::Diverged {
+                    reason: format!("truncation to {to} left the log ending at {end}"),
+                });
+            }
+        }
+        // 4. Entries: into the log's memory now, durable after the syncer's next round.
+        if !ready.entries.is_empty() {
+            for batch in &ready.entries {
+                self.append(batch).await?;
+            }
+            // Full means a kick is already pending: that round will carry these batches.
+            let _ = state.sync_kick.try_send(());
+        }
+        // 5. Messages, without waiting for the fsync above (pipelining).
+        self.send_messages(ready.messages);
+        // 6. High watermark: the publisher hands the newly committed batches on.
+        if let Some(hwm) = ready.high_watermark {
+            state.hwm.set(hwm);
+            let _ = state.publish_kick.try_send(());
+        }
+        // 7. Log start: everything below it is in a snapshot.
+        if let Some(start) = ready.log_start_offset {
+            self.log.delete_prefix(start).await?;
+        }
+        // 8. Reads the core needs for followers whose batches left its memory.
+        for read in ready.reads {
+            let batches = self.serve_read(&read).await?;
+            self.core.read_completed(read.id, batches);
+        }
+        Ok(())
+    }
+
+    /// Appends one batch, waiting for buffer space if the disk lags.
+    async fn append(&self, batch: &Batch) -> Result<()> {
+        let meta = NewBatch {
+            epoch: batch.epoch,
+            attributes: if batch.control {
+                Attributes::CONTROL
+            } else {
+                Attributes::empty()
+            },
+            record_count: batch.record_count,
+            first_timestamp_ms: 0,
+            max_timestamp_ms: 0,
+        };
+        let (base, _) = loop {
+            match self.log.append(&meta, &batch.payload) {
+                Err(corum_engine::Error::Backpressure { .. }) => {
+                    let frame_bytes =
+                        corum_engine::record::frame_bytes_for_payload(batch.payload.len());
+                    self.log.wait_for_space(frame_bytes).await?;
+                }
+                other => break other?,
+            }
+        };
+        if base != batch.base_offset {
+            return Err(DriverError::Diverged {
+                reason: format!(
+                    "the core appended a batch at {} but the log put it at {base}",
+                    batch.base_offset
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Whole batches from `read.from`, at most `bytes_max` payload bytes beyond the first;
+    /// empty if the log no longer holds `from`.
+    async fn serve_read(&self, read: &LogRead) -> Result<Vec<Batch>> {
+        if read.from < self.log.start_offset() || read.from >= self.log.end_offset() {
+            return Ok(Vec::new());
+        }
+        let chunk = self.log.read(read.from, read.bytes_max.max(1)).await?;
+        let mut out = Vec::with_capacity(chunk.len());
+        let mut payload_bytes = 0usize;
+        for frame in chunk.frames() {
+            let h = frame.header();
+            if !out.is_empty() && payload_bytes + frame.payload().len() > read.bytes_max {
+                break;
+            }
+            payload_bytes += frame.payload().len();
+            out.push(Batch {
+                base_offset: h.base_offset,
+                epoch: h.epoch,
+                record_count: h.record_count,
+                control: h.attributes.is_control(),
+                payload: Payload::from(frame.payload()),
+            });
+        }
+        Ok(out)
+    }
+
+    fn update_status(&self, state: &LoopState, running: bool) {
+        *self.status.borrow_mut() = DriverStatus {
+            raft: self.core.status(),
+            stats: self.core.stats(),
+            log_end_offset: self.log.end_offset(),
+            log_durable_end: self.log.durable_end(),
+            sync_rounds: state.sync_rounds,
+            running,
+        };
+    }
+}
+
+/// The loop's links to its helper tasks.
+struct LoopState {
+    sync_kick: LocalSender<()>,
+    publish_kick: LocalSender<()>,
+    hwm: Rc<Cell<LogOffset>>,
+    sync_rounds: u64,
+}
+
+/// Messages a link is done with: written, or dropped by a failed or timed-out write.
+fn resolved(stats: &PeerStats) -> u64 {
+    stats.sent + stats.send_failed + stats.send_timeouts
+}
+
+/// Every batch of the log, with payloads for control batches (the core rebuilds the voter set
+/// from them; other payloads are read back on demand).
+async fn restore_log<D: Disk>(log: &Log<D>) -> Result<Vec<RestoredBatch>> {
+    let mut out = Vec::new();
+    let mut at = log.start_offset();
+    while at < log.end_offset() {
+        let chunk = log.read(at, READ_CHUNK_BYTES).await?;
+        let Some(end) = chunk.end_offset() else {
+            return Err(DriverError::Diverged {
+                reason: format!("reading the log at {at} returned nothing before its end"),
+            });
+        };
+        for frame in chunk.frames() {
+            let h = frame.header();
+            let control = h.attributes.is_control();
+            out.push(RestoredBatch {
+                base_offset: h.base_offset,
+                epoch: h.epoch,
+                record_count: h.record_count,
+                control,
+                payload_bytes: frame.payload().len(),
+                payload: control.then(|| Payload::from(frame.payload())),
+            });
+        }
+        at = end;
+    }
+    Ok(out)
+}
+
+/// The syncer: one group-commit round per kick; batches appended meanwhile wait for the next.
+async fn run_syncer<D: Disk>(
+    log: Log<D>,
+    kicks: LocalReceiver<()>,
+    reports: Rc<LocalSender<Report>>,
+) {
+    while kicks.recv().await.is_some() {
+        let outcome = log.flush().await;
+        let failed = outcome.is_err();
+        if reports.send(Report::Synced(outcome)).await.is_err() || failed {
+            return;
+        }
+    }
+}
+
+/// The publisher: committed batches from `next` up to the high watermark, in order.
+async fn run_publisher<D: Disk>(
+    log: Log<D>,
+    mut next: LogOffset,
+    hwm: Rc<Cell<LogOffset>>,
+    kicks: LocalReceiver<()>,
+    out: LocalSender<CommittedBatch>,
+    reports: Rc<LocalSender<Report>>,
+) {
+    let mut consumer_gone = false;
+    while kicks.recv().await.is_some() {
+        while next < hwm.get() {
+            let chunk = match log.read(next, READ_CHUNK_BYTES).await {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = reports.send(Report::PublishFailed(e)).await;
+                    return;
+                }
+            };
+            if chunk.is_empty() {
+                let _ = reports
+                    .send(Report::PublishFailed(
+                        corum_engine::Error::OffsetOutOfRange {
+                            requested: next,
+                            start: log.start_offset(),
+                            end: log.end_offset(),
+                        },
+                    ))
+                    .await;
+                return;
+            }
+            for frame in chunk.frames() {
+                let h = frame.header();
+                if h.base_offset >= hwm.get() {
+                    break;
+                }
+                next = h.end_offset();
+                if consumer_gone {
+                    continue;
+                }
+                let batch = CommittedBatch {
+                    base_offset: h.base_offset,
+                    epoch: h.epoch,
+                    record_count: h.record_count,
+                    control: h.attributes.is_control(),
+                    payload: Payload::from(frame.payload()),
+                };
+                // A consumer that dropped its receiver no longer wants batches; Raft goes on.
+                consumer_gone = out.send(batch).await.is_err();
+            }
+        }
+    }
+}
+
+/// The metadata log's directory inside a `metadata.log.dir`.
+pub fn metadata_log_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join(METADATA_LOG_DIR)
+}
+
+impl DriverStatus {
+    /// True if this replica (`me`) leads its epoch and accepts proposals.
+    pub fn is_leader(&self, me: NodeId) -> bool {
+        self.raft.role == Role::Leader && self.raft.leader == Some(me)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bootstrap::{BootstrapEndpoint, BootstrapVoter};
+    use corum_types::Uuid;
+
+    fn node_config(extra: &[(&str, &str)]) -> NodeConfig {
+        let mut overrides: Vec<(String, String)> = vec![
+            ("node.id".into(), "2".into()),
+            ("process.roles".into(), "controller".into()),
+            ("listeners".into(), "CONTROLLER://127.0.0.2:9093".into()),
+            ("controller.listener.names".into(), "CONTROLLER".into()),
+            (
+                "controller.quorum.voters".into(),
+                "1@127.0.0.1:9093,2@127.0.0.2:9093,3@127.0.0.3:9093".into(),
+            ),
+            ("metadata.log.dir".into(), "/var/corum".into()),
+        ];
+        overrides.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        NodeConfig::load(None, &overrides).unwrap()
+    }
+
+    fn meta() -> MetaProperties {
+        MetaProperties {
+            cluster_id: Uuid([1; 16]),
+            node_id: NodeId(2),
+            directory_id: Uuid([2; 16]),
+        }
+    }
+
+    /// A static quorum's driver config takes the voters of `controller.quorum.voters`, this
+    /// replica's directory id from meta.properties, the log under `metadata.log.dir`, frames
+    /// that hold the largest Raft batch, and a seed that differs between nodes.
+    #[test]
+    fn for_node_uses_the_static_voters_and_node_settings() {
+        let c = node_config(&[
+            ("metadata.log.segment.bytes", "16777216"),
+            ("corum.raft.append.inflight.bytes.max", "33554432"),
+            ("corum.raft.batch.bytes.max", "16777216"),
+        ]);
+        let d = RaftDriverConfig::for_node(&c, &meta(), None).unwrap();
+        assert_eq!(d.me.id, NodeId(2));
+        assert_eq!(d.me.directory_id, Uuid([2; 16]));
+        assert_eq!(d.endpoints[0].host, "127.0.0.2");
+        assert_eq!(d.listener_name, "CONTROLLER");
+        assert_eq!(
+            d.bootstrap_voters.ids().collect::<Vec<_>>(),
+            vec![NodeId(1), NodeId(2), NodeId(3)]
+        );
+        assert_eq!(d.log_dir(), PathBuf::from("/var/corum/@metadata-0"));
+        assert_eq!(d.log.segment_bytes, 16 << 20);
+        assert!(d.log.frame_bytes_max as usize >= (16 << 20) + corum_engine::record::HEADER_BYTES);
+        d.log.validate().unwrap();
+        let other = node_config(&[
+            ("node.id", "3"),
+            ("listeners", "CONTROLLER://127.0.0.3:9093"),
+        ]);
+        let mut m = meta();
+        m.node_id = NodeId(3);
+        let d3 = RaftDriverConfig::for_node(&other, &m, None).unwrap();
+        assert_ne!(d.seed, d3.seed);
+    }
+
+    /// A dynamic quorum's bootstrap checkpoint (kraft.version 1) wins over the static list;
+    /// a static checkpoint (kraft.version 0) does not.
+    #[test]
+    fn for_node_prefers_a_dynamic_bootstrap_checkpoint() {
+        let c = node_config(&[]);
+        let voter = |id: u32| BootstrapVoter {
+            id: NodeId(id),
+            directory_id: Uuid([id as u8; 16]),
+            endpoints: vec![BootstrapEndpoint {
+                name: "CONTROLLER".into(),
+                host: format!("127.0.0.{id}"),
+                port: 9093,
+            }],
+        };
+        let dynamic = BootstrapVoters {
+            kraft_version: 1,
+            voters: vec![voter(2), voter(5)],
+        };
+        let d = RaftDriverConfig::for_node(&c, &meta(), Some(&dynamic)).unwrap();
+        assert_eq!(
+            d.bootstrap_voters.ids().collect::<Vec<_>>(),
+            vec![NodeId(2), NodeId(5)]
+        );
+        let static_one = BootstrapVoters {
+            kraft_version: 0,
+            voters: vec![],
+        };
+        let d = RaftDriverConfig::for_node(&c, &meta(), Some(&static_one)).unwrap();
+        assert_eq!(d.bootstrap_voters.len(), 3);
+    }
+
+    /// A committed batch's end offset follows its record count.
+    #[test]
+    fn committed_batch_end_offset() {
+        let b = CommittedBatch {
+            base_offset: LogOffset(10),
+            epoch: Epoch(1),
+            record_count: 3,
+            control: false,
+            payload: Payload::from(&b"x"[..]),
+        };
+        assert_eq!(b.end_offset(), LogOffset(13));
+    }
+}
