@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use corum_engine::disk::SimDisk;
 use corum_engine::log::{Log, LogConfig, NewBatch};
 use corum_engine::record::{
-    decode_frame, encode_frame_into, frame_bytes_for_payload, Attributes, BatchMeta,
-    DEFAULT_FRAME_BYTES_MAX,
+    decode_frame, encode_frame_append, encode_frame_into, frame_bytes_for_payload, Attributes,
+    BatchMeta, DEFAULT_FRAME_BYTES_MAX,
 };
 use corum_types::{Epoch, LogOffset};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -45,6 +45,15 @@ fn frames(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("encode", size), &size, |b, _| {
             b.iter(|| {
                 encode_frame_into(&mut out, &meta(), &payload, DEFAULT_FRAME_BYTES_MAX).unwrap()
+            })
+        });
+        // What `Log::append` does: encode at the end of the segment tail (copy fused with the
+        // checksum), into a buffer that already has the room.
+        let mut tail = corum_engine::AlignedBuf::with_capacity(out.len());
+        g.bench_with_input(BenchmarkId::new("encode_append", size), &size, |b, _| {
+            b.iter(|| {
+                tail.clear();
+                encode_frame_append(&mut tail, &meta(), &payload, DEFAULT_FRAME_BYTES_MAX).unwrap()
             })
         });
         let frame = corum_engine::AlignedBuf::from_slice(&out);

@@ -21,16 +21,23 @@ use corum_types::LogOffset;
 
 use super::index::SealedIndex;
 use super::segment::{index_file_name, Segment};
-use super::{Log, NewBatch, State};
+use super::{Log, NewBatch, State, SPARE_BUFFERS_MAX};
 use crate::buf::{align_down_block, align_up_block, AlignedBuf, BLOCK_BYTES};
 use crate::disk::{Disk, DiskFile, OpenMode};
 use crate::error::{Error, Result};
 use crate::record::{
-    decode_frame, encode_frame_into, frame_bytes_for_payload, BatchHeader, BatchMeta,
+    decode_frame, encode_frame_append, frame_bytes_for_payload, BatchHeader, BatchMeta,
 };
 
-/// Largest chunk buffer kept for reuse.
-const SPARE_BYTES_MAX: usize = 64 << 20;
+/// Capacity of an active segment's tail buffer: everything `buffered_bytes_max` lets the
+/// appenders buffer, plus the partial block a round leaves behind and one block of slack. Sized
+/// once so that the tail never grows: growing an aligned buffer allocates, copies everything and
+/// faults in fresh pages, which cost a bulk writer more than writing the bytes. The allocation
+/// is virtual until touched, and the two tail buffers (one filling, one being written) are
+/// recycled round after round, so their pages stay mapped.
+fn tail_capacity_bytes(config: &super::LogConfig) -> usize {
+    config.buffered_bytes_max + 2 * BLOCK_BYTES
+}
 
 struct Work<F> {
     base: LogOffset,
@@ -59,10 +66,8 @@ impl<D: Disk> Log<D> {
         let padded = frame_bytes_for_payload(payload.len());
         self.admit(&mut st, batch.epoch, padded)?;
         let seg = st.segments.last_mut().expect("never empty");
-        let at = seg.tail.len();
-        seg.tail.resize(at + padded, 0);
-        let header = encode_frame_into(
-            &mut seg.tail[at..],
+        let header = encode_frame_append(
+            &mut seg.tail,
             &meta,
             payload,
             self.inner.config.frame_bytes_max,
@@ -111,7 +116,15 @@ impl<D: Disk> Log<D> {
         {
             let base = st.end_offset;
             st.segments.last_mut().expect("never empty").sealed = true;
-            st.segments.push(Segment::new_empty(&self.inner.dir, base));
+            let mut seg = Segment::new_empty(&self.inner.dir, base);
+            // Start the new tail in the big spare buffer, if there is one: a bulk writer
+            // rolls often, and growing a fresh buffer page by page costs more than the bytes.
+            let mut tail = st.spare.pop().unwrap_or_else(|| {
+                AlignedBuf::with_capacity(tail_capacity_bytes(&self.inner.config))
+            });
+            tail.clear();
+            seg.tail = tail;
+            st.segments.push(seg);
         }
         Ok(())
     }
@@ -179,7 +192,8 @@ impl<D: Disk> Log<D> {
             st.check_failed()?;
             let target = st.end_offset;
             let mut work = Vec::new();
-            let mut spare = st.spare.take();
+            let mut spare = std::mem::take(&mut st.spare);
+            let tail_capacity = tail_capacity_bytes(&self.inner.config);
             for seg in st.segments.iter_mut() {
                 let has_data = seg.size_bytes > seg.written_bytes;
                 let needs_index = seg.sealed && !seg.index_written;
@@ -188,9 +202,15 @@ impl<D: Disk> Log<D> {
                 }
                 let chunk = has_data.then(|| {
                     let keep_from = align_down_block(seg.size_bytes);
-                    let mut new_tail = spare
-                        .take()
-                        .unwrap_or_else(|| AlignedBuf::with_capacity(2 * BLOCK_BYTES));
+                    // A sealed segment gets no more appends: a small buffer holds its last
+                    // partial block, and the big ones stay with the active segment.
+                    let mut new_tail = if seg.sealed {
+                        AlignedBuf::with_capacity(2 * BLOCK_BYTES)
+                    } else {
+                        spare
+                            .pop()
+                            .unwrap_or_else(|| AlignedBuf::with_capacity(tail_capacity))
+                    };
                     new_tail.clear();
                     new_tail.extend_from_slice(&seg.tail[(keep_from - seg.tail_pos) as usize..]);
                     let mut taken = std::mem::replace(&mut seg.tail, new_tail);
@@ -216,6 +236,7 @@ impl<D: Disk> Log<D> {
                     index,
                 });
             }
+            st.spare = spare;
             (target, work)
         };
         match self.run_round(work).await {
@@ -240,13 +261,10 @@ impl<D: Disk> Log<D> {
                     }
                     st.buffered_bytes -= freed;
                 }
+                let tail_capacity = tail_capacity_bytes(&self.inner.config);
                 for buf in reusable {
-                    let bigger = st
-                        .spare
-                        .as_ref()
-                        .is_none_or(|s| s.capacity() < buf.capacity());
-                    if bigger && buf.capacity() <= SPARE_BYTES_MAX {
-                        st.spare = Some(buf);
+                    if buf.capacity() >= tail_capacity && st.spare.len() < SPARE_BUFFERS_MAX {
+                        st.spare.push(buf);
                     }
                 }
                 if target > st.durable_end {

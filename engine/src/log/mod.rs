@@ -134,6 +134,9 @@ pub struct NewBatch {
     pub max_timestamp_ms: i64,
 }
 
+/// Tail buffers kept for reuse.
+pub(crate) const SPARE_BUFFERS_MAX: usize = 2;
+
 pub(crate) struct State<D: Disk> {
     /// Ordered by base offset; the last one is active; never empty.
     pub segments: Vec<Segment<D>>,
@@ -144,8 +147,9 @@ pub(crate) struct State<D: Disk> {
     pub epochs: Vec<(Epoch, LogOffset)>,
     pub buffered_bytes: usize,
     pub failed: Option<String>,
-    /// A written chunk's buffer, reused as the next tail so big rounds do not allocate.
-    pub spare: Option<crate::buf::AlignedBuf>,
+    /// Written chunks' buffers, reused as the next tails so big rounds do not allocate (at
+    /// most [`SPARE_BUFFERS_MAX`]: one fills while one is written, and a roll needs a third).
+    pub spare: Vec<crate::buf::AlignedBuf>,
 }
 
 impl<D: Disk> State<D> {

@@ -255,7 +255,7 @@ impl<D: Disk> Log<D> {
             epochs,
             buffered_bytes: 0,
             failed: None,
-            spare: None,
+            spare: Vec::new(),
         };
         let log = Log {
             inner: Rc::new(Inner {

@@ -206,3 +206,34 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #[test]
+    fn append_encoder_matches_in_place_encoder(
+        prefix in proptest::collection::vec(any::<u8>(), 0..100),
+        payload_len in prop_oneof![0usize..300, 65_000usize..200_000],
+        seed in any::<u8>(),
+    ) {
+        // Proves `encode_frame_append` writes the same bytes and header as
+        // `encode_frame_into`, after whatever the buffer held, including payloads spanning
+        // several copy pieces.
+        let payload: Vec<u8> = (0..payload_len).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect();
+        let m = meta(77, 3);
+        let mut expected = vec![0u8; frame_bytes_for_payload(payload.len())];
+        let h1 = encode_frame_into(&mut expected, &m, &payload, DEFAULT_FRAME_BYTES_MAX).unwrap();
+        let mut buf = AlignedBuf::from_slice(&prefix);
+        let h2 = encode_frame_append(&mut buf, &m, &payload, DEFAULT_FRAME_BYTES_MAX).unwrap();
+        prop_assert_eq!(h1, h2);
+        prop_assert_eq!(&buf[..prefix.len()], &prefix[..]);
+        prop_assert_eq!(&buf[prefix.len()..], &expected[..]);
+    }
+}
+
+#[test]
+fn append_encoder_leaves_buffer_unchanged_on_error() {
+    // Proves a rejected frame (too large) does not grow or alter the buffer.
+    let mut buf = AlignedBuf::from_slice(b"keep");
+    let err = encode_frame_append(&mut buf, &meta(0, 1), &[0; 200], 128).unwrap_err();
+    assert!(matches!(err, FrameError::TooLarge { .. }));
+    assert_eq!(&buf[..], b"keep");
+}
