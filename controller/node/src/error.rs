@@ -10,6 +10,8 @@
 //! - [`DriverError`]: the Raft driver ([`crate::raft_driver`]): a refused proposal, a stopped
 //!   driver, or the fatal failures that stop it (log IO, quorum-state IO, a log that disagrees
 //!   with the core).
+//! - [`ServiceError`]: the controller service ([`crate::controller_service`]): a committed
+//!   batch that does not decode or does not apply to the image (fatal: the log does not fit).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -204,6 +206,35 @@ pub enum DriverError {
     /// The core asked to install a snapshot; this driver has no snapshot store yet.
     #[error("snapshot install at offset {end_offset} is not supported by this driver yet")]
     SnapshotUnsupported { end_offset: corum_types::LogOffset },
+}
+
+/// A fatal failure of the controller service ([`crate::controller_service`]): the committed
+/// log does not fit the state machine, so the service stops rather than serve a wrong image.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// A committed data batch whose payload is not a valid record batch.
+    #[error("committed batch at offset {offset} does not decode: {source}")]
+    Decode {
+        offset: corum_types::LogOffset,
+        #[source]
+        source: corum_controller::DecodeError,
+    },
+    /// A committed data batch whose frame header counts other records than its payload holds.
+    #[error(
+        "committed batch at offset {offset} holds {decoded} records, its header says {header}"
+    )]
+    RecordCount {
+        offset: corum_types::LogOffset,
+        header: u32,
+        decoded: usize,
+    },
+    /// A committed batch (or this controller's own proposal) that does not apply to the image.
+    #[error("batch at offset {offset} does not apply to the image: {source}")]
+    Replay {
+        offset: corum_types::LogOffset,
+        #[source]
+        source: corum_controller::ReplayError,
+    },
 }
 
 /// Any error of this crate.

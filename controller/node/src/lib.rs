@@ -17,12 +17,14 @@
 //! - [`raft_driver`]: one Raft replica on a glommio shard: the core, the metadata log on the
 //!   real disk, the quorum-state file and the peer network, with a proposal handle and a
 //!   channel of committed batches.
+//! - [`controller_service`]: the controller state machine on the committed stream: replay,
+//!   leadership, requests answered once their records commit, the periodic tick.
 //! - [`error`]: one error enum per concern.
 //!
-//! The controller shard's wiring (consuming committed batches, the RPC server) comes later, on
-//! top of these.
+//! The RPC server over TCP comes later, on top of these.
 pub mod bootstrap;
 pub mod config;
+pub mod controller_service;
 pub mod dispatch;
 pub mod error;
 pub mod format;
@@ -36,8 +38,12 @@ pub mod raft_driver;
 
 pub use bootstrap::{BootstrapEndpoint, BootstrapVoter, BootstrapVoters};
 pub use config::{CoreSet, HostPort, Listener, NodeConfig, ProcessRole, QuorumVoter};
+pub use controller_service::{
+    ControllerService, ControllerServiceConfig, ControllerServiceHandle, ServiceStatus,
+};
 pub use error::{
-    ConfigError, ConfigSource, DriverError, Error, PeerError, ProtocolError, Result, StorageError,
+    ConfigError, ConfigSource, DriverError, Error, PeerError, ProtocolError, Result, ServiceError,
+    StorageError,
 };
 pub use format::{BootstrapChoice, FormatOutcome, FormatPlan};
 pub use meta_properties::MetaProperties;

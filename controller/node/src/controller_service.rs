@@ -1,0 +1,1030 @@
+//! The controller service: the [`Controller`] state machine driven by a Raft replica's
+//! committed stream, serving requests while this node is the active controller.
+//!
+//! # Model
+//!
+//! [`ControllerService::run`] is one task that owns the controller alone. Its inputs are
+//! values (a [`RequestFrame`] in, a [`ResponseFrame`] out, [`CommittedBatch`]es, the driver's
+//! [`DriverStatus`](crate::raft_driver::DriverStatus)), so the task can later move to its own shard behind channels.
+//!
+//! | input                                        | effect                                                                   |
+//! |----------------------------------------------|--------------------------------------------------------------------------|
+//! | committed data batch                         | validated (`decode_batch`), `replay_batch`; proposals it covers resolved  |
+//! | committed control batch                      | not replayed; its epoch and end are noted                                 |
+//! | committed batch of another epoch than active | `on_resign` first (the controller's rule), then as above                  |
+//! | status: leader of epoch E, and a committed batch of epoch E seen, and the committed end past the activation barrier | `on_become_active(now_ms)` |
+//! | status: not the leader of the active epoch   | `on_resign`, every waiting request answered `NotController`              |
+//! | request while inactive                       | `NotController` with the leader's id and endpoint when known             |
+//! | request: `Dispatch::Answer`                  | answered at once, or once every proposal before it commits (see below)    |
+//! | request: `Dispatch::Propose`                 | one batch proposed, `on_proposed`, answered once committed (see below)    |
+//! | controller tick timer, while active          | `tick`; its records proposed like a request's, nobody waits for them      |
+//! | request deadline passed                      | `Timeout` (the records may still commit)                                  |
+//! | shutdown signal, or the commit stream ends   | `on_resign`, waiting requests answered `NotController`, the controller returned |
+//!
+//! # Activation
+//!
+//! A new leader's first batch is its LeaderChange control batch; once a batch of the leader's
+//! own epoch is committed, everything before it is committed too, and this task has replayed it
+//! all (the stream is in log order). Only then does the controller become active, so its image
+//! holds every record an earlier leader committed. The activation *barrier* (an offset the
+//! committed end must reach first) is raised after a proposal landed elsewhere than predicted,
+//! so the controller resumes only once that batch is replayed as a committed record.
+//!
+//! # Offsets of proposals
+//!
+//! Handlers need the offset their records will get (`RequestContext::next_offset`: broker
+//! epochs are derived from it). This task is the only proposer, and proposes one batch at a
+//! time (it awaits the driver's [`ProposalId`] before handling the next request), so the
+//! offset is predicted exactly: the leader's log end at activation, then the `end_offset` of
+//! each proposal. A [`ProposalId`] that disagrees with the prediction (or names another epoch)
+//! is never applied: the controller resigns (reverting its in-flight proposals), the request
+//! gets `NotController`, and the barrier waits for that batch to commit and be replayed.
+//!
+//! # Answers
+//!
+//! A proposal `(epoch, base..end)` is answered with its response only when the committed
+//! stream publishes a batch at `base` with the same epoch and end. A committed batch of
+//! another epoch that reaches past `base` means the proposal was truncated away: the request
+//! gets a retriable `NotController`. Losing leadership answers `NotController` at once, and a
+//! passed deadline answers `Timeout`: both may concern records that commit later, which is
+//! Kafka's semantics too (a timed-out or redirected request may have taken effect; clients
+//! retry, and the handlers are written so that a retry is answered from the image). Success
+//! is never answered for a batch that is not committed.
+//!
+//! Handlers read the image including in-flight proposals (a read, or a per-item error such as
+//! TopicAlreadyExists, may rest on them). An answer computed while proposals are in flight
+//! therefore waits, in arrival order, until the committed end reaches the offset predicted at
+//! its arrival; a resignation answers it `NotController`, a deadline `Timeout`.
+//!
+//! # Not yet
+//!
+//! - The wait for a [`ProposalId`] is not bounded: a driver that holds proposals back
+//!   (`uncommitted_records_max` reached on a leader that can no longer commit) holds this task
+//!   too, and deadlines are served once it answers. Abandoning the wait is not safe (the batch
+//!   may still be appended at an offset this task never learns).
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use corum_controller::records::MetadataRecord;
+use corum_controller::{decode_batch, encode_batch, Controller, MetadataImage, RequestContext};
+use corum_raft::{Payload, ProposalId, VoterSet};
+use corum_runtime::ShutdownSignal;
+use corum_types::{Epoch, LogOffset, NodeId};
+use futures_lite::future::or;
+use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
+use rkyv::util::AlignedVec;
+
+use crate::config::NodeConfig;
+use crate::dispatch::{dispatch, effective_timeout_ms, Dispatch};
+use crate::error::{DriverError, ServiceError};
+use crate::protocol::{LeaderHint, RequestFrame, ResponseBody, ResponseFrame, RpcError};
+use crate::raft_driver::{CommittedBatch, RaftHandle};
+
+pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
+
+/// Settings of a [`ControllerService`].
+#[derive(Clone, Debug)]
+pub struct ControllerServiceConfig {
+    /// This node (to recognise its own leadership in the driver's status).
+    pub node_id: NodeId,
+    /// Where each voter serves requests, for the leader hint of `NotController`.
+    pub leader_endpoints: Vec<LeaderHint>,
+    /// Period of the controller's `tick` while active (lease expiry, fencing).
+    pub controller_tick_interval_ms: u64,
+    /// How often the driver's status is read to follow leadership.
+    pub status_poll_interval_ms: u64,
+    /// Timeout of a request that gives 0 (`controller.quorum.request.timeout.ms`).
+    pub request_timeout_default_ms: u64,
+    /// No request waits longer than this, whatever it asks.
+    pub request_timeout_max_ms: u64,
+    /// Requests queued for the task before [`ControllerServiceHandle::call`] waits.
+    pub request_queue_capacity: usize,
+}
+
+impl ControllerServiceConfig {
+    /// Defaults of a node: ticks every 100 ms, status read every 5 ms, 2 s default and 30 s
+    /// maximum request timeouts, 1024 queued requests.
+    pub fn new(node_id: NodeId, leader_endpoints: Vec<LeaderHint>) -> Self {
+        ControllerServiceConfig {
+            node_id,
+            leader_endpoints,
+            controller_tick_interval_ms: 100,
+            status_poll_interval_ms: 5,
+            request_timeout_default_ms: 2_000,
+            request_timeout_max_ms: 30_000,
+            request_queue_capacity: 1024,
+        }
+    }
+}
+
+impl ControllerServiceConfig {
+    /// The service's settings for a node: leader hints from `voters` on the controller
+    /// listener, `controller.quorum.request.timeout.ms` as the default request timeout,
+    /// `corum.controller.queue.capacity` queued requests, and a tick every broker heartbeat
+    /// interval but at least every 100 ms (lease expiry resolves to it).
+    pub fn for_node(config: &NodeConfig, voters: &VoterSet) -> Self {
+        let mut c = ControllerServiceConfig::new(
+            config.node_id,
+            leader_endpoints(voters, &config.controller_listener().name),
+        );
+        c.request_timeout_default_ms = config.request_timeout_ms.max(1);
+        c.request_timeout_max_ms = c.request_timeout_max_ms.max(c.request_timeout_default_ms);
+        c.request_queue_capacity =
+            usize::try_from(config.controller_queue_capacity.max(1)).expect("u32 fits in usize");
+        c.controller_tick_interval_ms = config.broker_heartbeat_interval_ms.clamp(1, 100);
+        c
+    }
+}
+
+/// Each voter's endpoint on `listener`, as leader hints.
+pub fn leader_endpoints(voters: &VoterSet, listener: &str) -> Vec<LeaderHint> {
+    voters
+        .voters()
+        .iter()
+        .filter_map(|v| {
+            v.endpoints
+                .iter()
+                .find(|e| e.listener == listener)
+                .map(|e| LeaderHint {
+                    id: v.key.id,
+                    host: e.host.clone(),
+                    port: e.port,
+                })
+        })
+        .collect()
+}
+
+/// What the service shows, updated after every event it handles.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceStatus {
+    /// The epoch this node is the active controller of, if it is.
+    pub active_epoch: Option<Epoch>,
+    /// The offset after the last committed batch replayed (the high watermark handlers see).
+    pub committed_end: LogOffset,
+    /// The offset the next proposal will get (meaningful while active).
+    pub next_offset: LogOffset,
+    /// The committed image (O(1) to clone).
+    pub committed_image: MetadataImage,
+    /// Proposals (of requests, or of the tick with nobody waiting) waiting for their commit,
+    /// plus answers waiting for the proposals before them.
+    pub waiting_requests: usize,
+    /// Times this node became the active controller.
+    pub activations: u64,
+    /// Requests answered `Timeout`.
+    pub timeouts: u64,
+    /// False once [`ControllerService::run`] has returned.
+    pub running: bool,
+}
+
+struct Call {
+    frame: RequestFrame,
+    reply: LocalSender<ResponseFrame>,
+}
+
+/// The service's face to other tasks: requests in, status out. Cheap to clone.
+#[derive(Clone)]
+pub struct ControllerServiceHandle {
+    calls: Rc<LocalSender<Call>>,
+    status: Rc<RefCell<ServiceStatus>>,
+}
+
+impl ControllerServiceHandle {
+    /// Sends `frame` to the service and waits for its answer (see the module doc for when it
+    /// comes). A stopped service answers `NotController` with no hint.
+    pub async fn call(&self, frame: RequestFrame) -> ResponseFrame {
+        let correlation_id = frame.correlation_id;
+        let stopped = || ResponseFrame {
+            correlation_id,
+            body: Err(RpcError::NotController { leader: None }),
+        };
+        let (reply, answer) = local_channel::new_bounded(1);
+        if self.calls.send(Call { frame, reply }).await.is_err() {
+            return stopped();
+        }
+        answer.recv().await.unwrap_or_else(stopped)
+    }
+
+    /// The latest status.
+    pub fn status(&self) -> ServiceStatus {
+        self.status.borrow().clone()
+    }
+}
+
+/// Who waits for one proposal.
+#[derive(Debug)]
+struct Waiter<T> {
+    proposal: ProposalId,
+    deadline: Instant,
+    waiting: T,
+}
+
+/// The proposals waiting for their commit, by base offset, with their deadlines. Pure
+/// bookkeeping: what a committed batch, a deadline or a resignation does to them.
+#[derive(Debug)]
+pub struct WaitingProposals<T> {
+    by_base: BTreeMap<LogOffset, Waiter<T>>,
+    deadlines: BTreeMap<(Instant, LogOffset), ()>,
+}
+
+impl<T> Default for WaitingProposals<T> {
+    fn default() -> Self {
+        WaitingProposals {
+            by_base: BTreeMap::new(),
+            deadlines: BTreeMap::new(),
+        }
+    }
+}
+
+impl<T> WaitingProposals<T> {
+    /// Waits for `proposal` until `deadline`. Panics on a second proposal at one base offset
+    /// (the log gives each offset once per leader).
+    pub fn insert(&mut self, proposal: ProposalId, deadline: Instant, waiting: T) {
+        let base = proposal.base_offset;
+        let previous = self.by_base.insert(
+            base,
+            Waiter {
+                proposal,
+                deadline,
+                waiting,
+            },
+        );
+        assert!(previous.is_none(), "two proposals at offset {base}");
+        self.deadlines.insert((deadline, base), ());
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_base.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_base.is_empty()
+    }
+
+    /// A batch `(base, epoch, end)` was committed: every proposal starting below `end` is
+    /// decided, `true` if it is exactly this batch (committed), `false` if another batch took
+    /// its place (truncated away).
+    pub fn committed(&mut self, base: LogOffset, epoch: Epoch, end: LogOffset) -> Vec<(T, bool)> {
+        let mut out = Vec::new();
+        while let Some(entry) = self.by_base.first_entry() {
+            if *entry.key() >= end {
+                break;
+            }
+            let w = entry.remove();
+            self.deadlines.remove(&(w.deadline, w.proposal.base_offset));
+            let p = w.proposal;
+            out.push((
+                w.waiting,
+                p.base_offset == base && p.epoch == epoch && p.end_offset == end,
+            ));
+        }
+        out
+    }
+
+    /// Removes and returns every proposal whose deadline is at or before `now`.
+    pub fn expire(&mut self, now: Instant) -> Vec<T> {
+        let mut out = Vec::new();
+        while let Some(entry) = self.deadlines.first_entry() {
+            let (deadline, base) = *entry.key();
+            if deadline > now {
+                break;
+            }
+            entry.remove();
+            let w = self
+                .by_base
+                .remove(&base)
+                .expect("every deadline has its proposal");
+            out.push(w.waiting);
+        }
+        out
+    }
+
+    /// The earliest deadline.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.keys().next().map(|(d, _)| *d)
+    }
+
+    /// Removes and returns every proposal.
+    pub fn drain(&mut self) -> Vec<T> {
+        self.deadlines.clear();
+        std::mem::take(&mut self.by_base)
+            .into_values()
+            .map(|w| w.waiting)
+            .collect()
+    }
+}
+
+/// The request side of a waiting proposal.
+struct Pending {
+    correlation_id: u64,
+    timeout_ms: u32,
+    response: ResponseBody,
+    reply: LocalSender<ResponseFrame>,
+}
+
+/// An answer that waits for the proposals before it to commit.
+struct DeferredAnswer {
+    wait_for: LogOffset,
+    deadline: Instant,
+    pending: Pending,
+}
+
+/// Why the loop woke up.
+enum Event {
+    Shutdown,
+    Committed(CommittedBatch),
+    CommitsClosed,
+    Call(Call),
+    Timer,
+}
+
+/// The controller service of one node. See the module doc.
+pub struct ControllerService {
+    config: ControllerServiceConfig,
+    controller: Controller,
+    raft: RaftHandle,
+    commits: LocalReceiver<CommittedBatch>,
+    calls: LocalReceiver<Call>,
+    shutdown: ShutdownSignal,
+    status: Rc<RefCell<ServiceStatus>>,
+    clock_origin: Instant,
+    active_epoch: Option<Epoch>,
+    /// Epoch and end of the last committed batch seen (data or control).
+    committed_epoch: Option<Epoch>,
+    committed_end: LogOffset,
+    /// The committed end must reach this before the controller becomes active again.
+    activation_barrier: LogOffset,
+    next_offset: LogOffset,
+    waiting: WaitingProposals<Option<Pending>>,
+    /// Answers computed from in-flight state, in arrival order (so `wait_for` never decreases
+    /// within an epoch; all are dropped at resignation).
+    deferred: VecDeque<DeferredAnswer>,
+    activations: u64,
+    timeouts: u64,
+    /// Set once the loop ended: answers carry no leader hint (not even this node).
+    stopping: bool,
+}
+
+impl ControllerService {
+    /// A service for `controller` (fresh: the committed stream replays the log from offset 0)
+    /// fed by the driver behind `raft` and its `commits` stream. Run it with
+    /// [`ControllerService::run`]; the handle sends requests.
+    pub fn new(
+        config: ControllerServiceConfig,
+        controller: Controller,
+        raft: RaftHandle,
+        commits: LocalReceiver<CommittedBatch>,
+        shutdown: ShutdownSignal,
+    ) -> (ControllerService, ControllerServiceHandle) {
+        assert!(config.controller_tick_interval_ms > 0 && config.status_poll_interval_ms > 0);
+        assert!(config.request_queue_capacity > 0);
+        assert!(
+            !controller.is_active() && controller.inflight_batches() == 0,
+            "the service starts with an inactive controller"
+        );
+        let (call_tx, calls) = local_channel::new_bounded(config.request_queue_capacity);
+        let status = Rc::new(RefCell::new(ServiceStatus {
+            active_epoch: None,
+            committed_end: controller.committed_end(),
+            next_offset: controller.committed_end(),
+            committed_image: controller.committed_image().clone(),
+            waiting_requests: 0,
+            activations: 0,
+            timeouts: 0,
+            running: true,
+        }));
+        let handle = ControllerServiceHandle {
+            calls: Rc::new(call_tx),
+            status: status.clone(),
+        };
+        let committed_end = controller.committed_end();
+        let service = ControllerService {
+            config,
+            controller,
+            raft,
+            commits,
+            calls,
+            shutdown,
+            status,
+            clock_origin: Instant::now(),
+            active_epoch: None,
+            committed_epoch: None,
+            committed_end,
+            activation_barrier: LogOffset::ZERO,
+            next_offset: committed_end,
+            waiting: WaitingProposals::default(),
+            deferred: VecDeque::new(),
+            activations: 0,
+            timeouts: 0,
+            stopping: false,
+        };
+        (service, handle)
+    }
+
+    /// Runs until the shutdown signal or the end of the committed stream (the driver
+    /// stopped), then resigns, answers every waiting request `NotController` and returns the
+    /// controller. A committed batch that does not fit the image stops it with the error.
+    pub async fn run(mut self) -> Result<Controller> {
+        let tick = Duration::from_millis(self.config.controller_tick_interval_ms);
+        let poll = Duration::from_millis(self.config.status_poll_interval_ms);
+        let mut next_tick = Instant::now() + tick;
+        let mut next_poll = Instant::now();
+        let outcome = loop {
+            let now = Instant::now();
+            if now >= next_poll {
+                self.follow_leadership();
+                next_poll = now + poll;
+            }
+            if now >= next_tick {
+                if self.active_epoch.is_some() {
+                    if let Err(e) = self.tick().await {
+                        break Err(e);
+                    }
+                }
+                next_tick = now + tick;
+            }
+            let mut expired: Vec<Pending> =
+                self.waiting.expire(now).into_iter().flatten().collect();
+            if !self.deferred.is_empty() {
+                let (gone, kept) = std::mem::take(&mut self.deferred)
+                    .into_iter()
+                    .partition(|d| d.deadline <= now);
+                self.deferred = kept;
+                expired.extend(gone.into_iter().map(|d: DeferredAnswer| d.pending));
+            }
+            for p in expired {
+                self.timeouts += 1;
+                let timeout_ms = p.timeout_ms;
+                answer(
+                    &p.reply,
+                    p.correlation_id,
+                    Err(RpcError::Timeout { timeout_ms }),
+                );
+            }
+            let mut wake = next_poll.min(next_tick);
+            if let Some(d) = self.waiting.next_deadline() {
+                wake = wake.min(d);
+            }
+            if let Some(d) = self.deferred.iter().map(|d| d.deadline).min() {
+                wake = wake.min(d);
+            }
+            // Everything done since the last wait shows before the next one.
+            self.publish_status(true);
+            let step = match self.next_event(wake).await {
+                Event::Shutdown | Event::CommitsClosed => break Ok(()),
+                Event::Timer => Ok(()),
+                Event::Committed(b) => self.on_committed(b),
+                Event::Call(c) => self.on_call(c).await,
+            };
+            if let Err(e) = step {
+                break Err(e);
+            }
+        };
+        self.stopping = true;
+        self.resign();
+        // Refuse what is still queued, then close the queue, with no await in between.
+        while let Some(Some(c)) = futures_lite::future::poll_once(self.calls.recv()).await {
+            answer(
+                &c.reply,
+                c.frame.correlation_id,
+                Err(RpcError::NotController { leader: None }),
+            );
+        }
+        self.publish_status(false);
+        outcome.map(|()| self.controller)
+    }
+
+    /// The next input: shutdown first, then commits, then requests, then the timer.
+    async fn next_event(&self, wake: Instant) -> Event {
+        let shutdown = async {
+            self.shutdown.wait().await;
+            Event::Shutdown
+        };
+        let commit = async {
+            match self.commits.recv().await {
+                Some(b) => Event::Committed(b),
+                None => Event::CommitsClosed,
+            }
+        };
+        let call = async {
+            match self.calls.recv().await {
+                Some(c) => Event::Call(c),
+                // Every handle dropped: keep following the log.
+                None => std::future::pending().await,
+            }
+        };
+        let timer = async {
+            glommio::timer::sleep(wake.saturating_duration_since(Instant::now())).await;
+            Event::Timer
+        };
+        or(shutdown, or(commit, or(call, timer))).await
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.clock_origin.elapsed().as_millis()).expect("uptime fits in u64 ms")
+    }
+
+    /// The leader hint of a `NotController` answer, from the driver's view of the leader.
+    fn leader_hint(&self) -> Option<LeaderHint> {
+        let status = self.raft.status();
+        if self.stopping || !status.running {
+            // This node is going away: whatever its driver last knew, it leads nothing.
+            return None;
+        }
+        let leader = status.raft.leader?;
+        Some(
+            self.config
+                .leader_endpoints
+                .iter()
+                .find(|h| h.id == leader)
+                .cloned()
+                // A leader whose endpoint is unknown: its id still helps the client.
+                .unwrap_or(LeaderHint {
+                    id: leader,
+                    host: String::new(),
+                    port: 0,
+                }),
+        )
+    }
+
+    /// Resigns or activates as the driver's status and the committed stream allow.
+    fn follow_leadership(&mut self) {
+        let status = self.raft.status();
+        let me = self.config.node_id;
+        let leads = status.running && status.is_leader(me);
+        match self.active_epoch {
+            Some(epoch) if !leads || status.raft.epoch != epoch => self.resign(),
+            Some(_) => {}
+            None => {
+                let epoch = status.raft.epoch;
+                if leads
+                    && self.committed_epoch == Some(epoch)
+                    && self.committed_end >= self.activation_barrier
+                {
+                    self.controller.on_become_active(self.now_ms());
+                    self.active_epoch = Some(epoch);
+                    self.activations += 1;
+                    self.next_offset = self.committed_end.max(status.raft.log_end_offset);
+                    tracing::info!(%epoch, next_offset = %self.next_offset, "active controller");
+                }
+            }
+        }
+    }
+
+    /// Stops being the active controller (if it was): in-flight proposals reverted, every
+    /// waiting request answered `NotController` (its records may still commit).
+    fn resign(&mut self) {
+        if self.active_epoch.take().is_some() {
+            self.controller.on_resign();
+        }
+        let hint = self.leader_hint();
+        let deferred = std::mem::take(&mut self.deferred)
+            .into_iter()
+            .map(|d| d.pending);
+        for p in self.waiting.drain().into_iter().flatten().chain(deferred) {
+            answer(
+                &p.reply,
+                p.correlation_id,
+                Err(RpcError::NotController {
+                    leader: hint.clone(),
+                }),
+            );
+        }
+    }
+
+    /// Replays one committed batch and answers the proposals it decides.
+    fn on_committed(&mut self, b: CommittedBatch) -> Result<()> {
+        if self.active_epoch.is_some_and(|e| e != b.epoch) {
+            // The controller's rule: resign before replaying anything of another leader.
+            self.resign();
+        }
+        if !b.control {
+            replay_committed(&mut self.controller, &b)?;
+        }
+        self.committed_epoch = Some(b.epoch);
+        self.committed_end = b.end_offset();
+        while self
+            .deferred
+            .front()
+            .is_some_and(|d| d.wait_for <= self.committed_end)
+        {
+            let d = self.deferred.pop_front().expect("front exists");
+            answer(
+                &d.pending.reply,
+                d.pending.correlation_id,
+                Ok(d.pending.response),
+            );
+        }
+        let hint = self.leader_hint();
+        for (p, committed) in self
+            .waiting
+            .committed(b.base_offset, b.epoch, b.end_offset())
+        {
+            let Some(p) = p else { continue };
+            let body = if committed {
+                Ok(p.response)
+            } else {
+                Err(RpcError::NotController {
+                    leader: hint.clone(),
+                })
+            };
+            answer(&p.reply, p.correlation_id, body);
+        }
+        Ok(())
+    }
+
+    /// Serves one request (see the module doc's table).
+    async fn on_call(&mut self, call: Call) -> Result<()> {
+        let Call { frame, reply } = call;
+        let id = frame.correlation_id;
+        let Some(epoch) = self.active_epoch else {
+            let leader = self.leader_hint();
+            answer(&reply, id, Err(RpcError::NotController { leader }));
+            return Ok(());
+        };
+        let now_ms = self.now_ms();
+        let ctx = self.context(now_ms);
+        match dispatch(&mut self.controller, &frame.body, &ctx) {
+            Err(RpcError::NotController { .. }) => {
+                let leader = self.leader_hint();
+                answer(&reply, id, Err(RpcError::NotController { leader }));
+                Ok(())
+            }
+            Err(e) => {
+                answer(&reply, id, Err(e));
+                Ok(())
+            }
+            Ok(Dispatch::Answer(body)) if self.next_offset <= self.committed_end => {
+                answer(&reply, id, Ok(body));
+                Ok(())
+            }
+            Ok(Dispatch::Answer(body)) => {
+                // Computed from an image holding proposals not yet committed: answered once
+                // they are, so no answer shows what may never commit.
+                let timeout_ms = self.timeout_ms(frame.timeout_ms);
+                self.deferred.push_back(DeferredAnswer {
+                    wait_for: self.next_offset,
+                    deadline: Instant::now() + Duration::from_millis(timeout_ms),
+                    pending: Pending {
+                        correlation_id: id,
+                        timeout_ms: u32::try_from(timeout_ms).unwrap_or(u32::MAX),
+                        response: body,
+                        reply,
+                    },
+                });
+                Ok(())
+            }
+            Ok(Dispatch::Propose { records, response }) => {
+                let timeout_ms = self.timeout_ms(frame.timeout_ms);
+                let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+                let pending = Pending {
+                    correlation_id: id,
+                    timeout_ms: u32::try_from(timeout_ms).unwrap_or(u32::MAX),
+                    response,
+                    reply,
+                };
+                self.propose(epoch, &records, deadline, Some(pending)).await
+            }
+        }
+    }
+
+    /// The time a request may wait, in ms.
+    fn timeout_ms(&self, asked_ms: u32) -> u64 {
+        effective_timeout_ms(
+            asked_ms,
+            self.config.request_timeout_default_ms,
+            self.config.request_timeout_max_ms,
+        )
+    }
+
+    fn context(&self, now_ms: u64) -> RequestContext {
+        RequestContext {
+            now_ms,
+            next_offset: self.next_offset,
+            high_watermark: self.committed_end,
+        }
+    }
+
+    /// The controller's periodic tick; its records are proposed with nobody waiting.
+    async fn tick(&mut self) -> Result<()> {
+        let Some(epoch) = self.active_epoch else {
+            return Ok(());
+        };
+        let ctx = self.context(self.now_ms());
+        let Some(result) = crate::dispatch::tick(&mut self.controller, &ctx) else {
+            return Ok(());
+        };
+        if result.records.is_empty() {
+            return Ok(());
+        }
+        let deadline = Instant::now() + Duration::from_millis(self.config.request_timeout_max_ms);
+        self.propose(epoch, &result.records, deadline, None).await
+    }
+
+    /// Proposes `records` as one batch at the predicted offset and applies it as in flight;
+    /// `pending` (if any) is answered once the batch commits, or at once if it cannot be
+    /// proposed.
+    async fn propose(
+        &mut self,
+        epoch: Epoch,
+        records: &[MetadataRecord],
+        deadline: Instant,
+        pending: Option<Pending>,
+    ) -> Result<()> {
+        let encoded = encode_batch(records);
+        let record_count = u32::try_from(records.len()).expect("records per batch fit in u32");
+        let payload = Payload::from(&encoded[..]);
+        let refuse = |pending: Option<Pending>, body: RpcError| {
+            if let Some(p) = pending {
+                answer(&p.reply, p.correlation_id, Err(body));
+            }
+        };
+        match self.raft.propose(payload, record_count).await {
+            Ok(proposal)
+                if proposal.base_offset == self.next_offset
+                    && proposal.epoch == epoch
+                    && self.active_epoch == Some(epoch) =>
+            {
+                let batch = decode_batch(&encoded).expect("a batch just encoded decodes");
+                self.controller
+                    .on_proposed(proposal.base_offset, batch)
+                    .map_err(|source| ServiceError::Replay {
+                        offset: proposal.base_offset,
+                        source,
+                    })?;
+                self.next_offset = proposal.end_offset;
+                self.waiting.insert(proposal, deadline, pending);
+                Ok(())
+            }
+            Ok(proposal) => {
+                // Not where the handlers were told (or leadership changed while proposing):
+                // never apply it; wait for it to commit and be replayed before serving again.
+                tracing::warn!(
+                    predicted = %self.next_offset,
+                    base = %proposal.base_offset,
+                    epoch = %proposal.epoch,
+                    "proposal landed elsewhere than predicted; resigning until it is replayed"
+                );
+                self.resign();
+                self.activation_barrier = self.activation_barrier.max(proposal.end_offset);
+                let leader = self.leader_hint();
+                refuse(pending, RpcError::NotController { leader });
+                Ok(())
+            }
+            Err(DriverError::Proposal(e)) => {
+                // Nothing was appended; the image is untouched.
+                refuse(
+                    pending,
+                    RpcError::Malformed {
+                        reason: format!("proposal refused: {e}"),
+                    },
+                );
+                Ok(())
+            }
+            Err(e) => {
+                tracing::info!(error = %e, "proposal failed; resigning");
+                self.resign();
+                let leader = self.leader_hint();
+                refuse(pending, RpcError::NotController { leader });
+                Ok(())
+            }
+        }
+    }
+
+    fn publish_status(&self, running: bool) {
+        *self.status.borrow_mut() = ServiceStatus {
+            active_epoch: self.active_epoch,
+            committed_end: self.committed_end,
+            next_offset: self.next_offset,
+            committed_image: self.controller.committed_image().clone(),
+            waiting_requests: self.waiting.len() + self.deferred.len(),
+            activations: self.activations,
+            timeouts: self.timeouts,
+            running,
+        };
+    }
+}
+
+/// Validates a committed data batch and replays it.
+fn replay_committed(controller: &mut Controller, b: &CommittedBatch) -> Result<()> {
+    let offset = b.base_offset;
+    // The payload's allocation is normally aligned enough for the archive; copy if not.
+    let copy;
+    let bytes: &[u8] = if decode_batch(&b.payload).is_err() {
+        let mut v = AlignedVec::<16>::with_capacity(b.payload.len());
+        v.extend_from_slice(&b.payload);
+        copy = v;
+        &copy
+    } else {
+        &b.payload
+    };
+    let batch = decode_batch(bytes).map_err(|source| ServiceError::Decode { offset, source })?;
+    if batch.len() != b.record_count as usize {
+        return Err(ServiceError::RecordCount {
+            offset,
+            header: b.record_count,
+            decoded: batch.len(),
+        });
+    }
+    controller
+        .replay_batch(offset, batch)
+        .map_err(|source| ServiceError::Replay { offset, source })
+}
+
+/// Sends an answer; a caller that gave up no longer listens.
+fn answer(
+    reply: &LocalSender<ResponseFrame>,
+    correlation_id: u64,
+    body: std::result::Result<ResponseBody, RpcError>,
+) {
+    let _ = reply.try_send(ResponseFrame {
+        correlation_id,
+        body,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pid(epoch: u64, base: u64, end: u64) -> ProposalId {
+        ProposalId {
+            epoch: Epoch(epoch),
+            base_offset: LogOffset(base),
+            end_offset: LogOffset(end),
+        }
+    }
+
+    /// A committed batch answers exactly the proposal it is, and decides as lost every other
+    /// proposal it overtakes; later proposals keep waiting.
+    #[test]
+    fn committed_batches_decide_the_proposals_they_reach() {
+        let t = Instant::now();
+        let mut w = WaitingProposals::default();
+        w.insert(pid(2, 5, 7), t, "a");
+        w.insert(pid(2, 7, 8), t, "b");
+        w.insert(pid(2, 8, 10), t, "c");
+        assert_eq!(
+            w.committed(LogOffset(5), Epoch(2), LogOffset(7)),
+            vec![("a", true)]
+        );
+        // A new leader's batch at 7 (epoch 3) took b's place and reaches past c's base.
+        assert_eq!(
+            w.committed(LogOffset(7), Epoch(3), LogOffset(9)),
+            vec![("b", false), ("c", false)]
+        );
+        assert!(w.is_empty());
+        assert_eq!(w.next_deadline(), None);
+    }
+
+    /// Same base but another epoch or another length is not this proposal.
+    #[test]
+    fn a_batch_at_the_same_offset_of_another_epoch_is_not_the_proposal() {
+        let t = Instant::now();
+        let mut w = WaitingProposals::default();
+        w.insert(pid(4, 10, 12), t, 1);
+        assert_eq!(
+            w.committed(LogOffset(10), Epoch(5), LogOffset(12)),
+            vec![(1, false)]
+        );
+        w.insert(pid(4, 10, 12), t, 2);
+        assert_eq!(
+            w.committed(LogOffset(10), Epoch(4), LogOffset(11)),
+            vec![(2, false)]
+        );
+        w.insert(pid(4, 20, 21), t, 3);
+        // A batch below the proposal decides nothing.
+        assert!(w
+            .committed(LogOffset(15), Epoch(4), LogOffset(20))
+            .is_empty());
+        assert_eq!(w.len(), 1);
+    }
+
+    /// Deadlines expire in order and only once; draining empties both indexes.
+    #[test]
+    fn deadlines_expire_in_order() {
+        let t = Instant::now();
+        let ms = Duration::from_millis;
+        let mut w = WaitingProposals::default();
+        w.insert(pid(1, 0, 1), t + ms(30), "late");
+        w.insert(pid(1, 1, 2), t + ms(10), "early");
+        w.insert(pid(1, 2, 3), t + ms(20), "middle");
+        assert_eq!(w.next_deadline(), Some(t + ms(10)));
+        assert!(w.expire(t).is_empty());
+        assert_eq!(w.expire(t + ms(20)), vec!["early", "middle"]);
+        assert_eq!(w.next_deadline(), Some(t + ms(30)));
+        // The expired ones are gone: their batches committing decide only the rest.
+        assert_eq!(
+            w.committed(LogOffset(0), Epoch(1), LogOffset(1)),
+            vec![("late", true)]
+        );
+        assert!(w.committed(LogOffset(1), Epoch(1), LogOffset(3)).is_empty());
+        w.insert(pid(1, 3, 4), t, "x");
+        assert_eq!(w.drain(), vec!["x"]);
+        assert!(w.is_empty() && w.next_deadline().is_none());
+    }
+
+    /// A node's settings carry over: node id, request timeout, queue capacity, a tick no
+    /// slower than 100 ms, leader hints on the controller listener.
+    #[test]
+    fn for_node_takes_the_node_settings() {
+        let overrides: Vec<(String, String)> = [
+            ("node.id", "2"),
+            ("process.roles", "controller"),
+            ("listeners", "CONTROLLER://127.0.0.2:9093"),
+            ("controller.listener.names", "CONTROLLER"),
+            (
+                "controller.quorum.voters",
+                "1@127.0.0.1:9093,2@127.0.0.2:9093,3@127.0.0.3:9093",
+            ),
+            ("metadata.log.dir", "/var/corum"),
+            ("controller.quorum.request.timeout.ms", "1500"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let config = NodeConfig::load(None, &overrides).unwrap();
+        let voters = crate::raft_config::static_voter_set(&config).unwrap();
+        let c = ControllerServiceConfig::for_node(&config, &voters);
+        assert_eq!(c.node_id, NodeId(2));
+        assert_eq!(c.request_timeout_default_ms, 1500);
+        assert!(c.request_timeout_max_ms >= 1500);
+        assert_eq!(
+            c.request_queue_capacity,
+            config.controller_queue_capacity as usize
+        );
+        assert!(c.controller_tick_interval_ms <= 100);
+        assert_eq!(c.leader_endpoints.len(), 3);
+        assert_eq!(c.leader_endpoints[1].host, "127.0.0.2");
+        assert_eq!(c.leader_endpoints[1].port, 9093);
+    }
+
+    /// Leader hints come from each voter's endpoint on the named listener.
+    #[test]
+    fn leader_endpoints_use_the_listener() {
+        use corum_raft::{Endpoint, ReplicaKey, Voter};
+        use corum_types::Uuid;
+        let voter = |id: u32, listener: &str| Voter {
+            key: ReplicaKey {
+                id: NodeId(id),
+                directory_id: Uuid([id as u8; 16]),
+            },
+            endpoints: vec![Endpoint {
+                listener: listener.into(),
+                host: format!("10.0.0.{id}"),
+                port: 9093,
+            }],
+        };
+        let voters = VoterSet::new(vec![voter(1, "CONTROLLER"), voter(2, "OTHER")]).unwrap();
+        assert_eq!(
+            leader_endpoints(&voters, "CONTROLLER"),
+            vec![LeaderHint {
+                id: NodeId(1),
+                host: "10.0.0.1".into(),
+                port: 9093
+            }]
+        );
+    }
+
+    /// A committed batch that is not a record batch, or whose header miscounts its records,
+    /// stops replay with an error naming the offset; a good one replays.
+    #[test]
+    fn committed_batches_are_validated() {
+        use corum_controller::records::{FeatureLevelRecordV1, MetadataRecord};
+        use corum_controller::ControllerConfig;
+        let mut c = Controller::new(ControllerConfig::default(), NodeId(1)).unwrap();
+        let batch = |payload: &[u8], count: u32| CommittedBatch {
+            base_offset: LogOffset(3),
+            epoch: Epoch(1),
+            record_count: count,
+            control: false,
+            payload: Payload::from(payload),
+        };
+        assert!(matches!(
+            replay_committed(&mut c, &batch(b"not a batch", 1)),
+            Err(ServiceError::Decode {
+                offset: LogOffset(3),
+                ..
+            })
+        ));
+        let records = vec![MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
+            name: "metadata.version".into(),
+            min_level: 1,
+            max_level: 1,
+        })];
+        let encoded = encode_batch(&records);
+        assert!(matches!(
+            replay_committed(&mut c, &batch(&encoded, 2)),
+            Err(ServiceError::RecordCount {
+                header: 2,
+                decoded: 1,
+                ..
+            })
+        ));
+        assert_eq!(c.committed_end(), LogOffset(0));
+        replay_committed(&mut c, &batch(&encoded, 1)).unwrap();
+        assert_eq!(c.committed_end(), LogOffset(4));
+    }
+}

@@ -1,0 +1,654 @@
+//! Three `RaftDriver`s, each with a `ControllerService` on its committed stream, on loopback
+//! with real metadata logs (`UringDisk`) in temporary directories, sharing one unpinned glommio
+//! executor thread. Conditions are polled with a timeout (never a fixed sleep to wait for
+//! something) and the whole test runs under a deadline guard.
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use corum_controller::control::cluster_control::BrokerHeartbeatRequest;
+use corum_controller::control::config_control::{
+    AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
+};
+use corum_controller::control::replication_control::{CreatableTopic, CreateTopicsRequest};
+use corum_controller::image::ConfigResource;
+use corum_controller::records::{ListenerV1, SupportedFeatureV1};
+use corum_controller::{ApiError, Controller, ControllerConfig, TargetState};
+use corum_engine::disk::{executor_builder, UringDisk};
+use corum_engine::log::LogConfig;
+use corum_node::controller_service::leader_endpoints;
+use corum_node::peer::{PeerNetwork, PeerNetworkConfig};
+use corum_node::protocol::LeaderHint;
+use corum_node::{
+    ControllerService, ControllerServiceConfig, ControllerServiceHandle, DriverError, RaftDriver,
+    RaftDriverConfig, RaftHandle, RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError,
+    ServiceError,
+};
+use corum_raft::{Config, Endpoint, ReplicaKey, Voter, VoterSet};
+use corum_runtime::{BackoffConfig, ShutdownSignal};
+use corum_types::{BrokerEpoch, LogOffset, NodeId, Uuid};
+use glommio::task::JoinHandle;
+
+const TEST_DEADLINE: Duration = Duration::from_secs(120);
+/// How long any one awaited condition may take before the test fails.
+const WAIT_MAX: Duration = Duration::from_secs(30);
+const CLUSTER: Uuid = Uuid([0x6b; 16]);
+const LISTENER: &str = "CONTROLLER";
+
+fn on_executor<F, Fut>(f: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let (tx, rx) = mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        executor_builder("controller-service-test")
+            .make()
+            .expect("glommio executor")
+            .run(f());
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(TEST_DEADLINE) {
+        Ok(()) => handle.join().unwrap(),
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("test did not finish within {TEST_DEADLINE:?}")
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            std::panic::resume_unwind(handle.join().unwrap_err())
+        }
+    }
+}
+
+/// Polls `cond` every few milliseconds until it holds; fails the test after [`WAIT_MAX`].
+async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < WAIT_MAX, "timed out waiting for {what}");
+        glommio::timer::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn key(id: u32) -> ReplicaKey {
+    ReplicaKey {
+        id: NodeId(id),
+        directory_id: Uuid([id as u8; 16]),
+    }
+}
+
+fn endpoint(addr: SocketAddr) -> Endpoint {
+    Endpoint {
+        listener: LISTENER.into(),
+        host: addr.ip().to_string(),
+        port: addr.port(),
+    }
+}
+
+fn raft_config() -> Config {
+    Config {
+        election_timeout_ms: 150,
+        fetch_timeout_ms: 300,
+        election_backoff_max_ms: 100,
+        heartbeat_interval_ms: 30,
+        request_timeout_ms: 200,
+        fetch_wait_max_ms: 100,
+        ..Config::default()
+    }
+}
+
+fn bind(id: u32) -> (PeerNetwork, corum_node::PeerInbox) {
+    let cfg = PeerNetworkConfig {
+        backoff: BackoffConfig {
+            base: Duration::from_millis(1),
+            cap: Duration::from_millis(20),
+            seed: id.into(),
+        },
+        ..PeerNetworkConfig::new(CLUSTER, NodeId(id), "127.0.0.1:0".parse().unwrap(), 1 << 20)
+    };
+    PeerNetwork::bind(cfg, &ShutdownSignal::detached()).unwrap()
+}
+
+/// One node: a driver and the controller service on its committed stream.
+struct Node {
+    id: u32,
+    dir: PathBuf,
+    addr: SocketAddr,
+    stop: ShutdownSignal,
+    raft: RaftHandle,
+    service: ControllerServiceHandle,
+    driver_run: JoinHandle<Result<(), DriverError>>,
+    service_run: JoinHandle<Result<Controller, ServiceError>>,
+}
+
+impl Node {
+    async fn start(
+        id: u32,
+        dir: &Path,
+        net: (PeerNetwork, corum_node::PeerInbox),
+        voters: &VoterSet,
+    ) -> Node {
+        let addr = net.0.local_addr();
+        let mut config = RaftDriverConfig::new(
+            dir.to_path_buf(),
+            raft_config(),
+            key(id),
+            vec![endpoint(addr)],
+            voters.clone(),
+            LISTENER.into(),
+        );
+        config.log = LogConfig {
+            segment_bytes: 256 << 10,
+            ..LogConfig::default()
+        };
+        let stop = ShutdownSignal::detached();
+        let (driver, raft, commits, _) =
+            RaftDriver::start(UringDisk, config, net.0, net.1, stop.clone())
+                .await
+                .unwrap();
+        let controller = Controller::new(ControllerConfig::default(), NodeId(id)).unwrap();
+        let mut service_config =
+            ControllerServiceConfig::new(NodeId(id), leader_endpoints(voters, LISTENER));
+        service_config.controller_tick_interval_ms = 20;
+        let (service, handle) = ControllerService::new(
+            service_config,
+            controller,
+            raft.clone(),
+            commits,
+            ShutdownSignal::detached(),
+        );
+        let driver_run = glommio::spawn_local(driver.run()).detach();
+        let service_run = glommio::spawn_local(service.run()).detach();
+        Node {
+            id,
+            dir: dir.to_path_buf(),
+            addr,
+            stop,
+            raft,
+            service: handle,
+            driver_run,
+            service_run,
+        }
+    }
+
+    /// Sends `body` with a 10 s timeout. A successful registration or topic creation must find
+    /// the batch it waited for committed: the driver's high watermark and the service's replay
+    /// at or past the batch's end.
+    async fn call(&self, correlation_id: u64, body: RequestBody) -> ResponseFrame {
+        call_checked(&self.raft, &self.service, correlation_id, body).await
+    }
+
+    fn active(&self) -> bool {
+        self.service.status().active_epoch.is_some()
+    }
+}
+
+enum Kind {
+    Registration,
+    Create,
+    Config,
+    Other,
+}
+
+async fn call_checked(
+    raft: &RaftHandle,
+    service: &ControllerServiceHandle,
+    correlation_id: u64,
+    body: RequestBody,
+) -> ResponseFrame {
+    let body_kind = match &body {
+        RequestBody::BrokerHeartbeat(h) if h.broker_epoch.is_none() => Kind::Registration,
+        RequestBody::CreateTopics(_) => Kind::Create,
+        RequestBody::IncrementalAlterConfigs(_) => Kind::Config,
+        _ => Kind::Other,
+    };
+    let predicted = service.status().next_offset;
+    let frame = RequestFrame {
+        correlation_id,
+        timeout_ms: 10_000,
+        body,
+    };
+    let answer = service.call(frame).await;
+    assert_eq!(answer.correlation_id, correlation_id);
+    // Requests whose success means records: a registration, a topic created.
+    let proposes = match (&body_kind, &answer.body) {
+        (Kind::Registration, Ok(_)) => true,
+        (Kind::Create, Ok(ResponseBody::CreateTopics(r))) => r.topics.iter().all(|t| t.1.is_ok()),
+        (Kind::Config, Ok(ResponseBody::IncrementalAlterConfigs(r))) => {
+            r.resources.iter().all(|t| t.1.is_ok())
+        }
+        _ => false,
+    };
+    if proposes {
+        let hwm = raft.status().raft.high_watermark;
+        assert!(
+            hwm > predicted,
+            "answered before its batch at {predicted} committed (high watermark {hwm})"
+        );
+        // Requests here are sequential and no tick proposes anything (the broker heartbeats
+        // well within its session): the batch ends where the next proposal would start.
+        let after = service.status();
+        let batch_end = after.next_offset;
+        assert!(batch_end > predicted);
+        assert!(
+            hwm >= batch_end && after.committed_end >= batch_end,
+            "answered before its batch {predicted}..{batch_end} committed (high watermark {hwm}, replayed {})",
+            after.committed_end
+        );
+    }
+    answer
+}
+
+/// Binds `addr` again, waiting for the previous owner's sockets to close.
+async fn rebind(id: u32, addr: SocketAddr) -> (PeerNetwork, corum_node::PeerInbox) {
+    let start = Instant::now();
+    loop {
+        let cfg = PeerNetworkConfig::new(CLUSTER, NodeId(id), addr, 1 << 20);
+        match PeerNetwork::bind(cfg, &ShutdownSignal::detached()) {
+            Ok(net) => return net,
+            Err(e) => {
+                assert!(start.elapsed() < WAIT_MAX, "cannot bind {addr} again: {e}");
+                glommio::timer::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+}
+
+/// Starts a 3-node cluster in `tmp` and waits for an active controller; returns the nodes,
+/// the voters and the index of the active one.
+async fn cluster(tmp: &Path) -> (Vec<Option<Node>>, VoterSet, usize) {
+    let ids = [1u32, 2, 3];
+    let nets: Vec<_> = ids.iter().map(|&id| bind(id)).collect();
+    let voters = VoterSet::new(
+        ids.iter()
+            .zip(&nets)
+            .map(|(&id, (net, _))| Voter {
+                key: key(id),
+                endpoints: vec![endpoint(net.local_addr())],
+            })
+            .collect(),
+    )
+    .unwrap();
+    let mut nodes: Vec<Option<Node>> = Vec::new();
+    for (&id, net) in ids.iter().zip(nets) {
+        let dir = tmp.join(format!("node-{id}"));
+        nodes.push(Some(Node::start(id, &dir, net, &voters).await));
+    }
+    wait_for("an active controller", || active_of(&nodes).is_some()).await;
+    let l = active_of(&nodes).unwrap();
+    (nodes, voters, l)
+}
+
+/// Stops a node cleanly; its service returns its (inactive) controller.
+async fn stop(node: Node) -> Controller {
+    node.stop.fire();
+    node.driver_run.await.unwrap().unwrap();
+    let controller = node.service_run.await.unwrap().unwrap();
+    assert!(!controller.is_active());
+    assert!(!node.service.status().running);
+    controller
+}
+
+fn heartbeat(id: u32, epoch: Option<BrokerEpoch>, next: LogOffset) -> RequestBody {
+    RequestBody::BrokerHeartbeat(BrokerHeartbeatRequest {
+        broker_id: NodeId(id),
+        broker_epoch: epoch,
+        incarnation_id: Uuid([id as u8; 16]),
+        listeners: vec![ListenerV1 {
+            name: "PLAINTEXT".into(),
+            host: "127.0.0.1".into(),
+            port: 9092,
+        }],
+        features: vec![SupportedFeatureV1 {
+            name: "metadata.version".into(),
+            min_level: 1,
+            max_level: 1,
+        }],
+        rack: None,
+        next_metadata_offset: next,
+        want_fence: false,
+        want_shutdown: false,
+    })
+}
+
+/// Sets `retention.ms` of topic `topic`.
+fn set_retention(topic: &str, ms: u64) -> RequestBody {
+    RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
+        resources: vec![AlterConfigsResource {
+            resource: ConfigResource::topic(topic),
+            configs: vec![AlterableConfig {
+                key: "retention.ms".into(),
+                op: AlterConfigOp::Set,
+                value: ms.to_string(),
+            }],
+        }],
+        validate_only: false,
+    })
+}
+
+fn config_ok(answer: &ResponseFrame) -> bool {
+    matches!(&answer.body, Ok(ResponseBody::IncrementalAlterConfigs(r)) if r.resources.iter().all(|t| t.1.is_ok()))
+}
+
+fn create(name: &str) -> RequestBody {
+    RequestBody::CreateTopics(CreateTopicsRequest {
+        topics: vec![CreatableTopic::new(name, 2, 1)],
+        validate_only: false,
+    })
+}
+
+/// The single topic result of a CreateTopics answer.
+fn topic_result(answer: &ResponseFrame) -> Result<(), ApiError> {
+    match &answer.body {
+        Ok(ResponseBody::CreateTopics(r)) => {
+            assert_eq!(r.topics.len(), 1);
+            r.topics[0].1.clone().map(|_| ())
+        }
+        other => panic!("expected a CreateTopics response, got {other:?}"),
+    }
+}
+
+/// The index of the node whose service is active (the newest epoch if two briefly are).
+fn active_of(nodes: &[Option<Node>]) -> Option<usize> {
+    (0..nodes.len())
+        .filter(|&i| nodes[i].as_ref().is_some_and(Node::active))
+        .max_by_key(|&i| nodes[i].as_ref().unwrap().service.status().active_epoch)
+}
+
+#[test]
+fn services_serve_through_the_leader_answer_after_commit_and_fail_over() {
+    // Over real disks and sockets: a follower answers NotController naming the leader and its
+    // endpoint; a broker registers and is unfenced and a topic is created through the active
+    // controller, each answered only once committed; the three images end identical; when the
+    // leader stops (with a CreateTopics in flight, which may be answered with success only if
+    // it committed), another node becomes active with the topic already in its image, rejects
+    // the same name with TopicAlreadyExists and creates a new one.
+    on_executor(|| async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut nodes, voters, l) = cluster(tmp.path()).await;
+        let leader = nodes[l].as_ref().unwrap();
+        assert!(leader.raft.status().is_leader(NodeId(leader.id)));
+
+        // A follower redirects to the leader, with its endpoint.
+        let f = (l + 1) % 3;
+        let follower = nodes[f].as_ref().unwrap();
+        let answer = follower.call(1, RequestBody::DescribeCluster).await;
+        assert_eq!(
+            answer.body,
+            Err(RpcError::NotController {
+                leader: Some(LeaderHint {
+                    id: NodeId(leader.id),
+                    host: "127.0.0.1".into(),
+                    port: leader.addr.port(),
+                })
+            })
+        );
+        // Raft requests are not the controller's.
+        let answer = leader.call(2, RequestBody::DescribeQuorum).await;
+        assert!(matches!(answer.body, Err(RpcError::Malformed { .. })));
+
+        // Register broker 100, then heartbeat it caught up so it is unfenced.
+        let answer = leader.call(3, heartbeat(100, None, LogOffset(0))).await;
+        let Ok(ResponseBody::BrokerHeartbeat(reg)) = answer.body else {
+            panic!("registration failed: {answer:?}");
+        };
+        assert_eq!(reg.target_state, TargetState::Fenced);
+        let caught_up = leader.service.status().committed_end;
+        let answer = leader
+            .call(4, heartbeat(100, Some(reg.broker_epoch), caught_up))
+            .await;
+        let Ok(ResponseBody::BrokerHeartbeat(hb)) = answer.body else {
+            panic!("heartbeat failed: {answer:?}");
+        };
+        assert_eq!(hb.target_state, TargetState::Active, "{hb:?}");
+
+        // A topic, answered after commit.
+        let answer = leader.call(5, create("orders")).await;
+        assert_eq!(topic_result(&answer), Ok(()));
+        assert!(leader
+            .service
+            .status()
+            .committed_image
+            .topics
+            .get_by_name("orders")
+            .is_some());
+
+        // Sequential config writes, each answered after its commit (latency printed).
+        let mut latencies_us = Vec::new();
+        for i in 0..100u64 {
+            let t = Instant::now();
+            let answer = leader
+                .call(100 + i, set_retention("orders", 1_000 + i))
+                .await;
+            latencies_us.push(t.elapsed().as_micros());
+            assert!(config_ok(&answer), "{answer:?}");
+        }
+        latencies_us.sort_unstable();
+        eprintln!(
+            "sequential config write through the service, 3 nodes: p50 {} us, p99 {} us",
+            latencies_us[49], latencies_us[98]
+        );
+        // Concurrent writes: many proposals wait at once, each answered once its own batch
+        // commits.
+        let before = leader.service.status().committed_end;
+        let writers: Vec<_> = (0..64u64)
+            .map(|i| {
+                let service = leader.service.clone();
+                glommio::spawn_local(async move {
+                    service
+                        .call(RequestFrame {
+                            correlation_id: 1_000 + i,
+                            timeout_ms: 10_000,
+                            body: set_retention("orders", 5_000 + i),
+                        })
+                        .await
+                })
+                .detach()
+            })
+            .collect();
+        // A read arriving while they are in flight is answered only once they are committed.
+        let start = Instant::now();
+        while leader.service.status().waiting_requests == 0 {
+            assert!(start.elapsed() < WAIT_MAX, "the writes were never proposed");
+            futures_lite::future::yield_now().await;
+        }
+        let proposed = leader.service.status().next_offset;
+        let read = leader
+            .service
+            .call(RequestFrame {
+                correlation_id: 999,
+                timeout_ms: 10_000,
+                body: RequestBody::DescribeCluster,
+            })
+            .await;
+        assert!(matches!(read.body, Ok(ResponseBody::DescribeCluster(_))));
+        let status = leader.service.status();
+        assert!(
+            status.committed_end >= proposed,
+            "a read answered at {} while {proposed} was proposed",
+            status.committed_end
+        );
+        for (i, w) in writers.into_iter().enumerate() {
+            let answer = w.await.unwrap();
+            assert_eq!(answer.correlation_id, 1_000 + i as u64);
+            assert!(config_ok(&answer), "{answer:?}");
+        }
+        let status = leader.service.status();
+        assert!(status.committed_end >= before.add(64));
+        assert!(leader.raft.status().raft.high_watermark >= before.add(64));
+        assert_eq!(status.waiting_requests, 0);
+
+        // Every node ends with the same image.
+        let end = leader.service.status().committed_end;
+        wait_for("every service to replay the topic", || {
+            nodes
+                .iter()
+                .flatten()
+                .all(|n| n.service.status().committed_end >= end)
+        })
+        .await;
+        let images: Vec<_> = nodes
+            .iter()
+            .flatten()
+            .map(|n| n.service.status().committed_image)
+            .collect();
+        assert_eq!(images[0].end_offset, end);
+        assert!(images.iter().all(|i| *i == images[0]));
+        assert_eq!(images[0].brokers.len(), 1);
+
+        // Stop the leader with a CreateTopics in flight.
+        let old = nodes[l].take().unwrap();
+        let racing_done = Rc::new(Cell::new(false));
+        let racing = {
+            let (raft, service) = (old.raft.clone(), old.service.clone());
+            let done = racing_done.clone();
+            glommio::spawn_local(async move {
+                let answer = call_checked(&raft, &service, 6, create("racing")).await;
+                done.set(true);
+                answer
+            })
+            .detach()
+        };
+        // Stop the moment its batch is proposed and waits for its commit (or it was answered).
+        let start = Instant::now();
+        while old.service.status().waiting_requests == 0 && !racing_done.get() {
+            assert!(
+                start.elapsed() < WAIT_MAX,
+                "the racing request was never proposed"
+            );
+            futures_lite::future::yield_now().await;
+        }
+        let (old_id, old_dir, old_addr, old_service) =
+            (old.id, old.dir.clone(), old.addr, old.service.clone());
+        stop(old).await;
+        let racing_answer = racing.await.unwrap();
+        let racing_ok = match &racing_answer.body {
+            Ok(_) => {
+                assert_eq!(topic_result(&racing_answer), Ok(()));
+                true
+            }
+            // A node going away names no leader (least of all itself).
+            Err(RpcError::NotController { leader: None } | RpcError::Timeout { .. }) => false,
+            other => panic!("unexpected answer to the racing request: {other:?}"),
+        };
+        // A stopped service answers NotController.
+        let answer = old_service.call(RequestFrame {
+            correlation_id: 7,
+            timeout_ms: 0,
+            body: RequestBody::DescribeCluster,
+        });
+        assert_eq!(
+            answer.await.body,
+            Err(RpcError::NotController { leader: None })
+        );
+
+        // Another node takes over with everything committed already in its image.
+        wait_for("a new active controller", || active_of(&nodes).is_some()).await;
+        let n = active_of(&nodes).unwrap();
+        let new_leader = nodes[n].as_ref().unwrap();
+        let image = new_leader.service.status().committed_image;
+        assert!(image.topics.get_by_name("orders").is_some());
+        if racing_ok {
+            assert!(
+                image.topics.get_by_name("racing").is_some(),
+                "a CreateTopics answered with success is missing after the failover"
+            );
+        }
+        eprintln!(
+            "racing request: {:?}; committed after the failover: {}",
+            racing_answer.body.as_ref().err(),
+            image.topics.get_by_name("racing").is_some()
+        );
+        let answer = new_leader.call(8, create("orders")).await;
+        assert!(
+            matches!(
+                topic_result(&answer),
+                Err(ApiError::TopicAlreadyExists { .. })
+            ),
+            "{answer:?}"
+        );
+        // The lease of broker 100 was extended at activation: it still serves a new topic.
+        let answer = new_leader.call(9, create("payments")).await;
+        assert_eq!(topic_result(&answer), Ok(()));
+
+        // The two survivors agree.
+        let end = new_leader.service.status().committed_end;
+        wait_for("the survivors to replay the new topic", || {
+            nodes
+                .iter()
+                .flatten()
+                .all(|n| n.service.status().committed_end >= end)
+        })
+        .await;
+        let images: Vec<_> = nodes
+            .iter()
+            .flatten()
+            .map(|n| n.service.status().committed_image)
+            .collect();
+        assert_eq!(images.len(), 2);
+        assert_eq!(images[0], images[1]);
+        assert_eq!(
+            images[0].topics.len(),
+            2 + usize::from(images[0].topics.get_by_name("racing").is_some())
+        );
+
+        // The old leader restarts from its directory: its fresh service replays the whole log
+        // from offset 0 and ends with the same image as the others.
+        let net = rebind(old_id, old_addr).await;
+        nodes[l] = Some(Node::start(old_id, &old_dir, net, &voters).await);
+        let end = nodes[n].as_ref().unwrap().service.status().committed_end;
+        wait_for("the restarted node to replay everything", || {
+            nodes
+                .iter()
+                .flatten()
+                .all(|n| n.service.status().committed_end >= end)
+        })
+        .await;
+        let restarted = nodes[l].as_ref().unwrap().service.status();
+        assert_eq!(restarted.committed_image, images[0]);
+        assert_eq!(restarted.active_epoch, None);
+
+        for node in nodes.into_iter().flatten() {
+            stop(node).await;
+        }
+    });
+}
+
+#[test]
+fn a_leader_without_a_quorum_never_acknowledges_its_proposal() {
+    // With both followers stopped, the leader proposes a registration that cannot commit: the
+    // request is answered Timeout (or NotController once the leader gives up its epoch), never
+    // with success, and the service's committed end does not reach the batch.
+    on_executor(|| async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut nodes, _voters, l) = cluster(tmp.path()).await;
+        let leader = nodes[l].take().unwrap();
+        for node in nodes.into_iter().flatten() {
+            stop(node).await;
+        }
+        let predicted = leader.service.status().next_offset;
+        let answer = leader
+            .service
+            .call(RequestFrame {
+                correlation_id: 11,
+                timeout_ms: 100,
+                body: heartbeat(200, None, LogOffset(0)),
+            })
+            .await;
+        eprintln!("registration without a quorum: {:?}", answer.body);
+        match answer.body {
+            Err(RpcError::Timeout { timeout_ms: 100 }) => {
+                assert_eq!(leader.service.status().timeouts, 1);
+            }
+            Err(RpcError::NotController { .. }) => {}
+            other => panic!("a proposal without a quorum was answered {other:?}"),
+        }
+        let status = leader.service.status();
+        assert!(status.committed_end <= predicted, "{status:?}");
+        assert!(leader.raft.status().raft.high_watermark <= predicted);
+        assert!(status.committed_image.brokers.get(NodeId(200)).is_none());
+        stop(leader).await;
+    });
+}
