@@ -10,6 +10,9 @@
 //! - [`DriverError`]: the Raft driver ([`crate::raft_driver`]): a refused proposal, a stopped
 //!   driver, or the fatal failures that stop it (log IO, quorum-state IO, a log that disagrees
 //!   with the core).
+//! - [`RpcServerError`] and [`RpcClientError`]: the client-facing RPC server and client
+//!   ([`crate::rpc_server`]): an unusable setting, a bind failure, a lost connection, a
+//!   request the server refused.
 //! - [`ServiceError`]: the controller service ([`crate::controller_service`]): a committed
 //!   batch that does not decode or does not apply to the image (fatal: the log does not fit).
 
@@ -235,6 +238,54 @@ pub enum ServiceError {
         #[source]
         source: corum_controller::ReplayError,
     },
+}
+
+/// A failure to set up the client-facing RPC server ([`crate::rpc_server::RpcServer`]).
+#[derive(Debug, thiserror::Error)]
+pub enum RpcServerError {
+    /// A setting of [`crate::rpc_server::RpcServerConfig`] is unusable.
+    #[error("rpc server config: {field}: {reason}")]
+    Config { field: &'static str, reason: String },
+    /// The client listener could not be bound.
+    #[error("cannot bind the client listener on {addr}: {reason}")]
+    Bind {
+        addr: std::net::SocketAddr,
+        reason: String,
+    },
+}
+
+/// Why an [`crate::rpc_server::RpcClient`] call did not produce a response body.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RpcClientError {
+    /// The server answered with an error (including `Timeout`, also used when the client's
+    /// own wait runs out, and `NotController` when no leader is known or the redirects ran out).
+    #[error(transparent)]
+    Rpc(crate::protocol::RpcError),
+    /// A setting of [`crate::rpc_server::RpcClientConfig`] is unusable.
+    #[error("rpc client config: {field}: {reason}")]
+    Config { field: &'static str, reason: String },
+    /// The server could not be reached.
+    #[error("cannot connect to {addr}: {reason}")]
+    Connect {
+        addr: std::net::SocketAddr,
+        reason: String,
+    },
+    /// A leader hint names a host that does not resolve.
+    #[error("cannot resolve {host}:{port}: {reason}")]
+    Resolve {
+        host: String,
+        port: u16,
+        reason: String,
+    },
+    /// The connection broke before the answer came (the request may have taken effect).
+    #[error("connection to {addr} lost: {reason}")]
+    ConnectionLost {
+        addr: std::net::SocketAddr,
+        reason: String,
+    },
+    /// The request does not fit the client's `request_bytes_max` (nothing was sent).
+    #[error("cannot send the request: {0}")]
+    Encode(ProtocolError),
 }
 
 /// Any error of this crate.

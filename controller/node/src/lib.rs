@@ -19,9 +19,10 @@
 //!   channel of committed batches.
 //! - [`controller_service`]: the controller state machine on the committed stream: replay,
 //!   leadership, requests answered once their records commit, the periodic tick.
+//! - [`rpc_server`]: the client-facing RPC server over framed TCP (pipelined, size-limited,
+//!   leader hints rewritten to client endpoints) and a pipelining [`RpcClient`] that follows
+//!   `NotController` redirects.
 //! - [`error`]: one error enum per concern.
-//!
-//! The RPC server over TCP comes later, on top of these.
 pub mod bootstrap;
 pub mod config;
 pub mod controller_service;
@@ -35,6 +36,7 @@ pub mod protocol;
 pub mod quorum_state;
 pub mod raft_config;
 pub mod raft_driver;
+pub mod rpc_server;
 
 pub use bootstrap::{BootstrapEndpoint, BootstrapVoter, BootstrapVoters};
 pub use config::{CoreSet, HostPort, Listener, NodeConfig, ProcessRole, QuorumVoter};
@@ -42,8 +44,8 @@ pub use controller_service::{
     ControllerService, ControllerServiceConfig, ControllerServiceHandle, ServiceStatus,
 };
 pub use error::{
-    ConfigError, ConfigSource, DriverError, Error, PeerError, ProtocolError, Result, ServiceError,
-    StorageError,
+    ConfigError, ConfigSource, DriverError, Error, PeerError, ProtocolError, Result,
+    RpcClientError, RpcServerError, ServiceError, StorageError,
 };
 pub use format::{BootstrapChoice, FormatOutcome, FormatPlan};
 pub use meta_properties::MetaProperties;
@@ -51,3 +53,4 @@ pub use peer::{Inbound, PeerEnvelope, PeerInbox, PeerNetwork, PeerNetworkConfig}
 pub use protocol::{RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError};
 pub use quorum_state::{QuorumState, ReplicaKey};
 pub use raft_driver::{CommittedBatch, DriverStatus, RaftDriver, RaftDriverConfig, RaftHandle};
+pub use rpc_server::{RpcClient, RpcClientConfig, RpcServer, RpcServerConfig, RpcServerStats};

@@ -1,0 +1,966 @@
+//! The client-facing RPC server (brokers and admins) over the runtime's frames, and a small
+//! pipelining client ([`RpcClient`]) for the load generator, tools and tests.
+//!
+//! # Connections
+//!
+//! [`RpcServer::run`] accepts until shutdown, one task per connection, at most
+//! [`RpcServerConfig::connections_max`] at once (a connection over the cap is closed at once
+//! and counted in [`RpcServerStats::refused`]). A connection is a reader loop plus a writer
+//! task; each request runs in its own task, at most
+//! [`RpcServerConfig::in_flight_per_connection_max`] per connection (the reader stops reading
+//! while the cap is reached, so TCP pushes back), and answers in any order, matched by the
+//! request's `correlation_id`.
+//!
+//! # What each frame gets
+//!
+//! The server reads frames itself (header, checksum, padding with [`corum_runtime::frame`]) so
+//! that a payload failing rkyv validation does not break an intact stream.
+//!
+//! | frame                                                   | answer                                         | connection |
+//! |---------------------------------------------------------|------------------------------------------------|------------|
+//! | intact, payload a valid [`RequestFrame`]                 | the controller service's answer (after commit) | kept       |
+//! | intact, payload not a valid request                     | `Malformed`, id from [`peek_correlation_id`] (0 if too short) | kept |
+//! | header announces more than `request_bytes_max`          | `RequestTooLarge`, correlation id 0 (the body is never read) | closed |
+//! | bad magic, version, flags, checksum, padding, truncated | none                                           | closed     |
+//! | Raft request (`is_raft()`)                              | `DescribeQuorum` from the driver's status when a [`RaftHandle`] is given; otherwise `Malformed` naming the request | kept |
+//!
+//! Closing waits for the requests already in flight on that connection to be answered
+//! (bounded by their timeouts), then shuts the write side. Other connections are untouched.
+//!
+//! # Leader hints
+//!
+//! The controller service names the leader by its Raft (controller listener) endpoint. The
+//! server rewrites a `NotController` hint to the leader's *client* endpoint when
+//! [`RpcServer::set_client_endpoints`] names one for that node id; otherwise the hint passes
+//! unchanged (a deployment where clients and Raft share the listener needs no map).
+//!
+//! # Not yet
+//!
+//! - `Fetch`, `FetchSnapshot` and the voter changes are answered `Malformed` ("not served by
+//!   this server yet"): stepping them into the Raft core needs a driver entry point.
+//! - `DescribeQuorum` holds what the driver's status knows: voters without directory ids,
+//!   only this replica's own log end offset (no per-follower progress yet).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::rc::Rc;
+use std::time::Duration;
+
+use corum_runtime::frame::{FrameHeader, HEADER_BYTES};
+use corum_runtime::transport::{connect, ConnectionConfig, FrameReader, FrameWriter};
+use corum_runtime::ShutdownSignal;
+use corum_types::{NodeId, Uuid};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite};
+use glommio::channels::local_channel::{self, LocalSender};
+use glommio::net::{TcpListener, TcpStream};
+use glommio::sync::Semaphore;
+use rkyv::util::AlignedVec;
+
+use crate::controller_service::ControllerServiceHandle;
+use crate::error::{ProtocolError, RpcClientError, RpcServerError};
+use crate::protocol::{
+    decode_request, encode_request, peek_correlation_id, rpc_error_for, DescribeQuorumResponse,
+    LeaderHint, ReplicaState, RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError,
+};
+use crate::raft_driver::{DriverStatus, RaftHandle};
+
+/// Settings of an [`RpcServer`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RpcServerConfig {
+    /// Largest request payload accepted (`socket.request.max.bytes`).
+    pub request_bytes_max: u32,
+    /// Largest response payload sent; a larger answer is replaced by `Malformed`.
+    pub response_bytes_max: u32,
+    /// Client connections open at once; more are closed on accept.
+    pub connections_max: usize,
+    /// Requests of one connection being served at once.
+    pub in_flight_per_connection_max: usize,
+    /// The cluster, for `DescribeQuorum`.
+    pub cluster_id: Uuid,
+    /// This node, for `DescribeQuorum`.
+    pub node_id: NodeId,
+}
+
+impl RpcServerConfig {
+    /// Defaults: 1 MiB requests, 16 MiB responses, 4096 connections, 1024 requests in flight
+    /// per connection.
+    pub fn new(cluster_id: Uuid, node_id: NodeId) -> Self {
+        RpcServerConfig {
+            request_bytes_max: 1 << 20,
+            response_bytes_max: 16 << 20,
+            connections_max: 4096,
+            in_flight_per_connection_max: 1024,
+            cluster_id,
+            node_id,
+        }
+    }
+
+    /// Refuses zero limits.
+    pub fn validate(&self) -> Result<(), RpcServerError> {
+        let zero = |field: &'static str| RpcServerError::Config {
+            field,
+            reason: "must be at least 1".into(),
+        };
+        if self.request_bytes_max == 0 {
+            return Err(zero("request_bytes_max"));
+        }
+        if self.response_bytes_max == 0 {
+            return Err(zero("response_bytes_max"));
+        }
+        if self.connections_max == 0 {
+            return Err(zero("connections_max"));
+        }
+        if self.in_flight_per_connection_max == 0 {
+            return Err(zero("in_flight_per_connection_max"));
+        }
+        Ok(())
+    }
+}
+
+/// Counters of an [`RpcServer`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RpcServerStats {
+    /// Connections accepted and served.
+    pub accepted: u64,
+    /// Connections closed on accept because `connections_max` were open.
+    pub refused: u64,
+    /// Connections open now.
+    pub open: u64,
+    /// Requests that decoded and were served.
+    pub requests: u64,
+    /// Frames answered `Malformed` because their payload was not a request.
+    pub malformed: u64,
+    /// Frames answered `RequestTooLarge` (their connection closed).
+    pub too_large: u64,
+    /// Connections closed on a framing error.
+    pub framing_errors: u64,
+}
+
+struct Shared {
+    config: RpcServerConfig,
+    client_endpoints: HashMap<NodeId, LeaderHint>,
+    service: ControllerServiceHandle,
+    raft: Option<RaftHandle>,
+    stats: Rc<RefCell<RpcServerStats>>,
+}
+
+/// The client-facing server of one node. See the module doc.
+pub struct RpcServer {
+    listener: TcpListener,
+    local: SocketAddr,
+    config: RpcServerConfig,
+    client_endpoints: HashMap<NodeId, LeaderHint>,
+    stats: Rc<RefCell<RpcServerStats>>,
+}
+
+impl RpcServer {
+    /// Validates `config` and binds `addr` (port 0 picks one). Must run inside a shard.
+    pub fn bind(addr: SocketAddr, config: RpcServerConfig) -> Result<RpcServer, RpcServerError> {
+        config.validate()?;
+        let bind_err = |e: glommio::GlommioError<()>| RpcServerError::Bind {
+            addr,
+            reason: e.to_string(),
+        };
+        let listener = TcpListener::bind(addr).map_err(bind_err)?;
+        let local = listener.local_addr().map_err(bind_err)?;
+        Ok(RpcServer {
+            listener,
+            local,
+            config,
+            client_endpoints: HashMap::new(),
+            stats: Rc::default(),
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Where each node serves clients: `NotController` hints naming one of these ids are
+    /// rewritten to it (see the module doc).
+    pub fn set_client_endpoints(&mut self, endpoints: impl IntoIterator<Item = LeaderHint>) {
+        self.client_endpoints = endpoints.into_iter().map(|h| (h.id, h)).collect();
+    }
+
+    /// The live counters.
+    pub fn stats(&self) -> Rc<RefCell<RpcServerStats>> {
+        self.stats.clone()
+    }
+
+    /// Serves until `shutdown`; returns the final counters. Connection tasks observe the same
+    /// signal and end after answering what they have in flight.
+    pub async fn run(
+        self,
+        service: ControllerServiceHandle,
+        raft: Option<RaftHandle>,
+        shutdown: ShutdownSignal,
+    ) -> RpcServerStats {
+        let shared = Rc::new(Shared {
+            config: self.config,
+            client_endpoints: self.client_endpoints,
+            service,
+            raft,
+            stats: self.stats.clone(),
+        });
+        loop {
+            let stream = match shutdown.run_until(self.listener.accept()).await {
+                None => break,
+                Some(Ok(s)) => s,
+                Some(Err(e)) => {
+                    tracing::warn!(addr = %self.local, error = %e, "accept failed");
+                    let pause = glommio::timer::sleep(Duration::from_millis(10));
+                    if shutdown.run_until(pause).await.is_none() {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            {
+                let mut stats = self.stats.borrow_mut();
+                if stats.open >= shared.config.connections_max as u64 {
+                    stats.refused += 1;
+                    drop(stats);
+                    // Dropping the stream closes it; the client reads end-of-file.
+                    drop(stream);
+                    continue;
+                }
+                stats.accepted += 1;
+                stats.open += 1;
+            }
+            let shared = shared.clone();
+            let shutdown = shutdown.clone();
+            glommio::spawn_local(async move {
+                serve_connection(stream, &shared, shutdown).await;
+                shared.stats.borrow_mut().open -= 1;
+            })
+            .detach();
+        }
+        let stats = *self.stats.borrow();
+        stats
+    }
+}
+
+/// What the reader got from the stream.
+enum Incoming {
+    /// An intact frame's payload.
+    Payload(AlignedVec),
+    /// A header announcing a payload above the limit.
+    TooLarge { len_bytes: u32 },
+    /// End-of-file between frames.
+    Closed,
+    /// Broken framing (or an IO error).
+    Broken(String),
+}
+
+/// Reads until `buf` is full or end-of-file; returns the bytes read.
+async fn read_full<R: AsyncRead + Unpin>(r: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match r.read(&mut buf[filled..]).await {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// Reads one frame, checking the framing but not the payload.
+async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, request_bytes_max: u32) -> Incoming {
+    let mut header = [0u8; HEADER_BYTES];
+    match read_full(r, &mut header).await {
+        Ok(0) => return Incoming::Closed,
+        Ok(n) if n < HEADER_BYTES => {
+            return Incoming::Broken(format!("truncated header ({n} bytes)"))
+        }
+        Ok(_) => {}
+        Err(e) => return Incoming::Broken(e.to_string()),
+    }
+    let h = match FrameHeader::decode(&header, u32::MAX) {
+        Ok(h) => h,
+        Err(e) => return Incoming::Broken(e.to_string()),
+    };
+    if h.payload_bytes > request_bytes_max {
+        return Incoming::TooLarge {
+            len_bytes: h.payload_bytes,
+        };
+    }
+    let body_len = h.body_bytes();
+    let mut body = AlignedVec::with_capacity(body_len);
+    body.resize(body_len, 0);
+    match read_full(r, body.as_mut_slice()).await {
+        Ok(n) if n < body_len => {
+            return Incoming::Broken(format!("truncated frame ({n} of {body_len} body bytes)"))
+        }
+        Ok(_) => {}
+        Err(e) => return Incoming::Broken(e.to_string()),
+    }
+    if let Err(e) = h.verify_body(&body) {
+        return Incoming::Broken(e.to_string());
+    }
+    body.resize(h.payload_bytes as usize, 0);
+    Incoming::Payload(body)
+}
+
+async fn serve_connection(stream: TcpStream, shared: &Rc<Shared>, shutdown: ShutdownSignal) {
+    let unknown: SocketAddr = ([0, 0, 0, 0], 0).into();
+    let peer = stream.peer_addr().unwrap_or(unknown);
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
+    }
+    let (mut reader, writer) = futures_lite::io::split(stream.buffered());
+    let in_flight_max = shared.config.in_flight_per_connection_max;
+    let (tx, rx) = local_channel::new_bounded::<ResponseFrame>(in_flight_max + 1);
+    let tx = Rc::new(tx);
+    let writer = FrameWriter::new(writer, peer, shared.config.response_bytes_max);
+    let writer_task = glommio::spawn_local(write_responses(writer, rx, peer)).detach();
+    let permits = Rc::new(Semaphore::new(in_flight_max as u64));
+    let max = shared.config.request_bytes_max;
+    loop {
+        let Some(incoming) = shutdown.run_until(read_frame(&mut reader, max)).await else {
+            break;
+        };
+        match incoming {
+            Incoming::Payload(bytes) => {
+                let permit = match permits.acquire_static_permit(1).await {
+                    Ok(p) => p,
+                    Err(_) => break,
+                };
+                match decode_request(&bytes, max as usize) {
+                    Ok(archived) => {
+                        shared.stats.borrow_mut().requests += 1;
+                        let frame = RequestFrame::from_archived(archived);
+                        let shared = shared.clone();
+                        let tx = tx.clone();
+                        glommio::spawn_local(async move {
+                            let answer = handle(&shared, frame).await;
+                            let _ = tx.send(answer).await;
+                            drop(permit);
+                        })
+                        .detach();
+                    }
+                    Err(e) => {
+                        shared.stats.borrow_mut().malformed += 1;
+                        let answer = ResponseFrame {
+                            correlation_id: peek_correlation_id(&bytes).unwrap_or(0),
+                            body: Err(rpc_error_for(&e)),
+                        };
+                        drop(permit);
+                        if tx.send(answer).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+            Incoming::TooLarge { len_bytes } => {
+                shared.stats.borrow_mut().too_large += 1;
+                let err = ProtocolError::TooLarge {
+                    len_bytes: len_bytes as usize,
+                    max_bytes: max as usize,
+                };
+                let _ = tx
+                    .send(ResponseFrame {
+                        correlation_id: 0,
+                        body: Err(rpc_error_for(&err)),
+                    })
+                    .await;
+                tracing::info!(%peer, len_bytes, "request too large; closing the connection");
+                break;
+            }
+            Incoming::Closed => break,
+            Incoming::Broken(reason) => {
+                shared.stats.borrow_mut().framing_errors += 1;
+                tracing::warn!(%peer, %reason, "bad frame; closing the connection");
+                break;
+            }
+        }
+    }
+    // The writer ends once every in-flight request has sent its answer.
+    drop(tx);
+    let _ = writer_task.await;
+}
+
+async fn write_responses<W: AsyncWrite + Unpin>(
+    mut writer: FrameWriter<W>,
+    rx: local_channel::LocalReceiver<ResponseFrame>,
+    peer: SocketAddr,
+) {
+    while let Some(answer) = rx.recv().await {
+        let result = match writer.send(&answer).await {
+            Err(corum_runtime::Error::MessageTooLarge {
+                payload_bytes,
+                payload_bytes_max,
+            }) => {
+                let replacement = ResponseFrame {
+                    correlation_id: answer.correlation_id,
+                    body: Err(RpcError::Malformed {
+                        reason: format!(
+                            "response of {payload_bytes} bytes exceeds the server's limit of {payload_bytes_max}"
+                        ),
+                    }),
+                };
+                writer.send(&replacement).await
+            }
+            other => other,
+        };
+        if let Err(e) = result {
+            tracing::debug!(%peer, error = %e, "cannot write a response; dropping the rest");
+            // Keep draining so request tasks never block on a full channel.
+            while rx.recv().await.is_some() {}
+            return;
+        }
+    }
+    writer.close().await;
+}
+
+/// Serves one decoded request.
+async fn handle(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
+    let correlation_id = frame.correlation_id;
+    if frame.body.is_raft() {
+        let body = match (&frame.body, &shared.raft) {
+            (RequestBody::DescribeQuorum, Some(raft)) => {
+                Ok(ResponseBody::DescribeQuorum(Box::new(describe_quorum(
+                    shared.config.cluster_id,
+                    shared.config.node_id,
+                    &raft.status(),
+                ))))
+            }
+            (body, _) => Err(RpcError::Malformed {
+                reason: format!(
+                    "{} is not served by this node's RPC server yet",
+                    body.kind()
+                ),
+            }),
+        };
+        return ResponseFrame {
+            correlation_id,
+            body,
+        };
+    }
+    let mut answer = shared.service.call(frame).await;
+    if let Err(RpcError::NotController { leader: Some(hint) }) = &mut answer.body {
+        if let Some(client) = shared.client_endpoints.get(&hint.id) {
+            *hint = client.clone();
+        }
+    }
+    answer
+}
+
+/// What this node's driver status says about the quorum: leader, epoch, high watermark, the
+/// voters (no directory ids in the status) and this replica's own log end offset.
+pub fn describe_quorum(
+    cluster_id: Uuid,
+    me: NodeId,
+    status: &DriverStatus,
+) -> DescribeQuorumResponse {
+    let raft = &status.raft;
+    let leads = raft.leader == Some(me);
+    let own = |id: NodeId| {
+        let mine = id == me;
+        ReplicaState {
+            replica_id: id,
+            directory_id: None,
+            log_end_offset: mine.then_some(raft.log_end_offset),
+            lag: (mine && leads).then_some(0),
+            last_fetch_age_ms: mine.then_some(0),
+            last_caught_up_age_ms: (mine && leads).then_some(0),
+        }
+    };
+    let mut voters: Vec<NodeId> = raft.voters.clone();
+    voters.sort_unstable();
+    voters.dedup();
+    DescribeQuorumResponse {
+        cluster_id,
+        node_id: me,
+        leader_id: raft.leader,
+        leader_epoch: raft.epoch,
+        high_watermark: raft.high_watermark,
+        voters: voters.into_iter().map(own).collect(),
+        observers: if raft.is_voter {
+            Vec::new()
+        } else {
+            vec![own(me)]
+        },
+    }
+}
+
+/// Settings of an [`RpcClient`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RpcClientConfig {
+    /// Largest request sent (a larger one fails before sending).
+    pub request_bytes_max: u32,
+    /// Largest response accepted.
+    pub response_bytes_max: u32,
+    /// `NotController` redirects followed per call.
+    pub redirects_max: u32,
+}
+
+impl Default for RpcClientConfig {
+    fn default() -> Self {
+        RpcClientConfig {
+            request_bytes_max: 1 << 20,
+            response_bytes_max: 16 << 20,
+            redirects_max: 3,
+        }
+    }
+}
+
+impl RpcClientConfig {
+    /// Refuses zero size limits.
+    pub fn validate(&self) -> Result<(), RpcClientError> {
+        for (field, v) in [
+            ("request_bytes_max", self.request_bytes_max),
+            ("response_bytes_max", self.response_bytes_max),
+        ] {
+            if v == 0 {
+                return Err(RpcClientError::Config {
+                    field,
+                    reason: "must be at least 1".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+type Pending = Rc<RefCell<HashMap<u64, LocalSender<ResponseFrame>>>>;
+
+/// One pipelined connection: a writer task fed by a channel, a reader task routing answers
+/// to callers by correlation id.
+struct ClientConnection {
+    addr: SocketAddr,
+    /// Dropping it ends the writer task, which closes the socket.
+    outgoing: LocalSender<RequestFrame>,
+    pending: Pending,
+    broken: Rc<RefCell<Option<String>>>,
+}
+
+impl ClientConnection {
+    async fn open(
+        addr: SocketAddr,
+        config: RpcClientConfig,
+    ) -> Result<ClientConnection, RpcClientError> {
+        let conn = connect(
+            addr,
+            ConnectionConfig {
+                payload_bytes_max: config.request_bytes_max.max(config.response_bytes_max),
+                nodelay: true,
+            },
+        )
+        .await
+        .map_err(|e| RpcClientError::Connect {
+            addr,
+            reason: e.to_string(),
+        })?;
+        let (reader, writer) = conn.into_split();
+        let pending: Pending = Rc::default();
+        let broken: Rc<RefCell<Option<String>>> = Rc::default();
+        let (outgoing, requests) = local_channel::new_unbounded::<RequestFrame>();
+        {
+            let broken = broken.clone();
+            glommio::spawn_local(async move {
+                let mut writer: FrameWriter<_> = writer;
+                while let Some(frame) = requests.recv().await {
+                    if let Err(e) = writer.send(&frame).await {
+                        broken.borrow_mut().get_or_insert(e.to_string());
+                        break;
+                    }
+                }
+                writer.close().await;
+            })
+            .detach();
+        }
+        {
+            let (pending, broken) = (pending.clone(), broken.clone());
+            glommio::spawn_local(async move {
+                let mut reader: FrameReader<_> = reader;
+                read_answers(&mut reader, &pending, &broken).await;
+            })
+            .detach();
+        }
+        Ok(ClientConnection {
+            addr,
+            outgoing,
+            pending,
+            broken,
+        })
+    }
+
+    fn is_broken(&self) -> bool {
+        self.broken.borrow().is_some()
+    }
+
+    fn lost(&self) -> RpcClientError {
+        RpcClientError::ConnectionLost {
+            addr: self.addr,
+            reason: self
+                .broken
+                .borrow()
+                .clone()
+                .unwrap_or_else(|| "closed".into()),
+        }
+    }
+
+    async fn call(
+        &self,
+        frame: RequestFrame,
+        timeout: Duration,
+    ) -> Result<ResponseFrame, RpcClientError> {
+        if self.is_broken() {
+            return Err(self.lost());
+        }
+        let id = frame.correlation_id;
+        let timeout_ms = frame.timeout_ms;
+        let (reply, answer) = local_channel::new_bounded(1);
+        self.pending.borrow_mut().insert(id, reply);
+        if self.outgoing.try_send(frame).is_err() {
+            self.pending.borrow_mut().remove(&id);
+            return Err(self.lost());
+        }
+        let waited = futures_lite::future::or(async { Some(answer.recv().await) }, async {
+            glommio::timer::sleep(timeout).await;
+            None
+        })
+        .await;
+        match waited {
+            Some(Some(frame)) => Ok(frame),
+            Some(None) => Err(self.lost()),
+            None => {
+                self.pending.borrow_mut().remove(&id);
+                Err(RpcClientError::Rpc(RpcError::Timeout { timeout_ms }))
+            }
+        }
+    }
+}
+
+async fn read_answers<R: AsyncRead + Unpin>(
+    reader: &mut FrameReader<R>,
+    pending: &Pending,
+    broken: &Rc<RefCell<Option<String>>>,
+) {
+    loop {
+        let frame = match reader.recv::<ResponseFrame>().await {
+            Ok(v) => ResponseFrame::from_archived(v.get()),
+            Err(e) => {
+                broken.borrow_mut().get_or_insert(e.to_string());
+                // Dropping the senders wakes every caller with "connection lost".
+                pending.borrow_mut().clear();
+                return;
+            }
+        };
+        let frame = match frame.body.as_ref().map(ResponseBody::validate_raft) {
+            Ok(Err(e)) => ResponseFrame {
+                correlation_id: frame.correlation_id,
+                body: Err(RpcError::Malformed {
+                    reason: format!("invalid response: {e}"),
+                }),
+            },
+            _ => frame,
+        };
+        let waiter = pending.borrow_mut().remove(&frame.correlation_id);
+        match waiter {
+            Some(w) => {
+                let _ = w.try_send(frame);
+            }
+            None => {
+                tracing::debug!(
+                    correlation_id = frame.correlation_id,
+                    body = ?frame.body.as_ref().err(),
+                    "answer to no waiting request"
+                );
+            }
+        }
+    }
+}
+
+/// A pipelining client of [`RpcServer`]: any number of concurrent [`RpcClient::call`]s share
+/// one connection; `NotController` hints are followed (at most `redirects_max` per call) by
+/// reconnecting to the named endpoint. Correlation ids start at 1 (0 is the server's "unknown").
+pub struct RpcClient {
+    config: RpcClientConfig,
+    conn: RefCell<Rc<ClientConnection>>,
+    next_id: Cell<u64>,
+    redirects: Cell<u64>,
+}
+
+impl RpcClient {
+    /// Connects to `addr`.
+    pub async fn connect(
+        addr: SocketAddr,
+        config: RpcClientConfig,
+    ) -> Result<RpcClient, RpcClientError> {
+        config.validate()?;
+        let conn = ClientConnection::open(addr, config).await?;
+        Ok(RpcClient {
+            config,
+            conn: RefCell::new(Rc::new(conn)),
+            next_id: Cell::new(1),
+            redirects: Cell::new(0),
+        })
+    }
+
+    /// The server this client talks to now.
+    pub fn server_addr(&self) -> SocketAddr {
+        self.conn.borrow().addr
+    }
+
+    /// Redirects followed so far.
+    pub fn redirects(&self) -> u64 {
+        self.redirects.get()
+    }
+
+    /// Sends `body` and waits up to `timeout` per attempt (the server is given the same
+    /// timeout). A broken connection is reopened to the same server once per call before
+    /// failing.
+    pub async fn call(
+        &self,
+        body: RequestBody,
+        timeout: Duration,
+    ) -> Result<ResponseBody, RpcClientError> {
+        let timeout_ms = u32::try_from(timeout.as_millis())
+            .unwrap_or(u32::MAX)
+            .max(1);
+        let mut redirects = 0;
+        let mut reopened = false;
+        loop {
+            let conn = self.conn.borrow().clone();
+            if conn.is_broken() && !reopened {
+                reopened = true;
+                self.switch(conn.addr).await?;
+                continue;
+            }
+            let id = self.next_id.get();
+            self.next_id.set(id + 1);
+            let frame = RequestFrame {
+                correlation_id: id,
+                timeout_ms,
+                body: body.clone(),
+            };
+            encode_request(&frame, self.config.request_bytes_max as usize)
+                .map_err(RpcClientError::Encode)?;
+            let answer = conn.call(frame, timeout).await?;
+            match answer.body {
+                Err(RpcError::NotController { leader: Some(hint) })
+                    if redirects < self.config.redirects_max =>
+                {
+                    let addr = resolve(&hint)?;
+                    redirects += 1;
+                    self.redirects.set(self.redirects.get() + 1);
+                    if self.conn.borrow().addr != addr {
+                        self.switch(addr).await?;
+                    }
+                }
+                other => return other.map_err(RpcClientError::Rpc),
+            }
+        }
+    }
+
+    async fn switch(&self, addr: SocketAddr) -> Result<(), RpcClientError> {
+        let conn = ClientConnection::open(addr, self.config).await?;
+        *self.conn.borrow_mut() = Rc::new(conn);
+        Ok(())
+    }
+}
+
+fn resolve(hint: &LeaderHint) -> Result<SocketAddr, RpcClientError> {
+    let err = |reason: String| RpcClientError::Resolve {
+        host: hint.host.clone(),
+        port: hint.port,
+        reason,
+    };
+    (hint.host.as_str(), hint.port)
+        .to_socket_addrs()
+        .map_err(|e| err(e.to_string()))?
+        .next()
+        .ok_or_else(|| err("no address".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Zero limits are refused, naming the field; the defaults pass.
+    #[test]
+    fn configs_validate() {
+        let c = RpcServerConfig::new(Uuid([1; 16]), NodeId(1));
+        c.validate().unwrap();
+        let bad = RpcServerConfig {
+            in_flight_per_connection_max: 0,
+            ..c.clone()
+        };
+        assert!(matches!(
+            bad.validate(),
+            Err(RpcServerError::Config {
+                field: "in_flight_per_connection_max",
+                ..
+            })
+        ));
+        let bad = RpcServerConfig {
+            connections_max: 0,
+            ..c
+        };
+        assert!(bad.validate().is_err());
+        RpcClientConfig::default().validate().unwrap();
+        let bad = RpcClientConfig {
+            request_bytes_max: 0,
+            ..RpcClientConfig::default()
+        };
+        assert!(matches!(
+            bad.validate(),
+            Err(RpcClientError::Config {
+                field: "request_bytes_max",
+                ..
+            })
+        ));
+    }
+
+    /// A frame stream is read frame by frame: intact frames come out whole, an oversized
+    /// header is reported without reading its body, and a damaged frame is reported broken.
+    #[test]
+    fn frames_are_read_with_their_framing_checked() {
+        use corum_runtime::message::encode_frame;
+        futures_lite::future::block_on(async {
+            let mut stream = Vec::new();
+            let mut buf = AlignedVec::new();
+            encode_frame(&b"hello".to_vec(), &mut buf, 1 << 20).unwrap();
+            stream.extend_from_slice(&buf);
+            let mut r = futures_lite::io::Cursor::new(stream.clone());
+            assert!(matches!(
+                read_frame(&mut r, 1 << 20).await,
+                Incoming::Payload(_)
+            ));
+            assert!(matches!(
+                read_frame(&mut r, 1 << 20).await,
+                Incoming::Closed
+            ));
+            let mut r = futures_lite::io::Cursor::new(stream.clone());
+            assert!(matches!(
+                read_frame(&mut r, 4).await,
+                Incoming::TooLarge { .. }
+            ));
+            let mut damaged = stream.clone();
+            let last = damaged.len() - 9;
+            damaged[last] ^= 0xff;
+            let mut r = futures_lite::io::Cursor::new(damaged);
+            assert!(matches!(
+                read_frame(&mut r, 1 << 20).await,
+                Incoming::Broken(_)
+            ));
+            let mut r = futures_lite::io::Cursor::new(b"garbage-garbage-garbage".to_vec());
+            assert!(matches!(
+                read_frame(&mut r, 1 << 20).await,
+                Incoming::Broken(_)
+            ));
+        });
+    }
+
+    fn driver_status(leader: Option<u32>, voters: &[u32], is_voter: bool) -> DriverStatus {
+        use corum_types::{Epoch, LogOffset};
+        DriverStatus {
+            raft: corum_raft::Status {
+                role: corum_raft::Role::Follower,
+                epoch: Epoch(4),
+                leader: leader.map(NodeId),
+                voted_for: None,
+                high_watermark: LogOffset(10),
+                log_start_offset: LogOffset(0),
+                log_end_offset: LogOffset(12),
+                durable_end_offset: LogOffset(12),
+                voters: voters.iter().copied().map(NodeId).collect(),
+                is_voter,
+            },
+            stats: corum_raft::Stats::default(),
+            log_end_offset: LogOffset(12),
+            log_durable_end: LogOffset(12),
+            sync_rounds: 0,
+            running: true,
+        }
+    }
+
+    /// DescribeQuorum from a status: voters sorted, only this replica's own row filled (lag 0
+    /// when it leads), a non-voter listed as the one observer.
+    #[test]
+    fn describe_quorum_shows_what_the_status_knows() {
+        use corum_types::{Epoch, LogOffset};
+        let q = describe_quorum(
+            Uuid([5; 16]),
+            NodeId(1),
+            &driver_status(Some(1), &[3, 1, 2], true),
+        );
+        assert_eq!(q.cluster_id, Uuid([5; 16]));
+        assert_eq!((q.leader_id, q.leader_epoch), (Some(NodeId(1)), Epoch(4)));
+        assert_eq!(q.high_watermark, LogOffset(10));
+        let ids: Vec<_> = q.voters.iter().map(|v| v.replica_id).collect();
+        assert_eq!(ids, vec![NodeId(1), NodeId(2), NodeId(3)]);
+        assert_eq!(q.voters[0].log_end_offset, Some(LogOffset(12)));
+        assert_eq!(q.voters[0].lag, Some(0));
+        assert!(q.voters[1..]
+            .iter()
+            .all(|v| v.log_end_offset.is_none() && v.lag.is_none()));
+        assert!(q.observers.is_empty());
+
+        let q = describe_quorum(
+            Uuid([5; 16]),
+            NodeId(7),
+            &driver_status(Some(1), &[1, 2, 3], false),
+        );
+        assert!(q.voters.iter().all(|v| v.log_end_offset.is_none()));
+        assert_eq!(q.observers.len(), 1);
+        assert_eq!(q.observers[0].replica_id, NodeId(7));
+        assert_eq!(q.observers[0].log_end_offset, Some(LogOffset(12)));
+        assert_eq!(q.observers[0].lag, None);
+    }
+
+    proptest::proptest! {
+        /// With one byte of a stream of frames changed, the frames before it come out intact
+        /// and the damaged one is never handed out as a payload (reported broken, too large,
+        /// or cut short); arbitrary bytes never panic the reader.
+        #[test]
+        fn damaged_frames_are_never_handed_out(
+            payloads in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64), 1..5),
+            at in proptest::prelude::any::<proptest::sample::Index>(),
+            xor in 1u8..=255,
+        ) {
+            let mut stream = Vec::new();
+            let mut ends = Vec::new();
+            for p in &payloads {
+                corum_runtime::frame::encode(p, &mut stream);
+                ends.push(stream.len());
+            }
+            let i = at.index(stream.len());
+            stream[i] ^= xor;
+            let damaged = ends.iter().position(|&end| i < end).unwrap();
+            futures_lite::future::block_on(async {
+                let mut r = futures_lite::io::Cursor::new(stream);
+                for (k, p) in payloads.iter().enumerate() {
+                    match read_frame(&mut r, 1 << 10).await {
+                        Incoming::Payload(got) => {
+                            proptest::prop_assert!(k < damaged, "damaged frame {k} handed out");
+                            proptest::prop_assert_eq!(got.as_slice(), &p[..]);
+                        }
+                        _ => {
+                            proptest::prop_assert_eq!(k, damaged);
+                            break;
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+        }
+
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            futures_lite::future::block_on(async {
+                let mut r = futures_lite::io::Cursor::new(bytes);
+                // Each payload consumes at least 16 bytes, so this ends.
+                while let Incoming::Payload(p) = read_frame(&mut r, 4096).await {
+                    proptest::prop_assert!(p.len() <= 4096);
+                }
+                Ok(())
+            })?;
+        }
+    }
+}

@@ -1,0 +1,699 @@
+//! Three `RaftDriver`s with a `ControllerService` and an `RpcServer` each, on loopback with
+//! real metadata logs (`UringDisk`) in temporary directories, sharing one unpinned glommio
+//! executor thread; clients are `RpcClient`s and raw framed connections. Conditions are polled
+//! with a timeout (never a fixed sleep to wait for something) and the whole test runs under a
+//! deadline guard.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use corum_controller::control::cluster_control::BrokerHeartbeatRequest;
+use corum_controller::control::config_control::{
+    AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
+};
+use corum_controller::control::replication_control::{CreatableTopic, CreateTopicsRequest};
+use corum_controller::image::ConfigResource;
+use corum_controller::records::{ListenerV1, SupportedFeatureV1};
+use corum_controller::{Controller, ControllerConfig, TargetState};
+use corum_engine::disk::{executor_builder, UringDisk};
+use corum_engine::log::LogConfig;
+use corum_node::controller_service::leader_endpoints;
+use corum_node::peer::{PeerNetwork, PeerNetworkConfig};
+use corum_node::protocol::{decode_request, encode_request, peek_correlation_id, LeaderHint};
+use corum_node::{
+    ControllerService, ControllerServiceConfig, ControllerServiceHandle, RaftDriver,
+    RaftDriverConfig, RaftHandle, RequestBody, RequestFrame, ResponseBody, ResponseFrame,
+    RpcClient, RpcClientConfig, RpcClientError, RpcError, RpcServer, RpcServerConfig,
+    RpcServerStats,
+};
+use corum_raft::{Config, Endpoint, ReplicaKey, Voter, VoterSet};
+use corum_runtime::transport::{connect, ConnectionConfig};
+use corum_runtime::{BackoffConfig, ShutdownSignal};
+use corum_types::{BrokerEpoch, LogOffset, NodeId, Uuid};
+use glommio::task::JoinHandle;
+
+const TEST_DEADLINE: Duration = Duration::from_secs(120);
+/// How long any one awaited condition may take before the test fails.
+const WAIT_MAX: Duration = Duration::from_secs(30);
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+const CLUSTER: Uuid = Uuid([0x7c; 16]);
+const LISTENER: &str = "CONTROLLER";
+const REQUEST_BYTES_MAX: u32 = 64 << 10;
+
+fn on_executor<F, Fut>(f: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let (tx, rx) = mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        executor_builder("rpc-server-test")
+            .make()
+            .expect("glommio executor")
+            .run(f());
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(TEST_DEADLINE) {
+        Ok(()) => handle.join().unwrap(),
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("test did not finish within {TEST_DEADLINE:?}")
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            std::panic::resume_unwind(handle.join().unwrap_err())
+        }
+    }
+}
+
+/// Polls `cond` every few milliseconds until it holds; fails the test after [`WAIT_MAX`].
+async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < WAIT_MAX, "timed out waiting for {what}");
+        glommio::timer::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn key(id: u32) -> ReplicaKey {
+    ReplicaKey {
+        id: NodeId(id),
+        directory_id: Uuid([id as u8; 16]),
+    }
+}
+
+fn endpoint(addr: SocketAddr) -> Endpoint {
+    Endpoint {
+        listener: LISTENER.into(),
+        host: addr.ip().to_string(),
+        port: addr.port(),
+    }
+}
+
+fn raft_config() -> Config {
+    Config {
+        election_timeout_ms: 150,
+        fetch_timeout_ms: 300,
+        election_backoff_max_ms: 100,
+        heartbeat_interval_ms: 30,
+        request_timeout_ms: 200,
+        fetch_wait_max_ms: 100,
+        ..Config::default()
+    }
+}
+
+fn bind_peers(id: u32) -> (PeerNetwork, corum_node::PeerInbox) {
+    let cfg = PeerNetworkConfig {
+        backoff: BackoffConfig {
+            base: Duration::from_millis(1),
+            cap: Duration::from_millis(20),
+            seed: id.into(),
+        },
+        ..PeerNetworkConfig::new(CLUSTER, NodeId(id), "127.0.0.1:0".parse().unwrap(), 1 << 20)
+    };
+    PeerNetwork::bind(cfg, &ShutdownSignal::detached()).unwrap()
+}
+
+/// One node: a driver, the controller service on its committed stream, and its RPC server.
+struct Node {
+    id: u32,
+    rpc_addr: SocketAddr,
+    stop: ShutdownSignal,
+    raft: RaftHandle,
+    service: ControllerServiceHandle,
+    driver_run: JoinHandle<Result<(), corum_node::DriverError>>,
+    service_run: JoinHandle<Result<Controller, corum_node::ServiceError>>,
+    rpc_run: JoinHandle<RpcServerStats>,
+}
+
+impl Node {
+    async fn start(
+        id: u32,
+        dir: &Path,
+        net: (PeerNetwork, corum_node::PeerInbox),
+        voters: &VoterSet,
+        rpc: RpcServer,
+    ) -> Node {
+        let addr = net.0.local_addr();
+        let mut config = RaftDriverConfig::new(
+            dir.to_path_buf(),
+            raft_config(),
+            key(id),
+            vec![endpoint(addr)],
+            voters.clone(),
+            LISTENER.into(),
+        );
+        config.log = LogConfig {
+            segment_bytes: 256 << 10,
+            ..LogConfig::default()
+        };
+        let stop = ShutdownSignal::detached();
+        let (driver, raft, commits, _) =
+            RaftDriver::start(UringDisk, config, net.0, net.1, stop.clone())
+                .await
+                .unwrap();
+        let controller = Controller::new(ControllerConfig::default(), NodeId(id)).unwrap();
+        let mut service_config =
+            ControllerServiceConfig::new(NodeId(id), leader_endpoints(voters, LISTENER));
+        service_config.controller_tick_interval_ms = 20;
+        let (service, handle) = ControllerService::new(
+            service_config,
+            controller,
+            raft.clone(),
+            commits,
+            stop.clone(),
+        );
+        let rpc_addr = rpc.local_addr();
+        let driver_run = glommio::spawn_local(driver.run()).detach();
+        let service_run = glommio::spawn_local(service.run()).detach();
+        let rpc_run =
+            glommio::spawn_local(rpc.run(handle.clone(), Some(raft.clone()), stop.clone()))
+                .detach();
+        Node {
+            id,
+            rpc_addr,
+            stop,
+            raft,
+            service: handle,
+            driver_run,
+            service_run,
+            rpc_run,
+        }
+    }
+
+    fn active(&self) -> bool {
+        self.service.status().active_epoch.is_some()
+    }
+
+    async fn stop(self) -> RpcServerStats {
+        self.stop.fire();
+        self.driver_run.await.unwrap().unwrap();
+        self.service_run.await.unwrap().unwrap();
+        self.rpc_run.await.unwrap()
+    }
+}
+
+/// Starts three nodes whose RPC servers know each other's client endpoints; waits for an
+/// active controller and returns the nodes and its index.
+async fn cluster(tmp: &Path) -> (Vec<Node>, usize) {
+    let ids = [1u32, 2, 3];
+    let nets: Vec<_> = ids.iter().map(|&id| bind_peers(id)).collect();
+    let mut servers: Vec<RpcServer> = ids
+        .iter()
+        .map(|&id| {
+            let config = RpcServerConfig {
+                request_bytes_max: REQUEST_BYTES_MAX,
+                ..RpcServerConfig::new(CLUSTER, NodeId(id))
+            };
+            RpcServer::bind("127.0.0.1:0".parse().unwrap(), config).unwrap()
+        })
+        .collect();
+    let client_endpoints: Vec<LeaderHint> = ids
+        .iter()
+        .zip(&servers)
+        .map(|(&id, s)| LeaderHint {
+            id: NodeId(id),
+            host: "127.0.0.1".into(),
+            port: s.local_addr().port(),
+        })
+        .collect();
+    for s in &mut servers {
+        s.set_client_endpoints(client_endpoints.clone());
+    }
+    let voters = VoterSet::new(
+        ids.iter()
+            .zip(&nets)
+            .map(|(&id, (net, _))| Voter {
+                key: key(id),
+                endpoints: vec![endpoint(net.local_addr())],
+            })
+            .collect(),
+    )
+    .unwrap();
+    let mut nodes = Vec::new();
+    for ((&id, net), rpc) in ids.iter().zip(nets).zip(servers) {
+        let dir = tmp.join(format!("node-{id}"));
+        nodes.push(Node::start(id, &dir, net, &voters, rpc).await);
+    }
+    wait_for("an active controller", || nodes.iter().any(Node::active)).await;
+    let l = nodes.iter().position(Node::active).unwrap();
+    (nodes, l)
+}
+
+fn heartbeat(id: u32, epoch: Option<BrokerEpoch>, next: LogOffset) -> RequestBody {
+    RequestBody::BrokerHeartbeat(BrokerHeartbeatRequest {
+        broker_id: NodeId(id),
+        broker_epoch: epoch,
+        incarnation_id: Uuid([id as u8; 16]),
+        listeners: vec![ListenerV1 {
+            name: "PLAINTEXT".into(),
+            host: "127.0.0.1".into(),
+            port: 9092,
+        }],
+        features: vec![SupportedFeatureV1 {
+            name: "metadata.version".into(),
+            min_level: 1,
+            max_level: 1,
+        }],
+        rack: None,
+        next_metadata_offset: next,
+        want_fence: false,
+        want_shutdown: false,
+    })
+}
+
+fn set_retention(topic: &str, ms: u64) -> RequestBody {
+    RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
+        resources: vec![AlterConfigsResource {
+            resource: ConfigResource::topic(topic),
+            configs: vec![AlterableConfig {
+                key: "retention.ms".into(),
+                op: AlterConfigOp::Set,
+                value: ms.to_string(),
+            }],
+        }],
+        validate_only: false,
+    })
+}
+
+fn config_ok(body: &Result<ResponseBody, RpcClientError>) -> bool {
+    matches!(body, Ok(ResponseBody::IncrementalAlterConfigs(r)) if r.resources.iter().all(|t| t.1.is_ok()))
+}
+
+/// A request frame as its raw archive bytes (a frame payload).
+fn request_bytes(correlation_id: u64, body: RequestBody) -> Vec<u8> {
+    let frame = RequestFrame {
+        correlation_id,
+        timeout_ms: 10_000,
+        body,
+    };
+    encode_request(&frame, usize::MAX).unwrap().to_vec()
+}
+
+/// A whole transport frame carrying `payload` as it is.
+fn raw_frame(payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    corum_runtime::frame::encode(payload, &mut out);
+    out
+}
+
+#[test]
+fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
+    // Over real disks and sockets: a follower's RPC server answers NotController naming the
+    // leader's client endpoint, and an RpcClient following it reaches the leader; through one
+    // connection a broker registers and is unfenced, a topic is created and 32 pipelined config
+    // writes all succeed, each acknowledged only once committed; a raw connection sending
+    // garbage mid-stream is closed while the client keeps working; an oversized frame is
+    // answered RequestTooLarge and closed; a malformed payload in an intact frame is answered
+    // Malformed with its correlation id and its connection keeps serving.
+    on_executor(|| async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (nodes, l) = cluster(tmp.path()).await;
+        let leader = &nodes[l];
+        let follower = &nodes[(l + 1) % 3];
+
+        // Without redirects, the follower's answer names the leader at its RPC server.
+        let no_redirects = RpcClientConfig {
+            redirects_max: 0,
+            ..RpcClientConfig::default()
+        };
+        let direct = RpcClient::connect(follower.rpc_addr, no_redirects)
+            .await
+            .unwrap();
+        let answer = direct
+            .call(RequestBody::DescribeCluster, CALL_TIMEOUT)
+            .await;
+        assert_eq!(
+            answer,
+            Err(RpcClientError::Rpc(RpcError::NotController {
+                leader: Some(LeaderHint {
+                    id: NodeId(leader.id),
+                    host: "127.0.0.1".into(),
+                    port: leader.rpc_addr.port(),
+                })
+            }))
+        );
+
+        // With redirects, the client lands on the leader.
+        let client = Rc::new(
+            RpcClient::connect(follower.rpc_addr, RpcClientConfig::default())
+                .await
+                .unwrap(),
+        );
+        let answer = client
+            .call(RequestBody::DescribeCluster, CALL_TIMEOUT)
+            .await;
+        assert!(
+            matches!(answer, Ok(ResponseBody::DescribeCluster(_))),
+            "{answer:?}"
+        );
+        assert_eq!(client.server_addr(), leader.rpc_addr);
+        assert_eq!(client.redirects(), 1);
+
+        // DescribeQuorum is answered from the driver's status.
+        match client.call(RequestBody::DescribeQuorum, CALL_TIMEOUT).await {
+            Ok(ResponseBody::DescribeQuorum(q)) => {
+                assert_eq!(q.cluster_id, CLUSTER);
+                assert_eq!(q.leader_id, Some(NodeId(leader.id)));
+                assert_eq!(
+                    q.voters.iter().map(|v| v.replica_id).collect::<Vec<_>>(),
+                    vec![NodeId(1), NodeId(2), NodeId(3)]
+                );
+            }
+            other => panic!("DescribeQuorum answered {other:?}"),
+        }
+
+        // Register broker 100, then heartbeat it caught up so it is unfenced.
+        let reg = match client
+            .call(heartbeat(100, None, LogOffset(0)), CALL_TIMEOUT)
+            .await
+        {
+            Ok(ResponseBody::BrokerHeartbeat(r)) => r,
+            other => panic!("registration failed: {other:?}"),
+        };
+        assert!(leader.raft.status().raft.high_watermark > LogOffset(0));
+        let caught_up = leader.service.status().committed_end;
+        match client
+            .call(
+                heartbeat(100, Some(reg.broker_epoch), caught_up),
+                CALL_TIMEOUT,
+            )
+            .await
+        {
+            Ok(ResponseBody::BrokerHeartbeat(hb)) => {
+                assert_eq!(hb.target_state, TargetState::Active, "{hb:?}")
+            }
+            other => panic!("heartbeat failed: {other:?}"),
+        }
+
+        // A topic.
+        let created = client
+            .call(
+                RequestBody::CreateTopics(CreateTopicsRequest {
+                    topics: vec![CreatableTopic::new("orders", 2, 1)],
+                    validate_only: false,
+                })
+                .clone(),
+                CALL_TIMEOUT,
+            )
+            .await;
+        match &created {
+            Ok(ResponseBody::CreateTopics(r)) => assert!(r.topics.iter().all(|t| t.1.is_ok())),
+            other => panic!("CreateTopics answered {other:?}"),
+        }
+
+        // 32 concurrent writes pipelined on the one connection, in rounds for a throughput
+        // figure; every write's batch is committed when its answer arrives.
+        const CONCURRENT: u64 = 32;
+        const ROUNDS: u64 = 8;
+        let before = leader.service.status().committed_end;
+        let start = Instant::now();
+        for round in 0..ROUNDS {
+            let writers: Vec<_> = (0..CONCURRENT)
+                .map(|i| {
+                    let client = client.clone();
+                    let value = 10_000 + round * CONCURRENT + i;
+                    glommio::spawn_local(async move {
+                        client
+                            .call(set_retention("orders", value), CALL_TIMEOUT)
+                            .await
+                    })
+                    .detach()
+                })
+                .collect();
+            for w in writers {
+                let answer = w.await.unwrap();
+                assert!(config_ok(&answer), "{answer:?}");
+            }
+        }
+        let elapsed = start.elapsed();
+        let writes = CONCURRENT * ROUNDS;
+        eprintln!(
+            "{writes} config writes, {CONCURRENT} pipelined on one connection: {:.0} writes/s",
+            writes as f64 / elapsed.as_secs_f64()
+        );
+        let status = leader.service.status();
+        assert!(status.committed_end >= before.add(writes));
+        assert!(leader.raft.status().raft.high_watermark >= before.add(writes));
+
+        // A raw connection: one good request, then garbage mid-stream: it is answered, then
+        // closed, and the client's connection keeps working.
+        let mut raw = connect(leader.rpc_addr, ConnectionConfig::default())
+            .await
+            .unwrap();
+        raw.send_raw(&raw_frame(&request_bytes(41, RequestBody::DescribeCluster)))
+            .await
+            .unwrap();
+        let answer = ResponseFrame::from_archived(raw.recv::<ResponseFrame>().await.unwrap().get());
+        assert_eq!(answer.correlation_id, 41);
+        assert!(matches!(answer.body, Ok(ResponseBody::DescribeCluster(_))));
+        raw.send_raw(b"this is not a frame header, nor anything else")
+            .await
+            .unwrap();
+        assert!(
+            raw.recv::<ResponseFrame>().await.is_err(),
+            "a connection sending garbage stays open"
+        );
+        let answer = client.call(set_retention("orders", 7), CALL_TIMEOUT).await;
+        assert!(config_ok(&answer), "{answer:?}");
+
+        // An oversized frame: RequestTooLarge (correlation id 0, its body is never read),
+        // then the connection closes.
+        let mut raw = connect(leader.rpc_addr, ConnectionConfig::default())
+            .await
+            .unwrap();
+        let huge = vec![0u8; REQUEST_BYTES_MAX as usize + 8];
+        raw.send_raw(&raw_frame(&huge)).await.unwrap();
+        let answer = ResponseFrame::from_archived(raw.recv::<ResponseFrame>().await.unwrap().get());
+        assert_eq!(answer.correlation_id, 0);
+        assert_eq!(
+            answer.body,
+            Err(RpcError::RequestTooLarge {
+                len_bytes: huge.len() as u64,
+                max_bytes: REQUEST_BYTES_MAX.into(),
+            })
+        );
+        assert!(raw.recv::<ResponseFrame>().await.is_err());
+
+        // A malformed payload in an intact frame: Malformed with the peeked correlation id,
+        // and the connection keeps serving. The payload is a valid request with one byte
+        // changed so that validation fails while the root's correlation id is intact.
+        let good = request_bytes(55, RequestBody::DescribeCluster);
+        let bad = (0..good.len())
+            .map(|i| {
+                let mut b = good.clone();
+                b[i] = 0xff;
+                b
+            })
+            .find(|b| {
+                let mut aligned = rkyv::util::AlignedVec::<16>::new();
+                aligned.extend_from_slice(b);
+                decode_request(&aligned, usize::MAX).is_err() && peek_correlation_id(b) == Some(55)
+            })
+            .expect("some byte of a request frame is validated");
+        let mut raw = connect(leader.rpc_addr, ConnectionConfig::default())
+            .await
+            .unwrap();
+        raw.send_raw(&raw_frame(&bad)).await.unwrap();
+        let answer = ResponseFrame::from_archived(raw.recv::<ResponseFrame>().await.unwrap().get());
+        assert_eq!(answer.correlation_id, 55);
+        assert!(
+            matches!(answer.body, Err(RpcError::Malformed { .. })),
+            "{answer:?}"
+        );
+        raw.send_raw(&raw_frame(&request_bytes(56, RequestBody::DescribeCluster)))
+            .await
+            .unwrap();
+        let answer = ResponseFrame::from_archived(raw.recv::<ResponseFrame>().await.unwrap().get());
+        assert_eq!(answer.correlation_id, 56);
+        assert!(matches!(answer.body, Ok(ResponseBody::DescribeCluster(_))));
+
+        // Limits: a server for at most one connection, one request in flight per connection.
+        // Pipelined calls are served one at a time and all succeed; a second connection is
+        // closed on accept; once the first closes, a new one is served.
+        let limited = RpcServer::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            RpcServerConfig {
+                connections_max: 1,
+                in_flight_per_connection_max: 1,
+                ..RpcServerConfig::new(CLUSTER, NodeId(leader.id))
+            },
+        )
+        .unwrap();
+        let (limited_addr, limited_stats) = (limited.local_addr(), limited.stats());
+        let limited_stop = ShutdownSignal::detached();
+        let limited_run =
+            glommio::spawn_local(limited.run(leader.service.clone(), None, limited_stop.clone()))
+                .detach();
+        let one = Rc::new(
+            RpcClient::connect(limited_addr, RpcClientConfig::default())
+                .await
+                .unwrap(),
+        );
+        let writers: Vec<_> = (0..8u64)
+            .map(|i| {
+                let one = one.clone();
+                glommio::spawn_local(async move {
+                    one.call(set_retention("orders", 20_000 + i), CALL_TIMEOUT)
+                        .await
+                })
+                .detach()
+            })
+            .collect();
+        for w in writers {
+            let answer = w.await.unwrap();
+            assert!(config_ok(&answer), "{answer:?}");
+        }
+        let mut second = connect(limited_addr, ConnectionConfig::default())
+            .await
+            .unwrap();
+        assert!(
+            second.recv::<ResponseFrame>().await.is_err(),
+            "a connection over the cap was served"
+        );
+        assert_eq!(limited_stats.borrow().refused, 1);
+        // Without a driver handle, Raft requests get a clear error.
+        match one.call(RequestBody::DescribeQuorum, CALL_TIMEOUT).await {
+            Err(RpcClientError::Rpc(RpcError::Malformed { reason })) => {
+                assert!(reason.contains("DescribeQuorum"), "{reason}")
+            }
+            other => panic!("DescribeQuorum without a driver answered {other:?}"),
+        }
+        drop(one);
+        wait_for("the limited server's connection to close", || {
+            limited_stats.borrow().open == 0
+        })
+        .await;
+        let again = RpcClient::connect(limited_addr, RpcClientConfig::default())
+            .await
+            .unwrap();
+        let answer = again
+            .call(set_retention("orders", 30_000), CALL_TIMEOUT)
+            .await;
+        assert!(config_ok(&answer), "{answer:?}");
+        drop(again);
+        limited_stop.fire();
+        let stats = limited_run.await.unwrap();
+        assert_eq!((stats.accepted, stats.refused), (2, 1), "{stats:?}");
+
+        let leader_id = leader.id;
+        drop((direct, client, raw));
+        for node in nodes {
+            let id = node.id;
+            let stats = node.stop().await;
+            if id == leader_id {
+                assert_eq!(stats.malformed, 1, "{stats:?}");
+                assert_eq!(stats.too_large, 1, "{stats:?}");
+                assert_eq!(stats.framing_errors, 1, "{stats:?}");
+                assert!(stats.requests > writes, "{stats:?}");
+            }
+        }
+    });
+}
+
+#[test]
+fn the_client_times_out_bounds_redirects_and_reports_lost_connections() {
+    // Against a scripted server: a request never answered fails with Timeout after the
+    // client's wait; a server that always redirects to itself is followed at most
+    // `redirects_max` times, then its NotController is returned; a connection the server drops
+    // fails the waiting call with ConnectionLost, and the next call reconnects.
+    on_executor(|| async {
+        let listener = corum_runtime::Listener::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            ConnectionConfig::default(),
+        )
+        .unwrap();
+        let addr = listener.local_addr();
+        let stop = ShutdownSignal::detached();
+        let server =
+            glommio::spawn_local(
+                listener.serve(stop.clone(), None, move |mut conn| async move {
+                    loop {
+                        let frame =
+                            RequestFrame::from_archived(conn.recv::<RequestFrame>().await?.get());
+                        let body = match frame.body {
+                            RequestBody::DescribeCluster => Err(RpcError::NotController {
+                                leader: Some(LeaderHint {
+                                    id: NodeId(9),
+                                    host: "127.0.0.1".into(),
+                                    port: addr.port(),
+                                }),
+                            }),
+                            // Never answered.
+                            RequestBody::CreateTopics(_) => continue,
+                            // The connection is dropped.
+                            _ => return Ok(()),
+                        };
+                        conn.send(&ResponseFrame {
+                            correlation_id: frame.correlation_id,
+                            body,
+                        })
+                        .await?;
+                    }
+                }),
+            )
+            .detach();
+
+        let client = RpcClient::connect(addr, RpcClientConfig::default())
+            .await
+            .unwrap();
+        let answer = client
+            .call(
+                RequestBody::CreateTopics(CreateTopicsRequest {
+                    topics: vec![CreatableTopic::new("t", 1, 1)],
+                    validate_only: false,
+                }),
+                Duration::from_millis(50),
+            )
+            .await;
+        assert_eq!(
+            answer,
+            Err(RpcClientError::Rpc(RpcError::Timeout { timeout_ms: 50 }))
+        );
+
+        let answer = client
+            .call(RequestBody::DescribeCluster, CALL_TIMEOUT)
+            .await;
+        assert!(
+            matches!(
+                answer,
+                Err(RpcClientError::Rpc(RpcError::NotController { leader: Some(ref h) })) if h.id == NodeId(9)
+            ),
+            "{answer:?}"
+        );
+        assert_eq!(
+            client.redirects(),
+            u64::from(RpcClientConfig::default().redirects_max)
+        );
+
+        let answer = client
+            .call(
+                RequestBody::UnregisterBroker(
+                    corum_controller::control::cluster_control::UnregisterBrokerRequest {
+                        broker_id: NodeId(1),
+                    },
+                ),
+                CALL_TIMEOUT,
+            )
+            .await;
+        assert!(
+            matches!(answer, Err(RpcClientError::ConnectionLost { addr: a, .. }) if a == addr),
+            "{answer:?}"
+        );
+        // The next call reconnects (and is redirected again, to the same place).
+        let answer = client
+            .call(RequestBody::DescribeCluster, CALL_TIMEOUT)
+            .await;
+        assert!(
+            matches!(
+                answer,
+                Err(RpcClientError::Rpc(RpcError::NotController { .. }))
+            ),
+            "{answer:?}"
+        );
+        drop(client);
+        stop.fire();
+        assert!(server.await.unwrap() >= 2);
+    });
+}
