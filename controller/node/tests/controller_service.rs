@@ -7,109 +7,31 @@ use std::cell::Cell;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use corum_controller::control::cluster_control::BrokerHeartbeatRequest;
-use corum_controller::control::config_control::{
-    AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
-};
 use corum_controller::control::replication_control::{CreatableTopic, CreateTopicsRequest};
-use corum_controller::image::ConfigResource;
-use corum_controller::records::{ListenerV1, SupportedFeatureV1};
 use corum_controller::{ApiError, Controller, ControllerConfig, TargetState};
-use corum_engine::disk::{executor_builder, UringDisk};
-use corum_engine::log::LogConfig;
-use corum_node::controller_service::leader_endpoints;
-use corum_node::peer::{PeerNetwork, PeerNetworkConfig};
+use corum_engine::disk::UringDisk;
+use corum_node::peer::PeerNetwork;
 use corum_node::protocol::LeaderHint;
 use corum_node::{
-    ControllerService, ControllerServiceConfig, ControllerServiceHandle, DriverError, RaftDriver,
-    RaftDriverConfig, RaftHandle, RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError,
-    ServiceError,
+    ControllerService, ControllerServiceHandle, DriverError, RaftDriver, RaftHandle, RequestBody,
+    RequestFrame, ResponseBody, ResponseFrame, RpcError, ServiceError,
 };
-use corum_raft::{Config, Endpoint, ReplicaKey, Voter, VoterSet};
-use corum_runtime::{BackoffConfig, ShutdownSignal};
-use corum_types::{BrokerEpoch, LogOffset, NodeId, Uuid};
+use corum_raft::VoterSet;
+use corum_runtime::ShutdownSignal;
+use corum_types::{LogOffset, NodeId, Uuid};
 use glommio::task::JoinHandle;
 
+mod common;
+
+use common::{
+    bind_all, driver_config, heartbeat, on_executor, rebind, service_config, set_retention,
+    voter_set, wait_for, WAIT_MAX,
+};
+
 const TEST_DEADLINE: Duration = Duration::from_secs(120);
-/// How long any one awaited condition may take before the test fails.
-const WAIT_MAX: Duration = Duration::from_secs(30);
 const CLUSTER: Uuid = Uuid([0x6b; 16]);
-const LISTENER: &str = "CONTROLLER";
-
-fn on_executor<F, Fut>(f: F)
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + 'static,
-{
-    let (tx, rx) = mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        executor_builder("controller-service-test")
-            .make()
-            .expect("glommio executor")
-            .run(f());
-        let _ = tx.send(());
-    });
-    match rx.recv_timeout(TEST_DEADLINE) {
-        Ok(()) => handle.join().unwrap(),
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("test did not finish within {TEST_DEADLINE:?}")
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            std::panic::resume_unwind(handle.join().unwrap_err())
-        }
-    }
-}
-
-/// Polls `cond` every few milliseconds until it holds; fails the test after [`WAIT_MAX`].
-async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < WAIT_MAX, "timed out waiting for {what}");
-        glommio::timer::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-fn key(id: u32) -> ReplicaKey {
-    ReplicaKey {
-        id: NodeId(id),
-        directory_id: Uuid([id as u8; 16]),
-    }
-}
-
-fn endpoint(addr: SocketAddr) -> Endpoint {
-    Endpoint {
-        listener: LISTENER.into(),
-        host: addr.ip().to_string(),
-        port: addr.port(),
-    }
-}
-
-fn raft_config() -> Config {
-    Config {
-        election_timeout_ms: 150,
-        fetch_timeout_ms: 300,
-        election_backoff_max_ms: 100,
-        heartbeat_interval_ms: 30,
-        request_timeout_ms: 200,
-        fetch_wait_max_ms: 100,
-        ..Config::default()
-    }
-}
-
-fn bind(id: u32) -> (PeerNetwork, corum_node::PeerInbox) {
-    let cfg = PeerNetworkConfig {
-        backoff: BackoffConfig {
-            base: Duration::from_millis(1),
-            cap: Duration::from_millis(20),
-            seed: id.into(),
-        },
-        ..PeerNetworkConfig::new(CLUSTER, NodeId(id), "127.0.0.1:0".parse().unwrap(), 1 << 20)
-    };
-    PeerNetwork::bind(cfg, &ShutdownSignal::detached()).unwrap()
-}
 
 /// One node: a driver and the controller service on its committed stream.
 struct Node {
@@ -131,27 +53,14 @@ impl Node {
         voters: &VoterSet,
     ) -> Node {
         let addr = net.0.local_addr();
-        let mut config = RaftDriverConfig::new(
-            dir.to_path_buf(),
-            raft_config(),
-            key(id),
-            vec![endpoint(addr)],
-            voters.clone(),
-            LISTENER.into(),
-        );
-        config.log = LogConfig {
-            segment_bytes: 256 << 10,
-            ..LogConfig::default()
-        };
+        let config = driver_config(id, dir, addr, voters);
         let stop = ShutdownSignal::detached();
         let (driver, raft, commits, _) =
             RaftDriver::start(UringDisk, config, net.0, net.1, stop.clone())
                 .await
                 .unwrap();
         let controller = Controller::new(ControllerConfig::default(), NodeId(id)).unwrap();
-        let mut service_config =
-            ControllerServiceConfig::new(NodeId(id), leader_endpoints(voters, LISTENER));
-        service_config.controller_tick_interval_ms = 20;
+        let service_config = service_config(id, voters);
         let (service, handle) = ControllerService::new(
             service_config,
             controller,
@@ -241,36 +150,12 @@ async fn call_checked(
     answer
 }
 
-/// Binds `addr` again, waiting for the previous owner's sockets to close.
-async fn rebind(id: u32, addr: SocketAddr) -> (PeerNetwork, corum_node::PeerInbox) {
-    let start = Instant::now();
-    loop {
-        let cfg = PeerNetworkConfig::new(CLUSTER, NodeId(id), addr, 1 << 20);
-        match PeerNetwork::bind(cfg, &ShutdownSignal::detached()) {
-            Ok(net) => return net,
-            Err(e) => {
-                assert!(start.elapsed() < WAIT_MAX, "cannot bind {addr} again: {e}");
-                glommio::timer::sleep(Duration::from_millis(5)).await;
-            }
-        }
-    }
-}
-
 /// Starts a 3-node cluster in `tmp` and waits for an active controller; returns the nodes,
 /// the voters and the index of the active one.
 async fn cluster(tmp: &Path) -> (Vec<Option<Node>>, VoterSet, usize) {
     let ids = [1u32, 2, 3];
-    let nets: Vec<_> = ids.iter().map(|&id| bind(id)).collect();
-    let voters = VoterSet::new(
-        ids.iter()
-            .zip(&nets)
-            .map(|(&id, (net, _))| Voter {
-                key: key(id),
-                endpoints: vec![endpoint(net.local_addr())],
-            })
-            .collect(),
-    )
-    .unwrap();
+    let nets: Vec<_> = bind_all(CLUSTER, &ids);
+    let voters = voter_set(&ids, &nets);
     let mut nodes: Vec<Option<Node>> = Vec::new();
     for (&id, net) in ids.iter().zip(nets) {
         let dir = tmp.join(format!("node-{id}"));
@@ -289,43 +174,6 @@ async fn stop(node: Node) -> Controller {
     assert!(!controller.is_active());
     assert!(!node.service.status().running);
     controller
-}
-
-fn heartbeat(id: u32, epoch: Option<BrokerEpoch>, next: LogOffset) -> RequestBody {
-    RequestBody::BrokerHeartbeat(BrokerHeartbeatRequest {
-        broker_id: NodeId(id),
-        broker_epoch: epoch,
-        incarnation_id: Uuid([id as u8; 16]),
-        listeners: vec![ListenerV1 {
-            name: "PLAINTEXT".into(),
-            host: "127.0.0.1".into(),
-            port: 9092,
-        }],
-        features: vec![SupportedFeatureV1 {
-            name: "metadata.version".into(),
-            min_level: 1,
-            max_level: 1,
-        }],
-        rack: None,
-        next_metadata_offset: next,
-        want_fence: false,
-        want_shutdown: false,
-    })
-}
-
-/// Sets `retention.ms` of topic `topic`.
-fn set_retention(topic: &str, ms: u64) -> RequestBody {
-    RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
-        resources: vec![AlterConfigsResource {
-            resource: ConfigResource::topic(topic),
-            configs: vec![AlterableConfig {
-                key: "retention.ms".into(),
-                op: AlterConfigOp::Set,
-                value: ms.to_string(),
-            }],
-        }],
-        validate_only: false,
-    })
 }
 
 fn config_ok(answer: &ResponseFrame) -> bool {
@@ -365,7 +213,7 @@ fn services_serve_through_the_leader_answer_after_commit_and_fail_over() {
     // leader stops (with a CreateTopics in flight, which may be answered with success only if
     // it committed), another node becomes active with the topic already in its image, rejects
     // the same name with TopicAlreadyExists and creates a new one.
-    on_executor(|| async {
+    on_executor("controller-service-test", TEST_DEADLINE, || async {
         let tmp = tempfile::tempdir().unwrap();
         let (mut nodes, voters, l) = cluster(tmp.path()).await;
         let leader = nodes[l].as_ref().unwrap();
@@ -596,7 +444,7 @@ fn services_serve_through_the_leader_answer_after_commit_and_fail_over() {
 
         // The old leader restarts from its directory: its fresh service replays the whole log
         // from offset 0 and ends with the same image as the others.
-        let net = rebind(old_id, old_addr).await;
+        let net = rebind(CLUSTER, old_id, old_addr).await;
         nodes[l] = Some(Node::start(old_id, &old_dir, net, &voters).await);
         let end = nodes[n].as_ref().unwrap().service.status().committed_end;
         wait_for("the restarted node to replay everything", || {
@@ -621,7 +469,7 @@ fn a_leader_without_a_quorum_never_acknowledges_its_proposal() {
     // With both followers stopped, the leader proposes a registration that cannot commit: the
     // request is answered Timeout (or NotController once the leader gives up its epoch), never
     // with success, and the service's committed end does not reach the batch.
-    on_executor(|| async {
+    on_executor("controller-service-test", TEST_DEADLINE, || async {
         let tmp = tempfile::tempdir().unwrap();
         let (mut nodes, _voters, l) = cluster(tmp.path()).await;
         let leader = nodes[l].take().unwrap();

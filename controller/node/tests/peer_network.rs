@@ -4,10 +4,7 @@
 //! shard under a deadline, with all nodes of the test on that shard.
 
 use std::cell::Cell;
-use std::future::Future;
-use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use corum_node::peer::{Inbound, PeerEnvelope, PeerInbox, PeerNetwork, PeerNetworkConfig};
@@ -15,65 +12,20 @@ use corum_node::PeerError;
 use corum_raft::message::{AppendRequest, BeginQuorumEpoch, VoteRequest, VoteResponse};
 use corum_raft::{Batch, Message, ReplicaKey};
 use corum_runtime::transport::{connect, ConnectionConfig, Listener};
-use corum_runtime::{
-    BackoffConfig, Error as RuntimeError, Placement, Runtime, RuntimeConfig, ShutdownSignal,
-};
+use corum_runtime::{BackoffConfig, Error as RuntimeError, ShutdownSignal};
 use corum_types::{Epoch, LogOffset, NodeId, Uuid};
+
+mod common;
+
+use common::{bind, loopback, on_shard, peer_config};
 
 const CLUSTER: Uuid = Uuid([0xC1; 16]);
 
 /// Generous: each test finishes in well under a second.
 const TEST_DEADLINE: Duration = Duration::from_secs(120);
 
-/// Runs `f` on one unpinned shard and fails the test if it has not finished by the deadline.
-fn on_shard<F, Fut>(f: F)
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: Future<Output = ()> + 'static,
-{
-    let (tx, rx) = mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        let mut f = Some(f);
-        let outcomes = Runtime::new(Placement::unpinned(1).unwrap(), RuntimeConfig::default())
-            .unwrap()
-            .run(move |_| {
-                let f = f.take().expect("one shard");
-                move |_ctx| f()
-            })
-            .unwrap();
-        for o in outcomes {
-            o.result.unwrap();
-        }
-        let _ = tx.send(());
-    });
-    match rx.recv_timeout(TEST_DEADLINE) {
-        Ok(()) => handle.join().unwrap(),
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("test did not finish within {TEST_DEADLINE:?}")
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            std::panic::resume_unwind(handle.join().unwrap_err())
-        }
-    }
-}
-
-fn loopback() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
-
-fn config(id: u32, listen: SocketAddr) -> PeerNetworkConfig {
-    PeerNetworkConfig {
-        backoff: BackoffConfig {
-            base: Duration::from_millis(1),
-            cap: Duration::from_millis(20),
-            seed: u64::from(id),
-        },
-        ..PeerNetworkConfig::new(CLUSTER, NodeId(id), listen, 1 << 20)
-    }
-}
-
 fn node(id: u32) -> (PeerNetwork, PeerInbox) {
-    PeerNetwork::bind(config(id, loopback()), &ShutdownSignal::detached()).unwrap()
+    bind(CLUSTER, id, loopback())
 }
 
 fn vote(epoch: u64, candidate: u32) -> Message {
@@ -142,7 +94,7 @@ fn keep_sending(
 fn two_nodes_exchange_messages_both_ways() {
     // A request goes one way and its response the other, over each node's own outbound link,
     // and a 300 KiB append arrives intact.
-    on_shard(|| async {
+    on_shard(TEST_DEADLINE, || async {
         let (a, a_in) = node(1);
         let (b, b_in) = node(2);
         a.add_peer(NodeId(2), b.local_addr()).unwrap();
@@ -182,7 +134,7 @@ fn two_nodes_exchange_messages_both_ways() {
 fn three_nodes_exchange_messages_in_every_direction() {
     // Every node sends to both others, in order, and every node receives from both, each
     // message tagged with its sender.
-    on_shard(|| async {
+    on_shard(TEST_DEADLINE, || async {
         let nodes: Vec<(PeerNetwork, PeerInbox)> = (1..=3).map(node).collect();
         for (i, (net, _)) in nodes.iter().enumerate() {
             for (j, (other, _)) in nodes.iter().enumerate() {
@@ -231,7 +183,7 @@ fn three_nodes_exchange_messages_in_every_direction() {
 fn a_restarted_peer_is_reached_again() {
     // After node 2 stops (its listener and connections close) and a new node 2 binds the same
     // port, node 1's link reconnects and messages flow again, both ways.
-    on_shard(|| async {
+    on_shard(TEST_DEADLINE, || async {
         let (a, a_in) = node(1);
         let a = Rc::new(a);
         let (b, b_in) = node(2);
@@ -243,8 +195,7 @@ fn a_restarted_peer_is_reached_again() {
         b.close().await;
         drop(b_in);
 
-        let (b2, b2_in) =
-            PeerNetwork::bind(config(2, b_addr), &ShutdownSignal::detached()).unwrap();
+        let (b2, b2_in) = bind(CLUSTER, 2, b_addr);
         assert_eq!(b2.local_addr(), b_addr);
         b2.add_peer(NodeId(1), a.local_addr()).unwrap();
         let done = Rc::new(Cell::new(false));
@@ -277,7 +228,7 @@ fn a_wrong_cluster_or_addressee_closes_only_that_connection() {
     // A connection sending an envelope of another cluster, one addressed to another node, and
     // one with gapped batches are each closed and counted, while node 1's link to node 2 keeps
     // delivering before and after.
-    on_shard(|| async {
+    on_shard(TEST_DEADLINE, || async {
         let (a, _a_in) = node(1);
         let (b, b_in) = node(2);
         a.add_peer(NodeId(2), b.local_addr()).unwrap();
@@ -325,7 +276,7 @@ fn a_wrong_cluster_or_addressee_closes_only_that_connection() {
 fn garbage_mid_stream_closes_only_that_connection() {
     // Garbage after a good envelope closes that connection (counted as a bad frame) and
     // nothing else: node 1's link keeps delivering.
-    on_shard(|| async {
+    on_shard(TEST_DEADLINE, || async {
         let (a, _a_in) = node(1);
         let (b, b_in) = node(2);
         a.add_peer(NodeId(2), b.local_addr()).unwrap();
@@ -365,7 +316,7 @@ fn a_full_outbound_queue_drops_instead_of_blocking() {
     // With the peer unreachable (nobody listens; the link is backing off), sends beyond the
     // queue's capacity return at once with QueueFull and are counted as dropped; the other
     // links are unaffected, and close() does not wait for the backoff.
-    on_shard(|| async {
+    on_shard(TEST_DEADLINE, || async {
         let closed_port = {
             let l = Listener::bind(loopback(), ConnectionConfig::default()).unwrap();
             l.local_addr()
@@ -377,7 +328,7 @@ fn a_full_outbound_queue_drops_instead_of_blocking() {
                 cap: Duration::from_secs(60),
                 seed: 1,
             },
-            ..config(1, loopback())
+            ..peer_config(CLUSTER, 1, loopback())
         };
         let (a, _a_in) = PeerNetwork::bind(cfg, &ShutdownSignal::detached()).unwrap();
         let (b, b_in) = node(2);
@@ -418,7 +369,7 @@ fn a_full_outbound_queue_drops_instead_of_blocking() {
 fn a_stuck_write_times_out_and_reconnects() {
     // A peer that accepts but never reads fills the socket buffers; the write that cannot
     // finish is abandoned after the send timeout, its connection dropped and a new one opened.
-    on_shard(|| async {
+    on_shard(TEST_DEADLINE, || async {
         let listener = Listener::bind(loopback(), ConnectionConfig::default()).unwrap();
         let addr = listener.local_addr();
         let held = Rc::new(std::cell::RefCell::new(Vec::new()));
@@ -435,7 +386,7 @@ fn a_stuck_write_times_out_and_reconnects() {
         let cfg = PeerNetworkConfig {
             send_timeout: Duration::from_millis(50),
             outbound_queue_capacity: 64,
-            ..config(1, loopback())
+            ..peer_config(CLUSTER, 1, loopback())
         };
         let (a, _a_in) = PeerNetwork::bind(cfg, &ShutdownSignal::detached()).unwrap();
         a.add_peer(NodeId(2), addr).unwrap();
@@ -465,7 +416,7 @@ fn a_stuck_write_times_out_and_reconnects() {
 fn links_are_added_and_removed() {
     // A link to this node or a second link to a node is refused; a removed link no longer
     // accepts messages.
-    on_shard(|| async {
+    on_shard(TEST_DEADLINE, || async {
         let (a, _a_in) = node(1);
         let (b, _b_in) = node(2);
         assert!(matches!(
@@ -492,9 +443,9 @@ fn links_are_added_and_removed() {
 #[test]
 fn shutdown_closes_the_network() {
     // When the shard's shutdown fires, the listener stops and the inbox ends.
-    on_shard(|| async {
+    on_shard(TEST_DEADLINE, || async {
         let stop = ShutdownSignal::detached();
-        let (a, a_in) = PeerNetwork::bind(config(1, loopback()), &stop).unwrap();
+        let (a, a_in) = PeerNetwork::bind(peer_config(CLUSTER, 1, loopback()), &stop).unwrap();
         stop.fire();
         assert_eq!(a_in.recv().await, None);
         drop(a);

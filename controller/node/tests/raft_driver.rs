@@ -7,100 +7,28 @@ use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use corum_engine::disk::{executor_builder, Disk, SimDisk, SimFault, UringDisk};
+use corum_engine::disk::{Disk, SimDisk, SimFault, UringDisk};
 use corum_engine::log::{Log, LogConfig};
-use corum_node::peer::{PeerNetwork, PeerNetworkConfig};
+use corum_node::peer::PeerNetwork;
 use corum_node::raft_driver::{metadata_log_dir, CommittedBatch, Recovered};
 use corum_node::{
     DriverError, DriverStatus, QuorumState, RaftDriver, RaftDriverConfig, RaftHandle,
 };
-use corum_raft::{Config, Endpoint, ReplicaKey, Voter, VoterSet};
-use corum_runtime::{BackoffConfig, ShutdownSignal};
+use corum_raft::VoterSet;
+use corum_runtime::ShutdownSignal;
 use corum_types::{LogOffset, NodeId, Uuid};
 use glommio::task::JoinHandle;
 
+mod common;
+
+use common::{bind, bind_all, driver_config, on_executor, rebind, voter_set, wait_for, WAIT_MAX};
+
 const TEST_DEADLINE: Duration = Duration::from_secs(150);
-/// How long any one awaited condition may take before the test fails.
-const WAIT_MAX: Duration = Duration::from_secs(30);
 const CLUSTER: Uuid = Uuid([0x5a; 16]);
-const LISTENER: &str = "CONTROLLER";
 /// The payload of latency probes, left out of the payloads compared.
 const PROBE: &[u8] = b"latency-probe";
-
-fn on_executor<F, Fut>(f: F)
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + 'static,
-{
-    let (tx, rx) = mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        executor_builder("raft-driver-test")
-            .make()
-            .expect("glommio executor")
-            .run(f());
-        let _ = tx.send(());
-    });
-    match rx.recv_timeout(TEST_DEADLINE) {
-        Ok(()) => handle.join().unwrap(),
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("test did not finish within {TEST_DEADLINE:?}")
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            std::panic::resume_unwind(handle.join().unwrap_err())
-        }
-    }
-}
-
-/// Polls `cond` every few milliseconds until it holds; fails the test after [`WAIT_MAX`].
-async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < WAIT_MAX, "timed out waiting for {what}");
-        glommio::timer::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-fn key(id: u32) -> ReplicaKey {
-    ReplicaKey {
-        id: NodeId(id),
-        directory_id: Uuid([id as u8; 16]),
-    }
-}
-
-fn endpoint(addr: SocketAddr) -> Endpoint {
-    Endpoint {
-        listener: LISTENER.into(),
-        host: addr.ip().to_string(),
-        port: addr.port(),
-    }
-}
-
-fn raft_config() -> Config {
-    Config {
-        election_timeout_ms: 150,
-        fetch_timeout_ms: 300,
-        election_backoff_max_ms: 100,
-        heartbeat_interval_ms: 30,
-        request_timeout_ms: 200,
-        fetch_wait_max_ms: 100,
-        ..Config::default()
-    }
-}
-
-fn bind(id: u32, addr: SocketAddr) -> (PeerNetwork, corum_node::PeerInbox) {
-    let cfg = PeerNetworkConfig {
-        backoff: BackoffConfig {
-            base: Duration::from_millis(1),
-            cap: Duration::from_millis(20),
-            seed: id.into(),
-        },
-        ..PeerNetworkConfig::new(CLUSTER, NodeId(id), addr, 1 << 20)
-    };
-    PeerNetwork::bind(cfg, &ShutdownSignal::detached()).unwrap()
-}
 
 /// The payload of the `i`th proposal: self-describing and of varying length.
 fn payload(i: u32) -> Vec<u8> {
@@ -145,18 +73,7 @@ impl Node {
         tweak: impl FnOnce(&mut RaftDriverConfig),
     ) -> Node {
         let addr = net.0.local_addr();
-        let mut config = RaftDriverConfig::new(
-            dir.to_path_buf(),
-            raft_config(),
-            key(id),
-            vec![endpoint(addr)],
-            voters.clone(),
-            LISTENER.into(),
-        );
-        config.log = LogConfig {
-            segment_bytes: 256 << 10,
-            ..LogConfig::default()
-        };
+        let mut config = driver_config(id, dir, addr, voters);
         tweak(&mut config);
         let stop = ShutdownSignal::detached();
         let (driver, handle, commits, recovered) =
@@ -282,27 +199,15 @@ fn three_drivers_replicate_survive_restarts_and_leader_loss_on_real_disks() {
     // from its directory, recovers its log and catches up; stopping the leader elects another
     // that commits; every log reopened afterwards holds the same committed prefix, and every
     // quorum-state file holds the node's last epoch.
-    on_executor(|| async {
+    on_executor("raft-driver-test", TEST_DEADLINE, || async {
         let tmp = tempfile::tempdir().unwrap();
         let ids = [1u32, 2, 3];
         let dirs: Vec<PathBuf> = ids
             .iter()
             .map(|id| tmp.path().join(format!("node-{id}")))
             .collect();
-        let nets: Vec<_> = ids
-            .iter()
-            .map(|&id| bind(id, "127.0.0.1:0".parse().unwrap()))
-            .collect();
-        let voters = VoterSet::new(
-            ids.iter()
-                .zip(&nets)
-                .map(|(&id, (net, _))| Voter {
-                    key: key(id),
-                    endpoints: vec![endpoint(net.local_addr())],
-                })
-                .collect(),
-        )
-        .unwrap();
+        let nets: Vec<_> = bind_all(CLUSTER, &ids);
+        let voters = voter_set(&ids, &nets);
         let mut nodes = Vec::new();
         for ((&id, net), dir) in ids.iter().zip(nets).zip(&dirs) {
             let node = Node::start(UringDisk, id, dir, net, &voters).await;
@@ -398,7 +303,8 @@ fn three_drivers_replicate_survive_restarts_and_leader_loss_on_real_disks() {
             nodes.iter().all(|n| n.user_count() == SECOND as usize)
         })
         .await;
-        let restarted = Node::start(UringDisk, fid, &fdir, bind(fid, faddr), &voters).await;
+        let restarted =
+            Node::start(UringDisk, fid, &fdir, bind(CLUSTER, fid, faddr), &voters).await;
         // The quorum state came back: same epoch, same vote, so it cannot vote twice in it.
         assert_eq!(restarted.initial.raft.epoch, before.raft.epoch);
         assert_eq!(restarted.initial.raft.voted_for, before.raft.voted_for);
@@ -486,7 +392,7 @@ fn three_drivers_replicate_survive_restarts_and_leader_loss_on_real_disks() {
         let last_epoch = finals.iter().map(|f| f.3.raft.epoch).max().unwrap();
         let mut nodes = Vec::new();
         for (id, dir, addr, _) in &finals {
-            let net = rebind(*id, *addr).await;
+            let net = rebind(CLUSTER, *id, *addr).await;
             nodes.push(Node::start(UringDisk, *id, dir, net, &voters).await);
         }
         propose_all(&nodes, THIRD..THIRD + 50).await;
@@ -511,20 +417,8 @@ fn three_drivers_replicate_survive_restarts_and_leader_loss_on_real_disks() {
 async fn sim_cluster(tmp: &Path) -> (Vec<Node>, Vec<SimDisk>, VoterSet) {
     let ids = [1u32, 2, 3];
     let disks: Vec<SimDisk> = ids.iter().map(|&id| SimDisk::new(u64::from(id))).collect();
-    let nets: Vec<_> = ids
-        .iter()
-        .map(|&id| bind(id, "127.0.0.1:0".parse().unwrap()))
-        .collect();
-    let voters = VoterSet::new(
-        ids.iter()
-            .zip(&nets)
-            .map(|(&id, (net, _))| Voter {
-                key: key(id),
-                endpoints: vec![endpoint(net.local_addr())],
-            })
-            .collect(),
-    )
-    .unwrap();
+    let nets: Vec<_> = bind_all(CLUSTER, &ids);
+    let voters = voter_set(&ids, &nets);
     let mut nodes = Vec::new();
     for ((&id, net), disk) in ids.iter().zip(nets).zip(&disks) {
         let dir = tmp.join(format!("node-{id}"));
@@ -534,27 +428,12 @@ async fn sim_cluster(tmp: &Path) -> (Vec<Node>, Vec<SimDisk>, VoterSet) {
     (nodes, disks, voters)
 }
 
-/// Binds `addr` again, waiting for the previous owner's sockets to close.
-async fn rebind(id: u32, addr: SocketAddr) -> (PeerNetwork, corum_node::PeerInbox) {
-    let start = Instant::now();
-    loop {
-        let cfg = PeerNetworkConfig::new(CLUSTER, NodeId(id), addr, 1 << 20);
-        match PeerNetwork::bind(cfg, &ShutdownSignal::detached()) {
-            Ok(net) => return net,
-            Err(e) => {
-                assert!(start.elapsed() < WAIT_MAX, "cannot bind {addr} again: {e}");
-                glommio::timer::sleep(Duration::from_millis(5)).await;
-            }
-        }
-    }
-}
-
 #[test]
 fn an_fsync_failure_stops_the_driver_with_the_log_error() {
     // When the leader's disk fails an fsync, its driver stops with the log's error instead of
     // going on with a log in an unknown state; its handle then refuses proposals, the two
     // other voters elect a new leader that commits, and the failed node, restarted, catches up.
-    on_executor(|| async {
+    on_executor("raft-driver-test", TEST_DEADLINE, || async {
         let tmp = tempfile::tempdir().unwrap();
         let (mut nodes, disks, voters) = sim_cluster(tmp.path()).await;
         propose_all(&nodes, 0..50).await;
@@ -607,7 +486,7 @@ fn an_fsync_failure_stops_the_driver_with_the_log_error() {
         // catches up with exactly what the others committed.
         let disk = disks[leader.id as usize - 1].clone();
         disk.crash();
-        let net = rebind(leader.id, leader.addr).await;
+        let net = rebind(CLUSTER, leader.id, leader.addr).await;
         let restarted = Node::start(disk, leader.id, &leader.dir, net, &voters).await;
         assert!(restarted.recovered.log_end_offset > LogOffset::ZERO);
         nodes.push(restarted);
@@ -628,7 +507,7 @@ fn a_follower_that_loses_power_recovers_what_it_synced_and_catches_up() {
     // A follower whose driver is cut off mid-flight and whose disk loses every unsynced write
     // comes back with at least everything it reported durable, and catches up with the
     // proposals committed while it was down.
-    on_executor(|| async {
+    on_executor("raft-driver-test", TEST_DEADLINE, || async {
         let tmp = tempfile::tempdir().unwrap();
         let (mut nodes, disks, voters) = sim_cluster(tmp.path()).await;
         propose_all(&nodes, 0..100).await;
@@ -644,7 +523,7 @@ fn a_follower_that_loses_power_recovers_what_it_synced_and_catches_up() {
         assert!(follower.run.await.is_none(), "the driver was cut off");
         disks[follower.id as usize - 1].crash();
         propose_all(&nodes, 100..200).await;
-        let net = rebind(follower.id, follower.addr).await;
+        let net = rebind(CLUSTER, follower.id, follower.addr).await;
         let restarted = Node::start(
             disks[follower.id as usize - 1].clone(),
             follower.id,
@@ -680,23 +559,11 @@ fn a_leader_cut_off_with_uncommitted_entries_truncates_them_when_it_returns() {
     // the followers elected a new leader and committed other batches at those offsets: its
     // driver truncates the orphan entries on the real log and takes the committed ones, on
     // disk too.
-    on_executor(|| async {
+    on_executor("raft-driver-test", TEST_DEADLINE, || async {
         let tmp = tempfile::tempdir().unwrap();
         let ids = [1u32, 2, 3];
-        let nets: Vec<_> = ids
-            .iter()
-            .map(|&id| bind(id, "127.0.0.1:0".parse().unwrap()))
-            .collect();
-        let voters = VoterSet::new(
-            ids.iter()
-                .zip(&nets)
-                .map(|(&id, (net, _))| Voter {
-                    key: key(id),
-                    endpoints: vec![endpoint(net.local_addr())],
-                })
-                .collect(),
-        )
-        .unwrap();
+        let nets: Vec<_> = bind_all(CLUSTER, &ids);
+        let voters = voter_set(&ids, &nets);
         // Every driver admits at most ORPHANS uncommitted records.
         const ORPHANS: u64 = 6;
         let mut nodes = Vec::new();
@@ -765,7 +632,7 @@ fn a_leader_cut_off_with_uncommitted_entries_truncates_them_when_it_returns() {
         // The followers come back, elect a leader among themselves and commit other batches.
         let mut nodes = Vec::new();
         for (id, dir, addr, _) in &stopped {
-            let net = rebind(*id, *addr).await;
+            let net = rebind(CLUSTER, *id, *addr).await;
             nodes.push(Node::start(UringDisk, *id, dir, net, &voters).await);
         }
         propose_all(&nodes, 20..40).await;
@@ -775,7 +642,7 @@ fn a_leader_cut_off_with_uncommitted_entries_truncates_them_when_it_returns() {
         .await;
 
         // The old leader returns: the orphans go, the committed batches come.
-        let net = rebind(lid, laddr).await;
+        let net = rebind(CLUSTER, lid, laddr).await;
         let returned = Node::start(UringDisk, lid, &ldir, net, &voters).await;
         assert_eq!(returned.recovered.log_end_offset, orphan_end);
         nodes.push(returned);

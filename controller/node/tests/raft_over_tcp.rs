@@ -4,51 +4,21 @@
 //! written). Runs on one unpinned glommio shard under a deadline.
 
 use std::cell::{Cell, RefCell};
-use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use corum_node::peer::{PeerInbox, PeerNetwork, PeerNetworkConfig};
-use corum_raft::{Batch, Config, Endpoint, RaftCore, ReplicaKey, Restore, Role, Voter, VoterSet};
-use corum_runtime::{BackoffConfig, Placement, Runtime, RuntimeConfig, ShutdownSignal};
+use corum_node::peer::{PeerInbox, PeerNetwork};
+use corum_raft::{Batch, RaftCore, Restore, Role};
 use corum_types::{LogOffset, NodeId, Uuid};
 use glommio::channels::local_channel::{self, LocalSender};
+
+mod common;
+
+use common::{bind_all, endpoint, key, on_shard, raft_config, voter_set, LISTENER};
 
 const TEST_DEADLINE: Duration = Duration::from_secs(120);
 const CLUSTER: Uuid = Uuid([0x42; 16]);
 const TICK: Duration = Duration::from_millis(5);
-
-fn on_shard<F, Fut>(f: F)
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + 'static,
-{
-    let (tx, rx) = mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        let mut f = Some(f);
-        let outcomes = Runtime::new(Placement::unpinned(1).unwrap(), RuntimeConfig::default())
-            .unwrap()
-            .run(move |_| {
-                let f = f.take().expect("one shard");
-                move |_ctx| f()
-            })
-            .unwrap();
-        for o in outcomes {
-            o.result.unwrap();
-        }
-        let _ = tx.send(());
-    });
-    match rx.recv_timeout(TEST_DEADLINE) {
-        Ok(()) => handle.join().unwrap(),
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("test did not finish within {TEST_DEADLINE:?}")
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            std::panic::resume_unwind(handle.join().unwrap_err())
-        }
-    }
-}
 
 /// What a driver reports after each round: node, role, epoch, high watermark.
 type Report = (NodeId, Role, corum_types::Epoch, LogOffset);
@@ -130,55 +100,11 @@ fn three_cores_elect_a_leader_and_replicate_over_tcp() {
     // Raft traffic of every kind a fresh quorum needs (pre-votes, votes, BeginQuorumEpoch,
     // pipelined appends and their acknowledgements) crosses the peer network, so one leader
     // is elected and a proposal reaches every node's high watermark.
-    on_shard(|| async {
+    on_shard(TEST_DEADLINE, || async {
         let ids = [1u32, 2, 3];
-        let nets: Vec<(PeerNetwork, PeerInbox)> = ids
-            .iter()
-            .map(|&id| {
-                let cfg = PeerNetworkConfig {
-                    backoff: BackoffConfig {
-                        base: Duration::from_millis(1),
-                        cap: Duration::from_millis(20),
-                        seed: id.into(),
-                    },
-                    ..PeerNetworkConfig::new(
-                        CLUSTER,
-                        NodeId(id),
-                        "127.0.0.1:0".parse::<SocketAddr>().unwrap(),
-                        1 << 20,
-                    )
-                };
-                PeerNetwork::bind(cfg, &ShutdownSignal::detached()).unwrap()
-            })
-            .collect();
-        let key = |id: u32| ReplicaKey {
-            id: NodeId(id),
-            directory_id: Uuid([id as u8; 16]),
-        };
-        let endpoint = |addr: SocketAddr| Endpoint {
-            listener: "CONTROLLER".into(),
-            host: addr.ip().to_string(),
-            port: addr.port(),
-        };
-        let voters = VoterSet::new(
-            ids.iter()
-                .zip(&nets)
-                .map(|(&id, (net, _))| Voter {
-                    key: key(id),
-                    endpoints: vec![endpoint(net.local_addr())],
-                })
-                .collect(),
-        )
-        .unwrap();
-        let config = Config {
-            election_timeout_ms: 150,
-            fetch_timeout_ms: 300,
-            election_backoff_max_ms: 100,
-            heartbeat_interval_ms: 30,
-            request_timeout_ms: 200,
-            fetch_wait_max_ms: 100,
-            ..Config::default()
-        };
+        let nets: Vec<(PeerNetwork, PeerInbox)> = bind_all(CLUSTER, &ids);
+        let voters = voter_set(&ids, &nets);
+        let config = raft_config();
         let start = Instant::now();
         let stop = Rc::new(Cell::new(false));
         let (report_tx, report_rx) = local_channel::new_unbounded();
@@ -187,7 +113,7 @@ fn three_cores_elect_a_leader_and_replicate_over_tcp() {
         let mut drivers = Vec::new();
         let mut networks = Vec::new();
         for (&id, (net, inbox)) in ids.iter().zip(nets) {
-            let linked = net.add_voters(&voters, "CONTROLLER").unwrap();
+            let linked = net.add_voters(&voters, LISTENER).unwrap();
             assert_eq!(linked.len(), 2);
             let core = RaftCore::new(
                 config.clone(),

@@ -7,113 +7,35 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::rc::Rc;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use corum_controller::control::cluster_control::BrokerHeartbeatRequest;
-use corum_controller::control::config_control::{
-    AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
-};
 use corum_controller::control::replication_control::{CreatableTopic, CreateTopicsRequest};
-use corum_controller::image::ConfigResource;
-use corum_controller::records::{ListenerV1, SupportedFeatureV1};
 use corum_controller::{Controller, ControllerConfig, TargetState};
-use corum_engine::disk::{executor_builder, UringDisk};
-use corum_engine::log::LogConfig;
-use corum_node::controller_service::leader_endpoints;
-use corum_node::peer::{PeerNetwork, PeerNetworkConfig};
+use corum_engine::disk::UringDisk;
+use corum_node::peer::PeerNetwork;
 use corum_node::protocol::{decode_request, encode_request, peek_correlation_id, LeaderHint};
 use corum_node::{
-    ControllerService, ControllerServiceConfig, ControllerServiceHandle, RaftDriver,
-    RaftDriverConfig, RaftHandle, RequestBody, RequestFrame, ResponseBody, ResponseFrame,
-    RpcClient, RpcClientConfig, RpcClientError, RpcError, RpcServer, RpcServerConfig,
-    RpcServerStats,
+    ControllerService, ControllerServiceHandle, RaftDriver, RaftHandle, RequestBody, RequestFrame,
+    ResponseBody, ResponseFrame, RpcClient, RpcClientConfig, RpcClientError, RpcError, RpcServer,
+    RpcServerConfig, RpcServerStats,
 };
-use corum_raft::{Config, Endpoint, ReplicaKey, Voter, VoterSet};
+use corum_raft::VoterSet;
 use corum_runtime::transport::{connect, ConnectionConfig};
-use corum_runtime::{BackoffConfig, ShutdownSignal};
-use corum_types::{BrokerEpoch, LogOffset, NodeId, Uuid};
+use corum_runtime::ShutdownSignal;
+use corum_types::{LogOffset, NodeId, Uuid};
 use glommio::task::JoinHandle;
 
+mod common;
+
+use common::{
+    bind_all, driver_config, heartbeat, on_executor, service_config, set_retention, voter_set,
+    wait_for,
+};
+
 const TEST_DEADLINE: Duration = Duration::from_secs(120);
-/// How long any one awaited condition may take before the test fails.
-const WAIT_MAX: Duration = Duration::from_secs(30);
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 const CLUSTER: Uuid = Uuid([0x7c; 16]);
-const LISTENER: &str = "CONTROLLER";
 const REQUEST_BYTES_MAX: u32 = 64 << 10;
-
-fn on_executor<F, Fut>(f: F)
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + 'static,
-{
-    let (tx, rx) = mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        executor_builder("rpc-server-test")
-            .make()
-            .expect("glommio executor")
-            .run(f());
-        let _ = tx.send(());
-    });
-    match rx.recv_timeout(TEST_DEADLINE) {
-        Ok(()) => handle.join().unwrap(),
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("test did not finish within {TEST_DEADLINE:?}")
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            std::panic::resume_unwind(handle.join().unwrap_err())
-        }
-    }
-}
-
-/// Polls `cond` every few milliseconds until it holds; fails the test after [`WAIT_MAX`].
-async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < WAIT_MAX, "timed out waiting for {what}");
-        glommio::timer::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-fn key(id: u32) -> ReplicaKey {
-    ReplicaKey {
-        id: NodeId(id),
-        directory_id: Uuid([id as u8; 16]),
-    }
-}
-
-fn endpoint(addr: SocketAddr) -> Endpoint {
-    Endpoint {
-        listener: LISTENER.into(),
-        host: addr.ip().to_string(),
-        port: addr.port(),
-    }
-}
-
-fn raft_config() -> Config {
-    Config {
-        election_timeout_ms: 150,
-        fetch_timeout_ms: 300,
-        election_backoff_max_ms: 100,
-        heartbeat_interval_ms: 30,
-        request_timeout_ms: 200,
-        fetch_wait_max_ms: 100,
-        ..Config::default()
-    }
-}
-
-fn bind_peers(id: u32) -> (PeerNetwork, corum_node::PeerInbox) {
-    let cfg = PeerNetworkConfig {
-        backoff: BackoffConfig {
-            base: Duration::from_millis(1),
-            cap: Duration::from_millis(20),
-            seed: id.into(),
-        },
-        ..PeerNetworkConfig::new(CLUSTER, NodeId(id), "127.0.0.1:0".parse().unwrap(), 1 << 20)
-    };
-    PeerNetwork::bind(cfg, &ShutdownSignal::detached()).unwrap()
-}
 
 /// One node: a driver, the controller service on its committed stream, and its RPC server.
 struct Node {
@@ -136,27 +58,14 @@ impl Node {
         rpc: RpcServer,
     ) -> Node {
         let addr = net.0.local_addr();
-        let mut config = RaftDriverConfig::new(
-            dir.to_path_buf(),
-            raft_config(),
-            key(id),
-            vec![endpoint(addr)],
-            voters.clone(),
-            LISTENER.into(),
-        );
-        config.log = LogConfig {
-            segment_bytes: 256 << 10,
-            ..LogConfig::default()
-        };
+        let config = driver_config(id, dir, addr, voters);
         let stop = ShutdownSignal::detached();
         let (driver, raft, commits, _) =
             RaftDriver::start(UringDisk, config, net.0, net.1, stop.clone())
                 .await
                 .unwrap();
         let controller = Controller::new(ControllerConfig::default(), NodeId(id)).unwrap();
-        let mut service_config =
-            ControllerServiceConfig::new(NodeId(id), leader_endpoints(voters, LISTENER));
-        service_config.controller_tick_interval_ms = 20;
+        let service_config = service_config(id, voters);
         let (service, handle) = ControllerService::new(
             service_config,
             controller,
@@ -198,7 +107,7 @@ impl Node {
 /// active controller and returns the nodes and its index.
 async fn cluster(tmp: &Path) -> (Vec<Node>, usize) {
     let ids = [1u32, 2, 3];
-    let nets: Vec<_> = ids.iter().map(|&id| bind_peers(id)).collect();
+    let nets: Vec<_> = bind_all(CLUSTER, &ids);
     let mut servers: Vec<RpcServer> = ids
         .iter()
         .map(|&id| {
@@ -221,16 +130,7 @@ async fn cluster(tmp: &Path) -> (Vec<Node>, usize) {
     for s in &mut servers {
         s.set_client_endpoints(client_endpoints.clone());
     }
-    let voters = VoterSet::new(
-        ids.iter()
-            .zip(&nets)
-            .map(|(&id, (net, _))| Voter {
-                key: key(id),
-                endpoints: vec![endpoint(net.local_addr())],
-            })
-            .collect(),
-    )
-    .unwrap();
+    let voters = voter_set(&ids, &nets);
     let mut nodes = Vec::new();
     for ((&id, net), rpc) in ids.iter().zip(nets).zip(servers) {
         let dir = tmp.join(format!("node-{id}"));
@@ -239,42 +139,6 @@ async fn cluster(tmp: &Path) -> (Vec<Node>, usize) {
     wait_for("an active controller", || nodes.iter().any(Node::active)).await;
     let l = nodes.iter().position(Node::active).unwrap();
     (nodes, l)
-}
-
-fn heartbeat(id: u32, epoch: Option<BrokerEpoch>, next: LogOffset) -> RequestBody {
-    RequestBody::BrokerHeartbeat(BrokerHeartbeatRequest {
-        broker_id: NodeId(id),
-        broker_epoch: epoch,
-        incarnation_id: Uuid([id as u8; 16]),
-        listeners: vec![ListenerV1 {
-            name: "PLAINTEXT".into(),
-            host: "127.0.0.1".into(),
-            port: 9092,
-        }],
-        features: vec![SupportedFeatureV1 {
-            name: "metadata.version".into(),
-            min_level: 1,
-            max_level: 1,
-        }],
-        rack: None,
-        next_metadata_offset: next,
-        want_fence: false,
-        want_shutdown: false,
-    })
-}
-
-fn set_retention(topic: &str, ms: u64) -> RequestBody {
-    RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
-        resources: vec![AlterConfigsResource {
-            resource: ConfigResource::topic(topic),
-            configs: vec![AlterableConfig {
-                key: "retention.ms".into(),
-                op: AlterConfigOp::Set,
-                value: ms.to_string(),
-            }],
-        }],
-        validate_only: false,
-    })
 }
 
 fn config_ok(body: &Result<ResponseBody, RpcClientError>) -> bool {
@@ -307,7 +171,7 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
     // garbage mid-stream is closed while the client keeps working; an oversized frame is
     // answered RequestTooLarge and closed; a malformed payload in an intact frame is answered
     // Malformed with its correlation id and its connection keeps serving.
-    on_executor(|| async {
+    on_executor("rpc-server-test", TEST_DEADLINE, || async {
         let tmp = tempfile::tempdir().unwrap();
         let (nodes, l) = cluster(tmp.path()).await;
         let leader = &nodes[l];
@@ -598,7 +462,7 @@ fn the_client_times_out_bounds_redirects_and_reports_lost_connections() {
     // client's wait; a server that always redirects to itself is followed at most
     // `redirects_max` times, then its NotController is returned; a connection the server drops
     // fails the waiting call with ConnectionLost, and the next call reconnects.
-    on_executor(|| async {
+    on_executor("rpc-server-test", TEST_DEADLINE, || async {
         let listener = corum_runtime::Listener::bind(
             "127.0.0.1:0".parse().unwrap(),
             ConnectionConfig::default(),
