@@ -70,22 +70,7 @@ impl RaftCore {
             granted.insert(self.me.id);
             *deadline_ms = deadline;
         }
-        let req = VoteRequest {
-            epoch: self.epoch.next(),
-            candidate: self.me,
-            last_epoch: self.log.last_epoch(),
-            end_offset: self.log.end(),
-            pre_vote: true,
-        };
-        let peers: Vec<NodeId> = self
-            .voter_set()
-            .ids()
-            .filter(|id| *id != self.me.id)
-            .collect();
-        for p in peers {
-            self.send(p, Message::Vote(req.clone()));
-        }
-        self.check_election_outcome();
+        self.request_votes(self.epoch.next(), true);
     }
 
     fn become_candidate(&mut self) {
@@ -101,12 +86,18 @@ impl RaftCore {
             rejected: BTreeSet::new(),
             deadline_ms,
         };
+        self.request_votes(epoch, false);
+    }
+
+    /// Asks every other voter of the latest set for its (pre-)vote in `epoch`, then checks
+    /// whether the round is already decided (a single-voter set wins at once).
+    fn request_votes(&mut self, epoch: Epoch, pre_vote: bool) {
         let req = VoteRequest {
             epoch,
             candidate: self.me,
             last_epoch: self.log.last_epoch(),
             end_offset: self.log.end(),
-            pre_vote: false,
+            pre_vote,
         };
         let peers: Vec<NodeId> = self
             .voter_set()
