@@ -194,8 +194,9 @@ pub struct ReplicaState {
 impl DescribeQuorumResponse {
     /// What a node can say from its own Raft core: cluster, leader, epoch, high watermark,
     /// the voter set (with directory ids) and, for its own replica, its log end offset and lag
-    /// (zero when it leads). Other replicas' progress is `None`: `corum_raft::RaftCore` does
-    /// not expose the leader's per-replica progress yet.
+    /// (zero when it leads). On the leader, every voter's and every fetching observer's
+    /// progress is filled from [`corum_raft::RaftCore::replica_progress`] (see
+    /// [`DescribeQuorumResponse::with_replica_progress`]); elsewhere other replicas' are `None`.
     pub fn from_core(cluster_id: Uuid, core: &corum_raft::RaftCore) -> DescribeQuorumResponse {
         let status = core.status();
         let me = core.id();
@@ -230,6 +231,60 @@ impl DescribeQuorumResponse {
             voters,
             observers,
         }
+        .with_replica_progress(
+            status.log_end_offset,
+            core.now_ms(),
+            &core.replica_progress(),
+        )
+    }
+
+    /// Fills the `--replication` columns from the leader's per-replica progress (empty when
+    /// this node does not lead: the rows are left as they are). `log_end_offset` is the
+    /// leader's log end and `now_ms` the leader core's clock (the clock of the progress
+    /// times). Per replica: `log_end_offset` is its acknowledged durable end (an observer's
+    /// last fetch offset), `lag` the leader's log end minus it, and the ages are `now_ms`
+    /// minus the last response / last caught-up time (`None` if never). The leader's own row
+    /// keeps its log end and lag 0 (only a missing directory id is filled in). Observers the leader hears from are added, sorted by id.
+    pub fn with_replica_progress(
+        mut self,
+        log_end_offset: LogOffset,
+        now_ms: u64,
+        progress: &[corum_raft::ReplicaProgress],
+    ) -> DescribeQuorumResponse {
+        for p in progress {
+            let directory_id = (!p.key.directory_id.is_zero()).then_some(p.key.directory_id);
+            if p.key.id == self.node_id {
+                let own = self.voters.iter_mut().chain(self.observers.iter_mut());
+                for r in own.filter(|r| r.replica_id == p.key.id) {
+                    r.directory_id = r.directory_id.or(directory_id);
+                }
+                continue;
+            }
+            let row = ReplicaState {
+                replica_id: p.key.id,
+                directory_id,
+                log_end_offset: Some(p.log_end_offset),
+                lag: Some(log_end_offset.0.saturating_sub(p.log_end_offset.0)),
+                last_fetch_age_ms: p.last_fetch_ms.map(|t| now_ms.saturating_sub(t)),
+                last_caught_up_age_ms: p.last_caught_up_ms.map(|t| now_ms.saturating_sub(t)),
+            };
+            let rows = if p.voter {
+                &mut self.voters
+            } else {
+                &mut self.observers
+            };
+            match rows.binary_search_by_key(&p.key.id, |r| r.replica_id) {
+                Ok(i) => {
+                    let directory_id = rows[i].directory_id.or(row.directory_id);
+                    rows[i] = ReplicaState {
+                        directory_id,
+                        ..row
+                    };
+                }
+                Err(i) => rows.insert(i, row),
+            }
+        }
+        self
     }
 
     /// The largest lag among the followers that have one (`--status`'s MaxFollowerLag).
@@ -1603,6 +1658,69 @@ mod tests {
         assert_eq!(o.observers[0].replica_id, NodeId(7));
         assert_eq!(o.max_follower_lag(), None);
         assert_eq!(describe_quorum().max_follower_lag(), Some(21));
+    }
+
+    /// DescribeQuorum from a leading core fills its own row (lag 0) and the row of an observer
+    /// that fetched: its fetch offset, its lag behind the leader's log end and the age of its
+    /// fetch on the core's clock; it has never been caught up.
+    #[test]
+    fn describe_quorum_from_a_leading_core() {
+        let voters = VoterSet::new(vec![voter(1, 1, "h1", 9093)]).unwrap();
+        let mut core = corum_raft::RaftCore::new(
+            corum_raft::Config::default(),
+            key(1, 1),
+            vec![],
+            corum_raft::Restore {
+                quorum_state: corum_raft::QuorumStateRecord {
+                    epoch: Epoch(0),
+                    leader: None,
+                    voted_for: None,
+                },
+                snapshot: None,
+                log: vec![],
+                bootstrap_voters: voters,
+            },
+            7,
+            0,
+        )
+        .unwrap();
+        core.campaign();
+        while core.ready().is_some() {}
+        core.persisted(core.log_end_offset(), core.epoch());
+        while core.ready().is_some() {}
+        assert_eq!(core.role(), corum_raft::Role::Leader);
+        core.tick(50);
+        core.step(
+            NodeId(7),
+            corum_raft::Message::Fetch(corum_raft::message::FetchRequest {
+                epoch: core.epoch(),
+                replica: key(7, 7),
+                fetch_offset: LogOffset(0),
+                last_fetched_epoch: Epoch(0),
+                high_watermark: LogOffset(0),
+                wait_max_ms: 0,
+            }),
+        );
+        while core.ready().is_some() {}
+        core.tick(80);
+        let end = core.log_end_offset();
+        assert!(end > LogOffset(0));
+        let d = DescribeQuorumResponse::from_core(Uuid([9; 16]), &core);
+        assert_eq!(d.leader_id, Some(NodeId(1)));
+        assert_eq!(d.voters.len(), 1);
+        assert_eq!(d.voters[0].log_end_offset, Some(end));
+        assert_eq!(d.voters[0].lag, Some(0));
+        assert_eq!(
+            d.observers,
+            vec![ReplicaState {
+                replica_id: NodeId(7),
+                directory_id: Some(Uuid([7; 16])),
+                log_end_offset: Some(LogOffset(0)),
+                lag: Some(end.0),
+                last_fetch_age_ms: Some(30),
+                last_caught_up_age_ms: None,
+            }]
+        );
     }
 
     proptest! {

@@ -67,8 +67,8 @@ use corum_engine::disk::{Disk, UringDisk};
 use corum_engine::log::{Log, LogConfig, NewBatch};
 use corum_engine::record::Attributes;
 use corum_raft::{
-    Batch, Endpoint, LogRead, Payload, ProposalId, RaftCore, Ready, ReplicaKey, Restore,
-    RestoredBatch, Role, Stats, Status, VoterSet,
+    Batch, Endpoint, LogRead, Payload, ProposalId, RaftCore, Ready, ReplicaKey, ReplicaProgress,
+    Restore, RestoredBatch, Role, Stats, Status, VoterSet,
 };
 use corum_runtime::ShutdownSignal;
 use corum_types::{Epoch, LogOffset, NodeId};
@@ -246,6 +246,11 @@ pub struct DriverStatus {
     pub sync_rounds: u64,
     /// False once [`RaftDriver::run`] has returned.
     pub running: bool,
+    /// On the leader, every voter's and fetching observer's progress
+    /// ([`RaftCore::replica_progress`]); empty otherwise.
+    pub replicas: Vec<ReplicaProgress>,
+    /// The core's clock when the status was taken (the clock of `replicas`' times).
+    pub now_ms: u64,
 }
 
 struct Proposal {
@@ -408,6 +413,8 @@ impl<D: Disk> RaftDriver<D> {
             log_durable_end: log.durable_end(),
             sync_rounds: 0,
             running: true,
+            replicas: core.replica_progress(),
+            now_ms: core.now_ms(),
         }));
         let handle = RaftHandle {
             proposals: Rc::new(proposal_tx),
@@ -761,6 +768,8 @@ impl<D: Disk> RaftDriver<D> {
             log_durable_end: self.log.durable_end(),
             sync_rounds: state.sync_rounds,
             running,
+            replicas: self.core.replica_progress(),
+            now_ms: self.core.now_ms(),
         };
     }
 }

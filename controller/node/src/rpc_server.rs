@@ -450,7 +450,10 @@ async fn handle(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
 }
 
 /// What this node's driver status says about the quorum: leader, epoch, high watermark, the
-/// voters (no directory ids in the status) and this replica's own log end offset.
+/// voters and this replica's own log end offset. On the leader, every voter's and fetching
+/// observer's replication columns (and directory ids) come from
+/// [`DriverStatus::replicas`] (see [`DescribeQuorumResponse::with_replica_progress`]); on a
+/// non-leader only its own row is filled and directory ids are unknown.
 pub fn describe_quorum(
     cluster_id: Uuid,
     me: NodeId,
@@ -485,6 +488,7 @@ pub fn describe_quorum(
             vec![own(me)]
         },
     }
+    .with_replica_progress(raft.log_end_offset, status.now_ms, &status.replicas)
 }
 
 /// Settings of an [`RpcClient`].
@@ -877,11 +881,14 @@ mod tests {
             log_durable_end: LogOffset(12),
             sync_rounds: 0,
             running: true,
+            replicas: Vec::new(),
+            now_ms: 0,
         }
     }
 
-    /// DescribeQuorum from a status: voters sorted, only this replica's own row filled (lag 0
-    /// when it leads), a non-voter listed as the one observer.
+    /// DescribeQuorum from a status without replica progress (a follower's): voters sorted,
+    /// only this replica's own row filled (lag 0 when it leads), a non-voter listed as the one
+    /// observer.
     #[test]
     fn describe_quorum_shows_what_the_status_knows() {
         use corum_types::{Epoch, LogOffset};
@@ -912,6 +919,61 @@ mod tests {
         assert_eq!(q.observers[0].replica_id, NodeId(7));
         assert_eq!(q.observers[0].log_end_offset, Some(LogOffset(12)));
         assert_eq!(q.observers[0].lag, None);
+    }
+
+    /// On the leader, the status' replica progress fills every voter's and observer's
+    /// replication columns: lag against the leader's log end, ages against the core's clock.
+    #[test]
+    fn describe_quorum_on_the_leader_shows_every_replica() {
+        use corum_raft::{ReplicaKey, ReplicaProgress};
+        use corum_types::LogOffset;
+        let row = |id: u32, dir: u8, voter: bool, end: u64, heard, caught| ReplicaProgress {
+            key: ReplicaKey {
+                id: NodeId(id),
+                directory_id: Uuid([dir; 16]),
+            },
+            voter,
+            log_end_offset: LogOffset(end),
+            last_fetch_ms: heard,
+            last_caught_up_ms: caught,
+        };
+        let mut status = driver_status(Some(1), &[1, 2, 3], true);
+        status.raft.role = corum_raft::Role::Leader;
+        status.now_ms = 1_000;
+        status.replicas = vec![
+            row(1, 1, true, 12, Some(1_000), Some(1_000)),
+            row(2, 2, true, 12, Some(990), Some(990)),
+            row(3, 3, true, 4, Some(700), Some(600)),
+            row(9, 9, false, 11, Some(995), None),
+        ];
+        let q = describe_quorum(Uuid([5; 16]), NodeId(1), &status);
+        let cols: Vec<_> = q
+            .voters
+            .iter()
+            .chain(&q.observers)
+            .map(|r| {
+                (
+                    r.replica_id.0,
+                    r.log_end_offset.map(|o| o.0),
+                    r.lag,
+                    r.last_fetch_age_ms,
+                    r.last_caught_up_age_ms,
+                )
+            })
+            .collect();
+        assert_eq!(
+            cols,
+            vec![
+                (1, Some(12), Some(0), Some(0), Some(0)),
+                (2, Some(12), Some(0), Some(10), Some(10)),
+                (3, Some(4), Some(8), Some(300), Some(400)),
+                (9, Some(11), Some(1), Some(5), None),
+            ]
+        );
+        assert_eq!(q.voters[0].directory_id, Some(Uuid([1; 16])));
+        assert_eq!(q.voters[1].directory_id, Some(Uuid([2; 16])));
+        assert_eq!(q.observers[0].directory_id, Some(Uuid([9; 16])));
+        assert_eq!(q.max_follower_lag(), Some(8));
     }
 
     proptest::proptest! {

@@ -14,6 +14,7 @@ use corum_controller::{Controller, ControllerConfig, TargetState};
 use corum_engine::disk::UringDisk;
 use corum_node::peer::PeerNetwork;
 use corum_node::protocol::{decode_request, encode_request, peek_correlation_id, LeaderHint};
+use corum_node::rpc_server::describe_quorum;
 use corum_node::{
     ControllerService, ControllerServiceHandle, RaftDriver, RaftHandle, RequestBody, RequestFrame,
     ResponseBody, ResponseFrame, RpcClient, RpcClientConfig, RpcClientError, RpcError, RpcServer,
@@ -300,6 +301,35 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
         let status = leader.service.status();
         assert!(status.committed_end >= before.add(writes));
         assert!(leader.raft.status().raft.high_watermark >= before.add(writes));
+
+        // Asked on the leader, DescribeQuorum --replication shows every voter's progress; once
+        // the writes are committed and acknowledged, the followers catch up (lag 0).
+        let leader_id = NodeId(leader.id);
+        wait_for("the followers to catch up", || {
+            let q = describe_quorum(CLUSTER, leader_id, &leader.raft.status());
+            q.voters.len() == 3 && q.voters.iter().all(|v| v.lag == Some(0))
+        })
+        .await;
+        match client.call(RequestBody::DescribeQuorum, CALL_TIMEOUT).await {
+            Ok(ResponseBody::DescribeQuorum(q)) => {
+                assert_eq!(q.node_id, leader_id);
+                assert_eq!(q.leader_id, Some(leader_id));
+                assert_eq!(q.voters.len(), 3, "{q:?}");
+                for v in &q.voters {
+                    assert!(v.log_end_offset.is_some(), "{q:?}");
+                    assert!(v.lag.is_some() && v.last_fetch_age_ms.is_some(), "{q:?}");
+                    assert!(v.directory_id.is_some(), "{q:?}");
+                }
+                let leader_end = q
+                    .voters
+                    .iter()
+                    .find(|v| v.replica_id == leader_id)
+                    .and_then(|v| v.log_end_offset)
+                    .unwrap();
+                assert!(leader_end >= before.add(writes), "{q:?}");
+            }
+            other => panic!("DescribeQuorum answered {other:?}"),
+        }
 
         // A raw connection: one good request, then garbage mid-stream: it is answered, then
         // closed, and the client's connection keeps working.

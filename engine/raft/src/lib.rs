@@ -48,7 +48,7 @@ pub mod sim;
 pub mod types;
 
 pub use crate::config::Config;
-pub use crate::core::{RaftCore, Restore, RestoredBatch, Role, Stats, Status};
+pub use crate::core::{RaftCore, ReplicaProgress, Restore, RestoredBatch, Role, Stats, Status};
 pub use crate::error::{Error, Result, VoterChangeError};
 pub use crate::message::Message;
 pub use crate::ready::{LogRead, Ready};

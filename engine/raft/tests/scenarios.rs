@@ -382,3 +382,76 @@ scenario!(
 fn role_names_are_stable() {
     assert_eq!(format!("{:?}", Role::Prospective), "Prospective");
 }
+
+/// The leader reports every voter's durable end and response times: acks move a follower's
+/// offset and keep it caught up; a partitioned follower's last response ages and it lags.
+#[test]
+fn leader_reports_replica_progress() {
+    let mut c = Cluster::new(ClusterSpec::new(3, 3, 0)).unwrap();
+    assert!(c.run_until(5_000, |c| c.leader().is_some()));
+    let leader = c.leader().unwrap();
+    for id in c.ids().into_iter().filter(|id| *id != leader) {
+        assert!(c.core(id).unwrap().replica_progress().is_empty());
+    }
+    c.propose(leader, b"one").unwrap().unwrap();
+    c.run_for(200);
+    let core = c.core(leader).unwrap();
+    let now = core.now_ms();
+    let end = core.log_end_offset();
+    let rows = core.replica_progress();
+    assert_eq!(
+        rows.iter().map(|r| r.key.id).collect::<Vec<_>>(),
+        c.ids(),
+        "every voter, by id"
+    );
+    for r in &rows {
+        assert!(r.voter);
+        assert_eq!(r.log_end_offset, end, "{r:?}");
+        let heard = r.last_fetch_ms.unwrap();
+        assert!(now - heard <= 100, "{r:?} at {now}");
+        assert!(now - r.last_caught_up_ms.unwrap() <= 100, "{r:?} at {now}");
+    }
+
+    let lagging = *c.ids().iter().find(|id| **id != leader).unwrap();
+    let others: Vec<NodeId> = c.ids().into_iter().filter(|o| *o != lagging).collect();
+    c.net.partition(&[lagging], &others);
+    c.run_for(20);
+    let before = c.core(leader).unwrap().replica_progress();
+    let cut_off_at = before
+        .iter()
+        .find(|r| r.key.id == lagging)
+        .unwrap()
+        .last_fetch_ms
+        .unwrap();
+    c.propose(leader, b"two").unwrap().unwrap();
+    c.run_for(200);
+    let core = c.core(leader).unwrap();
+    assert_eq!(core.role(), Role::Leader, "the majority keeps its leader");
+    let now = core.now_ms();
+    let end = core.log_end_offset();
+    let rows = core.replica_progress();
+    let cut = rows.iter().find(|r| r.key.id == lagging).unwrap();
+    assert!(cut.log_end_offset < end, "{cut:?} vs {end}");
+    assert_eq!(
+        cut.last_fetch_ms,
+        Some(cut_off_at),
+        "no response since the cut"
+    );
+    assert!(now - cut_off_at >= 200);
+    assert!(cut.last_caught_up_ms.unwrap() <= cut_off_at);
+    for r in rows.iter().filter(|r| r.key.id != lagging) {
+        assert_eq!(r.log_end_offset, end, "{r:?}");
+        assert!(now - r.last_caught_up_ms.unwrap() <= 100, "{r:?} at {now}");
+    }
+
+    c.net.heal();
+    c.run_for(300);
+    let core = c.core(leader).unwrap();
+    let end = core.log_end_offset();
+    let cut = core
+        .replica_progress()
+        .into_iter()
+        .find(|r| r.key.id == lagging)
+        .unwrap();
+    assert_eq!(cut.log_end_offset, end, "caught up after the heal");
+}

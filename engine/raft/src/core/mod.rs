@@ -130,6 +130,27 @@ pub struct Status {
     pub is_voter: bool,
 }
 
+/// The leader's view of one replica's replication progress (`describe --replication`).
+///
+/// Times are `now_ms` values of the leader's core (the clock it was ticked and stepped with).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaProgress {
+    /// The replica's id and directory id (zero when unknown, e.g. a static voter).
+    pub key: ReplicaKey,
+    /// In the leader's current voter set.
+    pub voter: bool,
+    /// The replica's log end offset as the leader knows it: for a voter, the largest end it
+    /// acknowledged as durable and matching (what counts toward the HWM; the leader's own
+    /// durable end for the leader); for an observer, the offset of its last fetch.
+    pub log_end_offset: LogOffset,
+    /// When the leader last heard from it (append response or fetch); `None` if never in this
+    /// epoch. The leader's own entry reports the core's current time.
+    pub last_fetch_ms: Option<u64>,
+    /// The last time it was caught up: an append response acknowledging as durable, or a fetch
+    /// at, the leader's log end offset at that moment. `None` if never in this epoch.
+    pub last_caught_up_ms: Option<u64>,
+}
+
 /// Counters for summaries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -164,6 +185,11 @@ pub(crate) struct Progress {
     pub last_sent_ms: u64,
     pub last_sent_hwm: LogOffset,
     pub last_heard_ms: u64,
+    /// When a response from the follower last arrived (for status; `last_heard_ms` starts at
+    /// the epoch start for check-quorum).
+    pub last_response_ms: Option<u64>,
+    /// When the follower last acknowledged the leader's whole log as durable.
+    pub last_caught_up_ms: Option<u64>,
 }
 
 impl Progress {
@@ -183,6 +209,8 @@ impl Progress {
             last_sent_ms: 0,
             last_sent_hwm: LogOffset::ZERO,
             last_heard_ms: now_ms,
+            last_response_ms: None,
+            last_caught_up_ms: None,
         }
     }
 }
@@ -198,6 +226,8 @@ pub(crate) struct Fetcher {
     pub key: ReplicaKey,
     pub last_fetch_ms: u64,
     pub fetch_offset: LogOffset,
+    /// When a fetch last arrived at the leader's log end.
+    pub last_caught_up_ms: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -607,6 +637,11 @@ impl RaftCore {
         self.epoch
     }
 
+    /// The core's clock: the largest `now_ms` it was ticked with.
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+
     pub fn high_watermark(&self) -> LogOffset {
         self.hwm
     }
@@ -699,6 +734,60 @@ impl RaftCore {
             voters: self.voter_set().ids().collect(),
             is_voter: self.is_voter(),
         }
+    }
+
+    /// On the leader, the replication progress of every voter (itself included) and of every
+    /// observer that has fetched this epoch, sorted by id; empty on any other role.
+    pub fn replica_progress(&self) -> Vec<ReplicaProgress> {
+        let State::Leader(ls) = &self.state else {
+            return Vec::new();
+        };
+        let voters = self.voter_set();
+        let mut out: BTreeMap<NodeId, ReplicaProgress> = BTreeMap::new();
+        for v in voters.voters() {
+            let entry = if v.key == self.me {
+                ReplicaProgress {
+                    key: v.key,
+                    voter: true,
+                    log_end_offset: self.durable_end,
+                    last_fetch_ms: Some(self.now_ms),
+                    last_caught_up_ms: (self.durable_end >= self.log.end()).then_some(self.now_ms),
+                }
+            } else {
+                let p = ls.progress.get(&v.key.id).filter(|p| p.key == v.key);
+                ReplicaProgress {
+                    key: v.key,
+                    voter: true,
+                    log_end_offset: p.map_or(LogOffset::ZERO, |p| p.matched),
+                    last_fetch_ms: p.and_then(|p| p.last_response_ms),
+                    last_caught_up_ms: p.and_then(|p| p.last_caught_up_ms),
+                }
+            };
+            out.insert(v.key.id, entry);
+        }
+        for (id, f) in &ls.fetchers {
+            match out.get_mut(id) {
+                Some(r) => {
+                    if r.key == f.key && r.key != self.me {
+                        r.last_fetch_ms = r.last_fetch_ms.max(Some(f.last_fetch_ms));
+                        r.last_caught_up_ms = r.last_caught_up_ms.max(f.last_caught_up_ms);
+                    }
+                }
+                None => {
+                    out.insert(
+                        *id,
+                        ReplicaProgress {
+                            key: f.key,
+                            voter: false,
+                            log_end_offset: f.fetch_offset,
+                            last_fetch_ms: Some(f.last_fetch_ms),
+                            last_caught_up_ms: f.last_caught_up_ms,
+                        },
+                    );
+                }
+            }
+        }
+        out.into_values().collect()
     }
 
     /// O(n) checks of every internal invariant; the simulator calls it after every step.

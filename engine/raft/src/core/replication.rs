@@ -238,6 +238,10 @@ impl RaftCore {
                 p.acked = p.acked.max(received_end);
                 let matched_before = p.matched;
                 p.matched = p.matched.max(durable_end);
+                p.last_response_ms = Some(now);
+                if p.matched >= log_end {
+                    p.last_caught_up_ms = Some(now);
+                }
                 while p.inflight.front().is_some_and(|f| f.0 <= received_end) {
                     let f = p.inflight.pop_front().expect("checked");
                     p.inflight_bytes -= f.1;
@@ -578,13 +582,24 @@ impl RaftCore {
             return;
         }
         let now = self.now_ms;
+        let log_end = self.log.end();
         if let State::Leader(ls) = &mut self.state {
+            let caught_up_before = ls
+                .fetchers
+                .get(&from)
+                .filter(|f| f.key == req.replica)
+                .and_then(|f| f.last_caught_up_ms);
             ls.fetchers.insert(
                 from,
                 super::Fetcher {
                     key: req.replica,
                     last_fetch_ms: now,
                     fetch_offset: req.fetch_offset,
+                    last_caught_up_ms: if req.fetch_offset >= log_end {
+                        Some(now)
+                    } else {
+                        caught_up_before
+                    },
                 },
             );
             if let Some(p) = ls.progress.get_mut(&from) {
