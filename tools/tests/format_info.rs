@@ -37,6 +37,22 @@ fn write_config(dir: &Path, node_id: u32, port: u16) -> String {
     path.display().to_string()
 }
 
+/// The arguments of `corum format --config CONFIG --cluster-id CLUSTER --standalone`.
+fn standalone_args<'a>(config: &'a str, cluster: &'a str) -> [&'a str; 6] {
+    [
+        "format",
+        "--config",
+        config,
+        "--cluster-id",
+        cluster,
+        "--standalone",
+    ]
+}
+
+fn format_standalone(config: &str, cluster: &str) -> Output {
+    corum(&standalone_args(config, cluster))
+}
+
 fn random_uuid() -> String {
     let o = corum(&["random-uuid"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -48,14 +64,7 @@ fn random_uuid() -> String {
 fn format_standalone_then_info() {
     let tmp = tempfile::tempdir().unwrap();
     let config = write_config(tmp.path(), 1, 19093);
-    let o = corum(&[
-        "format",
-        "--config",
-        &config,
-        "--cluster-id",
-        CLUSTER,
-        "--standalone",
-    ]);
+    let o = format_standalone(&config, CLUSTER);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("Formatted"), "{}", stdout(&o));
     let data = tmp.path().join("data1");
@@ -83,26 +92,11 @@ fn format_standalone_then_info() {
 fn format_refuses_formatted_directory() {
     let tmp = tempfile::tempdir().unwrap();
     let config = write_config(tmp.path(), 1, 19093);
-    let args = [
-        "format",
-        "--config",
-        &config,
-        "--cluster-id",
-        CLUSTER,
-        "--standalone",
-    ];
-    assert!(corum(&args).status.success());
+    assert!(format_standalone(&config, CLUSTER).status.success());
     let meta = tmp.path().join("data1/meta.properties");
     let before = std::fs::read(&meta).unwrap();
     let other = random_uuid();
-    let again = [
-        "format",
-        "--config",
-        &config,
-        "--cluster-id",
-        &other,
-        "--standalone",
-    ];
+    let again = standalone_args(&config, &other);
     let o = corum(&again);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("already formatted"), "{}", stderr(&o));
@@ -236,14 +230,7 @@ fn info_quorum_state_and_damage() {
     use corum_types::{Epoch, NodeId, Uuid};
     let tmp = tempfile::tempdir().unwrap();
     let config = write_config(tmp.path(), 1, 19093);
-    let o = corum(&[
-        "format",
-        "--config",
-        &config,
-        "--cluster-id",
-        CLUSTER,
-        "--standalone",
-    ]);
+    let o = format_standalone(&config, CLUSTER);
     assert!(o.status.success(), "{}", stderr(&o));
     let data = tmp.path().join("data1");
     let dir_id = Uuid([0x42; 16]);

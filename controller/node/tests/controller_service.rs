@@ -10,13 +10,12 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use corum_controller::control::replication_control::{CreatableTopic, CreateTopicsRequest};
-use corum_controller::{ApiError, Controller, ControllerConfig, TargetState};
-use corum_engine::disk::UringDisk;
+use corum_controller::{ApiError, Controller, TargetState};
 use corum_node::peer::PeerNetwork;
 use corum_node::protocol::LeaderHint;
 use corum_node::{
-    ControllerService, ControllerServiceHandle, DriverError, RaftDriver, RaftHandle, RequestBody,
-    RequestFrame, ResponseBody, ResponseFrame, RpcError, ServiceError,
+    ControllerServiceHandle, DriverError, RaftHandle, RequestBody, RequestFrame, ResponseBody,
+    ResponseFrame, RpcError, ServiceError,
 };
 use corum_raft::VoterSet;
 use corum_runtime::ShutdownSignal;
@@ -26,8 +25,8 @@ use glommio::task::JoinHandle;
 mod common;
 
 use common::{
-    bind_all, driver_config, heartbeat, on_executor, rebind, service_config, set_retention,
-    voter_set, wait_for, WAIT_MAX,
+    bind_all, heartbeat, on_executor, rebind, set_retention, start_controller_node, voter_set,
+    wait_for, WAIT_MAX,
 };
 
 const TEST_DEADLINE: Duration = Duration::from_secs(120);
@@ -53,32 +52,16 @@ impl Node {
         voters: &VoterSet,
     ) -> Node {
         let addr = net.0.local_addr();
-        let config = driver_config(id, dir, addr, voters);
-        let stop = ShutdownSignal::detached();
-        let (driver, raft, commits, _) =
-            RaftDriver::start(UringDisk, config, net.0, net.1, stop.clone())
-                .await
-                .unwrap();
-        let controller = Controller::new(ControllerConfig::default(), NodeId(id)).unwrap();
-        let service_config = service_config(id, voters);
-        let (service, handle) = ControllerService::new(
-            service_config,
-            controller,
-            raft.clone(),
-            commits,
-            ShutdownSignal::detached(),
-        );
-        let driver_run = glommio::spawn_local(driver.run()).detach();
-        let service_run = glommio::spawn_local(service.run()).detach();
+        let n = start_controller_node(id, dir, net, voters, false).await;
         Node {
             id,
             dir: dir.to_path_buf(),
             addr,
-            stop,
-            raft,
-            service: handle,
-            driver_run,
-            service_run,
+            stop: n.stop,
+            raft: n.raft,
+            service: n.service,
+            driver_run: n.driver_run,
+            service_run: n.service_run,
         }
     }
 

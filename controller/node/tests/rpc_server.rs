@@ -10,15 +10,14 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use corum_controller::control::replication_control::{CreatableTopic, CreateTopicsRequest};
-use corum_controller::{Controller, ControllerConfig, TargetState};
-use corum_engine::disk::UringDisk;
+use corum_controller::{Controller, TargetState};
 use corum_node::peer::PeerNetwork;
 use corum_node::protocol::{decode_request, encode_request, peek_correlation_id, LeaderHint};
 use corum_node::rpc_server::describe_quorum;
 use corum_node::{
-    ControllerService, ControllerServiceHandle, RaftDriver, RaftHandle, RequestBody, RequestFrame,
-    ResponseBody, ResponseFrame, RpcClient, RpcClientConfig, RpcClientError, RpcError, RpcServer,
-    RpcServerConfig, RpcServerStats,
+    ControllerServiceHandle, RaftHandle, RequestBody, RequestFrame, ResponseBody, ResponseFrame,
+    RpcClient, RpcClientConfig, RpcClientError, RpcError, RpcServer, RpcServerConfig,
+    RpcServerStats,
 };
 use corum_raft::VoterSet;
 use corum_runtime::transport::{connect, ConnectionConfig};
@@ -29,8 +28,7 @@ use glommio::task::JoinHandle;
 mod common;
 
 use common::{
-    bind_all, driver_config, heartbeat, on_executor, service_config, set_retention, voter_set,
-    wait_for,
+    bind_all, heartbeat, on_executor, set_retention, start_controller_node, voter_set, wait_for,
 };
 
 const TEST_DEADLINE: Duration = Duration::from_secs(120);
@@ -58,36 +56,19 @@ impl Node {
         voters: &VoterSet,
         rpc: RpcServer,
     ) -> Node {
-        let addr = net.0.local_addr();
-        let config = driver_config(id, dir, addr, voters);
-        let stop = ShutdownSignal::detached();
-        let (driver, raft, commits, _) =
-            RaftDriver::start(UringDisk, config, net.0, net.1, stop.clone())
-                .await
-                .unwrap();
-        let controller = Controller::new(ControllerConfig::default(), NodeId(id)).unwrap();
-        let service_config = service_config(id, voters);
-        let (service, handle) = ControllerService::new(
-            service_config,
-            controller,
-            raft.clone(),
-            commits,
-            stop.clone(),
-        );
+        let n = start_controller_node(id, dir, net, voters, true).await;
         let rpc_addr = rpc.local_addr();
-        let driver_run = glommio::spawn_local(driver.run()).detach();
-        let service_run = glommio::spawn_local(service.run()).detach();
         let rpc_run =
-            glommio::spawn_local(rpc.run(handle.clone(), Some(raft.clone()), stop.clone()))
+            glommio::spawn_local(rpc.run(n.service.clone(), Some(n.raft.clone()), n.stop.clone()))
                 .detach();
         Node {
             id,
             rpc_addr,
-            stop,
-            raft,
-            service: handle,
-            driver_run,
-            service_run,
+            stop: n.stop,
+            raft: n.raft,
+            service: n.service,
+            driver_run: n.driver_run,
+            service_run: n.service_run,
             rpc_run,
         }
     }

@@ -260,3 +260,63 @@ pub fn set_retention(topic: &str, ms: u64) -> RequestBody {
         validate_only: false,
     })
 }
+
+/// A Raft driver on a real disk and the controller service on its committed stream, both
+/// spawned on the current executor.
+pub struct ControllerNode {
+    /// Stops the driver (and the service too when it was started with `service_follows_stop`).
+    pub stop: ShutdownSignal,
+    pub raft: corum_node::RaftHandle,
+    pub service: corum_node::ControllerServiceHandle,
+    pub driver_run: glommio::task::JoinHandle<Result<(), corum_node::DriverError>>,
+    pub service_run:
+        glommio::task::JoinHandle<Result<corum_controller::Controller, corum_node::ServiceError>>,
+}
+
+/// Starts node `id` with its log under `dir`. With `service_follows_stop` the service stops on
+/// the same signal as the driver; without it, the service runs until the driver's commit stream
+/// ends (the tests that check what a service returns when its driver goes away).
+pub async fn start_controller_node(
+    id: u32,
+    dir: &Path,
+    net: (PeerNetwork, PeerInbox),
+    voters: &VoterSet,
+    service_follows_stop: bool,
+) -> ControllerNode {
+    let addr = net.0.local_addr();
+    let config = driver_config(id, dir, addr, voters);
+    let stop = ShutdownSignal::detached();
+    let (driver, raft, commits, _) = corum_node::RaftDriver::start(
+        corum_engine::disk::UringDisk,
+        config,
+        net.0,
+        net.1,
+        stop.clone(),
+    )
+    .await
+    .expect("driver starts");
+    let controller = corum_controller::Controller::new(
+        corum_controller::ControllerConfig::default(),
+        NodeId(id),
+    )
+    .expect("default controller config is valid");
+    let service_stop = if service_follows_stop {
+        stop.clone()
+    } else {
+        ShutdownSignal::detached()
+    };
+    let (service, handle) = corum_node::ControllerService::new(
+        service_config(id, voters),
+        controller,
+        raft.clone(),
+        commits,
+        service_stop,
+    );
+    ControllerNode {
+        stop,
+        raft,
+        service: handle,
+        driver_run: glommio::spawn_local(driver.run()).detach(),
+        service_run: glommio::spawn_local(service.run()).detach(),
+    }
+}
