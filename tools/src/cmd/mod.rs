@@ -5,6 +5,7 @@ pub mod dump_log;
 pub mod format;
 pub mod info;
 pub mod placement;
+pub mod run;
 pub mod sim;
 pub mod uuid;
 
@@ -16,5 +17,7 @@ pub fn init_tracing() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colours only for a person at a terminal, not in the log files of a node.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }
