@@ -399,9 +399,11 @@ impl ControllerClient {
         };
         let mut tried: Vec<SocketAddr> = Vec::with_capacity(candidates.len());
         for (addr, hinted) in candidates {
-            // A hint naming the server that just said it does not lead is stale; that server
-            // still comes last in the round below (it may win the next election).
-            if (hinted && addr == conn.addr) || tried.contains(&addr) {
+            // The server that just said it does not lead keeps its healthy connection: the
+            // call asks it again after the pause if no other server takes the call (it may
+            // win the next election). After a lost connection it is reconnected last.
+            let answered = matches!(failure, Retriable::NotController(_));
+            if (addr == conn.addr && (hinted || answered)) || tried.contains(&addr) {
                 continue;
             }
             tried.push(addr);

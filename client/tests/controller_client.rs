@@ -143,6 +143,35 @@ fn calls_survive_the_leaders_shutdown() {
             .find(|c| c.key == "log.retention.ms")
             .unwrap();
         assert_eq!(retention.value, last.to_string());
+
+        // With the second leader gone too, the last node cannot be elected: a call keeps
+        // meeting NotController until its retry deadline and then says so.
+        let leader = nodes.remove(leader);
+        leader.stop().await;
+        let short = ControllerClient::connect(ClientConfig {
+            retry_deadline: Duration::from_millis(500),
+            ..client_config(&nodes, &[0])
+        })
+        .await
+        .unwrap();
+        let started = std::time::Instant::now();
+        match short
+            .alter_config(broker_resource(1), "log.retention.ms", "1")
+            .await
+        {
+            Err(ClientError::LeaderNotFound {
+                request, attempts, ..
+            }) => {
+                assert_eq!(request, "IncrementalAlterConfigs");
+                assert!(attempts > 1);
+            }
+            other => panic!("expected LeaderNotFound, got {other:?}"),
+        }
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(500) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
         stop_all(nodes).await;
     });
 }
