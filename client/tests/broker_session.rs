@@ -72,7 +72,7 @@ fn the_follower_image_follows_writes_across_a_leader_change() {
         })
         .await;
         assert!(follower.next_offset() <= follower.high_watermark());
-        assert_eq!(follower.image().end_offset <= follower.next_offset(), true);
+        assert!(follower.image().end_offset <= follower.next_offset());
 
         let old = nodes.remove(l);
         old.stop().await;
