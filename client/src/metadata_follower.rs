@@ -101,6 +101,12 @@ impl MetadataFollower {
         self.shared.log.borrow().applied_end()
     }
 
+    /// The end of what was fetched, applied or not (fetched data beyond the high watermark
+    /// waits in a buffer).
+    pub fn fetched_end(&self) -> LogOffset {
+        self.shared.log.borrow().end()
+    }
+
     /// The highest high watermark a leader reported.
     pub fn high_watermark(&self) -> LogOffset {
         self.shared.log.borrow().high_watermark()
