@@ -301,9 +301,11 @@ impl ControllerClient {
                     last: failure.describe(),
                 });
             }
-            if let Retriable::NotController(Some(hint)) = &failure {
-                followed = Some(hint.id);
-            }
+            // Only an answer right after following a hint tells where that hint's node is.
+            followed = match &failure {
+                Retriable::NotController(Some(hint)) => Some(hint.id),
+                _ => None,
+            };
             let hinted = self.relocate(&conn, &failure).await;
             if !hinted {
                 let pause = backoff(pauses, self.next_jitter())
