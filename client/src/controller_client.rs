@@ -8,7 +8,7 @@
 //! | answer / failure | retried? | where next |
 //! |---|---|---|
 //! | success, or `Api` / `Timeout` / `Malformed` / `RequestTooLarge` | no | — |
-//! | `NotController { leader: Some(hint) }` | yes, at once | the hint's address if it is a bootstrap server, else the address learned for the hint's id, else the next bootstrap server |
+//! | `NotController { leader: Some(hint) }` | yes, at once (after a backoff from the third hint in a row) | the hint's address if it is a bootstrap server, else the address learned for the hint's id, else the next bootstrap server |
 //! | `NotController { leader: None }` (election running) | yes, after a backoff | the next bootstrap server |
 //! | connection lost, connect refused | yes, after a backoff | the next bootstrap server, this one last |
 //!
@@ -56,6 +56,8 @@ use crate::error::{ClientError, Result};
 const BACKOFF_BASE: Duration = Duration::from_millis(5);
 /// Largest pause between two attempts of one call.
 const BACKOFF_CAP: Duration = Duration::from_millis(100);
+/// Hints one call follows in a row without pausing.
+const HINTS_WITHOUT_PAUSE_MAX: u32 = 2;
 
 /// Settings of a [`ControllerClient`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -262,6 +264,7 @@ impl ControllerClient {
         let mut attempts = 0u32;
         let mut pauses = 0u32;
         let mut followed: Option<NodeId> = None;
+        let mut hinted_in_a_row = 0u32;
         loop {
             attempts += 1;
             let conn = inner.current.borrow().clone();
@@ -307,7 +310,10 @@ impl ControllerClient {
                 _ => None,
             };
             let hinted = self.relocate(&conn, &failure).await;
-            if !hinted {
+            // Hints are followed at once, but not forever: nodes with stale views could point
+            // at each other during an election.
+            hinted_in_a_row = if hinted { hinted_in_a_row + 1 } else { 0 };
+            if !hinted || hinted_in_a_row > HINTS_WITHOUT_PAUSE_MAX {
                 let pause = backoff(pauses, self.next_jitter())
                     .min(deadline.saturating_sub(start.elapsed()));
                 pauses += 1;
