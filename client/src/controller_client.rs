@@ -76,6 +76,40 @@ pub struct ClientConfig {
     pub rpc: RpcClientConfig,
 }
 
+/// Parses a bootstrap list `HOST:PORT,HOST:PORT,...` (what `--bootstrap` takes); host names
+/// are resolved (each to its first address).
+pub fn parse_bootstrap(list: &str) -> Result<Vec<SocketAddr>> {
+    let bad = |reason: String| ClientError::Config {
+        field: "bootstrap",
+        reason,
+    };
+    let mut out = Vec::new();
+    for item in list.split(',').map(str::trim) {
+        if item.is_empty() {
+            return Err(bad(format!("empty entry in {list:?}")));
+        }
+        if let Ok(addr) = item.parse::<SocketAddr>() {
+            out.push(addr);
+            continue;
+        }
+        let (host, port) = item
+            .rsplit_once(':')
+            .ok_or_else(|| bad(format!("{item:?} is not HOST:PORT")))?;
+        let port: u16 = port.parse().map_err(|_| {
+            bad(format!(
+                "{item:?}: port {port:?} is not a number in 0..=65535"
+            ))
+        })?;
+        let addr = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| bad(format!("{item:?}: cannot resolve {host:?}: {e}")))?
+            .next()
+            .ok_or_else(|| bad(format!("{item:?}: {host:?} has no address")))?;
+        out.push(addr);
+    }
+    Ok(out)
+}
+
 impl ClientConfig {
     /// `bootstrap` with a 5 s request timeout and a 10 s retry deadline.
     pub fn new(bootstrap: Vec<SocketAddr>) -> ClientConfig {
@@ -560,6 +594,14 @@ impl ControllerClient {
         }
     }
 
+    /// DescribeQuorum from the active controller, whose answer fills every replica's
+    /// replication columns (`--replication`): a DescribeCluster first moves the client to the
+    /// leader (only the active controller answers it), then DescribeQuorum asks there.
+    pub async fn describe_quorum_at_leader(&self) -> Result<DescribeQuorumResponse> {
+        self.describe_cluster().await?;
+        self.describe_quorum().await
+    }
+
     /// DescribeCluster from the active controller.
     pub async fn describe_cluster(&self) -> Result<DescribeClusterResponse> {
         match self.call(RequestBody::DescribeCluster).await? {
@@ -700,6 +742,34 @@ mod tests {
             }),
             "rpc"
         );
+    }
+
+    /// Bootstrap lists parse addresses and resolvable host names, and name a bad entry.
+    #[test]
+    fn bootstrap_lists_parse() {
+        assert_eq!(
+            parse_bootstrap("127.0.0.1:9093, [::1]:9094,localhost:9095").unwrap()[..2],
+            [
+                "127.0.0.1:9093".parse::<SocketAddr>().unwrap(),
+                "[::1]:9094".parse().unwrap()
+            ]
+        );
+        assert_eq!(parse_bootstrap("localhost:9095").unwrap()[0].port(), 9095);
+        for bad in [
+            "",
+            "127.0.0.1:9093,",
+            "127.0.0.1",
+            "h:port",
+            "127.0.0.1:70000",
+        ] {
+            match parse_bootstrap(bad) {
+                Err(ClientError::Config { field, reason }) => {
+                    assert_eq!(field, "bootstrap");
+                    assert!(!reason.is_empty());
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
     }
 
     /// A hint's host is used as an address when it is one, resolved otherwise.
