@@ -9,8 +9,12 @@
 //! |---|---|---|
 //! | success, or `Api` / `Timeout` / `Malformed` / `RequestTooLarge` | no | — |
 //! | `NotController { leader: Some(hint) }` | yes, at once (after a backoff from the third hint in a row) | the hint's address if it is a bootstrap server, else the address learned for the hint's id, else the next bootstrap server |
-//! | `NotController { leader: None }` (election running) | yes, after a backoff | the next bootstrap server |
-//! | connection lost, connect refused | yes, after a backoff | the next bootstrap server, this one last |
+//! | `NotController { leader: None }` (election running) | yes, after a backoff | the next bootstrap server that accepts a connection; if none does, the same server again |
+//! | connection lost, connect refused | yes, after a backoff | the next bootstrap server, this one (reconnected) last |
+//!
+//! `DescribeQuorum` is answered by any node, so its answers move nothing and do not count in
+//! [`ControllerClient::leader_changes`]; every other request is answered only by the active
+//! controller.
 //!
 //! Why hints are not trusted blindly: a node names the leader by its *Raft* endpoint unless
 //! its RPC server was told the others' client endpoints, and a Raft endpoint does not speak
