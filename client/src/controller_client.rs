@@ -421,38 +421,18 @@ impl ControllerClient {
             // Another call moved the client while this one waited: retry there.
             return matches!(failure, Retriable::NotController(Some(_)));
         }
-        let bootstrap = &inner.config.bootstrap;
-        let mut candidates: Vec<(SocketAddr, bool)> = Vec::with_capacity(bootstrap.len() + 2);
-        if let Retriable::NotController(Some(hint)) = failure {
-            if let Some(addr) = hint_addr(hint).filter(|a| bootstrap.contains(a)) {
-                candidates.push((addr, true));
-            }
-            if let Some(&addr) = inner.learned.borrow().get(&hint.id) {
-                candidates.push((addr, true));
-            }
-        }
-        // Round the bootstrap list, starting after the server that failed; that server comes
-        // last (its connection may have broken while the server itself is fine).
-        let at = bootstrap.iter().position(|a| *a == conn.addr);
-        let n = bootstrap.len();
-        let start = at.map_or(0, |i| i + 1);
-        for k in 0..n {
-            candidates.push((bootstrap[(start + k) % n], false));
-        }
+        let hint = match failure {
+            Retriable::NotController(Some(hint)) => Some(hint),
+            _ => None,
+        };
+        let learned = hint.and_then(|h| inner.learned.borrow().get(&h.id).copied());
+        let answered = matches!(failure, Retriable::NotController(_));
+        let candidates = candidates(&inner.config.bootstrap, conn.addr, answered, hint, learned);
         let rpc_config = RpcClientConfig {
             redirects_max: 0,
             ..inner.config.rpc
         };
-        let mut tried: Vec<SocketAddr> = Vec::with_capacity(candidates.len());
         for (addr, hinted) in candidates {
-            // The server that just said it does not lead keeps its healthy connection: the
-            // call asks it again after the pause if no other server takes the call (it may
-            // win the next election). After a lost connection it is reconnected last.
-            let answered = matches!(failure, Retriable::NotController(_));
-            if (addr == conn.addr && (hinted || answered)) || tried.contains(&addr) {
-                continue;
-            }
-            tried.push(addr);
             match open(addr, rpc_config, inner.config.request_timeout).await {
                 Ok(rpc) => {
                     self.count(|s| s.connects += 1);
@@ -654,6 +634,42 @@ async fn open(
     }
 }
 
+/// Where a client connected to `current` tries next, in order, each with whether a hint led
+/// there. `answered`: `current` answered NotController (its connection is healthy, so it is
+/// not reconnected); otherwise its connection broke and it is reconnected last. Only
+/// bootstrap servers are named: first the hint's address if it is one, then the address
+/// learned for the hint's node, then the bootstrap list round from the server after
+/// `current`. No address twice; never `current` after a hint.
+fn candidates(
+    bootstrap: &[SocketAddr],
+    current: SocketAddr,
+    answered: bool,
+    hint: Option<&LeaderHint>,
+    learned: Option<SocketAddr>,
+) -> Vec<(SocketAddr, bool)> {
+    let mut out: Vec<(SocketAddr, bool)> = Vec::with_capacity(bootstrap.len() + 2);
+    let mut push = |addr: SocketAddr, hinted: bool| {
+        if !(addr == current && (hinted || answered)) && out.iter().all(|(a, _)| *a != addr) {
+            out.push((addr, hinted));
+        }
+    };
+    if let Some(addr) = hint.and_then(hint_addr).filter(|a| bootstrap.contains(a)) {
+        push(addr, true);
+    }
+    if let Some(addr) = learned.filter(|a| bootstrap.contains(a)) {
+        push(addr, true);
+    }
+    let n = bootstrap.len();
+    let start = bootstrap
+        .iter()
+        .position(|a| *a == current)
+        .map_or(0, |i| i + 1);
+    for k in 0..n {
+        push(bootstrap[(start + k) % n], false);
+    }
+    out
+}
+
 /// The socket address a hint names, if its host is an address or resolves.
 fn hint_addr(hint: &LeaderHint) -> Option<SocketAddr> {
     if let Ok(ip) = hint.host.parse::<std::net::IpAddr>() {
@@ -774,6 +790,59 @@ mod tests {
                 other => panic!("{bad:?}: {other:?}"),
             }
         }
+    }
+
+    /// Candidates: a hint naming a bootstrap server goes first; a hint naming anything else
+    /// (a Raft endpoint) is never used, the address learned for its node is; the list then
+    /// goes round from the server after the current one; the current server is skipped when
+    /// it answered and comes last (reconnected) when its connection broke.
+    #[test]
+    fn candidates_follow_hints_to_bootstrap_servers_only() {
+        let a: SocketAddr = "127.0.0.1:1001".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:1002".parse().unwrap();
+        let c: SocketAddr = "127.0.0.1:1003".parse().unwrap();
+        let raft: SocketAddr = "127.0.0.1:2003".parse().unwrap();
+        let boot = [a, b, c];
+        let hint = |addr: SocketAddr| LeaderHint {
+            id: NodeId(3),
+            host: addr.ip().to_string(),
+            port: addr.port(),
+        };
+        // A client hint naming c.
+        assert_eq!(
+            candidates(&boot, a, true, Some(&hint(c)), None),
+            vec![(c, true), (b, false)]
+        );
+        // A Raft-endpoint hint: round the list, unless node 3's address was learned.
+        assert_eq!(
+            candidates(&boot, a, true, Some(&hint(raft)), None),
+            vec![(b, false), (c, false)]
+        );
+        assert_eq!(
+            candidates(&boot, a, true, Some(&hint(raft)), Some(c)),
+            vec![(c, true), (b, false)]
+        );
+        // A learned address outside the bootstrap list is not used either.
+        assert_eq!(
+            candidates(&boot, b, true, Some(&hint(raft)), Some(raft)),
+            vec![(c, false), (a, false)]
+        );
+        // A stale hint naming the server that just answered NotController.
+        assert_eq!(
+            candidates(&boot, c, true, Some(&hint(c)), None),
+            vec![(a, false), (b, false)]
+        );
+        // A broken connection: the others first, then the same server again.
+        assert_eq!(
+            candidates(&boot, b, false, None, None),
+            vec![(c, false), (a, false), (b, false)]
+        );
+        // A server not (or no longer) in the list: from the start.
+        let d: SocketAddr = "127.0.0.1:1004".parse().unwrap();
+        assert_eq!(
+            candidates(&boot, d, false, None, None),
+            vec![(a, false), (b, false), (c, false)]
+        );
     }
 
     /// A hint's host is used as an address when it is one, resolved otherwise.
