@@ -7,7 +7,8 @@
 //!
 //! | answer / failure | retried? | where next |
 //! |---|---|---|
-//! | success, or `Api` / `Timeout` / `Malformed` / `RequestTooLarge` | no | — |
+//! | success, or `Api` / `Malformed` / `RequestTooLarge` | no | — |
+//! | `Timeout` (the server's, or no answer within `request_timeout`) | no | later calls: the next bootstrap server |
 //! | `NotController { leader: Some(hint) }` | yes, at once (after a backoff from the third hint in a row) | the hint's address if it is a bootstrap server, else the address learned for the hint's id, else the next bootstrap server |
 //! | `NotController { leader: None }` (election running) | yes, after a backoff | the next bootstrap server that accepts a connection; if none does, the same server again |
 //! | connection lost, connect refused | yes, after a backoff | the next bootstrap server, this one (reconnected) last |
@@ -23,7 +24,9 @@
 //! `N -> A` and goes straight there the next time a hint names `N`.
 //!
 //! A `Timeout` is not retried: the request may still commit, and only the caller knows whether
-//! sending it again is harmless. A lost connection *is* retried (the request may have taken
+//! sending it again is harmless. It does move the client to the next bootstrap server for
+//! later calls, though: a leader that lets requests time out may be hung or cut off from
+//! the client, and if it still leads, the next call's hint leads straight back. A lost connection *is* retried (the request may have taken
 //! effect already), so non-idempotent requests may apply twice across a failover: a retried
 //! `CreateTopics` can answer `TopicAlreadyExists`.
 //!
@@ -163,6 +166,8 @@ pub struct ClientStats {
     pub connects: u64,
     /// Connection attempts that failed.
     pub connect_failures: u64,
+    /// Calls that timed out (each moved the client to the next server).
+    pub timeouts: u64,
 }
 
 /// The connection to one server.
@@ -318,6 +323,15 @@ impl ControllerClient {
                     Retriable::Lost(format!("connection to {addr} lost: {reason}"))
                 }
                 Err(e @ RpcClientError::Connect { .. }) => Retriable::Lost(e.to_string()),
+                Err(RpcClientError::Rpc(e @ RpcError::Timeout { .. })) => {
+                    // Not retried (it may still commit), but a server that lets a request time
+                    // out may be hung or cut off: later calls start at the next server, and
+                    // a hint brings them back if this one still leads.
+                    self.count(|s| s.calls += 1);
+                    self.count(|s| s.timeouts += 1);
+                    self.relocate(&conn, &Retriable::Lost(e.to_string())).await;
+                    return Err(ClientError::Rpc(e));
+                }
                 Err(RpcClientError::Rpc(e)) => {
                     self.count(|s| s.calls += 1);
                     return Err(ClientError::Rpc(e));
