@@ -327,10 +327,21 @@ async fn append_phase(
     let mut warmup_seconds = 0.0;
     let mut stats_before = log.stats();
     if args.no_wait {
-        glommio::spawn_local({
-            let log = log.clone();
-            async move { log.run_syncer().await }
-        })
+        // The syncer in its own task queue: the scheduler alternates between it and the
+        // appender by shares instead of running them FIFO in one queue.
+        let syncer_queue = glommio::executor().create_task_queue(
+            glommio::Shares::Static(1000),
+            glommio::Latency::NotImportant,
+            "bench-syncer",
+        );
+        glommio::spawn_local_into(
+            {
+                let log = log.clone();
+                async move { log.run_syncer().await }
+            },
+            syncer_queue,
+        )
+        .map_err(|e| anyhow::anyhow!("spawning the syncer task: {e}"))?
         .detach();
         retain_bytes = args.retain_bytes.unwrap_or(256 << 20);
         let mut bulk = Bulk::new(log.clone(), retain_bytes);
