@@ -546,6 +546,9 @@ enum Op {
         torn: bool,
         /// Tear the round's write after this many sectors instead of at a random point.
         torn_sectors: Option<u8>,
+        /// Whole-sector batches appended just before a torn crash, so the torn round spans
+        /// several blocks (and, in a recycled file, reaches old frames).
+        extra_batches: u8,
     },
 }
 
@@ -558,13 +561,20 @@ fn op() -> impl Strategy<Value = Op> {
             count: c,
             len: if l < 200 { l } else { sector_frame_payload_bytes(l % 4 + 1) },
         }),
-        3 => Just(Op::Flush),
+        2 => Just(Op::Flush),
         1 => any::<u8>().prop_map(Op::Truncate),
         2 => any::<u8>().prop_map(Op::DeletePrefix),
         1 => Just(Op::Prefill),
         1 => Just(Op::Reopen),
-        2 => (any::<bool>(), proptest::option::of(0u8..32)).prop_map(|(torn, torn_sectors)| Op::Crash { torn, torn_sectors }),
+        2 => (any::<bool>(), proptest::option::of(1u8..24), 0u8..8).prop_map(
+            |(torn, torn_sectors, extra_batches)| Op::Crash { torn, torn_sectors, extra_batches }
+        ),
     ]
+}
+
+/// Whether the directory holds a number of segments other than `segments`.
+fn log_segments_changed(disk: &SimDisk, segments: usize) -> bool {
+    segment_paths(disk).len() != segments
 }
 
 async fn run_model(seed: u64, ops: Vec<Op>) {
@@ -619,16 +629,47 @@ async fn run_model(seed: u64, ops: Vec<Op>) {
                 drop(log);
                 log = open(&disk).await.0;
             }
-            Op::Crash { torn, torn_sectors } => {
+            Op::Crash {
+                torn,
+                torn_sectors,
+                extra_batches,
+            } => {
                 let durable = log.durable_end().get();
+                // Where the torn round's write starts, and where each extra batch ends in it.
+                let (segments, write_from) = {
+                    let st = log.inner.state.borrow();
+                    (
+                        st.segments.len(),
+                        st.segments.last().expect("never empty").tail_pos,
+                    )
+                };
+                let mut frame_ends = Vec::new();
                 if torn {
+                    for j in 0..u64::from(extra_batches) {
+                        let epoch = epoch.max(log.last_epoch().get());
+                        let p = payload(
+                            i as u64 * 100 + j,
+                            sector_frame_payload_bytes(1 + (i + j as usize) % 4),
+                        );
+                        let (b, _) = log.append(&batch(epoch, 1), &p).unwrap();
+                        model.push((b.get(), epoch, 1, p));
+                        let st = log.inner.state.borrow();
+                        frame_ends.push(st.segments.last().expect("never empty").size_bytes);
+                    }
                     // Power fails in the middle of a round: its writes are issued, its
                     // fdatasync never returns.
                     disk.inject(SimFault::FailNextSync);
                     let _ = log.flush().await;
                 }
                 drop(log);
+                let rolled = log_segments_changed(&disk, segments);
                 match (torn, torn_sectors) {
+                    // Tear right after one of the extra batches (where old frames of a
+                    // recycled file may begin), or at a sector count if none fits.
+                    (true, Some(n)) if !frame_ends.is_empty() && !rolled => {
+                        let end = frame_ends[usize::from(n) % frame_ends.len()];
+                        disk.crash_torn_at((end - write_from) as usize);
+                    }
                     (true, Some(n)) => disk.crash_torn_at(usize::from(n) * 512),
                     (true, None) => disk.crash_torn(),
                     (false, _) => disk.crash(),
@@ -649,9 +690,9 @@ async fn run_model(seed: u64, ops: Vec<Op>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
     #[test]
-    fn log_matches_model(seed in any::<u64>(), ops in proptest::collection::vec(op(), 1..80)) {
+    fn log_matches_model(seed in any::<u64>(), ops in proptest::collection::vec(op(), 1..100)) {
         // Proves random appends, syncs, truncations, deletions, reopens and crashes keep the log
         // equal to a plain list of batches (minus what a crash may drop after the durable end).
         block_on(run_model(seed, ops));
