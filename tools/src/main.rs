@@ -33,6 +33,8 @@ enum Command {
     Placement(cmd::placement::Args),
     /// Run seeds of the deterministic Raft cluster simulator (`--seeds N --start S --voters 3|5`).
     Sim(cmd::sim::Args),
+    /// Describe the quorum as its leader sees it (`quorum describe --status|--replication`).
+    Quorum(cmd::quorum::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -58,5 +60,6 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::DumpLog(args) => cmd::dump_log::run(args),
         Command::Placement(args) => cmd::placement::run(args),
         Command::Sim(args) => cmd::sim::run(args),
+        Command::Quorum(args) => cmd::quorum::run(args),
     }
 }

@@ -5,6 +5,7 @@ pub mod dump_log;
 pub mod format;
 pub mod info;
 pub mod placement;
+pub mod quorum;
 pub mod sim;
 pub mod uuid;
 
