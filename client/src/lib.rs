@@ -1,1 +1,45 @@
-//! Clients of a corum quorum (skeleton; filled in by the client work of issue #6).
+//! Clients of a corum quorum: what brokers and admins (and `corum loadgen`) use to talk to the
+//! active controller and to follow the metadata log.
+//!
+//! # Model
+//!
+//! A client knows a list of bootstrap servers (the controllers' client endpoints). Only the
+//! active controller (the Raft leader) serves requests; every other node answers
+//! `NotController` with its best guess of the leader. [`ControllerClient`] keeps one pipelined
+//! connection to the server it believes leads and moves when told otherwise or when the
+//! connection breaks, retrying within a deadline.
+//!
+//! A broker is registered by a heartbeat without an epoch ([`BrokerSession`]), starts FENCED
+//! and is unfenced once the NextMetadataOffset it reports has caught up with the log. What it
+//! reports comes from a [`MetadataFollower`]: an observer replica that long-polls the leader
+//! with Raft `Fetch`, applies committed batches (and only those) to its own
+//! [`corum_controller::MetadataImage`], and drops uncommitted data a new leader truncates. The
+//! buffering and applying rules live in the pure [`ObserverLog`], tested with synthetic fetch
+//! responses.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`controller_client`] | [`ClientConfig`], [`ControllerClient`]: leader following, retries, typed request helpers |
+//! | [`observer_log`] | [`ObserverLog`]: applied prefix + buffered suffix, HWM, divergence (pure) |
+//! | [`metadata_follower`] | [`MetadataFollower`]: the fetch loop in a background glommio task |
+//! | [`broker_session`] | [`BrokerSession`]: register, heartbeat, wait until unfenced, controlled shutdown |
+//! | [`error`] | [`ClientError`], [`ObserverError`] |
+//!
+//! Everything here is glommio-local (`Rc`, `Cell`): create and use it on one executor.
+pub mod broker_session;
+pub mod controller_client;
+pub mod error;
+pub mod metadata_follower;
+pub mod observer_log;
+
+pub use broker_session::{BrokerIdentity, BrokerSession};
+pub use controller_client::{ClientConfig, ClientStats, ControllerClient};
+pub use error::{ClientError, ObserverError, Result};
+pub use metadata_follower::{FollowerStats, MetadataFollower};
+pub use observer_log::{AppliedBatch, ObserverLog, ObserverStats, Progress};
+
+// Types callers need to use the API, re-exported so they need not depend on every crate.
+pub use corum_controller::records::{ListenerV1, SupportedFeatureV1};
+pub use corum_controller::{MetadataImage, TargetState};
+pub use corum_node::{RequestBody, ResponseBody, RpcClientConfig, RpcError};
+pub use corum_raft::ReplicaKey;

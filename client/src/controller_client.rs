@@ -1,0 +1,710 @@
+//! [`ControllerClient`]: a leader-following, pipelining client of a corum quorum.
+//!
+//! One client holds one connection (a [`corum_node::RpcClient`] that never follows redirects
+//! itself) to the server it believes is the active controller; any number of concurrent calls
+//! pipeline on it. A call that meets a retriable failure moves the client and tries again, with
+//! a small capped backoff, until [`ClientConfig::retry_deadline`]:
+//!
+//! | answer / failure | retried? | where next |
+//! |---|---|---|
+//! | success, or `Api` / `Timeout` / `Malformed` / `RequestTooLarge` | no | — |
+//! | `NotController { leader: Some(hint) }` | yes, at once | the hint's address if it is a bootstrap server, else the address learned for the hint's id, else the next bootstrap server |
+//! | `NotController { leader: None }` (election running) | yes, after a backoff | the next bootstrap server |
+//! | connection lost, connect refused | yes, after a backoff | the next bootstrap server, this one last |
+//!
+//! Why hints are not trusted blindly: a node names the leader by its *Raft* endpoint unless
+//! its RPC server was told the others' client endpoints, and a Raft endpoint does not speak
+//! the client protocol. So the client only ever connects to bootstrap servers. When a call
+//! that followed a hint naming node `N` is then answered by server `A`, the client remembers
+//! `N -> A` and goes straight there the next time a hint names `N`.
+//!
+//! A `Timeout` is not retried: the request may still commit, and only the caller knows whether
+//! sending it again is harmless. A lost connection *is* retried (the request may have taken
+//! effect already), so non-idempotent requests may apply twice across a failover: a retried
+//! `CreateTopics` can answer `TopicAlreadyExists`.
+//!
+//! Moving is single-flight: when many calls fail on the same connection at once, the first
+//! moves the client and the others retry on the new connection.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use corum_controller::control::cluster_control::{
+    BrokerHeartbeatRequest, BrokerHeartbeatResponse, DescribeClusterResponse,
+};
+use corum_controller::control::config_control::{
+    AlterConfigOp, AlterConfigsResource, AlterableConfig, DescribeConfigsRequest,
+    DescribeConfigsResponse, DescribedConfig, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+};
+use corum_controller::control::replication_control::{
+    CreatableTopic, CreateTopicsRequest, CreateTopicsResponse, CreatedTopic,
+};
+use corum_controller::image::ConfigResource;
+use corum_node::protocol::{DescribeQuorumResponse, LeaderHint};
+use corum_node::{RequestBody, ResponseBody, RpcClient, RpcClientConfig, RpcClientError, RpcError};
+use corum_raft::message::{FetchRequest, FetchResponse};
+use corum_types::NodeId;
+use glommio::sync::Semaphore;
+
+use crate::error::{ClientError, Result};
+
+/// First pause after a retriable failure; doubled per failure of the same call.
+const BACKOFF_BASE: Duration = Duration::from_millis(5);
+/// Largest pause between two attempts of one call.
+const BACKOFF_CAP: Duration = Duration::from_millis(100);
+
+/// Settings of a [`ControllerClient`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// Client endpoints of the controllers; the only addresses the client connects to.
+    pub bootstrap: Vec<SocketAddr>,
+    /// How long one attempt of a call waits for its answer (the server is given the same
+    /// timeout and answers `Timeout` rather than commit later).
+    pub request_timeout: Duration,
+    /// Total time a call keeps retrying `NotController`, lost connections and unreachable
+    /// servers before it fails with [`ClientError::LeaderNotFound`]; also bounds
+    /// [`ControllerClient::connect`].
+    pub retry_deadline: Duration,
+    /// Size limits of the connection (`redirects_max` is ignored: this client follows
+    /// redirects itself).
+    pub rpc: RpcClientConfig,
+}
+
+impl ClientConfig {
+    /// `bootstrap` with a 5 s request timeout and a 10 s retry deadline.
+    pub fn new(bootstrap: Vec<SocketAddr>) -> ClientConfig {
+        ClientConfig {
+            bootstrap,
+            request_timeout: Duration::from_secs(5),
+            retry_deadline: Duration::from_secs(10),
+            rpc: RpcClientConfig::default(),
+        }
+    }
+
+    /// Refuses an empty bootstrap list, zero durations and unusable size limits.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |field, reason: &str| {
+            Err(ClientError::Config {
+                field,
+                reason: reason.into(),
+            })
+        };
+        if self.bootstrap.is_empty() {
+            return bad("bootstrap", "name at least one server");
+        }
+        if self.request_timeout.is_zero() {
+            return bad("request_timeout", "must be above zero");
+        }
+        if self.retry_deadline.is_zero() {
+            return bad("retry_deadline", "must be above zero");
+        }
+        if let Err(e) = self.rpc.validate() {
+            return Err(ClientError::Config {
+                field: "rpc",
+                reason: e.to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Counters of a [`ControllerClient`] (all calls of all clones).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    /// Calls answered (successfully or with a non-retriable error).
+    pub calls: u64,
+    /// Attempts that met a retriable failure.
+    pub retries: u64,
+    /// Connections opened (the first one included).
+    pub connects: u64,
+    /// Connection attempts that failed.
+    pub connect_failures: u64,
+}
+
+/// The connection to one server.
+struct Connection {
+    addr: SocketAddr,
+    rpc: RpcClient,
+    /// Which move of the client opened it: a call that failed on an older connection does not
+    /// move the client again.
+    generation: u64,
+}
+
+struct Inner {
+    config: ClientConfig,
+    current: RefCell<Rc<Connection>>,
+    generation: Cell<u64>,
+    /// Held while the client moves to another server (single flight).
+    moving: Semaphore,
+    /// The server that answered the last controller request (initially the one `connect`
+    /// chose).
+    serving: Cell<SocketAddr>,
+    leader_changes: Cell<u64>,
+    /// Client address of a node id, learned when a call that followed a hint naming that id
+    /// was answered.
+    learned: RefCell<HashMap<NodeId, SocketAddr>>,
+    stats: Cell<ClientStats>,
+    /// Jitter state (xorshift); spreads the retries of many clients.
+    jitter: Cell<u64>,
+}
+
+/// A leader-following client of a corum quorum; cheap to clone (clones share the connection).
+/// Glommio-local: use it on the executor that created it. See the module doc.
+#[derive(Clone)]
+pub struct ControllerClient {
+    inner: Rc<Inner>,
+}
+
+/// Why an attempt failed in a way that is retried.
+enum Retriable {
+    NotController(Option<LeaderHint>),
+    Lost(String),
+}
+
+impl Retriable {
+    fn describe(&self) -> String {
+        match self {
+            Retriable::NotController(hint) => RpcError::NotController {
+                leader: hint.clone(),
+            }
+            .to_string(),
+            Retriable::Lost(reason) => reason.clone(),
+        }
+    }
+}
+
+impl ControllerClient {
+    /// Connects to the first bootstrap server that accepts a connection, going round the list
+    /// with a backoff until `retry_deadline`.
+    pub async fn connect(config: ClientConfig) -> Result<ControllerClient> {
+        config.validate()?;
+        let start = Instant::now();
+        let rpc_config = RpcClientConfig {
+            redirects_max: 0,
+            ..config.rpc
+        };
+        let mut stats = ClientStats::default();
+        let mut failures = 0u32;
+        let mut last = String::new();
+        let seed = seed_from(&config.bootstrap);
+        loop {
+            for &addr in &config.bootstrap {
+                match open(addr, rpc_config, config.request_timeout).await {
+                    Ok(rpc) => {
+                        stats.connects += 1;
+                        let conn = Rc::new(Connection {
+                            addr,
+                            rpc,
+                            generation: 0,
+                        });
+                        return Ok(ControllerClient {
+                            inner: Rc::new(Inner {
+                                config,
+                                current: RefCell::new(conn),
+                                generation: Cell::new(0),
+                                moving: Semaphore::new(1),
+                                serving: Cell::new(addr),
+                                leader_changes: Cell::new(0),
+                                learned: RefCell::default(),
+                                stats: Cell::new(stats),
+                                jitter: Cell::new(seed),
+                            }),
+                        });
+                    }
+                    Err(e) => {
+                        stats.connect_failures += 1;
+                        last = e;
+                    }
+                }
+            }
+            let waited = start.elapsed();
+            if waited >= config.retry_deadline {
+                return Err(ClientError::NoServerReachable {
+                    tried: config.bootstrap.clone(),
+                    waited_ms: waited.as_millis() as u64,
+                    last,
+                });
+            }
+            let pause = backoff(failures, 0).min(config.retry_deadline - waited);
+            failures += 1;
+            glommio::timer::sleep(pause).await;
+        }
+    }
+
+    /// The settings this client was made with.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.config
+    }
+
+    /// Sends `body` to the active controller, waiting up to `request_timeout` per attempt;
+    /// see the module doc for what is retried.
+    pub async fn call(&self, body: RequestBody) -> Result<ResponseBody> {
+        self.call_with_timeout(body, self.inner.config.request_timeout)
+            .await
+    }
+
+    /// [`ControllerClient::call`] with another per-attempt timeout (a long-poll `Fetch` waits
+    /// longer than an ordinary request).
+    pub async fn call_with_timeout(
+        &self,
+        body: RequestBody,
+        timeout: Duration,
+    ) -> Result<ResponseBody> {
+        let inner = &self.inner;
+        let start = Instant::now();
+        let deadline = inner.config.retry_deadline;
+        // DescribeQuorum is answered by any node: its answer says nothing about the leader.
+        let needs_leader = !matches!(body, RequestBody::DescribeQuorum);
+        let mut attempts = 0u32;
+        let mut pauses = 0u32;
+        let mut followed: Option<NodeId> = None;
+        loop {
+            attempts += 1;
+            let conn = inner.current.borrow().clone();
+            let failure = match conn.rpc.call(body.clone(), timeout).await {
+                Ok(answer) => {
+                    self.answered(&conn, needs_leader, followed);
+                    return Ok(answer);
+                }
+                Err(RpcClientError::Rpc(RpcError::NotController { leader })) => {
+                    Retriable::NotController(leader)
+                }
+                Err(RpcClientError::ConnectionLost { addr, reason }) => {
+                    Retriable::Lost(format!("connection to {addr} lost: {reason}"))
+                }
+                Err(e @ RpcClientError::Connect { .. }) => Retriable::Lost(e.to_string()),
+                Err(RpcClientError::Rpc(e)) => {
+                    self.count(|s| s.calls += 1);
+                    return Err(ClientError::Rpc(e));
+                }
+                Err(RpcClientError::Encode(e)) => return Err(ClientError::Encode(e)),
+                Err(e @ (RpcClientError::Config { .. } | RpcClientError::Resolve { .. })) => {
+                    // Neither can happen with a validated config and redirects off; report
+                    // rather than loop.
+                    return Err(ClientError::Config {
+                        field: "rpc",
+                        reason: e.to_string(),
+                    });
+                }
+            };
+            self.count(|s| s.retries += 1);
+            let waited = start.elapsed();
+            if waited >= deadline {
+                return Err(ClientError::LeaderNotFound {
+                    request: body.kind(),
+                    waited_ms: waited.as_millis() as u64,
+                    attempts,
+                    last: failure.describe(),
+                });
+            }
+            if let Retriable::NotController(Some(hint)) = &failure {
+                followed = Some(hint.id);
+            }
+            let hinted = self.relocate(&conn, &failure).await;
+            if !hinted {
+                let pause = backoff(pauses, self.next_jitter())
+                    .min(deadline.saturating_sub(start.elapsed()));
+                pauses += 1;
+                glommio::timer::sleep(pause).await;
+            }
+        }
+    }
+
+    /// Times a controller request was answered by another server than the one before (the
+    /// server [`ControllerClient::connect`] chose counts as the first): how often the client
+    /// switched to a different leader address.
+    pub fn leader_changes(&self) -> u64 {
+        self.inner.leader_changes.get()
+    }
+
+    /// The server the client is connected to now.
+    pub fn current_server(&self) -> Option<SocketAddr> {
+        Some(self.inner.current.borrow().addr)
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> ClientStats {
+        self.inner.stats.get()
+    }
+
+    fn count(&self, f: impl FnOnce(&mut ClientStats)) {
+        let mut s = self.inner.stats.get();
+        f(&mut s);
+        self.inner.stats.set(s);
+    }
+
+    fn next_jitter(&self) -> u64 {
+        let mut x = self.inner.jitter.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.inner.jitter.set(x);
+        x
+    }
+
+    /// Notes who answered: a leader change, and the address of a hinted node id.
+    fn answered(&self, conn: &Connection, needs_leader: bool, followed: Option<NodeId>) {
+        self.count(|s| s.calls += 1);
+        if !needs_leader {
+            return;
+        }
+        let inner = &self.inner;
+        if inner.serving.get() != conn.addr {
+            inner.serving.set(conn.addr);
+            inner.leader_changes.set(inner.leader_changes.get() + 1);
+        }
+        if let Some(id) = followed {
+            inner.learned.borrow_mut().insert(id, conn.addr);
+        }
+    }
+
+    /// Moves the client after `failure` on `conn`, unless another call already moved it.
+    /// Returns true if it went where a hint pointed (retry at once) rather than round the
+    /// bootstrap list (pause first).
+    async fn relocate(&self, conn: &Rc<Connection>, failure: &Retriable) -> bool {
+        let inner = &self.inner;
+        let Ok(_permit) = inner.moving.acquire_permit(1).await else {
+            // The semaphore is never closed; treat a closed one as "someone else moved".
+            return false;
+        };
+        if inner.generation.get() != conn.generation {
+            // Another call moved the client while this one waited: retry there.
+            return matches!(failure, Retriable::NotController(Some(_)));
+        }
+        let bootstrap = &inner.config.bootstrap;
+        let mut candidates: Vec<(SocketAddr, bool)> = Vec::with_capacity(bootstrap.len() + 2);
+        if let Retriable::NotController(Some(hint)) = failure {
+            if let Some(addr) = hint_addr(hint).filter(|a| bootstrap.contains(a)) {
+                candidates.push((addr, true));
+            }
+            if let Some(&addr) = inner.learned.borrow().get(&hint.id) {
+                candidates.push((addr, true));
+            }
+        }
+        // Round the bootstrap list, starting after the server that failed; that server comes
+        // last (its connection may have broken while the server itself is fine).
+        let at = bootstrap.iter().position(|a| *a == conn.addr);
+        let n = bootstrap.len();
+        let start = at.map_or(0, |i| i + 1);
+        for k in 0..n {
+            candidates.push((bootstrap[(start + k) % n], false));
+        }
+        let rpc_config = RpcClientConfig {
+            redirects_max: 0,
+            ..inner.config.rpc
+        };
+        let mut tried: Vec<SocketAddr> = Vec::with_capacity(candidates.len());
+        for (addr, hinted) in candidates {
+            // A hint naming the server that just said it does not lead is stale; that server
+            // still comes last in the round below (it may win the next election).
+            if (hinted && addr == conn.addr) || tried.contains(&addr) {
+                continue;
+            }
+            tried.push(addr);
+            match open(addr, rpc_config, inner.config.request_timeout).await {
+                Ok(rpc) => {
+                    self.count(|s| s.connects += 1);
+                    let generation = inner.generation.get() + 1;
+                    inner.generation.set(generation);
+                    *inner.current.borrow_mut() = Rc::new(Connection {
+                        addr,
+                        rpc,
+                        generation,
+                    });
+                    tracing::debug!(from = %conn.addr, to = %addr, hinted, "controller client moved");
+                    return hinted;
+                }
+                Err(reason) => {
+                    self.count(|s| s.connect_failures += 1);
+                    tracing::debug!(%addr, %reason, "controller client cannot connect");
+                }
+            }
+        }
+        false
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Typed helpers.
+
+    /// Sends a heartbeat (or a registration: `broker_epoch: None`).
+    pub async fn broker_heartbeat(
+        &self,
+        req: BrokerHeartbeatRequest,
+    ) -> Result<BrokerHeartbeatResponse> {
+        match self.call(RequestBody::BrokerHeartbeat(req)).await? {
+            ResponseBody::BrokerHeartbeat(r) => Ok(r),
+            other => Err(unexpected("BrokerHeartbeat", &other)),
+        }
+    }
+
+    /// IncrementalAlterConfigs as given; per-resource results in the response.
+    pub async fn alter_configs(
+        &self,
+        req: IncrementalAlterConfigsRequest,
+    ) -> Result<IncrementalAlterConfigsResponse> {
+        match self.call(RequestBody::IncrementalAlterConfigs(req)).await? {
+            ResponseBody::IncrementalAlterConfigs(r) => Ok(r),
+            other => Err(unexpected("IncrementalAlterConfigs", &other)),
+        }
+    }
+
+    /// Sets one config key of one resource; the resource's own error as [`ClientError::Api`].
+    pub async fn alter_config(
+        &self,
+        resource: ConfigResource,
+        key: &str,
+        value: &str,
+    ) -> Result<()> {
+        let req = IncrementalAlterConfigsRequest {
+            resources: vec![AlterConfigsResource {
+                resource,
+                configs: vec![AlterableConfig {
+                    key: key.to_owned(),
+                    op: AlterConfigOp::Set,
+                    value: value.to_owned(),
+                }],
+            }],
+            validate_only: false,
+        };
+        let r = self.alter_configs(req).await?;
+        match r.resources.into_iter().next() {
+            Some((_, Ok(()))) => Ok(()),
+            Some((_, Err(e))) => Err(ClientError::Api(e)),
+            None => Err(ClientError::UnexpectedResponse {
+                request: "IncrementalAlterConfigs",
+                response: "IncrementalAlterConfigs without results",
+            }),
+        }
+    }
+
+    /// DescribeConfigs of `resources`; per-resource results in the response.
+    pub async fn describe_configs(
+        &self,
+        resources: Vec<ConfigResource>,
+    ) -> Result<DescribeConfigsResponse> {
+        let req = DescribeConfigsRequest { resources };
+        match self.call(RequestBody::DescribeConfigs(req)).await? {
+            ResponseBody::DescribeConfigs(r) => Ok(r),
+            other => Err(unexpected("DescribeConfigs", &other)),
+        }
+    }
+
+    /// Every known key of one resource with its effective value (the active controller's
+    /// image); the resource's own error as [`ClientError::Api`].
+    pub async fn describe_config(&self, resource: ConfigResource) -> Result<Vec<DescribedConfig>> {
+        let r = self.describe_configs(vec![resource]).await?;
+        match r.resources.into_iter().next() {
+            Some((_, Ok(configs))) => Ok(configs),
+            Some((_, Err(e))) => Err(ClientError::Api(e)),
+            None => Err(ClientError::UnexpectedResponse {
+                request: "DescribeConfigs",
+                response: "DescribeConfigs without results",
+            }),
+        }
+    }
+
+    /// CreateTopics as given; per-topic results in the response.
+    pub async fn create_topics(&self, req: CreateTopicsRequest) -> Result<CreateTopicsResponse> {
+        match self.call(RequestBody::CreateTopics(req)).await? {
+            ResponseBody::CreateTopics(r) => Ok(r),
+            other => Err(unexpected("CreateTopics", &other)),
+        }
+    }
+
+    /// Creates one topic; its own error as [`ClientError::Api`].
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        num_partitions: i32,
+        replication_factor: i16,
+    ) -> Result<CreatedTopic> {
+        let req = CreateTopicsRequest {
+            topics: vec![CreatableTopic::new(
+                name,
+                num_partitions,
+                replication_factor,
+            )],
+            validate_only: false,
+        };
+        let r = self.create_topics(req).await?;
+        match r.topics.into_iter().next() {
+            Some((_, Ok(t))) => Ok(t),
+            Some((_, Err(e))) => Err(ClientError::Api(e)),
+            None => Err(ClientError::UnexpectedResponse {
+                request: "CreateTopics",
+                response: "CreateTopics without results",
+            }),
+        }
+    }
+
+    /// DescribeQuorum from whichever server the client is connected to (any node answers;
+    /// only the leader fills every replica's replication columns).
+    pub async fn describe_quorum(&self) -> Result<DescribeQuorumResponse> {
+        match self.call(RequestBody::DescribeQuorum).await? {
+            ResponseBody::DescribeQuorum(r) => Ok(*r),
+            other => Err(unexpected("DescribeQuorum", &other)),
+        }
+    }
+
+    /// DescribeCluster from the active controller.
+    pub async fn describe_cluster(&self) -> Result<DescribeClusterResponse> {
+        match self.call(RequestBody::DescribeCluster).await? {
+            ResponseBody::DescribeCluster(r) => Ok(r),
+            other => Err(unexpected("DescribeCluster", &other)),
+        }
+    }
+
+    /// One observer fetch, waiting up to `timeout` for the (long-polled) answer.
+    pub async fn fetch(&self, req: FetchRequest, timeout: Duration) -> Result<FetchResponse> {
+        match self
+            .call_with_timeout(RequestBody::Fetch(req), timeout)
+            .await?
+        {
+            ResponseBody::Fetch(r) => Ok(*r),
+            other => Err(unexpected("Fetch", &other)),
+        }
+    }
+}
+
+fn unexpected(request: &'static str, response: &ResponseBody) -> ClientError {
+    ClientError::UnexpectedResponse {
+        request,
+        response: response.kind(),
+    }
+}
+
+/// Opens a connection to `addr`, giving up after `timeout`.
+async fn open(
+    addr: SocketAddr,
+    config: RpcClientConfig,
+    timeout: Duration,
+) -> Result<RpcClient, String> {
+    let attempt = async { Some(RpcClient::connect(addr, config).await) };
+    let expire = async {
+        glommio::timer::sleep(timeout).await;
+        None
+    };
+    match futures_lite::future::or(attempt, expire).await {
+        Some(Ok(rpc)) => Ok(rpc),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err(format!(
+            "connecting to {addr} took over {} ms",
+            timeout.as_millis()
+        )),
+    }
+}
+
+/// The socket address a hint names, if its host is an address or resolves.
+fn hint_addr(hint: &LeaderHint) -> Option<SocketAddr> {
+    if let Ok(ip) = hint.host.parse::<std::net::IpAddr>() {
+        return Some(SocketAddr::new(ip, hint.port));
+    }
+    (hint.host.as_str(), hint.port)
+        .to_socket_addrs()
+        .ok()?
+        .next()
+}
+
+/// The pause before attempt `n + 1` of a call: `BACKOFF_BASE * 2^n`, capped, minus up to half
+/// of it chosen by `jitter`.
+fn backoff(n: u32, jitter: u64) -> Duration {
+    let full = BACKOFF_BASE
+        .saturating_mul(1u32 << n.min(16))
+        .min(BACKOFF_CAP);
+    let half_us = (full.as_micros() / 2) as u64;
+    let cut = if half_us == 0 { 0 } else { jitter % half_us };
+    full - Duration::from_micros(cut)
+}
+
+fn seed_from(bootstrap: &[SocketAddr]) -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as u64);
+    let ports = bootstrap
+        .iter()
+        .fold(0u64, |acc, a| acc.rotate_left(16) ^ u64::from(a.port()));
+    (nanos ^ ports.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The backoff doubles from the base, stops at the cap, and jitter only ever shortens it
+    /// by at most half.
+    #[test]
+    fn backoff_doubles_to_the_cap_and_jitters_down() {
+        assert_eq!(backoff(0, 0), BACKOFF_BASE);
+        assert_eq!(backoff(1, 0), BACKOFF_BASE * 2);
+        assert_eq!(backoff(30, 0), BACKOFF_CAP);
+        for j in [1u64, 7, 1234, u64::MAX] {
+            for n in 0..10 {
+                let b = backoff(n, j);
+                let full = backoff(n, 0);
+                assert!(b <= full && b >= full / 2, "{b:?} vs {full:?}");
+            }
+        }
+    }
+
+    /// Configs with no servers or zero durations are refused, naming the field.
+    #[test]
+    fn configs_validate() {
+        let ok = ClientConfig::new(vec!["127.0.0.1:1".parse().unwrap()]);
+        ok.validate().unwrap();
+        let field = |c: ClientConfig| match c.validate() {
+            Err(ClientError::Config { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            field(ClientConfig {
+                bootstrap: vec![],
+                ..ok.clone()
+            }),
+            "bootstrap"
+        );
+        assert_eq!(
+            field(ClientConfig {
+                request_timeout: Duration::ZERO,
+                ..ok.clone()
+            }),
+            "request_timeout"
+        );
+        assert_eq!(
+            field(ClientConfig {
+                retry_deadline: Duration::ZERO,
+                ..ok.clone()
+            }),
+            "retry_deadline"
+        );
+        assert_eq!(
+            field(ClientConfig {
+                rpc: RpcClientConfig {
+                    response_bytes_max: 0,
+                    ..RpcClientConfig::default()
+                },
+                ..ok
+            }),
+            "rpc"
+        );
+    }
+
+    /// A hint's host is used as an address when it is one, resolved otherwise.
+    #[test]
+    fn hints_resolve_to_addresses() {
+        let hint = |host: &str| LeaderHint {
+            id: NodeId(1),
+            host: host.into(),
+            port: 9093,
+        };
+        assert_eq!(
+            hint_addr(&hint("127.0.0.1")),
+            Some("127.0.0.1:9093".parse().unwrap())
+        );
+        assert_eq!(hint_addr(&hint("::1")), Some("[::1]:9093".parse().unwrap()));
+        assert_eq!(hint_addr(&hint("not a host name!")), None);
+    }
+}

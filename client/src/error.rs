@@ -1,0 +1,94 @@
+//! Errors of the client crate.
+//!
+//! | error | raised by | what the caller does |
+//! |---|---|---|
+//! | [`ClientError::Config`] | [`crate::ClientConfig::validate`] | fix the setting |
+//! | [`ClientError::NoServerReachable`] | [`crate::ControllerClient::connect`] | check the bootstrap list; retry later |
+//! | [`ClientError::LeaderNotFound`] | any call, after `retry_deadline` of retriable failures | the quorum has no reachable leader; retry later |
+//! | [`ClientError::Rpc`] | any call: a non-retriable answer (`Api`, `Timeout`, `Malformed`, `RequestTooLarge`) | act on the [`RpcError`] |
+//! | [`ClientError::Encode`] | any call: the request does not fit `request_bytes_max` | send less |
+//! | [`ClientError::UnexpectedResponse`] | typed helpers: the server answered another kind | a server bug: report it |
+//! | [`ClientError::Api`] | typed helpers with one item (`alter_config`, `create_topic`): the item's own error | act on the [`ApiError`] |
+//! | [`ClientError::Timeout`] | waits of [`crate::BrokerSession`] | the cluster is slow or the follower stalled |
+//! | [`ObserverError`] | [`crate::ObserverLog::on_response`] | the follower stops: its image cannot follow this log |
+
+use std::net::SocketAddr;
+
+use corum_controller::{ApiError, DecodeError, ReplayError};
+use corum_node::{ProtocolError, RpcError};
+use corum_raft::SnapshotId;
+use corum_types::LogOffset;
+
+/// Result of this crate.
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;
+
+/// Why a client operation failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    /// A setting of [`crate::ClientConfig`] is unusable.
+    #[error("client config: {field}: {reason}")]
+    Config { field: &'static str, reason: String },
+    /// No bootstrap server accepted a connection within the retry deadline.
+    #[error("no bootstrap server reachable within {waited_ms} ms (tried {tried:?}): {last}")]
+    NoServerReachable {
+        tried: Vec<SocketAddr>,
+        waited_ms: u64,
+        last: String,
+    },
+    /// A call kept meeting retriable failures (`NotController`, lost connections, unreachable
+    /// servers) until the retry deadline ran out.
+    #[error("no active controller answered {request} within {waited_ms} ms ({attempts} attempts); last: {last}")]
+    LeaderNotFound {
+        request: &'static str,
+        waited_ms: u64,
+        attempts: u32,
+        last: String,
+    },
+    /// The active controller (or the server asked) refused the whole request.
+    #[error(transparent)]
+    Rpc(RpcError),
+    /// The request does not fit the client's `request_bytes_max`; nothing was sent.
+    #[error("cannot send the request: {0}")]
+    Encode(ProtocolError),
+    /// The server answered a request with the response of another kind.
+    #[error("{request} was answered with a {response} response")]
+    UnexpectedResponse {
+        request: &'static str,
+        response: &'static str,
+    },
+    /// The one item of a single-item request failed.
+    #[error(transparent)]
+    Api(ApiError),
+    /// A bounded wait ran out.
+    #[error("timed out after {waited_ms} ms waiting for {what}")]
+    Timeout { what: &'static str, waited_ms: u64 },
+}
+
+/// Why an observer's log cannot go on following the leader's. Each is final for that log.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ObserverError {
+    /// A fetch response that breaks the protocol (batches not continuing the log, epochs
+    /// going backwards or beyond the response's epoch).
+    #[error("invalid fetch response: {reason}")]
+    InvalidResponse { reason: String },
+    /// The leader asked to truncate below what was already applied (committed data never
+    /// diverges in Raft: a leader or log bug).
+    #[error("leader asks to truncate to {to}, below the applied end {applied}")]
+    CommittedTruncation { to: LogOffset, applied: LogOffset },
+    /// A committed data batch whose payload is not a record batch.
+    #[error("batch at {offset} does not decode: {source}")]
+    Decode {
+        offset: LogOffset,
+        source: DecodeError,
+    },
+    /// A committed record that does not apply to the image.
+    #[error(transparent)]
+    Replay(ReplayError),
+    /// The fetch offset is below the leader's log start: a snapshot is needed, which this
+    /// observer cannot load yet.
+    #[error("the leader's log starts after {fetch_offset}: snapshot {snapshot:?} needed (not supported by this observer)")]
+    SnapshotNeeded {
+        fetch_offset: LogOffset,
+        snapshot: SnapshotId,
+    },
+}

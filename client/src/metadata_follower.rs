@@ -1,0 +1,244 @@
+//! [`MetadataFollower`]: an observer following the metadata log with long-poll `Fetch`, in a
+//! background glommio task, keeping its own [`MetadataImage`] (the pure part is
+//! [`ObserverLog`]).
+//!
+//! | fetch outcome | the task |
+//! |---|---|
+//! | `Fetch` answer that applies or buffers | fetches again at once |
+//! | `Fetch` answer ignored / `NotLeader` | fetches again at once if it taught a newer epoch, else after a backoff |
+//! | [`ClientError`] (the client already retried leaders up to its deadline; or `Malformed`: a node that does not serve `Fetch`) | backoff, then again |
+//! | [`ObserverError`] | stops; [`MetadataFollower::failure`] says why, waiters wake |
+//!
+//! The follower is glommio-local and meant to be shared (`Rc`) by every broker session of one
+//! executor: they all report its [`MetadataFollower::next_offset`]. Dropping it (or
+//! [`MetadataFollower::stop`]) cancels the task.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use corum_controller::MetadataImage;
+use corum_raft::ReplicaKey;
+use corum_types::{Epoch, LogOffset};
+use glommio::task::JoinHandle;
+
+use crate::controller_client::ControllerClient;
+use crate::error::ClientError;
+use crate::observer_log::{ObserverLog, ObserverStats};
+
+/// First pause after a fetch that did not progress; doubled per such fetch in a row.
+const PAUSE_BASE: Duration = Duration::from_millis(5);
+/// Largest pause between two fetches.
+const PAUSE_CAP: Duration = Duration::from_millis(200);
+
+/// Counters of a [`MetadataFollower`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FollowerStats {
+    /// Fetch calls sent.
+    pub fetches: u64,
+    /// Fetch calls that failed (after the client's own retries).
+    pub fetch_errors: u64,
+    /// What the log itself counted.
+    pub log: ObserverStats,
+}
+
+struct Shared {
+    log: RefCell<ObserverLog>,
+    /// Tasks waiting in `wait_for`, woken whenever the applied end moves or the task stops.
+    waiters: RefCell<Vec<Waker>>,
+    failure: RefCell<Option<String>>,
+    fetches: Cell<u64>,
+    fetch_errors: Cell<u64>,
+    last_error: RefCell<Option<ClientError>>,
+}
+
+impl Shared {
+    fn wake_all(&self) {
+        for w in self.waiters.borrow_mut().drain(..) {
+            w.wake();
+        }
+    }
+}
+
+/// An observer of the metadata log. See the module doc.
+pub struct MetadataFollower {
+    shared: Rc<Shared>,
+    replica: ReplicaKey,
+    task: JoinHandle<()>,
+}
+
+impl MetadataFollower {
+    /// Starts following as `replica` (its id must not be a voter's: the leader keys fetchers
+    /// by id), long-polling up to `wait_max` per fetch. Must run inside a glommio executor.
+    pub fn start(client: ControllerClient, replica: ReplicaKey, wait_max: Duration) -> Self {
+        let shared = Rc::new(Shared {
+            log: RefCell::new(ObserverLog::new()),
+            waiters: RefCell::default(),
+            failure: RefCell::default(),
+            fetches: Cell::new(0),
+            fetch_errors: Cell::new(0),
+            last_error: RefCell::default(),
+        });
+        let task = glommio::spawn_local(follow(client, replica, wait_max, shared.clone())).detach();
+        MetadataFollower {
+            shared,
+            replica,
+            task,
+        }
+    }
+
+    /// The replica this follower fetches as.
+    pub fn replica(&self) -> ReplicaKey {
+        self.replica
+    }
+
+    /// The offset after the last applied record (exclusive): what a broker reports as
+    /// NextMetadataOffset.
+    pub fn next_offset(&self) -> LogOffset {
+        self.shared.log.borrow().applied_end()
+    }
+
+    /// The highest high watermark a leader reported.
+    pub fn high_watermark(&self) -> LogOffset {
+        self.shared.log.borrow().high_watermark()
+    }
+
+    /// The highest leader epoch seen.
+    pub fn leader_epoch(&self) -> Epoch {
+        self.shared.log.borrow().epoch()
+    }
+
+    /// The image of the applied prefix (O(1): a structurally shared copy).
+    pub fn image(&self) -> MetadataImage {
+        self.shared.log.borrow().image().clone()
+    }
+
+    /// Why the follower stopped, if it did (it does only on an [`crate::ObserverError`]).
+    pub fn failure(&self) -> Option<String> {
+        self.shared.failure.borrow().clone()
+    }
+
+    /// The last fetch call error (the follower keeps retrying after one).
+    pub fn last_error(&self) -> Option<ClientError> {
+        self.shared.last_error.borrow().clone()
+    }
+
+    pub fn stats(&self) -> FollowerStats {
+        FollowerStats {
+            fetches: self.shared.fetches.get(),
+            fetch_errors: self.shared.fetch_errors.get(),
+            log: self.shared.log.borrow().stats(),
+        }
+    }
+
+    /// Waits until the applied end reaches `offset`; false if `timeout` passed first or the
+    /// follower stopped.
+    pub async fn wait_for(&self, offset: LogOffset, timeout: Duration) -> bool {
+        let reached = Reached {
+            shared: &self.shared,
+            offset,
+        };
+        let waited = futures_lite::future::or(async { Some(reached.await) }, async {
+            glommio::timer::sleep(timeout).await;
+            None
+        })
+        .await;
+        waited.unwrap_or(false)
+    }
+
+    /// Ends the task (dropping the follower does the same).
+    pub fn stop(self) {}
+}
+
+impl Drop for MetadataFollower {
+    fn drop(&mut self) {
+        self.task.cancel();
+        self.shared
+            .failure
+            .borrow_mut()
+            .get_or_insert_with(|| "stopped".into());
+        self.shared.wake_all();
+    }
+}
+
+/// Resolves to true once the applied end reaches `offset`, to false if the follower stops.
+struct Reached<'a> {
+    shared: &'a Shared,
+    offset: LogOffset,
+}
+
+impl Future for Reached<'_> {
+    type Output = bool;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
+        if self.shared.log.borrow().applied_end() >= self.offset {
+            return Poll::Ready(true);
+        }
+        if self.shared.failure.borrow().is_some() {
+            return Poll::Ready(false);
+        }
+        let mut waiters = self.shared.waiters.borrow_mut();
+        if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
+            waiters.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+}
+
+fn pause(n: u32) -> Duration {
+    PAUSE_BASE.saturating_mul(1u32 << n.min(16)).min(PAUSE_CAP)
+}
+
+/// The follower's task: fetch, apply, repeat.
+async fn follow(
+    client: ControllerClient,
+    replica: ReplicaKey,
+    wait_max: Duration,
+    shared: Rc<Shared>,
+) {
+    let wait_max_ms = wait_max.as_millis() as u64;
+    // The leader holds a caught-up fetch up to `wait_max`; the answer may then take a request
+    // timeout more.
+    let timeout = wait_max + client.config().request_timeout;
+    let mut idle = 0u32;
+    loop {
+        let req = shared.log.borrow().fetch_request(replica, wait_max_ms);
+        let epoch_before = req.epoch;
+        shared.fetches.set(shared.fetches.get() + 1);
+        let progressed = match client.fetch(req, timeout).await {
+            Ok(resp) => {
+                let outcome = shared.log.borrow_mut().on_response(resp);
+                match outcome {
+                    Ok(p) => {
+                        if !p.applied.is_empty() {
+                            shared.wake_all();
+                        }
+                        let newer_epoch = shared.log.borrow().epoch() > epoch_before;
+                        !p.ignored || newer_epoch
+                    }
+                    Err(e) => {
+                        tracing::error!(?replica, error = %e, "metadata follower stops");
+                        *shared.failure.borrow_mut() = Some(e.to_string());
+                        shared.wake_all();
+                        return;
+                    }
+                }
+            }
+            Err(e) => {
+                shared.fetch_errors.set(shared.fetch_errors.get() + 1);
+                tracing::debug!(?replica, error = %e, "metadata fetch failed");
+                *shared.last_error.borrow_mut() = Some(e);
+                false
+            }
+        };
+        if progressed {
+            idle = 0;
+        } else {
+            glommio::timer::sleep(pause(idle)).await;
+            idle += 1;
+        }
+    }
+}
