@@ -258,11 +258,6 @@ impl Ctx {
     pub fn leader_changes(&self) -> u64 {
         self.clients.iter().map(ControllerClient::leader_changes).sum()
     }
-
-    /// Time left before `end`.
-    pub fn left(&self) -> Duration {
-        self.end.saturating_duration_since(Instant::now())
-    }
 }
 
 /// A nonce from the clock and the pid: different for every run, within `1..9_000_000` (it
@@ -497,7 +492,7 @@ mod tests {
         );
         bad(&["--workload", "topics", "--verify"], "--verify");
         bad(&["--workload", "topics", "--partitions", "0"], "--partitions");
-        bad(&["--workload", "configs", "--duration", "-1"], "--duration");
+        bad(&["--workload", "configs", "--duration=-1"], "--duration");
         bad(
             &["--workload", "brokers", "--heartbeat-interval-ms", "0"],
             "--heartbeat-interval-ms",

@@ -110,7 +110,7 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
         }
     })
     .await;
-    let elapsed = start.elapsed().min(ctx.config.duration + ctx.config.grace);
+    let elapsed = start.elapsed();
     if verify {
         let acked = acked.borrow();
         let read = read_back(&ctx.clients[0], clients, nonce, ctx.hard_end).await?;
@@ -123,7 +123,7 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
                 .sum(),
         );
     }
-    Ok(elapsed.min(start.elapsed()))
+    Ok(elapsed)
 }
 
 /// Reads every client's resource back: per client the sequence number of this run's value
@@ -146,9 +146,8 @@ async fn read_back(
                     glommio::timer::sleep(ERROR_PAUSE).await;
                 }
                 Err(e) => {
-                    return Err(anyhow::anyhow!(e)).map_err(|e| {
-                        e.context("verification incomplete: reading the written configs back")
-                    })
+                    return Err(anyhow::Error::new(e)
+                        .context("verification incomplete: reading the written configs back"))
                 }
             }
         };
