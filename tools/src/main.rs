@@ -21,6 +21,8 @@ struct Cli {
 enum Command {
     /// Print a new random UUID (for --cluster-id and directory ids).
     RandomUuid(cmd::uuid::Args),
+    /// Run a controller node until SIGTERM/SIGINT (`--config FILE`, `--set KEY=VALUE`).
+    Run(cmd::run::Args),
     /// Format a log directory: meta.properties and the bootstrap voter set.
     Format(cmd::format::Args),
     /// Show what a log directory holds (identity, quorum state, files).
@@ -58,6 +60,7 @@ fn main() -> std::process::ExitCode {
 fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::RandomUuid(args) => cmd::uuid::run(args),
+        Command::Run(args) => cmd::run::run(args),
         Command::Format(args) => cmd::format::run(args),
         Command::Info(args) => cmd::info::run(args),
         Command::Bench(args) => cmd::bench::run(args),

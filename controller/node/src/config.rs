@@ -302,6 +302,7 @@ pub struct NodeConfig {
     pub process_roles: Vec<ProcessRole>,
     pub listeners: Vec<Listener>,
     pub controller_listener_names: Vec<String>,
+    pub client_listener_name: String,
     pub quorum_voters: Vec<QuorumVoter>,
     pub quorum_bootstrap_servers: Vec<HostPort>,
     pub metadata_log_dir: PathBuf,
@@ -544,6 +545,21 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
             Ok(())
         },
         get: |c| c.controller_listener_names.join(","),
+    },
+    ConfigKey {
+        name: "corum.client.listener.name",
+        value_type: ValueType::Text("listener name"),
+        default: Some("CLIENT"),
+        doc: "Which of `listeners` serves broker and admin RPCs (`corum run` needs it; it must not be a controller listener, which carries Raft).",
+        set: |c, v| {
+            let name = v.trim().to_ascii_uppercase();
+            if name.is_empty() {
+                return Err("empty: name a listener".into());
+            }
+            c.client_listener_name = name;
+            Ok(())
+        },
+        get: |c| c.client_listener_name.clone(),
     },
     ConfigKey {
         name: "controller.quorum.voters",
@@ -1052,6 +1068,7 @@ impl NodeConfig {
             process_roles: Vec::new(),
             listeners: Vec::new(),
             controller_listener_names: Vec::new(),
+            client_listener_name: String::new(),
             quorum_voters: Vec::new(),
             quorum_bootstrap_servers: Vec::new(),
             metadata_log_dir: PathBuf::new(),
@@ -1203,6 +1220,18 @@ impl NodeConfig {
                 );
             }
         }
+        if self
+            .controller_listener_names
+            .contains(&self.client_listener_name)
+        {
+            return invalid(
+                "corum.client.listener.name",
+                format!(
+                    "{} is a controller listener (Raft); clients need a listener of their own",
+                    self.client_listener_name
+                ),
+            );
+        }
         if self.quorum_voters.is_empty() && self.quorum_bootstrap_servers.is_empty() {
             return invalid(
                 "controller.quorum.voters",
@@ -1345,6 +1374,14 @@ impl NodeConfig {
             .iter()
             .find(|l| &l.name == name)
             .expect("validate() requires every controller listener name to be a listener")
+    }
+
+    /// The listener serving broker and admin RPCs (`corum.client.listener.name`), if
+    /// `listeners` has it.
+    pub fn client_listener(&self) -> Option<&Listener> {
+        self.listeners
+            .iter()
+            .find(|l| l.name == self.client_listener_name)
     }
 
     /// The controller state machine's configuration.

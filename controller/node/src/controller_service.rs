@@ -179,9 +179,25 @@ pub struct ServiceStatus {
     pub running: bool,
 }
 
-struct Call {
-    frame: RequestFrame,
-    reply: LocalSender<ResponseFrame>,
+impl ServiceStatus {
+    /// What a handle on another shard shows: nothing known yet, running.
+    pub(crate) fn remote() -> ServiceStatus {
+        ServiceStatus {
+            active_epoch: None,
+            committed_end: LogOffset::ZERO,
+            next_offset: LogOffset::ZERO,
+            committed_image: MetadataImage::default(),
+            waiting_requests: 0,
+            activations: 0,
+            timeouts: 0,
+            running: true,
+        }
+    }
+}
+
+pub(crate) struct Call {
+    pub(crate) frame: RequestFrame,
+    pub(crate) reply: LocalSender<ResponseFrame>,
 }
 
 /// The service's face to other tasks: requests in, status out. Cheap to clone.
@@ -210,6 +226,26 @@ impl ControllerServiceHandle {
     /// The latest status.
     pub fn status(&self) -> ServiceStatus {
         self.status.borrow().clone()
+    }
+
+    /// A handle served by something other than a service on this shard (the worker side of
+    /// [`crate::shard_bridge`]): its calls arrive on the returned receiver, and its status is
+    /// whatever the returned cell holds.
+    pub(crate) fn detached(
+        status: ServiceStatus,
+        capacity: usize,
+    ) -> (
+        ControllerServiceHandle,
+        LocalReceiver<Call>,
+        Rc<RefCell<ServiceStatus>>,
+    ) {
+        let (tx, rx) = local_channel::new_bounded(capacity);
+        let status = Rc::new(RefCell::new(status));
+        let handle = ControllerServiceHandle {
+            calls: Rc::new(tx),
+            status: status.clone(),
+        };
+        (handle, rx, status)
     }
 }
 

@@ -288,6 +288,27 @@ pub enum RpcClientError {
     Encode(ProtocolError),
 }
 
+/// Why a node ([`crate::node`]) did not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error(transparent)]
+    Peer(#[from] PeerError),
+    #[error("client listener: {0}")]
+    RpcServer(#[from] RpcServerError),
+    #[error("raft driver: {0}")]
+    Driver(#[from] DriverError),
+    #[error("controller: {0}")]
+    Service(ServiceError),
+    #[error("runtime: {0}")]
+    Runtime(#[from] corum_runtime::Error),
+    #[error(transparent)]
+    Node(#[from] Error),
+}
+
 /// Any error of this crate.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -31,12 +31,14 @@ pub mod error;
 pub mod format;
 pub mod fsio;
 pub mod meta_properties;
+pub mod node;
 pub mod peer;
 pub mod protocol;
 pub mod quorum_state;
 pub mod raft_config;
 pub mod raft_driver;
 pub mod rpc_server;
+pub mod shard_bridge;
 
 pub use bootstrap::{BootstrapEndpoint, BootstrapVoter, BootstrapVoters};
 pub use config::{CoreSet, HostPort, Listener, NodeConfig, ProcessRole, QuorumVoter};
@@ -44,7 +46,7 @@ pub use controller_service::{
     ControllerService, ControllerServiceConfig, ControllerServiceHandle, ServiceStatus,
 };
 pub use error::{
-    ConfigError, ConfigSource, DriverError, Error, PeerError, ProtocolError, Result,
+    ConfigError, ConfigSource, DriverError, Error, NodeError, PeerError, ProtocolError, Result,
     RpcClientError, RpcServerError, ServiceError, StorageError,
 };
 pub use format::{BootstrapChoice, FormatOutcome, FormatPlan};

@@ -253,10 +253,37 @@ pub struct DriverStatus {
     pub now_ms: u64,
 }
 
-struct Proposal {
-    payload: Payload,
-    record_count: u32,
-    reply: LocalSender<Result<ProposalId>>,
+impl DriverStatus {
+    /// What is known of a driver before it reports: nothing, running.
+    pub fn starting() -> DriverStatus {
+        DriverStatus {
+            raft: Status {
+                role: Role::Unattached,
+                epoch: Epoch::ZERO,
+                leader: None,
+                voted_for: None,
+                high_watermark: LogOffset::ZERO,
+                log_start_offset: LogOffset::ZERO,
+                log_end_offset: LogOffset::ZERO,
+                durable_end_offset: LogOffset::ZERO,
+                voters: Vec::new(),
+                is_voter: false,
+            },
+            stats: Stats::default(),
+            log_end_offset: LogOffset::ZERO,
+            log_durable_end: LogOffset::ZERO,
+            sync_rounds: 0,
+            running: true,
+            replicas: Vec::new(),
+            now_ms: 0,
+        }
+    }
+}
+
+pub(crate) struct Proposal {
+    pub(crate) payload: Payload,
+    pub(crate) record_count: u32,
+    pub(crate) reply: LocalSender<Result<ProposalId>>,
 }
 
 /// The driver's face to tasks on the same shard: proposals in, status out. Cheap to clone.
@@ -288,6 +315,26 @@ impl RaftHandle {
     /// The latest status (updated after every round of the loop).
     pub fn status(&self) -> DriverStatus {
         self.status.borrow().clone()
+    }
+
+    /// A handle served by something other than a driver on this shard (the controller side
+    /// of [`crate::shard_bridge`]): its proposals arrive on the returned receiver, and its
+    /// status is whatever the returned cell holds.
+    pub(crate) fn detached(
+        status: DriverStatus,
+        capacity: usize,
+    ) -> (
+        RaftHandle,
+        LocalReceiver<Proposal>,
+        Rc<RefCell<DriverStatus>>,
+    ) {
+        let (tx, rx) = local_channel::new_bounded(capacity);
+        let status = Rc::new(RefCell::new(status));
+        let handle = RaftHandle {
+            proposals: Rc::new(tx),
+            status: status.clone(),
+        };
+        (handle, rx, status)
     }
 }
 

@@ -116,9 +116,13 @@ impl VoterSet {
         self.get(id).is_some()
     }
 
-    /// True if `key` votes: same id and same directory id.
+    /// True if `key` votes: same id and same directory id. A voter without a directory id
+    /// (a static voter, kraft.version 0, whose configuration names no directory) is matched
+    /// by its id alone, as Kafka does: a static quorum has no way to tell directories apart.
     pub fn contains_key(&self, key: &ReplicaKey) -> bool {
-        self.get(key.id).is_some_and(|v| v.key == *key)
+        self.get(key.id).is_some_and(|v| {
+            v.key == *key || (v.key.directory_id == Uuid::ZERO && v.key.id == key.id)
+        })
     }
 
     /// The set with `voter` added (error if its id already votes).

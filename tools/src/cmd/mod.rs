@@ -8,6 +8,7 @@ pub mod info;
 pub mod loadgen;
 pub mod placement;
 pub mod quorum;
+pub mod run;
 pub mod sim;
 pub mod uuid;
 
@@ -19,5 +20,7 @@ pub fn init_tracing() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colours only for a person at a terminal, not in the log files of a node.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }

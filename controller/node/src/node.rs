@@ -1,0 +1,286 @@
+//! A whole controller node on the runtime's shards: what `corum run` starts.
+//!
+//! [`NodePlan::prepare`] does every check that needs no executor, on the calling thread, so a
+//! bad configuration or directory fails before any shard starts: the directory is formatted
+//! for this node (and this cluster, when the operator names it), the client listener exists,
+//! the Raft, service and server settings are derived. [`run_node`] then starts the shards:
+//!
+//! | shard role  | runs                                                                     |
+//! |-------------|--------------------------------------------------------------------------|
+//! | worker      | peer network, [`RaftDriver`] (log on [`UringDisk`]), [`RpcServer`], worker side of [`crate::shard_bridge`] |
+//! | controller  | [`ControllerService`] alone on its (pinned) core, controller side of the bridge |
+//! | combined    | (one core) all of the above, the service talking to the driver directly   |
+//!
+//! On a placement with more than one worker, the first worker runs the node and the others
+//! stay idle (the metadata log is one stream; more workers would serve more client
+//! connections, which no workload here needs yet).
+//!
+//! # Stopping
+//!
+//! SIGTERM/SIGINT (the runtime's shutdown) reaches every shard: the driver resigns leadership
+//! (EndQuorumEpoch, so the next leader need not wait for a timeout), flushes and closes the log;
+//! the service answers what waits `NotController`; the RPC server closes its connections after
+//! answering what they have in flight. A fatal error on any shard (a log write or fsync error, a
+//! committed batch the controller cannot apply) triggers the same shutdown everywhere and is
+//! returned.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use corum_controller::Controller;
+use corum_engine::disk::UringDisk;
+use corum_raft::VoterSet;
+use corum_runtime::{Placement, Runtime, ShardContext, ShardRole};
+use corum_types::{NodeId, Uuid};
+
+use crate::config::NodeConfig;
+use crate::controller_service::{ControllerService, ControllerServiceConfig};
+use crate::error::{ConfigError, NodeError};
+use crate::format::check_formatted;
+use crate::meta_properties::MetaProperties;
+use crate::peer::{resolve, PeerNetwork, PeerNetworkConfig};
+use crate::raft_driver::{DriverStatus, RaftDriver, RaftDriverConfig, Recovered};
+use crate::rpc_server::{RpcServer, RpcServerConfig};
+use crate::shard_bridge::{self, ControllerEnds, WorkerEnds};
+
+pub type Result<T, E = NodeError> = std::result::Result<T, E>;
+
+/// Everything a node needs, checked before any shard starts.
+#[derive(Clone, Debug)]
+pub struct NodePlan {
+    pub config: NodeConfig,
+    pub meta: MetaProperties,
+    pub driver: RaftDriverConfig,
+    pub service: ControllerServiceConfig,
+    pub server: RpcServerConfig,
+    /// Where clients connect (`corum.client.listener.name`).
+    pub client_addr: SocketAddr,
+}
+
+impl NodePlan {
+    /// Checks the directory and the configuration: formatted for `config.node_id` (and for
+    /// `cluster_id` when given), a client listener that is not the controller listener.
+    pub fn prepare(config: NodeConfig, cluster_id: Option<Uuid>) -> Result<NodePlan> {
+        config.validate()?;
+        let client = config.client_listener().ok_or_else(|| {
+            NodeError::Config(ConfigError::Invalid {
+                key: "listeners",
+                reason: format!(
+                    "no {} listener: clients (brokers, admins, loadgen) need one, e.g. {}://127.0.0.1:9094 (the name is corum.client.listener.name)",
+                    config.client_listener_name, config.client_listener_name
+                ),
+            })
+        })?;
+        let client_addr = if client.endpoint.host.is_empty() {
+            SocketAddr::from(([0, 0, 0, 0], client.endpoint.port))
+        } else {
+            resolve(&client.endpoint.host, client.endpoint.port)?
+        };
+        let (meta, bootstrap) = check_formatted(&config, cluster_id)?;
+        let driver = RaftDriverConfig::for_node(&config, &meta, Some(&bootstrap))?;
+        let service = ControllerServiceConfig::for_node(&config, &driver.bootstrap_voters);
+        let mut server = RpcServerConfig::new(meta.cluster_id, config.node_id);
+        server.request_bytes_max = config.socket_request_bytes_max;
+        server.connections_max =
+            usize::try_from(config.connections_max.max(1)).expect("u32 fits in usize");
+        server.in_flight_per_connection_max =
+            usize::try_from(config.connection_inflight_requests_max.max(1))
+                .expect("u32 fits in usize");
+        server.validate()?;
+        Ok(NodePlan {
+            config,
+            meta,
+            driver,
+            service,
+            server,
+            client_addr,
+        })
+    }
+
+    /// The initial voter set (before any VotersRecord in the log).
+    pub fn bootstrap_voters(&self) -> &VoterSet {
+        &self.driver.bootstrap_voters
+    }
+}
+
+/// What a node reports once its sockets are bound and its log recovered.
+#[derive(Clone, Debug)]
+pub struct NodeReady {
+    pub node_id: NodeId,
+    pub raft_addr: SocketAddr,
+    pub client_addr: SocketAddr,
+    pub recovered: Recovered,
+}
+
+/// Called once, on the worker shard, when the node is ready.
+pub type OnReady = Box<dyn FnOnce(NodeReady) + Send>;
+
+/// Starts the shards of `placement` and runs the node until the runtime's shutdown (see the
+/// module doc). Returns the first fatal error of any shard.
+pub fn run_node(
+    plan: NodePlan,
+    placement: Placement,
+    runtime: Runtime,
+    on_ready: OnReady,
+) -> Result<()> {
+    let plan = Arc::new(plan);
+    let split = placement.shards().len() > 1;
+    let (worker_ends, controller_ends) = if split {
+        let (w, c) = shard_bridge::channels();
+        (Some(w), Some(c))
+    } else {
+        (None, None)
+    };
+    let node_worker = placement
+        .workers()
+        .next()
+        .unwrap_or_else(|| placement.controller());
+    let worker_ends = Mutex::new(worker_ends);
+    let controller_ends = Mutex::new(controller_ends);
+    let on_ready = Mutex::new(Some(on_ready));
+    let outcomes = runtime.run(|spec| {
+        let plan = plan.clone();
+        let role = spec.role;
+        let (w, c, ready) = match role {
+            ShardRole::Worker if spec.id == node_worker => (
+                worker_ends.lock().expect("not poisoned").take(),
+                None,
+                on_ready.lock().expect("not poisoned").take(),
+            ),
+            ShardRole::Combined => (None, None, on_ready.lock().expect("not poisoned").take()),
+            ShardRole::Controller => (
+                None,
+                controller_ends.lock().expect("not poisoned").take(),
+                None,
+            ),
+            ShardRole::Worker => (None, None, None),
+        };
+        move |ctx: ShardContext| async move {
+            let result = match (role, c, ready) {
+                (ShardRole::Controller, Some(ends), _) => controller_shard(&ctx, &plan, ends).await,
+                (ShardRole::Worker | ShardRole::Combined, _, Some(ready)) => {
+                    worker_shard(&ctx, &plan, w, ready).await
+                }
+                // An extra worker: nothing to run (see the module doc).
+                _ => Ok(()),
+            };
+            if let Err(e) = &result {
+                tracing::error!(shard = %ctx.id(), error = %e, "shard failed; stopping the node");
+                ctx.global_shutdown().trigger();
+            }
+            result
+        }
+    })?;
+    let mut first_error = None;
+    for outcome in outcomes {
+        match outcome.result {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                first_error.get_or_insert(e);
+            }
+            Err(e) => {
+                first_error.get_or_insert(NodeError::Runtime(e));
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// The worker shard: network, driver, RPC server; the service too on a combined shard.
+async fn worker_shard(
+    ctx: &ShardContext,
+    plan: &NodePlan,
+    bridge: Option<WorkerEnds>,
+    on_ready: OnReady,
+) -> Result<()> {
+    let stop = ctx.shutdown().clone();
+    let net_config = PeerNetworkConfig::for_node(&plan.config, plan.meta.cluster_id)?;
+    let (network, inbox) = PeerNetwork::bind(net_config, &stop)?;
+    let raft_addr = network.local_addr();
+    let server = RpcServer::bind(plan.client_addr, plan.server.clone())?;
+    let client_addr = server.local_addr();
+    let (driver, raft, commits, recovered) =
+        RaftDriver::start(UringDisk, plan.driver.clone(), network, inbox, stop.clone()).await?;
+    tracing::info!(
+        node = %plan.config.node_id,
+        log_start = %recovered.log_start_offset,
+        log_end = %recovered.log_end_offset,
+        batches = recovered.batches,
+        torn_tail_bytes = recovered.torn_tail_bytes,
+        "metadata log recovered"
+    );
+    let (service_handle, service_task) = match bridge {
+        Some(ends) => {
+            let handle = ends
+                .connect(raft.clone(), commits, plan.service.request_queue_capacity)
+                .await;
+            (handle, None)
+        }
+        None => {
+            let controller = Controller::new(plan.config.controller_config(), plan.config.node_id)
+                .map_err(|e| {
+                    NodeError::Config(ConfigError::Invalid {
+                        key: "corum.controller",
+                        reason: e.to_string(),
+                    })
+                })?;
+            let (service, handle) = ControllerService::new(
+                plan.service.clone(),
+                controller,
+                raft.clone(),
+                commits,
+                stop.clone(),
+            );
+            (handle, Some(glommio::spawn_local(service.run())))
+        }
+    };
+    on_ready(NodeReady {
+        node_id: plan.config.node_id,
+        raft_addr,
+        client_addr,
+        recovered,
+    });
+    let server_task = glommio::spawn_local(server.run(service_handle, Some(raft), stop.clone()));
+    let driver_result = driver.run().await;
+    if driver_result.is_err() {
+        // The server and the service stop on the same signal.
+        ctx.global_shutdown().trigger();
+    }
+    let service_result = match service_task {
+        Some(t) => t.await.map(|_| ()).map_err(NodeError::Service),
+        None => Ok(()),
+    };
+    let stats = server_task.await;
+    tracing::info!(
+        accepted = stats.accepted,
+        refused = stats.refused,
+        "client server stopped"
+    );
+    driver_result?;
+    service_result
+}
+
+/// The controller shard: the service alone, fed through the bridge.
+async fn controller_shard(ctx: &ShardContext, plan: &NodePlan, ends: ControllerEnds) -> Result<()> {
+    let (side, raft, commits) = ends
+        .connect(DriverStatus::starting(), plan.driver.commit_queue_capacity)
+        .await;
+    let controller = Controller::new(plan.config.controller_config(), plan.config.node_id)
+        .map_err(|e| {
+            NodeError::Config(ConfigError::Invalid {
+                key: "corum.controller",
+                reason: e.to_string(),
+            })
+        })?;
+    let (service, handle) = ControllerService::new(
+        plan.service.clone(),
+        controller,
+        raft,
+        commits,
+        ctx.shutdown().clone(),
+    );
+    let bridge = glommio::spawn_local(side.run(handle));
+    let result = service.run().await;
+    drop(bridge);
+    result.map(|_| ()).map_err(NodeError::Service)
+}

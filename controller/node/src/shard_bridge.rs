@@ -1,0 +1,403 @@
+//! The link between the worker shard (Raft driver, log, peer network, RPC server) and the
+//! controller shard (the [`ControllerService`](crate::ControllerService) alone on its core).
+//!
+//! Each side gets the handle it would have if the other side ran on its own shard: the
+//! controller shard a [`RaftHandle`] and a receiver of [`CommittedBatch`]es, the worker shard a
+//! [`ControllerServiceHandle`]. Bridge tasks on both sides carry the traffic over three bounded
+//! cross-shard channels, moving *batches* per wake-up (a cross-shard wake-up costs tens of
+//! microseconds here; one per request would cap the node's throughput):
+//!
+//! | channel        | direction            | carries                                          | batched |
+//! |----------------|----------------------|--------------------------------------------------|---------|
+//! | commits        | worker → controller  | committed batches, in log order                  | every batch ready at once |
+//! | control        | worker → controller  | driver status, proposal results, client requests | requests ready at once |
+//! | down           | controller → worker  | proposals, client answers                        | answers ready at once |
+//!
+//! Committed batches have a channel of their own because they are the only traffic with
+//! back-pressure that may wait on the service: the service, in turn, waits for proposal
+//! results, which therefore never queue behind commits (no cycle, no deadlock).
+//!
+//! Ends: the worker side stops when the driver's commit stream ends (the driver stopped) or
+//! the controller side goes away; dropping its senders closes the controller's commit stream,
+//! and the service then stops as it does when a local driver stops. Requests still waiting on
+//! a side that is gone are answered `NotController` by the handles themselves (their reply
+//! channels close).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use corum_raft::{Payload, ProposalId};
+use corum_runtime::channel::{LinkReceiver, LinkSender, Receiver, Sender};
+use futures_lite::future::{or, poll_once};
+use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
+
+use crate::controller_service::{Call, ControllerServiceHandle, ServiceStatus};
+use crate::error::DriverError;
+use crate::protocol::{RequestFrame, ResponseFrame};
+use crate::raft_driver::{CommittedBatch, DriverStatus, Proposal, RaftHandle};
+
+/// Most items moved per cross-shard message.
+const BATCH_MAX: usize = 512;
+/// Messages queued on each cross-shard channel.
+const CHANNEL_CAPACITY: usize = 256;
+/// How often the worker side looks at the driver's status; a changed role, epoch, leader,
+/// high watermark or running flag is sent at once, anything else at most every
+/// [`STATUS_REFRESH_MS`].
+const STATUS_POLL_MS: u64 = 1;
+const STATUS_REFRESH_MS: u64 = 50;
+
+/// Where a proposal's result goes on the controller side.
+type ProposalReply = LocalSender<Result<ProposalId, DriverError>>;
+/// Where a call's answer goes on the worker side.
+type Replies = Rc<RefCell<HashMap<u64, LocalSender<ResponseFrame>>>>;
+
+/// Worker → controller control traffic.
+pub enum ToController {
+    Status(Box<DriverStatus>),
+    Proposed {
+        id: u64,
+        result: Result<ProposalId, DriverError>,
+    },
+    Calls(Vec<(u64, RequestFrame)>),
+}
+
+/// Controller → worker traffic.
+pub enum ToWorker {
+    Propose {
+        id: u64,
+        payload: Payload,
+        record_count: u32,
+    },
+    Answers(Vec<(u64, ResponseFrame)>),
+}
+
+/// The unconnected ends of the worker side. `Send`: created before the shards start.
+pub struct WorkerEnds {
+    commits: LinkSender<Vec<CommittedBatch>>,
+    control: LinkSender<ToController>,
+    down: LinkReceiver<ToWorker>,
+}
+
+/// The unconnected ends of the controller side. `Send`.
+pub struct ControllerEnds {
+    commits: LinkReceiver<Vec<CommittedBatch>>,
+    control: LinkReceiver<ToController>,
+    down: LinkSender<ToWorker>,
+}
+
+/// Creates the three channels.
+pub fn channels() -> (WorkerEnds, ControllerEnds) {
+    let new = "bridge channel capacity is within the runtime's limit";
+    let (commits_tx, commits_rx) = corum_runtime::channel::bounded(CHANNEL_CAPACITY).expect(new);
+    let (control_tx, control_rx) = corum_runtime::channel::bounded(CHANNEL_CAPACITY).expect(new);
+    let (down_tx, down_rx) = corum_runtime::channel::bounded(CHANNEL_CAPACITY).expect(new);
+    (
+        WorkerEnds {
+            commits: commits_tx,
+            control: control_tx,
+            down: down_rx,
+        },
+        ControllerEnds {
+            commits: commits_rx,
+            control: control_rx,
+            down: down_tx,
+        },
+    )
+}
+
+/// Takes everything ready on `rx` after `first`, up to [`BATCH_MAX`] items, without waiting.
+async fn batch_from<T>(rx: &LocalReceiver<T>, first: T) -> Vec<T> {
+    let mut items = vec![first];
+    while items.len() < BATCH_MAX {
+        match poll_once(rx.recv()).await {
+            Some(Some(item)) => items.push(item),
+            _ => break,
+        }
+    }
+    items
+}
+
+/// The fields of a driver status whose change the controller must see at once.
+fn status_key(s: &DriverStatus) -> impl PartialEq {
+    (
+        s.raft.role,
+        s.raft.epoch,
+        s.raft.leader,
+        s.raft.high_watermark,
+        s.running,
+    )
+}
+
+impl WorkerEnds {
+    /// Connects the worker side and starts its tasks: returns the service handle the RPC
+    /// server uses. `raft` and `commits` come from [`crate::RaftDriver::start`]. The tasks end
+    /// once the commit stream ends and the controller side is gone.
+    pub async fn connect(
+        self,
+        raft: RaftHandle,
+        commits: LocalReceiver<CommittedBatch>,
+        request_queue_capacity: usize,
+    ) -> ControllerServiceHandle {
+        let commits_tx = self.commits.connect().await;
+        let control = Rc::new(self.control.connect().await);
+        let down = self.down.connect().await;
+        let (handle, calls, _status) = ControllerServiceHandle::detached(
+            ServiceStatus::remote(),
+            request_queue_capacity.max(1),
+        );
+        let replies: Replies = Rc::default();
+        glommio::spawn_local(forward_commits(commits, commits_tx)).detach();
+        glommio::spawn_local(forward_status(raft.clone(), control.clone())).detach();
+        glommio::spawn_local(forward_calls(calls, control.clone(), replies.clone())).detach();
+        glommio::spawn_local(serve_down(down, raft, control, replies)).detach();
+        handle
+    }
+}
+
+async fn forward_commits(commits: LocalReceiver<CommittedBatch>, tx: Sender<Vec<CommittedBatch>>) {
+    while let Some(first) = commits.recv().await {
+        let batch = batch_from(&commits, first).await;
+        if tx.send(batch).await.is_err() {
+            return;
+        }
+    }
+    // Dropping `tx` ends the controller's commit stream: the service stops.
+}
+
+async fn forward_status(raft: RaftHandle, control: Rc<Sender<ToController>>) {
+    let mut last: Option<DriverStatus> = None;
+    let mut since_sent_ms = 0;
+    loop {
+        let now = raft.status();
+        let changed = last
+            .as_ref()
+            .is_none_or(|l| status_key(l) != status_key(&now));
+        if changed || since_sent_ms >= STATUS_REFRESH_MS {
+            let running = now.running;
+            if control
+                .send(ToController::Status(Box::new(now.clone())))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            last = Some(now);
+            since_sent_ms = 0;
+            if !running {
+                return;
+            }
+        }
+        glommio::timer::sleep(Duration::from_millis(STATUS_POLL_MS)).await;
+        since_sent_ms += STATUS_POLL_MS;
+    }
+}
+
+async fn forward_calls(
+    calls: LocalReceiver<Call>,
+    control: Rc<Sender<ToController>>,
+    replies: Replies,
+) {
+    let mut next_id = 0u64;
+    while let Some(first) = calls.recv().await {
+        let batch = batch_from(&calls, first).await;
+        let mut frames = Vec::with_capacity(batch.len());
+        {
+            let mut replies = replies.borrow_mut();
+            for call in batch {
+                next_id += 1;
+                replies.insert(next_id, call.reply);
+                frames.push((next_id, call.frame));
+            }
+        }
+        if let Err(ToController::Calls(lost)) = control.send(ToController::Calls(frames)).await {
+            // The controller side is gone: dropping the reply senders answers NotController.
+            let mut replies = replies.borrow_mut();
+            for (id, _) in lost {
+                replies.remove(&id);
+            }
+        }
+    }
+}
+
+async fn serve_down(
+    down: Receiver<ToWorker>,
+    raft: RaftHandle,
+    control: Rc<Sender<ToController>>,
+    replies: Replies,
+) {
+    // Proposals go to the driver in arrival order, one at a time (the service proposes one
+    // batch at a time anyway), so a queue-full wait never reorders them.
+    let (propose_tx, proposals) = local_channel::new_unbounded::<(u64, Payload, u32)>();
+    let proposer = {
+        let control = control.clone();
+        glommio::spawn_local(async move {
+            while let Some((id, payload, record_count)) = proposals.recv().await {
+                let result = raft.propose(payload, record_count).await;
+                if control
+                    .send(ToController::Proposed { id, result })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        })
+    };
+    while let Some(message) = down.recv().await {
+        match message {
+            ToWorker::Propose {
+                id,
+                payload,
+                record_count,
+            } => {
+                let _ = propose_tx.try_send((id, payload, record_count));
+            }
+            ToWorker::Answers(answers) => {
+                let mut replies = replies.borrow_mut();
+                for (id, answer) in answers {
+                    if let Some(reply) = replies.remove(&id) {
+                        // Capacity 1, one answer per call: never full; a caller that gave
+                        // up closed it.
+                        let _ = reply.try_send(answer);
+                    }
+                }
+            }
+        }
+    }
+    drop(propose_tx);
+    proposer.await;
+    // The controller side is gone: callers still waiting get NotController.
+    replies.borrow_mut().clear();
+}
+
+/// The controller side, connected: the handle and commit stream for the service, and the
+/// tasks to start once the service exists ([`ControllerSide::run`]).
+pub struct ControllerSide {
+    commits: Receiver<Vec<CommittedBatch>>,
+    control: Receiver<ToController>,
+    down: Rc<Sender<ToWorker>>,
+    proposals: LocalReceiver<Proposal>,
+    status: Rc<RefCell<DriverStatus>>,
+    commit_tx: LocalSender<CommittedBatch>,
+}
+
+impl ControllerEnds {
+    /// Connects the controller side: returns the [`RaftHandle`] and commit stream to build the
+    /// service with, and the side to [`run`](ControllerSide::run) with the service's handle.
+    /// `initial` is the driver's status before the first update arrives.
+    pub async fn connect(
+        self,
+        initial: DriverStatus,
+        commit_queue_capacity: usize,
+    ) -> (ControllerSide, RaftHandle, LocalReceiver<CommittedBatch>) {
+        let commits = self.commits.connect().await;
+        let control = self.control.connect().await;
+        let down = Rc::new(self.down.connect().await);
+        let (raft, proposals, status) = RaftHandle::detached(initial, 64);
+        let (commit_tx, commit_rx) = local_channel::new_bounded(commit_queue_capacity.max(1));
+        (
+            ControllerSide {
+                commits,
+                control,
+                down,
+                proposals,
+                status,
+                commit_tx,
+            },
+            raft,
+            commit_rx,
+        )
+    }
+}
+
+impl ControllerSide {
+    /// Carries the traffic until the worker side goes away (its commit stream ends).
+    pub async fn run(self, service: ControllerServiceHandle) {
+        let ControllerSide {
+            commits,
+            control,
+            down,
+            proposals,
+            status,
+            commit_tx,
+        } = self;
+        let waiting: Rc<RefCell<HashMap<u64, ProposalReply>>> = Rc::default();
+        let (answer_tx, answers) = local_channel::new_unbounded::<(u64, ResponseFrame)>();
+        let answer_tx = Rc::new(answer_tx);
+        let commit_pump = glommio::spawn_local(async move {
+            while let Some(batches) = commits.recv().await {
+                for b in batches {
+                    if commit_tx.send(b).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            // Dropping commit_tx ends the service's commit stream.
+        });
+        let propose_pump = {
+            let (down, waiting) = (down.clone(), waiting.clone());
+            glommio::spawn_local(async move {
+                let mut next_id = 0u64;
+                while let Some(p) = proposals.recv().await {
+                    next_id += 1;
+                    waiting.borrow_mut().insert(next_id, p.reply);
+                    let sent = down
+                        .send(ToWorker::Propose {
+                            id: next_id,
+                            payload: p.payload,
+                            record_count: p.record_count,
+                        })
+                        .await;
+                    if sent.is_err() {
+                        // The worker is gone: the proposer's reply channel closes (Stopped).
+                        waiting.borrow_mut().remove(&next_id);
+                    }
+                }
+            })
+            .detach()
+        };
+        let answer_pump = {
+            let down = down.clone();
+            glommio::spawn_local(async move {
+                while let Some(first) = answers.recv().await {
+                    let batch = batch_from(&answers, first).await;
+                    if down.send(ToWorker::Answers(batch)).await.is_err() {
+                        return;
+                    }
+                }
+            })
+            .detach()
+        };
+        // The worker's commit stream ends when its driver stops: then so does this side
+        // (the control channel may stay open while the worker still answers in-flight calls).
+        let control_loop = async {
+            while let Some(message) = control.recv().await {
+                match message {
+                    ToController::Status(s) => *status.borrow_mut() = *s,
+                    ToController::Proposed { id, result } => {
+                        if let Some(reply) = waiting.borrow_mut().remove(&id) {
+                            let _ = reply.try_send(result);
+                        }
+                    }
+                    ToController::Calls(calls) => {
+                        for (id, frame) in calls {
+                            let (service, answer_tx) = (service.clone(), answer_tx.clone());
+                            glommio::spawn_local(async move {
+                                let answer = service.call(frame).await;
+                                let _ = answer_tx.try_send((id, answer));
+                            })
+                            .detach();
+                        }
+                    }
+                }
+            }
+        };
+        or(commit_pump, control_loop).await;
+        status.borrow_mut().running = false;
+        waiting.borrow_mut().clear();
+        drop(propose_pump);
+        drop(answer_pump);
+    }
+}
