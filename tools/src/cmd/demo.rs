@@ -71,8 +71,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "--duration-secs must be above 0 and at most 3600"
     );
     let dir = prepare_dir(args.dir.as_deref())?;
-    *CLEANUP.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-        Some((dir.clone(), args.keep));
+    *CLEANUP
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((dir.clone(), args.keep));
     watch_signals()?;
     let exe = std::env::current_exe().context("locating the corum executable")?;
     let result = demo(&args, &exe, &dir);
@@ -97,8 +98,8 @@ fn prepare_dir(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
         }
     };
     if dir.exists() {
-        let mut entries = std::fs::read_dir(&dir)
-            .with_context(|| format!("reading {}", dir.display()))?;
+        let mut entries =
+            std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?;
         anyhow::ensure!(
             entries.next().is_none(),
             "{} is not empty: give --dir a new or empty directory",
@@ -225,7 +226,10 @@ fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
         reports.push(report);
     }
     let last = describe(&bootstrap, Duration::from_secs(10)).context("describing the quorum")?;
-    print!("{}", render_summary(&cluster.cluster_id, &first, &last, &reports));
+    print!(
+        "{}",
+        render_summary(&cluster.cluster_id, &first, &last, &reports)
+    );
     eprintln!("corum demo: stopping the nodes (SIGTERM)");
     let mut failures = Vec::new();
     for (id, outcome) in cluster.terminate_all(Duration::from_secs(15)) {
@@ -370,12 +374,19 @@ mod tests {
         ];
         let s = render_summary("abc", &quorum(2, 3), &quorum(2, 3), &reports);
         assert!(s.contains("leader node 2 at epoch 3"), "{s}");
-        let row = s.lines().find(|l| l.trim_start().starts_with("configs ")).unwrap();
+        let row = s
+            .lines()
+            .find(|l| l.trim_start().starts_with("configs "))
+            .unwrap();
         for cell in ["64", "12345", "2.00 ms", "5.00 ms"] {
             assert!(row.contains(cell), "{cell} missing in {row:?}");
         }
         let cells: Vec<&str> = row.split_whitespace().collect();
-        assert_eq!(cells[cells.len() - 2..], ["2", "0"], "errors, leader changes: {row}");
+        assert_eq!(
+            cells[cells.len() - 2..],
+            ["2", "0"],
+            "errors, leader changes: {row}"
+        );
         assert!(s.contains("200 of 200 unfenced"), "{s}");
         assert!(s.contains("50 created with 3 partitions"), "{s}");
         assert!(s.contains("10 acknowledged writes verified"), "{s}");

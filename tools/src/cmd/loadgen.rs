@@ -146,7 +146,7 @@ impl LoadConfig {
     pub fn from_args(a: &Args) -> anyhow::Result<LoadConfig> {
         let secs = |what: &str, s: f64| -> anyhow::Result<Duration> {
             anyhow::ensure!(
-                s.is_finite() && s >= 0.0 && s <= 86_400.0,
+                (0.0..=86_400.0).contains(&s),
                 "{what} must be between 0 and 86400 seconds, not {s}"
             );
             Ok(Duration::from_secs_f64(s))
@@ -256,7 +256,10 @@ impl Ctx {
     }
 
     pub fn leader_changes(&self) -> u64 {
-        self.clients.iter().map(ControllerClient::leader_changes).sum()
+        self.clients
+            .iter()
+            .map(ControllerClient::leader_changes)
+            .sum()
     }
 }
 
@@ -476,7 +479,10 @@ mod tests {
     /// Unusable combinations are refused with the flag named.
     #[test]
     fn bad_arguments_are_refused() {
-        assert!(parse(&["--workload", "configs"]).is_err(), "bootstrap required");
+        assert!(
+            parse(&["--workload", "configs"]).is_err(),
+            "bootstrap required"
+        );
         assert!(parse(&["--bootstrap", "127.0.0.1:1", "--workload", "nope"]).is_err());
         let bad = |extra: &[&str], needle: &str| {
             let mut v = vec!["--bootstrap", "127.0.0.1:1"];
@@ -487,11 +493,21 @@ mod tests {
         };
         bad(&["--workload", "configs", "--clients", "0"], "--clients");
         bad(
-            &["--workload", "configs", "--clients", "2", "--connections", "3"],
+            &[
+                "--workload",
+                "configs",
+                "--clients",
+                "2",
+                "--connections",
+                "3",
+            ],
             "--connections",
         );
         bad(&["--workload", "topics", "--verify"], "--verify");
-        bad(&["--workload", "topics", "--partitions", "0"], "--partitions");
+        bad(
+            &["--workload", "topics", "--partitions", "0"],
+            "--partitions",
+        );
         bad(&["--workload", "configs", "--duration=-1"], "--duration");
         bad(
             &["--workload", "brokers", "--heartbeat-interval-ms", "0"],

@@ -239,8 +239,14 @@ impl From<&DescribeQuorumResponse> for QuorumJson {
 /// Voters (the leader first, then by id), then observers, each with its role.
 fn rows(d: &DescribeQuorumResponse) -> impl Iterator<Item = (&ReplicaState, ReplicaRole)> + '_ {
     let leader = d.leader_id;
-    let leaders = d.voters.iter().filter(move |r| Some(r.replica_id) == leader);
-    let followers = d.voters.iter().filter(move |r| Some(r.replica_id) != leader);
+    let leaders = d
+        .voters
+        .iter()
+        .filter(move |r| Some(r.replica_id) == leader);
+    let followers = d
+        .voters
+        .iter()
+        .filter(move |r| Some(r.replica_id) != leader);
     leaders
         .map(|r| (r, ReplicaRole::Leader))
         .chain(followers.map(|r| (r, ReplicaRole::Follower)))
@@ -360,7 +366,9 @@ mod tests {
             ]
         );
         assert!(parse_bootstrap("").unwrap_err().contains("no HOST:PORT"));
-        assert!(parse_bootstrap("127.0.0.1").unwrap_err().contains("HOST:PORT"));
+        assert!(parse_bootstrap("127.0.0.1")
+            .unwrap_err()
+            .contains("HOST:PORT"));
         assert!(parse_bootstrap("127.0.0.1:99999")
             .unwrap_err()
             .contains("bad port"));
@@ -438,6 +446,10 @@ mod tests {
         };
         let t = render_replication(&d);
         let row = t.lines().find(|l| l.starts_with("1 ")).unwrap();
-        assert_eq!(row.split_whitespace().filter(|c| *c == "-").count(), 5, "{t}");
+        assert_eq!(
+            row.split_whitespace().filter(|c| *c == "-").count(),
+            5,
+            "{t}"
+        );
     }
 }

@@ -174,7 +174,10 @@ mod tests {
             h.record(us).unwrap();
         }
         let f = broker_figures(5, Duration::from_millis(250), &h);
-        assert_eq!((f.brokers, f.unfenced, f.heartbeat_interval_ms), (5, 4, 250));
+        assert_eq!(
+            (f.brokers, f.unfenced, f.heartbeat_interval_ms),
+            (5, 4, 250)
+        );
         assert!((1_999..=2_001).contains(&f.registration_to_unfenced_p50_us));
         assert!((39_900..=40_100).contains(&f.registration_to_unfenced_max_us));
     }

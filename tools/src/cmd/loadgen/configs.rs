@@ -87,7 +87,10 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
             while Instant::now() < end {
                 seq += 1;
                 let sent = Instant::now();
-                match client.alter_configs(write(i, encode_value(nonce, seq))).await {
+                match client
+                    .alter_configs(write(i, encode_value(nonce, seq)))
+                    .await
+                {
                     Ok(resp) => match resp.resources.first() {
                         Some((_, Ok(()))) if resp.resources.len() == 1 => {
                             rec.ok(sent.elapsed());
@@ -112,8 +115,10 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
     .await;
     let elapsed = start.elapsed();
     if verify {
+        // The read-back gets a grace period of its own, however long the last requests took.
+        let verify_end = Instant::now() + ctx.config.grace;
+        let read = read_back(&ctx.clients[0], clients, nonce, verify_end).await?;
         let acked = acked.borrow();
-        let read = read_back(&ctx.clients[0], clients, nonce, ctx.hard_end).await?;
         report.acknowledged = Some(acked.iter().map(|a| a.len() as u64).sum());
         report.lost = Some(
             acked
@@ -128,12 +133,12 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
 
 /// Reads every client's resource back: per client the sequence number of this run's value
 /// found (`None` if the value is not this run's or the key is not set). Each batch is retried
-/// until `hard_end`; a batch that cannot be read by then fails the verification.
+/// until `deadline`; a batch that cannot be read by then fails the verification.
 async fn read_back(
     client: &ControllerClient,
     clients: usize,
     nonce: u64,
-    hard_end: Instant,
+    deadline: Instant,
 ) -> anyhow::Result<Vec<Option<u64>>> {
     let mut out = Vec::with_capacity(clients);
     let indexes: Vec<usize> = (0..clients).collect();
@@ -142,7 +147,7 @@ async fn read_back(
         let resp = loop {
             match client.describe_configs(resources.clone()).await {
                 Ok(r) => break r,
-                Err(e) if Instant::now() < hard_end && retriable(&e) => {
+                Err(e) if Instant::now() < deadline && retriable(&e) => {
                     glommio::timer::sleep(ERROR_PAUSE).await;
                 }
                 Err(e) => {
@@ -199,7 +204,10 @@ mod tests {
         assert_eq!(decode_value(&v, 43), None);
         assert_eq!(decode_value("604800000", 42), None);
         assert_eq!(decode_value("-1", 42), None);
-        assert_eq!(decode_value(&encode_value(8_999_999, SEQ_SPAN - 1), 8_999_999), Some(SEQ_SPAN - 1));
+        assert_eq!(
+            decode_value(&encode_value(8_999_999, SEQ_SPAN - 1), 8_999_999),
+            Some(SEQ_SPAN - 1)
+        );
         // The largest value still fits the Long the key is validated as.
         assert!(encode_value(8_999_999, SEQ_SPAN - 1).parse::<i64>().is_ok());
     }
@@ -209,7 +217,11 @@ mod tests {
     #[test]
     fn loss_counting() {
         assert_eq!(lost_writes(&[1, 2, 3], Some(3)), 0);
-        assert_eq!(lost_writes(&[1, 2, 3], Some(4)), 0, "an unacknowledged later write applied");
+        assert_eq!(
+            lost_writes(&[1, 2, 3], Some(4)),
+            0,
+            "an unacknowledged later write applied"
+        );
         assert_eq!(lost_writes(&[1, 2, 3], Some(2)), 1);
         assert_eq!(lost_writes(&[1, 2, 5], Some(4)), 1);
         assert_eq!(lost_writes(&[1, 2, 3], None), 3);

@@ -115,7 +115,7 @@ impl Recorder {
 
 /// The short kind of an error message for [`Recorder::error`]: its text up to the first
 /// character that is not a letter, space, dash or underscore (numbers, addresses and ids
-/// differ between occurrences of the same kind), at most 40 characters.
+/// differ between occurrences of the same kind), at most 64 characters.
 pub fn error_kind(message: &str) -> String {
     let end = message
         .char_indices()
@@ -123,7 +123,7 @@ pub fn error_kind(message: &str) -> String {
         .map_or(message.len(), |(i, _)| i);
     let kind = message[..end].trim();
     let kind = if kind.is_empty() { "error" } else { kind };
-    kind.chars().take(40).collect()
+    kind.chars().take(64).collect()
 }
 
 /// The live progress line.
@@ -450,9 +450,12 @@ mod tests {
             error_kind("not the active controller; leader is 2 at 127.0.0.1:9"),
             "not the active controller"
         );
-        assert_eq!(error_kind("cannot connect to 127.0.0.1:1: refused"), "cannot connect to");
+        assert_eq!(
+            error_kind("cannot connect to 127.0.0.1:1: refused"),
+            "cannot connect to"
+        );
         assert_eq!(error_kind("42"), "error");
-        assert_eq!(error_kind(&"x".repeat(100)).len(), 40);
+        assert_eq!(error_kind(&"x".repeat(100)).len(), 64);
     }
 
     /// Durations print in the unit a reader expects.

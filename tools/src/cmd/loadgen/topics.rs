@@ -44,7 +44,10 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
     let (end, nonce) = (ctx.end, ctx.nonce);
     // The brokers must stay unfenced while topics are created: heartbeat them well within
     // any session timeout.
-    let beat = ctx.config.heartbeat_interval.min(Duration::from_millis(500));
+    let beat = ctx
+        .config
+        .heartbeat_interval
+        .min(Duration::from_millis(500));
     let heartbeats: Vec<glommio::Task<()>> = sessions
         .into_iter()
         .map(|s| glommio::spawn_local(heartbeat_until(s, beat, ctx.hard_end, None)))
