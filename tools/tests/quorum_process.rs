@@ -249,6 +249,18 @@ fn three_nodes_elect_and_serve_every_request_kind() {
         };
         assert_eq!(del.topics[0].1, Ok(created.topic_id));
         served.push("DeleteTopics");
+        // A broker is fenced (it asks to be) before it may be unregistered.
+        let ResponseBody::DescribeQuorum(q) = call(RequestBody::DescribeQuorum).await else {
+            unreachable!()
+        };
+        let mut fence = register_request(103, Some(epochs[2]), q.high_watermark);
+        if let RequestBody::BrokerHeartbeat(h) = &mut fence {
+            h.want_fence = true;
+        }
+        let ResponseBody::BrokerHeartbeat(h) = call(fence).await else {
+            unreachable!()
+        };
+        assert_eq!(h.target_state, TargetState::Fenced);
         call(RequestBody::UnregisterBroker(UnregisterBrokerRequest {
             broker_id: NodeId(103),
         }))
@@ -446,7 +458,13 @@ fn leader_sigterm_hands_over_before_the_election_timeout() {
 #[test]
 fn silent_broker_is_fenced_then_unfenced_after_returning() {
     let tmp = tempfile::tempdir().unwrap();
-    let c = start_cluster(tmp.path(), &[("broker.session.timeout.ms", "1000")]);
+    let c = start_cluster(
+        tmp.path(),
+        &[
+            ("broker.session.timeout.ms", "1000"),
+            ("broker.heartbeat.interval.ms", "200"),
+        ],
+    );
     leader(&c, &c.ids());
     let config = client_config(&c);
     on_executor(Duration::from_secs(50), move || async move {

@@ -248,6 +248,8 @@ pub(crate) struct Ctx {
     pub nonce: u64,
     /// Set while the measured phase runs (for the progress line).
     pub measuring: Rc<Cell<bool>>,
+    /// The clients' leader changes before the run (finding the first leader).
+    pub leader_changes_before: u64,
 }
 
 impl Ctx {
@@ -307,15 +309,23 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
         ..ClientConfig::new(config.bootstrap.clone())
     };
     let mut clients = Vec::with_capacity(config.connections);
+    let mut leader_changes_before = 0;
     for _ in 0..config.connections {
-        clients.push(
-            ControllerClient::connect(client_config.clone())
-                .await
-                .context("connecting to the quorum")?,
-        );
+        let client = ControllerClient::connect(client_config.clone())
+            .await
+            .context("connecting to the quorum")?;
+        // One request that only the active controller answers, so that finding the leader
+        // at the start is not counted as a leader change of the run.
+        client
+            .describe_cluster()
+            .await
+            .context("finding the active controller")?;
+        leader_changes_before += client.leader_changes();
+        clients.push(client);
     }
     let now = Instant::now();
     let mut ctx = Ctx {
+        leader_changes_before,
         end: now + config.duration,
         hard_end: now + config.duration + config.grace,
         config,
@@ -335,13 +345,15 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
     let progress = ctx.config.progress.then(|| {
         let rec = ctx.recorder.clone();
         let clients = ctx.clients.clone();
+        let before = ctx.leader_changes_before;
         let measuring = ctx.measuring.clone();
         let p = Rc::new(stats::Progress::new(ctx.config.workload.name()));
         let printer = p.clone();
         let task = glommio::spawn_local(async move {
             loop {
                 glommio::timer::sleep(Duration::from_secs(1)).await;
-                let changes = clients.iter().map(ControllerClient::leader_changes).sum();
+                let total: u64 = clients.iter().map(ControllerClient::leader_changes).sum();
+                let changes = total - before;
                 let note = if measuring.get() { "" } else { "  (preparing)" };
                 printer.print(&rec, changes, note);
             }

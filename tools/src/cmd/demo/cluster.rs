@@ -148,6 +148,10 @@ pub struct ClusterSpec {
     pub ready_timeout: Duration,
     /// `RUST_LOG` of the nodes.
     pub rust_log: String,
+    /// Name each voter's directory id in `controller.quorum.voters` (read back from the
+    /// `meta.properties` that `corum format` wrote), so replicas are told apart by id and
+    /// directory as in a dynamic quorum. Without it the voters are named by id alone.
+    pub voter_directory_ids: bool,
 }
 
 impl ClusterSpec {
@@ -159,6 +163,7 @@ impl ClusterSpec {
             settings: Vec::new(),
             ready_timeout: Duration::from_secs(20),
             rust_log: "info".into(),
+            voter_directory_ids: true,
         }
     }
 
@@ -205,6 +210,39 @@ fn run_corum(exe: &Path, args: &[&str]) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Writes node `n`'s properties file with the static `voters`.
+fn write_config(spec: &ClusterSpec, n: &NodeSlot, voters: &[String]) -> anyhow::Result<()> {
+    let mut text = format!(
+        "# corum local cluster node {id}\n\
+         node.id={id}\n\
+         process.roles=controller\n\
+         listeners=CONTROLLER://{raft},CLIENT://{client}\n\
+         controller.listener.names=CONTROLLER\n\
+         controller.quorum.voters={voters}\n\
+         metadata.log.dir={data}\n",
+        id = n.id,
+        raft = n.raft,
+        client = n.client,
+        voters = voters.join(","),
+        data = n.data.display(),
+    );
+    for (k, v) in &spec.settings {
+        text.push_str(&format!("{k}={v}\n"));
+    }
+    std::fs::write(&n.config, text).with_context(|| format!("writing {}", n.config.display()))
+}
+
+/// The `directory.id` of the formatted directory `data`.
+fn directory_id(data: &Path) -> anyhow::Result<String> {
+    let path = data.join("meta.properties");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("directory.id="))
+        .map(|v| v.trim().to_owned())
+        .with_context(|| format!("{} names no directory.id", path.display()))
+}
+
 impl LocalCluster {
     /// Picks ports, writes the configurations and formats every node (nothing runs yet).
     pub fn create(spec: ClusterSpec) -> anyhow::Result<LocalCluster> {
@@ -227,38 +265,27 @@ impl LocalCluster {
                 }
             })
             .collect();
-        let voters: Vec<String> = nodes
+        let cluster_id = run_corum(&spec.exe, &["random-uuid"])?.trim().to_owned();
+        let plain: Vec<String> = nodes
             .iter()
             .map(|n| format!("{}@{}", n.id, n.raft))
             .collect();
         for n in &nodes {
-            let mut text = format!(
-                "# corum local cluster node {id}\n\
-                 node.id={id}\n\
-                 process.roles=controller\n\
-                 listeners=CONTROLLER://{raft},CLIENT://{client}\n\
-                 controller.listener.names=CONTROLLER\n\
-                 controller.quorum.voters={voters}\n\
-                 metadata.log.dir={data}\n",
-                id = n.id,
-                raft = n.raft,
-                client = n.client,
-                voters = voters.join(","),
-                data = n.data.display(),
-            );
-            for (k, v) in &spec.settings {
-                text.push_str(&format!("{k}={v}\n"));
-            }
-            std::fs::write(&n.config, text)
-                .with_context(|| format!("writing {}", n.config.display()))?;
-        }
-        let cluster_id = run_corum(&spec.exe, &["random-uuid"])?.trim().to_owned();
-        for n in &nodes {
+            write_config(&spec, n, &plain)?;
             let config = n.config.display().to_string();
             run_corum(
                 &spec.exe,
                 &["format", "--config", &config, "--cluster-id", &cluster_id],
             )?;
+        }
+        if spec.voter_directory_ids {
+            let with_dirs = nodes
+                .iter()
+                .map(|n| Ok(format!("{}@{}:{}", n.id, n.raft, directory_id(&n.data)?)))
+                .collect::<anyhow::Result<Vec<String>>>()?;
+            for n in &nodes {
+                write_config(&spec, n, &with_dirs)?;
+            }
         }
         Ok(LocalCluster {
             spec,
