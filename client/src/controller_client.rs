@@ -301,9 +301,11 @@ impl ControllerClient {
                     last: failure.describe(),
                 });
             }
-            if let Retriable::NotController(Some(hint)) = &failure {
-                followed = Some(hint.id);
-            }
+            // Only an answer right after following a hint tells where that hint's node is.
+            followed = match &failure {
+                Retriable::NotController(Some(hint)) => Some(hint.id),
+                _ => None,
+            };
             let hinted = self.relocate(&conn, &failure).await;
             if !hinted {
                 let pause = backoff(pauses, self.next_jitter())
@@ -399,9 +401,11 @@ impl ControllerClient {
         };
         let mut tried: Vec<SocketAddr> = Vec::with_capacity(candidates.len());
         for (addr, hinted) in candidates {
-            // A hint naming the server that just said it does not lead is stale; that server
-            // still comes last in the round below (it may win the next election).
-            if (hinted && addr == conn.addr) || tried.contains(&addr) {
+            // The server that just said it does not lead keeps its healthy connection: the
+            // call asks it again after the pause if no other server takes the call (it may
+            // win the next election). After a lost connection it is reconnected last.
+            let answered = matches!(failure, Retriable::NotController(_));
+            if (addr == conn.addr && (hinted || answered)) || tried.contains(&addr) {
                 continue;
             }
             tried.push(addr);

@@ -71,8 +71,10 @@ pub struct MetadataFollower {
 }
 
 impl MetadataFollower {
-    /// Starts following as `replica` (its id must not be a voter's: the leader keys fetchers
-    /// by id), long-polling up to `wait_max` per fetch. Must run inside a glommio executor.
+    /// Starts following as `replica`, long-polling up to `wait_max` per fetch. Must run
+    /// inside a glommio executor. The leader keys fetchers by id (one held fetch per id), so
+    /// `replica.id` must be unique among everything fetching from the cluster and must not be
+    /// a voter's id; a broker's follower uses the broker id.
     pub fn start(client: ControllerClient, replica: ReplicaKey, wait_max: Duration) -> Self {
         let shared = Rc::new(Shared {
             log: RefCell::new(ObserverLog::new()),
@@ -99,6 +101,12 @@ impl MetadataFollower {
     /// NextMetadataOffset.
     pub fn next_offset(&self) -> LogOffset {
         self.shared.log.borrow().applied_end()
+    }
+
+    /// The end of what was fetched, applied or not (fetched data beyond the high watermark
+    /// waits in a buffer).
+    pub fn fetched_end(&self) -> LogOffset {
+        self.shared.log.borrow().end()
     }
 
     /// The highest high watermark a leader reported.

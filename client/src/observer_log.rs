@@ -372,3 +372,498 @@ fn replay(image: &mut MetadataImage, b: &Batch) -> Result<(), ObserverError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corum_controller::encode_batch;
+    use corum_controller::image::ConfigResource;
+    use corum_controller::records::{ConfigRecordV1, ConfigResourceType, MetadataRecord};
+    use corum_raft::message::FetchResponse;
+    use corum_types::Uuid;
+    use proptest::prelude::*;
+
+    fn replica() -> ReplicaKey {
+        ReplicaKey {
+            id: NodeId(100),
+            directory_id: Uuid([100; 16]),
+        }
+    }
+
+    fn cluster_default() -> ConfigResource {
+        ConfigResource {
+            resource_type: ConfigResourceType::Broker,
+            name: String::new(),
+        }
+    }
+
+    /// A batch at `base` of `count` records written in `epoch`: data batches set config key
+    /// `k<offset>` to `e<epoch>` per record, so the image shows which epoch's data it holds.
+    fn batch(base: u64, count: u32, epoch: u64, control: bool) -> Batch {
+        let payload: Vec<u8> = if control {
+            vec![0xc0; 8]
+        } else {
+            let records: Vec<MetadataRecord> = (0..u64::from(count))
+                .map(|i| {
+                    MetadataRecord::Config(ConfigRecordV1 {
+                        resource_type: ConfigResourceType::Broker,
+                        resource_name: String::new(),
+                        key: format!("k{}", base + i),
+                        value: Some(format!("e{epoch}")),
+                    })
+                })
+                .collect();
+            encode_batch(&records).to_vec()
+        };
+        Batch {
+            base_offset: LogOffset(base),
+            epoch: Epoch(epoch),
+            record_count: count,
+            control,
+            payload: payload.into(),
+        }
+    }
+
+    fn batches_response(
+        log: &ObserverLog,
+        epoch: u64,
+        batches: Vec<Batch>,
+        hwm: u64,
+    ) -> FetchResponse {
+        FetchResponse {
+            epoch: Epoch(epoch),
+            leader: Some(NodeId(1)),
+            result: FetchResult::Batches {
+                fetch_offset: log.end(),
+                last_fetched_epoch: log.last_epoch(),
+                batches,
+                high_watermark: LogOffset(hwm),
+            },
+        }
+    }
+
+    fn value(log: &ObserverLog, key: &str) -> Option<String> {
+        log.image()
+            .configs
+            .value(&cluster_default(), key)
+            .map(str::to_owned)
+    }
+
+    /// Fetched batches beyond the high watermark are buffered, not applied; they are applied
+    /// (data replayed, control skipped) once a later answer moves the HWM past their end.
+    #[test]
+    fn only_batches_below_the_hwm_are_applied() {
+        let mut log = ObserverLog::new();
+        let req = log.fetch_request(replica(), 500);
+        assert_eq!(
+            (req.fetch_offset, req.last_fetched_epoch, req.epoch),
+            (LogOffset(0), Epoch(0), Epoch(0))
+        );
+        let resp = batches_response(
+            &log,
+            1,
+            vec![
+                batch(0, 1, 1, true),
+                batch(1, 2, 1, false),
+                batch(3, 1, 1, false),
+            ],
+            3,
+        );
+        let p = log.on_response(resp).unwrap();
+        assert_eq!(p.fetched_batches, 3);
+        assert_eq!(
+            p.applied.iter().map(|a| a.end_offset.0).collect::<Vec<_>>(),
+            vec![1, 3]
+        );
+        assert!(p.applied[0].control);
+        assert_eq!(log.applied_end(), LogOffset(3));
+        assert_eq!(log.end(), LogOffset(4));
+        assert_eq!(log.buffered_records(), 1);
+        assert_eq!(value(&log, "k1").as_deref(), Some("e1"));
+        assert_eq!(value(&log, "k3"), None);
+        assert_eq!(log.image().end_offset, LogOffset(3));
+        log.check_invariants();
+
+        let req = log.fetch_request(replica(), 500);
+        assert_eq!((req.fetch_offset, req.epoch), (LogOffset(4), Epoch(1)));
+        assert_eq!(req.high_watermark, LogOffset(3));
+        let p = log
+            .on_response(batches_response(&log, 1, vec![], 4))
+            .unwrap();
+        assert_eq!(p.applied.len(), 1);
+        assert_eq!(value(&log, "k3").as_deref(), Some("e1"));
+        assert_eq!(log.stats().control_batches_applied, 1);
+        assert_eq!(log.stats().records_applied, 3);
+        log.check_invariants();
+    }
+
+    /// A Diverging answer drops the uncommitted buffered suffix (never applied data), the next
+    /// fetch starts where the leader said, and the image ends up with the new leader's data.
+    #[test]
+    fn diverging_drops_unapplied_data_and_refetches() {
+        let mut log = ObserverLog::new();
+        // Epoch 1: [0,2) committed, [2,4) fetched but not committed.
+        let resp = batches_response(
+            &log,
+            1,
+            vec![batch(0, 2, 1, false), batch(2, 2, 1, false)],
+            2,
+        );
+        log.on_response(resp).unwrap();
+        assert_eq!((log.applied_end(), log.end()), (LogOffset(2), LogOffset(4)));
+        // Epoch 2's leader has [2,3) of its own: our (4, e1) diverges; its end for e1 is 2.
+        let req = log.fetch_request(replica(), 500);
+        let p = log
+            .on_response(FetchResponse {
+                epoch: Epoch(2),
+                leader: Some(NodeId(2)),
+                result: FetchResult::Diverging {
+                    fetch_offset: req.fetch_offset,
+                    last_fetched_epoch: req.last_fetched_epoch,
+                    epoch: Epoch(1),
+                    end_offset: LogOffset(2),
+                },
+            })
+            .unwrap();
+        assert_eq!(p.truncated_records, 2);
+        assert!(p.applied.is_empty());
+        assert_eq!((log.applied_end(), log.end()), (LogOffset(2), LogOffset(2)));
+        assert_eq!(log.epoch(), Epoch(2));
+        assert_eq!(log.leader(), Some(NodeId(2)));
+        let req = log.fetch_request(replica(), 500);
+        assert_eq!(
+            (req.fetch_offset, req.last_fetched_epoch, req.epoch),
+            (LogOffset(2), Epoch(1), Epoch(2))
+        );
+        log.on_response(batches_response(&log, 2, vec![batch(2, 1, 2, false)], 3))
+            .unwrap();
+        assert_eq!(log.applied_end(), LogOffset(3));
+        assert_eq!(value(&log, "k2").as_deref(), Some("e2"));
+        assert_eq!(value(&log, "k3"), None);
+        assert_eq!(log.stats().diverging, 1);
+        log.check_invariants();
+    }
+
+    /// A leader asking to truncate applied (committed) data is refused with an error and the
+    /// log is left as it was.
+    #[test]
+    fn truncating_applied_data_is_an_error() {
+        let mut log = ObserverLog::new();
+        log.on_response(batches_response(&log, 1, vec![batch(0, 3, 1, false)], 3))
+            .unwrap();
+        let before = (log.applied_end(), log.end());
+        let err = log
+            .on_response(FetchResponse {
+                epoch: Epoch(2),
+                leader: Some(NodeId(2)),
+                result: FetchResult::Diverging {
+                    fetch_offset: LogOffset(3),
+                    last_fetched_epoch: Epoch(1),
+                    epoch: Epoch(1),
+                    end_offset: LogOffset(1),
+                },
+            })
+            .unwrap_err();
+        assert_eq!(
+            err,
+            ObserverError::CommittedTruncation {
+                to: LogOffset(1),
+                applied: LogOffset(3)
+            }
+        );
+        assert_eq!((log.applied_end(), log.end()), before);
+    }
+
+    /// Answers from an older epoch, answers to an older fetch and NotLeader change nothing but
+    /// the known epoch; a NotLeader from a newer epoch is what the next fetch carries.
+    #[test]
+    fn stale_answers_are_ignored() {
+        let mut log = ObserverLog::new();
+        let p = log
+            .on_response(FetchResponse {
+                epoch: Epoch(3),
+                leader: Some(NodeId(2)),
+                result: FetchResult::NotLeader,
+            })
+            .unwrap();
+        assert!(p.ignored && p.not_leader);
+        assert_eq!(log.fetch_request(replica(), 1).epoch, Epoch(3));
+        // A deposed leader of epoch 2 offering data.
+        let old = batches_response(&log, 2, vec![batch(0, 1, 2, false)], 1);
+        assert!(log.on_response(old).unwrap().ignored);
+        // A late answer to a fetch at another offset.
+        let late = FetchResponse {
+            epoch: Epoch(3),
+            leader: Some(NodeId(2)),
+            result: FetchResult::Batches {
+                fetch_offset: LogOffset(5),
+                last_fetched_epoch: Epoch(3),
+                batches: vec![batch(5, 1, 3, false)],
+                high_watermark: LogOffset(6),
+            },
+        };
+        assert!(log.on_response(late).unwrap().ignored);
+        assert_eq!((log.applied_end(), log.end()), (LogOffset(0), LogOffset(0)));
+        assert_eq!(log.stats().ignored_responses, 3);
+    }
+
+    /// Answers breaking the protocol are errors: a gap, an empty batch, epochs going back or
+    /// above the leader's; a snapshot request is an error this observer reports.
+    #[test]
+    fn invalid_answers_are_refused() {
+        let cases = [
+            vec![batch(1, 1, 1, false)],
+            vec![Batch {
+                record_count: 0,
+                ..batch(0, 1, 1, false)
+            }],
+            vec![batch(0, 1, 2, false), batch(1, 1, 1, false)],
+            vec![batch(0, 1, 5, false)],
+        ];
+        for batches in cases {
+            let mut log = ObserverLog::new();
+            let resp = batches_response(&log, 2, batches, 2);
+            assert!(matches!(
+                log.on_response(resp),
+                Err(ObserverError::InvalidResponse { .. })
+            ));
+            assert_eq!(log.end(), LogOffset(0));
+        }
+        let mut log = ObserverLog::new();
+        // A data batch whose payload is not a record batch.
+        let mut b = batch(0, 1, 1, false);
+        b.payload = vec![1u8, 2, 3].into();
+        let resp = batches_response(&log, 1, vec![b], 1);
+        assert!(matches!(
+            log.on_response(resp),
+            Err(ObserverError::Decode { .. })
+        ));
+        let mut log = ObserverLog::new();
+        let resp = FetchResponse {
+            epoch: Epoch(1),
+            leader: Some(NodeId(1)),
+            result: FetchResult::SnapshotNeeded {
+                snapshot: corum_raft::SnapshotId {
+                    end_offset: LogOffset(10),
+                    epoch: Epoch(1),
+                },
+            },
+        };
+        assert!(matches!(
+            log.on_response(resp),
+            Err(ObserverError::SnapshotNeeded { .. })
+        ));
+    }
+
+    // ----- property test against a model leader -----
+
+    /// The leader's side of the model: its log, epoch, and the committed prefix.
+    #[derive(Clone, Debug)]
+    struct ModelLeader {
+        log: Vec<Batch>,
+        epoch: u64,
+        /// Batches `..committed` are committed (never truncated).
+        committed: usize,
+    }
+
+    impl ModelLeader {
+        fn end(&self) -> u64 {
+            self.log.last().map_or(0, |b| b.end_offset().0)
+        }
+
+        fn committed_end(&self) -> u64 {
+            self.log[..self.committed]
+                .last()
+                .map_or(0, |b| b.end_offset().0)
+        }
+
+        fn epoch_before(&self, offset: u64) -> Option<u64> {
+            if offset == 0 {
+                return Some(0);
+            }
+            self.log
+                .iter()
+                .find(|b| b.base_offset.0 < offset && offset <= b.end_offset().0)
+                .map(|b| b.epoch.0)
+        }
+
+        fn end_for_epoch(&self, epoch: u64) -> (u64, u64) {
+            self.log
+                .iter()
+                .rev()
+                .find(|b| b.epoch.0 <= epoch)
+                .map_or((0, 0), |b| (b.epoch.0, b.end_offset().0))
+        }
+
+        /// What the Raft core's `serve_fetch` answers (never holding).
+        fn serve(&self, req: &FetchRequest, max_batches: usize, hwm: u64) -> FetchResponse {
+            // A fetch of a newer epoch deposes this leader (it answers NotLeader as well).
+            let result = if req.epoch.0 != self.epoch {
+                FetchResult::NotLeader
+            } else {
+                let at = req.fetch_offset.0;
+                if at > self.end() || self.epoch_before(at) != Some(req.last_fetched_epoch.0) {
+                    let (epoch, end) = self.end_for_epoch(req.last_fetched_epoch.0);
+                    FetchResult::Diverging {
+                        fetch_offset: req.fetch_offset,
+                        last_fetched_epoch: req.last_fetched_epoch,
+                        epoch: Epoch(epoch),
+                        end_offset: LogOffset(end.min(at)),
+                    }
+                } else {
+                    FetchResult::Batches {
+                        fetch_offset: req.fetch_offset,
+                        last_fetched_epoch: req.last_fetched_epoch,
+                        batches: self
+                            .log
+                            .iter()
+                            .filter(|b| b.base_offset.0 >= at)
+                            .take(max_batches)
+                            .cloned()
+                            .collect(),
+                        high_watermark: LogOffset(hwm),
+                    }
+                }
+            };
+            FetchResponse {
+                epoch: Epoch(self.epoch),
+                leader: Some(NodeId(1)),
+                result,
+            }
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Action {
+        /// The leader appends a batch of `count` records (a control batch if `control`).
+        Append { count: u32, control: bool },
+        /// Up to `n` more batches commit.
+        Commit { n: usize },
+        /// A new leader (next epoch) keeps the committed prefix and `keep` uncommitted batches.
+        NewLeader { keep: usize },
+        /// The observer fetches; the answer holds up to `max_batches` batches and reports a
+        /// HWM `lag` batches below the commit point (a new leader may not know it yet).
+        Fetch { max_batches: usize, lag: usize },
+        /// The last answer is delivered again, late.
+        Replay,
+        /// The previous leader, not yet aware it was deposed, answers the observer's fetch.
+        Deposed { max_batches: usize },
+    }
+
+    fn arb_action() -> impl Strategy<Value = Action> {
+        prop_oneof![
+            3 => (1u32..4, proptest::bool::weighted(0.2))
+                .prop_map(|(count, control)| Action::Append { count, control }),
+            2 => (0usize..3).prop_map(|n| Action::Commit { n }),
+            1 => (0usize..3).prop_map(|keep| Action::NewLeader { keep }),
+            4 => (1usize..4, proptest::prop_oneof![3 => Just(0usize), 1 => 0usize..3])
+                .prop_map(|(max_batches, lag)| Action::Fetch { max_batches, lag }),
+            1 => Just(Action::Replay),
+            1 => (1usize..4).prop_map(|max_batches| Action::Deposed { max_batches }),
+        ]
+    }
+
+    /// The image a log's committed data batches below `end` replay into.
+    fn reference_image(batches: &[Batch], end: LogOffset) -> MetadataImage {
+        let mut image = MetadataImage::default();
+        for b in batches
+            .iter()
+            .filter(|b| b.end_offset() <= end && !b.control)
+        {
+            replay(&mut image, b).unwrap();
+        }
+        image
+    }
+
+    proptest! {
+        /// Against a model leader that appends, commits, loses leadership to successors that
+        /// truncate uncommitted data, reports lagging HWMs and whose answers arrive late or
+        /// twice: the observer never applies beyond the highest HWM reported, everything it
+        /// applies is committed and stays so (never truncated later), its image is exactly
+        /// the committed data below its applied end, and once everything commits a few
+        /// fetches catch it up. A deposed leader may answer too (its HWM is a commit point).
+        #[test]
+        fn applied_data_is_committed_and_never_truncated(
+            actions in proptest::collection::vec(arb_action(), 1..80),
+        ) {
+            let mut leader = ModelLeader { log: Vec::new(), epoch: 1, committed: 0 };
+            let mut obs = ObserverLog::new();
+            let mut applied: Vec<AppliedBatch> = Vec::new();
+            let mut last: Option<FetchResponse> = None;
+            let mut hwm_max = 0u64;
+            let mut deposed: Option<ModelLeader> = None;
+            for action in actions {
+                match action {
+                    Action::Append { count, control } => {
+                        let b = batch(leader.end(), count, leader.epoch, control);
+                        leader.log.push(b);
+                    }
+                    Action::Commit { n } => {
+                        leader.committed = (leader.committed + n).min(leader.log.len());
+                    }
+                    Action::NewLeader { keep } => {
+                        deposed = Some(leader.clone());
+                        let keep_to = (leader.committed + keep).min(leader.log.len());
+                        leader.log.truncate(keep_to);
+                        leader.epoch += 1;
+                    }
+                    Action::Fetch { max_batches, lag } => {
+                        let req = obs.fetch_request(replica(), 0);
+                        let hwm_at = leader.committed.saturating_sub(lag);
+                        let hwm = leader.log[..hwm_at].last().map_or(0, |b| b.end_offset().0);
+                        hwm_max = hwm_max.max(hwm);
+                        let resp = leader.serve(&req, max_batches, hwm);
+                        last = Some(resp.clone());
+                        let p = obs.on_response(resp).unwrap();
+                        applied.extend(p.applied);
+                    }
+                    Action::Deposed { max_batches } => {
+                        if let Some(old) = &deposed {
+                            let req = obs.fetch_request(replica(), 0);
+                            let hwm = old.committed_end();
+                            hwm_max = hwm_max.max(hwm);
+                            let p = obs.on_response(old.serve(&req, max_batches, hwm)).unwrap();
+                            applied.extend(p.applied);
+                        }
+                    }
+                    Action::Replay => {
+                        if let Some(resp) = last.clone() {
+                            let p = obs.on_response(resp).unwrap();
+                            applied.extend(p.applied);
+                        }
+                    }
+                }
+                obs.check_invariants();
+                prop_assert!(obs.applied_end().0 <= hwm_max);
+                prop_assert!(obs.applied_end().0 <= leader.committed_end());
+                // Everything applied so far is in the committed prefix, unchanged.
+                for a in &applied {
+                    let b = leader.log[..leader.committed]
+                        .iter()
+                        .find(|b| b.base_offset == a.base_offset);
+                    prop_assert!(
+                        b.is_some_and(|b| b.epoch == a.epoch && b.end_offset() == a.end_offset),
+                        "applied {:?} is not committed in {:?}", a, &leader.log[..leader.committed]
+                    );
+                }
+                prop_assert_eq!(
+                    obs.image().clone(),
+                    reference_image(&leader.log[..leader.committed], obs.applied_end())
+                );
+            }
+            // Everything commits; a bounded number of fetches catches the observer up.
+            leader.committed = leader.log.len();
+            let end = leader.committed_end();
+            for _ in 0..(4 * leader.log.len() + 8) {
+                if obs.applied_end().0 == end {
+                    break;
+                }
+                let req = obs.fetch_request(replica(), 0);
+                let resp = leader.serve(&req, 4, end);
+                obs.on_response(resp).unwrap();
+            }
+            prop_assert_eq!(obs.applied_end().0, end);
+            prop_assert_eq!(obs.image().clone(), reference_image(&leader.log, LogOffset(end)));
+        }
+    }
+}

@@ -1,0 +1,437 @@
+//! Harness shared by the integration tests in this directory: deadline-guarded executor
+//! runners, condition polling, and the small constructors for keys, endpoints, Raft configs
+//! and peer networks that every cluster test needs.
+//!
+//! Cargo compiles `tests/common/mod.rs` only as a module of each test binary that declares
+//! `mod common;`, never as a test binary of its own.
+
+// Each test binary uses a different subset of these helpers, so whatever one binary leaves
+// unused would otherwise warn (and fail `clippy -D warnings`).
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use corum_controller::control::cluster_control::BrokerHeartbeatRequest;
+use corum_controller::control::config_control::{
+    AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
+};
+use corum_controller::image::ConfigResource;
+use corum_controller::records::{ListenerV1, SupportedFeatureV1};
+use corum_engine::disk::executor_builder;
+use corum_engine::log::LogConfig;
+use corum_node::controller_service::leader_endpoints;
+use corum_node::peer::{PeerInbox, PeerNetwork, PeerNetworkConfig};
+use corum_node::{ControllerServiceConfig, RaftDriverConfig, RequestBody};
+use corum_raft::{Config, Endpoint, ReplicaKey, Voter, VoterSet};
+use corum_runtime::{BackoffConfig, Placement, Runtime, RuntimeConfig, ShutdownSignal};
+use corum_types::{BrokerEpoch, LogOffset, NodeId, Uuid};
+
+/// How long any one awaited condition may take before the test fails.
+pub const WAIT_MAX: Duration = Duration::from_secs(30);
+/// The listener name every test endpoint advertises.
+pub const LISTENER: &str = "CONTROLLER";
+
+/// Waits for the test thread `handle` to signal on `rx`; fails the test if it has not
+/// finished within `deadline`, and re-raises its panic if it panicked.
+fn finish_by(deadline: Duration, handle: JoinHandle<()>, rx: mpsc::Receiver<()>) {
+    match rx.recv_timeout(deadline) {
+        Ok(()) => handle.join().unwrap(),
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("test did not finish within {deadline:?}")
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            std::panic::resume_unwind(handle.join().unwrap_err())
+        }
+    }
+}
+
+/// Runs `f` on a glommio executor named `name` on its own thread and fails the test if it
+/// has not finished within `deadline`.
+pub fn on_executor<F, Fut>(name: &'static str, deadline: Duration, f: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
+    let (tx, rx) = mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        executor_builder(name)
+            .make()
+            .expect("glommio executor")
+            .run(f());
+        let _ = tx.send(());
+    });
+    finish_by(deadline, handle, rx);
+}
+
+/// Runs `f` on one unpinned `Runtime` shard and fails the test if it has not finished
+/// within `deadline`.
+pub fn on_shard<F, Fut>(deadline: Duration, f: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
+    let (tx, rx) = mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        let mut f = Some(f);
+        let outcomes = Runtime::new(Placement::unpinned(1).unwrap(), RuntimeConfig::default())
+            .unwrap()
+            .run(move |_| {
+                let f = f.take().expect("one shard");
+                move |_ctx| f()
+            })
+            .unwrap();
+        for o in outcomes {
+            o.result.unwrap();
+        }
+        let _ = tx.send(());
+    });
+    finish_by(deadline, handle, rx);
+}
+
+/// Polls `cond` every few milliseconds until it holds; fails the test after [`WAIT_MAX`].
+pub async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < WAIT_MAX, "timed out waiting for {what}");
+        glommio::timer::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// An ephemeral loopback address.
+pub fn loopback() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// The replica key of node `id`: its directory id is `id` repeated.
+pub fn key(id: u32) -> ReplicaKey {
+    ReplicaKey {
+        id: NodeId(id),
+        directory_id: Uuid([id as u8; 16]),
+    }
+}
+
+/// The [`LISTENER`] endpoint at `addr`.
+pub fn endpoint(addr: SocketAddr) -> Endpoint {
+    Endpoint {
+        listener: LISTENER.into(),
+        host: addr.ip().to_string(),
+        port: addr.port(),
+    }
+}
+
+/// Raft timings short enough for a loopback cluster to elect and fail over quickly.
+pub fn raft_config() -> Config {
+    Config {
+        election_timeout_ms: 150,
+        fetch_timeout_ms: 300,
+        election_backoff_max_ms: 100,
+        heartbeat_interval_ms: 30,
+        request_timeout_ms: 200,
+        fetch_wait_max_ms: 100,
+        ..Config::default()
+    }
+}
+
+/// Peer network config for node `id` of `cluster` listening on `listen`, with a fast
+/// reconnect backoff seeded by `id`.
+pub fn peer_config(cluster: Uuid, id: u32, listen: SocketAddr) -> PeerNetworkConfig {
+    PeerNetworkConfig {
+        backoff: BackoffConfig {
+            base: Duration::from_millis(1),
+            cap: Duration::from_millis(20),
+            seed: u64::from(id),
+        },
+        ..PeerNetworkConfig::new(cluster, NodeId(id), listen, 1 << 20)
+    }
+}
+
+/// Binds node `id`'s peer network ([`peer_config`]) on `addr`.
+pub fn bind(cluster: Uuid, id: u32, addr: SocketAddr) -> (PeerNetwork, PeerInbox) {
+    PeerNetwork::bind(peer_config(cluster, id, addr), &ShutdownSignal::detached()).unwrap()
+}
+
+/// Binds `addr` again (default backoff), waiting for the previous owner's sockets to close.
+pub async fn rebind(cluster: Uuid, id: u32, addr: SocketAddr) -> (PeerNetwork, PeerInbox) {
+    let start = Instant::now();
+    loop {
+        let cfg = PeerNetworkConfig::new(cluster, NodeId(id), addr, 1 << 20);
+        match PeerNetwork::bind(cfg, &ShutdownSignal::detached()) {
+            Ok(net) => return net,
+            Err(e) => {
+                assert!(start.elapsed() < WAIT_MAX, "cannot bind {addr} again: {e}");
+                glommio::timer::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+}
+
+/// Binds the peer network of each of `ids` ([`bind`]) on an ephemeral loopback port.
+pub fn bind_all(cluster: Uuid, ids: &[u32]) -> Vec<(PeerNetwork, PeerInbox)> {
+    ids.iter()
+        .map(|&id| bind(cluster, id, loopback()))
+        .collect()
+}
+
+/// The voter set of `ids`, each reachable at the [`endpoint`] its peer network in `nets`
+/// (in the same order) listens on.
+pub fn voter_set(ids: &[u32], nets: &[(PeerNetwork, PeerInbox)]) -> VoterSet {
+    VoterSet::new(
+        ids.iter()
+            .zip(nets)
+            .map(|(&id, (net, _))| Voter {
+                key: key(id),
+                endpoints: vec![endpoint(net.local_addr())],
+            })
+            .collect(),
+    )
+    .unwrap()
+}
+
+/// A [`LogConfig`] with small segments, so the tests roll segments.
+fn small_segments() -> LogConfig {
+    LogConfig {
+        segment_bytes: 256 << 10,
+        ..LogConfig::default()
+    }
+}
+
+/// The driver config of node `id` with its metadata log in `dir`, reachable at `addr`, in
+/// the cluster of `voters`: [`raft_config`] timings and [`small_segments`].
+pub fn driver_config(id: u32, dir: &Path, addr: SocketAddr, voters: &VoterSet) -> RaftDriverConfig {
+    let mut config = RaftDriverConfig::new(
+        dir.to_path_buf(),
+        raft_config(),
+        key(id),
+        vec![endpoint(addr)],
+        voters.clone(),
+        LISTENER.into(),
+    );
+    config.log = small_segments();
+    config
+}
+
+/// The controller service config of node `id` among `voters`, ticking every 20 ms.
+pub fn service_config(id: u32, voters: &VoterSet) -> ControllerServiceConfig {
+    let mut config = ControllerServiceConfig::new(NodeId(id), leader_endpoints(voters, LISTENER));
+    config.controller_tick_interval_ms = 20;
+    config
+}
+
+/// A heartbeat of broker `id` at broker epoch `epoch` (`None` registers it), having
+/// replayed up to `next`.
+pub fn heartbeat(id: u32, epoch: Option<BrokerEpoch>, next: LogOffset) -> RequestBody {
+    RequestBody::BrokerHeartbeat(BrokerHeartbeatRequest {
+        broker_id: NodeId(id),
+        broker_epoch: epoch,
+        incarnation_id: Uuid([id as u8; 16]),
+        listeners: vec![ListenerV1 {
+            name: "PLAINTEXT".into(),
+            host: "127.0.0.1".into(),
+            port: 9092,
+        }],
+        features: vec![SupportedFeatureV1 {
+            name: "metadata.version".into(),
+            min_level: 1,
+            max_level: 1,
+        }],
+        rack: None,
+        next_metadata_offset: next,
+        want_fence: false,
+        want_shutdown: false,
+    })
+}
+
+/// Sets `retention.ms` of topic `topic`.
+pub fn set_retention(topic: &str, ms: u64) -> RequestBody {
+    RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
+        resources: vec![AlterConfigsResource {
+            resource: ConfigResource::topic(topic),
+            configs: vec![AlterableConfig {
+                key: "retention.ms".into(),
+                op: AlterConfigOp::Set,
+                value: ms.to_string(),
+            }],
+        }],
+        validate_only: false,
+    })
+}
+
+/// A Raft driver on a real disk and the controller service on its committed stream, both
+/// spawned on the current executor.
+pub struct ControllerNode {
+    /// Stops the driver (and the service too when it was started with `service_follows_stop`).
+    pub stop: ShutdownSignal,
+    pub raft: corum_node::RaftHandle,
+    pub service: corum_node::ControllerServiceHandle,
+    pub driver_run: glommio::task::JoinHandle<Result<(), corum_node::DriverError>>,
+    pub service_run:
+        glommio::task::JoinHandle<Result<corum_controller::Controller, corum_node::ServiceError>>,
+}
+
+/// Starts node `id` with its log under `dir`. With `service_follows_stop` the service stops on
+/// the same signal as the driver; without it, the service runs until the driver's commit stream
+/// ends (the tests that check what a service returns when its driver goes away).
+pub async fn start_controller_node(
+    id: u32,
+    dir: &Path,
+    net: (PeerNetwork, PeerInbox),
+    voters: &VoterSet,
+    service_follows_stop: bool,
+) -> ControllerNode {
+    let addr = net.0.local_addr();
+    let config = driver_config(id, dir, addr, voters);
+    let stop = ShutdownSignal::detached();
+    let (driver, raft, commits, _) = corum_node::RaftDriver::start(
+        corum_engine::disk::UringDisk,
+        config,
+        net.0,
+        net.1,
+        stop.clone(),
+    )
+    .await
+    .expect("driver starts");
+    let controller = corum_controller::Controller::new(
+        corum_controller::ControllerConfig::default(),
+        NodeId(id),
+    )
+    .expect("default controller config is valid");
+    let service_stop = if service_follows_stop {
+        stop.clone()
+    } else {
+        ShutdownSignal::detached()
+    };
+    let (service, handle) = corum_node::ControllerService::new(
+        service_config(id, voters),
+        controller,
+        raft.clone(),
+        commits,
+        service_stop,
+    );
+    ControllerNode {
+        stop,
+        raft,
+        service: handle,
+        driver_run: glommio::spawn_local(driver.run()).detach(),
+        service_run: glommio::spawn_local(service.run()).detach(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Additions for the client tests: nodes serving clients over RPC, and a 3-node cluster.
+
+/// The cluster id of every test cluster.
+pub const CLUSTER: Uuid = Uuid([0x5c; 16]);
+
+/// One node: a driver, the controller service on its committed stream, and its RPC server.
+pub struct Node {
+    pub id: u32,
+    pub rpc_addr: SocketAddr,
+    pub stop: ShutdownSignal,
+    pub raft: corum_node::RaftHandle,
+    pub service: corum_node::ControllerServiceHandle,
+    pub driver_run: glommio::task::JoinHandle<Result<(), corum_node::DriverError>>,
+    pub service_run:
+        glommio::task::JoinHandle<Result<corum_controller::Controller, corum_node::ServiceError>>,
+    pub rpc_run: glommio::task::JoinHandle<corum_node::RpcServerStats>,
+}
+
+impl Node {
+    /// Starts node `id` with its log under `dir`, serving clients on `rpc`.
+    pub async fn start(
+        id: u32,
+        dir: &Path,
+        net: (PeerNetwork, PeerInbox),
+        voters: &VoterSet,
+        rpc: corum_node::RpcServer,
+    ) -> Node {
+        let n = start_controller_node(id, dir, net, voters, true).await;
+        let rpc_addr = rpc.local_addr();
+        let rpc_run =
+            glommio::spawn_local(rpc.run(n.service.clone(), Some(n.raft.clone()), n.stop.clone()))
+                .detach();
+        Node {
+            id,
+            rpc_addr,
+            stop: n.stop,
+            raft: n.raft,
+            service: n.service,
+            driver_run: n.driver_run,
+            service_run: n.service_run,
+            rpc_run,
+        }
+    }
+
+    /// Whether this node's controller is active (it leads and has replayed its epoch start).
+    pub fn active(&self) -> bool {
+        self.service.status().active_epoch.is_some()
+    }
+
+    /// Stops the node and waits for its tasks to end.
+    pub async fn stop(self) {
+        self.stop.fire();
+        self.driver_run.await.unwrap().unwrap();
+        self.service_run.await.unwrap().unwrap();
+        self.rpc_run.await.unwrap();
+    }
+}
+
+/// Starts nodes 1, 2, 3 with logs under `tmp`, waits for an active controller and returns the
+/// nodes and its index. With `client_hints` the RPC servers know each other's client
+/// endpoints (NotController names the leader's client address); without, hints name the
+/// leader's Raft endpoint, which a client must not connect to.
+pub async fn cluster(tmp: &Path, client_hints: bool) -> (Vec<Node>, usize) {
+    let ids = [1u32, 2, 3];
+    let nets: Vec<_> = bind_all(CLUSTER, &ids);
+    let mut servers: Vec<corum_node::RpcServer> = ids
+        .iter()
+        .map(|&id| {
+            let config = corum_node::RpcServerConfig::new(CLUSTER, NodeId(id));
+            corum_node::RpcServer::bind(loopback(), config).unwrap()
+        })
+        .collect();
+    if client_hints {
+        let client_endpoints: Vec<corum_node::protocol::LeaderHint> = ids
+            .iter()
+            .zip(&servers)
+            .map(|(&id, s)| corum_node::protocol::LeaderHint {
+                id: NodeId(id),
+                host: "127.0.0.1".into(),
+                port: s.local_addr().port(),
+            })
+            .collect();
+        for s in &mut servers {
+            s.set_client_endpoints(client_endpoints.clone());
+        }
+    }
+    let voters = voter_set(&ids, &nets);
+    let mut nodes = Vec::new();
+    for ((&id, net), rpc) in ids.iter().zip(nets).zip(servers) {
+        let dir = tmp.join(format!("node-{id}"));
+        nodes.push(Node::start(id, &dir, net, &voters, rpc).await);
+    }
+    wait_for("an active controller", || nodes.iter().any(Node::active)).await;
+    let l = nodes.iter().position(Node::active).unwrap();
+    (nodes, l)
+}
+
+/// A client config over the nodes' RPC addresses, listed in the order of `order` (indexes
+/// into `nodes`), with short timeouts.
+pub fn client_config(nodes: &[Node], order: &[usize]) -> corum_client::ClientConfig {
+    corum_client::ClientConfig {
+        request_timeout: Duration::from_secs(5),
+        retry_deadline: Duration::from_secs(15),
+        ..corum_client::ClientConfig::new(order.iter().map(|&i| nodes[i].rpc_addr).collect())
+    }
+}
+
+/// Stops every node.
+pub async fn stop_all(nodes: Vec<Node>) {
+    for n in nodes {
+        n.stop().await;
+    }
+}

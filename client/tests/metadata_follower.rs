@@ -1,0 +1,301 @@
+//! `MetadataFollower`'s fetch loop over the network against a scripted leader: a small RPC
+//! server in the test answering `Fetch` from a log the test edits (appends, commits, a new
+//! leader truncating uncommitted batches, a log start beyond the observer). It shows what
+//! the pure `ObserverLog` tests cannot: answers reach the log through a real connection, a
+//! node answering `Malformed` (no Fetch support) is retried, waiters wake, and a fatal answer
+//! stops the follower and releases its waiters.
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use corum_client::{ClientConfig, ClientError, ControllerClient, MetadataFollower, RpcError};
+use corum_controller::encode_batch;
+use corum_controller::image::ConfigResource;
+use corum_controller::records::{ConfigRecordV1, ConfigResourceType, MetadataRecord};
+use corum_node::protocol::{RequestFrame, ResponseFrame};
+use corum_node::{RequestBody, ResponseBody};
+use corum_raft::message::{FetchRequest, FetchResponse, FetchResult};
+use corum_raft::{Batch, ReplicaKey, SnapshotId};
+use corum_runtime::transport::{ConnectionConfig, Listener};
+use corum_types::{Epoch, LogOffset, NodeId, Uuid};
+
+mod common;
+
+use common::{on_executor, wait_for};
+
+const TEST_DEADLINE: Duration = Duration::from_secs(30);
+const WAIT: Duration = Duration::from_secs(10);
+
+/// The scripted leader.
+#[derive(Default)]
+struct FakeLeader {
+    log: Vec<Batch>,
+    epoch: u64,
+    /// Batches `..committed` are committed.
+    committed: usize,
+    /// Fetches still to answer `Malformed` (a node that does not serve Fetch).
+    malformed_left: u32,
+    /// The log starts after everything: every fetch needs a snapshot.
+    snapshot_only: bool,
+}
+
+impl FakeLeader {
+    fn end(&self) -> u64 {
+        self.log.last().map_or(0, |b| b.end_offset().0)
+    }
+
+    fn hwm(&self) -> u64 {
+        self.log[..self.committed]
+            .last()
+            .map_or(0, |b| b.end_offset().0)
+    }
+
+    fn append(&mut self, count: u32, control: bool) {
+        let b = batch(self.end(), count, self.epoch, control);
+        self.log.push(b);
+    }
+
+    /// What the Raft core's leader answers, without holding the fetch.
+    fn serve(&mut self, req: &FetchRequest) -> Result<ResponseBody, RpcError> {
+        if self.malformed_left > 0 {
+            self.malformed_left -= 1;
+            return Err(RpcError::Malformed {
+                reason: "Fetch is not served by this node's RPC server yet".into(),
+            });
+        }
+        let at = req.fetch_offset.0;
+        let epoch_before = if at == 0 {
+            Some(0)
+        } else {
+            self.log
+                .iter()
+                .find(|b| b.base_offset.0 < at && at <= b.end_offset().0)
+                .map(|b| b.epoch.0)
+        };
+        let result = if self.snapshot_only {
+            FetchResult::SnapshotNeeded {
+                snapshot: SnapshotId {
+                    end_offset: LogOffset(1000),
+                    epoch: Epoch(self.epoch),
+                },
+            }
+        } else if req.epoch.0 != self.epoch {
+            FetchResult::NotLeader
+        } else if at > self.end() || epoch_before != Some(req.last_fetched_epoch.0) {
+            let (epoch, end) = self
+                .log
+                .iter()
+                .rev()
+                .find(|b| b.epoch <= req.last_fetched_epoch)
+                .map_or((0, 0), |b| (b.epoch.0, b.end_offset().0));
+            FetchResult::Diverging {
+                fetch_offset: req.fetch_offset,
+                last_fetched_epoch: req.last_fetched_epoch,
+                epoch: Epoch(epoch),
+                end_offset: LogOffset(end.min(at)),
+            }
+        } else {
+            FetchResult::Batches {
+                fetch_offset: req.fetch_offset,
+                last_fetched_epoch: req.last_fetched_epoch,
+                batches: self
+                    .log
+                    .iter()
+                    .filter(|b| b.base_offset.0 >= at)
+                    .take(8)
+                    .cloned()
+                    .collect(),
+                high_watermark: LogOffset(self.hwm()),
+            }
+        };
+        Ok(ResponseBody::Fetch(Box::new(FetchResponse {
+            epoch: Epoch(self.epoch),
+            leader: Some(NodeId(1)),
+            result,
+        })))
+    }
+}
+
+/// A data batch sets config `k<offset>` of the cluster-default broker resource to
+/// `e<epoch>` for each of its records; a control batch holds opaque bytes.
+fn batch(base: u64, count: u32, epoch: u64, control: bool) -> Batch {
+    let payload: Vec<u8> = if control {
+        vec![0xc0; 8]
+    } else {
+        let records: Vec<MetadataRecord> = (0..u64::from(count))
+            .map(|i| {
+                MetadataRecord::Config(ConfigRecordV1 {
+                    resource_type: ConfigResourceType::Broker,
+                    resource_name: String::new(),
+                    key: format!("k{}", base + i),
+                    value: Some(format!("e{epoch}")),
+                })
+            })
+            .collect();
+        encode_batch(&records).to_vec()
+    };
+    Batch {
+        base_offset: LogOffset(base),
+        epoch: Epoch(epoch),
+        record_count: count,
+        control,
+        payload: payload.into(),
+    }
+}
+
+/// Serves `leader` on an ephemeral loopback port: one task per connection answering each
+/// request in turn; a fetch with nothing new is answered after a short pause (a stand-in
+/// for the leader's long-poll).
+fn serve(leader: Rc<RefCell<FakeLeader>>) -> SocketAddr {
+    let config = ConnectionConfig {
+        payload_bytes_max: 1 << 20,
+        nodelay: true,
+    };
+    let listener = Listener::bind("127.0.0.1:0".parse().unwrap(), config).unwrap();
+    let addr = listener.local_addr();
+    glommio::spawn_local(async move {
+        while let Ok(mut conn) = listener.accept().await {
+            let leader = leader.clone();
+            glommio::spawn_local(async move {
+                while let Ok(v) = conn.recv::<RequestFrame>().await {
+                    let frame = RequestFrame::from_archived(v.get());
+                    let body = match &frame.body {
+                        RequestBody::Fetch(req) => {
+                            if req.fetch_offset.0 >= leader.borrow().end()
+                                && req.high_watermark.0 >= leader.borrow().hwm()
+                            {
+                                glommio::timer::sleep(Duration::from_millis(2)).await;
+                            }
+                            leader.borrow_mut().serve(req)
+                        }
+                        other => Err(RpcError::Malformed {
+                            reason: format!(
+                                "the fake leader serves Fetch only, not {}",
+                                other.kind()
+                            ),
+                        }),
+                    };
+                    let answer = ResponseFrame {
+                        correlation_id: frame.correlation_id,
+                        body,
+                    };
+                    if conn.send(&answer).await.is_err() {
+                        break;
+                    }
+                }
+            })
+            .detach();
+        }
+    })
+    .detach();
+    addr
+}
+
+fn value(follower: &MetadataFollower, key: &str) -> Option<String> {
+    let resource = ConfigResource {
+        resource_type: ConfigResourceType::Broker,
+        name: String::new(),
+    };
+    follower
+        .image()
+        .configs
+        .value(&resource, key)
+        .map(str::to_owned)
+}
+
+fn replica() -> ReplicaKey {
+    ReplicaKey {
+        id: NodeId(100),
+        directory_id: Uuid([100; 16]),
+    }
+}
+
+/// Through a node that first answers `Malformed`, the follower applies committed batches
+/// only (waking a waiter), keeps the uncommitted tail in its buffer, drops that tail when a
+/// new leader's log diverges, and ends with the new leader's data in its image.
+#[test]
+fn the_follower_applies_committed_data_and_survives_divergence() {
+    on_executor("follower-fake", TEST_DEADLINE, || async {
+        let leader = Rc::new(RefCell::new(FakeLeader {
+            epoch: 1,
+            malformed_left: 3,
+            ..FakeLeader::default()
+        }));
+        {
+            let mut l = leader.borrow_mut();
+            l.append(1, true); // [0,1) control (the epoch's LeaderChange)
+            l.append(2, false); // [1,3)
+            l.append(2, false); // [3,5), not committed yet
+            l.committed = 2;
+        }
+        let addr = serve(leader.clone());
+        let client = ControllerClient::connect(ClientConfig::new(vec![addr]))
+            .await
+            .unwrap();
+        let follower = MetadataFollower::start(client, replica(), Duration::from_millis(50));
+        assert!(follower.wait_for(LogOffset(3), WAIT).await);
+        wait_for("the uncommitted tail to be fetched", || {
+            follower.fetched_end() == LogOffset(5)
+        })
+        .await;
+        assert_eq!(follower.next_offset(), LogOffset(3));
+        assert_eq!(follower.high_watermark(), LogOffset(3));
+        assert_eq!(value(&follower, "k1").as_deref(), Some("e1"));
+        assert_eq!(value(&follower, "k3"), None);
+        let stats = follower.stats();
+        assert_eq!(stats.fetch_errors, 3, "{stats:?}");
+        assert!(matches!(
+            follower.last_error(),
+            Some(ClientError::Rpc(RpcError::Malformed { .. }))
+        ));
+        assert!(
+            !follower
+                .wait_for(LogOffset(4), Duration::from_millis(50))
+                .await
+        );
+
+        // A new leader (epoch 2) without the uncommitted tail writes and commits its own.
+        {
+            let mut l = leader.borrow_mut();
+            l.log.truncate(2);
+            l.epoch = 2;
+            l.append(1, true); // [3,4) its LeaderChange
+            l.append(1, false); // [4,5)
+            l.committed = l.log.len();
+        }
+        assert!(follower.wait_for(LogOffset(5), WAIT).await);
+        assert_eq!(value(&follower, "k3"), None, "truncated data was applied");
+        assert_eq!(value(&follower, "k4").as_deref(), Some("e2"));
+        assert_eq!(follower.leader_epoch(), Epoch(2));
+        let stats = follower.stats();
+        assert!(stats.log.diverging >= 1, "{stats:?}");
+        assert_eq!(stats.log.records_truncated, 2, "{stats:?}");
+        assert!(follower.failure().is_none());
+    });
+}
+
+/// A leader whose log starts after the observer (a snapshot would be needed) stops the
+/// follower: it reports why, and a waiter is released at once rather than at its timeout.
+#[test]
+fn a_fatal_answer_stops_the_follower_and_releases_waiters() {
+    on_executor("follower-fatal", TEST_DEADLINE, || async {
+        let leader = Rc::new(RefCell::new(FakeLeader {
+            epoch: 1,
+            snapshot_only: true,
+            ..FakeLeader::default()
+        }));
+        let addr = serve(leader);
+        let client = ControllerClient::connect(ClientConfig::new(vec![addr]))
+            .await
+            .unwrap();
+        let follower = MetadataFollower::start(client, replica(), Duration::from_millis(50));
+        let started = std::time::Instant::now();
+        assert!(!follower.wait_for(LogOffset(1), WAIT).await);
+        assert!(started.elapsed() < WAIT);
+        let failure = follower.failure().unwrap();
+        assert!(failure.contains("snapshot"), "{failure}");
+        assert_eq!(follower.next_offset(), LogOffset(0));
+    });
+}
