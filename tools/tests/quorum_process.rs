@@ -68,6 +68,7 @@ fn register_request(id: u32, epoch: Option<BrokerEpoch>, next: LogOffset) -> Req
 /// leader serves every request kind through the leader-following client.
 #[test]
 fn three_nodes_elect_and_serve_every_request_kind() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let c = start_cluster(tmp.path(), &[]);
     let (l, epoch) = leader(&c, &c.ids());
@@ -277,6 +278,7 @@ fn three_nodes_elect_and_serve_every_request_kind() {
 #[test]
 fn leader_sigkill_under_verified_load_loses_nothing() {
     const ELECTION_TIMEOUT_MS: u64 = 1_000;
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let timeout = ELECTION_TIMEOUT_MS.to_string();
     let mut c = start_cluster(
@@ -369,6 +371,7 @@ fn leader_sigkill_under_verified_load_loses_nothing() {
 /// with lag 0 at or past the high watermark reached while it was down.
 #[test]
 fn killed_follower_restarts_and_catches_up() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let mut c = start_cluster(tmp.path(), &[]);
     let (l, _) = leader(&c, &c.ids());
@@ -421,6 +424,7 @@ fn killed_follower_restarts_and_catches_up() {
 #[test]
 fn leader_sigterm_hands_over_before_the_election_timeout() {
     const ELECTION_TIMEOUT_MS: u64 = 5_000;
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let timeout = ELECTION_TIMEOUT_MS.to_string();
     let mut c = start_cluster(
@@ -457,6 +461,7 @@ fn leader_sigterm_hands_over_before_the_election_timeout() {
 /// once it heartbeats and its metadata follower has caught up.
 #[test]
 fn silent_broker_is_fenced_then_unfenced_after_returning() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let c = start_cluster(
         tmp.path(),

@@ -203,7 +203,12 @@ fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
             partitions: args.partitions,
             brokers: args.brokers,
             heartbeat_interval: Duration::from_millis(args.heartbeat_interval_ms),
-            broker_id_base: 1_000,
+            // Each workload registers its own brokers: ids of one run must not collide with
+            // the still-live registrations of the run before.
+            broker_id_base: match workload {
+                Workload::Topics => 100,
+                _ => 1_000,
+            },
             data_dir: Some(dir.join("fsync-probe")),
             // Measured once, on the same file system as the nodes' logs.
             raw_fsync: if raw == 0 {

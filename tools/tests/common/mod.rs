@@ -21,6 +21,16 @@ mod cluster;
 
 pub use cluster::{ClusterSpec, LocalCluster};
 
+/// Held by each process test for its whole run: the tests of one binary run on parallel
+/// threads, and three clusters of three nodes at once on a 2-core machine would turn timing
+/// assertions (failover, handover) into measurements of the scheduler.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Takes the [`SERIAL`] lock (a test that panicked while holding it does not block the rest).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The binary under test.
 pub fn corum_exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_corum"))
