@@ -206,6 +206,10 @@ pub enum DriverError {
     /// driver's back): stop rather than replicate something else than what the core decided.
     #[error("metadata log and Raft core disagree: {reason}")]
     Diverged { reason: String },
+    /// An observer request named a replica that votes (or this node): its fetches would move
+    /// that voter's progress and with it the high watermark.
+    #[error("observer request refused: replica {id} {reason}")]
+    ObserverRefused { id: NodeId, reason: &'static str },
     /// The core asked to install a snapshot; this driver has no snapshot store yet.
     #[error("snapshot install at offset {end_offset} is not supported by this driver yet")]
     SnapshotUnsupported { end_offset: corum_types::LogOffset },

@@ -39,6 +39,7 @@ use crate::error::{ConfigError, NodeError};
 use crate::format::check_formatted;
 use crate::meta_properties::MetaProperties;
 use crate::peer::{resolve, PeerNetwork, PeerNetworkConfig};
+use crate::protocol::LeaderHint;
 use crate::raft_driver::{DriverStatus, RaftDriver, RaftDriverConfig, Recovered};
 use crate::rpc_server::{RpcServer, RpcServerConfig};
 use crate::shard_bridge::{self, ControllerEnds, WorkerEnds};
@@ -197,8 +198,20 @@ async fn worker_shard(
     let net_config = PeerNetworkConfig::for_node(&plan.config, plan.meta.cluster_id)?;
     let (network, inbox) = PeerNetwork::bind(net_config, &stop)?;
     let raft_addr = network.local_addr();
-    let server = RpcServer::bind(plan.client_addr, plan.server.clone())?;
+    let mut server = RpcServer::bind(plan.client_addr, plan.server.clone())?;
+    server.set_raft_endpoints(plan.service.leader_endpoints.clone());
     let client_addr = server.local_addr();
+    // This node's own hint names its client endpoint (the others' are unknown: a client
+    // follows a hint it cannot reach by trying its other bootstrap servers).
+    server.set_client_endpoints([LeaderHint {
+        id: plan.config.node_id,
+        host: if client_addr.ip().is_unspecified() {
+            "127.0.0.1".to_owned()
+        } else {
+            client_addr.ip().to_string()
+        },
+        port: client_addr.port(),
+    }]);
     let (driver, raft, commits, recovered) =
         RaftDriver::start(UringDisk, plan.driver.clone(), network, inbox, stop.clone()).await?;
     tracing::info!(

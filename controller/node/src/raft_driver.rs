@@ -168,12 +168,20 @@ impl RaftDriverConfig {
         bootstrap: Option<&BootstrapVoters>,
     ) -> crate::Result<Self> {
         let raft = raft_config(config)?;
-        let (me, endpoints) = local_replica(config, meta.directory_id);
         let dynamic = match bootstrap {
             Some(b) => bootstrap_voter_set(b)
                 .map_err(|reason| crate::error::StorageError::InvalidVoters { reason })?,
             None => None,
         };
+        // A static quorum (kraft.version 0) names voters without directory ids, so this
+        // replica goes by its id alone too, as Kafka's replicas do before KIP-853; a dynamic
+        // quorum tells replicas apart by the directory id `corum format` drew.
+        let directory_id = if dynamic.is_some() {
+            meta.directory_id
+        } else {
+            corum_types::Uuid::ZERO
+        };
+        let (me, endpoints) = local_replica(config, directory_id);
         let bootstrap_voters = match dynamic {
             Some(v) => v,
             None => static_voter_set(config)?,
@@ -280,6 +288,14 @@ impl DriverStatus {
     }
 }
 
+/// A Raft request of a client that is not a peer (an observer's Fetch or FetchSnapshot),
+/// stepped into the core from `from`; the core's answer addressed to `from` comes back.
+pub(crate) struct ObserverRequest {
+    from: NodeId,
+    message: corum_raft::Message,
+    reply: LocalSender<Result<corum_raft::Message>>,
+}
+
 pub(crate) struct Proposal {
     pub(crate) payload: Payload,
     pub(crate) record_count: u32,
@@ -290,6 +306,7 @@ pub(crate) struct Proposal {
 #[derive(Clone)]
 pub struct RaftHandle {
     proposals: Rc<LocalSender<Proposal>>,
+    observers: Rc<LocalSender<ObserverRequest>>,
     status: Rc<RefCell<DriverStatus>>,
 }
 
@@ -305,6 +322,38 @@ impl RaftHandle {
             .send(Proposal {
                 payload,
                 record_count,
+                reply,
+            })
+            .await
+            .map_err(|_| DriverError::Stopped)?;
+        answer.recv().await.ok_or(DriverError::Stopped)?
+    }
+
+    /// Steps an observer's `Fetch` or `FetchSnapshot` into the core as if it came from the
+    /// replica it names, and returns the core's answer to that replica (a `Fetch` is a long
+    /// poll: the leader holds it up to its `wait_max_ms`). Refused for a replica id that votes
+    /// or is this node: its fetches would count as that voter's progress. A newer request of
+    /// the same replica replaces a waiting one (the older caller gets `Stopped`). The caller
+    /// bounds the wait: a core that never answers (it lost leadership) leaves it waiting.
+    pub async fn observer_request(
+        &self,
+        message: corum_raft::Message,
+    ) -> Result<corum_raft::Message> {
+        let from = match &message {
+            corum_raft::Message::Fetch(f) => f.replica.id,
+            corum_raft::Message::FetchSnapshot(f) => f.replica.id,
+            _ => {
+                return Err(DriverError::ObserverRefused {
+                    id: NodeId(0),
+                    reason: "sent a request observers do not send",
+                })
+            }
+        };
+        let (reply, answer) = local_channel::new_bounded(1);
+        self.observers
+            .send(ObserverRequest {
+                from,
+                message,
                 reply,
             })
             .await
@@ -329,9 +378,12 @@ impl RaftHandle {
         Rc<RefCell<DriverStatus>>,
     ) {
         let (tx, rx) = local_channel::new_bounded(capacity);
+        // Observers are served on the driver's shard only: here their requests fail at once.
+        let (observers, _) = local_channel::new_bounded(1);
         let status = Rc::new(RefCell::new(status));
         let handle = RaftHandle {
             proposals: Rc::new(tx),
+            observers: Rc::new(observers),
             status: status.clone(),
         };
         (handle, rx, status)
@@ -346,6 +398,7 @@ enum Event {
     Message(Inbound),
     InboxClosed,
     Proposal(Proposal),
+    Observer(ObserverRequest),
     Tick,
 }
 
@@ -364,6 +417,9 @@ pub struct RaftDriver<D: Disk = UringDisk> {
     network: PeerNetwork,
     inbox: PeerInbox,
     proposals: LocalReceiver<Proposal>,
+    observers: LocalReceiver<ObserverRequest>,
+    /// Observers waiting for the core's answer, by replica id.
+    observer_waits: BTreeMap<NodeId, LocalSender<Result<corum_raft::Message>>>,
     commits: Option<LocalSender<CommittedBatch>>,
     status: Rc<RefCell<DriverStatus>>,
     shutdown: ShutdownSignal,
@@ -452,6 +508,7 @@ impl<D: Disk> RaftDriver<D> {
             })
             .collect();
         let (proposal_tx, proposals) = local_channel::new_bounded(config.proposal_queue_capacity);
+        let (observer_tx, observers) = local_channel::new_bounded(config.proposal_queue_capacity);
         let (commit_tx, commits) = local_channel::new_bounded(config.commit_queue_capacity);
         let status = Rc::new(RefCell::new(DriverStatus {
             raft: core.status(),
@@ -465,6 +522,7 @@ impl<D: Disk> RaftDriver<D> {
         }));
         let handle = RaftHandle {
             proposals: Rc::new(proposal_tx),
+            observers: Rc::new(observer_tx),
             status: status.clone(),
         };
         let driver = RaftDriver {
@@ -474,6 +532,8 @@ impl<D: Disk> RaftDriver<D> {
             network,
             inbox,
             proposals,
+            observers,
+            observer_waits: BTreeMap::new(),
             commits: Some(commit_tx),
             status,
             shutdown,
@@ -541,6 +601,10 @@ impl<D: Disk> RaftDriver<D> {
                             });
                     // The proposer may have given up waiting: nothing to do then.
                     let _ = p.reply.try_send(answer);
+                    Ok(())
+                }
+                Event::Observer(r) => {
+                    self.step_observer(r);
                     Ok(())
                 }
                 Event::Synced(Ok(_)) => {
@@ -630,9 +694,38 @@ impl<D: Disk> RaftDriver<D> {
         })
     }
 
-    /// Queues each message on its peer's link (a full queue drops it: Raft resends).
+    /// Steps an observer's request into the core (see [`RaftHandle::observer_request`]).
+    fn step_observer(&mut self, r: ObserverRequest) {
+        let refuse = |reason| {
+            let _ = r
+                .reply
+                .try_send(Err(DriverError::ObserverRefused { id: r.from, reason }));
+        };
+        if r.from == self.config.me.id {
+            return refuse("is this node");
+        }
+        if self.core.voter_set().contains_id(r.from) {
+            return refuse("is a voter (observers need ids of their own)");
+        }
+        // A newer request replaces a waiting one: dropping the old reply answers `Stopped`.
+        self.observer_waits.insert(r.from, r.reply);
+        self.core.step(r.from, r.message);
+    }
+
+    /// Queues each message on its peer's link (a full queue drops it: Raft resends); an
+    /// answer to a waiting observer goes to it instead.
     fn send_messages(&mut self, messages: Vec<(NodeId, corum_raft::Message)>) {
         for (to, message) in messages {
+            if matches!(
+                message,
+                corum_raft::Message::FetchResponse(_)
+                    | corum_raft::Message::FetchSnapshotResponse(_)
+            ) {
+                if let Some(reply) = self.observer_waits.remove(&to) {
+                    let _ = reply.try_send(Ok(message));
+                    continue;
+                }
+            }
             match self.network.send(to, message) {
                 Ok(()) => *self.queued_to.entry(to).or_default() += 1,
                 Err(e) => tracing::debug!(%to, error = %e, "raft message dropped"),
@@ -683,11 +776,21 @@ impl<D: Disk> RaftDriver<D> {
                 None => std::future::pending().await,
             }
         };
+        let observer = async {
+            match self.observers.recv().await {
+                Some(r) => Event::Observer(r),
+                None => std::future::pending().await,
+            }
+        };
         let tick = async {
             glommio::timer::sleep(next_tick.saturating_duration_since(Instant::now())).await;
             Event::Tick
         };
-        or(shutdown, or(report, or(message, or(proposal, tick)))).await
+        or(
+            shutdown,
+            or(report, or(message, or(proposal, or(observer, tick)))),
+        )
+        .await
     }
 
     /// Carries out every pending `Ready`.
@@ -974,8 +1077,9 @@ mod tests {
         }
     }
 
-    /// A static quorum's driver config takes the voters of `controller.quorum.voters`, this
-    /// replica's directory id from meta.properties, the log under `metadata.log.dir`, frames
+    /// A static quorum's driver config takes the voters of `controller.quorum.voters`, no
+    /// directory id for this replica (static voters have none, so a replica with one would
+    /// not recognise itself as a voter), the log under `metadata.log.dir`, frames
     /// that hold the largest Raft batch, and a seed that differs between nodes.
     #[test]
     fn for_node_uses_the_static_voters_and_node_settings() {
@@ -986,7 +1090,8 @@ mod tests {
         ]);
         let d = RaftDriverConfig::for_node(&c, &meta(), None).unwrap();
         assert_eq!(d.me.id, NodeId(2));
-        assert_eq!(d.me.directory_id, Uuid([2; 16]));
+        assert_eq!(d.me.directory_id, Uuid::ZERO);
+        assert!(d.bootstrap_voters.contains_key(&d.me));
         assert_eq!(d.endpoints[0].host, "127.0.0.2");
         assert_eq!(d.listener_name, "CONTROLLER");
         assert_eq!(

@@ -22,7 +22,7 @@
 //! | intact, payload not a valid request                     | `Malformed`, id from [`peek_correlation_id`] (0 if too short) | kept |
 //! | header announces more than `request_bytes_max`          | `RequestTooLarge`, correlation id 0 (the body is never read) | closed |
 //! | bad magic, version, flags, checksum, padding, truncated | none                                           | closed     |
-//! | Raft request (`is_raft()`)                              | `DescribeQuorum` from the driver's status when a [`RaftHandle`] is given; otherwise `Malformed` naming the request | kept |
+//! | Raft request (`is_raft()`)                              | `DescribeQuorum` from the driver's status; `Fetch`/`FetchSnapshot` of an observer stepped into the leader's core ([`RaftHandle::observer_request`], `NotController` on a non-leader, `wait_max_ms` capped at half the request's timeout); voter changes `Malformed` | kept |
 //!
 //! Closing waits for the requests already in flight on that connection to be answered
 //! (bounded by their timeouts), then shuts the write side. Other connections are untouched.
@@ -36,8 +36,8 @@
 //!
 //! # Not yet
 //!
-//! - `Fetch`, `FetchSnapshot` and the voter changes are answered `Malformed` ("not served by
-//!   this server yet"): stepping them into the Raft core needs a driver entry point.
+//! - The voter changes (AddVoter, RemoveVoter, UpdateVoter) are answered `Malformed` ("not
+//!   served by this server yet"): a voter added at run time would also need a peer link.
 //! - `DescribeQuorum` holds what the driver's status knows: voters without directory ids,
 //!   only this replica's own log end offset (no per-follower progress yet).
 
@@ -58,12 +58,14 @@ use glommio::sync::Semaphore;
 use rkyv::util::AlignedVec;
 
 use crate::controller_service::ControllerServiceHandle;
+use crate::error::DriverError;
 use crate::error::{ProtocolError, RpcClientError, RpcServerError};
 use crate::protocol::{
     decode_request, encode_request, peek_correlation_id, rpc_error_for, DescribeQuorumResponse,
     LeaderHint, ReplicaState, RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError,
 };
 use crate::raft_driver::{DriverStatus, RaftHandle};
+use corum_raft::Message;
 
 /// Settings of an [`RpcServer`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -140,6 +142,7 @@ pub struct RpcServerStats {
 struct Shared {
     config: RpcServerConfig,
     client_endpoints: HashMap<NodeId, LeaderHint>,
+    raft_endpoints: HashMap<NodeId, LeaderHint>,
     service: ControllerServiceHandle,
     raft: Option<RaftHandle>,
     stats: Rc<RefCell<RpcServerStats>>,
@@ -151,6 +154,7 @@ pub struct RpcServer {
     local: SocketAddr,
     config: RpcServerConfig,
     client_endpoints: HashMap<NodeId, LeaderHint>,
+    raft_endpoints: HashMap<NodeId, LeaderHint>,
     stats: Rc<RefCell<RpcServerStats>>,
 }
 
@@ -169,6 +173,7 @@ impl RpcServer {
             local,
             config,
             client_endpoints: HashMap::new(),
+            raft_endpoints: HashMap::new(),
             stats: Rc::default(),
         })
     }
@@ -182,6 +187,13 @@ impl RpcServer {
     /// rewritten to it (see the module doc).
     pub fn set_client_endpoints(&mut self, endpoints: impl IntoIterator<Item = LeaderHint>) {
         self.client_endpoints = endpoints.into_iter().map(|h| (h.id, h)).collect();
+    }
+
+    /// Where each voter serves Raft (the service's leader hints): the hint of a `NotController`
+    /// this server writes itself (observer requests on a non-leader) when no client endpoint
+    /// is known for the leader.
+    pub fn set_raft_endpoints(&mut self, endpoints: impl IntoIterator<Item = LeaderHint>) {
+        self.raft_endpoints = endpoints.into_iter().map(|h| (h.id, h)).collect();
     }
 
     /// The live counters.
@@ -200,6 +212,7 @@ impl RpcServer {
         let shared = Rc::new(Shared {
             config: self.config,
             client_endpoints: self.client_endpoints,
+            raft_endpoints: self.raft_endpoints,
             service,
             raft,
             stats: self.stats.clone(),
@@ -420,13 +433,23 @@ async fn write_responses<W: AsyncWrite + Unpin>(
 async fn handle(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
     let correlation_id = frame.correlation_id;
     if frame.body.is_raft() {
-        let body = match (&frame.body, &shared.raft) {
+        let body = match (frame.body, &shared.raft) {
             (RequestBody::DescribeQuorum, Some(raft)) => {
                 Ok(ResponseBody::DescribeQuorum(Box::new(describe_quorum(
                     shared.config.cluster_id,
                     shared.config.node_id,
                     &raft.status(),
                 ))))
+            }
+            (RequestBody::Fetch(mut fetch), Some(raft)) => {
+                let timeout_ms = effective_timeout_ms(frame.timeout_ms);
+                // Leave half the request's time for the answer to travel back.
+                fetch.wait_max_ms = fetch.wait_max_ms.min(timeout_ms / 2);
+                observer(shared, raft, Message::Fetch(fetch), timeout_ms).await
+            }
+            (RequestBody::FetchSnapshot(fetch), Some(raft)) => {
+                let timeout_ms = effective_timeout_ms(frame.timeout_ms);
+                observer(shared, raft, Message::FetchSnapshot(fetch), timeout_ms).await
             }
             (body, _) => Err(RpcError::Malformed {
                 reason: format!(
@@ -447,6 +470,65 @@ async fn handle(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
         }
     }
     answer
+}
+
+/// Timeout of an observer request: its own, or [`OBSERVER_TIMEOUT_DEFAULT_MS`] for 0.
+fn effective_timeout_ms(timeout_ms: u32) -> u64 {
+    if timeout_ms == 0 {
+        OBSERVER_TIMEOUT_DEFAULT_MS
+    } else {
+        u64::from(timeout_ms)
+    }
+}
+
+/// Timeout of an observer request that gives none.
+const OBSERVER_TIMEOUT_DEFAULT_MS: u64 = 2_000;
+
+/// An observer's Fetch or FetchSnapshot, served by the leader's Raft core; a non-leader
+/// answers `NotController` (naming the leader when it knows one) like the controller
+/// requests do.
+async fn observer(
+    shared: &Shared,
+    raft: &RaftHandle,
+    message: Message,
+    timeout_ms: u64,
+) -> Result<ResponseBody, RpcError> {
+    let status = raft.status();
+    if status.raft.role != corum_raft::Role::Leader {
+        return Err(RpcError::NotController {
+            leader: status.raft.leader.and_then(|id| {
+                shared
+                    .client_endpoints
+                    .get(&id)
+                    .or_else(|| shared.raft_endpoints.get(&id))
+                    .cloned()
+            }),
+        });
+    }
+    let wait = glommio::timer::sleep(Duration::from_millis(timeout_ms));
+    let answer = futures_lite::future::or(
+        async { Some(raft.observer_request(message).await) },
+        async {
+            wait.await;
+            None
+        },
+    )
+    .await;
+    match answer {
+        None => Err(RpcError::Timeout {
+            timeout_ms: u32::try_from(timeout_ms).unwrap_or(u32::MAX),
+        }),
+        Some(Ok(Message::FetchResponse(r))) => Ok(ResponseBody::Fetch(Box::new(r))),
+        Some(Ok(Message::FetchSnapshotResponse(r))) => Ok(ResponseBody::FetchSnapshot(Box::new(r))),
+        Some(Ok(_)) => Err(RpcError::Malformed {
+            reason: "the Raft core answered an observer with another message than its response"
+                .into(),
+        }),
+        Some(Err(e @ DriverError::ObserverRefused { .. })) => Err(RpcError::Malformed {
+            reason: e.to_string(),
+        }),
+        Some(Err(_)) => Err(RpcError::NotController { leader: None }),
+    }
 }
 
 /// What this node's driver status says about the quorum: leader, epoch, high watermark, the

@@ -572,3 +572,189 @@ fn the_client_times_out_bounds_redirects_and_reports_lost_connections() {
         assert!(server.await.unwrap() >= 2);
     });
 }
+
+/// An observer's Fetch at `offset` (epoch of its last batch `last_epoch`), waiting up to
+/// `wait_ms` for news.
+fn observer_fetch(
+    id: u32,
+    epoch: corum_types::Epoch,
+    offset: LogOffset,
+    last_epoch: corum_types::Epoch,
+    hwm: LogOffset,
+    wait_ms: u64,
+) -> RequestBody {
+    RequestBody::Fetch(corum_raft::message::FetchRequest {
+        epoch,
+        replica: corum_raft::ReplicaKey {
+            id: NodeId(id),
+            directory_id: Uuid([id as u8; 16]),
+        },
+        fetch_offset: offset,
+        last_fetched_epoch: last_epoch,
+        high_watermark: hwm,
+        wait_max_ms: wait_ms,
+    })
+}
+
+#[test]
+fn observers_fetch_the_log_from_the_leader_over_rpc() {
+    // Over real disks and sockets: an observer's Fetch at the leader returns the committed
+    // batches from offset 0 and the high watermark; a Fetch at the end waits (long poll) and
+    // returns as soon as a new batch commits, well before its wait; the leader's DescribeQuorum
+    // lists the observer; a follower answers NotController naming the leader's client
+    // endpoint; a Fetch naming a voter's id is refused (it would count as that voter's
+    // progress) and the connection keeps serving.
+    on_executor("rpc-server-test", TEST_DEADLINE, || async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (nodes, l) = cluster(tmp.path()).await;
+        let leader = &nodes[l];
+        let follower = &nodes[(l + 1) % 3];
+        let no_redirects = RpcClientConfig {
+            redirects_max: 0,
+            ..RpcClientConfig::default()
+        };
+        let client = RpcClient::connect(leader.rpc_addr, no_redirects)
+            .await
+            .unwrap();
+        let epoch = leader.raft.status().raft.epoch;
+
+        // From the start: at least the leader's LeaderChange batch, all below the HWM.
+        let answer = client
+            .call(
+                observer_fetch(
+                    100,
+                    epoch,
+                    LogOffset::ZERO,
+                    corum_types::Epoch::ZERO,
+                    LogOffset::ZERO,
+                    0,
+                ),
+                CALL_TIMEOUT,
+            )
+            .await
+            .unwrap();
+        let ResponseBody::Fetch(r) = answer else {
+            panic!("{answer:?}")
+        };
+        let corum_raft::message::FetchResult::Batches {
+            batches,
+            high_watermark,
+            ..
+        } = r.result
+        else {
+            panic!("{:?}", r.result)
+        };
+        assert!(!batches.is_empty());
+        assert_eq!(batches[0].base_offset, LogOffset::ZERO);
+        let end = batches.last().unwrap().end_offset();
+        let last_epoch = batches.last().unwrap().epoch;
+        assert!(end <= high_watermark, "{end} > {high_watermark}");
+
+        // A long poll at the end returns once something new commits, not after its wait.
+        let poll_client = Rc::new(
+            RpcClient::connect(leader.rpc_addr, no_redirects)
+                .await
+                .unwrap(),
+        );
+        let started = Instant::now();
+        let poll = {
+            let c = poll_client.clone();
+            glommio::spawn_local(async move {
+                c.call(
+                    observer_fetch(100, epoch, end, last_epoch, high_watermark, 8_000),
+                    Duration::from_secs(20),
+                )
+                .await
+            })
+        };
+        let registered = client
+            .call(heartbeat(7, None, LogOffset::ZERO), CALL_TIMEOUT)
+            .await;
+        assert!(
+            matches!(registered, Ok(ResponseBody::BrokerHeartbeat(_))),
+            "{registered:?}"
+        );
+        let polled = poll.await.unwrap();
+        let waited = started.elapsed();
+        let ResponseBody::Fetch(r) = polled else {
+            panic!("{polled:?}")
+        };
+        let corum_raft::message::FetchResult::Batches { batches, .. } = r.result else {
+            panic!("{:?}", r.result)
+        };
+        assert!(!batches.is_empty(), "the long poll returned empty");
+        assert_eq!(batches[0].base_offset, end);
+        assert!(waited < Duration::from_secs(6), "long poll took {waited:?}");
+
+        // The leader lists the observer.
+        let answer = client
+            .call(RequestBody::DescribeQuorum, CALL_TIMEOUT)
+            .await
+            .unwrap();
+        let ResponseBody::DescribeQuorum(q) = answer else {
+            panic!("{answer:?}")
+        };
+        assert!(
+            q.observers.iter().any(|o| o.replica_id == NodeId(100)),
+            "{q:?}"
+        );
+
+        // A follower redirects to the leader's client endpoint.
+        let at_follower = RpcClient::connect(follower.rpc_addr, no_redirects)
+            .await
+            .unwrap();
+        let answer = at_follower
+            .call(
+                observer_fetch(
+                    100,
+                    epoch,
+                    LogOffset::ZERO,
+                    corum_types::Epoch::ZERO,
+                    LogOffset::ZERO,
+                    0,
+                ),
+                CALL_TIMEOUT,
+            )
+            .await;
+        assert_eq!(
+            answer,
+            Err(RpcClientError::Rpc(RpcError::NotController {
+                leader: Some(LeaderHint {
+                    id: NodeId(leader.id),
+                    host: "127.0.0.1".into(),
+                    port: leader.rpc_addr.port(),
+                })
+            }))
+        );
+
+        // A voter's id is refused; the connection keeps serving.
+        let answer = client
+            .call(
+                observer_fetch(
+                    follower.id,
+                    epoch,
+                    LogOffset::ZERO,
+                    corum_types::Epoch::ZERO,
+                    LogOffset::ZERO,
+                    0,
+                ),
+                CALL_TIMEOUT,
+            )
+            .await;
+        assert!(
+            matches!(&answer, Err(RpcClientError::Rpc(RpcError::Malformed { reason })) if reason.contains("voter")),
+            "{answer:?}"
+        );
+        let answer = client
+            .call(RequestBody::DescribeCluster, CALL_TIMEOUT)
+            .await;
+        assert!(
+            matches!(answer, Ok(ResponseBody::DescribeCluster(_))),
+            "{answer:?}"
+        );
+
+        for n in nodes {
+            n.stop().await;
+        }
+    });
+}
