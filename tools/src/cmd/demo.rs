@@ -112,8 +112,8 @@ fn prepare_dir(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
 
 /// Blocks SIGINT and SIGTERM in this thread (and so in every thread spawned after it) and
 /// starts a thread that waits for them: it kills every child, removes the directory unless
-/// `--keep`, and exits with 128 + the signal number. Children start with an empty signal
-/// mask (std resets it before exec), so SIGTERM still reaches the nodes.
+/// `--keep`, and exits with 128 + the signal number. The mask survives exec, so
+/// [`LocalCluster`] clears it in each child before exec: SIGTERM still reaches the nodes.
 fn watch_signals() -> anyhow::Result<()> {
     // SAFETY: sigset_t is plain data initialised by sigemptyset/sigaddset before use;
     // pthread_sigmask changes only this thread's mask.

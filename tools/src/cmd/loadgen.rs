@@ -257,11 +257,14 @@ impl Ctx {
         &self.clients[i % self.clients.len()]
     }
 
+    /// Leader changes the clients saw since the run started.
     pub fn leader_changes(&self) -> u64 {
-        self.clients
+        let total: u64 = self
+            .clients
             .iter()
             .map(ControllerClient::leader_changes)
-            .sum()
+            .sum();
+        total - self.leader_changes_before
     }
 }
 

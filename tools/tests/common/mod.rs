@@ -28,7 +28,9 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Takes the [`SERIAL`] lock (a test that panicked while holding it does not block the rest).
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The binary under test.

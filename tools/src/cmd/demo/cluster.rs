@@ -148,10 +148,6 @@ pub struct ClusterSpec {
     pub ready_timeout: Duration,
     /// `RUST_LOG` of the nodes.
     pub rust_log: String,
-    /// Name each voter's directory id in `controller.quorum.voters` (read back from the
-    /// `meta.properties` that `corum format` wrote), so replicas are told apart by id and
-    /// directory as in a dynamic quorum. Without it the voters are named by id alone.
-    pub voter_directory_ids: bool,
 }
 
 impl ClusterSpec {
@@ -163,7 +159,6 @@ impl ClusterSpec {
             settings: Vec::new(),
             ready_timeout: Duration::from_secs(20),
             rust_log: "info".into(),
-            voter_directory_ids: true,
         }
     }
 
@@ -232,17 +227,6 @@ fn write_config(spec: &ClusterSpec, n: &NodeSlot, voters: &[String]) -> anyhow::
     std::fs::write(&n.config, text).with_context(|| format!("writing {}", n.config.display()))
 }
 
-/// The `directory.id` of the formatted directory `data`.
-fn directory_id(data: &Path) -> anyhow::Result<String> {
-    let path = data.join("meta.properties");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix("directory.id="))
-        .map(|v| v.trim().to_owned())
-        .with_context(|| format!("{} names no directory.id", path.display()))
-}
-
 impl LocalCluster {
     /// Picks ports, writes the configurations and formats every node (nothing runs yet).
     pub fn create(spec: ClusterSpec) -> anyhow::Result<LocalCluster> {
@@ -266,26 +250,17 @@ impl LocalCluster {
             })
             .collect();
         let cluster_id = run_corum(&spec.exe, &["random-uuid"])?.trim().to_owned();
-        let plain: Vec<String> = nodes
+        let voters: Vec<String> = nodes
             .iter()
             .map(|n| format!("{}@{}", n.id, n.raft))
             .collect();
         for n in &nodes {
-            write_config(&spec, n, &plain)?;
+            write_config(&spec, n, &voters)?;
             let config = n.config.display().to_string();
             run_corum(
                 &spec.exe,
                 &["format", "--config", &config, "--cluster-id", &cluster_id],
             )?;
-        }
-        if spec.voter_directory_ids {
-            let with_dirs = nodes
-                .iter()
-                .map(|n| Ok(format!("{}@{}:{}", n.id, n.raft, directory_id(&n.data)?)))
-                .collect::<anyhow::Result<Vec<String>>>()?;
-            for n in &nodes {
-                write_config(&spec, n, &with_dirs)?;
-            }
         }
         Ok(LocalCluster {
             spec,
@@ -369,10 +344,18 @@ impl LocalCluster {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log));
-        // SAFETY: the closure runs in the forked child before exec and calls only prctl(2),
-        // which is async-signal-safe.
+        // SAFETY: the closure runs in the forked child before exec and calls only
+        // sigemptyset, pthread_sigmask and prctl, which are async-signal-safe.
         unsafe {
             cmd.pre_exec(|| {
+                // The parent may block SIGINT/SIGTERM to handle them on a thread of its own
+                // (`corum demo`); a blocked mask survives exec, and the node must get SIGTERM.
+                let mut none: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut none);
+                let rc = libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+                if rc != 0 {
+                    return Err(std::io::Error::from_raw_os_error(rc));
+                }
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
