@@ -536,3 +536,108 @@ fn silent_broker_is_fenced_then_unfenced_after_returning() {
         assert!(follower.next_offset() > LogOffset(0));
     });
 }
+
+/// Processes whose command line mentions `needle` (to find a demo's nodes by their directory).
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmdline).contains(needle) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// `corum demo` runs the three workloads against three node processes, prints the summary,
+/// stops the nodes cleanly and removes its directory.
+#[test]
+fn demo_runs_every_workload_and_cleans_up() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    let d = dir.display().to_string();
+    let out = corum(
+        &[
+            "demo",
+            "--duration-secs",
+            "1",
+            "--brokers",
+            "20",
+            "--clients",
+            "8",
+            "--dir",
+            &d,
+        ],
+        Duration::from_secs(50),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for needle in [
+        "corum demo summary",
+        "leader node",
+        "brokers: 20 of 20 unfenced",
+        "0 lost",
+    ] {
+        assert!(stdout.contains(needle), "{needle:?} missing:\n{stdout}");
+    }
+    for workload in ["brokers", "topics", "configs"] {
+        assert!(
+            stdout.lines().any(|l| l.trim_start().starts_with(workload)),
+            "no {workload} row:\n{stdout}"
+        );
+    }
+    assert!(stderr.contains("all nodes stopped cleanly"), "{stderr}");
+    assert!(!dir.exists(), "the demo left {d}");
+    assert!(processes_mentioning(&d).is_empty());
+}
+
+/// SIGINT to `corum demo` while it runs a workload kills every node it started and removes
+/// its directory; the demo exits with 128 + SIGINT.
+#[test]
+fn interrupted_demo_leaves_no_process_behind() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    let d = dir.display().to_string();
+    let child = std::process::Command::new(corum_exe())
+        .args([
+            "demo",
+            "--duration-secs",
+            "20",
+            "--brokers",
+            "20",
+            "--dir",
+            &d,
+        ])
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let demo = Running::new(child);
+    // Three nodes up (their command lines name the demo's directory), then interrupt.
+    let nodes = wait_until("three demo nodes", Duration::from_secs(30), || {
+        let p = processes_mentioning(&format!("{d}/node"));
+        (p.len() == 3).then_some(p)
+    });
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) }, 0);
+    let out = demo.wait(Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    wait_until("the nodes to be gone", Duration::from_secs(5), || {
+        nodes
+            .iter()
+            .all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+            .then_some(())
+    });
+    assert!(!dir.exists(), "the interrupted demo left {d}");
+}

@@ -19,6 +19,7 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -64,6 +65,9 @@ pub struct Args {
 
 /// What the signal thread needs to clean up: the directory and whether to keep it.
 static CLEANUP: Mutex<Option<(PathBuf, bool)>> = Mutex::new(None);
+/// Set by the signal thread before it kills the nodes: the main thread, seeing its nodes
+/// die, must not report that as the demo's own failure and exit first.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(
@@ -77,6 +81,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     watch_signals()?;
     let exe = std::env::current_exe().context("locating the corum executable")?;
     let result = demo(&args, &exe, &dir);
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        // The signal thread cleans up and exits the process.
+        loop {
+            std::thread::park();
+        }
+    }
     if args.keep {
         eprintln!("corum demo: kept {}", dir.display());
     } else if let Err(e) = std::fs::remove_dir_all(&dir) {
@@ -135,6 +145,7 @@ fn watch_signals() -> anyhow::Result<()> {
             if rc != 0 {
                 return;
             }
+            INTERRUPTED.store(true, Ordering::SeqCst);
             eprintln!("\ncorum demo: interrupted: stopping the nodes");
             let killed = kill_registered_children();
             // Give the kernel a moment to reap what we killed before removing its files.
