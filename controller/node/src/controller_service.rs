@@ -34,9 +34,21 @@
 //!
 //! Handlers need the offset their records will get (`RequestContext::next_offset`: broker
 //! epochs are derived from it). This task is the only proposer, and proposes one batch at a
-//! time (it awaits the driver's [`ProposalId`] before handling the next request), so the
+//! time (it awaits the driver's [`ProposalId`] before handling the next requests), so the
 //! offset is predicted exactly: the leader's log end at activation, then the `end_offset` of
-//! each proposal. A [`ProposalId`] that disagrees with the prediction (or names another epoch)
+//! each proposal.
+//!
+//! # Batching
+//!
+//! Requests that are queued together (everything waiting when the task takes one, up to
+//! `batch_requests_max`) are handled in arrival order, each against the image holding the
+//! records of the ones before it (`on_proposed` per request, at its own predicted offset), and
+//! their records go out as one proposal, split only where `batch_records_max` or
+//! `batch_bytes_max` would be passed. Each request waits for its own part of the batch; the
+//! batch commits or is lost as a whole. While a proposal is on its way to the driver, new
+//! requests queue up and form the next batch: under load, batches grow with the arrival rate
+//! and the cost of a proposal (a cross-shard round trip, an append) is shared, with no linger
+//! when idle. A [`ProposalId`] that disagrees with the prediction (or names another epoch)
 //! is never applied: the controller resigns (reverting its in-flight proposals), the request
 //! gets `NotController`, and the barrier waits for that batch to commit and be replayed.
 //!
@@ -102,6 +114,12 @@ pub struct ControllerServiceConfig {
     pub request_timeout_max_ms: u64,
     /// Requests queued for the task before [`ControllerServiceHandle::call`] waits.
     pub request_queue_capacity: usize,
+    /// Most records and payload bytes of one proposal: requests that arrive together are
+    /// proposed as one batch up to these limits.
+    pub batch_records_max: usize,
+    pub batch_bytes_max: usize,
+    /// Most requests taken from the queue for one batch.
+    pub batch_requests_max: usize,
 }
 
 impl ControllerServiceConfig {
@@ -116,6 +134,9 @@ impl ControllerServiceConfig {
             request_timeout_default_ms: 2_000,
             request_timeout_max_ms: 30_000,
             request_queue_capacity: 1024,
+            batch_records_max: 10_000,
+            batch_bytes_max: 1 << 20,
+            batch_requests_max: 1024,
         }
     }
 }
@@ -135,6 +156,10 @@ impl ControllerServiceConfig {
         c.request_queue_capacity =
             usize::try_from(config.controller_queue_capacity.max(1)).expect("u32 fits in usize");
         c.controller_tick_interval_ms = config.broker_heartbeat_interval_ms.clamp(1, 100);
+        c.batch_records_max = usize::try_from(config.controller_records_per_batch_max.max(1))
+            .expect("u32 fits in usize");
+        c.batch_bytes_max =
+            usize::try_from(config.raft_batch_bytes_max.max(1)).expect("u32 fits in usize");
         c
     }
 }
@@ -175,6 +200,10 @@ pub struct ServiceStatus {
     pub activations: u64,
     /// Requests answered `Timeout`.
     pub timeouts: u64,
+    /// Batches proposed, and the requests whose records they carried (several requests that
+    /// arrive together share one batch).
+    pub proposals: u64,
+    pub proposed_requests: u64,
     /// False once [`ControllerService::run`] has returned.
     pub running: bool,
 }
@@ -190,6 +219,8 @@ impl ServiceStatus {
             waiting_requests: 0,
             activations: 0,
             timeouts: 0,
+            proposals: 0,
+            proposed_requests: 0,
             running: true,
         }
     }
@@ -249,10 +280,13 @@ impl ControllerServiceHandle {
     }
 }
 
-/// Who waits for one proposal.
+/// Who waits for one part of a proposal.
 #[derive(Debug)]
 struct Waiter<T> {
+    /// The batch the part is in.
     proposal: ProposalId,
+    /// The part's first offset (its key).
+    part_base: LogOffset,
     deadline: Instant,
     waiting: T,
 }
@@ -278,17 +312,34 @@ impl<T> WaitingProposals<T> {
     /// Waits for `proposal` until `deadline`. Panics on a second proposal at one base offset
     /// (the log gives each offset once per leader).
     pub fn insert(&mut self, proposal: ProposalId, deadline: Instant, waiting: T) {
-        let base = proposal.base_offset;
+        self.insert_part(proposal.base_offset, proposal, deadline, waiting);
+    }
+
+    /// Waits for the part of `proposal` starting at `part_base` (one request's records in a
+    /// batch carrying several) until `deadline`. Panics on a second part at one offset.
+    pub fn insert_part(
+        &mut self,
+        part_base: LogOffset,
+        proposal: ProposalId,
+        deadline: Instant,
+        waiting: T,
+    ) {
+        assert!(
+            proposal.base_offset <= part_base
+                && part_base < proposal.end_offset.max(part_base.next()),
+            "part {part_base} outside its proposal {proposal:?}"
+        );
         let previous = self.by_base.insert(
-            base,
+            part_base,
             Waiter {
                 proposal,
+                part_base,
                 deadline,
                 waiting,
             },
         );
-        assert!(previous.is_none(), "two proposals at offset {base}");
-        self.deadlines.insert((deadline, base), ());
+        assert!(previous.is_none(), "two proposals at offset {part_base}");
+        self.deadlines.insert((deadline, part_base), ());
     }
 
     pub fn len(&self) -> usize {
@@ -299,9 +350,9 @@ impl<T> WaitingProposals<T> {
         self.by_base.is_empty()
     }
 
-    /// A batch `(base, epoch, end)` was committed: every proposal starting below `end` is
-    /// decided, `true` if it is exactly this batch (committed), `false` if another batch took
-    /// its place (truncated away).
+    /// A batch `(base, epoch, end)` was committed: every part starting below `end` is
+    /// decided, `true` if its proposal is exactly this batch (committed), `false` if another
+    /// batch took its place (truncated away).
     pub fn committed(&mut self, base: LogOffset, epoch: Epoch, end: LogOffset) -> Vec<(T, bool)> {
         let mut out = Vec::new();
         while let Some(entry) = self.by_base.first_entry() {
@@ -309,7 +360,7 @@ impl<T> WaitingProposals<T> {
                 break;
             }
             let w = entry.remove();
-            self.deadlines.remove(&(w.deadline, w.proposal.base_offset));
+            self.deadlines.remove(&(w.deadline, w.part_base));
             let p = w.proposal;
             out.push((
                 w.waiting,
@@ -360,6 +411,61 @@ struct Pending {
     reply: LocalSender<ResponseFrame>,
 }
 
+/// One request's records in a [`Group`].
+struct Part {
+    base: LogOffset,
+    deadline: Instant,
+    pending: Option<Pending>,
+}
+
+/// Requests handled together, their records to be proposed as one batch from `base`.
+struct Group {
+    base: LogOffset,
+    records: Vec<MetadataRecord>,
+    bytes: usize,
+    parts: Vec<Part>,
+}
+
+impl Group {
+    fn new(base: LogOffset) -> Group {
+        Group {
+            base,
+            records: Vec::new(),
+            bytes: 0,
+            parts: Vec::new(),
+        }
+    }
+
+    /// The offset after the group's records: the next part's base.
+    fn end(&self) -> LogOffset {
+        self.base.add(self.records.len() as u64)
+    }
+
+    /// Whether a part of `records` records and `bytes` encoded bytes still fits (an empty
+    /// group takes any part that fits a batch on its own).
+    fn fits(&self, records: usize, bytes: usize, config: &ControllerServiceConfig) -> bool {
+        self.records.is_empty()
+            || (self.records.len() + records <= config.batch_records_max
+                && self.bytes + bytes <= config.batch_bytes_max)
+    }
+
+    fn push(
+        &mut self,
+        records: Vec<MetadataRecord>,
+        bytes: usize,
+        deadline: Instant,
+        pending: Option<Pending>,
+    ) {
+        self.parts.push(Part {
+            base: self.end(),
+            deadline,
+            pending,
+        });
+        self.records.extend(records);
+        self.bytes += bytes;
+    }
+}
+
 /// An answer that waits for the proposals before it to commit.
 struct DeferredAnswer {
     wait_for: LogOffset,
@@ -399,6 +505,8 @@ pub struct ControllerService {
     deferred: VecDeque<DeferredAnswer>,
     activations: u64,
     timeouts: u64,
+    proposals: u64,
+    proposed_requests: u64,
     /// Set once the loop ended: answers carry no leader hint (not even this node).
     stopping: bool,
 }
@@ -429,6 +537,8 @@ impl ControllerService {
             waiting_requests: 0,
             activations: 0,
             timeouts: 0,
+            proposals: 0,
+            proposed_requests: 0,
             running: true,
         }));
         let handle = ControllerServiceHandle {
@@ -454,6 +564,8 @@ impl ControllerService {
             deferred: VecDeque::new(),
             activations: 0,
             timeouts: 0,
+            proposals: 0,
+            proposed_requests: 0,
             stopping: false,
         };
         (service, handle)
@@ -512,7 +624,17 @@ impl ControllerService {
                 Event::Shutdown | Event::CommitsClosed => break Ok(()),
                 Event::Timer => Ok(()),
                 Event::Committed(b) => self.on_committed(b),
-                Event::Call(c) => self.on_call(c).await,
+                Event::Call(c) => {
+                    // Everything queued behind it joins its batch.
+                    let mut calls = vec![c];
+                    while calls.len() < self.config.batch_requests_max {
+                        match futures_lite::future::poll_once(self.calls.recv()).await {
+                            Some(Some(c)) => calls.push(c),
+                            _ => break,
+                        }
+                    }
+                    self.on_calls(calls).await
+                }
             };
             if let Err(e) = step {
                 break Err(e);
@@ -671,59 +793,109 @@ impl ControllerService {
         Ok(())
     }
 
-    /// Serves one request (see the module doc's table).
-    async fn on_call(&mut self, call: Call) -> Result<()> {
-        let Call { frame, reply } = call;
-        let id = frame.correlation_id;
+    /// Serves requests that arrived together (see the module doc's table): each is handled in
+    /// order against the image holding the ones before it, and the records of all of them
+    /// go out as one proposal (several when the batch limits are reached).
+    async fn on_calls(&mut self, calls: Vec<Call>) -> Result<()> {
         let Some(epoch) = self.active_epoch else {
             let leader = self.leader_hint();
-            answer(&reply, id, Err(RpcError::NotController { leader }));
+            for c in calls {
+                answer(
+                    &c.reply,
+                    c.frame.correlation_id,
+                    Err(RpcError::NotController {
+                        leader: leader.clone(),
+                    }),
+                );
+            }
             return Ok(());
         };
         let now_ms = self.now_ms();
-        let ctx = self.context(now_ms);
-        match dispatch(&mut self.controller, &frame.body, &ctx) {
-            Err(RpcError::NotController { .. }) => {
+        let mut group = Group::new(self.next_offset);
+        for Call { frame, reply } in calls {
+            let id = frame.correlation_id;
+            if self.active_epoch != Some(epoch) {
+                // A proposal of this group failed and the controller resigned.
                 let leader = self.leader_hint();
                 answer(&reply, id, Err(RpcError::NotController { leader }));
-                Ok(())
+                continue;
             }
-            Err(e) => {
-                answer(&reply, id, Err(e));
-                Ok(())
-            }
-            Ok(Dispatch::Answer(body)) if self.next_offset <= self.committed_end => {
-                answer(&reply, id, Ok(body));
-                Ok(())
-            }
-            Ok(Dispatch::Answer(body)) => {
-                // Computed from an image holding proposals not yet committed: answered once
-                // they are, so no answer shows what may never commit.
-                let timeout_ms = self.timeout_ms(frame.timeout_ms);
-                self.deferred.push_back(DeferredAnswer {
-                    wait_for: self.next_offset,
-                    deadline: Instant::now() + Duration::from_millis(timeout_ms),
-                    pending: Pending {
-                        correlation_id: id,
-                        timeout_ms: u32::try_from(timeout_ms).unwrap_or(u32::MAX),
-                        response: body,
-                        reply,
-                    },
-                });
-                Ok(())
-            }
-            Ok(Dispatch::Propose { records, response }) => {
-                let timeout_ms = self.timeout_ms(frame.timeout_ms);
-                let deadline = Instant::now() + Duration::from_millis(timeout_ms);
-                let pending = Pending {
-                    correlation_id: id,
-                    timeout_ms: u32::try_from(timeout_ms).unwrap_or(u32::MAX),
-                    response,
-                    reply,
-                };
-                self.propose(epoch, &records, deadline, Some(pending)).await
+            let ctx = RequestContext {
+                now_ms,
+                next_offset: group.end(),
+                high_watermark: self.committed_end,
+            };
+            let timeout_ms = self.timeout_ms(frame.timeout_ms);
+            let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+            let pending = |response, reply| Pending {
+                correlation_id: id,
+                timeout_ms: u32::try_from(timeout_ms).unwrap_or(u32::MAX),
+                response,
+                reply,
+            };
+            match dispatch(&mut self.controller, &frame.body, &ctx) {
+                Err(RpcError::NotController { .. }) => {
+                    let leader = self.leader_hint();
+                    answer(&reply, id, Err(RpcError::NotController { leader }));
+                }
+                Err(e) => answer(&reply, id, Err(e)),
+                Ok(Dispatch::Answer(body)) if group.end() <= self.committed_end => {
+                    answer(&reply, id, Ok(body));
+                }
+                Ok(Dispatch::Answer(body)) => {
+                    // Computed from an image holding proposals not yet committed: answered
+                    // once they are, so no answer shows what may never commit.
+                    self.deferred.push_back(DeferredAnswer {
+                        wait_for: group.end(),
+                        deadline,
+                        pending: pending(body, reply),
+                    });
+                }
+                Ok(Dispatch::Propose { records, response }) => {
+                    let encoded = encode_batch(&records);
+                    if encoded.len() > self.config.batch_bytes_max {
+                        answer(
+                            &reply,
+                            id,
+                            Err(RpcError::Malformed {
+                                reason: format!(
+                                    "the request's {} records take {} bytes, more than a batch may hold ({})",
+                                    records.len(),
+                                    encoded.len(),
+                                    self.config.batch_bytes_max
+                                ),
+                            }),
+                        );
+                        continue;
+                    }
+                    if !group.fits(records.len(), encoded.len(), &self.config) {
+                        let full = std::mem::replace(&mut group, Group::new(self.next_offset));
+                        self.propose_group(epoch, full).await?;
+                        group = Group::new(self.next_offset);
+                        if self.active_epoch != Some(epoch) {
+                            let leader = self.leader_hint();
+                            answer(&reply, id, Err(RpcError::NotController { leader }));
+                            continue;
+                        }
+                    }
+                    let base = group.end();
+                    let batch = decode_batch(&encoded).expect("a batch just encoded decodes");
+                    self.controller.on_proposed(base, batch).map_err(|source| {
+                        ServiceError::Replay {
+                            offset: base,
+                            source,
+                        }
+                    })?;
+                    group.push(
+                        records,
+                        encoded.len(),
+                        deadline,
+                        Some(pending(response, reply)),
+                    );
+                }
             }
         }
+        self.propose_group(epoch, group).await
     }
 
     /// The time a request may wait, in ms.
@@ -755,50 +927,67 @@ impl ControllerService {
         if result.records.is_empty() {
             return Ok(());
         }
+        let encoded = encode_batch(&result.records);
+        let base = self.next_offset;
+        let batch = decode_batch(&encoded).expect("a batch just encoded decodes");
+        self.controller
+            .on_proposed(base, batch)
+            .map_err(|source| ServiceError::Replay {
+                offset: base,
+                source,
+            })?;
+        let mut group = Group::new(base);
         let deadline = Instant::now() + Duration::from_millis(self.config.request_timeout_max_ms);
-        self.propose(epoch, &result.records, deadline, None).await
+        group.push(result.records, encoded.len(), deadline, None);
+        self.propose_group(epoch, group).await
     }
 
-    /// Proposes `records` as one batch at the predicted offset and applies it as in flight;
-    /// `pending` (if any) is answered once the batch commits, or at once if it cannot be
-    /// proposed.
-    async fn propose(
-        &mut self,
-        epoch: Epoch,
-        records: &[MetadataRecord],
-        deadline: Instant,
-        pending: Option<Pending>,
-    ) -> Result<()> {
-        let encoded = encode_batch(records);
-        let record_count = u32::try_from(records.len()).expect("records per batch fit in u32");
-        let payload = Payload::from(&encoded[..]);
-        let refuse = |pending: Option<Pending>, body: RpcError| {
-            if let Some(p) = pending {
-                answer(&p.reply, p.correlation_id, Err(body));
+    /// Proposes a group's records as one batch at the predicted offset (its parts are already
+    /// applied as in flight); each part's request is answered once the batch commits. A
+    /// batch that cannot be proposed where predicted resigns the controller (reverting what
+    /// is in flight), and the group's requests get `NotController` (or `Malformed` for a batch
+    /// the core refused).
+    async fn propose_group(&mut self, epoch: Epoch, group: Group) -> Result<()> {
+        if group.records.is_empty() {
+            return Ok(());
+        }
+        let encoded = encode_batch(&group.records);
+        let record_count =
+            u32::try_from(group.records.len()).expect("records per batch fit in u32");
+        let end = group.end();
+        let result = self
+            .raft
+            .propose(Payload::from(&encoded[..]), record_count)
+            .await;
+        let refuse_all = |parts: Vec<Part>, body: RpcError| {
+            for part in parts {
+                if let Some(p) = part.pending {
+                    answer(&p.reply, p.correlation_id, Err(body.clone()));
+                }
             }
         };
-        match self.raft.propose(payload, record_count).await {
+        match result {
             Ok(proposal)
-                if proposal.base_offset == self.next_offset
+                if proposal.base_offset == group.base
+                    && proposal.end_offset == end
                     && proposal.epoch == epoch
                     && self.active_epoch == Some(epoch) =>
             {
-                let batch = decode_batch(&encoded).expect("a batch just encoded decodes");
-                self.controller
-                    .on_proposed(proposal.base_offset, batch)
-                    .map_err(|source| ServiceError::Replay {
-                        offset: proposal.base_offset,
-                        source,
-                    })?;
-                self.next_offset = proposal.end_offset;
-                self.waiting.insert(proposal, deadline, pending);
+                self.next_offset = end;
+                self.proposals += 1;
+                self.proposed_requests +=
+                    group.parts.iter().filter(|p| p.pending.is_some()).count() as u64;
+                for part in group.parts {
+                    self.waiting
+                        .insert_part(part.base, proposal, part.deadline, part.pending);
+                }
                 Ok(())
             }
             Ok(proposal) => {
                 // Not where the handlers were told (or leadership changed while proposing):
                 // never apply it; wait for it to commit and be replayed before serving again.
                 tracing::warn!(
-                    predicted = %self.next_offset,
+                    predicted = %group.base,
                     base = %proposal.base_offset,
                     epoch = %proposal.epoch,
                     "proposal landed elsewhere than predicted; resigning until it is replayed"
@@ -806,13 +995,15 @@ impl ControllerService {
                 self.resign();
                 self.activation_barrier = self.activation_barrier.max(proposal.end_offset);
                 let leader = self.leader_hint();
-                refuse(pending, RpcError::NotController { leader });
+                refuse_all(group.parts, RpcError::NotController { leader });
                 Ok(())
             }
             Err(DriverError::Proposal(e)) => {
-                // Nothing was appended; the image is untouched.
-                refuse(
-                    pending,
+                // Nothing was appended, but the parts are in the image: revert by resigning
+                // (activation follows at once: nothing new needs replaying).
+                self.resign();
+                refuse_all(
+                    group.parts,
                     RpcError::Malformed {
                         reason: format!("proposal refused: {e}"),
                     },
@@ -823,7 +1014,7 @@ impl ControllerService {
                 tracing::info!(error = %e, "proposal failed; resigning");
                 self.resign();
                 let leader = self.leader_hint();
-                refuse(pending, RpcError::NotController { leader });
+                refuse_all(group.parts, RpcError::NotController { leader });
                 Ok(())
             }
         }
@@ -838,6 +1029,8 @@ impl ControllerService {
             waiting_requests: self.waiting.len() + self.deferred.len(),
             activations: self.activations,
             timeouts: self.timeouts,
+            proposals: self.proposals,
+            proposed_requests: self.proposed_requests,
             running,
         };
     }

@@ -483,3 +483,92 @@ fn a_leader_without_a_quorum_never_acknowledges_its_proposal() {
         stop(leader).await;
     });
 }
+
+#[test]
+fn requests_arriving_together_share_a_batch_and_see_each_other() {
+    // 64 requests queued at once (two creations of one topic among 62 config writes) are
+    // handled in order against the image holding the ones before them — the second creation
+    // of the name gets TopicAlreadyExists — and go out in a few batches, not 64; every
+    // success is answered only once its batch committed, and the committed image holds
+    // every write.
+    on_executor("controller-service-test", TEST_DEADLINE, || async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut nodes, _voters, l) = cluster(tmp.path()).await;
+        let leader = nodes[l].take().unwrap();
+        let answer = leader.call(1, heartbeat(100, None, LogOffset(0))).await;
+        let Ok(ResponseBody::BrokerHeartbeat(reg)) = answer.body else {
+            panic!("registration failed: {answer:?}");
+        };
+        let caught_up = leader.service.status().committed_end;
+        let answer = leader
+            .call(2, heartbeat(100, Some(reg.broker_epoch), caught_up))
+            .await;
+        assert!(matches!(answer.body, Ok(ResponseBody::BrokerHeartbeat(_))));
+        let answer = leader.call(3, create("orders")).await;
+        assert_eq!(topic_result(&answer), Ok(()));
+
+        let before = leader.service.status();
+        let tasks: Vec<_> = (0..64u64)
+            .map(|i| {
+                let service = leader.service.clone();
+                let body = match i {
+                    10 | 20 => create("twice"),
+                    _ => set_retention("orders", 5_000 + i),
+                };
+                glommio::spawn_local(async move {
+                    let answer = service
+                        .call(RequestFrame {
+                            correlation_id: 1_000 + i,
+                            timeout_ms: 10_000,
+                            body,
+                        })
+                        .await;
+                    (i, answer)
+                })
+            })
+            .collect();
+        let mut creations = Vec::new();
+        for t in tasks {
+            let (i, answer) = t.await;
+            assert_eq!(answer.correlation_id, 1_000 + i);
+            match i {
+                10 | 20 => creations.push(topic_result(&answer)),
+                _ => assert!(config_ok(&answer), "{answer:?}"),
+            }
+        }
+        assert_eq!(creations[0], Ok(()));
+        assert!(
+            matches!(creations[1], Err(ApiError::TopicAlreadyExists { .. })),
+            "{creations:?}"
+        );
+        let after = leader.service.status();
+        let batches = after.proposals - before.proposals;
+        let requests = after.proposed_requests - before.proposed_requests;
+        eprintln!("64 queued requests: {requests} proposed in {batches} batches");
+        assert_eq!(
+            requests, 63,
+            "every write but the refused creation proposes"
+        );
+        assert!(batches <= 8, "{batches} batches for 63 requests");
+        assert!(after.committed_end >= after.next_offset);
+        let hwm = leader.raft.status().raft.high_watermark;
+        assert!(hwm >= after.next_offset, "{hwm} < {}", after.next_offset);
+        let last = leader
+            .call(
+                9_999,
+                RequestBody::DescribeConfigs(
+                    corum_controller::control::config_control::DescribeConfigsRequest {
+                        resources: vec![corum_controller::image::configs::ConfigResource::topic(
+                            "orders",
+                        )],
+                    },
+                ),
+            )
+            .await;
+        assert!(format!("{last:?}").contains("\"5063\""), "{last:?}");
+        for node in nodes.into_iter().flatten() {
+            stop(node).await;
+        }
+        stop(leader).await;
+    });
+}
