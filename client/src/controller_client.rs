@@ -8,7 +8,7 @@
 //! | answer / failure | retried? | where next |
 //! |---|---|---|
 //! | success, or `Api` / `Timeout` / `Malformed` / `RequestTooLarge` | no | — |
-//! | `NotController { leader: Some(hint) }` | yes, at once | the hint's address if it is a bootstrap server, else the address learned for the hint's id, else the next bootstrap server |
+//! | `NotController { leader: Some(hint) }` | yes, at once (after a backoff from the third hint in a row) | the hint's address if it is a bootstrap server, else the address learned for the hint's id, else the next bootstrap server |
 //! | `NotController { leader: None }` (election running) | yes, after a backoff | the next bootstrap server |
 //! | connection lost, connect refused | yes, after a backoff | the next bootstrap server, this one last |
 //!
@@ -56,6 +56,8 @@ use crate::error::{ClientError, Result};
 const BACKOFF_BASE: Duration = Duration::from_millis(5);
 /// Largest pause between two attempts of one call.
 const BACKOFF_CAP: Duration = Duration::from_millis(100);
+/// Hints one call follows in a row without pausing.
+const HINTS_WITHOUT_PAUSE_MAX: u32 = 2;
 
 /// Settings of a [`ControllerClient`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,6 +74,40 @@ pub struct ClientConfig {
     /// Size limits of the connection (`redirects_max` is ignored: this client follows
     /// redirects itself).
     pub rpc: RpcClientConfig,
+}
+
+/// Parses a bootstrap list `HOST:PORT,HOST:PORT,...` (what `--bootstrap` takes); host names
+/// are resolved (each to its first address).
+pub fn parse_bootstrap(list: &str) -> Result<Vec<SocketAddr>> {
+    let bad = |reason: String| ClientError::Config {
+        field: "bootstrap",
+        reason,
+    };
+    let mut out = Vec::new();
+    for item in list.split(',').map(str::trim) {
+        if item.is_empty() {
+            return Err(bad(format!("empty entry in {list:?}")));
+        }
+        if let Ok(addr) = item.parse::<SocketAddr>() {
+            out.push(addr);
+            continue;
+        }
+        let (host, port) = item
+            .rsplit_once(':')
+            .ok_or_else(|| bad(format!("{item:?} is not HOST:PORT")))?;
+        let port: u16 = port.parse().map_err(|_| {
+            bad(format!(
+                "{item:?}: port {port:?} is not a number in 0..=65535"
+            ))
+        })?;
+        let addr = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| bad(format!("{item:?}: cannot resolve {host:?}: {e}")))?
+            .next()
+            .ok_or_else(|| bad(format!("{item:?}: {host:?} has no address")))?;
+        out.push(addr);
+    }
+    Ok(out)
 }
 
 impl ClientConfig {
@@ -262,6 +298,7 @@ impl ControllerClient {
         let mut attempts = 0u32;
         let mut pauses = 0u32;
         let mut followed: Option<NodeId> = None;
+        let mut hinted_in_a_row = 0u32;
         loop {
             attempts += 1;
             let conn = inner.current.borrow().clone();
@@ -307,7 +344,10 @@ impl ControllerClient {
                 _ => None,
             };
             let hinted = self.relocate(&conn, &failure).await;
-            if !hinted {
+            // Hints are followed at once, but not forever: nodes with stale views could point
+            // at each other during an election.
+            hinted_in_a_row = if hinted { hinted_in_a_row + 1 } else { 0 };
+            if !hinted || hinted_in_a_row > HINTS_WITHOUT_PAUSE_MAX {
                 let pause = backoff(pauses, self.next_jitter())
                     .min(deadline.saturating_sub(start.elapsed()));
                 pauses += 1;
@@ -554,6 +594,14 @@ impl ControllerClient {
         }
     }
 
+    /// DescribeQuorum from the active controller, whose answer fills every replica's
+    /// replication columns (`--replication`): a DescribeCluster first moves the client to the
+    /// leader (only the active controller answers it), then DescribeQuorum asks there.
+    pub async fn describe_quorum_at_leader(&self) -> Result<DescribeQuorumResponse> {
+        self.describe_cluster().await?;
+        self.describe_quorum().await
+    }
+
     /// DescribeCluster from the active controller.
     pub async fn describe_cluster(&self) -> Result<DescribeClusterResponse> {
         match self.call(RequestBody::DescribeCluster).await? {
@@ -694,6 +742,34 @@ mod tests {
             }),
             "rpc"
         );
+    }
+
+    /// Bootstrap lists parse addresses and resolvable host names, and name a bad entry.
+    #[test]
+    fn bootstrap_lists_parse() {
+        assert_eq!(
+            parse_bootstrap("127.0.0.1:9093, [::1]:9094,localhost:9095").unwrap()[..2],
+            [
+                "127.0.0.1:9093".parse::<SocketAddr>().unwrap(),
+                "[::1]:9094".parse().unwrap()
+            ]
+        );
+        assert_eq!(parse_bootstrap("localhost:9095").unwrap()[0].port(), 9095);
+        for bad in [
+            "",
+            "127.0.0.1:9093,",
+            "127.0.0.1",
+            "h:port",
+            "127.0.0.1:70000",
+        ] {
+            match parse_bootstrap(bad) {
+                Err(ClientError::Config { field, reason }) => {
+                    assert_eq!(field, "bootstrap");
+                    assert!(!reason.is_empty());
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
     }
 
     /// A hint's host is used as an address when it is one, resolved otherwise.

@@ -33,7 +33,7 @@ pub mod metadata_follower;
 pub mod observer_log;
 
 pub use broker_session::{BrokerIdentity, BrokerSession};
-pub use controller_client::{ClientConfig, ClientStats, ControllerClient};
+pub use controller_client::{parse_bootstrap, ClientConfig, ClientStats, ControllerClient};
 pub use error::{ClientError, ObserverError, Result};
 pub use metadata_follower::{FollowerStats, MetadataFollower};
 pub use observer_log::{AppliedBatch, ObserverLog, ObserverStats, Progress};

@@ -14,6 +14,7 @@
 //! [`MetadataFollower::stop`]) cancels the task.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -47,8 +48,10 @@ pub struct FollowerStats {
 
 struct Shared {
     log: RefCell<ObserverLog>,
-    /// Tasks waiting in `wait_for`, woken whenever the applied end moves or the task stops.
-    waiters: RefCell<Vec<Waker>>,
+    /// Tasks waiting in `wait_for`, by the offset they wait for: woken once the applied end
+    /// reaches it, or when the task stops. (Thousands of broker sessions may wait at once: an
+    /// apply wakes only those it satisfies.)
+    waiters: RefCell<BTreeMap<LogOffset, Vec<Waker>>>,
     failure: RefCell<Option<String>>,
     fetches: Cell<u64>,
     fetch_errors: Cell<u64>,
@@ -57,7 +60,20 @@ struct Shared {
 
 impl Shared {
     fn wake_all(&self) {
-        for w in self.waiters.borrow_mut().drain(..) {
+        let all = std::mem::take(&mut *self.waiters.borrow_mut());
+        for w in all.into_values().flatten() {
+            w.wake();
+        }
+    }
+
+    /// Wakes the waiters of offsets up to `applied_end`.
+    fn wake_reached(&self, applied_end: LogOffset) {
+        let due = {
+            let mut waiters = self.waiters.borrow_mut();
+            let later = waiters.split_off(&applied_end.next());
+            std::mem::replace(&mut *waiters, later)
+        };
+        for w in due.into_values().flatten() {
             w.wake();
         }
     }
@@ -148,6 +164,7 @@ impl MetadataFollower {
         let reached = Reached {
             shared: &self.shared,
             offset,
+            registered: None,
         };
         let waited = futures_lite::future::or(async { Some(reached.await) }, async {
             glommio::timer::sleep(timeout).await;
@@ -176,6 +193,8 @@ impl Drop for MetadataFollower {
 struct Reached<'a> {
     shared: &'a Shared,
     offset: LogOffset,
+    /// The waker registered for `offset` (polls with the same waker do not register again).
+    registered: Option<Waker>,
 }
 
 impl Future for Reached<'_> {
@@ -188,9 +207,19 @@ impl Future for Reached<'_> {
         if self.shared.failure.borrow().is_some() {
             return Poll::Ready(false);
         }
-        let mut waiters = self.shared.waiters.borrow_mut();
-        if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
-            waiters.push(cx.waker().clone());
+        let this = self.get_mut();
+        if !this
+            .registered
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            this.shared
+                .waiters
+                .borrow_mut()
+                .entry(this.offset)
+                .or_default()
+                .push(cx.waker().clone());
+            this.registered = Some(cx.waker().clone());
         }
         Poll::Pending
     }
@@ -221,8 +250,8 @@ async fn follow(
                 let outcome = shared.log.borrow_mut().on_response(resp);
                 match outcome {
                     Ok(p) => {
-                        if !p.applied.is_empty() {
-                            shared.wake_all();
+                        if let Some(last) = p.applied.last() {
+                            shared.wake_reached(last.end_offset);
                         }
                         let newer_epoch = shared.log.borrow().epoch() > epoch_before;
                         !p.ignored || newer_epoch

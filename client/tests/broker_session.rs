@@ -224,3 +224,62 @@ fn a_broker_is_unfenced_once_its_follower_caught_up() {
         stop_all(nodes).await;
     });
 }
+
+/// A broker that stops heartbeating is fenced when its lease expires; its next heartbeat is
+/// refused (lease expired), the session registers again with a newer epoch, and is unfenced
+/// once its follower catches up with the new registration.
+#[test]
+fn a_broker_whose_lease_expired_registers_again() {
+    on_executor("client-lease", TEST_DEADLINE, || async {
+        let tmp = tempfile::tempdir().unwrap();
+        let controller = corum_controller::ControllerConfig {
+            session_timeout_ms: 400,
+            heartbeat_interval_ms: 100,
+            ..corum_controller::ControllerConfig::default()
+        };
+        let (nodes, _) = common::cluster_with(tmp.path(), false, controller).await;
+        let client = ControllerClient::connect(client_config(&nodes, &[0, 1, 2]))
+            .await
+            .unwrap();
+        let follower = Rc::new(MetadataFollower::start(
+            client.clone(),
+            observer(200),
+            Duration::from_millis(200),
+        ));
+        let mut session = BrokerSession::register(
+            client.clone(),
+            NodeId(200),
+            Uuid([0x20; 16]),
+            listeners(9092),
+            follower.clone(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(session.lease_duration(), Duration::from_millis(400));
+        session
+            .run_until_unfenced(Duration::from_millis(100), WAIT)
+            .await
+            .unwrap();
+        let first = session.broker_epoch();
+        // No heartbeats: the controller's tick fences the broker once the lease runs out.
+        wait_for("the broker to be fenced", || {
+            follower
+                .image()
+                .brokers
+                .get(NodeId(200))
+                .is_some_and(|b| b.fenced)
+        })
+        .await;
+        assert_eq!(session.heartbeat().await.unwrap(), TargetState::Fenced);
+        assert_eq!(session.registrations(), 2);
+        assert!(session.broker_epoch() > first);
+        session
+            .run_until_unfenced(Duration::from_millis(100), WAIT)
+            .await
+            .unwrap();
+        assert_eq!(session.state(), TargetState::Active);
+        drop(session);
+        drop(follower);
+        stop_all(nodes).await;
+    });
+}

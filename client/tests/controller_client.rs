@@ -46,6 +46,11 @@ fn calls_sent_to_a_follower_end_at_the_leader() {
                 .unwrap();
             assert_eq!(client.current_server(), Some(nodes[f[0]].rpc_addr));
             assert_eq!(client.leader_changes(), 0);
+            // Any node answers DescribeQuorum; the follower knows only its own progress.
+            let q = client.describe_quorum().await.unwrap();
+            assert_eq!(q.node_id.0, nodes[f[0]].id);
+            assert_eq!(q.leader_id.map(|id| id.0), Some(nodes[l].id));
+            assert_eq!(client.leader_changes(), 0);
             client
                 .alter_config(broker_resource(7), "log.retention.ms", "1000")
                 .await
@@ -82,6 +87,11 @@ fn calls_sent_to_a_follower_end_at_the_leader() {
                 .find(|c| c.key == "log.retention.ms")
                 .unwrap();
             assert_eq!(retention.value, "42");
+            // The leader's DescribeQuorum fills every voter's replication columns.
+            let q = client.describe_quorum_at_leader().await.unwrap();
+            assert_eq!(q.node_id.0, nodes[l].id);
+            assert_eq!(q.voters.len(), 3);
+            assert!(q.voters.iter().all(|v| v.log_end_offset.is_some()), "{q:?}");
             stop_all(nodes).await;
         }
     });

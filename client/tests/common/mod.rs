@@ -283,6 +283,19 @@ pub async fn start_controller_node(
     voters: &VoterSet,
     service_follows_stop: bool,
 ) -> ControllerNode {
+    let controller = corum_controller::ControllerConfig::default();
+    start_controller_node_with(id, dir, net, voters, service_follows_stop, controller).await
+}
+
+/// [`start_controller_node`] with the controller's own settings (session timeout, ...).
+pub async fn start_controller_node_with(
+    id: u32,
+    dir: &Path,
+    net: (PeerNetwork, PeerInbox),
+    voters: &VoterSet,
+    service_follows_stop: bool,
+    controller_config: corum_controller::ControllerConfig,
+) -> ControllerNode {
     let addr = net.0.local_addr();
     let config = driver_config(id, dir, addr, voters);
     let stop = ShutdownSignal::detached();
@@ -295,11 +308,8 @@ pub async fn start_controller_node(
     )
     .await
     .expect("driver starts");
-    let controller = corum_controller::Controller::new(
-        corum_controller::ControllerConfig::default(),
-        NodeId(id),
-    )
-    .expect("default controller config is valid");
+    let controller = corum_controller::Controller::new(controller_config, NodeId(id))
+        .expect("the test's controller config is valid");
     let service_stop = if service_follows_stop {
         stop.clone()
     } else {
@@ -348,8 +358,9 @@ impl Node {
         net: (PeerNetwork, PeerInbox),
         voters: &VoterSet,
         rpc: corum_node::RpcServer,
+        controller: corum_controller::ControllerConfig,
     ) -> Node {
-        let n = start_controller_node(id, dir, net, voters, true).await;
+        let n = start_controller_node_with(id, dir, net, voters, true, controller).await;
         let rpc_addr = rpc.local_addr();
         let rpc_run =
             glommio::spawn_local(rpc.run(n.service.clone(), Some(n.raft.clone()), n.stop.clone()))
@@ -385,6 +396,20 @@ impl Node {
 /// endpoints (NotController names the leader's client address); without, hints name the
 /// leader's Raft endpoint, which a client must not connect to.
 pub async fn cluster(tmp: &Path, client_hints: bool) -> (Vec<Node>, usize) {
+    cluster_with(
+        tmp,
+        client_hints,
+        corum_controller::ControllerConfig::default(),
+    )
+    .await
+}
+
+/// [`cluster`] with the controllers' own settings.
+pub async fn cluster_with(
+    tmp: &Path,
+    client_hints: bool,
+    controller: corum_controller::ControllerConfig,
+) -> (Vec<Node>, usize) {
     let ids = [1u32, 2, 3];
     let nets: Vec<_> = bind_all(CLUSTER, &ids);
     let mut servers: Vec<corum_node::RpcServer> = ids
@@ -412,7 +437,7 @@ pub async fn cluster(tmp: &Path, client_hints: bool) -> (Vec<Node>, usize) {
     let mut nodes = Vec::new();
     for ((&id, net), rpc) in ids.iter().zip(nets).zip(servers) {
         let dir = tmp.join(format!("node-{id}"));
-        nodes.push(Node::start(id, &dir, net, &voters, rpc).await);
+        nodes.push(Node::start(id, &dir, net, &voters, rpc, controller.clone()).await);
     }
     wait_for("an active controller", || nodes.iter().any(Node::active)).await;
     let l = nodes.iter().position(Node::active).unwrap();
