@@ -9,19 +9,20 @@
 //!
 //! # Finding the leader
 //!
-//! Any node answers DescribeQuorum, but only the leader knows every replica's progress. The
-//! command asks each bootstrap server in turn; a node that is not the leader is asked a
-//! DescribeCluster, which it refuses with a `NotController` hint the client follows, and the
-//! redirected connection is asked again. Rounds repeat (100 ms apart) until a leader answers
-//! or `--timeout-ms` passes.
+//! Any node answers DescribeQuorum, but only the leader knows every replica's progress. A
+//! leader-following [`ControllerClient`] asks a DescribeCluster first (only the active
+//! controller answers it, so the client ends up connected to the leader), then
+//! DescribeQuorum; an answer from a node that does not lead (leadership moved in between) is
+//! asked again, 50 ms apart, until `--timeout-ms` passes.
 
 use std::fmt::Write as _;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
+use corum_client::{ClientConfig, ControllerClient};
 use corum_engine::disk::executor_builder;
 use corum_node::protocol::{DescribeQuorumResponse, ReplicaState};
-use corum_node::{RequestBody, ResponseBody, RpcClient, RpcClientConfig};
 use serde::Serialize;
 
 #[derive(clap::Args, Debug)]
@@ -56,36 +57,15 @@ pub struct DescribeArgs {
     pub timeout_ms: u64,
 }
 
-/// A parsed `--bootstrap` list: every address each `HOST:PORT` resolves to, in order, without
-/// duplicates.
+/// A parsed `--bootstrap` list (see [`corum_client::parse_bootstrap`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bootstrap(pub Vec<SocketAddr>);
 
-/// Parses `HOST:PORT,...` (whitespace around items ignored, at least one item).
+/// Parses `HOST:PORT,...` for clap.
 pub fn parse_bootstrap(s: &str) -> Result<Bootstrap, String> {
-    let mut out: Vec<SocketAddr> = Vec::new();
-    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        let (host, port) = item
-            .rsplit_once(':')
-            .ok_or_else(|| format!("{item:?}: expected HOST:PORT"))?;
-        if host.is_empty() {
-            return Err(format!("{item:?}: empty host"));
-        }
-        port.parse::<u16>()
-            .map_err(|e| format!("{item:?}: bad port {port:?}: {e}"))?;
-        let addrs = item
-            .to_socket_addrs()
-            .map_err(|e| format!("{item:?}: cannot resolve: {e}"))?;
-        for a in addrs {
-            if !out.contains(&a) {
-                out.push(a);
-            }
-        }
-    }
-    if out.is_empty() {
-        return Err("no HOST:PORT given".into());
-    }
-    Ok(Bootstrap(out))
+    corum_client::parse_bootstrap(s)
+        .map(Bootstrap)
+        .map_err(|e| e.to_string())
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -114,64 +94,36 @@ fn run_describe(args: DescribeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Asks `bootstrap` for the leader's DescribeQuorum (see the module doc), retrying until
-/// `timeout`. Fails naming the last problem seen when no leader answers in time.
+/// The leader's DescribeQuorum through a leader-following client (see the module doc),
+/// retried until `timeout`. Fails naming the last problem seen when no leader answers in time.
 pub async fn describe_leader(
     bootstrap: &[SocketAddr],
     timeout: Duration,
 ) -> anyhow::Result<DescribeQuorumResponse> {
     let start = Instant::now();
-    let call_timeout = Duration::from_millis(1_000);
-    let mut last_problem: String;
+    let config = ClientConfig {
+        request_timeout: Duration::from_millis(1_000).min(timeout.max(Duration::from_millis(1))),
+        retry_deadline: timeout.max(Duration::from_millis(1)),
+        ..ClientConfig::new(bootstrap.to_vec())
+    };
+    let client = ControllerClient::connect(config)
+        .await
+        .context("connecting to the quorum")?;
     loop {
-        for &addr in bootstrap {
-            match leader_view_via(addr, call_timeout).await {
-                Ok(Some(d)) => return Ok(d),
-                Ok(None) => last_problem = format!("{addr} knows no leader"),
-                Err(e) => last_problem = format!("{addr}: {e:#}"),
-            }
-            if start.elapsed() >= timeout {
-                anyhow::bail!(
-                    "no leader answered DescribeQuorum within {} ms (last: {last_problem})",
-                    timeout.as_millis()
-                );
-            }
+        let problem = match client.describe_quorum_at_leader().await {
+            // The leader may have changed between the two requests: only an answer from
+            // the node that leads counts.
+            Ok(d) if d.leader_id == Some(d.node_id) => return Ok(d),
+            Ok(d) => format!("node {} answered, but it does not lead", d.node_id),
+            Err(e) => e.to_string(),
+        };
+        if start.elapsed() >= timeout {
+            anyhow::bail!(
+                "no leader answered DescribeQuorum within {} ms (last: {problem})",
+                timeout.as_millis()
+            );
         }
-        glommio::timer::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// The leader's answer reached through `addr`: `addr` itself when it leads, else the node
-/// its `NotController` hint names. `None` when no leader is known there.
-async fn leader_view_via(
-    addr: SocketAddr,
-    timeout: Duration,
-) -> anyhow::Result<Option<DescribeQuorumResponse>> {
-    let client = RpcClient::connect(addr, RpcClientConfig::default()).await?;
-    let d = describe_once(&client, timeout).await?;
-    if d.leader_id.is_some() && d.leader_id == Some(d.node_id) {
-        return Ok(Some(d));
-    }
-    if d.leader_id.is_none() {
-        return Ok(None);
-    }
-    // A follower refuses controller requests with a hint at the leader, which the client
-    // follows; whatever DescribeCluster itself answers does not matter.
-    let _ = client.call(RequestBody::DescribeCluster, timeout).await;
-    if client.server_addr() == addr {
-        return Ok(None);
-    }
-    let d = describe_once(&client, timeout).await?;
-    Ok((d.leader_id == Some(d.node_id)).then_some(d))
-}
-
-async fn describe_once(
-    client: &RpcClient,
-    timeout: Duration,
-) -> anyhow::Result<DescribeQuorumResponse> {
-    match client.call(RequestBody::DescribeQuorum, timeout).await? {
-        ResponseBody::DescribeQuorum(d) => Ok(*d),
-        other => anyhow::bail!("DescribeQuorum answered with {}", other.kind()),
+        glommio::timer::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -353,11 +305,10 @@ mod tests {
         }
     }
 
-    /// Bootstrap lists resolve in order without duplicates; malformed items are refused
-    /// with the item named.
+    /// Bootstrap lists parse in order; malformed items are refused with the item named.
     #[test]
     fn bootstrap_parsing() {
-        let b = parse_bootstrap("127.0.0.1:9001, 127.0.0.1:9002,127.0.0.1:9001").unwrap();
+        let b = parse_bootstrap("127.0.0.1:9001, 127.0.0.1:9002").unwrap();
         assert_eq!(
             b.0,
             vec![
@@ -365,14 +316,13 @@ mod tests {
                 "127.0.0.1:9002".parse::<SocketAddr>().unwrap()
             ]
         );
-        assert!(parse_bootstrap("").unwrap_err().contains("no HOST:PORT"));
+        assert!(parse_bootstrap("").is_err());
         assert!(parse_bootstrap("127.0.0.1")
             .unwrap_err()
-            .contains("HOST:PORT"));
+            .contains("127.0.0.1"));
         assert!(parse_bootstrap("127.0.0.1:99999")
             .unwrap_err()
-            .contains("bad port"));
-        assert!(parse_bootstrap(":9000").unwrap_err().contains("empty host"));
+            .contains("99999"));
     }
 
     /// The leader comes first in the table and the JSON, followers next, observers last,
