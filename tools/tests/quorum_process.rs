@@ -82,6 +82,24 @@ fn three_nodes_elect_and_serve_every_request_kind() {
         .map(|v| v.as_u64().unwrap())
         .collect();
     assert_eq!(voters, [1, 2, 3]);
+    let status = corum(
+        &[
+            "quorum",
+            "describe",
+            "--bootstrap",
+            &c.bootstrap(),
+            "--status",
+        ],
+        Duration::from_secs(20),
+    );
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{text}");
+    assert!(text.contains(&format!("LeaderId:        {l}")), "{text}");
+    assert!(text.contains("CurrentVoters:   [1,2,3]"), "{text}");
+    assert!(
+        text.contains(&format!("ClusterId:       {}", c.cluster_id)),
+        "{text}"
+    );
 
     let config = client_config(&c);
     let kinds = on_executor(Duration::from_secs(50), move || async move {
