@@ -77,7 +77,8 @@ pub struct Args {
     /// Concurrent logical clients (each with one request in flight).
     #[arg(long, default_value_t = 1)]
     pub clients: usize,
-    /// Connections the clients share (each a leader-following, pipelined client).
+    /// Connections the clients share (each a leader-following, pipelined client; the
+    /// simulated brokers share them too, so `brokers` needs `--clients` at least as large).
     #[arg(long, default_value_t = 1)]
     pub connections: usize,
     /// Seconds of load.
@@ -389,7 +390,7 @@ pub(crate) fn start_measuring(ctx: &mut Ctx) -> Instant {
 
 /// Runs `count` client loops (`make(i)` builds loop `i`) until they finish or `hard_end`
 /// passes; loops still running then are cancelled. Returns how many were cancelled.
-pub(crate) async fn run_clients<F, Fut>(count: usize, hard_end: Instant, mut make: F) -> usize
+pub(crate) async fn run_clients<F, Fut>(count: usize, hard_end: Instant, mut make: F) -> u64
 where
     F: FnMut(usize) -> Fut,
     Fut: std::future::Future<Output = ()> + 'static,
@@ -417,7 +418,7 @@ where
         }
     }
     drop(tasks);
-    count - finished
+    (count - finished) as u64
 }
 
 #[cfg(test)]

@@ -101,7 +101,7 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
     let (end, nonce, base) = (ctx.end, ctx.nonce, ctx.config.broker_id_base);
     let window = interval.min(ctx.config.duration);
     let timeout = ctx.config.duration + ctx.config.grace;
-    run_clients(n, ctx.hard_end, |j| {
+    report.unfinished = run_clients(n, ctx.hard_end, |j| {
         let client = ctx.client(j).clone();
         let rec = ctx.recorder.clone();
         let follower = follower.clone();

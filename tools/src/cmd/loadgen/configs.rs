@@ -78,7 +78,7 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
     let acked: Rc<RefCell<Vec<Vec<u64>>>> = Rc::new(RefCell::new(vec![Vec::new(); clients]));
     let start = start_measuring(ctx);
     let (end, nonce) = (ctx.end, ctx.nonce);
-    run_clients(clients, ctx.hard_end, |i| {
+    report.unfinished = run_clients(clients, ctx.hard_end, |i| {
         let client = ctx.client(i).clone();
         let rec = ctx.recorder.clone();
         let acked = acked.clone();

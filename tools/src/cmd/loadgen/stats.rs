@@ -235,6 +235,9 @@ pub struct Report {
     pub max_us: u64,
     pub errors: u64,
     pub error_kinds: BTreeMap<String, u64>,
+    /// Client loops (brokers) still waiting for an answer when the grace period ended; they
+    /// were stopped, their requests counted neither as acknowledged nor as errors.
+    pub unfinished: u64,
     /// Leader changes the clients saw (redirects and reconnections to a new leader).
     pub leader_changes: u64,
     /// 4 KiB write + fdatasync p50 of the data directory (0 when not measured).
@@ -347,6 +350,13 @@ impl Report {
             },
             self.leader_changes
         );
+        if self.unfinished > 0 {
+            let _ = writeln!(
+                w,
+                "  {} client(s) still waiting at the end of the grace period were stopped",
+                self.unfinished
+            );
+        }
         if let (Some(a), Some(l)) = (self.acknowledged, self.lost) {
             let _ = writeln!(
                 w,

@@ -52,7 +52,7 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
         .into_iter()
         .map(|s| glommio::spawn_local(heartbeat_until(s, beat, ctx.hard_end, None)))
         .collect();
-    run_clients(ctx.config.clients, ctx.hard_end, |i| {
+    report.unfinished = run_clients(ctx.config.clients, ctx.hard_end, |i| {
         let client = ctx.client(i).clone();
         let rec = ctx.recorder.clone();
         async move {
