@@ -106,7 +106,8 @@ pub struct ControllerServiceConfig {
     pub leader_endpoints: Vec<LeaderHint>,
     /// Period of the controller's `tick` while active (lease expiry, fencing).
     pub controller_tick_interval_ms: u64,
-    /// How often the driver's status is read to follow leadership.
+    /// The driver's status is read after every event and whenever it reports a change of
+    /// leadership or commit point ([`RaftHandle::watch_status`]); at least this often besides.
     pub status_poll_interval_ms: u64,
     /// Timeout of a request that gives 0 (`controller.quorum.request.timeout.ms`).
     pub request_timeout_default_ms: u64,
@@ -123,14 +124,14 @@ pub struct ControllerServiceConfig {
 }
 
 impl ControllerServiceConfig {
-    /// Defaults of a node: ticks every 100 ms, status read every 5 ms, 2 s default and 30 s
+    /// Defaults of a node: ticks every 100 ms, status read at least every 50 ms, 2 s default and 30 s
     /// maximum request timeouts, 1024 queued requests.
     pub fn new(node_id: NodeId, leader_endpoints: Vec<LeaderHint>) -> Self {
         ControllerServiceConfig {
             node_id,
             leader_endpoints,
             controller_tick_interval_ms: 100,
-            status_poll_interval_ms: 5,
+            status_poll_interval_ms: 50,
             request_timeout_default_ms: 2_000,
             request_timeout_max_ms: 30_000,
             request_queue_capacity: 1024,
@@ -579,10 +580,13 @@ impl ControllerService {
         let poll = Duration::from_millis(self.config.status_poll_interval_ms);
         let mut next_tick = Instant::now() + tick;
         let mut next_poll = Instant::now();
+        let status_changes = self.raft.watch_status();
         let outcome = loop {
             let now = Instant::now();
+            // Every event may be the one activation waits for (a commit of the leader's own
+            // epoch, a status change): cheap enough to look each time.
+            self.follow_leadership();
             if now >= next_poll {
-                self.follow_leadership();
                 next_poll = now + poll;
             }
             if now >= next_tick {
@@ -620,7 +624,7 @@ impl ControllerService {
             }
             // Everything done since the last wait shows before the next one.
             self.publish_status(true);
-            let step = match self.next_event(wake).await {
+            let step = match self.next_event(wake, &status_changes).await {
                 Event::Shutdown | Event::CommitsClosed => break Ok(()),
                 Event::Timer => Ok(()),
                 Event::Committed(b) => self.on_committed(b),
@@ -654,8 +658,9 @@ impl ControllerService {
         outcome.map(|()| self.controller)
     }
 
-    /// The next input: shutdown first, then commits, then requests, then the timer.
-    async fn next_event(&self, wake: Instant) -> Event {
+    /// The next input: shutdown first, then commits, then requests, then the timer (or a
+    /// status change, handled like it).
+    async fn next_event(&self, wake: Instant, status_changes: &LocalReceiver<()>) -> Event {
         let shutdown = async {
             self.shutdown.wait().await;
             Event::Shutdown
@@ -674,7 +679,14 @@ impl ControllerService {
             }
         };
         let timer = async {
-            glommio::timer::sleep(wake.saturating_duration_since(Instant::now())).await;
+            let sleep = glommio::timer::sleep(wake.saturating_duration_since(Instant::now()));
+            or(sleep, async {
+                if status_changes.recv().await.is_none() {
+                    // The driver is gone; the commit stream's end stops the loop.
+                    std::future::pending::<()>().await;
+                }
+            })
+            .await;
             Event::Timer
         };
         or(shutdown, or(commit, or(call, timer))).await

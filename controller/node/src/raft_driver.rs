@@ -308,7 +308,11 @@ pub struct RaftHandle {
     proposals: Rc<LocalSender<Proposal>>,
     observers: Rc<LocalSender<ObserverRequest>>,
     status: Rc<RefCell<DriverStatus>>,
+    watchers: StatusWatchers,
 }
+
+/// Kicked when the role, epoch, leader, high watermark or running flag changes.
+type StatusWatchers = Rc<RefCell<Vec<LocalSender<()>>>>;
 
 impl RaftHandle {
     /// Appends a batch of `record_count` records through the leader's core and returns the
@@ -366,17 +370,27 @@ impl RaftHandle {
         self.status.borrow().clone()
     }
 
+    /// Sets the status of a [`RaftHandle::detached`] handle (kicking its watchers).
+    pub(crate) fn publish_status(&self, status: DriverStatus) {
+        publish_status(&self.status, &self.watchers, status);
+    }
+
+    /// A receiver that gets a message (coalesced: at most one waits) whenever the status's
+    /// role, epoch, leader, high watermark or running flag changes, so a follower of the
+    /// status need not poll it.
+    pub fn watch_status(&self) -> LocalReceiver<()> {
+        let (tx, rx) = local_channel::new_bounded(1);
+        self.watchers.borrow_mut().push(tx);
+        rx
+    }
+
     /// A handle served by something other than a driver on this shard (the controller side
     /// of [`crate::shard_bridge`]): its proposals arrive on the returned receiver, and its
-    /// status is whatever the returned cell holds.
+    /// status is what [`RaftHandle::publish_status`] sets.
     pub(crate) fn detached(
         status: DriverStatus,
         capacity: usize,
-    ) -> (
-        RaftHandle,
-        LocalReceiver<Proposal>,
-        Rc<RefCell<DriverStatus>>,
-    ) {
+    ) -> (RaftHandle, LocalReceiver<Proposal>) {
         let (tx, rx) = local_channel::new_bounded(capacity);
         // Observers are served on the driver's shard only: here their requests fail at once.
         let (observers, _) = local_channel::new_bounded(1);
@@ -385,8 +399,9 @@ impl RaftHandle {
             proposals: Rc::new(tx),
             observers: Rc::new(observers),
             status: status.clone(),
+            watchers: Rc::default(),
         };
-        (handle, rx, status)
+        (handle, rx)
     }
 }
 
@@ -422,6 +437,7 @@ pub struct RaftDriver<D: Disk = UringDisk> {
     observer_waits: BTreeMap<NodeId, LocalSender<Result<corum_raft::Message>>>,
     commits: Option<LocalSender<CommittedBatch>>,
     status: Rc<RefCell<DriverStatus>>,
+    watchers: StatusWatchers,
     shutdown: ShutdownSignal,
     clock_origin: Instant,
     /// Per peer: messages ever handed to its link (the link's own counters at start, plus
@@ -524,7 +540,9 @@ impl<D: Disk> RaftDriver<D> {
             proposals: Rc::new(proposal_tx),
             observers: Rc::new(observer_tx),
             status: status.clone(),
+            watchers: Rc::default(),
         };
+        let watchers = handle.watchers.clone();
         let driver = RaftDriver {
             config,
             core,
@@ -536,6 +554,7 @@ impl<D: Disk> RaftDriver<D> {
             observer_waits: BTreeMap::new(),
             commits: Some(commit_tx),
             status,
+            watchers,
             shutdown,
             clock_origin: Instant::now(),
             queued_to,
@@ -911,7 +930,7 @@ impl<D: Disk> RaftDriver<D> {
     }
 
     fn update_status(&self, state: &LoopState, running: bool) {
-        *self.status.borrow_mut() = DriverStatus {
+        let status = DriverStatus {
             raft: self.core.status(),
             stats: self.core.stats(),
             log_end_offset: self.log.end_offset(),
@@ -921,6 +940,28 @@ impl<D: Disk> RaftDriver<D> {
             replicas: self.core.replica_progress(),
             now_ms: self.core.now_ms(),
         };
+        publish_status(&self.status, &self.watchers, status);
+    }
+}
+
+/// Sets `status` and kicks the watchers if a field they watch changed.
+fn publish_status(cell: &RefCell<DriverStatus>, watchers: &StatusWatchers, status: DriverStatus) {
+    let key = |s: &DriverStatus| {
+        (
+            s.raft.role,
+            s.raft.epoch,
+            s.raft.leader,
+            s.raft.high_watermark,
+            s.running,
+        )
+    };
+    let changed = key(&cell.borrow()) != key(&status);
+    *cell.borrow_mut() = status;
+    if changed {
+        // Full: a kick already waits. Closed: the watcher is gone.
+        watchers
+            .borrow_mut()
+            .retain(|w| !matches!(w.try_send(()), Err(glommio::GlommioError::Closed(_))));
     }
 }
 

@@ -42,10 +42,9 @@ use crate::raft_driver::{CommittedBatch, DriverStatus, Proposal, RaftHandle};
 const BATCH_MAX: usize = 512;
 /// Messages queued on each cross-shard channel.
 const CHANNEL_CAPACITY: usize = 256;
-/// How often the worker side looks at the driver's status; a changed role, epoch, leader,
-/// high watermark or running flag is sent at once, anything else at most every
-/// [`STATUS_REFRESH_MS`].
-const STATUS_POLL_MS: u64 = 1;
+/// The driver's status goes to the controller side at once when its role, epoch, leader,
+/// high watermark or running flag changes ([`RaftHandle::watch_status`]), and every
+/// `STATUS_REFRESH_MS` otherwise.
 const STATUS_REFRESH_MS: u64 = 50;
 
 /// Where a proposal's result goes on the controller side.
@@ -119,17 +118,6 @@ async fn batch_from<T>(rx: &LocalReceiver<T>, first: T) -> Vec<T> {
     items
 }
 
-/// The fields of a driver status whose change the controller must see at once.
-fn status_key(s: &DriverStatus) -> impl PartialEq {
-    (
-        s.raft.role,
-        s.raft.epoch,
-        s.raft.leader,
-        s.raft.high_watermark,
-        s.running,
-    )
-}
-
 impl WorkerEnds {
     /// Connects the worker side and starts its tasks: returns the service handle the RPC
     /// server uses. `raft` and `commits` come from [`crate::RaftDriver::start`]. The tasks end
@@ -167,30 +155,31 @@ async fn forward_commits(commits: LocalReceiver<CommittedBatch>, tx: Sender<Vec<
 }
 
 async fn forward_status(raft: RaftHandle, control: Rc<Sender<ToController>>) {
-    let mut last: Option<DriverStatus> = None;
-    let mut since_sent_ms = 0;
+    let changed = raft.watch_status();
     loop {
         let now = raft.status();
-        let changed = last
-            .as_ref()
-            .is_none_or(|l| status_key(l) != status_key(&now));
-        if changed || since_sent_ms >= STATUS_REFRESH_MS {
-            let running = now.running;
-            if control
-                .send(ToController::Status(Box::new(now.clone())))
-                .await
-                .is_err()
-            {
-                return;
-            }
-            last = Some(now);
-            since_sent_ms = 0;
-            if !running {
-                return;
-            }
+        let running = now.running;
+        if control
+            .send(ToController::Status(Box::new(now)))
+            .await
+            .is_err()
+            || !running
+        {
+            return;
         }
-        glommio::timer::sleep(Duration::from_millis(STATUS_POLL_MS)).await;
-        since_sent_ms += STATUS_POLL_MS;
+        // At once on a change that matters; otherwise a refresh now and then (replication
+        // progress, log ends).
+        let refresh = glommio::timer::sleep(Duration::from_millis(STATUS_REFRESH_MS));
+        or(
+            async {
+                if changed.recv().await.is_none() {
+                    // The driver is gone; its last status (not running) was kicked before.
+                    std::future::pending::<()>().await;
+                }
+            },
+            refresh,
+        )
+        .await;
     }
 }
 
@@ -279,7 +268,8 @@ pub struct ControllerSide {
     control: Receiver<ToController>,
     down: Rc<Sender<ToWorker>>,
     proposals: LocalReceiver<Proposal>,
-    status: Rc<RefCell<DriverStatus>>,
+    /// The handle the service got (its status is set from the worker's reports).
+    raft: RaftHandle,
     commit_tx: LocalSender<CommittedBatch>,
 }
 
@@ -295,7 +285,7 @@ impl ControllerEnds {
         let commits = self.commits.connect().await;
         let control = self.control.connect().await;
         let down = Rc::new(self.down.connect().await);
-        let (raft, proposals, status) = RaftHandle::detached(initial, 64);
+        let (raft, proposals) = RaftHandle::detached(initial, 64);
         let (commit_tx, commit_rx) = local_channel::new_bounded(commit_queue_capacity.max(1));
         (
             ControllerSide {
@@ -303,7 +293,7 @@ impl ControllerEnds {
                 control,
                 down,
                 proposals,
-                status,
+                raft: raft.clone(),
                 commit_tx,
             },
             raft,
@@ -320,7 +310,7 @@ impl ControllerSide {
             control,
             down,
             proposals,
-            status,
+            raft,
             commit_tx,
         } = self;
         let waiting: Rc<RefCell<HashMap<u64, ProposalReply>>> = Rc::default();
@@ -375,7 +365,7 @@ impl ControllerSide {
         let control_loop = async {
             while let Some(message) = control.recv().await {
                 match message {
-                    ToController::Status(s) => *status.borrow_mut() = *s,
+                    ToController::Status(s) => raft.publish_status(*s),
                     ToController::Proposed { id, result } => {
                         if let Some(reply) = waiting.borrow_mut().remove(&id) {
                             let _ = reply.try_send(result);
@@ -395,7 +385,9 @@ impl ControllerSide {
             }
         };
         or(commit_pump, control_loop).await;
-        status.borrow_mut().running = false;
+        let mut last = raft.status();
+        last.running = false;
+        raft.publish_status(last);
         waiting.borrow_mut().clear();
         drop(propose_pump);
         drop(answer_pump);
