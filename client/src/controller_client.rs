@@ -7,10 +7,15 @@
 //!
 //! | answer / failure | retried? | where next |
 //! |---|---|---|
-//! | success, or `Api` / `Timeout` / `Malformed` / `RequestTooLarge` | no | — |
+//! | success, or `Api` / `Malformed` / `RequestTooLarge` | no | — |
+//! | `Timeout` (the server's, or no answer within `request_timeout`) | no | later calls: the next bootstrap server |
 //! | `NotController { leader: Some(hint) }` | yes, at once (after a backoff from the third hint in a row) | the hint's address if it is a bootstrap server, else the address learned for the hint's id, else the next bootstrap server |
-//! | `NotController { leader: None }` (election running) | yes, after a backoff | the next bootstrap server |
-//! | connection lost, connect refused | yes, after a backoff | the next bootstrap server, this one last |
+//! | `NotController { leader: None }` (election running) | yes, after a backoff | the next bootstrap server that accepts a connection; if none does, the same server again |
+//! | connection lost, connect refused | yes, after a backoff | the next bootstrap server, this one (reconnected) last |
+//!
+//! `DescribeQuorum` is answered by any node, so its answers move nothing and do not count in
+//! [`ControllerClient::leader_changes`]; every other request is answered only by the active
+//! controller.
 //!
 //! Why hints are not trusted blindly: a node names the leader by its *Raft* endpoint unless
 //! its RPC server was told the others' client endpoints, and a Raft endpoint does not speak
@@ -19,7 +24,9 @@
 //! `N -> A` and goes straight there the next time a hint names `N`.
 //!
 //! A `Timeout` is not retried: the request may still commit, and only the caller knows whether
-//! sending it again is harmless. A lost connection *is* retried (the request may have taken
+//! sending it again is harmless. It does move the client to the next bootstrap server for
+//! later calls, though: a leader that lets requests time out may be hung or cut off from
+//! the client, and if it still leads, the next call's hint leads straight back. A lost connection *is* retried (the request may have taken
 //! effect already), so non-idempotent requests may apply twice across a failover: a retried
 //! `CreateTopics` can answer `TopicAlreadyExists`.
 //!
@@ -159,6 +166,8 @@ pub struct ClientStats {
     pub connects: u64,
     /// Connection attempts that failed.
     pub connect_failures: u64,
+    /// Calls that timed out (each moved the client to the next server).
+    pub timeouts: u64,
 }
 
 /// The connection to one server.
@@ -314,6 +323,15 @@ impl ControllerClient {
                     Retriable::Lost(format!("connection to {addr} lost: {reason}"))
                 }
                 Err(e @ RpcClientError::Connect { .. }) => Retriable::Lost(e.to_string()),
+                Err(RpcClientError::Rpc(e @ RpcError::Timeout { .. })) => {
+                    // Not retried (it may still commit), but a server that lets a request time
+                    // out may be hung or cut off: later calls start at the next server, and
+                    // a hint brings them back if this one still leads.
+                    self.count(|s| s.calls += 1);
+                    self.count(|s| s.timeouts += 1);
+                    self.relocate(&conn, &Retriable::Lost(e.to_string())).await;
+                    return Err(ClientError::Rpc(e));
+                }
                 Err(RpcClientError::Rpc(e)) => {
                     self.count(|s| s.calls += 1);
                     return Err(ClientError::Rpc(e));
@@ -417,38 +435,18 @@ impl ControllerClient {
             // Another call moved the client while this one waited: retry there.
             return matches!(failure, Retriable::NotController(Some(_)));
         }
-        let bootstrap = &inner.config.bootstrap;
-        let mut candidates: Vec<(SocketAddr, bool)> = Vec::with_capacity(bootstrap.len() + 2);
-        if let Retriable::NotController(Some(hint)) = failure {
-            if let Some(addr) = hint_addr(hint).filter(|a| bootstrap.contains(a)) {
-                candidates.push((addr, true));
-            }
-            if let Some(&addr) = inner.learned.borrow().get(&hint.id) {
-                candidates.push((addr, true));
-            }
-        }
-        // Round the bootstrap list, starting after the server that failed; that server comes
-        // last (its connection may have broken while the server itself is fine).
-        let at = bootstrap.iter().position(|a| *a == conn.addr);
-        let n = bootstrap.len();
-        let start = at.map_or(0, |i| i + 1);
-        for k in 0..n {
-            candidates.push((bootstrap[(start + k) % n], false));
-        }
+        let hint = match failure {
+            Retriable::NotController(Some(hint)) => Some(hint),
+            _ => None,
+        };
+        let learned = hint.and_then(|h| inner.learned.borrow().get(&h.id).copied());
+        let answered = matches!(failure, Retriable::NotController(_));
+        let candidates = candidates(&inner.config.bootstrap, conn.addr, answered, hint, learned);
         let rpc_config = RpcClientConfig {
             redirects_max: 0,
             ..inner.config.rpc
         };
-        let mut tried: Vec<SocketAddr> = Vec::with_capacity(candidates.len());
         for (addr, hinted) in candidates {
-            // The server that just said it does not lead keeps its healthy connection: the
-            // call asks it again after the pause if no other server takes the call (it may
-            // win the next election). After a lost connection it is reconnected last.
-            let answered = matches!(failure, Retriable::NotController(_));
-            if (addr == conn.addr && (hinted || answered)) || tried.contains(&addr) {
-                continue;
-            }
-            tried.push(addr);
             match open(addr, rpc_config, inner.config.request_timeout).await {
                 Ok(rpc) => {
                     self.count(|s| s.connects += 1);
@@ -650,6 +648,42 @@ async fn open(
     }
 }
 
+/// Where a client connected to `current` tries next, in order, each with whether a hint led
+/// there. `answered`: `current` answered NotController (its connection is healthy, so it is
+/// not reconnected); otherwise its connection broke and it is reconnected last. Only
+/// bootstrap servers are named: first the hint's address if it is one, then the address
+/// learned for the hint's node, then the bootstrap list round from the server after
+/// `current`. No address twice; never `current` after a hint.
+fn candidates(
+    bootstrap: &[SocketAddr],
+    current: SocketAddr,
+    answered: bool,
+    hint: Option<&LeaderHint>,
+    learned: Option<SocketAddr>,
+) -> Vec<(SocketAddr, bool)> {
+    let mut out: Vec<(SocketAddr, bool)> = Vec::with_capacity(bootstrap.len() + 2);
+    let mut push = |addr: SocketAddr, hinted: bool| {
+        if !(addr == current && (hinted || answered)) && out.iter().all(|(a, _)| *a != addr) {
+            out.push((addr, hinted));
+        }
+    };
+    if let Some(addr) = hint.and_then(hint_addr).filter(|a| bootstrap.contains(a)) {
+        push(addr, true);
+    }
+    if let Some(addr) = learned.filter(|a| bootstrap.contains(a)) {
+        push(addr, true);
+    }
+    let n = bootstrap.len();
+    let start = bootstrap
+        .iter()
+        .position(|a| *a == current)
+        .map_or(0, |i| i + 1);
+    for k in 0..n {
+        push(bootstrap[(start + k) % n], false);
+    }
+    out
+}
+
 /// The socket address a hint names, if its host is an address or resolves.
 fn hint_addr(hint: &LeaderHint) -> Option<SocketAddr> {
     if let Ok(ip) = hint.host.parse::<std::net::IpAddr>() {
@@ -770,6 +804,59 @@ mod tests {
                 other => panic!("{bad:?}: {other:?}"),
             }
         }
+    }
+
+    /// Candidates: a hint naming a bootstrap server goes first; a hint naming anything else
+    /// (a Raft endpoint) is never used, the address learned for its node is; the list then
+    /// goes round from the server after the current one; the current server is skipped when
+    /// it answered and comes last (reconnected) when its connection broke.
+    #[test]
+    fn candidates_follow_hints_to_bootstrap_servers_only() {
+        let a: SocketAddr = "127.0.0.1:1001".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:1002".parse().unwrap();
+        let c: SocketAddr = "127.0.0.1:1003".parse().unwrap();
+        let raft: SocketAddr = "127.0.0.1:2003".parse().unwrap();
+        let boot = [a, b, c];
+        let hint = |addr: SocketAddr| LeaderHint {
+            id: NodeId(3),
+            host: addr.ip().to_string(),
+            port: addr.port(),
+        };
+        // A client hint naming c.
+        assert_eq!(
+            candidates(&boot, a, true, Some(&hint(c)), None),
+            vec![(c, true), (b, false)]
+        );
+        // A Raft-endpoint hint: round the list, unless node 3's address was learned.
+        assert_eq!(
+            candidates(&boot, a, true, Some(&hint(raft)), None),
+            vec![(b, false), (c, false)]
+        );
+        assert_eq!(
+            candidates(&boot, a, true, Some(&hint(raft)), Some(c)),
+            vec![(c, true), (b, false)]
+        );
+        // A learned address outside the bootstrap list is not used either.
+        assert_eq!(
+            candidates(&boot, b, true, Some(&hint(raft)), Some(raft)),
+            vec![(c, false), (a, false)]
+        );
+        // A stale hint naming the server that just answered NotController.
+        assert_eq!(
+            candidates(&boot, c, true, Some(&hint(c)), None),
+            vec![(a, false), (b, false)]
+        );
+        // A broken connection: the others first, then the same server again.
+        assert_eq!(
+            candidates(&boot, b, false, None, None),
+            vec![(c, false), (a, false), (b, false)]
+        );
+        // A server not (or no longer) in the list: from the start.
+        let d: SocketAddr = "127.0.0.1:1004".parse().unwrap();
+        assert_eq!(
+            candidates(&boot, d, false, None, None),
+            vec![(a, false), (b, false), (c, false)]
+        );
     }
 
     /// A hint's host is used as an address when it is one, resolved otherwise.

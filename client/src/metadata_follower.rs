@@ -7,7 +7,7 @@
 //! | `Fetch` answer that applies or buffers | fetches again at once |
 //! | `Fetch` answer ignored / `NotLeader` | fetches again at once if it taught a newer epoch, else after a backoff |
 //! | [`ClientError`] (the client already retried leaders up to its deadline; or `Malformed`: a node that does not serve `Fetch`) | backoff, then again |
-//! | [`ObserverError`] | stops; [`MetadataFollower::failure`] says why, waiters wake |
+//! | [`ObserverError`](crate::ObserverError) | stops; [`MetadataFollower::failure`] says why, waiters wake |
 //!
 //! The follower is glommio-local and meant to be shared (`Rc`) by every broker session of one
 //! executor: they all report its [`MetadataFollower::next_offset`]. Dropping it (or

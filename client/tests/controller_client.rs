@@ -211,3 +211,51 @@ fn connect_reports_unreachable_servers() {
         }
     });
 }
+
+/// A server that accepts connections but never answers (hung) makes the first call time out;
+/// the timeout is returned, not retried, and moves the client on, so the next call reaches
+/// the leader.
+#[test]
+fn a_timeout_moves_later_calls_to_another_server() {
+    on_executor("client-timeout", TEST_DEADLINE, || async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (nodes, l) = cluster(tmp.path(), false).await;
+        // The hung server: accepts and keeps every connection open without reading.
+        let silent = glommio::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let silent_addr = silent.local_addr().unwrap();
+        let hold = glommio::spawn_local(async move {
+            let mut held = Vec::new();
+            while let Ok(stream) = silent.accept().await {
+                held.push(stream);
+            }
+        })
+        .detach();
+        let mut bootstrap = vec![silent_addr];
+        bootstrap.extend(nodes.iter().map(|n| n.rpc_addr));
+        let client = ControllerClient::connect(ClientConfig {
+            request_timeout: Duration::from_millis(200),
+            ..ClientConfig::new(bootstrap)
+        })
+        .await
+        .unwrap();
+        assert_eq!(client.current_server(), Some(silent_addr));
+        match client
+            .alter_config(broker_resource(3), "log.retention.ms", "5")
+            .await
+        {
+            Err(ClientError::Rpc(corum_client::RpcError::Timeout { timeout_ms })) => {
+                assert_eq!(timeout_ms, 200)
+            }
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+        assert_eq!(client.stats().timeouts, 1);
+        assert_ne!(client.current_server(), Some(silent_addr));
+        client
+            .alter_config(broker_resource(3), "log.retention.ms", "6")
+            .await
+            .unwrap();
+        assert_eq!(client.current_server(), Some(nodes[l].rpc_addr));
+        hold.cancel();
+        stop_all(nodes).await;
+    });
+}
