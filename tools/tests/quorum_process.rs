@@ -385,8 +385,8 @@ fn leader_sigkill_under_verified_load_loses_nothing() {
     assert!(report["leader_changes"].as_u64().unwrap() >= 1, "{report}");
 }
 
-/// A SIGKILLed follower restarts, recovers its log and catches up: the leader reports it
-/// with lag 0 at or past the high watermark reached while it was down.
+/// A SIGKILLed idle follower restarts, recovers its log and catches up with what was
+/// written while it was down: the leader reports it with lag 0 at or past that high watermark.
 #[test]
 fn killed_follower_restarts_and_catches_up() {
     let _serial = serial();
@@ -396,24 +396,18 @@ fn killed_follower_restarts_and_catches_up() {
     let f = c.ids().into_iter().find(|&id| id != l).unwrap();
     c.kill(f);
     let others: Vec<u32> = c.ids().into_iter().filter(|&id| id != f).collect();
-    let out = corum(
+    let out = spawn_loadgen(
+        &bootstrap_of(&c, &others),
         &[
-            "loadgen",
-            "--bootstrap",
-            &bootstrap_of(&c, &others),
             "--workload",
             "configs",
             "--clients",
             "8",
             "--duration",
             "1.5",
-            "--json",
-            "--no-progress",
-            "--raw-fsync-seconds",
-            "0",
         ],
-        Duration::from_secs(30),
-    );
+    )
+    .wait(Duration::from_secs(30));
     let report = loadgen_json(&out);
     assert!(out.status.success(), "{report}");
     assert!(report["ops"].as_u64().unwrap() > 0, "{report}");
@@ -422,19 +416,82 @@ fn killed_follower_restarts_and_catches_up() {
         .unwrap();
     c.start(f)
         .unwrap_or_else(|e| panic!("restarting node {f}: {e:#}\n{}", logs(&c)));
-    let row = wait_until("the follower to catch up", Duration::from_secs(20), || {
+    wait_for_catch_up(&c, f, hwm_while_down);
+}
+
+/// Waits until the leader reports follower `f` with lag 0 at or past `offset`; fails with
+/// the last answer and the nodes' logs.
+fn wait_for_catch_up(c: &LocalCluster, f: u32, offset: u64) {
+    let mut last = None;
+    let start = Instant::now();
+    let row = loop {
+        let d = describe(&c.bootstrap(), 2_000);
+        let row = d.as_ref().and_then(|d| {
+            d["replicas"]
+                .as_array()?
+                .iter()
+                .find(|r| r["node_id"].as_u64() == Some(u64::from(f)))
+                .cloned()
+        });
+        if let Some(r) = row.filter(|r| {
+            r["lag"].as_u64() == Some(0)
+                && r["log_end_offset"].as_u64().is_some_and(|o| o >= offset)
+                && r["status"] == "Follower"
+        }) {
+            break r;
+        }
+        last = d.or(last);
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "node {f} did not catch up to {offset}; last describe: {last:?}\n{}",
+            logs(c)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(row["last_caught_up_age_ms"].as_u64().is_some(), "{row}");
+}
+
+/// A follower SIGKILLed under load restarts, recovers its log and catches up: the leader
+/// reports it with lag 0 at or past the high watermark reached while it was down.
+#[test]
+#[ignore = "the leader's catch-up append to the restarted follower exceeds the peer frame limit and is dropped (corum run at 0040b15; see /work/notes/ops-findings.md)"]
+fn follower_killed_under_load_restarts_and_catches_up() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = start_cluster(tmp.path(), &[]);
+    let (l, _) = leader(&c, &c.ids());
+    let f = c.ids().into_iter().find(|&id| id != l).unwrap();
+    let others: Vec<u32> = c.ids().into_iter().filter(|&id| id != f).collect();
+    let load = spawn_loadgen(
+        &c.bootstrap(),
+        &["--workload", "configs", "--clients", "8", "--duration", "3"],
+    );
+    // The follower has replicated part of the load when it is killed.
+    wait_until("the follower to replicate", Duration::from_secs(15), || {
         let d = describe(&c.bootstrap(), 2_000)?;
-        let row = d["replicas"]
+        d["replicas"]
             .as_array()?
             .iter()
-            .find(|r| r["node_id"].as_u64() == Some(u64::from(f)))?
-            .clone();
-        (row["lag"].as_u64() == Some(0)
-            && row["log_end_offset"].as_u64()? >= hwm_while_down
-            && row["status"] == "Follower")
-            .then_some(row)
+            .find(|r| r["node_id"].as_u64() == Some(u64::from(f)))?["log_end_offset"]
+            .as_u64()
+            .filter(|&o| o > 500)
     });
-    assert!(row["last_caught_up_age_ms"].as_u64().is_some(), "{row}");
+    c.kill(f);
+    let out = load.wait(Duration::from_secs(30));
+    let report = loadgen_json(&out);
+    assert!(out.status.success(), "{report}");
+    assert!(report["ops"].as_u64().unwrap() > 0, "{report}");
+    let hwm_while_down = describe(&bootstrap_of(&c, &others), 5_000).unwrap()["high_watermark"]
+        .as_u64()
+        .unwrap();
+    c.start(f)
+        .unwrap_or_else(|e| panic!("restarting node {f}: {e:#}\n{}", logs(&c)));
+    wait_for_catch_up(&c, f, hwm_while_down);
+    assert!(
+        c.log_tail(f).contains("recovered"),
+        "node {f} logged no recovery:\n{}",
+        c.log_tail(f)
+    );
 }
 
 /// SIGTERM of the leader hands leadership over without waiting for an election timeout:

@@ -38,10 +38,12 @@ pub fn corum_exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_corum"))
 }
 
-/// A spec for a 3-voter cluster under `dir` with `settings` added to every node.
+/// A spec for a 3-voter cluster under `dir` with `settings` added to every node. The nodes
+/// log at `info`, or at `CORUM_TEST_NODE_LOG` when set (a `RUST_LOG` filter); a failing test
+/// prints the tail of every node's log.
 pub fn spec(dir: &Path, settings: &[(&str, &str)]) -> ClusterSpec {
     let mut s = ClusterSpec::new(corum_exe(), dir);
-    s.rust_log = "info".into();
+    s.rust_log = std::env::var("CORUM_TEST_NODE_LOG").unwrap_or_else(|_| "info".into());
     for (k, v) in settings {
         s = s.set(k, v);
     }
