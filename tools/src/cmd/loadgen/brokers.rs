@@ -2,7 +2,8 @@
 //! [`MetadataFollower`] register (starts spread over the first heartbeat interval, as brokers
 //! of a real cluster do not all start at once), wait to be unfenced, then heartbeat every
 //! `--heartbeat-interval-ms` until the duration ends. Heartbeat round trips are the recorded
-//! latency; registration to unfenced is a histogram of its own.
+//! latency; registration to unfenced is a histogram of its own. Before the measured phase the
+//! follower replays the log up to the current high watermark (as a broker does at startup).
 //!
 //! Also the helpers the `topics` workload uses to have a few unfenced brokers.
 
@@ -34,6 +35,39 @@ pub(crate) fn start_follower(ctx: &Ctx) -> Rc<MetadataFollower> {
         replica,
         FOLLOWER_WAIT_MAX,
     ))
+}
+
+/// Waits (not measured) until `follower` has applied the log up to the high watermark it
+/// first learns: a broker replays the metadata log before it registers, and a follower
+/// starting from offset 0 of a long log would otherwise make every registration wait for that
+/// replay. Fails if the follower stops or `timeout` passes.
+pub(crate) async fn catch_up(
+    client: &ControllerClient,
+    follower: &MetadataFollower,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let target = client
+        .describe_quorum_at_leader()
+        .await
+        .map_err(|e| anyhow::anyhow!("asking the leader for its high watermark: {e}"))?
+        .high_watermark;
+    let left = timeout.saturating_sub(start.elapsed());
+    if follower.wait_for(target, left).await {
+        return Ok(());
+    }
+    match follower.failure() {
+        Some(why) => anyhow::bail!("the shared metadata follower stopped: {why}"),
+        None => anyhow::bail!(
+            "the shared metadata follower applied up to {} of {target} within {timeout:?}",
+            follower.next_offset()
+        ),
+    }
+}
+
+/// How long a workload may prepare (the follower's replay, the topics workload's brokers).
+pub(crate) fn preparation_timeout(ctx: &Ctx) -> Duration {
+    ctx.config.grace.max(Duration::from_secs(30))
 }
 
 /// Broker `id` of this run: a fresh incarnation and a made-up listener.
@@ -96,6 +130,7 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
     let n = ctx.config.brokers;
     let interval = ctx.config.heartbeat_interval;
     let follower = start_follower(ctx);
+    catch_up(ctx.client(0), &follower, preparation_timeout(ctx)).await?;
     let unfenced = Rc::new(RefCell::new(latency_histogram()));
     let start = start_measuring(ctx);
     let (end, nonce, base) = (ctx.end, ctx.nonce, ctx.config.broker_id_base);

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use corum_controller::control::replication_control::{CreatableTopic, CreateTopicsRequest};
 
-use super::brokers::{heartbeat_until, register, start_follower};
+use super::brokers::{catch_up, heartbeat_until, preparation_timeout, register, start_follower};
 use super::stats::{error_kind, Report};
 use super::{run_clients, start_measuring, Ctx};
 
@@ -27,7 +27,8 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
     let n = ctx.config.brokers.min(TOPIC_BROKERS_MAX);
     let replication = i16::try_from(n).expect("at most 3 brokers");
     let follower = start_follower(ctx);
-    let prepare_end = Instant::now() + ctx.config.grace.max(Duration::from_secs(5));
+    let prepare_end = Instant::now() + preparation_timeout(ctx);
+    catch_up(ctx.client(0), &follower, preparation_timeout(ctx)).await?;
     let mut sessions = Vec::new();
     for j in 0..n {
         let id = ctx.config.broker_id_base + j as u32;
