@@ -27,7 +27,7 @@ use corum_types::{Epoch, LogOffset};
 use glommio::task::JoinHandle;
 
 use crate::controller_client::ControllerClient;
-use crate::error::ClientError;
+use crate::error::{ClientError, ObserverError};
 use crate::observer_log::{ObserverLog, ObserverStats};
 
 /// First pause after a fetch that did not progress; doubled per such fetch in a row.
@@ -52,7 +52,9 @@ struct Shared {
     /// reaches it, or when the task stops. (Thousands of broker sessions may wait at once: an
     /// apply wakes only those it satisfies.)
     waiters: RefCell<BTreeMap<LogOffset, Vec<Waker>>>,
-    failure: RefCell<Option<String>>,
+    failure: RefCell<Option<ObserverError>>,
+    /// Set when the follower is dropped: waiters are released.
+    stopped: Cell<bool>,
     fetches: Cell<u64>,
     fetch_errors: Cell<u64>,
     last_error: RefCell<Option<ClientError>>,
@@ -96,6 +98,7 @@ impl MetadataFollower {
             log: RefCell::new(ObserverLog::new()),
             waiters: RefCell::default(),
             failure: RefCell::default(),
+            stopped: Cell::new(false),
             fetches: Cell::new(0),
             fetch_errors: Cell::new(0),
             last_error: RefCell::default(),
@@ -140,8 +143,8 @@ impl MetadataFollower {
         self.shared.log.borrow().image().clone()
     }
 
-    /// Why the follower stopped, if it did (it does only on an [`crate::ObserverError`]).
-    pub fn failure(&self) -> Option<String> {
+    /// Why the follower stopped, if it did (it does only on an [`ObserverError`]).
+    pub fn failure(&self) -> Option<ObserverError> {
         self.shared.failure.borrow().clone()
     }
 
@@ -181,10 +184,7 @@ impl MetadataFollower {
 impl Drop for MetadataFollower {
     fn drop(&mut self) {
         self.task.cancel();
-        self.shared
-            .failure
-            .borrow_mut()
-            .get_or_insert_with(|| "stopped".into());
+        self.shared.stopped.set(true);
         self.shared.wake_all();
     }
 }
@@ -204,7 +204,7 @@ impl Future for Reached<'_> {
         if self.shared.log.borrow().applied_end() >= self.offset {
             return Poll::Ready(true);
         }
-        if self.shared.failure.borrow().is_some() {
+        if self.shared.failure.borrow().is_some() || self.shared.stopped.get() {
             return Poll::Ready(false);
         }
         let this = self.get_mut();
@@ -258,7 +258,7 @@ async fn follow(
                     }
                     Err(e) => {
                         tracing::error!(?replica, error = %e, "metadata follower stops");
-                        *shared.failure.borrow_mut() = Some(e.to_string());
+                        *shared.failure.borrow_mut() = Some(e);
                         shared.wake_all();
                         return;
                     }

@@ -10,7 +10,9 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use corum_client::{ClientConfig, ClientError, ControllerClient, MetadataFollower, RpcError};
+use corum_client::{
+    ClientConfig, ClientError, ControllerClient, MetadataFollower, ObserverError, RpcError,
+};
 use corum_controller::encode_batch;
 use corum_controller::image::ConfigResource;
 use corum_controller::records::{ConfigRecordV1, ConfigResourceType, MetadataRecord};
@@ -304,8 +306,15 @@ fn a_fatal_answer_stops_the_follower_and_releases_waiters() {
         let started = std::time::Instant::now();
         assert!(!follower.wait_for(LogOffset(1), WAIT).await);
         assert!(started.elapsed() < WAIT);
-        let failure = follower.failure().unwrap();
-        assert!(failure.contains("snapshot"), "{failure}");
+        assert!(
+            matches!(
+                follower.failure(),
+                Some(ObserverError::SnapshotNeeded { fetch_offset: LogOffset(0), snapshot })
+                    if snapshot.end_offset == LogOffset(1000)
+            ),
+            "{:?}",
+            follower.failure()
+        );
         assert_eq!(follower.next_offset(), LogOffset(0));
     });
 }

@@ -92,6 +92,7 @@ use rkyv::util::AlignedVec;
 use crate::config::NodeConfig;
 use crate::dispatch::{dispatch, effective_timeout_ms, Dispatch};
 use crate::error::{DriverError, ServiceError};
+use crate::metrics::LatencyHistogram;
 use crate::protocol::{LeaderHint, RequestFrame, ResponseBody, ResponseFrame, RpcError};
 use crate::raft_driver::{CommittedBatch, RaftHandle};
 
@@ -205,6 +206,8 @@ pub struct ServiceStatus {
     /// arrive together share one batch).
     pub proposals: u64,
     pub proposed_requests: u64,
+    /// Request arrival to commit, for requests that proposed records.
+    pub commit_latency: LatencyHistogram,
     /// False once [`ControllerService::run`] has returned.
     pub running: bool,
 }
@@ -222,6 +225,7 @@ impl ServiceStatus {
             timeouts: 0,
             proposals: 0,
             proposed_requests: 0,
+            commit_latency: LatencyHistogram::default(),
             running: true,
         }
     }
@@ -406,6 +410,8 @@ impl<T> WaitingProposals<T> {
 
 /// The request side of a waiting proposal.
 struct Pending {
+    /// When the request reached this task.
+    received: Instant,
     correlation_id: u64,
     timeout_ms: u32,
     response: ResponseBody,
@@ -508,6 +514,7 @@ pub struct ControllerService {
     timeouts: u64,
     proposals: u64,
     proposed_requests: u64,
+    commit_latency: LatencyHistogram,
     /// Set once the loop ended: answers carry no leader hint (not even this node).
     stopping: bool,
 }
@@ -540,6 +547,7 @@ impl ControllerService {
             timeouts: 0,
             proposals: 0,
             proposed_requests: 0,
+            commit_latency: LatencyHistogram::default(),
             running: true,
         }));
         let handle = ControllerServiceHandle {
@@ -567,6 +575,7 @@ impl ControllerService {
             timeouts: 0,
             proposals: 0,
             proposed_requests: 0,
+            commit_latency: LatencyHistogram::default(),
             stopping: false,
         };
         (service, handle)
@@ -794,6 +803,7 @@ impl ControllerService {
         {
             let Some(p) = p else { continue };
             let body = if committed {
+                self.commit_latency.record(p.received.elapsed());
                 Ok(p.response)
             } else {
                 Err(RpcError::NotController {
@@ -823,6 +833,7 @@ impl ControllerService {
             return Ok(());
         };
         let now_ms = self.now_ms();
+        let arrived = Instant::now();
         let mut group = Group::new(self.next_offset);
         for Call { frame, reply } in calls {
             let id = frame.correlation_id;
@@ -840,6 +851,7 @@ impl ControllerService {
             let timeout_ms = self.timeout_ms(frame.timeout_ms);
             let deadline = Instant::now() + Duration::from_millis(timeout_ms);
             let pending = |response, reply| Pending {
+                received: arrived,
                 correlation_id: id,
                 timeout_ms: u32::try_from(timeout_ms).unwrap_or(u32::MAX),
                 response,
@@ -1043,6 +1055,7 @@ impl ControllerService {
             timeouts: self.timeouts,
             proposals: self.proposals,
             proposed_requests: self.proposed_requests,
+            commit_latency: self.commit_latency.clone(),
             running,
         };
     }

@@ -31,6 +31,7 @@ pub mod error;
 pub mod format;
 pub mod fsio;
 pub mod meta_properties;
+pub mod metrics;
 pub mod node;
 pub mod peer;
 pub mod protocol;

@@ -7,7 +7,7 @@
 //!
 //! | shard role  | runs                                                                     |
 //! |-------------|--------------------------------------------------------------------------|
-//! | worker      | peer network, [`RaftDriver`] (log on [`UringDisk`]), [`RpcServer`], worker side of [`crate::shard_bridge`] |
+//! | worker      | peer network, [`RaftDriver`] (log on [`UringDisk`]), [`RpcServer`], metrics endpoint ([`crate::metrics`], when `corum.metrics.listener` is set), worker side of [`crate::shard_bridge`] |
 //! | controller  | [`ControllerService`] alone on its (pinned) core, controller side of the bridge |
 //! | combined    | (one core) all of the above, the service talking to the driver directly   |
 //!
@@ -38,6 +38,7 @@ use crate::controller_service::{ControllerService, ControllerServiceConfig};
 use crate::error::{ConfigError, NodeError};
 use crate::format::check_formatted;
 use crate::meta_properties::MetaProperties;
+use crate::metrics::{self, MetricsSources};
 use crate::peer::{resolve, PeerNetwork, PeerNetworkConfig};
 use crate::protocol::LeaderHint;
 use crate::raft_driver::{DriverStatus, RaftDriver, RaftDriverConfig, Recovered};
@@ -110,6 +111,8 @@ pub struct NodeReady {
     pub node_id: NodeId,
     pub raft_addr: SocketAddr,
     pub client_addr: SocketAddr,
+    /// Where Prometheus scrapes `/metrics`, when `corum.metrics.listener` is set.
+    pub metrics_addr: Option<SocketAddr>,
     pub recovered: Recovered,
 }
 
@@ -201,6 +204,20 @@ async fn worker_shard(
     let mut server = RpcServer::bind(plan.client_addr, plan.server.clone())?;
     server.set_raft_endpoints(plan.service.leader_endpoints.clone());
     let client_addr = server.local_addr();
+    let metrics_listener = match &plan.config.metrics_listener {
+        Some(hp) => {
+            let addr = resolve(&hp.host, hp.port)?;
+            let listener = metrics::bind(addr).map_err(|e| {
+                NodeError::Config(ConfigError::Invalid {
+                    key: "corum.metrics.listener",
+                    reason: format!("cannot listen on {addr}: {e}"),
+                })
+            })?;
+            Some(listener)
+        }
+        None => None,
+    };
+    let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
     // This node's own hint names its client endpoint (the others' are unknown: a client
     // follows a hint it cannot reach by trying its other bootstrap servers).
     server.set_client_endpoints([LeaderHint {
@@ -251,8 +268,17 @@ async fn worker_shard(
         node_id: plan.config.node_id,
         raft_addr,
         client_addr,
+        metrics_addr,
         recovered,
     });
+    if let Some(listener) = metrics_listener {
+        let sources = MetricsSources {
+            raft: raft.clone(),
+            service: service_handle.clone(),
+            rpc: server.stats(),
+        };
+        glommio::spawn_local(metrics::serve(listener, sources, stop.clone())).detach();
+    }
     let server_task = glommio::spawn_local(server.run(service_handle, Some(raft), stop.clone()));
     let driver_result = driver.run().await;
     if driver_result.is_err() {

@@ -401,25 +401,22 @@ async fn write_responses<W: AsyncWrite + Unpin>(
     rx: local_channel::LocalReceiver<ResponseFrame>,
     peer: SocketAddr,
 ) {
-    while let Some(answer) = rx.recv().await {
-        let result = match writer.send(&answer).await {
-            Err(corum_runtime::Error::MessageTooLarge {
-                payload_bytes,
-                payload_bytes_max,
-            }) => {
-                let replacement = ResponseFrame {
-                    correlation_id: answer.correlation_id,
-                    body: Err(RpcError::Malformed {
-                        reason: format!(
-                            "response of {payload_bytes} bytes exceeds the server's limit of {payload_bytes_max}"
-                        ),
-                    }),
-                };
-                writer.send(&replacement).await
+    /// Answers written together at most (one write for the burst).
+    const BURST_MAX: usize = 256;
+    while let Some(first) = rx.recv().await {
+        // Every answer ready now leaves in the same write.
+        let mut next = Some(first);
+        let mut queued = 0;
+        while let Some(answer) = next.take() {
+            queue_response(&mut writer, &answer);
+            queued += 1;
+            if queued < BURST_MAX {
+                if let Some(Some(a)) = futures_lite::future::poll_once(rx.recv()).await {
+                    next = Some(a);
+                }
             }
-            other => other,
-        };
-        if let Err(e) = result {
+        }
+        if let Err(e) = writer.flush_queued().await {
             tracing::debug!(%peer, error = %e, "cannot write a response; dropping the rest");
             // Keep draining so request tasks never block on a full channel.
             while rx.recv().await.is_some() {}
@@ -427,6 +424,33 @@ async fn write_responses<W: AsyncWrite + Unpin>(
         }
     }
     writer.close().await;
+}
+
+/// Queues `answer`, or `Malformed` in its place when it is over the response limit.
+fn queue_response<W: AsyncWrite + Unpin>(writer: &mut FrameWriter<W>, answer: &ResponseFrame) {
+    match writer.queue(answer) {
+        Ok(()) => {}
+        Err(corum_runtime::Error::MessageTooLarge {
+            payload_bytes,
+            payload_bytes_max,
+        }) => {
+            let replacement = ResponseFrame {
+                correlation_id: answer.correlation_id,
+                body: Err(RpcError::Malformed {
+                    reason: format!(
+                        "response of {payload_bytes} bytes exceeds the server's limit of {payload_bytes_max}"
+                    ),
+                }),
+            };
+            writer
+                .queue(&replacement)
+                .expect("a Malformed answer is far below any response limit");
+        }
+        Err(e) => {
+            // Encoding a value of our own types does not fail otherwise; say so loudly.
+            tracing::error!(error = %e, "cannot encode a response");
+        }
+    }
 }
 
 /// Serves one decoded request.
@@ -618,8 +642,9 @@ type Pending = Rc<RefCell<HashMap<u64, LocalSender<ResponseFrame>>>>;
 /// to callers by correlation id.
 struct ClientConnection {
     addr: SocketAddr,
-    /// Dropping it ends the writer task, which closes the socket.
-    outgoing: LocalSender<RequestFrame>,
+    /// Archived requests (frame payloads). Dropping it ends the writer task, which closes
+    /// the socket.
+    outgoing: LocalSender<crate::protocol::EncodedFrame>,
     pending: Pending,
     broken: Rc<RefCell<Option<String>>>,
 }
@@ -644,13 +669,33 @@ impl ClientConnection {
         let (reader, writer) = conn.into_split();
         let pending: Pending = Rc::default();
         let broken: Rc<RefCell<Option<String>>> = Rc::default();
-        let (outgoing, requests) = local_channel::new_unbounded::<RequestFrame>();
+        let (outgoing, requests) = local_channel::new_unbounded::<crate::protocol::EncodedFrame>();
         {
             let broken = broken.clone();
             glommio::spawn_local(async move {
                 let mut writer: FrameWriter<_> = writer;
-                while let Some(frame) = requests.recv().await {
-                    if let Err(e) = writer.send(&frame).await {
+                while let Some(first) = requests.recv().await {
+                    // Every request ready now leaves in the same write.
+                    let mut next = Some(first);
+                    let mut failed = None;
+                    while let Some(payload) = next.take() {
+                        if let Err(e) = writer.queue_payload(&payload) {
+                            failed = Some(e);
+                            break;
+                        }
+                        if writer.queued_frames() < 256 {
+                            if let Some(Some(f)) =
+                                futures_lite::future::poll_once(requests.recv()).await
+                            {
+                                next = Some(f);
+                            }
+                        }
+                    }
+                    let result = match failed {
+                        Some(e) => Err(e),
+                        None => writer.flush_queued().await,
+                    };
+                    if let Err(e) = result {
                         broken.borrow_mut().get_or_insert(e.to_string());
                         break;
                     }
@@ -690,19 +735,20 @@ impl ClientConnection {
         }
     }
 
+    /// Sends the archived request `payload` (correlation id `id`) and waits for its answer.
     async fn call(
         &self,
-        frame: RequestFrame,
+        id: u64,
+        timeout_ms: u32,
+        payload: crate::protocol::EncodedFrame,
         timeout: Duration,
     ) -> Result<ResponseFrame, RpcClientError> {
         if self.is_broken() {
             return Err(self.lost());
         }
-        let id = frame.correlation_id;
-        let timeout_ms = frame.timeout_ms;
         let (reply, answer) = local_channel::new_bounded(1);
         self.pending.borrow_mut().insert(id, reply);
-        if self.outgoing.try_send(frame).is_err() {
+        if self.outgoing.try_send(payload).is_err() {
             self.pending.borrow_mut().remove(&id);
             return Err(self.lost());
         }
@@ -811,6 +857,12 @@ impl RpcClient {
             .max(1);
         let mut redirects = 0;
         let mut reopened = false;
+        // Each attempt gets its own correlation id; the body is not copied.
+        let mut frame = RequestFrame {
+            correlation_id: 0,
+            timeout_ms,
+            body,
+        };
         loop {
             let conn = self.conn.borrow().clone();
             if conn.is_broken() && !reopened {
@@ -820,14 +872,11 @@ impl RpcClient {
             }
             let id = self.next_id.get();
             self.next_id.set(id + 1);
-            let frame = RequestFrame {
-                correlation_id: id,
-                timeout_ms,
-                body: body.clone(),
-            };
-            encode_request(&frame, self.config.request_bytes_max as usize)
+            frame.correlation_id = id;
+            // Archived once: the size check and the bytes sent are the same archive.
+            let payload = encode_request(&frame, self.config.request_bytes_max as usize)
                 .map_err(RpcClientError::Encode)?;
-            let answer = conn.call(frame, timeout).await?;
+            let answer = conn.call(id, timeout_ms, payload, timeout).await?;
             match answer.body {
                 Err(RpcError::NotController { leader: Some(hint) })
                     if redirects < self.config.redirects_max =>

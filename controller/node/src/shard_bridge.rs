@@ -70,7 +70,13 @@ pub enum ToWorker {
         record_count: u32,
     },
     Answers(Vec<(u64, ResponseFrame)>),
+    /// The service's status (for metrics and tools on the worker), every
+    /// [`SERVICE_STATUS_REFRESH_MS`].
+    ServiceStatus(Box<ServiceStatus>),
 }
+
+/// How often the controller side sends the service's status to the worker.
+const SERVICE_STATUS_REFRESH_MS: u64 = 500;
 
 /// The unconnected ends of the worker side. `Send`: created before the shards start.
 pub struct WorkerEnds {
@@ -131,7 +137,7 @@ impl WorkerEnds {
         let commits_tx = self.commits.connect().await;
         let control = Rc::new(self.control.connect().await);
         let down = self.down.connect().await;
-        let (handle, calls, _status) = ControllerServiceHandle::detached(
+        let (handle, calls, service_status) = ControllerServiceHandle::detached(
             ServiceStatus::remote(),
             request_queue_capacity.max(1),
         );
@@ -139,7 +145,7 @@ impl WorkerEnds {
         glommio::spawn_local(forward_commits(commits, commits_tx)).detach();
         glommio::spawn_local(forward_status(raft.clone(), control.clone())).detach();
         glommio::spawn_local(forward_calls(calls, control.clone(), replies.clone())).detach();
-        glommio::spawn_local(serve_down(down, raft, control, replies)).detach();
+        glommio::spawn_local(serve_down(down, raft, control, replies, service_status)).detach();
         handle
     }
 }
@@ -215,6 +221,7 @@ async fn serve_down(
     raft: RaftHandle,
     control: Rc<Sender<ToController>>,
     replies: Replies,
+    service_status: Rc<RefCell<ServiceStatus>>,
 ) {
     // Proposals go to the driver in arrival order, one at a time (the service proposes one
     // batch at a time anyway), so a queue-full wait never reorders them.
@@ -243,6 +250,7 @@ async fn serve_down(
             } => {
                 let _ = propose_tx.try_send((id, payload, record_count));
             }
+            ToWorker::ServiceStatus(status) => *service_status.borrow_mut() = *status,
             ToWorker::Answers(answers) => {
                 let mut replies = replies.borrow_mut();
                 for (id, answer) in answers {
@@ -348,6 +356,19 @@ impl ControllerSide {
             })
             .detach()
         };
+        let status_pump = {
+            let (down, service) = (down.clone(), service.clone());
+            glommio::spawn_local(async move {
+                loop {
+                    let status = Box::new(service.status());
+                    if down.send(ToWorker::ServiceStatus(status)).await.is_err() {
+                        return;
+                    }
+                    glommio::timer::sleep(Duration::from_millis(SERVICE_STATUS_REFRESH_MS)).await;
+                }
+            })
+            .detach()
+        };
         let answer_pump = {
             let down = down.clone();
             glommio::spawn_local(async move {
@@ -391,5 +412,6 @@ impl ControllerSide {
         waiting.borrow_mut().clear();
         drop(propose_pump);
         drop(answer_pump);
+        drop(status_pump);
     }
 }

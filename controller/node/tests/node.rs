@@ -39,12 +39,33 @@ fn node_config(dir: &Path, extra: &[(&str, &str)]) -> NodeConfig {
         ("controller.quorum.election.timeout.ms", "300"),
         ("corum.raft.heartbeat.interval.ms", "50"),
         ("controller.quorum.fetch.timeout.ms", "600"),
+        ("corum.metrics.listener", "127.0.0.1:0"),
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     sets.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     NodeConfig::load(None, &sets).unwrap()
+}
+
+/// One HTTP GET of `path`, the whole response as text.
+fn scrape(addr: std::net::SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// The value of the sample line starting with `name ` in a scrape.
+fn sample(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("no sample {name} in {text}"))
+        .parse()
+        .unwrap()
 }
 
 fn format(config: &NodeConfig) {
@@ -173,6 +194,29 @@ fn a_node_on_two_shards_serves_clients_and_stops_cleanly() {
                 }
             },
         );
+        // The metrics endpoint shows the node leading, active, and its proposals (the service's
+        // status reaches the worker shard every 500 ms: poll).
+        let metrics_addr = ready.metrics_addr.expect("metrics listener configured");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = scrape(metrics_addr, "/metrics");
+            assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+            let proposed = sample(&text, "corum_controller_proposed_requests_total");
+            if sample(&text, "corum_raft_is_leader") == 1.0
+                && sample(&text, "corum_controller_active") == 1.0
+                && (round == 1 || proposed >= 65.0)
+            {
+                assert!(sample(&text, "corum_raft_high_watermark") > 0.0);
+                if round == 0 {
+                    assert!(sample(&text, "corum_controller_commit_latency_seconds_count") >= 65.0);
+                    assert_eq!(sample(&text, "corum_brokers{state=\"fenced\"}"), 1.0);
+                }
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{text}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(scrape(metrics_addr, "/other").starts_with("HTTP/1.1 404"));
         shutdown.trigger();
         node.join().unwrap().unwrap();
     }

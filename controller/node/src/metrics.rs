@@ -1,0 +1,488 @@
+//! Prometheus metrics of a node (`corum.metrics.listener`): a tiny HTTP/1.1 server answering
+//! `GET /metrics` with the text exposition format (version 0.0.4), on the worker shard.
+//!
+//! [`render`] is pure: a [`MetricsSnapshot`] (the driver's status, the RPC server's counters,
+//! the controller service's status) to text. What it exports:
+//!
+//! | metric                                   | type      | from                                   |
+//! |------------------------------------------|-----------|----------------------------------------|
+//! | `corum_raft_epoch`, `corum_raft_leader_id` (-1: none), `corum_raft_is_leader`, `corum_raft_role{role}` | gauge | driver status |
+//! | `corum_raft_high_watermark`, `corum_raft_log_end_offset`, `corum_raft_log_durable_end_offset`, `corum_raft_log_start_offset` | gauge | driver status |
+//! | `corum_raft_sync_rounds_total`, `corum_raft_elections_started_total`, `corum_raft_elections_won_total`, `corum_raft_resignations_total`, `corum_raft_truncations_total` | counter | driver status |
+//! | `corum_raft_replica_lag{replica,voter}`  | gauge     | leader only: log end minus the replica's |
+//! | `corum_controller_active`, `corum_controller_committed_offset`, `corum_controller_metadata_lag` (HWM minus replayed end) | gauge | service status |
+//! | `corum_controller_proposals_total`, `corum_controller_proposed_requests_total`, `corum_controller_timeouts_total`, `corum_controller_activations_total` | counter | service status |
+//! | `corum_controller_commit_latency_seconds` | histogram | request arrival to commit, per proposing request |
+//! | `corum_brokers{state="active"|"fenced"|"shutting_down"}`, `corum_topics`, `corum_partitions` | gauge | committed image |
+//! | `corum_rpc_connections_open`, `corum_rpc_connections_accepted_total`, `corum_rpc_connections_refused_total`, `corum_rpc_requests_total`, `corum_rpc_malformed_total` | gauge/counter | RPC server |
+//!
+//! The server reads at most 8 KiB of request head, answers one request per connection and
+//! closes it (Prometheus scrapes are one request each); anything but `GET /metrics` gets 404.
+
+use std::cell::RefCell;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use corum_runtime::ShutdownSignal;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpListener;
+
+use crate::controller_service::{ControllerServiceHandle, ServiceStatus};
+use crate::raft_driver::{DriverStatus, RaftHandle};
+use crate::rpc_server::RpcServerStats;
+
+/// Upper bounds (seconds) of the commit latency histogram's buckets.
+pub const LATENCY_BUCKETS_S: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+/// A fixed-bucket latency histogram (Prometheus' cumulative form is made at rendering).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LatencyHistogram {
+    /// Per bucket of [`LATENCY_BUCKETS_S`] (not cumulative), then the +Inf bucket.
+    pub counts: [u64; LATENCY_BUCKETS_S.len() + 1],
+    pub sum_us: u64,
+    pub count: u64,
+}
+
+impl LatencyHistogram {
+    pub fn record(&mut self, latency: Duration) {
+        let s = latency.as_secs_f64();
+        let i = LATENCY_BUCKETS_S
+            .iter()
+            .position(|&b| s <= b)
+            .unwrap_or(LATENCY_BUCKETS_S.len());
+        self.counts[i] += 1;
+        self.sum_us += u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.count += 1;
+    }
+}
+
+/// Everything one scrape shows.
+#[derive(Clone, Debug)]
+pub struct MetricsSnapshot {
+    pub driver: DriverStatus,
+    pub service: ServiceStatus,
+    pub rpc: RpcServerStats,
+}
+
+fn role_name(role: corum_raft::Role) -> &'static str {
+    match role {
+        corum_raft::Role::Unattached => "unattached",
+        corum_raft::Role::Prospective => "prospective",
+        corum_raft::Role::Candidate => "candidate",
+        corum_raft::Role::Leader => "leader",
+        corum_raft::Role::Follower => "follower",
+        corum_raft::Role::Resigned => "resigned",
+    }
+}
+
+const ROLES: [corum_raft::Role; 6] = [
+    corum_raft::Role::Unattached,
+    corum_raft::Role::Prospective,
+    corum_raft::Role::Candidate,
+    corum_raft::Role::Leader,
+    corum_raft::Role::Follower,
+    corum_raft::Role::Resigned,
+];
+
+/// The text exposition of `m`.
+pub fn render(m: &MetricsSnapshot) -> String {
+    let mut out = String::with_capacity(4096);
+    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "{name}{labels} {value}");
+        }
+    };
+    let one = |v: f64| vec![(String::new(), v)];
+    let d = &m.driver;
+    let r = &d.raft;
+    metric(
+        "corum_raft_epoch",
+        "gauge",
+        "The Raft epoch this replica is in.",
+        &one(r.epoch.get() as f64),
+    );
+    metric(
+        "corum_raft_leader_id",
+        "gauge",
+        "The leader's node id (-1 while unknown).",
+        &one(r.leader.map_or(-1.0, |l| f64::from(l.get()))),
+    );
+    metric(
+        "corum_raft_is_leader",
+        "gauge",
+        "1 on the leader.",
+        &one(f64::from(u8::from(r.role == corum_raft::Role::Leader))),
+    );
+    let roles: Vec<(String, f64)> = ROLES
+        .iter()
+        .map(|&role| {
+            (
+                format!("{{role=\"{}\"}}", role_name(role)),
+                f64::from(u8::from(r.role == role)),
+            )
+        })
+        .collect();
+    metric(
+        "corum_raft_role",
+        "gauge",
+        "1 for the replica's current role.",
+        &roles,
+    );
+    metric(
+        "corum_raft_high_watermark",
+        "gauge",
+        "The committed end of the metadata log.",
+        &one(r.high_watermark.get() as f64),
+    );
+    metric(
+        "corum_raft_log_end_offset",
+        "gauge",
+        "The metadata log's end offset.",
+        &one(d.log_end_offset.get() as f64),
+    );
+    metric(
+        "corum_raft_log_durable_end_offset",
+        "gauge",
+        "The metadata log's fsynced end offset.",
+        &one(d.log_durable_end.get() as f64),
+    );
+    metric(
+        "corum_raft_log_start_offset",
+        "gauge",
+        "The metadata log's first offset.",
+        &one(r.log_start_offset.get() as f64),
+    );
+    metric(
+        "corum_raft_sync_rounds_total",
+        "counter",
+        "Group-commit rounds (fdatasync) of the log.",
+        &one(d.sync_rounds as f64),
+    );
+    metric(
+        "corum_raft_elections_started_total",
+        "counter",
+        "Elections this replica started.",
+        &one(d.stats.elections_started as f64),
+    );
+    metric(
+        "corum_raft_elections_won_total",
+        "counter",
+        "Elections this replica won.",
+        &one(d.stats.elections_won as f64),
+    );
+    metric(
+        "corum_raft_resignations_total",
+        "counter",
+        "Times this replica gave up leadership.",
+        &one(d.stats.resignations as f64),
+    );
+    metric(
+        "corum_raft_truncations_total",
+        "counter",
+        "Log suffix truncations (divergence).",
+        &one(d.stats.truncations as f64),
+    );
+    let lags: Vec<(String, f64)> = d
+        .replicas
+        .iter()
+        .map(|p| {
+            (
+                format!("{{replica=\"{}\",voter=\"{}\"}}", p.key.id, p.voter),
+                d.log_end_offset
+                    .get()
+                    .saturating_sub(p.log_end_offset.get()) as f64,
+            )
+        })
+        .collect();
+    metric(
+        "corum_raft_replica_lag",
+        "gauge",
+        "Leader only: records each replica is behind the leader's log end.",
+        &lags,
+    );
+
+    let s = &m.service;
+    metric(
+        "corum_controller_active",
+        "gauge",
+        "1 while this node is the active controller.",
+        &one(f64::from(u8::from(s.active_epoch.is_some()))),
+    );
+    metric(
+        "corum_controller_committed_offset",
+        "gauge",
+        "The end of the committed log replayed into the controller's image.",
+        &one(s.committed_end.get() as f64),
+    );
+    metric(
+        "corum_controller_metadata_lag",
+        "gauge",
+        "Records committed but not yet replayed by the controller (high watermark minus replayed end).",
+        &one(r.high_watermark.get().saturating_sub(s.committed_end.get()) as f64),
+    );
+    metric(
+        "corum_controller_proposals_total",
+        "counter",
+        "Batches proposed by the active controller.",
+        &one(s.proposals as f64),
+    );
+    metric(
+        "corum_controller_proposed_requests_total",
+        "counter",
+        "Requests whose records were proposed (several share a batch).",
+        &one(s.proposed_requests as f64),
+    );
+    metric(
+        "corum_controller_timeouts_total",
+        "counter",
+        "Requests answered Timeout.",
+        &one(s.timeouts as f64),
+    );
+    metric(
+        "corum_controller_activations_total",
+        "counter",
+        "Times this node became the active controller.",
+        &one(s.activations as f64),
+    );
+    {
+        let h = &s.commit_latency;
+        let name = "corum_controller_commit_latency_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Request arrival to its records' commit, for requests that propose."
+        );
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (i, bound) in LATENCY_BUCKETS_S.iter().enumerate() {
+            cumulative += h.counts[i];
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+        }
+        cumulative += h.counts[LATENCY_BUCKETS_S.len()];
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
+        let _ = writeln!(out, "{name}_sum {}", h.sum_us as f64 / 1e6);
+        let _ = writeln!(out, "{name}_count {}", h.count);
+    }
+    let image = &s.committed_image;
+    let (mut active, mut fenced, mut shutting) = (0u64, 0u64, 0u64);
+    for b in image.brokers.iter() {
+        if b.fenced {
+            fenced += 1;
+        } else if b.in_controlled_shutdown {
+            shutting += 1;
+        } else {
+            active += 1;
+        }
+    }
+    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "{name}{labels} {value}");
+        }
+    };
+    metric(
+        "corum_brokers",
+        "gauge",
+        "Registered brokers by state, in the committed image.",
+        &[
+            ("{state=\"active\"}".into(), active as f64),
+            ("{state=\"fenced\"}".into(), fenced as f64),
+            ("{state=\"shutting_down\"}".into(), shutting as f64),
+        ],
+    );
+    metric(
+        "corum_topics",
+        "gauge",
+        "Topics in the committed image.",
+        &one(image.topics.len() as f64),
+    );
+    metric(
+        "corum_partitions",
+        "gauge",
+        "Partitions in the committed image.",
+        &one(image.topics.partition_count() as f64),
+    );
+    let rpc = &m.rpc;
+    metric(
+        "corum_rpc_connections_open",
+        "gauge",
+        "Client connections open.",
+        &one(rpc.open as f64),
+    );
+    metric(
+        "corum_rpc_connections_accepted_total",
+        "counter",
+        "Client connections accepted.",
+        &one(rpc.accepted as f64),
+    );
+    metric(
+        "corum_rpc_connections_refused_total",
+        "counter",
+        "Client connections refused (connections_max).",
+        &one(rpc.refused as f64),
+    );
+    metric(
+        "corum_rpc_requests_total",
+        "counter",
+        "Client requests served.",
+        &one(rpc.requests as f64),
+    );
+    metric(
+        "corum_rpc_malformed_total",
+        "counter",
+        "Client frames answered Malformed.",
+        &one(rpc.malformed as f64),
+    );
+    out
+}
+
+/// Where a scrape reads its values.
+pub struct MetricsSources {
+    pub raft: RaftHandle,
+    pub service: ControllerServiceHandle,
+    pub rpc: Rc<RefCell<RpcServerStats>>,
+}
+
+impl MetricsSources {
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        MetricsSnapshot {
+            driver: self.raft.status(),
+            service: self.service.status(),
+            rpc: *self.rpc.borrow(),
+        }
+    }
+}
+
+/// Largest request head read.
+const HEAD_BYTES_MAX: usize = 8 << 10;
+
+/// Serves `GET /metrics` on `listener` until `shutdown`.
+pub async fn serve(listener: TcpListener, sources: MetricsSources, shutdown: ShutdownSignal) {
+    let sources = Rc::new(sources);
+    loop {
+        let Some(accepted) = shutdown.run_until(listener.accept()).await else {
+            return;
+        };
+        let Ok(mut stream) = accepted else {
+            continue;
+        };
+        let sources = sources.clone();
+        glommio::spawn_local(async move {
+            let mut head = Vec::with_capacity(512);
+            let mut buf = [0u8; 1024];
+            let complete = loop {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break false,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+                if head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    break true;
+                }
+                if head.len() > HEAD_BYTES_MAX {
+                    break false;
+                }
+            };
+            let response = if complete && is_metrics_request(&head) {
+                let body = render(&sources.snapshot());
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+            } else {
+                "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned()
+            };
+            let _ = stream.write_all(response.as_bytes()).await;
+            let _ = stream.close().await;
+        })
+        .detach();
+    }
+}
+
+/// `GET /metrics` (with or without a query string), any HTTP/1.x version.
+fn is_metrics_request(head: &[u8]) -> bool {
+    let line_end = head.iter().position(|&b| b == b'\r').unwrap_or(head.len());
+    let Ok(line) = std::str::from_utf8(&head[..line_end]) else {
+        return false;
+    };
+    let mut parts = line.split(' ');
+    let (Some("GET"), Some(path), Some(version)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let path = path.split('?').next().unwrap_or("");
+    path == "/metrics" && version.starts_with("HTTP/1.")
+}
+
+/// Binds the metrics listener.
+pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_get_metrics_is_served() {
+        assert!(is_metrics_request(
+            b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+        ));
+        assert!(is_metrics_request(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n"));
+        assert!(!is_metrics_request(b"POST /metrics HTTP/1.1\r\n\r\n"));
+        assert!(!is_metrics_request(b"GET / HTTP/1.1\r\n\r\n"));
+        assert!(!is_metrics_request(b"GET /metrics\r\n\r\n"));
+        assert!(!is_metrics_request(b"\xff\xfe"));
+    }
+
+    #[test]
+    fn latency_buckets_are_exclusive_then_cumulative_when_rendered() {
+        let mut h = LatencyHistogram::default();
+        h.record(Duration::from_micros(50));
+        h.record(Duration::from_micros(300));
+        h.record(Duration::from_secs(10));
+        assert_eq!(h.counts[0], 1);
+        assert_eq!(h.counts[2], 1);
+        assert_eq!(h.counts[LATENCY_BUCKETS_S.len()], 1);
+        assert_eq!(h.count, 3);
+        let mut service = ServiceStatus::remote();
+        service.commit_latency = h;
+        service.proposals = 7;
+        let text = render(&MetricsSnapshot {
+            driver: DriverStatus::starting(),
+            service,
+            rpc: RpcServerStats::default(),
+        });
+        assert!(
+            text.contains("corum_controller_commit_latency_seconds_bucket{le=\"0.0001\"} 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("corum_controller_commit_latency_seconds_bucket{le=\"0.0005\"} 2\n"));
+        assert!(text.contains("corum_controller_commit_latency_seconds_bucket{le=\"5\"} 2\n"));
+        assert!(text.contains("corum_controller_commit_latency_seconds_bucket{le=\"+Inf\"} 3\n"));
+        assert!(text.contains("corum_controller_commit_latency_seconds_count 3\n"));
+        assert!(text.contains("corum_controller_proposals_total 7\n"));
+        assert!(text.contains("corum_raft_leader_id -1\n"));
+        assert!(text.contains("corum_raft_role{role=\"unattached\"} 1\n"));
+        // Every sample line belongs to a declared metric.
+        let declared: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let name = line.split(['{', ' ']).next().unwrap();
+            assert!(
+                declared
+                    .iter()
+                    .any(|d| name == *d || name.starts_with(&format!("{d}_"))),
+                "{line}"
+            );
+        }
+    }
+}
