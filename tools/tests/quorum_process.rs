@@ -454,7 +454,6 @@ fn wait_for_catch_up(c: &LocalCluster, f: u32, offset: u64) {
 /// A follower SIGKILLed under load restarts, recovers its log and catches up: the leader
 /// reports it with lag 0 at or past the high watermark reached while it was down.
 #[test]
-#[ignore = "the leader's catch-up append to the restarted follower exceeds the peer frame limit and is dropped (corum run at 0040b15; see /work/notes/ops-findings.md)"]
 fn follower_killed_under_load_restarts_and_catches_up() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
