@@ -22,7 +22,8 @@ use corum_controller::image::ConfigResource;
 use corum_controller::records::{ListenerV1, SupportedFeatureV1};
 use corum_controller::{LeaderEpoch, PartitionEpoch, PartitionId, TargetState};
 use corum_node::{RequestBody, ResponseBody};
-use corum_types::{BrokerEpoch, LogOffset, NodeId, Uuid};
+use corum_raft::message::{FetchRequest, FetchResult};
+use corum_types::{BrokerEpoch, Epoch, LogOffset, NodeId, Uuid};
 
 const CALL_DEADLINE: Duration = Duration::from_secs(30);
 const ELECTION_WAIT: Duration = Duration::from_secs(20);
@@ -151,6 +152,31 @@ fn three_nodes_elect_and_serve_every_request_kind() {
             glommio::timer::sleep(Duration::from_millis(20)).await;
         }
         served.push("DescribeQuorum");
+        // An observer's first fetch from offset 0 gets the log's first batches.
+        let ResponseBody::DescribeQuorum(q) = call(RequestBody::DescribeQuorum).await else {
+            unreachable!()
+        };
+        let ResponseBody::Fetch(fetched) = call(RequestBody::Fetch(FetchRequest {
+            epoch: q.leader_epoch,
+            replica: ReplicaKey {
+                id: NodeId(900),
+                directory_id: Uuid([9; 16]),
+            },
+            fetch_offset: LogOffset(0),
+            last_fetched_epoch: Epoch(0),
+            high_watermark: LogOffset(0),
+            wait_max_ms: 0,
+        }))
+        .await
+        else {
+            unreachable!()
+        };
+        assert_eq!(fetched.leader, q.leader_id);
+        match &fetched.result {
+            FetchResult::Batches { batches, .. } => assert!(!batches.is_empty(), "{fetched:?}"),
+            other => panic!("fetch from 0 answered {other:?}"),
+        }
+        served.push("Fetch");
         let ResponseBody::CreateTopics(t) = call(RequestBody::CreateTopics(CreateTopicsRequest {
             topics: vec![CreatableTopic::new("orders", 2, 3)],
             validate_only: false,
@@ -287,7 +313,7 @@ fn three_nodes_elect_and_serve_every_request_kind() {
         served.push("UnregisterBroker");
         served
     });
-    assert_eq!(kinds.len(), 13, "{kinds:?}");
+    assert_eq!(kinds.len(), 14, "{kinds:?}");
 }
 
 /// SIGKILL of the leader while `corum loadgen --workload configs --verify` runs: the load
