@@ -8,7 +8,8 @@
 //! | answer / failure | retried? | where next |
 //! |---|---|---|
 //! | success, or `Api` / `Malformed` / `RequestTooLarge` | no | — |
-//! | `Timeout` (the server's, or no answer within `request_timeout`) | no | later calls: the next bootstrap server |
+//! | `Timeout` (the server's: a slow commit) | no | stays |
+//! | no answer within `request_timeout` (reported as `Timeout`) | no | later calls: the next bootstrap server |
 //! | `NotController { leader: Some(hint) }` | yes, at once (after a backoff from the third hint in a row) | the hint's address if it is a bootstrap server, else the address learned for the hint's id, else the next bootstrap server |
 //! | `NotController { leader: None }` (election running) | yes, after a backoff | the next bootstrap server that accepts a connection; if none does, the same server again |
 //! | connection lost, connect refused | yes, after a backoff | the next bootstrap server, this one (reconnected) last |
@@ -61,8 +62,11 @@ use crate::error::{ClientError, Result};
 
 /// First pause after a retriable failure; doubled per failure of the same call.
 const BACKOFF_BASE: Duration = Duration::from_millis(5);
-/// Largest pause between two attempts of one call.
-const BACKOFF_CAP: Duration = Duration::from_millis(100);
+/// Largest pause between two attempts of one call. It bounds how late a client notices a
+/// new leader after a fail-over (the pause it is in when the election ends), so it is kept
+/// well below the 200 ms fail-over budget; a few dozen retries a second per waiting call are
+/// cheap for the followers that answer them.
+const BACKOFF_CAP: Duration = Duration::from_millis(40);
 /// Hints one call follows in a row without pausing.
 const HINTS_WITHOUT_PAUSE_MAX: u32 = 2;
 
@@ -324,13 +328,22 @@ impl ControllerClient {
                 }
                 Err(e @ RpcClientError::Connect { .. }) => Retriable::Lost(e.to_string()),
                 Err(RpcClientError::Rpc(e @ RpcError::Timeout { .. })) => {
-                    // Not retried (it may still commit), but a server that lets a request time
-                    // out may be hung or cut off: later calls start at the next server, and
-                    // a hint brings them back if this one still leads.
+                    // The server is alive and says its commit was slow: not retried (it may
+                    // still commit), and the server stays.
+                    self.count(|s| s.calls += 1);
+                    self.count(|s| s.timeouts += 1);
+                    return Err(ClientError::Rpc(e));
+                }
+                Err(e @ RpcClientError::NoAnswer { .. }) => {
+                    // Not retried (it may still commit), but a server that does not answer at
+                    // all may be hung or cut off: later calls start at the next server, and a
+                    // hint brings them back if this one still leads.
                     self.count(|s| s.calls += 1);
                     self.count(|s| s.timeouts += 1);
                     self.relocate(&conn, &Retriable::Lost(e.to_string())).await;
-                    return Err(ClientError::Rpc(e));
+                    let timeout_ms = u32::try_from(self.config().request_timeout.as_millis())
+                        .unwrap_or(u32::MAX);
+                    return Err(ClientError::Rpc(RpcError::Timeout { timeout_ms }));
                 }
                 Err(RpcClientError::Rpc(e)) => {
                     self.count(|s| s.calls += 1);

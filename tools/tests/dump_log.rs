@@ -69,6 +69,14 @@ fn dump_lists_batches_and_verify_catches_a_flipped_byte() {
         .count();
     assert_eq!(ok_lines, BATCHES as usize, "{out}");
 
+    // Given a node's data directory (meta.properties beside @metadata-0), it reads the log in
+    // @metadata-0.
+    std::fs::write(tmp.path().join("meta.properties"), "version=1\n").expect("write meta");
+    let via_data_dir = dump(tmp.path(), true);
+    let out2 = String::from_utf8_lossy(&via_data_dir.stdout).into_owned();
+    assert!(via_data_dir.status.success(), "{out2}");
+    assert_eq!(out2, out);
+
     // Flip one payload byte in the middle of the first (sealed) segment.
     let mut segments: Vec<_> = std::fs::read_dir(&dir)
         .expect("read dir")

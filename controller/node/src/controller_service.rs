@@ -160,8 +160,10 @@ impl ControllerServiceConfig {
         c.controller_tick_interval_ms = config.broker_heartbeat_interval_ms.clamp(1, 100);
         c.batch_records_max = usize::try_from(config.controller_records_per_batch_max.max(1))
             .expect("u32 fits in usize");
-        c.batch_bytes_max =
-            usize::try_from(config.raft_batch_bytes_max.max(1)).expect("u32 fits in usize");
+        // An eighth of the Raft batch limit is left for the batch's own archive overhead,
+        // which a group's sum of per-request encodings does not count.
+        let raft_batch = usize::try_from(config.raft_batch_bytes_max).expect("u32 fits in usize");
+        c.batch_bytes_max = (raft_batch - raft_batch / 8).max(1);
         c
     }
 }

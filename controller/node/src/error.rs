@@ -261,10 +261,17 @@ pub enum RpcServerError {
 /// Why an [`crate::rpc_server::RpcClient`] call did not produce a response body.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RpcClientError {
-    /// The server answered with an error (including `Timeout`, also used when the client's
-    /// own wait runs out, and `NotController` when no leader is known or the redirects ran out).
+    /// The server answered with an error (including its own `Timeout`, and `NotController`
+    /// when no leader is known or the redirects ran out).
     #[error(transparent)]
     Rpc(crate::protocol::RpcError),
+    /// No answer came within the client's wait (the server may be hung or cut off; the
+    /// request may still take effect).
+    #[error("no answer from {addr} within {waited_ms} ms")]
+    NoAnswer {
+        addr: std::net::SocketAddr,
+        waited_ms: u64,
+    },
     /// A setting of [`crate::rpc_server::RpcClientConfig`] is unusable.
     #[error("rpc client config: {field}: {reason}")]
     Config { field: &'static str, reason: String },

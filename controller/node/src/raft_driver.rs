@@ -911,13 +911,16 @@ impl<D: Disk> RaftDriver<D> {
         }
         let chunk = self.log.read(read.from, read.bytes_max.max(1)).await?;
         let mut out = Vec::with_capacity(chunk.len());
-        let mut payload_bytes = 0usize;
+        // Counted as the core counts its own reads: payload plus a per-batch overhead, so
+        // an append of many small batches stays under the peer frame limit.
+        let mut message_bytes = 0usize;
         for frame in chunk.frames() {
             let h = frame.header();
-            if !out.is_empty() && payload_bytes + frame.payload().len() > read.bytes_max {
+            let cost = frame.payload().len() + corum_raft::BATCH_OVERHEAD_BYTES;
+            if !out.is_empty() && message_bytes + cost > read.bytes_max {
                 break;
             }
-            payload_bytes += frame.payload().len();
+            message_bytes += cost;
             out.push(Batch {
                 base_offset: h.base_offset,
                 epoch: h.epoch,

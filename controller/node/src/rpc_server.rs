@@ -739,7 +739,6 @@ impl ClientConnection {
     async fn call(
         &self,
         id: u64,
-        timeout_ms: u32,
         payload: crate::protocol::EncodedFrame,
         timeout: Duration,
     ) -> Result<ResponseFrame, RpcClientError> {
@@ -762,7 +761,10 @@ impl ClientConnection {
             Some(None) => Err(self.lost()),
             None => {
                 self.pending.borrow_mut().remove(&id);
-                Err(RpcClientError::Rpc(RpcError::Timeout { timeout_ms }))
+                Err(RpcClientError::NoAnswer {
+                    addr: self.addr,
+                    waited_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                })
             }
         }
     }
@@ -876,7 +878,7 @@ impl RpcClient {
             // Archived once: the size check and the bytes sent are the same archive.
             let payload = encode_request(&frame, self.config.request_bytes_max as usize)
                 .map_err(RpcClientError::Encode)?;
-            let answer = conn.call(id, timeout_ms, payload, timeout).await?;
+            let answer = conn.call(id, payload, timeout).await?;
             match answer.body {
                 Err(RpcError::NotController { leader: Some(hint) })
                     if redirects < self.config.redirects_max =>

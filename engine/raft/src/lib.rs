@@ -54,5 +54,5 @@ pub use crate::message::Message;
 pub use crate::ready::{LogRead, Ready};
 pub use crate::types::{
     Batch, Endpoint, Payload, ProposalId, QuorumStateRecord, ReplicaKey, Snapshot, SnapshotId,
-    Voter, VoterSet,
+    Voter, VoterSet, BATCH_OVERHEAD_BYTES,
 };

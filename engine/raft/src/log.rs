@@ -218,8 +218,9 @@ impl LogIndex {
         self.start_epoch = id.epoch;
     }
 
-    /// Whole batches from `from` (a batch boundary), up to `bytes_max` payload bytes (at least
-    /// one batch), stopping at the first batch without a cached payload.
+    /// Whole batches from `from` (a batch boundary), up to `bytes_max` bytes of payload plus
+    /// [`crate::types::BATCH_OVERHEAD_BYTES`] per batch (at least one batch), stopping at the
+    /// first batch without a cached payload.
     pub fn read(&self, from: LogOffset, bytes_max: usize) -> Result<Vec<Batch>, Gap> {
         if from < self.start {
             return Err(Gap::BeforeStart);
@@ -235,10 +236,11 @@ impl LogIndex {
         let mut bytes = 0usize;
         while let Some(b) = self.batches.get(i) {
             let Some(p) = &b.payload else { break };
-            if !out.is_empty() && bytes + b.bytes > bytes_max {
+            let cost = b.bytes + crate::types::BATCH_OVERHEAD_BYTES;
+            if !out.is_empty() && bytes + cost > bytes_max {
                 break;
             }
-            bytes += b.bytes;
+            bytes += cost;
             out.push(Batch {
                 base_offset: b.base,
                 epoch: b.epoch,
@@ -309,6 +311,24 @@ mod tests {
         l
     }
 
+    /// A read of many tiny batches stays within its byte cap once archived (payload plus each
+    /// batch's own fields): the message carrying it fits the frame limit derived from the cap.
+    #[test]
+    fn reads_of_tiny_batches_archive_within_their_cap() {
+        let spec: Vec<(u32, u64)> = (0..40_000).map(|_| (1, 1)).collect();
+        let l = log(&spec);
+        let cap = 64 << 10;
+        let batches = l.read(LogOffset(0), cap).unwrap();
+        assert!(batches.len() > 100 && batches.len() < 40_000);
+        let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&batches).unwrap();
+        assert!(
+            archived.len() <= cap,
+            "{} batches archive to {} bytes, over the {cap}-byte cap",
+            batches.len(),
+            archived.len()
+        );
+    }
+
     /// Epoch lookups, epoch runs and OffsetForLeaderEpoch answer over batch boundaries.
     #[test]
     fn epoch_queries() {
@@ -339,7 +359,10 @@ mod tests {
             epoch: Epoch(1),
         });
         assert_eq!(l.read(LogOffset(0), 100), Err(Gap::BeforeStart));
-        assert_eq!(l.read(LogOffset(2), 100).unwrap().len(), 2);
+        // Two batches of 10 payload bytes cost 2 * (10 + BATCH_OVERHEAD_BYTES).
+        let two = 2 * (10 + crate::types::BATCH_OVERHEAD_BYTES);
+        assert_eq!(l.read(LogOffset(2), two).unwrap().len(), 2);
+        assert_eq!(l.read(LogOffset(2), two - 1).unwrap().len(), 1);
         assert_eq!(
             l.read(LogOffset(2), 5).unwrap().len(),
             1,

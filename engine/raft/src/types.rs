@@ -162,6 +162,12 @@ impl VoterSet {
     }
 }
 
+/// What one batch costs in a message beyond its payload (its fields and the archive's
+/// relative pointers, rounded up generously). Size caps on messages that carry batches (an
+/// Append, a Fetch answer) count it per batch, so a message of many small batches stays
+/// within the frame limit its payload cap implies.
+pub const BATCH_OVERHEAD_BYTES: usize = 64;
+
 /// A batch of records: what the engine stores as one frame (base offset, epoch, record count,
 /// attributes with the control bit, opaque payload).
 #[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]

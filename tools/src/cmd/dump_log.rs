@@ -13,7 +13,8 @@ use corum_engine::record::DEFAULT_FRAME_BYTES_MAX;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The log directory (e.g. <metadata.log.dir>/@metadata-0).
+    /// The log directory (<metadata.log.dir>/@metadata-0), or a node's metadata.log.dir
+    /// (its metadata log is read then).
     #[arg(long)]
     pub dir: PathBuf,
     /// Exit non-zero if any segment is corrupt.
@@ -27,7 +28,12 @@ pub struct Args {
     pub frame_bytes_max: u32,
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub fn run(mut args: Args) -> anyhow::Result<()> {
+    // A node's data directory holds its metadata log in @metadata-0: read that one.
+    let nested = corum_node::raft_driver::metadata_log_dir(&args.dir);
+    if args.dir.join("meta.properties").exists() && nested.is_dir() {
+        args.dir = nested;
+    }
     let dir = args.dir.clone();
     let frame_max = args.frame_bytes_max;
     let segments = executor_builder("corum-dump-log")
