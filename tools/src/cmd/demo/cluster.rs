@@ -186,6 +186,8 @@ pub struct LocalCluster {
     pub spec: ClusterSpec,
     pub cluster_id: String,
     pub nodes: Vec<NodeSlot>,
+    /// Whether any node ever started (its ports are then fixed: the logs know the voters).
+    started: bool,
 }
 
 fn run_corum(exe: &Path, args: &[&str]) -> anyhow::Result<String> {
@@ -227,45 +229,64 @@ fn write_config(spec: &ClusterSpec, n: &NodeSlot, voters: &[String]) -> anyhow::
     std::fs::write(&n.config, text).with_context(|| format!("writing {}", n.config.display()))
 }
 
+/// Gives every node two new free loopback ports and (re)writes every configuration with them
+/// (the static voter set names every node's controller port). Formatting does not record
+/// ports, so a formatted cluster that never ran can move.
+fn assign_ports(spec: &ClusterSpec, nodes: &mut [NodeSlot]) -> anyhow::Result<()> {
+    let ports = free_loopback_ports(2 * nodes.len())?;
+    let addr = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
+    for (n, pair) in nodes.iter_mut().zip(ports.chunks(2)) {
+        n.raft = addr(pair[0]);
+        n.client = addr(pair[1]);
+    }
+    let voters: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("{}@{}", n.id, n.raft))
+        .collect();
+    for n in nodes.iter() {
+        write_config(spec, n, &voters)?;
+    }
+    Ok(())
+}
+
+/// Marks a node that could not bind a port someone else took after it was picked.
+const PORT_TAKEN: &str = "a port picked for it is taken";
+
+/// First starts that lose a picked port to another process, before moving the cluster to
+/// new ports gives up.
+const PORT_ATTEMPTS: usize = 3;
+
 impl LocalCluster {
     /// Picks ports, writes the configurations and formats every node (nothing runs yet).
     pub fn create(spec: ClusterSpec) -> anyhow::Result<LocalCluster> {
         anyhow::ensure!(spec.voters >= 1, "a cluster needs at least one voter");
         std::fs::create_dir_all(&spec.dir)
             .with_context(|| format!("creating {}", spec.dir.display()))?;
-        let ports = free_loopback_ports(2 * spec.voters as usize)?;
-        let addr = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
-        let nodes: Vec<NodeSlot> = (1..=spec.voters)
-            .map(|id| {
-                let i = 2 * (id as usize - 1);
-                NodeSlot {
-                    id,
-                    raft: addr(ports[i]),
-                    client: addr(ports[i + 1]),
-                    config: spec.dir.join(format!("node{id}.properties")),
-                    data: spec.dir.join(format!("node{id}")),
-                    log: spec.dir.join(format!("node{id}.log")),
-                    process: None,
-                }
+        let unbound = SocketAddr::from(([127, 0, 0, 1], 0));
+        let mut nodes: Vec<NodeSlot> = (1..=spec.voters)
+            .map(|id| NodeSlot {
+                id,
+                raft: unbound,
+                client: unbound,
+                config: spec.dir.join(format!("node{id}.properties")),
+                data: spec.dir.join(format!("node{id}")),
+                log: spec.dir.join(format!("node{id}.log")),
+                process: None,
             })
             .collect();
+        assign_ports(&spec, &mut nodes)?;
         let cluster_id = run_corum(&spec.exe, &["random-uuid"])?.trim().to_owned();
-        let voters: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("{}@{}", n.id, n.raft))
-            .collect();
         for n in &nodes {
-            write_config(&spec, n, &voters)?;
             let config = n.config.display().to_string();
-            run_corum(
-                &spec.exe,
-                &["format", "--config", &config, "--cluster-id", &cluster_id],
-            )?;
+            // `=` keeps an id starting with `-` from being read as a flag.
+            let cluster_flag = format!("--cluster-id={cluster_id}");
+            run_corum(&spec.exe, &["format", "--config", &config, &cluster_flag])?;
         }
         Ok(LocalCluster {
             spec,
             cluster_id,
             nodes,
+            started: false,
         })
     }
 
@@ -298,7 +319,34 @@ impl LocalCluster {
     }
 
     /// Starts every node that is not running: all are spawned first, then each is waited for.
+    /// On the cluster's first start, a node that finds one of its ports taken (another
+    /// process got it between picking and binding) stops the attempt: the cluster moves to
+    /// new ports and starts again, up to [`PORT_ATTEMPTS`] times.
     pub fn start_all(&mut self) -> anyhow::Result<()> {
+        let first_start = !self.started;
+        let mut attempt = 1;
+        loop {
+            match self.try_start_all(first_start) {
+                Err(e)
+                    if first_start
+                        && attempt < PORT_ATTEMPTS
+                        && format!("{e:#}").contains(PORT_TAKEN) =>
+                {
+                    for n in &mut self.nodes {
+                        n.process = None;
+                    }
+                    assign_ports(&self.spec, &mut self.nodes)?;
+                    attempt += 1;
+                }
+                other => {
+                    self.started |= other.is_ok();
+                    return other;
+                }
+            }
+        }
+    }
+
+    fn try_start_all(&mut self, first_start: bool) -> anyhow::Result<()> {
         let ids: Vec<u32> = self
             .nodes
             .iter()
@@ -310,7 +358,7 @@ impl LocalCluster {
             pending.push((id, self.spawn(id)?));
         }
         for (id, p) in pending {
-            let process = self.await_ready(id, p)?;
+            let process = self.await_ready(id, p, !first_start)?;
             self.node_mut(id).process = Some(process);
         }
         Ok(())
@@ -322,8 +370,9 @@ impl LocalCluster {
     pub fn start(&mut self, id: u32) -> anyhow::Result<()> {
         anyhow::ensure!(!self.is_running(id), "node {id} is already running");
         let p = self.spawn(id)?;
-        let process = self.await_ready(id, p)?;
+        let process = self.await_ready(id, p, true)?;
         self.node_mut(id).process = Some(process);
+        self.started = true;
         Ok(())
     }
 
@@ -399,7 +448,15 @@ impl LocalCluster {
         })
     }
 
-    fn await_ready(&self, id: u32, mut s: Spawned) -> anyhow::Result<NodeProcess> {
+    /// Waits for the ready line of `s`. A node that exits because a port is in use is
+    /// started again while `retry_in_use` (its own previous process may still hold the port
+    /// for a moment); otherwise that fails at once naming [`PORT_TAKEN`].
+    fn await_ready(
+        &self,
+        id: u32,
+        mut s: Spawned,
+        retry_in_use: bool,
+    ) -> anyhow::Result<NodeProcess> {
         let start = Instant::now();
         loop {
             let left = self.spec.ready_timeout.saturating_sub(start.elapsed());
@@ -418,10 +475,16 @@ impl LocalCluster {
                     // Still starting, unless it already exited.
                     if let Some(status) = s.process.wait_timeout(Duration::ZERO)? {
                         let tail = self.log_since(id, s.log_start);
-                        if tail.contains("in use") && start.elapsed() < self.spec.ready_timeout {
-                            std::thread::sleep(Duration::from_millis(100));
-                            s = self.spawn(id)?;
-                            continue;
+                        if tail.contains("in use") {
+                            anyhow::ensure!(
+                                retry_in_use,
+                                "node {id} exited before it was ready: {PORT_TAKEN}:\n{tail}"
+                            );
+                            if start.elapsed() < self.spec.ready_timeout {
+                                std::thread::sleep(Duration::from_millis(100));
+                                s = self.spawn(id)?;
+                                continue;
+                            }
                         }
                         anyhow::bail!("node {id} exited before it was ready ({status}):\n{tail}");
                     }
@@ -539,7 +602,8 @@ mod tests {
         }
     }
 
-    /// Free ports are distinct and bindable right after.
+    /// Free ports are distinct and never 0. (Whether one is still free a moment later
+    /// depends on the other processes of the machine: `start_all` copes with that.)
     #[test]
     fn free_ports_are_distinct() {
         let ports = free_loopback_ports(6).unwrap();
@@ -547,9 +611,7 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(sorted.len(), 6);
-        for p in ports {
-            TcpListener::bind(("127.0.0.1", p)).unwrap();
-        }
+        assert!(ports.iter().all(|&p| p != 0));
     }
 
     /// Dropping a process guard kills its child and clears it from the registry.
