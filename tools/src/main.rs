@@ -35,6 +35,12 @@ enum Command {
     Placement(cmd::placement::Args),
     /// Run seeds of the deterministic Raft cluster simulator (`--seeds N --start S --voters 3|5`).
     Sim(cmd::sim::Args),
+    /// Describe the quorum as its leader sees it (`quorum describe --status|--replication`).
+    Quorum(cmd::quorum::Args),
+    /// Drive a running quorum (`--workload configs|brokers|topics`) and measure it.
+    Loadgen(cmd::loadgen::Args),
+    /// Start a local 3-node quorum, run every workload against it, print a summary.
+    Demo(cmd::demo::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -61,5 +67,8 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::DumpLog(args) => cmd::dump_log::run(args),
         Command::Placement(args) => cmd::placement::run(args),
         Command::Sim(args) => cmd::sim::run(args),
+        Command::Quorum(args) => cmd::quorum::run(args),
+        Command::Loadgen(args) => cmd::loadgen::run(args),
+        Command::Demo(args) => cmd::demo::run(args),
     }
 }

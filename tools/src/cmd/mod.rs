@@ -1,10 +1,13 @@
 //! One module per subcommand; each has an `Args` (clap) and a `run(args) -> anyhow::Result<()>`.
 
 pub mod bench;
+pub mod demo;
 pub mod dump_log;
 pub mod format;
 pub mod info;
+pub mod loadgen;
 pub mod placement;
+pub mod quorum;
 pub mod run;
 pub mod sim;
 pub mod uuid;

@@ -1,0 +1,424 @@
+//! `corum demo`: a local 3-voter quorum as three `corum run` processes on loopback, the
+//! brokers, topics and configs workloads against it, one summary, and everything cleaned up.
+//!
+//! | step | what |
+//! |------|------|
+//! | 1 | a directory (`--dir`, which must be missing or empty, or a new one under the system temp dir) |
+//! | 2 | free loopback ports, `nodeN.properties`, `corum format` per node ([`cluster::LocalCluster`]) |
+//! | 3 | three `corum run` children (this executable), each waited for until its ready line |
+//! | 4 | DescribeQuorum until a leader answers |
+//! | 5 | `brokers`, `topics`, `configs` workloads in-process ([`crate::cmd::loadgen::run_workload`]), `--duration-secs` each, live progress on stderr |
+//! | 6 | the summary on stdout: per workload ops/s, p50/p99, errors; leader and epoch |
+//! | 7 | SIGTERM to every node, wait for each, then the directory is removed unless `--keep` |
+//!
+//! Children die on every exit path: returning or panicking drops the cluster (each node's
+//! guard SIGKILLs it), SIGINT/SIGTERM to the demo are caught by a thread that kills every
+//! registered child and removes the directory before exiting, and each child has
+//! `PR_SET_PDEATHSIG` in case the demo itself is SIGKILLed.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::Context;
+use corum_engine::disk::executor_builder;
+use corum_node::protocol::DescribeQuorumResponse;
+
+use crate::cmd::loadgen::stats::format_us;
+use crate::cmd::loadgen::{run_workload, LoadConfig, Report, Workload};
+use crate::cmd::quorum::describe_leader;
+
+pub mod cluster;
+
+use cluster::{kill_registered_children, ClusterSpec, LocalCluster};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Seconds of load per workload.
+    #[arg(long, default_value_t = 5.0)]
+    pub duration_secs: f64,
+    /// Keep the directory (configs, node logs, metadata logs) afterwards.
+    #[arg(long)]
+    pub keep: bool,
+    /// Where to put the cluster (must be missing or empty; default: a new temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// configs workload: concurrent clients.
+    #[arg(long, default_value_t = 64)]
+    pub clients: usize,
+    /// brokers workload: simulated brokers.
+    #[arg(long, default_value_t = 200)]
+    pub brokers: usize,
+    /// brokers workload: heartbeat interval.
+    #[arg(long, default_value_t = 500)]
+    pub heartbeat_interval_ms: u64,
+    /// topics workload: partitions per topic.
+    #[arg(long, default_value_t = 3)]
+    pub partitions: u32,
+    /// topics workload: concurrent clients.
+    #[arg(long, default_value_t = 8)]
+    pub topic_clients: usize,
+}
+
+/// What the signal thread needs to clean up: the directory and whether to keep it.
+static CLEANUP: Mutex<Option<(PathBuf, bool)>> = Mutex::new(None);
+/// Set by the signal thread before it kills the nodes: the main thread, seeing its nodes
+/// die, must not report that as the demo's own failure and exit first.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.duration_secs.is_finite() && args.duration_secs > 0.0 && args.duration_secs <= 3600.0,
+        "--duration-secs must be above 0 and at most 3600"
+    );
+    let dir = prepare_dir(args.dir.as_deref())?;
+    *CLEANUP
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((dir.clone(), args.keep));
+    watch_signals()?;
+    let exe = std::env::current_exe().context("locating the corum executable")?;
+    let result = demo(&args, &exe, &dir);
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        // The signal thread cleans up and exits the process.
+        loop {
+            std::thread::park();
+        }
+    }
+    if args.keep {
+        eprintln!("corum demo: kept {}", dir.display());
+    } else if let Err(e) = std::fs::remove_dir_all(&dir) {
+        eprintln!("corum demo: could not remove {}: {e}", dir.display());
+    }
+    result
+}
+
+/// The demo's directory: `dir` if given (created; refused if it holds anything), else a new
+/// one under the system temporary directory.
+fn prepare_dir(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let dir = match dir {
+        Some(d) => d.to_path_buf(),
+        None => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            std::env::temp_dir().join(format!("corum-demo-{}-{nanos}", std::process::id()))
+        }
+    };
+    if dir.exists() {
+        let mut entries =
+            std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?;
+        anyhow::ensure!(
+            entries.next().is_none(),
+            "{} is not empty: give --dir a new or empty directory",
+            dir.display()
+        );
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Blocks SIGINT and SIGTERM in this thread (and so in every thread spawned after it) and
+/// starts a thread that waits for them: it kills every child, removes the directory unless
+/// `--keep`, and exits with 128 + the signal number. The mask survives exec, so
+/// [`LocalCluster`] clears it in each child before exec: SIGTERM still reaches the nodes.
+fn watch_signals() -> anyhow::Result<()> {
+    // SAFETY: sigset_t is plain data initialised by sigemptyset/sigaddset before use;
+    // pthread_sigmask changes only this thread's mask.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        anyhow::ensure!(rc == 0, "blocking SIGINT/SIGTERM failed: error {rc}");
+        set
+    };
+    std::thread::Builder::new()
+        .name("corum-demo-signals".into())
+        .spawn(move || {
+            let mut signal: libc::c_int = 0;
+            // SAFETY: `set` is initialised and blocked in every thread of the process.
+            let rc = unsafe { libc::sigwait(&set, &mut signal) };
+            if rc != 0 {
+                return;
+            }
+            INTERRUPTED.store(true, Ordering::SeqCst);
+            eprintln!("\ncorum demo: interrupted: stopping the nodes");
+            let killed = kill_registered_children();
+            // Give the kernel a moment to reap what we killed before removing its files.
+            std::thread::sleep(Duration::from_millis(100));
+            let cleanup = CLEANUP
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            if let Some((dir, keep)) = cleanup {
+                if keep {
+                    eprintln!("corum demo: kept {}", dir.display());
+                } else {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+            }
+            eprintln!("corum demo: killed {killed} node(s)");
+            std::process::exit(128 + signal);
+        })
+        .context("starting the signal thread")?;
+    Ok(())
+}
+
+fn describe(bootstrap: &[SocketAddr], timeout: Duration) -> anyhow::Result<DescribeQuorumResponse> {
+    let bootstrap = bootstrap.to_vec();
+    executor_builder("corum-demo")
+        .spawn(move || async move { describe_leader(&bootstrap, timeout).await })
+        .map_err(|e| anyhow::anyhow!("starting the glommio executor: {e}"))?
+        .join()
+        .map_err(|e| anyhow::anyhow!("the describe executor failed: {e}"))?
+}
+
+fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
+    eprintln!("corum demo: formatting 3 controllers in {}", dir.display());
+    let mut cluster = LocalCluster::create(ClusterSpec::new(exe, dir))?;
+    cluster.start_all()?;
+    for n in &cluster.nodes {
+        eprintln!(
+            "corum demo: node {} running (raft {}, clients {}, log {})",
+            n.id,
+            n.raft,
+            n.client,
+            n.log.display()
+        );
+    }
+    let bootstrap: Vec<SocketAddr> = cluster.nodes.iter().map(|n| n.client).collect();
+    let first = describe(&bootstrap, Duration::from_secs(20)).context("waiting for a leader")?;
+    eprintln!(
+        "corum demo: node {} leads (epoch {})",
+        first.node_id, first.leader_epoch.0
+    );
+    let mut reports = Vec::new();
+    let mut raw = 0;
+    for workload in [Workload::Brokers, Workload::Topics, Workload::Configs] {
+        eprintln!("corum demo: {} workload", workload.name());
+        let config = LoadConfig {
+            bootstrap: bootstrap.clone(),
+            workload,
+            clients: match workload {
+                Workload::Configs => args.clients,
+                Workload::Topics => args.topic_clients,
+                Workload::Brokers => 1,
+            },
+            connections: 1,
+            duration: Duration::from_secs_f64(args.duration_secs),
+            verify: workload == Workload::Configs,
+            partitions: args.partitions,
+            brokers: args.brokers,
+            heartbeat_interval: Duration::from_millis(args.heartbeat_interval_ms),
+            // Each workload registers its own brokers: ids of one run must not collide with
+            // the still-live registrations of the run before.
+            broker_id_base: match workload {
+                Workload::Topics => 100,
+                _ => 1_000,
+            },
+            data_dir: Some(dir.join("fsync-probe")),
+            // Measured once, on the same file system as the nodes' logs.
+            raw_fsync: if raw == 0 {
+                Duration::from_secs(1)
+            } else {
+                Duration::ZERO
+            },
+            request_timeout: Duration::from_secs(5),
+            grace: Duration::from_secs(5),
+            progress: true,
+        };
+        let mut report = run_workload(config)
+            .with_context(|| format!("running the {} workload", workload.name()))?;
+        if raw == 0 {
+            raw = report.raw_fsync_p50_us;
+        } else {
+            report.raw_fsync_p50_us = raw;
+            report.p50_over_raw_fsync_p50 = report.p50_us as f64 / raw as f64;
+        }
+        reports.push(report);
+    }
+    let last = describe(&bootstrap, Duration::from_secs(10)).context("describing the quorum")?;
+    print!(
+        "{}",
+        render_summary(&cluster.cluster_id, &first, &last, &reports)
+    );
+    eprintln!("corum demo: stopping the nodes (SIGTERM)");
+    let mut failures = Vec::new();
+    for (id, outcome) in cluster.terminate_all(Duration::from_secs(15)) {
+        match outcome {
+            Ok(status) if status.success() => {}
+            Ok(status) => failures.push(format!("node {id} exited with {status}")),
+            Err(e) => failures.push(format!("{e:#}")),
+        }
+    }
+    let lost: u64 = reports.iter().filter_map(|r| r.lost).sum();
+    anyhow::ensure!(lost == 0, "{lost} acknowledged config writes were lost");
+    anyhow::ensure!(failures.is_empty(), "{}", failures.join("; "));
+    eprintln!("corum demo: all nodes stopped cleanly");
+    Ok(())
+}
+
+/// The summary: the quorum, then one row per workload, then the broker and fsync figures.
+pub fn render_summary(
+    cluster_id: &str,
+    first: &DescribeQuorumResponse,
+    last: &DescribeQuorumResponse,
+    reports: &[Report],
+) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let _ = writeln!(w, "\ncorum demo summary (cluster {cluster_id})");
+    let _ = writeln!(
+        w,
+        "  quorum: 3 voters; leader node {} at epoch {} (first leader: node {} at epoch {}); high watermark {}",
+        last.node_id, last.leader_epoch.0, first.node_id, first.leader_epoch.0, last.high_watermark.0
+    );
+    let _ = writeln!(
+        w,
+        "  {:<8} {:>7} {:>9} {:>10} {:>10} {:>10} {:>7} {:>8}",
+        "workload", "clients", "ops/s", "p50", "p99", "max", "errors", "leaders"
+    );
+    for r in reports {
+        let clients = r.broker.as_ref().map_or(r.clients, |b| b.brokers);
+        let _ = writeln!(
+            w,
+            "  {:<8} {:>7} {:>9.0} {:>10} {:>10} {:>10} {:>7} {:>8}",
+            r.workload,
+            clients,
+            r.ops_per_sec,
+            format_us(r.p50_us),
+            format_us(r.p99_us),
+            format_us(r.max_us),
+            r.errors,
+            r.leader_changes
+        );
+    }
+    for r in reports {
+        if let Some(b) = &r.broker {
+            let _ = writeln!(
+                w,
+                "  brokers: {} of {} unfenced; registration to unfenced p50 {}, p99 {}; heartbeat every {} ms",
+                b.unfenced,
+                b.brokers,
+                format_us(b.registration_to_unfenced_p50_us),
+                format_us(b.registration_to_unfenced_p99_us),
+                b.heartbeat_interval_ms
+            );
+        }
+        if let Some(p) = r.partitions {
+            let _ = writeln!(w, "  topics: {} created with {p} partitions each", r.ops);
+        }
+        if let (Some(a), Some(l)) = (r.acknowledged, r.lost) {
+            let _ = writeln!(
+                w,
+                "  configs: {a} acknowledged writes verified by reading back, {l} lost"
+            );
+        }
+    }
+    if let Some(r) = reports.iter().find(|r| r.workload == "configs") {
+        if r.raw_fsync_p50_us > 0 {
+            let _ = writeln!(
+                w,
+                "  raw fdatasync p50 {}: a config write commits in {:.2} x that (p50)",
+                format_us(r.raw_fsync_p50_us),
+                r.p50_over_raw_fsync_p50
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::loadgen::stats::BrokerFigures;
+    use corum_types::{Epoch, LogOffset, NodeId, Uuid};
+
+    fn quorum(leader: u32, epoch: u64) -> DescribeQuorumResponse {
+        DescribeQuorumResponse {
+            cluster_id: Uuid([1; 16]),
+            node_id: NodeId(leader),
+            leader_id: Some(NodeId(leader)),
+            leader_epoch: Epoch(epoch),
+            high_watermark: LogOffset(999),
+            voters: vec![],
+            observers: vec![],
+        }
+    }
+
+    /// The summary names the leader and epoch and has one row per workload with its rate,
+    /// latencies and errors, plus the broker, topic, verify and fsync lines.
+    #[test]
+    fn summary_has_every_figure() {
+        let reports = vec![
+            Report {
+                workload: "brokers",
+                ops_per_sec: 400.0,
+                p50_us: 300,
+                p99_us: 900,
+                broker: Some(BrokerFigures {
+                    brokers: 200,
+                    unfenced: 200,
+                    registration_to_unfenced_p50_us: 20_000,
+                    ..BrokerFigures::default()
+                }),
+                ..Report::default()
+            },
+            Report {
+                workload: "topics",
+                ops: 50,
+                partitions: Some(3),
+                ..Report::default()
+            },
+            Report {
+                workload: "configs",
+                clients: 64,
+                ops_per_sec: 12_345.0,
+                p50_us: 2_000,
+                p99_us: 5_000,
+                errors: 2,
+                raw_fsync_p50_us: 1_000,
+                p50_over_raw_fsync_p50: 2.0,
+                acknowledged: Some(10),
+                lost: Some(0),
+                ..Report::default()
+            },
+        ];
+        let s = render_summary("abc", &quorum(2, 3), &quorum(2, 3), &reports);
+        assert!(s.contains("leader node 2 at epoch 3"), "{s}");
+        let row = s
+            .lines()
+            .find(|l| l.trim_start().starts_with("configs "))
+            .unwrap();
+        for cell in ["64", "12345", "2.00 ms", "5.00 ms"] {
+            assert!(row.contains(cell), "{cell} missing in {row:?}");
+        }
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            cells[cells.len() - 2..],
+            ["2", "0"],
+            "errors, leader changes: {row}"
+        );
+        assert!(s.contains("200 of 200 unfenced"), "{s}");
+        assert!(s.contains("50 created with 3 partitions"), "{s}");
+        assert!(s.contains("10 acknowledged writes verified"), "{s}");
+        assert!(s.contains("2.00 x that"), "{s}");
+    }
+
+    /// A given directory must be new or empty; a missing one is created.
+    #[test]
+    fn directory_rules() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fresh = tmp.path().join("new");
+        assert_eq!(prepare_dir(Some(&fresh)).unwrap(), fresh);
+        assert!(fresh.is_dir());
+        assert_eq!(prepare_dir(Some(&fresh)).unwrap(), fresh, "empty is fine");
+        std::fs::write(fresh.join("x"), "x").unwrap();
+        let e = prepare_dir(Some(&fresh)).unwrap_err().to_string();
+        assert!(e.contains("not empty"), "{e}");
+    }
+}

@@ -1,0 +1,636 @@
+//! A local quorum of `corum run` processes on loopback, for `corum demo` and the process tests
+//! (`tools/tests/common` includes this file with `#[path]`, so it depends on std, libc and
+//! anyhow only).
+//!
+//! | step          | what happens                                                                |
+//! |---------------|-----------------------------------------------------------------------------|
+//! | [`LocalCluster::create`] | picks 2 free loopback ports per node (controller + `CLIENT` listener), writes `nodeN.properties` (static `controller.quorum.voters`), makes a cluster id (`corum random-uuid`) and runs `corum format` per node |
+//! | [`LocalCluster::start`]  | spawns `corum run --config nodeN.properties --no-pin`, stderr appended to `nodeN.log`, and waits for its one stdout line `corum: node N ready: raft A, clients B` |
+//! | [`LocalCluster::signal`], [`LocalCluster::kill`], [`LocalCluster::terminate`] | SIGTERM / SIGKILL a node and reap it |
+//! | drop          | every child still running is SIGKILLed and reaped                          |
+//!
+//! Children are killed on every exit path: a [`NodeProcess`] kills its child when dropped
+//! (normal return and panics alike), each child gets `PR_SET_PDEATHSIG = SIGKILL` (it dies if
+//! the thread that spawned it dies, even by SIGKILL), and every live child pid is listed in a
+//! process-wide registry that a signal handler can empty with [`kill_registered_children`].
+
+// The tests include this file and use a different subset of it than the demo does.
+#![allow(dead_code)]
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+/// The pids of every child spawned here and not yet reaped.
+static LIVE_CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+fn registry() -> std::sync::MutexGuard<'static, Vec<u32>> {
+    // A panic while holding the lock leaves the list itself intact.
+    LIVE_CHILDREN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// SIGKILLs every child spawned by this module that has not been reaped yet (for signal
+/// handlers: the owners' guards may never run). Returns how many were signalled.
+pub fn kill_registered_children() -> usize {
+    let pids = registry().clone();
+    for &pid in &pids {
+        send_signal(pid, libc::SIGKILL);
+    }
+    pids.len()
+}
+
+fn send_signal(pid: u32, signal: libc::c_int) -> bool {
+    let pid = libc::pid_t::try_from(pid).expect("a child pid fits in pid_t");
+    // SAFETY: kill(2) has no memory-safety preconditions; the pid is one of our unreaped
+    // children, so it cannot have been reused by another process.
+    unsafe { libc::kill(pid, signal) == 0 }
+}
+
+/// What `corum run` prints once its sockets are bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadyLine {
+    pub node_id: u32,
+    pub raft: SocketAddr,
+    pub clients: SocketAddr,
+}
+
+/// Parses `corum: node N ready: raft HOST:PORT, clients HOST:PORT`; `None` for any other line.
+pub fn parse_ready_line(line: &str) -> Option<ReadyLine> {
+    let rest = line.trim().strip_prefix("corum: node ")?;
+    let (id, rest) = rest.split_once(" ready: raft ")?;
+    let (raft, clients) = rest.split_once(", clients ")?;
+    Some(ReadyLine {
+        node_id: id.parse().ok()?,
+        raft: raft.trim().parse().ok()?,
+        clients: clients.trim().parse().ok()?,
+    })
+}
+
+/// `count` distinct free TCP ports on 127.0.0.1 (all bound at once, then released).
+pub fn free_loopback_ports(count: usize) -> anyhow::Result<Vec<u16>> {
+    let listeners = (0..count)
+        .map(|_| TcpListener::bind("127.0.0.1:0").context("binding an ephemeral loopback port"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    listeners
+        .iter()
+        .map(|l| Ok(l.local_addr()?.port()))
+        .collect()
+}
+
+/// A running `corum run` child. Dropping it SIGKILLs and reaps the child.
+pub struct NodeProcess {
+    child: Child,
+    ready: ReadyLine,
+}
+
+impl NodeProcess {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn ready(&self) -> ReadyLine {
+        self.ready
+    }
+
+    /// Sends `signal` (the process may already have exited; that is not an error).
+    pub fn signal(&self, signal: libc::c_int) {
+        send_signal(self.child.id(), signal);
+    }
+
+    /// Waits up to `timeout` for the process to exit; `None` if it is still running.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> anyhow::Result<Option<ExitStatus>> {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().context("waiting for a node")? {
+                registry().retain(|&p| p != self.child.id());
+                return Ok(Some(status));
+            }
+            if start.elapsed() >= timeout {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        registry().retain(|&p| p != self.child.id());
+    }
+}
+
+/// How to build a [`LocalCluster`].
+#[derive(Clone, Debug)]
+pub struct ClusterSpec {
+    /// The `corum` binary.
+    pub exe: PathBuf,
+    /// Where configs, logs and data directories go (created if missing).
+    pub dir: PathBuf,
+    /// Node ids are `1..=voters`.
+    pub voters: u32,
+    /// Extra `key=value` lines for every node's properties file.
+    pub settings: Vec<(String, String)>,
+    /// How long a started node may take to print its ready line.
+    pub ready_timeout: Duration,
+    /// `RUST_LOG` of the nodes.
+    pub rust_log: String,
+}
+
+impl ClusterSpec {
+    pub fn new(exe: impl Into<PathBuf>, dir: impl Into<PathBuf>) -> ClusterSpec {
+        ClusterSpec {
+            exe: exe.into(),
+            dir: dir.into(),
+            voters: 3,
+            settings: Vec::new(),
+            ready_timeout: Duration::from_secs(20),
+            rust_log: "info".into(),
+        }
+    }
+
+    /// Adds `key=value` to every node's configuration.
+    pub fn set(mut self, key: &str, value: impl ToString) -> ClusterSpec {
+        self.settings.push((key.into(), value.to_string()));
+        self
+    }
+}
+
+/// One node's files and endpoints, and its process while it runs.
+pub struct NodeSlot {
+    pub id: u32,
+    pub raft: SocketAddr,
+    pub client: SocketAddr,
+    pub config: PathBuf,
+    pub data: PathBuf,
+    /// The node's stderr (appended across restarts).
+    pub log: PathBuf,
+    pub process: Option<NodeProcess>,
+}
+
+/// A formatted local quorum of `corum run` processes (see the module doc).
+pub struct LocalCluster {
+    pub spec: ClusterSpec,
+    pub cluster_id: String,
+    pub nodes: Vec<NodeSlot>,
+    /// Whether any node ever started (its ports are then fixed: the logs know the voters).
+    started: bool,
+}
+
+fn run_corum(exe: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new(exe)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("running {} {}", exe.display(), args.join(" ")))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "`corum {}` failed ({}): {}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Writes node `n`'s properties file with the static `voters`.
+fn write_config(spec: &ClusterSpec, n: &NodeSlot, voters: &[String]) -> anyhow::Result<()> {
+    let mut text = format!(
+        "# corum local cluster node {id}\n\
+         node.id={id}\n\
+         process.roles=controller\n\
+         listeners=CONTROLLER://{raft},CLIENT://{client}\n\
+         controller.listener.names=CONTROLLER\n\
+         controller.quorum.voters={voters}\n\
+         metadata.log.dir={data}\n",
+        id = n.id,
+        raft = n.raft,
+        client = n.client,
+        voters = voters.join(","),
+        data = n.data.display(),
+    );
+    for (k, v) in &spec.settings {
+        text.push_str(&format!("{k}={v}\n"));
+    }
+    std::fs::write(&n.config, text).with_context(|| format!("writing {}", n.config.display()))
+}
+
+/// Gives every node two new free loopback ports and (re)writes every configuration with them
+/// (the static voter set names every node's controller port). Formatting does not record
+/// ports, so a formatted cluster that never ran can move.
+fn assign_ports(spec: &ClusterSpec, nodes: &mut [NodeSlot]) -> anyhow::Result<()> {
+    let ports = free_loopback_ports(2 * nodes.len())?;
+    let addr = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
+    for (n, pair) in nodes.iter_mut().zip(ports.chunks(2)) {
+        n.raft = addr(pair[0]);
+        n.client = addr(pair[1]);
+    }
+    let voters: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("{}@{}", n.id, n.raft))
+        .collect();
+    for n in nodes.iter() {
+        write_config(spec, n, &voters)?;
+    }
+    Ok(())
+}
+
+/// Marks a node that could not bind a port someone else took after it was picked.
+const PORT_TAKEN: &str = "a port picked for it is taken";
+
+/// First starts that lose a picked port to another process, before moving the cluster to
+/// new ports gives up.
+const PORT_ATTEMPTS: usize = 3;
+
+impl LocalCluster {
+    /// Picks ports, writes the configurations and formats every node (nothing runs yet).
+    pub fn create(spec: ClusterSpec) -> anyhow::Result<LocalCluster> {
+        anyhow::ensure!(spec.voters >= 1, "a cluster needs at least one voter");
+        std::fs::create_dir_all(&spec.dir)
+            .with_context(|| format!("creating {}", spec.dir.display()))?;
+        let unbound = SocketAddr::from(([127, 0, 0, 1], 0));
+        let mut nodes: Vec<NodeSlot> = (1..=spec.voters)
+            .map(|id| NodeSlot {
+                id,
+                raft: unbound,
+                client: unbound,
+                config: spec.dir.join(format!("node{id}.properties")),
+                data: spec.dir.join(format!("node{id}")),
+                log: spec.dir.join(format!("node{id}.log")),
+                process: None,
+            })
+            .collect();
+        assign_ports(&spec, &mut nodes)?;
+        let cluster_id = run_corum(&spec.exe, &["random-uuid"])?.trim().to_owned();
+        for n in &nodes {
+            let config = n.config.display().to_string();
+            // `=` keeps an id starting with `-` from being read as a flag.
+            let cluster_flag = format!("--cluster-id={cluster_id}");
+            run_corum(&spec.exe, &["format", "--config", &config, &cluster_flag])?;
+        }
+        Ok(LocalCluster {
+            spec,
+            cluster_id,
+            nodes,
+            started: false,
+        })
+    }
+
+    /// The client endpoints of every node, `HOST:PORT,...` (a `--bootstrap` value).
+    pub fn bootstrap(&self) -> String {
+        let v: Vec<String> = self.nodes.iter().map(|n| n.client.to_string()).collect();
+        v.join(",")
+    }
+
+    pub fn ids(&self) -> Vec<u32> {
+        self.nodes.iter().map(|n| n.id).collect()
+    }
+
+    pub fn node(&self, id: u32) -> &NodeSlot {
+        self.nodes
+            .iter()
+            .find(|n| n.id == id)
+            .unwrap_or_else(|| panic!("no node {id} in this cluster"))
+    }
+
+    fn node_mut(&mut self, id: u32) -> &mut NodeSlot {
+        self.nodes
+            .iter_mut()
+            .find(|n| n.id == id)
+            .unwrap_or_else(|| panic!("no node {id} in this cluster"))
+    }
+
+    pub fn is_running(&self, id: u32) -> bool {
+        self.node(id).process.is_some()
+    }
+
+    /// Starts every node that is not running: all are spawned first, then each is waited for.
+    /// On the cluster's first start, a node that finds one of its ports taken (another
+    /// process got it between picking and binding) stops the attempt: the cluster moves to
+    /// new ports and starts again, up to [`PORT_ATTEMPTS`] times.
+    pub fn start_all(&mut self) -> anyhow::Result<()> {
+        let first_start = !self.started;
+        let mut attempt = 1;
+        loop {
+            match self.try_start_all(first_start) {
+                Err(e)
+                    if first_start
+                        && attempt < PORT_ATTEMPTS
+                        && format!("{e:#}").contains(PORT_TAKEN) =>
+                {
+                    for n in &mut self.nodes {
+                        n.process = None;
+                    }
+                    assign_ports(&self.spec, &mut self.nodes)?;
+                    attempt += 1;
+                }
+                other => {
+                    self.started |= other.is_ok();
+                    return other;
+                }
+            }
+        }
+    }
+
+    fn try_start_all(&mut self, first_start: bool) -> anyhow::Result<()> {
+        let ids: Vec<u32> = self
+            .nodes
+            .iter()
+            .filter(|n| n.process.is_none())
+            .map(|n| n.id)
+            .collect();
+        let mut pending = Vec::new();
+        for id in ids {
+            pending.push((id, self.spawn(id)?));
+        }
+        for (id, p) in pending {
+            let process = self.await_ready(id, p, !first_start)?;
+            self.node_mut(id).process = Some(process);
+        }
+        Ok(())
+    }
+
+    /// Starts node `id` and waits for its ready line. A node that exits before it because its
+    /// port is still held (a restart right after a kill) is started again until the ready
+    /// timeout.
+    pub fn start(&mut self, id: u32) -> anyhow::Result<()> {
+        anyhow::ensure!(!self.is_running(id), "node {id} is already running");
+        let p = self.spawn(id)?;
+        let process = self.await_ready(id, p, true)?;
+        self.node_mut(id).process = Some(process);
+        self.started = true;
+        Ok(())
+    }
+
+    fn spawn(&self, id: u32) -> anyhow::Result<Spawned> {
+        let n = self.node(id);
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&n.log)
+            .with_context(|| format!("opening {}", n.log.display()))?;
+        let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
+        let mut cmd = Command::new(&self.spec.exe);
+        cmd.arg("run")
+            .arg("--config")
+            .arg(&n.config)
+            .arg("--no-pin")
+            .env("RUST_LOG", &self.spec.rust_log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log));
+        // SAFETY: the closure runs in the forked child before exec and calls only
+        // sigemptyset, pthread_sigmask and prctl, which are async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                // The parent may block SIGINT/SIGTERM to handle them on a thread of its own
+                // (`corum demo`); a blocked mask survives exec, and the node must get SIGTERM.
+                let mut none: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut none);
+                let rc = libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+                if rc != 0 {
+                    return Err(std::io::Error::from_raw_os_error(rc));
+                }
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("spawning {} run", self.spec.exe.display()))?;
+        registry().push(child.id());
+        let stdout = child.stdout.take().expect("stdout was piped");
+        let (tx, rx) = mpsc::channel();
+        // Reads the ready line, then drains stdout until the child closes it, so the child
+        // never blocks on a full pipe.
+        std::thread::Builder::new()
+            .name(format!("corum-node{id}-stdout"))
+            .spawn(move || {
+                let mut sent = false;
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if !sent {
+                        if let Some(r) = parse_ready_line(&line) {
+                            let _ = tx.send(r);
+                            sent = true;
+                        }
+                    }
+                }
+            })
+            .context("spawning a stdout reader thread")?;
+        Ok(Spawned {
+            process: NodeProcess {
+                child,
+                ready: ReadyLine {
+                    node_id: id,
+                    raft: n.raft,
+                    clients: n.client,
+                },
+            },
+            ready: rx,
+            log_start,
+        })
+    }
+
+    /// Waits for the ready line of `s`. A node that exits because a port is in use is
+    /// started again while `retry_in_use` (its own previous process may still hold the port
+    /// for a moment); otherwise that fails at once naming [`PORT_TAKEN`].
+    fn await_ready(
+        &self,
+        id: u32,
+        mut s: Spawned,
+        retry_in_use: bool,
+    ) -> anyhow::Result<NodeProcess> {
+        let start = Instant::now();
+        loop {
+            let left = self.spec.ready_timeout.saturating_sub(start.elapsed());
+            match s.ready.recv_timeout(left.min(Duration::from_millis(50))) {
+                Ok(r) => {
+                    anyhow::ensure!(
+                        r.node_id == id,
+                        "node {id} says it is node {} ({})",
+                        r.node_id,
+                        self.node(id).config.display()
+                    );
+                    s.process.ready = r;
+                    return Ok(s.process);
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) if left > Duration::ZERO => {
+                    // Still starting, unless it already exited.
+                    if let Some(status) = s.process.wait_timeout(Duration::ZERO)? {
+                        let tail = self.log_since(id, s.log_start);
+                        if tail.contains("in use") {
+                            anyhow::ensure!(
+                                retry_in_use,
+                                "node {id} exited before it was ready: {PORT_TAKEN}:\n{tail}"
+                            );
+                            if start.elapsed() < self.spec.ready_timeout {
+                                std::thread::sleep(Duration::from_millis(100));
+                                s = self.spawn(id)?;
+                                continue;
+                            }
+                        }
+                        anyhow::bail!("node {id} exited before it was ready ({status}):\n{tail}");
+                    }
+                }
+                Err(_) => {
+                    let tail = self.log_since(id, s.log_start);
+                    anyhow::bail!(
+                        "node {id} printed no ready line within {:?}; its log:\n{tail}",
+                        self.spec.ready_timeout
+                    );
+                }
+            }
+        }
+    }
+
+    /// The last lines (at most 4 KiB) node `id` wrote to its log since byte `from`.
+    fn log_since(&self, id: u32, from: u64) -> String {
+        let mut text = String::new();
+        if let Ok(mut f) = File::open(&self.node(id).log) {
+            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            let start = from.max(len.saturating_sub(4096));
+            if f.seek(SeekFrom::Start(start)).is_ok() {
+                let _ = f.read_to_string(&mut text);
+            }
+        }
+        text
+    }
+
+    /// The last 4 KiB of node `id`'s log (for failure messages).
+    pub fn log_tail(&self, id: u32) -> String {
+        self.log_since(id, 0)
+    }
+
+    /// Sends `signal` to node `id` if it runs; returns whether it was running.
+    pub fn signal(&self, id: u32, signal: libc::c_int) -> bool {
+        match &self.node(id).process {
+            Some(p) => {
+                p.signal(signal);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// SIGKILLs node `id` and reaps it.
+    pub fn kill(&mut self, id: u32) {
+        // Dropping the guard kills and reaps.
+        self.node_mut(id).process = None;
+    }
+
+    /// SIGTERMs node `id` and waits up to `timeout` for it to exit; a node still running
+    /// then is SIGKILLed and the call fails. Returns the exit status.
+    pub fn terminate(&mut self, id: u32, timeout: Duration) -> anyhow::Result<ExitStatus> {
+        let mut p = self
+            .node_mut(id)
+            .process
+            .take()
+            .with_context(|| format!("node {id} is not running"))?;
+        p.signal(libc::SIGTERM);
+        match p.wait_timeout(timeout)? {
+            Some(status) => Ok(status),
+            None => {
+                drop(p);
+                anyhow::bail!("node {id} did not exit within {timeout:?} of SIGTERM")
+            }
+        }
+    }
+
+    /// SIGTERMs every running node at once, then waits for each (see [`Self::terminate`]).
+    pub fn terminate_all(&mut self, timeout: Duration) -> Vec<(u32, anyhow::Result<ExitStatus>)> {
+        let ids: Vec<u32> = self
+            .nodes
+            .iter()
+            .filter(|n| n.process.is_some())
+            .map(|n| n.id)
+            .collect();
+        for &id in &ids {
+            self.signal(id, libc::SIGTERM);
+        }
+        ids.into_iter()
+            .map(|id| (id, self.terminate(id, timeout)))
+            .collect()
+    }
+}
+
+struct Spawned {
+    process: NodeProcess,
+    ready: mpsc::Receiver<ReadyLine>,
+    log_start: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ready line parses into its node id and both endpoints; anything else is ignored.
+    #[test]
+    fn ready_line_parsing() {
+        assert_eq!(
+            parse_ready_line("corum: node 3 ready: raft 127.0.0.1:4001, clients 127.0.0.1:4002\n"),
+            Some(ReadyLine {
+                node_id: 3,
+                raft: "127.0.0.1:4001".parse().unwrap(),
+                clients: "127.0.0.1:4002".parse().unwrap(),
+            })
+        );
+        for bad in [
+            "",
+            "corum: node x ready: raft 127.0.0.1:1, clients 127.0.0.1:2",
+            "corum: node 1 ready: raft 127.0.0.1, clients 127.0.0.1:2",
+            "corum: node 1 started",
+            "INFO corum: node 1 ready: raft 127.0.0.1:1 clients 127.0.0.1:2",
+        ] {
+            assert_eq!(parse_ready_line(bad), None, "{bad:?}");
+        }
+    }
+
+    /// Free ports are distinct and never 0. (Whether one is still free a moment later
+    /// depends on the other processes of the machine: `start_all` copes with that.)
+    #[test]
+    fn free_ports_are_distinct() {
+        let ports = free_loopback_ports(6).unwrap();
+        let mut sorted = ports.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 6);
+        assert!(ports.iter().all(|&p| p != 0));
+    }
+
+    /// Dropping a process guard kills its child and clears it from the registry.
+    #[test]
+    fn guard_kills_child() {
+        let child = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        registry().push(pid);
+        let p = NodeProcess {
+            child,
+            ready: ReadyLine {
+                node_id: 1,
+                raft: "127.0.0.1:1".parse().unwrap(),
+                clients: "127.0.0.1:2".parse().unwrap(),
+            },
+        };
+        drop(p);
+        assert!(!registry().contains(&pid));
+        // The pid was reaped: signalling it fails (it is no longer our child).
+        assert!(!send_signal(pid, 0));
+    }
+}

@@ -1,0 +1,542 @@
+//! `corum loadgen`: drives a running quorum through its client listeners and measures it.
+//!
+//! | workload  | what each client does                                                  | latency recorded |
+//! |-----------|------------------------------------------------------------------------|------------------|
+//! | `configs` | one IncrementalAlterConfigs of one key of its own broker resource per request (one record each), pipelined with the other clients over the shared connection(s) | request to acknowledgement (= commit) |
+//! | `brokers` | `--brokers N` simulated brokers (one shared observer [`MetadataFollower`]) register, wait to be unfenced, then heartbeat every `--heartbeat-interval-ms` | heartbeat round trip; registration to unfenced separately |
+//! | `topics`  | CreateTopics of one new topic with `--partitions P` per request (a few brokers are registered and kept unfenced first) | request to acknowledgement |
+//!
+//! The `--clients` logical clients share `--connections` [`ControllerClient`]s (each one
+//! pipelined connection that follows the leader). Before the load, the raw 4 KiB write +
+//! fdatasync p50 of `--data-dir` is measured with the same code as `corum bench disk`
+//! ([`corum_engine::devbench`]), so the write latency can be read as a multiple of it.
+//!
+//! # Bounds
+//!
+//! Clients start no request after `--duration`; requests in flight then get `--grace-ms` to
+//! finish, after which the run stops waiting for them (they count neither as acknowledged nor
+//! as errors). The `--verify` read-back is bounded by the same grace period.
+//!
+//! # Verification (`--verify`, `configs` only)
+//!
+//! Client `i` writes `log.retention.ms` of broker resource `2000000000 + i`; the value encodes
+//! this run's nonce and the client's sequence number, so every write is unique and one
+//! client's writes are ordered (it has one request in flight). At the end every resource is
+//! read back (DescribeConfigs, batched): an acknowledged write is *lost* if the value read is
+//! older than it (a write that failed with an unknown outcome may legitimately show up later
+//! in the order). Any loss makes the command fail.
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use corum_client::{ClientConfig, ControllerClient};
+use corum_engine::devbench::{measure_device, DeviceBenchConfig};
+use corum_engine::disk::executor_builder;
+
+use crate::cmd::quorum::{parse_bootstrap, Bootstrap};
+
+mod brokers;
+mod configs;
+pub mod stats;
+mod topics;
+
+pub use stats::Report;
+
+/// Which workload to run.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// Single-key config writes (the write-path benchmark).
+    Configs,
+    /// Simulated brokers registering and heartbeating.
+    Brokers,
+    /// Topic creations.
+    Topics,
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Configs => "configs",
+            Workload::Brokers => "brokers",
+            Workload::Topics => "topics",
+        }
+    }
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Client endpoints of the controllers (HOST:PORT,...).
+    #[arg(long, value_name = "HOST:PORT,...", value_parser = parse_bootstrap)]
+    pub bootstrap: Bootstrap,
+    #[arg(long, value_enum)]
+    pub workload: Workload,
+    /// Concurrent logical clients (each with one request in flight).
+    #[arg(long, default_value_t = 1)]
+    pub clients: usize,
+    /// Connections the clients share (each a leader-following, pipelined client; the
+    /// simulated brokers share them too, so `brokers` needs `--clients` at least as large).
+    #[arg(long, default_value_t = 1)]
+    pub connections: usize,
+    /// Seconds of load.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// configs: read every acknowledged write back at the end; fail if any is lost.
+    #[arg(long)]
+    pub verify: bool,
+    /// Print one JSON object instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+    /// topics: partitions per created topic.
+    #[arg(long, default_value_t = 1)]
+    pub partitions: u32,
+    /// brokers: simulated brokers (topics: brokers registered first, at least 3).
+    #[arg(long, default_value_t = 100)]
+    pub brokers: usize,
+    /// brokers: heartbeat interval of each simulated broker.
+    #[arg(long, default_value_t = 2_000)]
+    pub heartbeat_interval_ms: u64,
+    /// Simulated broker ids are BASE, BASE+1, ...; the shared observer is BASE-1.
+    #[arg(long, default_value_t = 1_000)]
+    pub broker_id_base: u32,
+    /// Where the raw fdatasync latency is measured (default: a temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Seconds of raw fdatasync sampling before the load (0 skips the measurement).
+    #[arg(long, default_value_t = 1.0)]
+    pub raw_fsync_seconds: f64,
+    /// Per-attempt request timeout; a call retries leader changes for as long.
+    #[arg(long, default_value_t = 5_000)]
+    pub request_timeout_ms: u64,
+    /// How long requests in flight at the end (and the verify read-back) may still take.
+    #[arg(long, default_value_t = 10_000)]
+    pub grace_ms: u64,
+    /// No live progress line on stderr.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// One run's settings (the arguments, checked; `corum demo` builds them directly).
+#[derive(Clone, Debug)]
+pub struct LoadConfig {
+    pub bootstrap: Vec<SocketAddr>,
+    pub workload: Workload,
+    pub clients: usize,
+    pub connections: usize,
+    pub duration: Duration,
+    pub verify: bool,
+    pub partitions: u32,
+    pub brokers: usize,
+    pub heartbeat_interval: Duration,
+    pub broker_id_base: u32,
+    pub data_dir: Option<PathBuf>,
+    pub raw_fsync: Duration,
+    pub request_timeout: Duration,
+    pub grace: Duration,
+    pub progress: bool,
+}
+
+/// Largest `--clients` (each client owns a broker resource id above 2e9).
+pub const CLIENTS_MAX: usize = 1_000_000;
+
+impl LoadConfig {
+    /// Checks the arguments and turns them into a config.
+    pub fn from_args(a: &Args) -> anyhow::Result<LoadConfig> {
+        let secs = |what: &str, s: f64| -> anyhow::Result<Duration> {
+            anyhow::ensure!(
+                (0.0..=86_400.0).contains(&s),
+                "{what} must be between 0 and 86400 seconds, not {s}"
+            );
+            Ok(Duration::from_secs_f64(s))
+        };
+        let config = LoadConfig {
+            bootstrap: a.bootstrap.0.clone(),
+            workload: a.workload,
+            clients: a.clients,
+            connections: a.connections,
+            duration: secs("--duration", a.duration)?,
+            verify: a.verify,
+            partitions: a.partitions,
+            brokers: a.brokers,
+            heartbeat_interval: Duration::from_millis(a.heartbeat_interval_ms),
+            broker_id_base: a.broker_id_base,
+            data_dir: a.data_dir.clone(),
+            raw_fsync: secs("--raw-fsync-seconds", a.raw_fsync_seconds)?,
+            request_timeout: Duration::from_millis(a.request_timeout_ms),
+            grace: Duration::from_millis(a.grace_ms),
+            progress: !a.no_progress,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The relations between settings.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(!self.bootstrap.is_empty(), "--bootstrap names no server");
+        anyhow::ensure!(
+            (1..=CLIENTS_MAX).contains(&self.clients),
+            "--clients must be between 1 and {CLIENTS_MAX}"
+        );
+        anyhow::ensure!(
+            (1..=self.clients).contains(&self.connections),
+            "--connections must be between 1 and --clients ({})",
+            self.clients
+        );
+        anyhow::ensure!(
+            !self.verify || self.workload == Workload::Configs,
+            "--verify applies to the configs workload only"
+        );
+        anyhow::ensure!(
+            self.partitions >= 1 && i32::try_from(self.partitions).is_ok(),
+            "--partitions must be at least 1"
+        );
+        anyhow::ensure!(self.brokers >= 1, "--brokers must be at least 1");
+        anyhow::ensure!(
+            !self.heartbeat_interval.is_zero(),
+            "--heartbeat-interval-ms must be at least 1"
+        );
+        anyhow::ensure!(
+            self.broker_id_base >= 1
+                && u64::from(self.broker_id_base) + (self.brokers as u64) < u64::from(u32::MAX),
+            "--broker-id-base must be at least 1 and leave room for --brokers ids"
+        );
+        anyhow::ensure!(
+            !self.request_timeout.is_zero(),
+            "--request-timeout-ms must be at least 1"
+        );
+        Ok(())
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let config = LoadConfig::from_args(&args)?;
+    let report = run_workload(config)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", report.render());
+    }
+    if let Some(lost) = report.lost.filter(|&l| l > 0) {
+        anyhow::bail!("{lost} acknowledged writes were lost");
+    }
+    Ok(())
+}
+
+/// Runs one workload on a glommio executor of its own thread and returns its report.
+pub fn run_workload(config: LoadConfig) -> anyhow::Result<Report> {
+    config.validate()?;
+    executor_builder("corum-loadgen")
+        .spawn(move || async move { run_on_executor(config).await })
+        .map_err(|e| anyhow::anyhow!("starting the glommio executor: {e}"))?
+        .join()
+        .map_err(|e| anyhow::anyhow!("the load generator's executor failed: {e}"))?
+}
+
+/// What every workload gets.
+pub(crate) struct Ctx {
+    pub config: LoadConfig,
+    /// Shared by the logical clients, client `i` uses `clients[i % len]`.
+    pub clients: Vec<ControllerClient>,
+    pub recorder: Rc<stats::Recorder>,
+    /// No request starts after this.
+    pub end: Instant,
+    /// Nothing is waited for after this.
+    pub hard_end: Instant,
+    /// Distinguishes this run's values and names from earlier runs'.
+    pub nonce: u64,
+    /// Set while the measured phase runs (for the progress line).
+    pub measuring: Rc<Cell<bool>>,
+    /// The clients' leader changes before the run (finding the first leader).
+    pub leader_changes_before: u64,
+}
+
+impl Ctx {
+    pub fn client(&self, i: usize) -> &ControllerClient {
+        &self.clients[i % self.clients.len()]
+    }
+
+    /// Leader changes the clients saw since the run started.
+    pub fn leader_changes(&self) -> u64 {
+        let total: u64 = self
+            .clients
+            .iter()
+            .map(ControllerClient::leader_changes)
+            .sum();
+        total - self.leader_changes_before
+    }
+}
+
+/// A nonce from the clock and the pid: different for every run, within `1..9_000_000` (it
+/// is the high part of a Long config value).
+fn run_nonce() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mixed = nanos ^ (u64::from(std::process::id()) << 32);
+    // A multiplicative hash spreads close timestamps apart.
+    1 + mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) % 8_999_999
+}
+
+async fn raw_fsync_p50_us(config: &LoadConfig) -> anyhow::Result<u64> {
+    if config.raw_fsync.is_zero() {
+        return Ok(0);
+    }
+    let (dir, temporary) = match &config.data_dir {
+        Some(d) => (d.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("corum-loadgen-{}", std::process::id())),
+            true,
+        ),
+    };
+    let cfg = DeviceBenchConfig {
+        fsync_duration: config.raw_fsync,
+        // Only the fsync figure is used: keep the bandwidth pass short.
+        bandwidth_bytes: 4 << 20,
+        ..DeviceBenchConfig::default()
+    };
+    let result = measure_device(&dir, &cfg).await;
+    if temporary {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let d = result.with_context(|| format!("measuring fdatasync under {}", dir.display()))?;
+    Ok(d.fsync_p50_us)
+}
+
+async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
+    let raw = raw_fsync_p50_us(&config).await?;
+    let client_config = ClientConfig {
+        request_timeout: config.request_timeout,
+        retry_deadline: config.request_timeout,
+        ..ClientConfig::new(config.bootstrap.clone())
+    };
+    let mut clients = Vec::with_capacity(config.connections);
+    let mut leader_changes_before = 0;
+    for _ in 0..config.connections {
+        let client = ControllerClient::connect(client_config.clone())
+            .await
+            .context("connecting to the quorum")?;
+        // One request that only the active controller answers, so that finding the leader
+        // at the start is not counted as a leader change of the run.
+        client
+            .describe_cluster()
+            .await
+            .context("finding the active controller")?;
+        leader_changes_before += client.leader_changes();
+        clients.push(client);
+    }
+    let now = Instant::now();
+    let mut ctx = Ctx {
+        leader_changes_before,
+        end: now + config.duration,
+        hard_end: now + config.duration + config.grace,
+        config,
+        clients,
+        recorder: Rc::new(stats::Recorder::default()),
+        nonce: run_nonce(),
+        measuring: Rc::new(Cell::new(false)),
+    };
+    let mut report = Report {
+        workload: ctx.config.workload.name(),
+        clients: ctx.config.clients,
+        connections: ctx.config.connections,
+        ..Report::default()
+    };
+    // Each workload may prepare (register brokers) before the measured phase; it resets the
+    // clock with `start_measuring`.
+    let progress = ctx.config.progress.then(|| {
+        let rec = ctx.recorder.clone();
+        let clients = ctx.clients.clone();
+        let before = ctx.leader_changes_before;
+        let measuring = ctx.measuring.clone();
+        let p = Rc::new(stats::Progress::new(ctx.config.workload.name()));
+        let printer = p.clone();
+        let task = glommio::spawn_local(async move {
+            loop {
+                glommio::timer::sleep(Duration::from_secs(1)).await;
+                let total: u64 = clients.iter().map(ControllerClient::leader_changes).sum();
+                let changes = total - before;
+                let note = if measuring.get() { "" } else { "  (preparing)" };
+                printer.print(&rec, changes, note);
+            }
+        });
+        (p, task)
+    });
+    let outcome = match ctx.config.workload {
+        Workload::Configs => configs::run(&mut ctx, &mut report).await,
+        Workload::Brokers => brokers::run(&mut ctx, &mut report).await,
+        Workload::Topics => topics::run(&mut ctx, &mut report).await,
+    };
+    if let Some((p, task)) = progress {
+        drop(task);
+        p.finish();
+    }
+    let elapsed = outcome?;
+    report.measured(&ctx.recorder, elapsed, raw);
+    report.leader_changes = ctx.leader_changes();
+    Ok(report)
+}
+
+/// Restarts the clock of `ctx` for the measured phase (after a workload's preparation).
+pub(crate) fn start_measuring(ctx: &mut Ctx) -> Instant {
+    let now = Instant::now();
+    ctx.end = now + ctx.config.duration;
+    ctx.hard_end = ctx.end + ctx.config.grace;
+    ctx.measuring.set(true);
+    now
+}
+
+/// Runs `count` client loops (`make(i)` builds loop `i`) until they finish or `hard_end`
+/// passes; loops still running then are cancelled. Returns how many were cancelled.
+pub(crate) async fn run_clients<F, Fut>(count: usize, hard_end: Instant, mut make: F) -> u64
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let (done_tx, done_rx) = glommio::channels::local_channel::new_unbounded::<()>();
+    let done_tx = Rc::new(done_tx);
+    // Dropping a glommio `Task` cancels it: `tasks` going out of scope stops stragglers.
+    let tasks: Vec<glommio::Task<()>> = (0..count)
+        .map(|i| {
+            let fut = make(i);
+            let tx = done_tx.clone();
+            glommio::spawn_local(async move {
+                fut.await;
+                let _ = tx.try_send(());
+            })
+        })
+        .collect();
+    let mut finished = 0;
+    while finished < count {
+        let left = hard_end.saturating_duration_since(Instant::now());
+        let got = glommio::timer::timeout(left, async { Ok(done_rx.recv().await) }).await;
+        match got {
+            Ok(Some(())) => finished += 1,
+            Ok(None) | Err(_) => break,
+        }
+    }
+    drop(tasks);
+    (count - finished) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        let mut v = vec!["loadgen"];
+        v.extend_from_slice(args);
+        Cli::try_parse_from(v).map(|c| c.args)
+    }
+
+    /// The documented flags parse, with their defaults, and become a valid config.
+    #[test]
+    fn arguments_parse() {
+        let a = parse(&[
+            "--bootstrap",
+            "127.0.0.1:9001,127.0.0.1:9002",
+            "--workload",
+            "configs",
+            "--clients",
+            "8",
+            "--duration",
+            "2.5",
+            "--verify",
+            "--json",
+        ])
+        .unwrap();
+        assert_eq!(a.workload, Workload::Configs);
+        assert_eq!(a.bootstrap.0.len(), 2);
+        assert!(a.verify && a.json);
+        let c = LoadConfig::from_args(&a).unwrap();
+        assert_eq!(c.clients, 8);
+        assert_eq!(c.connections, 1);
+        assert_eq!(c.duration, Duration::from_millis(2_500));
+        assert_eq!(c.heartbeat_interval, Duration::from_secs(2));
+
+        let a = parse(&[
+            "--bootstrap",
+            "127.0.0.1:9001",
+            "--workload",
+            "brokers",
+            "--brokers",
+            "500",
+            "--heartbeat-interval-ms",
+            "250",
+            "--duration",
+            "1",
+        ])
+        .unwrap();
+        let c = LoadConfig::from_args(&a).unwrap();
+        assert_eq!((c.workload, c.brokers), (Workload::Brokers, 500));
+        assert_eq!(c.heartbeat_interval, Duration::from_millis(250));
+
+        let a = parse(&[
+            "--bootstrap",
+            "127.0.0.1:9001",
+            "--workload",
+            "topics",
+            "--partitions",
+            "6",
+        ])
+        .unwrap();
+        assert_eq!(LoadConfig::from_args(&a).unwrap().partitions, 6);
+    }
+
+    /// Unusable combinations are refused with the flag named.
+    #[test]
+    fn bad_arguments_are_refused() {
+        assert!(
+            parse(&["--workload", "configs"]).is_err(),
+            "bootstrap required"
+        );
+        assert!(parse(&["--bootstrap", "127.0.0.1:1", "--workload", "nope"]).is_err());
+        let bad = |extra: &[&str], needle: &str| {
+            let mut v = vec!["--bootstrap", "127.0.0.1:1"];
+            v.extend_from_slice(extra);
+            let a = parse(&v).unwrap();
+            let e = LoadConfig::from_args(&a).unwrap_err().to_string();
+            assert!(e.contains(needle), "{extra:?}: {e}");
+        };
+        bad(&["--workload", "configs", "--clients", "0"], "--clients");
+        bad(
+            &[
+                "--workload",
+                "configs",
+                "--clients",
+                "2",
+                "--connections",
+                "3",
+            ],
+            "--connections",
+        );
+        bad(&["--workload", "topics", "--verify"], "--verify");
+        bad(
+            &["--workload", "topics", "--partitions", "0"],
+            "--partitions",
+        );
+        bad(&["--workload", "configs", "--duration=-1"], "--duration");
+        bad(
+            &["--workload", "brokers", "--heartbeat-interval-ms", "0"],
+            "--heartbeat-interval-ms",
+        );
+    }
+
+    /// Nonces stay inside the range the config values leave for them.
+    #[test]
+    fn nonce_range() {
+        for _ in 0..100 {
+            let n = run_nonce();
+            assert!((1..9_000_000).contains(&n), "{n}");
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! The `topics` workload: each client creates one new topic of `--partitions P` per request.
+//! Placing replicas needs unfenced brokers, so `min(--brokers, 3)` simulated brokers register
+//! first (not measured) and keep heartbeating through the run; the replication factor is their
+//! count.
+
+use std::time::{Duration, Instant};
+
+use corum_controller::control::replication_control::{CreatableTopic, CreateTopicsRequest};
+
+use super::brokers::{catch_up, heartbeat_until, preparation_timeout, register, start_follower};
+use super::stats::{error_kind, Report};
+use super::{run_clients, start_measuring, Ctx};
+
+/// Brokers registered for the topics workload, at most.
+pub const TOPIC_BROKERS_MAX: usize = 3;
+const UNFENCE_POLL: Duration = Duration::from_millis(20);
+const ERROR_PAUSE: Duration = Duration::from_millis(10);
+
+/// The name of client `i`'s `seq`-th topic of run `nonce`.
+pub fn topic_name(nonce: u64, i: usize, seq: u64) -> String {
+    format!("loadgen-{nonce}-{i}-{seq}")
+}
+
+pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Duration> {
+    let partitions = ctx.config.partitions;
+    report.partitions = Some(partitions);
+    let n = ctx.config.brokers.min(TOPIC_BROKERS_MAX);
+    let replication = i16::try_from(n).expect("at most 3 brokers");
+    let follower = start_follower(ctx);
+    let prepare_end = Instant::now() + preparation_timeout(ctx);
+    catch_up(ctx.client(0), &follower, preparation_timeout(ctx)).await?;
+    let mut sessions = Vec::new();
+    for j in 0..n {
+        let id = ctx.config.broker_id_base + j as u32;
+        let mut s = register(ctx.client(j).clone(), id, ctx.nonce, follower.clone())
+            .await
+            .map_err(|e| anyhow::anyhow!("registering broker {id}: {e}"))?;
+        let left = prepare_end.saturating_duration_since(Instant::now());
+        s.run_until_unfenced(UNFENCE_POLL, left)
+            .await
+            .map_err(|e| anyhow::anyhow!("waiting for broker {id} to be unfenced: {e}"))?;
+        sessions.push(s);
+    }
+    let start = start_measuring(ctx);
+    let (end, nonce) = (ctx.end, ctx.nonce);
+    // The brokers must stay unfenced while topics are created: heartbeat them well within
+    // any session timeout.
+    let beat = ctx
+        .config
+        .heartbeat_interval
+        .min(Duration::from_millis(500));
+    let heartbeats: Vec<glommio::Task<()>> = sessions
+        .into_iter()
+        .map(|s| glommio::spawn_local(heartbeat_until(s, beat, ctx.hard_end, None)))
+        .collect();
+    report.unfinished = run_clients(ctx.config.clients, ctx.hard_end, |i| {
+        let client = ctx.client(i).clone();
+        let rec = ctx.recorder.clone();
+        async move {
+            let mut seq = 0u64;
+            while Instant::now() < end {
+                seq += 1;
+                let req = CreateTopicsRequest {
+                    topics: vec![CreatableTopic::new(
+                        &topic_name(nonce, i, seq),
+                        i32::try_from(partitions).expect("validated"),
+                        replication,
+                    )],
+                    validate_only: false,
+                };
+                let sent = Instant::now();
+                match client.create_topics(req).await {
+                    Ok(resp) => match resp.topics.first() {
+                        Some((_, Ok(_))) if resp.topics.len() == 1 => rec.ok(sent.elapsed()),
+                        Some((_, Err(e))) => {
+                            rec.error(&error_kind(&e.to_string()));
+                            glommio::timer::sleep(ERROR_PAUSE).await;
+                        }
+                        _ => rec.error("malformed CreateTopics answer"),
+                    },
+                    Err(e) => {
+                        rec.error(&error_kind(&e.to_string()));
+                        glommio::timer::sleep(ERROR_PAUSE).await;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    let elapsed = start.elapsed();
+    drop(heartbeats);
+    Ok(elapsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Topic names are unique per run, client and sequence, and valid Kafka topic names.
+    #[test]
+    fn names_are_unique_and_valid() {
+        let a = topic_name(5, 1, 12);
+        assert_ne!(a, topic_name(5, 11, 2));
+        assert_ne!(a, topic_name(6, 1, 12));
+        assert!(a
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_'));
+        assert!(topic_name(8_999_999, 999_999, u64::MAX).len() <= 249);
+    }
+}

@@ -1,0 +1,405 @@
+//! `corum quorum describe --bootstrap HOST:PORT,... --status|--replication [--json]`: the
+//! quorum as its leader sees it (DescribeQuorum), what `kafka-metadata-quorum describe` shows.
+//!
+//! | flag            | shows                                                                   |
+//! |-----------------|-------------------------------------------------------------------------|
+//! | `--status`      | cluster id, leader id, epoch, high watermark, max follower lag, voters, observers |
+//! | `--replication` | one row per replica: node id, directory id, log end offset, lag, last fetch and last caught-up ages, Leader/Follower/Observer |
+//! | `--json`        | the whole answer as one JSON object (either flag)                      |
+//!
+//! # Finding the leader
+//!
+//! Any node answers DescribeQuorum, but only the leader knows every replica's progress. A
+//! leader-following [`ControllerClient`] asks a DescribeCluster first (only the active
+//! controller answers it, so the client ends up connected to the leader), then
+//! DescribeQuorum; an answer from a node that does not lead (leadership moved in between) is
+//! asked again, 50 ms apart, until `--timeout-ms` passes.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use corum_client::{ClientConfig, ControllerClient};
+use corum_engine::disk::executor_builder;
+use corum_node::protocol::{DescribeQuorumResponse, ReplicaState};
+use serde::Serialize;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    pub what: What,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum What {
+    /// Describe the quorum as its leader sees it (DescribeQuorum).
+    Describe(DescribeArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("view").required(true).args(["status", "replication"])))]
+pub struct DescribeArgs {
+    /// Client endpoints of the controllers (HOST:PORT,...); any one of them suffices.
+    #[arg(long, value_name = "HOST:PORT,...", value_parser = parse_bootstrap)]
+    pub bootstrap: Bootstrap,
+    /// Cluster id, leader, epoch, high watermark, voters and observers.
+    #[arg(long)]
+    pub status: bool,
+    /// Each replica's log end offset, lag, last fetch and last caught-up time.
+    #[arg(long)]
+    pub replication: bool,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// How long to look for a leader before failing.
+    #[arg(long, default_value_t = 5_000)]
+    pub timeout_ms: u64,
+}
+
+/// A parsed `--bootstrap` list (see [`corum_client::parse_bootstrap`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bootstrap(pub Vec<SocketAddr>);
+
+/// Parses `HOST:PORT,...` for clap.
+pub fn parse_bootstrap(s: &str) -> Result<Bootstrap, String> {
+    corum_client::parse_bootstrap(s)
+        .map(Bootstrap)
+        .map_err(|e| e.to_string())
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.what {
+        What::Describe(a) => run_describe(a),
+    }
+}
+
+fn run_describe(args: DescribeArgs) -> anyhow::Result<()> {
+    let bootstrap = args.bootstrap.0.clone();
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let d = executor_builder("corum-quorum")
+        .make()
+        .map_err(|e| anyhow::anyhow!("starting the glommio executor: {e}"))?
+        .run(async move { describe_leader(&bootstrap, timeout).await })?;
+    let out = if args.json {
+        let mut s = serde_json::to_string_pretty(&QuorumJson::from(&d))?;
+        s.push('\n');
+        s
+    } else if args.replication {
+        render_replication(&d)
+    } else {
+        render_status(&d)
+    };
+    print!("{out}");
+    Ok(())
+}
+
+/// The leader's DescribeQuorum through a leader-following client (see the module doc),
+/// retried until `timeout`. Fails naming the last problem seen when no leader answers in time.
+pub async fn describe_leader(
+    bootstrap: &[SocketAddr],
+    timeout: Duration,
+) -> anyhow::Result<DescribeQuorumResponse> {
+    let start = Instant::now();
+    let config = ClientConfig {
+        request_timeout: Duration::from_millis(1_000).min(timeout.max(Duration::from_millis(1))),
+        retry_deadline: timeout.max(Duration::from_millis(1)),
+        ..ClientConfig::new(bootstrap.to_vec())
+    };
+    let client = ControllerClient::connect(config)
+        .await
+        .context("connecting to the quorum")?;
+    loop {
+        let problem = match client.describe_quorum_at_leader().await {
+            // The leader may have changed between the two requests: only an answer from
+            // the node that leads counts.
+            Ok(d) if d.leader_id == Some(d.node_id) => return Ok(d),
+            Ok(d) => format!("node {} answered, but it does not lead", d.node_id),
+            Err(e) => e.to_string(),
+        };
+        if start.elapsed() >= timeout {
+            anyhow::bail!(
+                "no leader answered DescribeQuorum within {} ms (last: {problem})",
+                timeout.as_millis()
+            );
+        }
+        glommio::timer::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A replica's role in the `--replication` table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum ReplicaRole {
+    Leader,
+    Follower,
+    Observer,
+}
+
+/// One row of `--replication`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ReplicaJson {
+    pub node_id: u32,
+    pub directory_id: Option<String>,
+    pub log_end_offset: Option<u64>,
+    pub lag: Option<u64>,
+    pub last_fetch_age_ms: Option<u64>,
+    pub last_caught_up_age_ms: Option<u64>,
+    pub status: ReplicaRole,
+}
+
+/// The `--json` object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct QuorumJson {
+    pub cluster_id: String,
+    /// The node that answered (the leader).
+    pub node_id: u32,
+    pub leader_id: Option<u32>,
+    pub leader_epoch: u64,
+    pub high_watermark: u64,
+    pub max_follower_lag: Option<u64>,
+    pub voters: Vec<u32>,
+    pub observers: Vec<u32>,
+    pub replicas: Vec<ReplicaJson>,
+}
+
+impl From<&DescribeQuorumResponse> for QuorumJson {
+    fn from(d: &DescribeQuorumResponse) -> QuorumJson {
+        QuorumJson {
+            cluster_id: d.cluster_id.to_string(),
+            node_id: d.node_id.0,
+            leader_id: d.leader_id.map(|l| l.0),
+            leader_epoch: d.leader_epoch.0,
+            high_watermark: d.high_watermark.0,
+            max_follower_lag: d.max_follower_lag(),
+            voters: d.voters.iter().map(|r| r.replica_id.0).collect(),
+            observers: d.observers.iter().map(|r| r.replica_id.0).collect(),
+            replicas: rows(d)
+                .map(|(r, role)| ReplicaJson {
+                    node_id: r.replica_id.0,
+                    directory_id: r.directory_id.map(|u| u.to_string()),
+                    log_end_offset: r.log_end_offset.map(|o| o.0),
+                    lag: r.lag,
+                    last_fetch_age_ms: r.last_fetch_age_ms,
+                    last_caught_up_age_ms: r.last_caught_up_age_ms,
+                    status: role,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Voters (the leader first, then by id), then observers, each with its role.
+fn rows(d: &DescribeQuorumResponse) -> impl Iterator<Item = (&ReplicaState, ReplicaRole)> + '_ {
+    let leader = d.leader_id;
+    let leaders = d
+        .voters
+        .iter()
+        .filter(move |r| Some(r.replica_id) == leader);
+    let followers = d
+        .voters
+        .iter()
+        .filter(move |r| Some(r.replica_id) != leader);
+    leaders
+        .map(|r| (r, ReplicaRole::Leader))
+        .chain(followers.map(|r| (r, ReplicaRole::Follower)))
+        .chain(d.observers.iter().map(|r| (r, ReplicaRole::Observer)))
+}
+
+fn ids(rs: &[ReplicaState]) -> String {
+    let v: Vec<String> = rs.iter().map(|r| r.replica_id.0.to_string()).collect();
+    format!("[{}]", v.join(","))
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".into(), |v| v.to_string())
+}
+
+fn age(ms: Option<u64>) -> String {
+    ms.map_or_else(|| "-".into(), |ms| format!("{ms} ms ago"))
+}
+
+/// The `--status` text.
+pub fn render_status(d: &DescribeQuorumResponse) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let _ = writeln!(w, "ClusterId:       {}", d.cluster_id);
+    let _ = writeln!(w, "LeaderId:        {}", opt(d.leader_id.map(|l| l.0)));
+    let _ = writeln!(w, "LeaderEpoch:     {}", d.leader_epoch.0);
+    let _ = writeln!(w, "HighWatermark:   {}", d.high_watermark.0);
+    let _ = writeln!(w, "MaxFollowerLag:  {}", opt(d.max_follower_lag()));
+    let _ = writeln!(w, "CurrentVoters:   {}", ids(&d.voters));
+    let _ = writeln!(w, "CurrentObservers: {}", ids(&d.observers));
+    out
+}
+
+/// The `--replication` table, columns aligned.
+pub fn render_replication(d: &DescribeQuorumResponse) -> String {
+    let header = [
+        "NodeId",
+        "DirectoryId",
+        "LogEndOffset",
+        "Lag",
+        "LastFetch",
+        "LastCaughtUp",
+        "Status",
+    ];
+    let mut table: Vec<[String; 7]> = vec![header.map(String::from)];
+    for (r, role) in rows(d) {
+        table.push([
+            r.replica_id.0.to_string(),
+            opt(r.directory_id),
+            opt(r.log_end_offset.map(|o| o.0)),
+            opt(r.lag),
+            age(r.last_fetch_age_ms),
+            age(r.last_caught_up_age_ms),
+            format!("{role:?}"),
+        ]);
+    }
+    let mut widths = [0usize; 7];
+    for row in &table {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let mut out = String::new();
+    for row in &table {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corum_types::{Epoch, LogOffset, NodeId, Uuid};
+
+    fn replica(id: u32, leo: u64, lag: Option<u64>) -> ReplicaState {
+        ReplicaState {
+            replica_id: NodeId(id),
+            directory_id: Some(Uuid([id as u8; 16])),
+            log_end_offset: Some(LogOffset(leo)),
+            lag,
+            last_fetch_age_ms: Some(5),
+            last_caught_up_age_ms: lag.map(|l| l * 10),
+        }
+    }
+
+    fn sample() -> DescribeQuorumResponse {
+        DescribeQuorumResponse {
+            cluster_id: Uuid([7; 16]),
+            node_id: NodeId(2),
+            leader_id: Some(NodeId(2)),
+            leader_epoch: Epoch(4),
+            high_watermark: LogOffset(120),
+            voters: vec![
+                replica(1, 118, Some(2)),
+                replica(2, 120, Some(0)),
+                replica(3, 120, Some(0)),
+            ],
+            observers: vec![replica(1000, 100, Some(20))],
+        }
+    }
+
+    /// Bootstrap lists parse in order; malformed items are refused with the item named.
+    #[test]
+    fn bootstrap_parsing() {
+        let b = parse_bootstrap("127.0.0.1:9001, 127.0.0.1:9002").unwrap();
+        assert_eq!(
+            b.0,
+            vec![
+                "127.0.0.1:9001".parse::<SocketAddr>().unwrap(),
+                "127.0.0.1:9002".parse::<SocketAddr>().unwrap()
+            ]
+        );
+        assert!(parse_bootstrap("").is_err());
+        assert!(parse_bootstrap("127.0.0.1")
+            .unwrap_err()
+            .contains("127.0.0.1"));
+        assert!(parse_bootstrap("127.0.0.1:99999")
+            .unwrap_err()
+            .contains("99999"));
+    }
+
+    /// The leader comes first in the table and the JSON, followers next, observers last,
+    /// each with its role; the status names the leader, epoch, max follower lag and ids.
+    #[test]
+    fn rendering_orders_roles() {
+        let d = sample();
+        let j = QuorumJson::from(&d);
+        let order: Vec<(u32, ReplicaRole)> =
+            j.replicas.iter().map(|r| (r.node_id, r.status)).collect();
+        assert_eq!(
+            order,
+            [
+                (2, ReplicaRole::Leader),
+                (1, ReplicaRole::Follower),
+                (3, ReplicaRole::Follower),
+                (1000, ReplicaRole::Observer)
+            ]
+        );
+        assert_eq!(j.max_follower_lag, Some(2));
+        assert_eq!(j.voters, [1, 2, 3]);
+        assert_eq!(j.observers, [1000]);
+        let v = serde_json::to_value(&j).unwrap();
+        for key in [
+            "cluster_id",
+            "leader_id",
+            "leader_epoch",
+            "high_watermark",
+            "voters",
+            "observers",
+            "replicas",
+        ] {
+            assert!(v.get(key).is_some(), "missing {key}: {v}");
+        }
+        assert_eq!(v["replicas"][3]["status"], "Observer");
+
+        let s = render_status(&d);
+        assert!(s.contains("LeaderId:        2"), "{s}");
+        assert!(s.contains("LeaderEpoch:     4"), "{s}");
+        assert!(s.contains("HighWatermark:   120"), "{s}");
+        assert!(s.contains("MaxFollowerLag:  2"), "{s}");
+        assert!(s.contains("CurrentVoters:   [1,2,3]"), "{s}");
+        assert!(s.contains("CurrentObservers: [1000]"), "{s}");
+
+        let t = render_replication(&d);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 5, "{t}");
+        assert!(lines[0].starts_with("NodeId"), "{t}");
+        assert!(
+            lines[1].starts_with("2 ") && lines[1].ends_with("Leader"),
+            "{t}"
+        );
+        assert!(lines[4].starts_with("1000") && lines[4].ends_with("Observer"));
+        assert!(lines[2].contains("20 ms ago"), "{t}");
+        // Columns line up: every row puts its status at the same position as the header.
+        let col = lines[0].find("Status").unwrap();
+        assert!(lines[1..].iter().all(|l| l.len() > col));
+    }
+
+    /// A replica the leader knows nothing about shows dashes, not zeros.
+    #[test]
+    fn unknown_values_show_dashes() {
+        let mut d = sample();
+        d.voters[0] = ReplicaState {
+            replica_id: NodeId(1),
+            directory_id: None,
+            log_end_offset: None,
+            lag: None,
+            last_fetch_age_ms: None,
+            last_caught_up_age_ms: None,
+        };
+        let t = render_replication(&d);
+        let row = t.lines().find(|l| l.starts_with("1 ")).unwrap();
+        assert_eq!(
+            row.split_whitespace().filter(|c| *c == "-").count(),
+            5,
+            "{t}"
+        );
+    }
+}

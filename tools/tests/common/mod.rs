@@ -1,0 +1,275 @@
+//! Harness of the process tests: a local quorum of `corum run` children (the demo's
+//! [`LocalCluster`], included from the binary's sources), `corum quorum describe` and
+//! `corum loadgen` as child processes, polling with deadlines, and a glommio executor for
+//! in-process clients.
+//!
+//! Cargo compiles `tests/common/mod.rs` only as a module of each test binary that declares
+//! `mod common;`.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+#[path = "../../src/cmd/demo/cluster.rs"]
+mod cluster;
+
+pub use cluster::{ClusterSpec, LocalCluster};
+
+/// Held by each process test for its whole run: the tests of one binary run on parallel
+/// threads, and three clusters of three nodes at once on a 2-core machine would turn timing
+/// assertions (failover, handover) into measurements of the scheduler.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Takes the [`SERIAL`] lock (a test that panicked while holding it does not block the rest).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The binary under test.
+pub fn corum_exe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_corum"))
+}
+
+/// A spec for a 3-voter cluster under `dir` with `settings` added to every node. The nodes
+/// log at `info`, or at `CORUM_TEST_NODE_LOG` when set (a `RUST_LOG` filter); a failing test
+/// prints the tail of every node's log.
+pub fn spec(dir: &Path, settings: &[(&str, &str)]) -> ClusterSpec {
+    let mut s = ClusterSpec::new(corum_exe(), dir);
+    s.rust_log = std::env::var("CORUM_TEST_NODE_LOG").unwrap_or_else(|_| "info".into());
+    for (k, v) in settings {
+        s = s.set(k, v);
+    }
+    s
+}
+
+/// Formats and starts a 3-voter cluster; panics with the nodes' logs on failure.
+pub fn start_cluster(dir: &Path, settings: &[(&str, &str)]) -> LocalCluster {
+    let mut c = LocalCluster::create(spec(dir, settings)).expect("formatting the cluster");
+    if let Err(e) = c.start_all() {
+        panic!("starting the cluster: {e:#}\n{}", logs(&c));
+    }
+    c
+}
+
+/// Every node's log tail, for failure messages.
+pub fn logs(c: &LocalCluster) -> String {
+    c.ids()
+        .into_iter()
+        .map(|id| format!("--- node {id} ---\n{}", c.log_tail(id)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Polls `f` every 20 ms until it returns `Some`, failing after `timeout` with `what`.
+pub fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs the binary with `args` to completion, killing it after `timeout`.
+pub fn corum(args: &[&str], timeout: Duration) -> Output {
+    let child = Command::new(corum_exe())
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning corum");
+    Running::new(child).wait(timeout)
+}
+
+/// A child process killed when dropped, whose output is collected by threads (so neither
+/// pipe fills up while it runs).
+pub struct Running {
+    child: Child,
+    stdout: mpsc::Receiver<Vec<u8>>,
+    stderr: mpsc::Receiver<Vec<u8>>,
+}
+
+fn drain(mut r: impl Read + Send + 'static) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = r.read_to_end(&mut buf);
+        let _ = tx.send(buf);
+    });
+    rx
+}
+
+impl Running {
+    pub fn new(mut child: Child) -> Running {
+        let stdout = drain(child.stdout.take().expect("stdout piped"));
+        let stderr = drain(child.stderr.take().expect("stderr piped"));
+        Running {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Waits for the exit (killing the child after `timeout`, which fails the test).
+    pub fn wait(mut self, timeout: Duration) -> Output {
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("waiting for a child") {
+                break s;
+            }
+            if start.elapsed() >= timeout {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                let err = self
+                    .stderr
+                    .recv_timeout(Duration::from_secs(5))
+                    .unwrap_or_default();
+                panic!(
+                    "child did not finish within {timeout:?}; stderr:\n{}",
+                    String::from_utf8_lossy(&err)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        Output {
+            status,
+            stdout: self
+                .stdout
+                .recv_timeout(Duration::from_secs(5))
+                .unwrap_or_default(),
+            stderr: self
+                .stderr
+                .recv_timeout(Duration::from_secs(5))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Starts `corum loadgen --json` with `args` in the background.
+pub fn spawn_loadgen(bootstrap: &str, args: &[&str]) -> Running {
+    let child = Command::new(corum_exe())
+        .args([
+            "loadgen",
+            "--bootstrap",
+            bootstrap,
+            "--json",
+            "--no-progress",
+        ])
+        .args(["--raw-fsync-seconds", "0"])
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning corum loadgen");
+    Running::new(child)
+}
+
+/// The JSON object a finished `corum loadgen --json` printed.
+pub fn loadgen_json(out: &Output) -> serde_json::Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "loadgen printed no JSON ({e}): status {}, stdout {text:?}, stderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// The leader's `corum quorum describe --replication --json`, or `None` while no leader
+/// answers within `timeout_ms`.
+pub fn describe(bootstrap: &str, timeout_ms: u64) -> Option<serde_json::Value> {
+    let t = timeout_ms.to_string();
+    let out = corum(
+        &[
+            "quorum",
+            "describe",
+            "--bootstrap",
+            bootstrap,
+            "--replication",
+            "--json",
+            "--timeout-ms",
+            &t,
+        ],
+        Duration::from_millis(timeout_ms) + Duration::from_secs(10),
+    );
+    if !out.status.success() {
+        return None;
+    }
+    Some(serde_json::from_slice(&out.stdout).expect("describe --json prints JSON"))
+}
+
+/// The leader id and epoch in a describe answer.
+pub fn leader_of(d: &serde_json::Value) -> (u32, u64) {
+    (
+        d["leader_id"].as_u64().expect("a leader id") as u32,
+        d["leader_epoch"].as_u64().expect("an epoch"),
+    )
+}
+
+/// The client endpoints of `ids` in `c`, as a `--bootstrap` value.
+pub fn bootstrap_of(c: &LocalCluster, ids: &[u32]) -> String {
+    ids.iter()
+        .map(|&id| c.node(id).client.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Every node's client endpoint.
+pub fn client_addrs(c: &LocalCluster) -> Vec<SocketAddr> {
+    c.nodes.iter().map(|n| n.client).collect()
+}
+
+/// Runs `f` on a glommio executor thread and returns its result; fails the test after
+/// `deadline`.
+pub fn on_executor<T, F, Fut>(deadline: Duration, f: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = T> + 'static,
+{
+    let (tx, rx) = mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        let v = corum_engine::disk::executor_builder("corum-test")
+            .make()
+            .expect("glommio executor")
+            .run(f());
+        let _ = tx.send(v);
+    });
+    match rx.recv_timeout(deadline) {
+        Ok(v) => {
+            handle.join().unwrap();
+            v
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("executor work exceeded {deadline:?}"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            std::panic::resume_unwind(handle.join().unwrap_err())
+        }
+    }
+}

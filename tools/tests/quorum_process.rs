@@ -1,0 +1,743 @@
+//! A real 3-voter quorum of `corum run` processes on loopback: elections, every RPC kind,
+//! SIGKILL and SIGTERM of the leader under load, a follower's restart and catch-up, and broker
+//! fencing. Clients are `corum loadgen` / `corum quorum describe` children and in-process
+//! `corum-client` clients. Every wait polls with a deadline; every child is killed by a guard.
+
+mod common;
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use corum_client::{BrokerSession, ClientConfig, ControllerClient, MetadataFollower, ReplicaKey};
+use corum_controller::control::cluster_control::{BrokerHeartbeatRequest, UnregisterBrokerRequest};
+use corum_controller::control::config_control::ConfigSource;
+use corum_controller::control::feature_control::{FeatureUpdate, UpdateFeaturesRequest};
+use corum_controller::control::producer_id_control::AllocateProducerIdsRequest;
+use corum_controller::control::replication_control::{
+    AlterIsrRequest, CreatableTopic, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteTopicsRequest, ElectLeadersRequest, ElectionType, IsrUpdate, PartitionsIncrease,
+};
+use corum_controller::image::ConfigResource;
+use corum_controller::records::{ListenerV1, SupportedFeatureV1};
+use corum_controller::{LeaderEpoch, PartitionEpoch, PartitionId, TargetState};
+use corum_node::{RequestBody, ResponseBody};
+use corum_raft::message::{FetchRequest, FetchResult};
+use corum_types::{BrokerEpoch, Epoch, LogOffset, NodeId, Uuid};
+
+const CALL_DEADLINE: Duration = Duration::from_secs(30);
+const ELECTION_WAIT: Duration = Duration::from_secs(20);
+
+fn client_config(c: &LocalCluster) -> ClientConfig {
+    ClientConfig {
+        request_timeout: Duration::from_secs(3),
+        retry_deadline: Duration::from_secs(10),
+        ..ClientConfig::new(client_addrs(c))
+    }
+}
+
+/// Waits for a leader among `ids` and returns (leader, epoch).
+fn leader(c: &LocalCluster, ids: &[u32]) -> (u32, u64) {
+    let bootstrap = bootstrap_of(c, ids);
+    let d = wait_until("a leader", ELECTION_WAIT, || describe(&bootstrap, 2_000));
+    leader_of(&d)
+}
+
+fn register_request(id: u32, epoch: Option<BrokerEpoch>, next: LogOffset) -> RequestBody {
+    RequestBody::BrokerHeartbeat(BrokerHeartbeatRequest {
+        broker_id: NodeId(id),
+        broker_epoch: epoch,
+        incarnation_id: Uuid([id as u8; 16]),
+        listeners: vec![ListenerV1 {
+            name: "PLAINTEXT".into(),
+            host: "127.0.0.1".into(),
+            port: 9092,
+        }],
+        features: vec![SupportedFeatureV1 {
+            name: "metadata.version".into(),
+            min_level: 1,
+            max_level: 1,
+        }],
+        rack: None,
+        next_metadata_offset: next,
+        want_fence: false,
+        want_shutdown: false,
+    })
+}
+
+/// A 3-node cluster elects a leader, `quorum describe` reports it with every voter, and the
+/// leader serves every request kind through the leader-following client.
+#[test]
+fn three_nodes_elect_and_serve_every_request_kind() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start_cluster(tmp.path(), &[]);
+    let (l, epoch) = leader(&c, &c.ids());
+    assert!(epoch >= 1);
+    let d = describe(&c.bootstrap(), 5_000).unwrap();
+    assert_eq!(d["node_id"].as_u64(), Some(u64::from(l)));
+    let voters: Vec<u64> = d["voters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(voters, [1, 2, 3]);
+    let status = corum(
+        &[
+            "quorum",
+            "describe",
+            "--bootstrap",
+            &c.bootstrap(),
+            "--status",
+        ],
+        Duration::from_secs(20),
+    );
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{text}");
+    assert!(text.contains(&format!("LeaderId:        {l}")), "{text}");
+    assert!(text.contains("CurrentVoters:   [1,2,3]"), "{text}");
+    assert!(
+        text.contains(&format!("ClusterId:       {}", c.cluster_id)),
+        "{text}"
+    );
+
+    let config = client_config(&c);
+    let kinds = on_executor(Duration::from_secs(50), move || async move {
+        let client = ControllerClient::connect(config).await.unwrap();
+        let call = |body: RequestBody| {
+            let client = client.clone();
+            async move {
+                let kind = body.kind();
+                match client.call(body).await {
+                    Ok(r) => {
+                        assert_eq!(r.kind(), kind, "answer kind");
+                        r
+                    }
+                    Err(e) => panic!("{kind}: {e}"),
+                }
+            }
+        };
+        let mut served = Vec::new();
+        // Three brokers register and report the high watermark as their applied offset, so
+        // they are caught up and get unfenced.
+        let mut epochs = Vec::new();
+        for id in [101u32, 102, 103] {
+            let ResponseBody::BrokerHeartbeat(r) =
+                call(register_request(id, None, LogOffset(0))).await
+            else {
+                unreachable!()
+            };
+            epochs.push(r.broker_epoch);
+        }
+        served.push("BrokerHeartbeat");
+        let start = Instant::now();
+        loop {
+            let ResponseBody::DescribeQuorum(q) = call(RequestBody::DescribeQuorum).await else {
+                unreachable!()
+            };
+            let mut active = 0;
+            for (i, id) in [101u32, 102, 103].into_iter().enumerate() {
+                let ResponseBody::BrokerHeartbeat(r) =
+                    call(register_request(id, Some(epochs[i]), q.high_watermark)).await
+                else {
+                    unreachable!()
+                };
+                active += usize::from(r.target_state == TargetState::Active);
+            }
+            if active == 3 {
+                break;
+            }
+            assert!(start.elapsed() < CALL_DEADLINE, "brokers never unfenced");
+            glommio::timer::sleep(Duration::from_millis(20)).await;
+        }
+        served.push("DescribeQuorum");
+        // An observer's first fetch from offset 0 gets the log's first batches.
+        let ResponseBody::DescribeQuorum(q) = call(RequestBody::DescribeQuorum).await else {
+            unreachable!()
+        };
+        let ResponseBody::Fetch(fetched) = call(RequestBody::Fetch(FetchRequest {
+            epoch: q.leader_epoch,
+            replica: ReplicaKey {
+                id: NodeId(900),
+                directory_id: Uuid([9; 16]),
+            },
+            fetch_offset: LogOffset(0),
+            last_fetched_epoch: Epoch(0),
+            high_watermark: LogOffset(0),
+            wait_max_ms: 0,
+        }))
+        .await
+        else {
+            unreachable!()
+        };
+        assert_eq!(fetched.leader, q.leader_id);
+        match &fetched.result {
+            FetchResult::Batches { batches, .. } => assert!(!batches.is_empty(), "{fetched:?}"),
+            other => panic!("fetch from 0 answered {other:?}"),
+        }
+        served.push("Fetch");
+        let ResponseBody::CreateTopics(t) = call(RequestBody::CreateTopics(CreateTopicsRequest {
+            topics: vec![CreatableTopic::new("orders", 2, 3)],
+            validate_only: false,
+        }))
+        .await
+        else {
+            unreachable!()
+        };
+        let created = t.topics[0].1.as_ref().expect("topic created");
+        served.push("CreateTopics");
+        let ResponseBody::CreatePartitions(p) =
+            call(RequestBody::CreatePartitions(CreatePartitionsRequest {
+                topics: vec![PartitionsIncrease {
+                    name: "orders".into(),
+                    count: 3,
+                    assignments: vec![],
+                }],
+                validate_only: false,
+            }))
+            .await
+        else {
+            unreachable!()
+        };
+        assert_eq!(p.topics[0].1, Ok(3));
+        served.push("CreatePartitions");
+        // AlterIsr from a broker with made-up epochs: answered per partition (an error
+        // there is fine; the request kind is served).
+        call(RequestBody::AlterIsr(AlterIsrRequest {
+            broker_id: NodeId(101),
+            broker_epoch: epochs[0],
+            partitions: vec![IsrUpdate {
+                topic_id: created.topic_id,
+                partition_id: PartitionId(0),
+                leader_epoch: LeaderEpoch(0),
+                partition_epoch: PartitionEpoch(0),
+                new_isr: vec![NodeId(101), NodeId(102), NodeId(103)],
+            }],
+        }))
+        .await;
+        served.push("AlterIsr");
+        call(RequestBody::ElectLeaders(ElectLeadersRequest {
+            election_type: ElectionType::Preferred,
+            partitions: None,
+        }))
+        .await;
+        served.push("ElectLeaders");
+        let ResponseBody::IncrementalAlterConfigs(a) = call(RequestBody::IncrementalAlterConfigs(
+            corum_controller::control::config_control::IncrementalAlterConfigsRequest {
+                resources: vec![
+                    corum_controller::control::config_control::AlterConfigsResource {
+                        resource: ConfigResource::topic("orders"),
+                        configs: vec![corum_controller::control::config_control::AlterableConfig {
+                            key: "retention.ms".into(),
+                            op: corum_controller::control::config_control::AlterConfigOp::Set,
+                            value: "3600000".into(),
+                        }],
+                    },
+                ],
+                validate_only: false,
+            },
+        ))
+        .await
+        else {
+            unreachable!()
+        };
+        assert_eq!(a.resources[0].1, Ok(()));
+        served.push("IncrementalAlterConfigs");
+        let configs = client
+            .describe_config(ConfigResource::topic("orders"))
+            .await
+            .unwrap();
+        let retention = configs.iter().find(|c| c.key == "retention.ms").unwrap();
+        assert_eq!(
+            (retention.value.as_str(), retention.source),
+            ("3600000", ConfigSource::DynamicTopic)
+        );
+        served.push("DescribeConfigs");
+        call(RequestBody::UpdateFeatures(UpdateFeaturesRequest {
+            updates: vec![FeatureUpdate {
+                name: "metadata.version".into(),
+                min_level: 1,
+                max_level: 1,
+                allow_downgrade: false,
+            }],
+            validate_only: true,
+        }))
+        .await;
+        served.push("UpdateFeatures");
+        let ResponseBody::AllocateProducerIds(ids) = call(RequestBody::AllocateProducerIds(
+            AllocateProducerIdsRequest {
+                broker_id: NodeId(101),
+                broker_epoch: epochs[0],
+            },
+        ))
+        .await
+        else {
+            unreachable!()
+        };
+        assert!(ids.count > 0);
+        served.push("AllocateProducerIds");
+        let ResponseBody::DescribeCluster(dc) = call(RequestBody::DescribeCluster).await else {
+            unreachable!()
+        };
+        assert_eq!(dc.brokers.len(), 3);
+        assert!(dc.brokers.iter().all(|b| !b.fenced));
+        assert_eq!((dc.topic_count, dc.partition_count), (1, 3));
+        served.push("DescribeCluster");
+        let ResponseBody::DeleteTopics(del) =
+            call(RequestBody::DeleteTopics(DeleteTopicsRequest {
+                names: vec!["orders".into()],
+            }))
+            .await
+        else {
+            unreachable!()
+        };
+        assert_eq!(del.topics[0].1, Ok(created.topic_id));
+        served.push("DeleteTopics");
+        // A broker is fenced (it asks to be) before it may be unregistered.
+        let ResponseBody::DescribeQuorum(q) = call(RequestBody::DescribeQuorum).await else {
+            unreachable!()
+        };
+        let mut fence = register_request(103, Some(epochs[2]), q.high_watermark);
+        if let RequestBody::BrokerHeartbeat(h) = &mut fence {
+            h.want_fence = true;
+        }
+        let ResponseBody::BrokerHeartbeat(h) = call(fence).await else {
+            unreachable!()
+        };
+        assert_eq!(h.target_state, TargetState::Fenced);
+        call(RequestBody::UnregisterBroker(UnregisterBrokerRequest {
+            broker_id: NodeId(103),
+        }))
+        .await;
+        served.push("UnregisterBroker");
+        served
+    });
+    assert_eq!(kinds.len(), 14, "{kinds:?}");
+}
+
+/// SIGKILL of the leader while `corum loadgen --workload configs --verify` runs: the load
+/// generator exits 0 with every acknowledged write read back, and a new leader acknowledges
+/// writes within the election timeout plus a margin.
+#[test]
+fn leader_sigkill_under_verified_load_loses_nothing() {
+    const ELECTION_TIMEOUT_MS: u64 = 1_000;
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let timeout = ELECTION_TIMEOUT_MS.to_string();
+    let mut c = start_cluster(
+        tmp.path(),
+        &[
+            ("controller.quorum.election.timeout.ms", &timeout),
+            ("controller.quorum.fetch.timeout.ms", &timeout),
+        ],
+    );
+    let (l, epoch) = leader(&c, &c.ids());
+    let hwm0 = describe(&c.bootstrap(), 5_000).unwrap()["high_watermark"]
+        .as_u64()
+        .unwrap();
+    let load = spawn_loadgen(
+        &c.bootstrap(),
+        &[
+            "--workload",
+            "configs",
+            "--clients",
+            "16",
+            "--duration",
+            "6",
+            "--verify",
+            "--request-timeout-ms",
+            "8000",
+            "--grace-ms",
+            "15000",
+        ],
+    );
+    // The load is flowing once the high watermark has moved well past where it was.
+    wait_until("writes under load", Duration::from_secs(15), || {
+        describe(&c.bootstrap(), 2_000)
+            .and_then(|d| d["high_watermark"].as_u64())
+            .filter(|&h| h > hwm0 + 200)
+    });
+    let killed_at = Instant::now();
+    c.kill(l);
+    let others: Vec<u32> = c.ids().into_iter().filter(|&id| id != l).collect();
+    let config = ClientConfig::new(others.iter().map(|&id| c.node(id).client).collect());
+    let failover = on_executor(Duration::from_secs(30), move || async move {
+        let client = ControllerClient::connect(config).await.unwrap();
+        loop {
+            let r = client
+                .alter_config(
+                    corum_controller::image::ConfigResource {
+                        resource_type: corum_controller::records::ConfigResourceType::Broker,
+                        name: "77".into(),
+                    },
+                    "log.retention.ms",
+                    &killed_at.elapsed().as_micros().to_string(),
+                )
+                .await;
+            if r.is_ok() {
+                return killed_at.elapsed();
+            }
+            assert!(
+                killed_at.elapsed() < Duration::from_secs(20),
+                "no write acknowledged: {r:?}"
+            );
+        }
+    });
+    let (new_leader, new_epoch) = leader(&c, &others);
+    assert_ne!(new_leader, l);
+    assert!(new_epoch > epoch);
+    eprintln!(
+        "leader SIGKILL to the next acknowledged write: {} ms",
+        failover.as_millis()
+    );
+    // Followers notice after the fetch timeout, then campaign within [t, 2t) of the election
+    // timeout; one second covers the rest on a loaded 2-core machine.
+    let bound = Duration::from_millis(3 * ELECTION_TIMEOUT_MS + 1_000);
+    assert!(
+        failover < bound,
+        "failover took {failover:?} (bound {bound:?})"
+    );
+
+    let out = load.wait(Duration::from_secs(45));
+    let report = loadgen_json(&out);
+    assert!(
+        out.status.success(),
+        "loadgen failed: {report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
+    assert!(report["acknowledged"].as_u64().unwrap() > 0, "{report}");
+    assert!(report["leader_changes"].as_u64().unwrap() >= 1, "{report}");
+}
+
+/// A SIGKILLed idle follower restarts, recovers its log and catches up with what was
+/// written while it was down: the leader reports it with lag 0 at or past that high watermark.
+#[test]
+fn killed_follower_restarts_and_catches_up() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = start_cluster(tmp.path(), &[]);
+    let (l, _) = leader(&c, &c.ids());
+    let f = c.ids().into_iter().find(|&id| id != l).unwrap();
+    c.kill(f);
+    let others: Vec<u32> = c.ids().into_iter().filter(|&id| id != f).collect();
+    let out = spawn_loadgen(
+        &bootstrap_of(&c, &others),
+        &[
+            "--workload",
+            "configs",
+            "--clients",
+            "8",
+            "--duration",
+            "1.5",
+        ],
+    )
+    .wait(Duration::from_secs(30));
+    let report = loadgen_json(&out);
+    assert!(out.status.success(), "{report}");
+    assert!(report["ops"].as_u64().unwrap() > 0, "{report}");
+    let hwm_while_down = describe(&bootstrap_of(&c, &others), 5_000).unwrap()["high_watermark"]
+        .as_u64()
+        .unwrap();
+    c.start(f)
+        .unwrap_or_else(|e| panic!("restarting node {f}: {e:#}\n{}", logs(&c)));
+    wait_for_catch_up(&c, f, hwm_while_down);
+}
+
+/// Waits until the leader reports follower `f` with lag 0 at or past `offset`; fails with
+/// the last answer and the nodes' logs.
+fn wait_for_catch_up(c: &LocalCluster, f: u32, offset: u64) {
+    let mut last = None;
+    let start = Instant::now();
+    let row = loop {
+        let d = describe(&c.bootstrap(), 2_000);
+        let row = d.as_ref().and_then(|d| {
+            d["replicas"]
+                .as_array()?
+                .iter()
+                .find(|r| r["node_id"].as_u64() == Some(u64::from(f)))
+                .cloned()
+        });
+        if let Some(r) = row.filter(|r| {
+            r["lag"].as_u64() == Some(0)
+                && r["log_end_offset"].as_u64().is_some_and(|o| o >= offset)
+                && r["status"] == "Follower"
+        }) {
+            break r;
+        }
+        last = d.or(last);
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "node {f} did not catch up to {offset}; last describe: {last:?}\n{}",
+            logs(c)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(row["last_caught_up_age_ms"].as_u64().is_some(), "{row}");
+}
+
+/// A follower SIGKILLed under load restarts, recovers its log and catches up: the leader
+/// reports it with lag 0 at or past the high watermark reached while it was down.
+#[test]
+fn follower_killed_under_load_restarts_and_catches_up() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = start_cluster(tmp.path(), &[]);
+    let (l, _) = leader(&c, &c.ids());
+    let f = c.ids().into_iter().find(|&id| id != l).unwrap();
+    let others: Vec<u32> = c.ids().into_iter().filter(|&id| id != f).collect();
+    let load = spawn_loadgen(
+        &c.bootstrap(),
+        &["--workload", "configs", "--clients", "8", "--duration", "3"],
+    );
+    // The follower has replicated part of the load when it is killed.
+    wait_until("the follower to replicate", Duration::from_secs(15), || {
+        let d = describe(&c.bootstrap(), 2_000)?;
+        d["replicas"]
+            .as_array()?
+            .iter()
+            .find(|r| r["node_id"].as_u64() == Some(u64::from(f)))?["log_end_offset"]
+            .as_u64()
+            .filter(|&o| o > 500)
+    });
+    c.kill(f);
+    let out = load.wait(Duration::from_secs(30));
+    let report = loadgen_json(&out);
+    assert!(out.status.success(), "{report}");
+    assert!(report["ops"].as_u64().unwrap() > 0, "{report}");
+    let hwm_while_down = describe(&bootstrap_of(&c, &others), 5_000).unwrap()["high_watermark"]
+        .as_u64()
+        .unwrap();
+    c.start(f)
+        .unwrap_or_else(|e| panic!("restarting node {f}: {e:#}\n{}", logs(&c)));
+    wait_for_catch_up(&c, f, hwm_while_down);
+    assert!(
+        c.log_tail(f).contains("recovered"),
+        "node {f} logged no recovery:\n{}",
+        c.log_tail(f)
+    );
+}
+
+/// SIGTERM of the leader hands leadership over without waiting for an election timeout:
+/// with a 5 s timeout the next leader is there well before it, and the old leader exits 0.
+#[test]
+fn leader_sigterm_hands_over_before_the_election_timeout() {
+    const ELECTION_TIMEOUT_MS: u64 = 5_000;
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let timeout = ELECTION_TIMEOUT_MS.to_string();
+    let mut c = start_cluster(
+        tmp.path(),
+        &[
+            ("controller.quorum.election.timeout.ms", &timeout),
+            ("controller.quorum.fetch.timeout.ms", &timeout),
+        ],
+    );
+    let (l, epoch) = wait_until("a first leader", Duration::from_secs(30), || {
+        describe(&c.bootstrap(), 2_000).map(|d| leader_of(&d))
+    });
+    let others: Vec<u32> = c.ids().into_iter().filter(|&id| id != l).collect();
+    let others_bootstrap = bootstrap_of(&c, &others);
+    let sent = Instant::now();
+    assert!(c.signal(l, libc::SIGTERM));
+    let (new_leader, new_epoch) = wait_until("a new leader", Duration::from_secs(20), || {
+        describe(&others_bootstrap, 500)
+            .map(|d| leader_of(&d))
+            .filter(|&(id, _)| id != l)
+    });
+    let handover = sent.elapsed();
+    eprintln!("SIGTERM to a new leader: {} ms", handover.as_millis());
+    assert!(new_epoch > epoch && others.contains(&new_leader));
+    assert!(
+        handover < Duration::from_millis(ELECTION_TIMEOUT_MS / 2),
+        "handover took {handover:?}, not clearly faster than the {ELECTION_TIMEOUT_MS} ms timeout"
+    );
+    let status = c.terminate(l, Duration::from_secs(10)).unwrap();
+    assert!(status.success(), "the resigned leader exited with {status}");
+}
+
+/// A broker that stops heartbeating is fenced after its session timeout, and unfenced again
+/// once it heartbeats and its metadata follower has caught up.
+#[test]
+fn silent_broker_is_fenced_then_unfenced_after_returning() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start_cluster(
+        tmp.path(),
+        &[
+            ("broker.session.timeout.ms", "1000"),
+            ("broker.heartbeat.interval.ms", "200"),
+        ],
+    );
+    leader(&c, &c.ids());
+    let config = client_config(&c);
+    on_executor(Duration::from_secs(50), move || async move {
+        let client = ControllerClient::connect(config).await.unwrap();
+        let follower = Rc::new(MetadataFollower::start(
+            client.clone(),
+            ReplicaKey {
+                id: NodeId(500),
+                directory_id: Uuid([5; 16]),
+            },
+            Duration::from_millis(200),
+        ));
+        let mut session = BrokerSession::register(
+            client.clone(),
+            NodeId(501),
+            Uuid([51; 16]),
+            vec![ListenerV1 {
+                name: "PLAINTEXT".into(),
+                host: "127.0.0.1".into(),
+                port: 9092,
+            }],
+            follower.clone(),
+        )
+        .await
+        .unwrap();
+        session
+            .run_until_unfenced(Duration::from_millis(50), Duration::from_secs(15))
+            .await
+            .unwrap();
+        let fenced = |want: bool| {
+            let client = client.clone();
+            async move {
+                let start = Instant::now();
+                loop {
+                    let dc = client.describe_cluster().await.unwrap();
+                    let b = dc.brokers.iter().find(|b| b.broker_id == NodeId(501));
+                    if b.is_some_and(|b| b.fenced == want) {
+                        return start.elapsed();
+                    }
+                    assert!(
+                        start.elapsed() < CALL_DEADLINE,
+                        "broker never fenced={want}"
+                    );
+                    glommio::timer::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        };
+        fenced(false).await;
+        let silent = Instant::now();
+        fenced(true).await;
+        let fenced_after = silent.elapsed();
+        assert!(
+            fenced_after >= Duration::from_millis(900),
+            "fenced after only {fenced_after:?} of a 1000 ms session"
+        );
+        // Back: heartbeats (re-registering if the controller asks) until unfenced.
+        session.heartbeat().await.unwrap();
+        session
+            .run_until_unfenced(Duration::from_millis(50), Duration::from_secs(15))
+            .await
+            .unwrap();
+        assert_eq!(session.state(), TargetState::Active);
+        fenced(false).await;
+        assert!(follower.next_offset() > LogOffset(0));
+    });
+}
+
+/// Processes whose command line mentions `needle` (to find a demo's nodes by their directory).
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmdline).contains(needle) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// `corum demo` runs the three workloads against three node processes, prints the summary,
+/// stops the nodes cleanly and removes its directory.
+#[test]
+fn demo_runs_every_workload_and_cleans_up() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    let d = dir.display().to_string();
+    let out = corum(
+        &[
+            "demo",
+            "--duration-secs",
+            "1",
+            "--brokers",
+            "20",
+            "--clients",
+            "8",
+            "--dir",
+            &d,
+        ],
+        Duration::from_secs(50),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for needle in [
+        "corum demo summary",
+        "leader node",
+        "brokers: 20 of 20 unfenced",
+        "0 lost",
+    ] {
+        assert!(stdout.contains(needle), "{needle:?} missing:\n{stdout}");
+    }
+    for workload in ["brokers", "topics", "configs"] {
+        assert!(
+            stdout.lines().any(|l| l.trim_start().starts_with(workload)),
+            "no {workload} row:\n{stdout}"
+        );
+    }
+    assert!(stderr.contains("all nodes stopped cleanly"), "{stderr}");
+    assert!(!dir.exists(), "the demo left {d}");
+    assert!(processes_mentioning(&d).is_empty());
+}
+
+/// SIGINT to `corum demo` while it runs a workload kills every node it started and removes
+/// its directory; the demo exits with 128 + SIGINT.
+#[test]
+fn interrupted_demo_leaves_no_process_behind() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    let d = dir.display().to_string();
+    let child = std::process::Command::new(corum_exe())
+        .args([
+            "demo",
+            "--duration-secs",
+            "20",
+            "--brokers",
+            "20",
+            "--dir",
+            &d,
+        ])
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let demo = Running::new(child);
+    // Three nodes up (their command lines name the demo's directory), then interrupt.
+    let nodes = wait_until("three demo nodes", Duration::from_secs(30), || {
+        let p = processes_mentioning(&format!("{d}/node"));
+        (p.len() == 3).then_some(p)
+    });
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) }, 0);
+    let out = demo.wait(Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    wait_until("the nodes to be gone", Duration::from_secs(5), || {
+        nodes
+            .iter()
+            .all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+            .then_some(())
+    });
+    assert!(!dir.exists(), "the interrupted demo left {d}");
+}
