@@ -228,6 +228,27 @@ impl Controller {
         Ok(())
     }
 
+    /// Applies more records of the batch begun by the last [`Controller::on_proposed`] (a later
+    /// request's records in the same proposal) without a new revert point: a batch commits or
+    /// is lost whole, so the point before it is the only one needed, and the image's shared
+    /// nodes are copied once per batch rather than once per request. A record that does not
+    /// apply leaves the image partly changed: the caller must stop, as for any replay error.
+    pub fn on_proposed_more(
+        &mut self,
+        base_offset: LogOffset,
+        batch: &ArchivedBatch,
+    ) -> Result<(), ReplayError> {
+        assert!(self.active, "only the active controller proposes");
+        assert!(
+            !self.inflight.is_empty(),
+            "on_proposed_more continues a batch begun by on_proposed"
+        );
+        for (i, record) in batch.iter().enumerate() {
+            self.image.replay(base_offset.add(i as u64), record)?;
+        }
+        Ok(())
+    }
+
     /// This node became the active controller at `now_ms`: every registered broker's lease is
     /// extended by one session timeout from now.
     pub fn on_become_active(&mut self, now_ms: u64) {
@@ -530,6 +551,42 @@ mod tests {
             c.replay(log[0].0, &decode_batch(&bytes).unwrap()[0]),
             Err(ReplayError::OffsetNotIncreasing { .. })
         ));
+    }
+
+    /// Requests sharing one batch (`on_proposed` then `on_proposed_more`) each see the ones
+    /// before; the whole batch committed as one leaves nothing in flight and the image of a
+    /// fresh replay; a resignation before the commit reverts all of them.
+    #[test]
+    fn parts_of_one_batch_share_one_revert_point() {
+        let mut c = Controller::new(ControllerConfig::default(), NodeId(9)).unwrap();
+        c.on_become_active(0);
+        let before = c.image().clone();
+        let base = c.image().end_offset;
+        let mut all = Vec::new();
+        for id in 1..4 {
+            let r = c.broker_heartbeat(&register(id, 1), &ctx(&c, 0)).unwrap();
+            let at = c.image().end_offset;
+            let bytes = encode_batch(&r.records);
+            let batch = decode_batch(&bytes).unwrap();
+            if all.is_empty() {
+                c.on_proposed(at, batch).unwrap();
+            } else {
+                c.on_proposed_more(at, batch).unwrap();
+            }
+            all.extend(r.records);
+        }
+        assert_eq!(c.inflight_batches(), 1);
+        assert_eq!(c.image().brokers.len(), 3);
+        assert!(c.committed_image().brokers.is_empty());
+        let mut resigned = c.clone();
+        resigned.on_resign();
+        assert_eq!(resigned.image(), &before);
+        commit_all(&mut c, &[(base, all.clone())]);
+        assert_eq!(c.inflight_batches(), 0);
+        let mut fresh = Controller::new(ControllerConfig::default(), NodeId(8)).unwrap();
+        commit_all(&mut fresh, &[(base, all)]);
+        assert_eq!(fresh.image(), c.image());
+        c.check_invariants();
     }
 
     /// A committed record beyond the in-flight proposals (they were truncated away) is refused

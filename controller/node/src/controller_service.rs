@@ -42,7 +42,9 @@
 //!
 //! Requests that are queued together (everything waiting when the task takes one, up to
 //! `batch_requests_max`) are handled in arrival order, each against the image holding the
-//! records of the ones before it (`on_proposed` per request, at its own predicted offset), and
+//! records of the ones before it (the first request's records through `on_proposed`, the
+//! others' through `on_proposed_more`, each at its own predicted offset, so the batch has one
+//! revert point), and
 //! their records go out as one proposal, split only where `batch_records_max` or
 //! `batch_bytes_max` would be passed. Each request waits for its own part of the batch; the
 //! batch commits or is lost as a whole. While a proposal is on its way to the driver, new
@@ -906,11 +908,15 @@ impl ControllerService {
                     }
                     let base = group.end();
                     let batch = decode_batch(&encoded).expect("a batch just encoded decodes");
-                    self.controller.on_proposed(base, batch).map_err(|source| {
-                        ServiceError::Replay {
-                            offset: base,
-                            source,
-                        }
+                    // One revert point per batch: the first request's; the others continue it.
+                    let applied = if group.records.is_empty() {
+                        self.controller.on_proposed(base, batch)
+                    } else {
+                        self.controller.on_proposed_more(base, batch)
+                    };
+                    applied.map_err(|source| ServiceError::Replay {
+                        offset: base,
+                        source,
                     })?;
                     group.push(
                         records,
