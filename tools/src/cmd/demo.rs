@@ -96,7 +96,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// The demo's directory: `dir` if given (created; refused if it holds anything), else a new
-/// one under the system temporary directory.
+/// one under `$TMPDIR`, or `/var/tmp` when `TMPDIR` is unset: the log is written with
+/// O_DIRECT, which tmpfs (often mounted on `/tmp`) refuses, and `/var/tmp` is on disk on
+/// every common distribution.
 fn prepare_dir(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
     let dir = match dir {
         Some(d) => d.to_path_buf(),
@@ -104,7 +106,12 @@ fn prepare_dir(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
             let nanos = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.subsec_nanos());
-            std::env::temp_dir().join(format!("corum-demo-{}-{nanos}", std::process::id()))
+            let base = match std::env::var_os("TMPDIR") {
+                Some(t) if !t.is_empty() => PathBuf::from(t),
+                _ if Path::new("/var/tmp").is_dir() => PathBuf::from("/var/tmp"),
+                _ => std::env::temp_dir(),
+            };
+            base.join(format!("corum-demo-{}-{nanos}", std::process::id()))
         }
     };
     if dir.exists() {
@@ -179,7 +186,13 @@ fn describe(bootstrap: &[SocketAddr], timeout: Duration) -> anyhow::Result<Descr
 
 fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
     eprintln!("corum demo: formatting 3 controllers in {}", dir.display());
-    let mut cluster = LocalCluster::create(ClusterSpec::new(exe, dir))?;
+    let mut spec = ClusterSpec::new(exe, dir);
+    // Segments of 64 MiB rather than the 1 GiB default: three nodes preallocate one each.
+    spec.settings.push((
+        "metadata.log.segment.bytes".into(),
+        (64u64 << 20).to_string(),
+    ));
+    let mut cluster = LocalCluster::create(spec)?;
     cluster.start_all()?;
     for n in &cluster.nodes {
         eprintln!(
