@@ -9,7 +9,7 @@
 //! | fault                         | how                                  | models                         |
 //! |-------------------------------|--------------------------------------|--------------------------------|
 //! | lose everything not synced    | [`SimDisk::crash`]                   | power loss after clean syncs   |
-//! | keep a prefix of unsynced ops, the last write torn at a byte | [`SimDisk::crash_torn`] | reordering-free power loss mid-write |
+//! | keep a prefix of unsynced ops, the last write torn at a byte or a sector boundary | [`SimDisk::crash_torn`] | reordering-free power loss mid-write |
 //! | flip a bit in synced data     | [`SimDisk::flip_bit`]                | media corruption               |
 //! | fail the next write / sync    | [`SimDisk::inject`]                  | EIO                            |
 //!
@@ -27,6 +27,9 @@ use rand_chacha::ChaCha8Rng;
 use super::{io_err, Disk, DiskFile, OpenMode};
 use crate::buf::{AlignedBuf, BLOCK_BYTES};
 use crate::error::Result;
+
+/// Granularity of the sector-aligned tears of [`SimDisk::crash_torn`].
+const SECTOR_BYTES: usize = 512;
 
 /// A fault to inject into the next matching operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,19 +149,34 @@ impl SimDisk {
     }
 
     /// Power loss mid-flight: for each file, a random prefix of its unsynced operations
-    /// survives, and the first lost write may survive torn at a random byte.
+    /// survives, and the first lost write may survive torn at a random byte or (half the time)
+    /// at a random 512-byte sector boundary.
     pub fn crash_torn(&self) {
         let rng = RefCell::new(ChaCha8Rng::seed_from_u64(self.state.borrow_mut().rng.gen()));
         self.crash_with(|_, ops| {
             let mut rng = rng.borrow_mut();
             let keep = rng.gen_range(0..=ops.len());
             let torn = match ops.get(keep) {
+                // Half the time at a sector boundary (devices write sectors atomically), so a
+                // tear can end exactly where a frame ends and old bytes begin.
+                Some(Op::Write { bytes, .. }) if bytes.len() >= SECTOR_BYTES && rng.gen() => {
+                    Some(rng.gen_range(0..bytes.len() / SECTOR_BYTES) * SECTOR_BYTES)
+                }
                 Some(Op::Write { bytes, .. }) if !bytes.is_empty() => {
                     Some(rng.gen_range(0..bytes.len()))
                 }
                 _ => None,
             };
             (keep, torn)
+        });
+    }
+
+    /// Power loss mid-write at a chosen point: for each file, no unsynced operation survives
+    /// whole, and the first one, if it is a write, survives as its first `kept_bytes` bytes.
+    pub fn crash_torn_at(&self, kept_bytes: usize) {
+        self.crash_with(|_, ops| match ops.first() {
+            Some(Op::Write { bytes, .. }) => (0, Some(kept_bytes.min(bytes.len()))),
+            _ => (0, None),
         });
     }
 

@@ -43,6 +43,7 @@ struct Work<F> {
     base: LogOffset,
     path: PathBuf,
     file: Option<Rc<F>>,
+    from_free: Option<PathBuf>,
     created: bool,
     chunk: Option<(u64, Rc<AlignedBuf>, u64)>,
     index: Option<SealedIndex>,
@@ -117,6 +118,13 @@ impl<D: Disk> Log<D> {
             let base = st.end_offset;
             st.segments.last_mut().expect("never empty").sealed = true;
             let mut seg = Segment::new_empty(&self.inner.dir, base);
+            // Reuse a free file if there is one: its blocks are written, so the writes that
+            // fill it overwrite instead of converting unwritten extents.
+            if st.free.first().is_some_and(|f| f.stale_end <= base) {
+                seg.from_free = Some(st.free.remove(0));
+                seg.stale_after = true;
+                seg.prefilled_bytes = self.inner.config.segment_bytes;
+            }
             // Start the new tail in the big spare buffer, if there is one: a bulk writer
             // rolls often, and growing a fresh buffer page by page costs more than the bytes.
             let mut tail = st.spare.pop().unwrap_or_else(|| {
@@ -194,6 +202,7 @@ impl<D: Disk> Log<D> {
             let mut work = Vec::new();
             let mut spare = std::mem::take(&mut st.spare);
             let tail_capacity = tail_capacity_bytes(&self.inner.config);
+            let segment_bytes = self.inner.config.segment_bytes;
             for seg in st.segments.iter_mut() {
                 let has_data = seg.size_bytes > seg.written_bytes;
                 let needs_index = seg.sealed && !seg.index_written;
@@ -217,6 +226,14 @@ impl<D: Disk> Log<D> {
                     let pos = seg.tail_pos;
                     seg.tail_pos = keep_from;
                     taken.resize(align_up_block(taken.len() as u64) as usize, 0);
+                    // Data ending on a block boundary in a file with stale bytes after it: one
+                    // zero block more, so a scan finds a zero header right after the last frame.
+                    if seg.stale_after
+                        && seg.size_bytes % BLOCK_BYTES as u64 == 0
+                        && seg.size_bytes < segment_bytes
+                    {
+                        taken.resize(taken.len() + BLOCK_BYTES, 0);
+                    }
                     let taken = Rc::new(taken);
                     seg.inflight = Some((pos, taken.clone()));
                     (pos, taken, seg.size_bytes)
@@ -231,6 +248,7 @@ impl<D: Disk> Log<D> {
                     base: seg.base,
                     path: seg.path.clone(),
                     file: seg.file.clone(),
+                    from_free: seg.from_free.as_ref().map(|f| f.path.clone()),
                     created: false,
                     chunk,
                     index,
@@ -295,19 +313,42 @@ impl<D: Disk> Log<D> {
         let disk = &self.inner.disk;
         let mut dir_dirty = false;
         let write_started = std::time::Instant::now();
+        let mut renamed = false;
         for w in work.iter_mut() {
             if w.file.is_none() {
-                let f = disk.open(&w.path, OpenMode::Create).await?;
+                let mut stats = self.inner.stats.get();
+                let f = match &w.from_free {
+                    Some(free) => {
+                        disk.rename(free, &w.path).await?;
+                        renamed = true;
+                        stats.segments_recycled += 1;
+                        disk.open(&w.path, OpenMode::Existing).await?
+                    }
+                    None => {
+                        stats.segments_created += 1;
+                        dir_dirty = true;
+                        disk.open(&w.path, OpenMode::Create).await?
+                    }
+                };
+                self.inner.stats.set(stats);
                 f.allocate(self.inner.config.segment_bytes).await?;
                 let f = Rc::new(f);
                 w.file = Some(f.clone());
                 w.created = true;
-                dir_dirty = true;
                 let mut st = self.inner.state.borrow_mut();
                 if let Some(seg) = st.segments.iter_mut().find(|s| s.base == w.base) {
                     seg.file = Some(f);
+                    seg.from_free = None;
                 }
             }
+        }
+        if renamed {
+            // The new name must be durable before any new frame is written into the file:
+            // otherwise a crash could bring back the `.free` name over an inode holding frames
+            // above its bound (see the module doc).
+            disk.sync_dir(&self.inner.dir).await?;
+        }
+        for w in work.iter() {
             if let (Some(f), Some((pos, buf, _))) = (&w.file, &w.chunk) {
                 f.write_at(*pos, buf).await?;
             }

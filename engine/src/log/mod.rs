@@ -37,8 +37,40 @@
 //! Segments are preallocated (fallocate) when created. A background task
 //! ([`Log::run_prefill`]) writes zeros a little ahead of the writer whenever the log is idle, so
 //! that the latency-critical write + fdatasync overwrites blocks that are already written, which
-//! avoids a metadata journal commit per sync. Bulk writers outrun the prefill and simply write
-//! into the fallocated space.
+//! avoids a metadata journal commit per sync. Bulk writers outrun the prefill; for them the
+//! log **recycles** segment files, so that they too overwrite written blocks.
+//!
+//! # Segment recycling
+//!
+//! [`Log::delete_prefix`] renames up to [`LogConfig::free_segments_max`] deleted segment files
+//! to `<end>.free` instead of unlinking them (`<end>` is the deleted segment's end offset: every
+//! frame in the file lies below it). A roll takes the oldest free file and the IO round that
+//! creates the segment renames it to `<base>.log` and fsyncs the directory **before** writing
+//! into it. The file keeps its old frames after the new data. Why they are never read as data:
+//!
+//! | what follows the last frame of a segment        | scan outcome ([`segment::ScanEnd`]) | why it is safe                         |
+//! |-------------------------------------------------|-------------------------------------|----------------------------------------|
+//! | zeros (block padding, or the zero block a write ending on a block boundary adds in a recycled file) | `Clean` | the usual end |
+//! | an intact old frame (base offset < segment base) | `Stale`: clean end                 | the offset-continuity check: its base is not the expected next offset, and every old frame lies below the free file's bound <= the log start <= this segment's base |
+//! | part of an old frame, or a torn new frame        | `Bad`: torn tail if nothing valid continues the log in reach; zeroed up to the first intact old frame | as for a fresh file |
+//! | a valid frame that continues the log             | `Corruption` (recovery refuses)     | as for a fresh file                    |
+//!
+//! Crash points (directory entries are durable once the directory is fsynced; rename is
+//! atomic):
+//!
+//! - `delete_prefix` renames `<base>.log` to `<end>.free`, oldest segment first, then fsyncs the
+//!   directory. A crash leaves each doomed segment either in the log or in the pool; the log is
+//!   still a contiguous suffix. No frame is written into a file while it has a `.free` name.
+//! - The roll renames `<end>.free` to `<base>.log` and fsyncs the directory before the first
+//!   write. A crash before the fsync leaves the free file unchanged (nothing was written into
+//!   it); after it, the file is a segment whose new frames all have offsets `>= base`.
+//! - On open, a free file whose bound is above the log start (a reset past the end that
+//!   crashed before its new segment was durable restarts the log at 0) or beyond the pool limit
+//!   is deleted, so the bound `<end> <= start <= any future base` holds for every pooled file.
+//! - `truncate_suffix` removes later segments (never pooled: their frames lie above the cut,
+//!   so they could continue the log) and ftruncates the kept one at the cut, which also drops any
+//!   old frames of a recycled file there: nothing after a truncation point can be rescanned.
+//! - A reset past the end (`delete_prefix` beyond the log end) deletes its segments.
 
 mod appender;
 pub mod index;
@@ -79,6 +111,9 @@ pub struct LogConfig {
     pub prefill_ahead_bytes: u64,
     /// Bytes of zeros written per prefill step (bounds the delay it can add to a sync).
     pub prefill_chunk_bytes: u64,
+    /// Segment files [`Log::delete_prefix`] keeps (as `.free` files) for later rolls to
+    /// overwrite instead of writing into fresh space; 0 deletes them.
+    pub free_segments_max: usize,
 }
 
 impl Default for LogConfig {
@@ -90,6 +125,7 @@ impl Default for LogConfig {
             buffered_bytes_max: 32 << 20,
             prefill_ahead_bytes: 1 << 20,
             prefill_chunk_bytes: 64 << 10,
+            free_segments_max: 2,
         }
     }
 }
@@ -147,9 +183,19 @@ pub(crate) struct State<D: Disk> {
     pub epochs: Vec<(Epoch, LogOffset)>,
     pub buffered_bytes: usize,
     pub failed: Option<String>,
+    /// Free segment files for the next rolls, oldest first (see the module doc).
+    pub free: Vec<FreeSegment>,
     /// Written chunks' buffers, reused as the next tails so big rounds do not allocate (at
     /// most [`SPARE_BUFFERS_MAX`]: one fills while one is written, and a roll needs a third).
     pub spare: Vec<crate::buf::AlignedBuf>,
+}
+
+/// A former segment file kept for reuse: `<stale_end>.free`, every frame in it below
+/// `stale_end`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FreeSegment {
+    pub stale_end: LogOffset,
+    pub path: PathBuf,
 }
 
 impl<D: Disk> State<D> {
@@ -208,6 +254,11 @@ pub struct LogStats {
     /// Time rounds spent writing, and in fdatasync (microseconds).
     pub write_us: u64,
     pub sync_us: u64,
+    /// Segment files created fresh (fallocated) and taken from the free pool by rolls.
+    pub segments_created: u64,
+    pub segments_recycled: u64,
+    /// Segment files `delete_prefix` kept in the free pool rather than deleting.
+    pub segments_freed: u64,
 }
 
 /// A handle to an open log. Clones share the log (one shard only).
@@ -282,6 +333,11 @@ impl<D: Disk> Log<D> {
         self.inner.state.borrow().segments.len()
     }
 
+    /// Number of free segment files waiting to be reused by a roll.
+    pub fn free_segment_count(&self) -> usize {
+        self.inner.state.borrow().free.len()
+    }
+
     /// The epoch of the batch holding `offset`, if the offset is in the log.
     pub fn epoch_at(&self, offset: LogOffset) -> Option<Epoch> {
         let st = self.inner.state.borrow();
@@ -329,6 +385,13 @@ impl<D: Disk> Log<D> {
             assert!(s.entries.windows(2).all(|w| w[0].offset < w[1].offset));
         }
         assert_eq!(buffered, st.buffered_bytes);
+        assert!(st.free.len() <= self.inner.config.free_segments_max);
+        for f in &st.free {
+            assert!(
+                f.stale_end <= st.start_offset(),
+                "a free file's frames lie below the log start"
+            );
+        }
         assert!(st
             .epochs
             .windows(2)

@@ -4,15 +4,18 @@
 //! | where the scan stops in the active segment                 | outcome                          |
 //! |--------------------------------------------------------------|----------------------------------|
 //! | at zeros / end of file                                       | clean; nothing dropped           |
+//! | at an old frame of a recycled file (base < segment base)     | clean; nothing dropped           |
+//! | at zeros, non-zero bytes later in that block                 | torn tail: block zeroed, reported |
 //! | at a bad frame, nothing valid after it in reach of a write   | torn tail: zeroed, reported      |
 //! | at a bad frame followed by a valid later frame               | `Corruption`                     |
 //! | anywhere in a sealed segment (rebuilding a lost index)       | `Corruption`                     |
 //! | segments not contiguous                                      | `Corruption`                     |
 //!
 //! "In reach of a write" is the region one IO round can have written past the durable end:
-//! `buffered_bytes_max` plus a block. Everything non-zero there after the stop is zeroed (and
-//! synced) before the log accepts appends, so stale unsynced bytes can never be mistaken for
-//! frames later. A bit flip in the very last synced batch is indistinguishable from a torn write
+//! `buffered_bytes_max` plus a block. After a bad frame, everything non-zero there (up to the
+//! first intact old frame of a recycled file) is zeroed (and synced) before the log accepts
+//! appends, so torn unsynced bytes can never be mistaken for frames later. A valid frame that
+//! would continue the log anywhere in reach is `Corruption`, whatever stopped the scan. A bit flip in the very last synced batch is indistinguishable from a torn write
 //! and is cut off (and reported); anywhere else it is reported as corruption.
 
 use std::path::{Path, PathBuf};
@@ -22,8 +25,10 @@ use corum_types::{Epoch, LogOffset};
 
 use super::index::{IndexEntry, SealedIndex};
 use super::notify::{IoLock, Notify};
-use super::segment::{corruption, index_file_name, parse_segment_name, scan, ScanEnd, Segment};
-use super::{Inner, Log, LogConfig, State};
+use super::segment::{
+    corruption, index_file_name, parse_free_name, parse_segment_name, scan, ScanEnd, Segment,
+};
+use super::{FreeSegment, Inner, Log, LogConfig, State};
 use crate::buf::{align_down_block, align_up_block, AlignedBuf};
 use crate::disk::{Disk, DiskFile, OpenMode};
 use crate::error::Result;
@@ -86,9 +91,19 @@ pub async fn inspect_dir<D: Disk>(
         let path = dir.join(&name);
         let file = disk.open(&path, OpenMode::Existing).await?;
         let size = file.size().await?;
-        let s = scan(&file, 0, base, epoch, size, frame_bytes_max, |_, _| {}).await?;
+        let s = scan(
+            &file,
+            base,
+            0,
+            base,
+            epoch,
+            size,
+            frame_bytes_max,
+            |_, _| {},
+        )
+        .await?;
         let mut problem = match &s.stop {
-            ScanEnd::Clean | ScanEnd::EndOfFile => None,
+            ScanEnd::Clean | ScanEnd::Stale | ScanEnd::EndOfFile => None,
             ScanEnd::Bad(r) => Some(r.clone()),
         };
         if let Some(e) = expected {
@@ -143,13 +158,28 @@ fn find_successor(
     last_epoch: Epoch,
     frame_bytes_max: u32,
 ) -> Option<(LogOffset, usize)> {
-    let mut at = from + FRAME_ALIGN_BYTES;
+    let rest = region.get(from..)?;
+    find_frame(
+        rest,
+        |h| h.base_offset >= end_offset && h.epoch >= last_epoch,
+        frame_bytes_max,
+    )
+    .map(|(offset, at)| (offset, from + at))
+}
+
+/// The first frame at a frame-aligned index after 0 of `region` that decodes and satisfies
+/// `wanted`: `(its base offset, its index in region)`.
+fn find_frame(
+    region: &[u8],
+    wanted: impl Fn(&crate::record::BatchHeader) -> bool,
+    frame_bytes_max: u32,
+) -> Option<(LogOffset, usize)> {
+    let mut at = FRAME_ALIGN_BYTES;
     while at + crate::record::HEADER_BYTES <= region.len() {
         if region[at..at + 4] == crate::record::FRAME_MAGIC {
             if let Ok(v) = decode_frame(&region[at..], frame_bytes_max) {
-                let h = v.header();
-                if h.base_offset >= end_offset && h.epoch >= last_epoch {
-                    return Some((h.base_offset, at));
+                if wanted(v.header()) {
+                    return Some((v.header().base_offset, at));
                 }
             }
         }
@@ -244,6 +274,7 @@ impl<D: Disk> Log<D> {
             }
         }
         let end = segments.last().expect("at least one segment").end_offset;
+        let free = Self::load_free(&disk, dir, &config, segments[0].base).await?;
         report.segments = segments.len();
         report.start_offset = segments[0].base;
         report.end_offset = end;
@@ -255,6 +286,7 @@ impl<D: Disk> Log<D> {
             epochs,
             buffered_bytes: 0,
             failed: None,
+            free,
             spare: Vec::new(),
         };
         let log = Log {
@@ -304,6 +336,7 @@ impl<D: Disk> Log<D> {
         let size = file.size().await?;
         let s = scan(
             &file,
+            base,
             0,
             base,
             Epoch::ZERO,
@@ -330,6 +363,44 @@ impl<D: Disk> Log<D> {
         disk.sync_dir(dir).await?;
         names.truncate(i + 1);
         Ok(names)
+    }
+
+    /// The free segment files to keep: at most `free_segments_max` whose frames all lie below
+    /// the log start `start` (a file from before a crash that restarted the log lower, or
+    /// beyond the limit, is deleted).
+    async fn load_free(
+        disk: &D,
+        dir: &Path,
+        config: &LogConfig,
+        start: LogOffset,
+    ) -> Result<Vec<FreeSegment>> {
+        let mut found: Vec<FreeSegment> = disk
+            .list(dir)
+            .await?
+            .into_iter()
+            .filter_map(|n| {
+                parse_free_name(&n).map(|stale_end| FreeSegment {
+                    stale_end,
+                    path: dir.join(n),
+                })
+            })
+            .collect();
+        found.sort_by_key(|f| f.stale_end);
+        let mut keep = Vec::new();
+        let mut removed = false;
+        for f in found {
+            if f.stale_end <= start && keep.len() < config.free_segments_max {
+                keep.push(f);
+            } else {
+                tracing::warn!(file = %f.path.display(), start = %start, "removing a free segment file that cannot be reused");
+                disk.remove(&f.path).await?;
+                removed = true;
+            }
+        }
+        if removed {
+            disk.sync_dir(dir).await?;
+        }
+        Ok(keep)
     }
 
     async fn load_sealed(
@@ -362,6 +433,7 @@ impl<D: Disk> Log<D> {
                 tracing::warn!(segment = %path.display(), reason = %why, "rebuilding sealed segment index by scan");
                 let s = scan(
                     &file,
+                    base,
                     0,
                     base,
                     prev_epoch,
@@ -411,6 +483,7 @@ impl<D: Disk> Log<D> {
         let file_size = file.size().await?;
         let s = scan(
             &file,
+            base,
             0,
             base,
             prev_epoch,
@@ -433,34 +506,59 @@ impl<D: Disk> Log<D> {
             AlignedBuf::with_capacity(0)
         };
         let rel = (p - block_start) as usize;
-        let last_nonzero = region[rel.min(region.len())..]
-            .iter()
-            .rposition(|&b| b != 0);
-        if let Some(nz) = last_nonzero {
+        let after = &region[rel.min(region.len())..];
+        // How far damage can reach (see the module doc's table): a bad frame, to the last
+        // non-zero byte one round could have written, but not into the old content of a
+        // recycled file (its first intact stale frame); after a clean end, the rest of the
+        // block, which our writes always fill with zeros.
+        let damage_len = match &s.stop {
+            ScanEnd::Bad(_) => {
+                let stale = find_frame(after, |h| h.base_offset < base, config.frame_bytes_max)
+                    .map_or(after.len(), |(_, at)| at);
+                after[..stale]
+                    .iter()
+                    .rposition(|&b| b != 0)
+                    .map(|nz| nz + 1)
+            }
+            ScanEnd::Clean | ScanEnd::EndOfFile => {
+                let block_end =
+                    (crate::buf::BLOCK_BYTES - rel % crate::buf::BLOCK_BYTES).min(after.len());
+                after[..block_end]
+                    .iter()
+                    .rposition(|&b| b != 0)
+                    .map(|nz| nz + 1)
+            }
+            ScanEnd::Stale => None,
+        };
+        // A valid frame that would continue the log after the stop means the damage is not a
+        // torn tail (whatever the stop).
+        let last_epoch = s.batches.last().map_or(prev_epoch, |(_, h)| h.epoch);
+        if let Some((offset, at)) = find_successor(
+            &region,
+            rel,
+            s.end_offset,
+            last_epoch,
+            config.frame_bytes_max,
+        ) {
+            let reason = match &s.stop {
+                ScanEnd::Bad(r) => r.clone(),
+                _ => "a valid batch after the end of the log".to_string(),
+            };
+            return Err(corruption(
+                &path,
+                p,
+                format!(
+                    "{reason}; a valid batch at {offset} follows at byte {}",
+                    block_start + at as u64
+                ),
+            ));
+        }
+        if let Some(dropped) = damage_len {
             let reason = match &s.stop {
                 ScanEnd::Bad(r) => r.clone(),
                 _ => "non-zero bytes after the last frame".to_string(),
             };
-            // A valid frame that would continue the log after the damage means the damage is
-            // not a torn tail.
-            let last_epoch = s.batches.last().map_or(prev_epoch, |(_, h)| h.epoch);
-            if let Some((offset, at)) = find_successor(
-                &region,
-                rel,
-                s.end_offset,
-                last_epoch,
-                config.frame_bytes_max,
-            ) {
-                return Err(corruption(
-                    &path,
-                    p,
-                    format!(
-                        "{reason}; a valid batch at {offset} follows at byte {}",
-                        block_start + at as u64
-                    ),
-                ));
-            }
-            let dropped = (nz + 1) as u64;
+            let dropped = dropped as u64;
             // Rewrite the block holding `p` with zeros after `p`, and zero the rest.
             let zero_end = align_up_block(p + dropped);
             let mut fix = AlignedBuf::zeroed((zero_end - block_start) as usize);
@@ -492,6 +590,8 @@ impl<D: Disk> Log<D> {
             seg.tail.extend_from_slice(&got);
         }
         seg.prefilled_bytes = p;
+        // The file may be a recycled one: assume stale bytes follow the data.
+        seg.stale_after = true;
         seg.file = Some(Rc::new(file));
         Ok(seg)
     }

@@ -1,8 +1,10 @@
 //! One segment: a file of frames laid end to end, named by its base offset.
 //!
 //! A segment file is preallocated to `segment_bytes` and starts with its first frame at byte 0.
-//! Bytes after the last frame read as zero (fresh allocation, prefill, or truncation), so a
-//! scanner finds the end where the magic stops. The segment tracks, in memory:
+//! Bytes after the last frame read as zero (fresh allocation, prefill, truncation, or the block
+//! padding every write carries), so a scanner finds the end where the magic stops; in a
+//! recycled file old frames may follow, and the scan stops at them by their offsets
+//! ([`ScanEnd::Stale`]). The segment tracks, in memory:
 //!
 //! - `size_bytes`: end of the last appended frame (appended, maybe not yet written);
 //! - `written_bytes`: how much of that has been handed to the disk;
@@ -34,6 +36,20 @@ pub fn index_file_name(base: LogOffset) -> String {
     format!("{:020}.index", base.get())
 }
 
+/// `00000000000000001234.free`: a former segment kept for reuse, every frame in it below 1234.
+pub fn free_file_name(stale_end: LogOffset) -> String {
+    format!("{:020}.free", stale_end.get())
+}
+
+/// The bound of a free (recyclable) file name, if it is one.
+pub fn parse_free_name(name: &str) -> Option<LogOffset> {
+    let digits = name.strip_suffix(".free")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().map(LogOffset)
+}
+
 /// The base offset of a segment file name, if it is one.
 pub fn parse_segment_name(name: &str) -> Option<LogOffset> {
     let digits = name.strip_suffix(".log")?;
@@ -63,6 +79,13 @@ pub(crate) struct Segment<D: Disk> {
     pub index_written: bool,
     /// How far zeros have been written ahead of the data (prefill), in bytes.
     pub prefilled_bytes: u64,
+    /// The bytes after the data may be stale frames (a recycled file, or an active segment
+    /// reopened without knowing): a write ending on a block boundary then carries one zero block
+    /// more, so the scan always finds a zero header right after the last frame.
+    pub stale_after: bool,
+    /// The free file a roll picked for this segment; the IO round that creates the segment's
+    /// file renames it into place instead of creating a fresh one.
+    pub from_free: Option<super::FreeSegment>,
 }
 
 impl<D: Disk> Segment<D> {
@@ -82,6 +105,8 @@ impl<D: Disk> Segment<D> {
             sealed: false,
             index_written: false,
             prefilled_bytes: 0,
+            stale_after: false,
+            from_free: None,
         }
     }
 
@@ -112,6 +137,9 @@ pub enum ScanEnd {
     Clean,
     /// End of the file.
     EndOfFile,
+    /// A valid frame whose base offset lies below the segment's base: left over from the file's
+    /// life as an older segment (recycling). A clean end, like `Clean`.
+    Stale,
     /// A frame failed to decode or did not continue the offsets/epochs.
     Bad(String),
 }
@@ -128,11 +156,18 @@ pub struct Scan {
 /// Bytes read per IO while scanning.
 pub const SCAN_CHUNK_BYTES: usize = 1 << 20;
 
-/// Scan frames from `position` (which must hold the batch starting at `expected`), checking
-/// each frame and that offsets continue and epochs never go down, until the first frame that
-/// fails or `limit_bytes`. `visit` sees each valid frame. Reads `SCAN_CHUNK_BYTES` at a time.
+/// Scan frames from `position` (which must hold the batch starting at `expected`) of the segment
+/// whose base offset is `base`, checking each frame and that offsets continue and epochs never
+/// go down, until the first frame that fails or `limit_bytes`. `visit` sees each valid frame.
+/// Reads `SCAN_CHUNK_BYTES` at a time.
+///
+/// A valid frame that does not continue the offsets ends the scan as [`ScanEnd::Stale`] if its
+/// base offset is below `base` (a recycled file's old content: never data of this segment),
+/// and as [`ScanEnd::Bad`] otherwise.
+#[allow(clippy::too_many_arguments, reason = "one scan, every bound explicit")]
 pub async fn scan<F: DiskFile>(
     file: &F,
+    base: LogOffset,
     mut position: u64,
     mut expected: LogOffset,
     mut last_epoch: Epoch,
@@ -190,6 +225,9 @@ pub async fn scan<F: DiskFile>(
         };
         match decoded {
             Ok(h) => {
+                if h.base_offset < base {
+                    break ScanEnd::Stale;
+                }
                 if h.base_offset != expected {
                     break ScanEnd::Bad(format!(
                         "batch base offset {} does not continue the log at {}",

@@ -9,7 +9,8 @@
 //! a shorter but contiguous log whose last segment still holds the old tail: a valid older
 //! state. After (3) no stale frame exists past the end, so none can ever be rescanned.
 //!
-//! `delete_prefix` removes whole segments only, oldest first, then fsyncs the directory: a crash
+//! `delete_prefix` removes whole segments only, oldest first (the newest of them renamed into the
+//! free pool, see "Segment recycling" in [`super`]), then fsyncs the directory: a crash
 //! leaves a contiguous suffix of segments. The log start becomes the base of the first segment
 //! kept. Deleting past the end (a snapshot newer than the log) removes every segment and starts
 //! an empty one at `before`; a crash in between may leave an empty directory, which opens as an
@@ -20,8 +21,8 @@ use std::rc::Rc;
 use corum_types::LogOffset;
 
 use super::index::floor_entry;
-use super::segment::{index_file_name, scan, Segment};
-use super::Log;
+use super::segment::{free_file_name, index_file_name, scan, Segment};
+use super::{FreeSegment, Log};
 use crate::buf::align_down_block;
 use crate::disk::{Disk, DiskFile, OpenMode};
 use crate::error::Result;
@@ -56,7 +57,7 @@ impl<D: Disk> Log<D> {
         let disk = &self.inner.disk;
         let cfg = &self.inner.config;
         // Which segment keeps the cut, and where in it.
-        let (keep_i, file, entry, seg_size, to_remove) = {
+        let (keep_i, keep_base, file, entry, seg_size, to_remove) = {
             let st = self.inner.state.borrow();
             if end >= st.end_offset {
                 return Ok(st.end_offset);
@@ -78,6 +79,7 @@ impl<D: Disk> Log<D> {
                 .collect();
             (
                 keep_i,
+                seg.base,
                 seg.file.clone().expect("flushed: every segment has a file"),
                 entry,
                 seg.size_bytes,
@@ -94,6 +96,7 @@ impl<D: Disk> Log<D> {
                 let mut cut = (e.position, e.offset);
                 let s = scan(
                     &*file,
+                    keep_base,
                     e.position,
                     e.offset,
                     e.epoch,
@@ -129,7 +132,6 @@ impl<D: Disk> Log<D> {
                 disk.remove(&idx).await?;
             }
         }
-        let keep_base = self.inner.state.borrow().segments[keep_i].base;
         if disk
             .list(&self.inner.dir)
             .await?
@@ -157,6 +159,8 @@ impl<D: Disk> Log<D> {
         seg.tail = tail;
         seg.end_offset = new_end;
         seg.prefilled_bytes = cut_pos;
+        // The ftruncate dropped whatever followed the cut, stale frames of a recycled file too.
+        seg.stale_after = false;
         seg.entries.retain(|e| e.offset < new_end);
         seg.bytes_since_entry = cut_pos - seg.entries.last().map_or(0, |e| e.position);
         st.end_offset = new_end;
@@ -195,25 +199,55 @@ impl<D: Disk> Log<D> {
             st.segments[..n - 1]
                 .iter()
                 .take_while(|s| s.end_offset <= before)
-                .map(|s| (s.base, s.path.clone(), s.file.is_some()))
+                .map(|s| (s.base, s.path.clone(), s.end_offset))
                 .collect()
         };
         if doomed.is_empty() {
             return Ok(self.start_offset());
         }
         // A sealed segment might not be written yet (rolled, no round since): flush first.
-        if doomed.iter().any(|d| !d.2) || self.buffered_bytes() > 0 {
+        let unwritten = {
+            let st = self.inner.state.borrow();
+            st.segments[..doomed.len()].iter().any(|s| s.file.is_none())
+        };
+        if unwritten || self.buffered_bytes() > 0 {
             self.sync_round().await?;
         }
         let names = disk.list(&self.inner.dir).await?;
-        for (base, path, _) in &doomed {
-            disk.remove(path).await?;
+        // Oldest first: the newest doomed segments go to the free pool (the pool keeps the
+        // freshest files when it is full); the others are deleted. Either way the `.log` name
+        // is gone, so a crash leaves a contiguous suffix of segments.
+        let free_room = self
+            .inner
+            .config
+            .free_segments_max
+            .saturating_sub(self.inner.state.borrow().free.len());
+        let keep_from = doomed.len().saturating_sub(free_room);
+        let mut freed = Vec::new();
+        for (i, (base, path, end)) in doomed.iter().enumerate() {
+            if i >= keep_from {
+                let free = FreeSegment {
+                    stale_end: *end,
+                    path: self.inner.dir.join(free_file_name(*end)),
+                };
+                disk.rename(path, &free.path).await?;
+                freed.push(free);
+            } else {
+                disk.remove(path).await?;
+            }
             if names.contains(&index_file_name(*base)) {
                 disk.remove(&self.inner.dir.join(index_file_name(*base)))
                     .await?;
             }
         }
         disk.sync_dir(&self.inner.dir).await?;
+        {
+            let mut st = self.inner.state.borrow_mut();
+            let mut stats = self.inner.stats.get();
+            stats.segments_freed += freed.len() as u64;
+            self.inner.stats.set(stats);
+            st.free.extend(freed);
+        }
         let removed: Vec<_> = {
             let mut st = self.inner.state.borrow_mut();
             let removed: Vec<_> = st
@@ -243,15 +277,24 @@ impl<D: Disk> Log<D> {
     async fn reset_locked(&self, before: LogOffset) -> Result<LogOffset> {
         let disk = &self.inner.disk;
         let cfg = &self.inner.config;
-        let old: Vec<_> = self
-            .inner
-            .state
-            .borrow()
-            .segments
-            .iter()
-            .map(|s| (s.base, s.path.clone()))
-            .collect();
+        let (old, limbo): (Vec<_>, Vec<_>) = {
+            let st = self.inner.state.borrow();
+            (
+                st.segments
+                    .iter()
+                    .map(|s| (s.base, s.path.clone()))
+                    .collect(),
+                // Free files picked by a roll whose round has not run: no longer pooled.
+                st.segments
+                    .iter()
+                    .filter_map(|s| s.from_free.as_ref().map(|f| f.path.clone()))
+                    .collect(),
+            )
+        };
         let names = disk.list(&self.inner.dir).await?;
+        for path in &limbo {
+            disk.remove(path).await?;
+        }
         for (base, path) in &old {
             if names.contains(&super::segment::segment_file_name(*base)) {
                 disk.remove(path).await?;

@@ -6,7 +6,10 @@
 //! - default: `--appenders N` tasks, each appending one `--record-bytes` batch and waiting for it
 //!   to be durable before the next (latency and group commit);
 //! - `--no-wait`: one appender appending back to back while a syncer task commits (bandwidth;
-//!   use `--record-bytes 1048576`);
+//!   use `--record-bytes 1048576`). Like a metadata log that snapshots, it keeps only the last
+//!   `--retain-bytes` (default 256 MiB in this mode; 0 keeps everything) by deleting the prefix
+//!   as it goes, so deleted segment files are recycled; a warm-up fills the free pool first,
+//!   so the measured window is the steady state;
 //! - `--recovery-mib N`: also build an N MiB log and time opening it and a full scan of it.
 
 use std::cell::{Cell, RefCell};
@@ -19,7 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use corum_engine::devbench::{measure_device, DeviceBenchConfig, DeviceReport};
 use corum_engine::disk::{executor_builder, UringDisk};
-use corum_engine::log::{inspect_dir, Log, LogConfig, NewBatch};
+use corum_engine::log::{inspect_dir, Log, LogConfig, LogStats, NewBatch};
 use corum_engine::record::Attributes;
 use corum_engine::Error as EngineError;
 use corum_types::Epoch;
@@ -88,6 +91,10 @@ pub struct LogArgs {
     /// Also build a log of this many MiB and measure recovery (0: skip).
     #[arg(long, default_value_t = 0)]
     pub recovery_mib: u64,
+    /// With --no-wait: delete the log prefix beyond this many appended bytes as the run goes
+    /// (deleted segments are recycled); 0 keeps everything. Default 256 MiB.
+    #[arg(long)]
+    pub retain_bytes: Option<u64>,
     /// Disable the background prefill of zeroed blocks ahead of the writer.
     #[arg(long)]
     pub no_prefill: bool,
@@ -138,6 +145,13 @@ pub struct LogFigures {
     pub records_per_sec_over_raw_fsyncs_per_sec: f64,
     /// `mb_per_sec / raw_mb_per_sec`.
     pub mb_per_sec_over_raw: f64,
+    /// Bytes kept by the prefix deletion of the bulk mode (0: none deleted).
+    pub retain_bytes: u64,
+    /// Seconds of warm-up before the measured window (filling the free segment pool).
+    pub warmup_seconds: f64,
+    /// Segment files made by rolls in the measured window: overwritten free files, fresh files.
+    pub segments_recycled: u64,
+    pub segments_created: u64,
 }
 
 #[derive(Serialize, Debug, Default, Clone)]
@@ -287,6 +301,8 @@ async fn append_phase(
     let duration = Duration::from_secs_f64(args.duration);
     let start = Instant::now();
     let deadline = start + duration;
+    // Where the measured window starts (after the bulk mode's warm-up).
+    let measured_start = Cell::new(start);
     let progress = (args.duration > 3.0).then(|| {
         let records = records.clone();
         glommio::spawn_local(async move {
@@ -307,25 +323,55 @@ async fn append_phase(
         .detach()
     });
     let payload = vec![0xC5u8; args.record_bytes];
+    let mut retain_bytes = 0;
+    let mut warmup_seconds = 0.0;
+    let mut stats_before = log.stats();
     if args.no_wait {
-        glommio::spawn_local({
-            let log = log.clone();
-            async move { log.run_syncer().await }
-        })
+        // The syncer in its own task queue: the scheduler alternates between it and the
+        // appender by shares instead of running them FIFO in one queue.
+        let syncer_queue = glommio::executor().create_task_queue(
+            glommio::Shares::Static(1000),
+            glommio::Latency::NotImportant,
+            "bench-syncer",
+        );
+        glommio::spawn_local_into(
+            {
+                let log = log.clone();
+                async move { log.run_syncer().await }
+            },
+            syncer_queue,
+        )
+        .map_err(|e| anyhow::anyhow!("spawning the syncer task: {e}"))?
         .detach();
+        retain_bytes = args.retain_bytes.unwrap_or(256 << 20);
+        let mut bulk = Bulk::new(log.clone(), retain_bytes);
+        if retain_bytes > 0 && log.config().free_segments_max > 0 {
+            // Warm up until a roll has reused a deleted segment file: from then on the log is
+            // in the steady state of a log that deletes its prefix (each deletion feeds the
+            // pool, each roll takes from it). Bounded: the retained bytes plus a few segments,
+            // twice.
+            let warm = Instant::now();
+            let limit = 2
+                * (retain_bytes
+                    + (log.config().free_segments_max as u64 + 2) * log.config().segment_bytes);
+            while log.stats().segments_recycled == 0 {
+                anyhow::ensure!(
+                    bulk.appended_bytes < limit,
+                    "the warm-up wrote {limit} bytes without recycling a segment file"
+                );
+                bulk.step(&payload, None).await?;
+            }
+            log.flush().await.context("warm-up flush")?;
+            warmup_seconds = warm.elapsed().as_secs_f64();
+            stats_before = log.stats();
+        }
+        let start = Instant::now();
+        let deadline = start + duration;
+        measured_start.set(start);
         let mut pending: VecDeque<(corum_types::LogOffset, Instant)> = VecDeque::new();
         while Instant::now() < deadline {
-            match log.append(&batch(), &payload) {
-                Ok((_, last)) => {
-                    records.set(records.get() + 1);
-                    pending.push_back((last, Instant::now()));
-                }
-                Err(EngineError::Backpressure { .. }) => {
-                    log.wait_for_space(payload.len() + 4096)
-                        .await
-                        .context("waiting for buffer space")?;
-                }
-                Err(e) => return Err(e).context("append"),
+            if bulk.step(&payload, Some(&mut pending)).await? {
+                records.set(records.get() + 1);
             }
             let durable = log.durable_end();
             while pending.front().is_some_and(|(o, _)| *o < durable) {
@@ -333,14 +379,13 @@ async fn append_phase(
                 hist.borrow_mut()
                     .record(t.elapsed().as_micros().max(1) as u64)?;
             }
-            // Give the syncer and the reactor a turn after every batch.
-            futures_lite::future::yield_now().await;
         }
         log.flush().await.context("final flush")?;
         for (_, t) in pending {
             hist.borrow_mut()
                 .record(t.elapsed().as_micros().max(1) as u64)?;
         }
+        bulk.finish().await?;
     } else {
         let mut tasks = Vec::new();
         for _ in 0..args.appenders {
@@ -365,11 +410,11 @@ async fn append_phase(
             t.await.context("appender")?;
         }
     }
-    let elapsed = start.elapsed().as_secs_f64();
+    let elapsed = measured_start.get().elapsed().as_secs_f64();
     if progress.is_some() {
         eprintln!();
     }
-    let stats = log.stats();
+    let stats = stats_delta(log.stats(), stats_before);
     log.close().await.context("closing the bench log")?;
     let n = records.get();
     let hist = hist.borrow();
@@ -395,7 +440,117 @@ async fn append_phase(
         durable_p50_over_raw_fsync_p50: durable_p50_us as f64 / device.fsync_p50_us.max(1) as f64,
         records_per_sec_over_raw_fsyncs_per_sec: records_per_sec / device.fsyncs_per_sec.max(1e-9),
         mb_per_sec_over_raw: mb_per_sec / device.write_mb_per_sec.max(1e-9),
+        retain_bytes,
+        warmup_seconds,
+        segments_recycled: stats.segments_recycled,
+        segments_created: stats.segments_created,
     })
+}
+
+/// Counters of `now` minus those of `before`.
+fn stats_delta(now: LogStats, before: LogStats) -> LogStats {
+    LogStats {
+        rounds: now.rounds - before.rounds,
+        syncs: now.syncs - before.syncs,
+        bytes_written: now.bytes_written - before.bytes_written,
+        batches_appended: now.batches_appended - before.batches_appended,
+        write_us: now.write_us - before.write_us,
+        sync_us: now.sync_us - before.sync_us,
+        segments_created: now.segments_created - before.segments_created,
+        segments_recycled: now.segments_recycled - before.segments_recycled,
+        segments_freed: now.segments_freed - before.segments_freed,
+    }
+}
+
+/// The bulk (no-wait) appender: appends back to back, and keeps only the last `retain_bytes`
+/// by deleting the prefix in a separate task (one deletion at a time).
+struct Bulk {
+    log: Log<UringDisk>,
+    retain_bytes: u64,
+    appended_bytes: u64,
+    /// `(end offset after a batch, appended bytes at that point)`, oldest first.
+    marks: VecDeque<(corum_types::LogOffset, u64)>,
+    deleting: Rc<Cell<bool>>,
+    failed: Rc<RefCell<Option<EngineError>>>,
+}
+
+impl Bulk {
+    fn new(log: Log<UringDisk>, retain_bytes: u64) -> Self {
+        Self {
+            log,
+            retain_bytes,
+            appended_bytes: 0,
+            marks: VecDeque::new(),
+            deleting: Rc::new(Cell::new(false)),
+            failed: Rc::new(RefCell::new(None)),
+        }
+    }
+
+    /// Append one batch (or wait for buffer space); start a prefix deletion when the log holds
+    /// more than `retain_bytes`. Returns whether a batch was appended.
+    async fn step(
+        &mut self,
+        payload: &[u8],
+        pending: Option<&mut VecDeque<(corum_types::LogOffset, Instant)>>,
+    ) -> anyhow::Result<bool> {
+        if let Some(e) = self.failed.borrow_mut().take() {
+            return Err(e).context("deleting the log prefix");
+        }
+        let appended = match self.log.append(&batch(), payload) {
+            Ok((_, last)) => {
+                if let Some(p) = pending {
+                    p.push_back((last, Instant::now()));
+                }
+                self.appended_bytes += payload.len() as u64;
+                self.marks.push_back((last.next(), self.appended_bytes));
+                true
+            }
+            Err(EngineError::Backpressure { .. }) => {
+                self.log
+                    .wait_for_space(payload.len() + 4096)
+                    .await
+                    .context("waiting for buffer space")?;
+                false
+            }
+            Err(e) => return Err(e).context("append"),
+        };
+        if self.retain_bytes > 0 {
+            let mut before = None;
+            while self
+                .marks
+                .front()
+                .is_some_and(|m| self.appended_bytes - m.1 > self.retain_bytes)
+            {
+                before = self.marks.pop_front().map(|m| m.0);
+            }
+            if let (Some(before), false) = (before, self.deleting.get()) {
+                self.deleting.set(true);
+                let (log, deleting, failed) =
+                    (self.log.clone(), self.deleting.clone(), self.failed.clone());
+                glommio::spawn_local(async move {
+                    if let Err(e) = log.delete_prefix(before).await {
+                        *failed.borrow_mut() = Some(e);
+                    }
+                    deleting.set(false);
+                })
+                .detach();
+            }
+        }
+        // Give the syncer, the deleter and the reactor a turn after every batch.
+        futures_lite::future::yield_now().await;
+        Ok(appended)
+    }
+
+    /// Wait for a running prefix deletion; report its error.
+    async fn finish(&self) -> anyhow::Result<()> {
+        while self.deleting.get() {
+            futures_lite::future::yield_now().await;
+        }
+        match self.failed.borrow_mut().take() {
+            Some(e) => Err(e).context("deleting the log prefix"),
+            None => Ok(()),
+        }
+    }
 }
 
 async fn recovery_phase(
