@@ -220,6 +220,15 @@ impl<D: Disk> State<D> {
     }
 
     pub fn note_epoch(&mut self, epoch: Epoch, offset: LogOffset) {
+        // An entry at the new batch's own offset describes no batch (an epoch carried over a
+        // prefix delete that emptied the log): the new epoch replaces it, as a reopen would.
+        if self
+            .epochs
+            .last()
+            .is_some_and(|e| e.0 != epoch && e.1 == offset)
+        {
+            self.epochs.pop();
+        }
         if self.epochs.last().map(|e| e.0) != Some(epoch) {
             self.epochs.push((epoch, offset));
         }
@@ -392,10 +401,13 @@ impl<D: Disk> Log<D> {
                 "a free file's frames lie below the log start"
             );
         }
-        assert!(st
-            .epochs
-            .windows(2)
-            .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1));
+        assert!(
+            st.epochs
+                .windows(2)
+                .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1),
+            "epochs ascend: {:?}",
+            st.epochs
+        );
     }
 }
 
