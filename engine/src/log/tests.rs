@@ -1086,9 +1086,84 @@ fn crash_in_a_round_rolling_through_a_recycled_file_drops_the_unfinished_segment
                 usize::from(torn),
                 "tear {tear}: {report:?}"
             );
+            // The old file held frames of the same size from byte 0: a tear on a frame boundary
+            // leaves an intact old frame right after the data, a clean (stale) end; any other
+            // tear leaves a broken frame, a torn tail.
+            if torn {
+                assert_eq!(
+                    report.torn_tail.is_none(),
+                    tear % frame_bytes == 0,
+                    "tear {tear}: {report:?}"
+                );
+            }
             log.check_invariants();
             log.append(&batch(1, 1), b"again").unwrap();
             log.flush().await.unwrap();
         });
     }
+}
+
+#[test]
+fn scan_ends_at_stale_and_non_continuing_frames() {
+    // Proves the scan of a segment based at 100 takes only frames that continue its offsets: a
+    // valid frame below the base is a stale (clean) end, one at or above it that skips offsets is
+    // a bad frame, and zeros are a clean end.
+    block_on(async {
+        let disk = SimDisk::new(30);
+        let frame = |base: u64| {
+            crate::record::encode_frame(
+                &crate::record::BatchMeta {
+                    attributes: Attributes::empty(),
+                    base_offset: LogOffset(base),
+                    epoch: Epoch(1),
+                    record_count: 1,
+                    first_timestamp_ms: 0,
+                    max_timestamp_ms: 0,
+                },
+                &payload(base, 200),
+                4096,
+            )
+            .unwrap()
+        };
+        for (third, expected) in [
+            (Some(50), segment::ScanEnd::Stale),
+            (Some(99), segment::ScanEnd::Stale),
+            (
+                Some(103),
+                segment::ScanEnd::Bad(
+                    "batch base offset @103 does not continue the log at @102".into(),
+                ),
+            ),
+            (None, segment::ScanEnd::Clean),
+        ] {
+            let mut bytes = [frame(100), frame(101)].concat();
+            if let Some(base) = third {
+                bytes.extend_from_slice(&frame(base));
+            }
+            bytes.resize(4096, 0);
+            let path = dir().join("scan.log");
+            let f = disk
+                .open(&path, crate::disk::OpenMode::Create)
+                .await
+                .unwrap();
+            f.write_at(0, &crate::buf::AlignedBuf::from_slice(&bytes))
+                .await
+                .unwrap();
+            let s = segment::scan(
+                &f,
+                LogOffset(100),
+                0,
+                LogOffset(100),
+                Epoch(1),
+                4096,
+                4096,
+                |_, _| {},
+            )
+            .await
+            .unwrap();
+            assert_eq!(s.stop, expected, "third frame {third:?}");
+            assert_eq!(s.batches.len(), 2);
+            assert_eq!(s.end_offset, LogOffset(102));
+        }
+    });
 }
