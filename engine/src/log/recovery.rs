@@ -1,22 +1,27 @@
 //! Opening a log: load sealed segments from their index files, scan the active segment, cut
 //! off a torn tail, refuse corruption.
 //!
-//! | where the scan stops in the active segment                 | outcome                          |
+//! | where the scan stops                                         | outcome                          |
 //! |--------------------------------------------------------------|----------------------------------|
-//! | at zeros / end of file                                       | clean; nothing dropped           |
-//! | at an old frame of a recycled file (base < segment base)     | clean; nothing dropped           |
-//! | at zeros, non-zero bytes later in that block                 | torn tail: block zeroed, reported |
-//! | at a bad frame, nothing valid after it in reach of a write   | torn tail: zeroed, reported      |
-//! | at a bad frame followed by a valid later frame               | `Corruption`                     |
-//! | anywhere in a sealed segment (rebuilding a lost index)       | `Corruption`                     |
+//! | active segment: at zeros / end of file                       | clean; nothing dropped           |
+//! | active segment: at an old frame of a recycled file (base < segment base) | clean; nothing dropped |
+//! | active segment: at zeros, non-zero bytes later in that block | torn tail: block zeroed, reported |
+//! | active segment: at a bad frame, nothing valid after it in reach of a write | torn tail: zeroed, reported |
+//! | active segment: at a bad frame followed by a valid later frame | `Corruption`                   |
+//! | a non-last segment without an index file, early or at a bad frame | unfinished roll: later segments removed, this one recovered as the active one (see `drop_unfinished_roll`) |
+//! | the same, but a later segment has an index file               | `Corruption` (a finished round followed the damage) |
+//! | anywhere in a sealed segment whose index file exists but is damaged | `Corruption`               |
 //! | segments not contiguous                                      | `Corruption`                     |
 //!
 //! "In reach of a write" is the region one IO round can have written past the durable end:
 //! `buffered_bytes_max` plus a block. After a bad frame, everything non-zero there (up to the
-//! first intact old frame of a recycled file) is zeroed (and synced) before the log accepts
-//! appends, so torn unsynced bytes can never be mistaken for frames later. A valid frame that
-//! would continue the log anywhere in reach is `Corruption`, whatever stopped the scan. A bit flip in the very last synced batch is indistinguishable from a torn write
-//! and is cut off (and reported); anywhere else it is reported as corruption.
+//! first intact old frame of a recycled file, and at least the header at the stop) is zeroed
+//! (and synced) before the log accepts appends, so torn unsynced bytes can never be mistaken
+//! for frames later, and the next scan ends cleanly at the same place. A valid frame that would
+//! continue the log anywhere in reach is `Corruption`, whatever stopped the scan. A bit flip in
+//! the very last synced batch is indistinguishable from a torn write and is cut off (and
+//! reported); anywhere else it is reported as corruption. Why a recycled file's old frames
+//! never cause either: the tables in [`super`] ("Segment recycling").
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;

@@ -1167,3 +1167,52 @@ fn scan_ends_at_stale_and_non_continuing_frames() {
         }
     });
 }
+
+#[test]
+fn data_ending_less_than_a_header_before_a_block_boundary_gets_a_zero_guard() {
+    // Proves that in a recycled file, data ending 8 bytes before a block boundary (over a block
+    // of old payload bytes) is followed by a whole zero header: the reopen finds a clean end,
+    // reports no torn tail and zeroes nothing.
+    block_on(async {
+        let disk = SimDisk::new(31);
+        let (log, _) = open(&disk).await;
+        let mut appended = Vec::new();
+        let append = |log: &Log<SimDisk>, appended: &mut Vec<Vec<u8>>, len: usize| {
+            let p = payload(appended.len() as u64, len);
+            log.append(&batch(1, 1), &p).unwrap();
+            appended.push(p);
+        };
+        while log.segment_count() < 3 {
+            append(&log, &mut appended, 1000);
+            log.flush().await.unwrap();
+        }
+        let second = log.inner.state.borrow().segments[1].base;
+        log.delete_prefix(second).await.unwrap();
+        assert_eq!(log.free_segment_count(), 1);
+        let start = log.start_offset().get() as usize;
+        // A frame of 4088 bytes that does not fit the active segment: it starts the recycled one.
+        let short_payload = crate::buf::BLOCK_BYTES - 8 - crate::record::HEADER_BYTES;
+        let room = |log: &Log<SimDisk>| {
+            let st = log.inner.state.borrow();
+            st.segments.last().unwrap().size_bytes + 4088 <= 16 << 10
+        };
+        while room(&log) {
+            append(&log, &mut appended, 1000);
+        }
+        append(&log, &mut appended, short_payload);
+        log.flush().await.unwrap();
+        assert_eq!(log.stats().segments_recycled, 1);
+        let recycled = log.inner.state.borrow().segments[2].path.clone();
+        assert_eq!(log.inner.state.borrow().segments[2].size_bytes, 4088);
+        let bytes = disk.contents(&recycled).unwrap();
+        assert!(bytes[4088..8192].iter().all(|&b| b == 0), "guard block");
+        log.clone().close().await.unwrap();
+        drop(log);
+        disk.crash();
+        let (log, report) = open(&disk).await;
+        assert_eq!(report.torn_tail, None);
+        let got: Vec<_> = read_all(&log).await.into_iter().map(|g| g.3).collect();
+        assert_eq!(got, appended[start..]);
+        log.check_invariants();
+    });
+}
