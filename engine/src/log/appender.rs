@@ -27,6 +27,7 @@ use crate::disk::{Disk, DiskFile, OpenMode};
 use crate::error::{Error, Result};
 use crate::record::{
     decode_frame, encode_frame_append, frame_bytes_for_payload, BatchHeader, BatchMeta,
+    HEADER_BYTES,
 };
 
 /// Capacity of an active segment's tail buffer: everything `buffered_bytes_max` lets the
@@ -226,11 +227,15 @@ impl<D: Disk> Log<D> {
                     let pos = seg.tail_pos;
                     seg.tail_pos = keep_from;
                     taken.resize(align_up_block(taken.len() as u64) as usize, 0);
-                    // Data ending on a block boundary in a file with stale bytes after it: one
-                    // zero block more, so a scan finds a zero header right after the last frame.
+                    // In a file with stale bytes after the data, the zeros padding the last
+                    // block must hold a whole header, or a scan would read the next block's
+                    // stale bytes as the rest of the header (a bad frame, not a clean end):
+                    // data ending on a block boundary or less than a header before one carries
+                    // one zero block more.
+                    let padding_bytes = align_up_block(seg.size_bytes) - seg.size_bytes;
                     if seg.stale_after
-                        && seg.size_bytes % BLOCK_BYTES as u64 == 0
-                        && seg.size_bytes < segment_bytes
+                        && padding_bytes < HEADER_BYTES as u64
+                        && align_up_block(seg.size_bytes) < segment_bytes
                     {
                         taken.resize(taken.len() + BLOCK_BYTES, 0);
                     }

@@ -43,34 +43,65 @@
 //! # Segment recycling
 //!
 //! [`Log::delete_prefix`] renames up to [`LogConfig::free_segments_max`] deleted segment files
-//! to `<end>.free` instead of unlinking them (`<end>` is the deleted segment's end offset: every
-//! frame in the file lies below it). A roll takes the oldest free file and the IO round that
-//! creates the segment renames it to `<base>.log` and fsyncs the directory **before** writing
-//! into it. The file keeps its old frames after the new data. Why they are never read as data:
+//! to `<end>.free` instead of unlinking them (`<end>` is the deleted segment's end offset). A
+//! roll takes the oldest free file and the IO round that creates the segment renames it to
+//! `<base>.log` and fsyncs the directory **before** writing into it. The file keeps its old
+//! frames after the new data.
 //!
-//! | what follows the last frame of a segment        | scan outcome ([`segment::ScanEnd`]) | why it is safe                         |
-//! |-------------------------------------------------|-------------------------------------|----------------------------------------|
-//! | zeros (block padding, or the zero block a write ending on a block boundary adds in a recycled file) | `Clean` | the usual end |
-//! | an intact old frame (base offset < segment base) | `Stale`: clean end                 | the offset-continuity check: its base is not the expected next offset, and every old frame lies below the free file's bound <= the log start <= this segment's base |
-//! | part of an old frame, or a torn new frame        | `Bad`: torn tail if nothing valid continues the log in reach; zeroed up to the first intact old frame | as for a fresh file |
-//! | a valid frame that continues the log             | `Corruption` (recovery refuses)     | as for a fresh file                    |
+//! **Invariant (the bound):** every frame in a file named `<end>.free` has a base offset below
+//! `<end>`, and `<end> <=` the log start `<=` the base of every segment created later. It holds
+//! because a file holds, when it is freed, only (a) its segment's own batches, all below the
+//! segment's end; (b) older stale frames, below an older bound, by induction; and nothing else:
+//! a torn round's bytes are zeroed by recovery before the segment takes new data (from the stop
+//! to the first intact old frame, at least a header), and `truncate_suffix` ftruncates at the
+//! cut. On open a free file whose bound is above the log start (a reset past the end that
+//! crashed before its new segment was durable restarts the log at 0), or beyond the pool limit,
+//! is deleted. So an old frame is never mistaken for a batch of the segment: the scan takes a
+//! frame only if its base offset is exactly the next expected offset, which is `>= base`.
 //!
-//! Crash points (directory entries are durable once the directory is fsynced; rename is
-//! atomic):
+//! **Writes:** every write of a recycled segment (and of any segment recovery reopened) ends
+//! with zeros that hold a whole header after the last frame: the block padding, plus one zero
+//! block when the padding is shorter than a header (data ending on a block boundary or less
+//! than 64 bytes before one). Otherwise a scan would read the header at the end from the zeros
+//! *and* the stale block after them: a bad frame instead of a clean end.
 //!
-//! - `delete_prefix` renames `<base>.log` to `<end>.free`, oldest segment first, then fsyncs the
-//!   directory. A crash leaves each doomed segment either in the log or in the pool; the log is
-//!   still a contiguous suffix. No frame is written into a file while it has a `.free` name.
-//! - The roll renames `<end>.free` to `<base>.log` and fsyncs the directory before the first
-//!   write. A crash before the fsync leaves the free file unchanged (nothing was written into
-//!   it); after it, the file is a segment whose new frames all have offsets `>= base`.
-//! - On open, a free file whose bound is above the log start (a reset past the end that
-//!   crashed before its new segment was durable restarts the log at 0) or beyond the pool limit
-//!   is deleted, so the bound `<end> <= start <= any future base` holds for every pooled file.
-//! - `truncate_suffix` removes later segments (never pooled: their frames lie above the cut,
-//!   so they could continue the log) and ftruncates the kept one at the cut, which also drops any
-//!   old frames of a recycled file there: nothing after a truncation point can be rescanned.
-//! - A reset past the end (`delete_prefix` beyond the log end) deletes its segments.
+//! What a scan finds after the last frame that continues the segment:
+//!
+//! | what follows the last batch of a segment          | scan outcome ([`segment::ScanEnd`]) | recovery                                      |
+//! |---------------------------------------------------|-------------------------------------|-----------------------------------------------|
+//! | at least a header of zeros (padding, guard, zeroed torn tail, fresh space) | `Clean`    | end of the log; non-zero bytes in the rest of the block zeroed |
+//! | an intact old frame (base offset < segment base)  | `Stale`: a clean end                | end of the log; nothing written               |
+//! | part of an old frame, or a torn new frame (of the same or a different alignment: the header is new, old or mixed) | `Bad` | torn tail if no frame in reach continues the log: zeroed up to the first intact old frame, at least a header; else `Corruption` |
+//! | a valid frame at or above the base that does not continue the offsets | `Bad`        | as above (cannot come from an old frame: the bound) |
+//! | a valid frame that continues the log              | it is a batch                       | it is data                                    |
+//!
+//! Every state a recycled file can be in after a crash (directory entries are durable once the
+//! directory is fsynced, or earlier if the file system commits them on its own; rename is
+//! atomic; a crash keeps, per file, a prefix of the unsynced writes, the first lost one torn at
+//! any byte):
+//!
+//! | state after the crash                                         | what recovery sees                         | outcome |
+//! |---------------------------------------------------------------|--------------------------------------------|---------|
+//! | `delete_prefix` crashed: some doomed segments renamed, some not | a contiguous suffix of segments, free files with their bounds | each doomed segment is in the log or in the pool; no frame is written into a `.free` file |
+//! | roll: rename not durable                                      | `<end>.free`, unchanged (no write precedes the directory fsync) | still pooled |
+//! | roll: rename durable, nothing of the first write kept          | `<base>.log` starting with an old frame    | `Stale` at byte 0: an empty segment at `base` (cut as unfinished if a later segment exists) |
+//! | first write kept whole, fdatasync lost                         | new batches, then zeros (padding/guard)    | `Clean`: the batches are recovered and synced before use |
+//! | first (or a later) write torn at a frame boundary              | new batches, then an old frame, old zeros or a piece of an old frame | `Stale` / `Clean` / `Bad`: the log ends at the boundary; a piece is zeroed |
+//! | write torn inside a frame                                      | new header, old payload (checksum), or a mixed header | `Bad`: torn tail cut and zeroed up to the first intact old frame |
+//! | the round also rolled on into a later (fresh or recycled) file, whose directory entry the rename's fsync made durable | a non-last segment without an index file that ends early or in a bad frame | the unfinished roll is cut there: later segments removed (they hold only bytes of rounds that never finished), the torn segment recovered as the active one |
+//! | the round also sealed the previous segment (its index pending) | a complete non-last segment without an index, then the torn one | every unindexed segment is checked, not only the first (this was the false `Corruption`) |
+//! | bit rot in a synced batch                                      | a bad frame followed by a batch that continues the log, or by a segment sealed by a finished round | `Corruption` |
+//!
+//! Why cutting at an unfinished unindexed segment never drops an acknowledged batch: a round
+//! writes index files of the segments it sealed after all its fdatasyncs and before publishing
+//! its durable end, and an index that recovery rebuilt by a scan is written by the next round
+//! (after the segment was synced). So every batch ever reported durable lies in a segment all
+//! of whose predecessors have index files.
+//!
+//! `truncate_suffix` removes later segments (never pooled: their frames lie above the cut, so
+//! they could continue the log) and ftruncates the kept one at the cut, which also drops any
+//! old frames of a recycled file there. A reset past the end (`delete_prefix` beyond the log
+//! end) deletes its segments and the free files a pending roll had taken.
 
 mod appender;
 pub mod index;
@@ -220,6 +251,15 @@ impl<D: Disk> State<D> {
     }
 
     pub fn note_epoch(&mut self, epoch: Epoch, offset: LogOffset) {
+        // An entry at the new batch's own offset describes no batch (an epoch carried over a
+        // prefix delete that emptied the log): the new epoch replaces it, as a reopen would.
+        if self
+            .epochs
+            .last()
+            .is_some_and(|e| e.0 != epoch && e.1 == offset)
+        {
+            self.epochs.pop();
+        }
         if self.epochs.last().map(|e| e.0) != Some(epoch) {
             self.epochs.push((epoch, offset));
         }
@@ -392,10 +432,13 @@ impl<D: Disk> Log<D> {
                 "a free file's frames lie below the log start"
             );
         }
-        assert!(st
-            .epochs
-            .windows(2)
-            .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1));
+        assert!(
+            st.epochs
+                .windows(2)
+                .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1),
+            "epochs ascend: {:?}",
+            st.epochs
+        );
     }
 }
 

@@ -1,22 +1,27 @@
 //! Opening a log: load sealed segments from their index files, scan the active segment, cut
 //! off a torn tail, refuse corruption.
 //!
-//! | where the scan stops in the active segment                 | outcome                          |
+//! | where the scan stops                                         | outcome                          |
 //! |--------------------------------------------------------------|----------------------------------|
-//! | at zeros / end of file                                       | clean; nothing dropped           |
-//! | at an old frame of a recycled file (base < segment base)     | clean; nothing dropped           |
-//! | at zeros, non-zero bytes later in that block                 | torn tail: block zeroed, reported |
-//! | at a bad frame, nothing valid after it in reach of a write   | torn tail: zeroed, reported      |
-//! | at a bad frame followed by a valid later frame               | `Corruption`                     |
-//! | anywhere in a sealed segment (rebuilding a lost index)       | `Corruption`                     |
+//! | active segment: at zeros / end of file                       | clean; nothing dropped           |
+//! | active segment: at an old frame of a recycled file (base < segment base) | clean; nothing dropped |
+//! | active segment: at zeros, non-zero bytes later in that block | torn tail: block zeroed, reported |
+//! | active segment: at a bad frame, nothing valid after it in reach of a write | torn tail: zeroed, reported |
+//! | active segment: at a bad frame followed by a valid later frame | `Corruption`                   |
+//! | a non-last segment without an index file, early or at a bad frame | unfinished roll: later segments removed, this one recovered as the active one (see `drop_unfinished_roll`) |
+//! | the same, but a later segment has an index file               | `Corruption` (a finished round followed the damage) |
+//! | anywhere in a sealed segment whose index file exists but is damaged | `Corruption`               |
 //! | segments not contiguous                                      | `Corruption`                     |
 //!
 //! "In reach of a write" is the region one IO round can have written past the durable end:
 //! `buffered_bytes_max` plus a block. After a bad frame, everything non-zero there (up to the
-//! first intact old frame of a recycled file) is zeroed (and synced) before the log accepts
-//! appends, so torn unsynced bytes can never be mistaken for frames later. A valid frame that
-//! would continue the log anywhere in reach is `Corruption`, whatever stopped the scan. A bit flip in the very last synced batch is indistinguishable from a torn write
-//! and is cut off (and reported); anywhere else it is reported as corruption.
+//! first intact old frame of a recycled file, and at least the header at the stop) is zeroed
+//! (and synced) before the log accepts appends, so torn unsynced bytes can never be mistaken
+//! for frames later, and the next scan ends cleanly at the same place. A valid frame that would
+//! continue the log anywhere in reach is `Corruption`, whatever stopped the scan. A bit flip in
+//! the very last synced batch is indistinguishable from a torn write and is cut off (and
+//! reported); anywhere else it is reported as corruption. Why a recycled file's old frames
+//! never cause either: the tables in [`super`] ("Segment recycling").
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -32,7 +37,7 @@ use super::{FreeSegment, Inner, Log, LogConfig, State};
 use crate::buf::{align_down_block, align_up_block, AlignedBuf};
 use crate::disk::{Disk, DiskFile, OpenMode};
 use crate::error::Result;
-use crate::record::{decode_frame, FRAME_ALIGN_BYTES};
+use crate::record::{decode_frame, FRAME_ALIGN_BYTES, HEADER_BYTES};
 
 /// What `open` found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -310,13 +315,21 @@ impl<D: Disk> Log<D> {
 
     /// A roll creates the new segment file(s) in the same IO round that writes the old
     /// segment's tail, and the old segment's index file is written (tmp file + rename) only
-    /// after every file of that round is synced. So a non-last segment whose index file is
-    /// *missing* and whose frames end in a bad frame marks a round that never finished its
-    /// syncs (so does frames that end before the next segment's base offset): nothing in it
-    /// was reported durable, and the segments after it hold only that
-    /// round's bytes. Those are removed and the segment is recovered as the active one (torn
-    /// tail cut). An index file that exists but is damaged is bit rot instead: that segment is
-    /// rebuilt by a scan, and damage in it is `Corruption`.
+    /// after every file of that round is synced; a round publishes its durable end only after
+    /// that. An index rebuilt by recovery is written by the next round, before it publishes. So
+    /// every batch ever reported durable lies in a segment all of whose predecessors have index
+    /// files, and a non-last segment without an index file belongs to a round that may not have
+    /// finished. The directory entries of such a round can be durable before its data (recycling
+    /// fsyncs the directory before the round's first write, and a file system may commit entries
+    /// on its own), so *every* such segment is checked, oldest first, not only the first one.
+    ///
+    /// The first one whose frames end in a bad frame, or before the next segment's base offset,
+    /// is unfinished: nothing from its stop on was reported durable, and the segments after it
+    /// hold only bytes of rounds that never finished. Those are removed and the segment is
+    /// recovered as the active one (torn tail cut). If a later segment has an index file, a
+    /// round after the damage finished, so the damage is bit rot: `Corruption`. An index file
+    /// that exists but is damaged is bit rot too: that segment is rebuilt by a scan, and damage
+    /// in it is `Corruption`.
     async fn drop_unfinished_roll(
         disk: &D,
         dir: &Path,
@@ -325,31 +338,48 @@ impl<D: Disk> Log<D> {
         report: &mut RecoveryReport,
     ) -> Result<Vec<(LogOffset, String)>> {
         let listed = disk.list(dir).await?;
-        let Some(i) = names[..names.len() - 1]
-            .iter()
-            .position(|(base, _)| !listed.contains(&index_file_name(*base)))
-        else {
+        let last = names.len() - 1;
+        let mut unfinished = None;
+        for i in 0..last {
+            let (base, name) = &names[i];
+            if listed.contains(&index_file_name(*base)) {
+                continue;
+            }
+            let file = disk.open(&dir.join(name), OpenMode::Existing).await?;
+            let size = file.size().await?;
+            let s = scan(
+                &file,
+                *base,
+                0,
+                *base,
+                Epoch::ZERO,
+                size,
+                config.frame_bytes_max,
+                |_, _| {},
+            )
+            .await?;
+            file.close().await?;
+            if matches!(s.stop, ScanEnd::Bad(_)) || s.end_offset < names[i + 1].0 {
+                unfinished = Some((i, s));
+                break;
+            }
+        }
+        let Some((i, s)) = unfinished else {
             return Ok(names);
         };
-        let (base, name) = names[i].clone();
-        let file = disk.open(&dir.join(&name), OpenMode::Existing).await?;
-        let size = file.size().await?;
-        let s = scan(
-            &file,
-            base,
-            0,
-            base,
-            Epoch::ZERO,
-            size,
-            config.frame_bytes_max,
-            |_, _| {},
-        )
-        .await?;
-        file.close().await?;
-        let next_base = names[i + 1].0;
-        let unfinished = matches!(s.stop, ScanEnd::Bad(_)) || s.end_offset < next_base;
-        if !unfinished {
-            return Ok(names);
+        if let Some((later, _)) = names[i + 1..last]
+            .iter()
+            .find(|(b, _)| listed.contains(&index_file_name(*b)))
+        {
+            let reason = match s.stop {
+                ScanEnd::Bad(r) => r,
+                _ => format!("frames end at {}", s.end_offset),
+            };
+            return Err(corruption(
+                &dir.join(&names[i].1),
+                s.end_position,
+                format!("{reason}; the later segment {later} was sealed by a finished round"),
+            ));
         }
         for (later, later_name) in names[i + 1..].iter().rev() {
             let path = dir.join(later_name);
@@ -424,6 +454,7 @@ impl<D: Disk> Log<D> {
             Err(_) => Err("index file missing".to_string()),
         };
         let file_size = file.size().await?;
+        let mut rebuilt = false;
         let idx = match loaded {
             Ok(idx) if idx.size_bytes <= file_size && idx.entries[0].epoch >= prev_epoch => idx,
             other => {
@@ -450,6 +481,10 @@ impl<D: Disk> Log<D> {
                 }
                 let (entries, _) = entries_of(&s.batches, config.index_interval_bytes);
                 report.rebuilt_indexes += 1;
+                // The frames may have been written but never synced (the round that sealed the
+                // segment died before its fdatasync): sync before relying on them.
+                file.sync().await?;
+                rebuilt = true;
                 SealedIndex {
                     base_offset: base,
                     end_offset: s.end_offset,
@@ -467,7 +502,8 @@ impl<D: Disk> Log<D> {
         seg.prefilled_bytes = config.segment_bytes;
         seg.entries = idx.entries;
         seg.sealed = true;
-        seg.index_written = true;
+        // A rebuilt index is written by the next IO round (see `drop_unfinished_roll`).
+        seg.index_written = !rebuilt;
         Ok(seg)
     }
 
@@ -515,9 +551,12 @@ impl<D: Disk> Log<D> {
             ScanEnd::Bad(_) => {
                 let stale = find_frame(after, |h| h.base_offset < base, config.frame_bytes_max)
                     .map_or(after.len(), |(_, at)| at);
+                // The header at the stop may reach into a stale block beyond the zeros.
+                let header = HEADER_BYTES.min(after.len());
                 after[..stale]
                     .iter()
                     .rposition(|&b| b != 0)
+                    .or_else(|| after[..header].iter().rposition(|&b| b != 0))
                     .map(|nz| nz + 1)
             }
             ScanEnd::Clean | ScanEnd::EndOfFile => {
@@ -559,8 +598,11 @@ impl<D: Disk> Log<D> {
                 _ => "non-zero bytes after the last frame".to_string(),
             };
             let dropped = dropped as u64;
-            // Rewrite the block holding `p` with zeros after `p`, and zero the rest.
-            let zero_end = align_up_block(p + dropped);
+            // Rewrite the block holding `p` with zeros after `p`, and zero the rest: at least
+            // a header's worth, so that the next scan ends cleanly at `p` (zeros cutting into a
+            // stale frame of a recycled file destroy nothing that is data).
+            let header = (HEADER_BYTES as u64).min(file_size.saturating_sub(p));
+            let zero_end = align_up_block(p + dropped.max(header));
             let mut fix = AlignedBuf::zeroed((zero_end - block_start) as usize);
             fix[..rel].copy_from_slice(&region[..rel]);
             file.write_at(block_start, &fix).await?;

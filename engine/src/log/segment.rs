@@ -80,7 +80,8 @@ pub(crate) struct Segment<D: Disk> {
     /// How far zeros have been written ahead of the data (prefill), in bytes.
     pub prefilled_bytes: u64,
     /// The bytes after the data may be stale frames (a recycled file, or an active segment
-    /// reopened without knowing): a write ending on a block boundary then carries one zero block
+    /// reopened without knowing): a write whose block padding is shorter than a header (data
+    /// ending on a block boundary or less than a header before one) then carries one zero block
     /// more, so the scan always finds a zero header right after the last frame.
     pub stale_after: bool,
     /// The free file a roll picked for this segment; the IO round that creates the segment's
