@@ -192,6 +192,19 @@ fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
         "metadata.log.segment.bytes".into(),
         (64u64 << 20).to_string(),
     ));
+    // Three nodes of two shards each would oversubscribe a small host (every shard is a busy
+    // thread): below two cores per node, each node runs one shard (the controller shares it).
+    let online = corum_runtime::placement::online_cores().unwrap_or_default();
+    if online.len() < 2 * spec.voters as usize {
+        let core = online.first().map_or(0, |c| c.0);
+        spec.settings.push(("corum.cores".into(), core.to_string()));
+        eprintln!(
+            "corum demo: {} cores for {} nodes: each node runs on one shard (with {} or more cores each gets a worker and a controller shard)",
+            online.len(),
+            spec.voters,
+            2 * spec.voters
+        );
+    }
     let mut cluster = LocalCluster::create(spec)?;
     cluster.start_all()?;
     for n in &cluster.nodes {
