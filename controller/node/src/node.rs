@@ -247,13 +247,7 @@ async fn worker_shard(
             (handle, None)
         }
         None => {
-            let controller = Controller::new(plan.config.controller_config(), plan.config.node_id)
-                .map_err(|e| {
-                    NodeError::Config(ConfigError::Invalid {
-                        key: "corum.controller",
-                        reason: e.to_string(),
-                    })
-                })?;
+            let controller = new_controller(plan)?;
             let (service, handle) = ControllerService::new(
                 plan.service.clone(),
                 controller,
@@ -299,18 +293,22 @@ async fn worker_shard(
     service_result
 }
 
+/// A fresh (standby) controller with the node's settings.
+fn new_controller(plan: &NodePlan) -> Result<Controller> {
+    Controller::new(plan.config.controller_config(), plan.config.node_id).map_err(|e| {
+        NodeError::Config(ConfigError::Invalid {
+            key: "corum.controller",
+            reason: e.to_string(),
+        })
+    })
+}
+
 /// The controller shard: the service alone, fed through the bridge.
 async fn controller_shard(ctx: &ShardContext, plan: &NodePlan, ends: ControllerEnds) -> Result<()> {
     let (side, raft, commits) = ends
         .connect(DriverStatus::starting(), plan.driver.commit_queue_capacity)
         .await;
-    let controller = Controller::new(plan.config.controller_config(), plan.config.node_id)
-        .map_err(|e| {
-            NodeError::Config(ConfigError::Invalid {
-                key: "corum.controller",
-                reason: e.to_string(),
-            })
-        })?;
+    let controller = new_controller(plan)?;
     let (service, handle) = ControllerService::new(
         plan.service.clone(),
         controller,

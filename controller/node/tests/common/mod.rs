@@ -283,6 +283,19 @@ pub async fn start_controller_node(
     voters: &VoterSet,
     service_follows_stop: bool,
 ) -> ControllerNode {
+    let controller = corum_controller::ControllerConfig::default();
+    start_controller_node_with(id, dir, net, voters, service_follows_stop, controller).await
+}
+
+/// [`start_controller_node`] with the controller's own settings (session timeout, ...).
+pub async fn start_controller_node_with(
+    id: u32,
+    dir: &Path,
+    net: (PeerNetwork, PeerInbox),
+    voters: &VoterSet,
+    service_follows_stop: bool,
+    controller_config: corum_controller::ControllerConfig,
+) -> ControllerNode {
     let addr = net.0.local_addr();
     let config = driver_config(id, dir, addr, voters);
     let stop = ShutdownSignal::detached();
@@ -295,11 +308,8 @@ pub async fn start_controller_node(
     )
     .await
     .expect("driver starts");
-    let controller = corum_controller::Controller::new(
-        corum_controller::ControllerConfig::default(),
-        NodeId(id),
-    )
-    .expect("default controller config is valid");
+    let controller = corum_controller::Controller::new(controller_config, NodeId(id))
+        .expect("the test's controller config is valid");
     let service_stop = if service_follows_stop {
         stop.clone()
     } else {
