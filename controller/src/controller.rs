@@ -553,6 +553,36 @@ mod tests {
         ));
     }
 
+    /// A fenced broker is unfenced once it has replayed past its own registration record, even
+    /// while the log has moved on beyond it (other brokers registering): the high watermark is
+    /// a moving target under steady writes. Short of its registration it stays fenced.
+    #[test]
+    fn unfencing_needs_the_registration_replayed_not_the_high_watermark() {
+        let mut c = Controller::new(ControllerConfig::default(), NodeId(9)).unwrap();
+        c.on_become_active(0);
+        let r = c.broker_heartbeat(&register(1, 1), &ctx(&c, 0)).unwrap();
+        let b1 = propose(&mut c, &r.records);
+        commit_all(&mut c, &[(b1, r.records.clone())]);
+        let registered_end = c.committed_end();
+        for id in 2..6 {
+            let other = c.broker_heartbeat(&register(id, 1), &ctx(&c, 1)).unwrap();
+            let b = propose(&mut c, &other.records);
+            commit_all(&mut c, &[(b, other.records)]);
+        }
+        assert!(c.committed_end() > registered_end);
+        let mut hb = register(1, 1);
+        hb.broker_epoch = Some(r.response.broker_epoch);
+        hb.next_metadata_offset = LogOffset(r.response.broker_epoch.0);
+        let short = c.broker_heartbeat(&hb, &ctx(&c, 2)).unwrap();
+        assert_eq!(short.response.target_state, crate::TargetState::Fenced);
+        assert!(short.records.is_empty());
+        hb.next_metadata_offset = registered_end;
+        let past = c.broker_heartbeat(&hb, &ctx(&c, 3)).unwrap();
+        assert_eq!(past.response.target_state, crate::TargetState::Active);
+        assert!(!past.response.is_caught_up, "behind the high watermark");
+        assert!(!past.records.is_empty(), "an UnfenceBroker record");
+    }
+
     /// Requests sharing one batch (`on_proposed` then `on_proposed_more`) each see the ones
     /// before; the whole batch committed as one leaves nothing in flight and the image of a
     /// fresh replay; a resignation before the commit reverts all of them.

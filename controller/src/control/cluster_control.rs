@@ -14,11 +14,14 @@
 //! | epoch, want shutdown             | active                                        | BrokerRegistrationChange + leaderships moved; SHUTDOWN once it leads nothing |
 //! | epoch, want fence                | active (or in controlled shutdown)            | FenceBroker + leaderships/ISR moved; FENCED   |
 //! | epoch                            | in controlled shutdown                        | CONTROLLED_SHUTDOWN                           |
-//! | epoch, caught up                 | fenced                                        | UnfenceBroker + leaderless partitions elected; ACTIVE |
-//! | epoch                            | fenced, not caught up / active                | FENCED / ACTIVE                               |
+//! | epoch, past its registration     | fenced                                        | UnfenceBroker + leaderless partitions elected; ACTIVE |
+//! | epoch                            | fenced, not past its registration / active    | FENCED / ACTIVE                               |
 //!
-//! Caught up: `NextMetadataOffset` (exclusive) reaches the high watermark and is past the broker's
-//! own registration record. Leases are soft state on the active controller only (never in the
+//! Past its registration: `NextMetadataOffset` (exclusive) is past the broker's own
+//! registration record (whose offset is its epoch), as in Kafka. The response's `is_caught_up`
+//! says more: the offset also reaches the high watermark the controller knows. Requiring that
+//! to unfence would be a moving target under steady writes (the high watermark moves while a
+//! heartbeat travels), so a broker could stay fenced for as long as the writes go on. Leases are soft state on the active controller only (never in the
 //! log), measured from request arrival on the injected monotonic clock; a lease is live while
 //! `now_ms <= last_contact_ms + session_timeout_ms`. [`crate::Controller::tick`] fences
 //! brokers whose lease expired.
@@ -219,8 +222,11 @@ pub(crate) fn broker_heartbeat(
         last_contact_ms: ctx.now_ms,
         offset_seen: req.next_metadata_offset,
     });
-    let is_caught_up =
-        req.next_metadata_offset >= ctx.high_watermark && req.next_metadata_offset.0 > epoch.0;
+    // Unfencing needs the broker past its own registration record (as Kafka does), not at the
+    // high watermark: under steady writes the high watermark moves on while a heartbeat is on
+    // its way, and a broker that must reach it may never be seen caught up.
+    let past_registration = req.next_metadata_offset.0 > epoch.0;
+    let is_caught_up = req.next_metadata_offset >= ctx.high_watermark && past_registration;
     let max = view.config.records_per_batch_max;
     let mut records = Vec::new();
     let target_state = if req.want_shutdown {
@@ -256,7 +262,7 @@ pub(crate) fn broker_heartbeat(
         }
     } else if reg.in_controlled_shutdown {
         TargetState::ControlledShutdown
-    } else if reg.fenced && is_caught_up && !req.want_fence {
+    } else if reg.fenced && past_registration && !req.want_fence {
         records.push(MetadataRecord::UnfenceBroker(UnfenceBrokerRecordV1 {
             broker_id: req.broker_id,
             broker_epoch: epoch,
