@@ -88,105 +88,96 @@ const ROLES: [corum_raft::Role; 6] = [
     corum_raft::Role::Resigned,
 ];
 
+/// Appends one metric family: its HELP and TYPE lines, then one line per labelled sample.
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, f64)]) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (labels, value) in samples {
+        let _ = writeln!(out, "{name}{labels} {value}");
+    }
+}
+
 /// The text exposition of `m`.
 pub fn render(m: &MetricsSnapshot) -> String {
     let mut out = String::with_capacity(4096);
-    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        for (labels, value) in samples {
-            let _ = writeln!(out, "{name}{labels} {value}");
-        }
-    };
-    let one = |v: f64| vec![(String::new(), v)];
-    let d = &m.driver;
+    let (d, s, rpc) = (&m.driver, &m.service, &m.rpc);
     let r = &d.raft;
-    metric(
-        "corum_raft_epoch",
-        "gauge",
-        "The Raft epoch this replica is in.",
-        &one(r.epoch.get() as f64),
-    );
-    metric(
-        "corum_raft_leader_id",
-        "gauge",
-        "The leader's node id (-1 while unknown).",
-        &one(r.leader.map_or(-1.0, |l| f64::from(l.get()))),
-    );
-    metric(
-        "corum_raft_is_leader",
-        "gauge",
-        "1 on the leader.",
-        &one(f64::from(u8::from(r.role == corum_raft::Role::Leader))),
-    );
+    let image = &s.committed_image;
+    let flag = |b: bool| f64::from(u8::from(b));
+    // Families of one unlabelled sample: (name, type, help, value).
+    let singles: [(&str, &str, &str, f64); 22] = [
+        ("corum_raft_epoch", "gauge", "The Raft epoch this replica is in.", r.epoch.get() as f64),
+        ("corum_raft_leader_id", "gauge", "The leader's node id (-1 while unknown).", r.leader.map_or(-1.0, |l| f64::from(l.get()))),
+        ("corum_raft_is_leader", "gauge", "1 on the leader.", flag(r.role == corum_raft::Role::Leader)),
+        ("corum_raft_high_watermark", "gauge", "The committed end of the metadata log.", r.high_watermark.get() as f64),
+        ("corum_raft_log_end_offset", "gauge", "The metadata log's end offset.", d.log_end_offset.get() as f64),
+        ("corum_raft_log_durable_end_offset", "gauge", "The metadata log's fsynced end offset.", d.log_durable_end.get() as f64),
+        ("corum_raft_log_start_offset", "gauge", "The metadata log's first offset.", r.log_start_offset.get() as f64),
+        ("corum_raft_sync_rounds_total", "counter", "Group-commit rounds (fdatasync) of the log.", d.sync_rounds as f64),
+        ("corum_raft_elections_started_total", "counter", "Elections this replica started.", d.stats.elections_started as f64),
+        ("corum_raft_elections_won_total", "counter", "Elections this replica won.", d.stats.elections_won as f64),
+        ("corum_raft_resignations_total", "counter", "Times this replica gave up leadership.", d.stats.resignations as f64),
+        ("corum_raft_truncations_total", "counter", "Log suffix truncations (divergence).", d.stats.truncations as f64),
+        ("corum_controller_active", "gauge", "1 while this node is the active controller.", flag(s.active_epoch.is_some())),
+        ("corum_controller_committed_offset", "gauge", "The end of the committed log replayed into the controller's image.", s.committed_end.get() as f64),
+        ("corum_controller_metadata_lag", "gauge", "Records committed but not yet replayed by the controller (high watermark minus replayed end).", r.high_watermark.get().saturating_sub(s.committed_end.get()) as f64),
+        ("corum_controller_proposals_total", "counter", "Batches proposed by the active controller.", s.proposals as f64),
+        ("corum_controller_proposed_requests_total", "counter", "Requests whose records were proposed (several share a batch).", s.proposed_requests as f64),
+        ("corum_controller_timeouts_total", "counter", "Requests answered Timeout.", s.timeouts as f64),
+        ("corum_controller_activations_total", "counter", "Times this node became the active controller.", s.activations as f64),
+        ("corum_topics", "gauge", "Topics in the committed image.", image.topics.len() as f64),
+        ("corum_partitions", "gauge", "Partitions in the committed image.", image.topics.partition_count() as f64),
+        ("corum_rpc_connections_open", "gauge", "Client connections open.", rpc.open as f64),
+    ];
+    for (name, kind, help, value) in singles {
+        family(&mut out, name, kind, help, &[(String::new(), value)]);
+    }
+    let counters: [(&str, &str, u64); 4] = [
+        (
+            "corum_rpc_connections_accepted_total",
+            "Client connections accepted.",
+            rpc.accepted,
+        ),
+        (
+            "corum_rpc_connections_refused_total",
+            "Client connections refused (connections_max).",
+            rpc.refused,
+        ),
+        (
+            "corum_rpc_requests_total",
+            "Client requests served.",
+            rpc.requests,
+        ),
+        (
+            "corum_rpc_malformed_total",
+            "Client frames answered Malformed.",
+            rpc.malformed,
+        ),
+    ];
+    for (name, help, value) in counters {
+        family(
+            &mut out,
+            name,
+            "counter",
+            help,
+            &[(String::new(), value as f64)],
+        );
+    }
     let roles: Vec<(String, f64)> = ROLES
         .iter()
         .map(|&role| {
             (
                 format!("{{role=\"{}\"}}", role_name(role)),
-                f64::from(u8::from(r.role == role)),
+                flag(r.role == role),
             )
         })
         .collect();
-    metric(
+    family(
+        &mut out,
         "corum_raft_role",
         "gauge",
         "1 for the replica's current role.",
         &roles,
-    );
-    metric(
-        "corum_raft_high_watermark",
-        "gauge",
-        "The committed end of the metadata log.",
-        &one(r.high_watermark.get() as f64),
-    );
-    metric(
-        "corum_raft_log_end_offset",
-        "gauge",
-        "The metadata log's end offset.",
-        &one(d.log_end_offset.get() as f64),
-    );
-    metric(
-        "corum_raft_log_durable_end_offset",
-        "gauge",
-        "The metadata log's fsynced end offset.",
-        &one(d.log_durable_end.get() as f64),
-    );
-    metric(
-        "corum_raft_log_start_offset",
-        "gauge",
-        "The metadata log's first offset.",
-        &one(r.log_start_offset.get() as f64),
-    );
-    metric(
-        "corum_raft_sync_rounds_total",
-        "counter",
-        "Group-commit rounds (fdatasync) of the log.",
-        &one(d.sync_rounds as f64),
-    );
-    metric(
-        "corum_raft_elections_started_total",
-        "counter",
-        "Elections this replica started.",
-        &one(d.stats.elections_started as f64),
-    );
-    metric(
-        "corum_raft_elections_won_total",
-        "counter",
-        "Elections this replica won.",
-        &one(d.stats.elections_won as f64),
-    );
-    metric(
-        "corum_raft_resignations_total",
-        "counter",
-        "Times this replica gave up leadership.",
-        &one(d.stats.resignations as f64),
-    );
-    metric(
-        "corum_raft_truncations_total",
-        "counter",
-        "Log suffix truncations (divergence).",
-        &one(d.stats.truncations as f64),
     );
     let lags: Vec<(String, f64)> = d
         .replicas
@@ -200,75 +191,13 @@ pub fn render(m: &MetricsSnapshot) -> String {
             )
         })
         .collect();
-    metric(
+    family(
+        &mut out,
         "corum_raft_replica_lag",
         "gauge",
         "Leader only: records each replica is behind the leader's log end.",
         &lags,
     );
-
-    let s = &m.service;
-    metric(
-        "corum_controller_active",
-        "gauge",
-        "1 while this node is the active controller.",
-        &one(f64::from(u8::from(s.active_epoch.is_some()))),
-    );
-    metric(
-        "corum_controller_committed_offset",
-        "gauge",
-        "The end of the committed log replayed into the controller's image.",
-        &one(s.committed_end.get() as f64),
-    );
-    metric(
-        "corum_controller_metadata_lag",
-        "gauge",
-        "Records committed but not yet replayed by the controller (high watermark minus replayed end).",
-        &one(r.high_watermark.get().saturating_sub(s.committed_end.get()) as f64),
-    );
-    metric(
-        "corum_controller_proposals_total",
-        "counter",
-        "Batches proposed by the active controller.",
-        &one(s.proposals as f64),
-    );
-    metric(
-        "corum_controller_proposed_requests_total",
-        "counter",
-        "Requests whose records were proposed (several share a batch).",
-        &one(s.proposed_requests as f64),
-    );
-    metric(
-        "corum_controller_timeouts_total",
-        "counter",
-        "Requests answered Timeout.",
-        &one(s.timeouts as f64),
-    );
-    metric(
-        "corum_controller_activations_total",
-        "counter",
-        "Times this node became the active controller.",
-        &one(s.activations as f64),
-    );
-    {
-        let h = &s.commit_latency;
-        let name = "corum_controller_commit_latency_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Request arrival to its records' commit, for requests that propose."
-        );
-        let _ = writeln!(out, "# TYPE {name} histogram");
-        let mut cumulative = 0;
-        for (i, bound) in LATENCY_BUCKETS_S.iter().enumerate() {
-            cumulative += h.counts[i];
-            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
-        }
-        cumulative += h.counts[LATENCY_BUCKETS_S.len()];
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
-        let _ = writeln!(out, "{name}_sum {}", h.sum_us as f64 / 1e6);
-        let _ = writeln!(out, "{name}_count {}", h.count);
-    }
-    let image = &s.committed_image;
     let (mut active, mut fenced, mut shutting) = (0u64, 0u64, 0u64);
     for b in image.brokers.iter() {
         if b.fenced {
@@ -279,14 +208,8 @@ pub fn render(m: &MetricsSnapshot) -> String {
             active += 1;
         }
     }
-    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        for (labels, value) in samples {
-            let _ = writeln!(out, "{name}{labels} {value}");
-        }
-    };
-    metric(
+    family(
+        &mut out,
         "corum_brokers",
         "gauge",
         "Registered brokers by state, in the committed image.",
@@ -296,49 +219,23 @@ pub fn render(m: &MetricsSnapshot) -> String {
             ("{state=\"shutting_down\"}".into(), shutting as f64),
         ],
     );
-    metric(
-        "corum_topics",
-        "gauge",
-        "Topics in the committed image.",
-        &one(image.topics.len() as f64),
+    // The commit latency histogram, cumulative as Prometheus wants it.
+    let h = &s.commit_latency;
+    let name = "corum_controller_commit_latency_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Request arrival to its records' commit, for requests that propose."
     );
-    metric(
-        "corum_partitions",
-        "gauge",
-        "Partitions in the committed image.",
-        &one(image.topics.partition_count() as f64),
-    );
-    let rpc = &m.rpc;
-    metric(
-        "corum_rpc_connections_open",
-        "gauge",
-        "Client connections open.",
-        &one(rpc.open as f64),
-    );
-    metric(
-        "corum_rpc_connections_accepted_total",
-        "counter",
-        "Client connections accepted.",
-        &one(rpc.accepted as f64),
-    );
-    metric(
-        "corum_rpc_connections_refused_total",
-        "counter",
-        "Client connections refused (connections_max).",
-        &one(rpc.refused as f64),
-    );
-    metric(
-        "corum_rpc_requests_total",
-        "counter",
-        "Client requests served.",
-        &one(rpc.requests as f64),
-    );
-    metric(
-        "corum_rpc_malformed_total",
-        "counter",
-        "Client frames answered Malformed.",
-        &one(rpc.malformed as f64),
-    );
+    let _ = writeln!(out, "# TYPE {name} histogram");
+    let mut cumulative = 0;
+    for (i, bound) in LATENCY_BUCKETS_S.iter().enumerate() {
+        cumulative += h.counts[i];
+        let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+    }
+    cumulative += h.counts[LATENCY_BUCKETS_S.len()];
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
+    let _ = writeln!(out, "{name}_sum {}", h.sum_us as f64 / 1e6);
+    let _ = writeln!(out, "{name}_count {}", h.count);
     out
 }
 
