@@ -269,48 +269,18 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
         }
     }
 
-    /// Sends one message as one frame. A message over the limit is refused without breaking the
-    /// connection; an IO error breaks it.
+    /// Sends one message as one frame (after any frames already queued). A message over the
+    /// limit is refused without breaking the connection; an IO error breaks it.
     pub async fn send<T: WireMessage>(&mut self, msg: &T) -> Result<()> {
-        if let Some(reason) = &self.broken {
-            return Err(Error::ConnectionBroken {
-                peer: self.peer,
-                reason: reason.clone(),
-            });
-        }
-        encode_frame(msg, &mut self.buf, self.payload_bytes_max)?;
-        self.send_encoded().await
+        self.queue(msg)?;
+        self.flush_queued().await
     }
 
     /// Sends raw bytes as they are, bypassing framing. For tests that play a misbehaving peer.
     pub async fn send_raw(&mut self, bytes: &[u8]) -> Result<()> {
-        self.buf.clear();
-        self.buf.extend_from_slice(bytes);
-        self.send_encoded().await
-    }
-
-    async fn send_encoded(&mut self) -> Result<()> {
-        let peer = self.peer;
-        let result = async {
-            self.inner.write_all(&self.buf).await?;
-            self.inner.flush().await
-        }
-        .await;
-        match result {
-            Ok(()) => {
-                self.frames += 1;
-                self.bytes += self.buf.len() as u64;
-                Ok(())
-            }
-            Err(source) => {
-                self.broken = Some(source.to_string());
-                Err(Error::Io {
-                    op: "write to",
-                    peer,
-                    source,
-                })
-            }
-        }
+        self.queued.extend_from_slice(bytes);
+        self.queued_frames += 1;
+        self.flush_queued().await
     }
 
     /// Shuts down the write side (the peer reads end-of-file).
