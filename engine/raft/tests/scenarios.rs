@@ -455,3 +455,8 @@ fn leader_reports_replica_progress() {
         .unwrap();
     assert_eq!(cut.log_end_offset, end, "caught up after the heal");
 }
+scenario!(
+    failover,
+    "failover.txt",
+    "After a leader crash, the first follower past its fetch timeout wins its pre-vote at once (the other's liveness check uses the fetch timeout, not its own random deadline)."
+);

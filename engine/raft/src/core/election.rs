@@ -16,7 +16,7 @@ impl RaftCore {
     pub(crate) fn has_live_leader(&self) -> bool {
         match &self.state {
             State::Leader(_) => true,
-            State::Follower(f) => f.heard && !f.leader_ended && self.now_ms < f.deadline_ms,
+            State::Follower(f) => f.heard && !f.leader_ended && self.now_ms < f.live_until_ms,
             _ => false,
         }
     }
@@ -348,8 +348,10 @@ impl RaftCore {
             self.become_follower(m.epoch, m.leader, true);
         } else {
             let deadline = self.follower_deadline();
+            let live_until = self.now_ms + self.config.fetch_timeout_ms;
             if let State::Follower(f) = &mut self.state {
                 f.deadline_ms = deadline;
+                f.live_until_ms = live_until;
                 f.heard = true;
             }
         }

@@ -261,6 +261,11 @@ pub(crate) struct FollowerState {
     pub leader: NodeId,
     /// No message from the leader by then: pre-vote (voter) or rediscover (observer).
     pub deadline_ms: u64,
+    /// The leader counts as live for pre-votes until then: the fetch timeout after its last
+    /// message, without the random part of `deadline_ms` (KIP-996: a voter rejects a pre-vote
+    /// only if it heard from the leader within the fetch timeout). Using `deadline_ms` here
+    /// would make the first follower to time out wait for the last one.
+    pub live_until_ms: u64,
     /// End of the log prefix known to match the leader's.
     pub matched_end: LogOffset,
     /// The leader pushes appends to us; otherwise we pull with Fetch.
@@ -894,6 +899,7 @@ impl RaftCore {
         FollowerState {
             leader,
             deadline_ms: self.follower_deadline(),
+            live_until_ms: self.now_ms + self.config.fetch_timeout_ms,
             matched_end: self.hwm,
             pushed,
             last_seq: 0,

@@ -346,8 +346,10 @@ impl RaftCore {
             self.become_follower(req.epoch, req.leader, true);
         }
         let deadline = self.follower_deadline();
+        let live_until = self.now_ms + self.config.fetch_timeout_ms;
         if let State::Follower(f) = &mut self.state {
             f.deadline_ms = deadline;
+            f.live_until_ms = live_until;
             f.pushed = true;
             f.heard = true;
             f.last_seq = f.last_seq.max(req.seq);
@@ -735,6 +737,7 @@ impl RaftCore {
             return;
         }
         let deadline = self.follower_deadline();
+        let live_until = self.now_ms + self.config.fetch_timeout_ms;
         let State::Follower(f) = &mut self.state else {
             return;
         };
@@ -749,6 +752,7 @@ impl RaftCore {
             return;
         }
         f.deadline_ms = deadline;
+        f.live_until_ms = live_until;
         f.heard = true;
         // Only the answer to the outstanding fetch moves the fetch loop on: a late or
         // duplicated answer is dropped, so duplicates never start a second fetch loop.

@@ -116,6 +116,7 @@ impl RaftCore {
         let epoch = self.epoch;
         let me = self.me;
         let deadline = self.follower_deadline();
+        let live_until = self.now_ms + self.config.fetch_timeout_ms;
         let State::Follower(f) = &mut self.state else {
             return;
         };
@@ -136,6 +137,7 @@ impl RaftCore {
                     return;
                 }
                 f.deadline_ms = deadline;
+                f.live_until_ms = live_until;
                 f.heard = true;
                 d.buf.extend_from_slice(&bytes);
                 d.sent_ms = now;
