@@ -4,123 +4,38 @@
 //! with a timeout (never a fixed sleep to wait for something) and the whole test runs under a
 //! deadline guard.
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use corum_controller::control::replication_control::{CreatableTopic, CreateTopicsRequest};
-use corum_controller::{Controller, TargetState};
-use corum_node::peer::PeerNetwork;
+use corum_controller::TargetState;
 use corum_node::protocol::{decode_request, encode_request, peek_correlation_id, LeaderHint};
 use corum_node::rpc_server::describe_quorum;
 use corum_node::{
-    ControllerServiceHandle, RaftHandle, RequestBody, RequestFrame, ResponseBody, ResponseFrame,
-    RpcClient, RpcClientConfig, RpcClientError, RpcError, RpcServer, RpcServerConfig,
-    RpcServerStats,
+    RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcClient, RpcClientConfig,
+    RpcClientError, RpcError, RpcServer, RpcServerConfig,
 };
-use corum_raft::VoterSet;
 use corum_runtime::transport::{connect, ConnectionConfig};
 use corum_runtime::ShutdownSignal;
 use corum_types::{LogOffset, NodeId, Uuid};
-use glommio::task::JoinHandle;
 
 mod common;
 
-use common::{
-    bind_all, heartbeat, on_executor, set_retention, start_controller_node, voter_set, wait_for,
-};
+use common::{heartbeat, on_executor, rpc_cluster, set_retention, wait_for, RpcNode};
 
 const TEST_DEADLINE: Duration = Duration::from_secs(120);
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 const CLUSTER: Uuid = Uuid([0x7c; 16]);
 const REQUEST_BYTES_MAX: u32 = 64 << 10;
 
-/// One node: a driver, the controller service on its committed stream, and its RPC server.
-struct Node {
-    id: u32,
-    rpc_addr: SocketAddr,
-    stop: ShutdownSignal,
-    raft: RaftHandle,
-    service: ControllerServiceHandle,
-    driver_run: JoinHandle<Result<(), corum_node::DriverError>>,
-    service_run: JoinHandle<Result<Controller, corum_node::ServiceError>>,
-    rpc_run: JoinHandle<RpcServerStats>,
-}
-
-impl Node {
-    async fn start(
-        id: u32,
-        dir: &Path,
-        net: (PeerNetwork, corum_node::PeerInbox),
-        voters: &VoterSet,
-        rpc: RpcServer,
-    ) -> Node {
-        let n = start_controller_node(id, dir, net, voters, true).await;
-        let rpc_addr = rpc.local_addr();
-        let rpc_run =
-            glommio::spawn_local(rpc.run(n.service.clone(), Some(n.raft.clone()), n.stop.clone()))
-                .detach();
-        Node {
-            id,
-            rpc_addr,
-            stop: n.stop,
-            raft: n.raft,
-            service: n.service,
-            driver_run: n.driver_run,
-            service_run: n.service_run,
-            rpc_run,
-        }
-    }
-
-    fn active(&self) -> bool {
-        self.service.status().active_epoch.is_some()
-    }
-
-    async fn stop(self) -> RpcServerStats {
-        self.stop.fire();
-        self.driver_run.await.unwrap().unwrap();
-        self.service_run.await.unwrap().unwrap();
-        self.rpc_run.await.unwrap()
-    }
-}
+type Node = RpcNode;
 
 /// Starts three nodes whose RPC servers know each other's client endpoints; waits for an
 /// active controller and returns the nodes and its index.
 async fn cluster(tmp: &Path) -> (Vec<Node>, usize) {
-    let ids = [1u32, 2, 3];
-    let nets: Vec<_> = bind_all(CLUSTER, &ids);
-    let mut servers: Vec<RpcServer> = ids
-        .iter()
-        .map(|&id| {
-            let config = RpcServerConfig {
-                request_bytes_max: REQUEST_BYTES_MAX,
-                ..RpcServerConfig::new(CLUSTER, NodeId(id))
-            };
-            RpcServer::bind("127.0.0.1:0".parse().unwrap(), config).unwrap()
-        })
-        .collect();
-    let client_endpoints: Vec<LeaderHint> = ids
-        .iter()
-        .zip(&servers)
-        .map(|(&id, s)| LeaderHint {
-            id: NodeId(id),
-            host: "127.0.0.1".into(),
-            port: s.local_addr().port(),
-        })
-        .collect();
-    for s in &mut servers {
-        s.set_client_endpoints(client_endpoints.clone());
-    }
-    let voters = voter_set(&ids, &nets);
-    let mut nodes = Vec::new();
-    for ((&id, net), rpc) in ids.iter().zip(nets).zip(servers) {
-        let dir = tmp.join(format!("node-{id}"));
-        nodes.push(Node::start(id, &dir, net, &voters, rpc).await);
-    }
-    wait_for("an active controller", || nodes.iter().any(Node::active)).await;
-    let l = nodes.iter().position(Node::active).unwrap();
-    (nodes, l)
+    let controller = corum_controller::ControllerConfig::default();
+    rpc_cluster(tmp, CLUSTER, true, REQUEST_BYTES_MAX, controller).await
 }
 
 fn config_ok(body: &Result<ResponseBody, RpcClientError>) -> bool {
