@@ -594,12 +594,14 @@ impl ControllerService {
         let mut next_tick = Instant::now() + tick;
         let mut next_poll = Instant::now();
         let status_changes = self.raft.watch_status();
+        // Leadership can only change with the driver's status (a change wakes the timer) or a
+        // commit (activation waits for one of the leader's own epoch): look after those, and
+        // at least every poll interval, but not after each batch of requests (the hot path).
+        let mut look = true;
         let outcome = loop {
             let now = Instant::now();
-            // Every event may be the one activation waits for (a commit of the leader's own
-            // epoch, a status change): cheap enough to look each time.
-            self.follow_leadership();
-            if now >= next_poll {
+            if look || now >= next_poll {
+                self.follow_leadership();
                 next_poll = now + poll;
             }
             if now >= next_tick {
@@ -639,9 +641,16 @@ impl ControllerService {
             self.publish_status(true);
             let step = match self.next_event(wake, &status_changes).await {
                 Event::Shutdown | Event::CommitsClosed => break Ok(()),
-                Event::Timer => Ok(()),
-                Event::Committed(b) => self.on_committed(b),
+                Event::Timer => {
+                    look = true;
+                    Ok(())
+                }
+                Event::Committed(b) => {
+                    look = true;
+                    self.on_committed(b)
+                }
                 Event::Call(c) => {
+                    look = false;
                     // Everything queued behind it joins its batch.
                     let mut calls = vec![c];
                     while calls.len() < self.config.batch_requests_max {
