@@ -20,7 +20,8 @@
 //! `truncate_suffix` before the new entries (durable when it returns), (4) entries appended to
 //! the log's memory and the syncer kicked, (5) messages sent at once — appends to followers
 //! leave before this node's own fsync (pipelining), (6) the high watermark handed to the
-//! publisher, (7) the log prefix below the log start deleted, (8) reads served from the log.
+//! publisher (kicked before the sends of (5): they do not depend on each other, and the commit
+//! should not wait for the sends), (7) the log prefix below the log start deleted, (8) reads served from the log.
 //!
 //! # Helper tasks
 //!
@@ -850,13 +851,15 @@ impl<D: Disk> RaftDriver<D> {
             // Full means a kick is already pending: that round will carry these batches.
             let _ = state.sync_kick.try_send(());
         }
-        // 5. Messages, without waiting for the fsync above (pipelining).
-        self.send_messages(ready.messages);
-        // 6. High watermark: the publisher hands the newly committed batches on.
+        // 6. High watermark (before 5: the two are independent, and the publisher's task then
+        //    runs before the sends, so a commit reaches the state machine sooner): the
+        //    publisher hands the newly committed batches on.
         if let Some(hwm) = ready.high_watermark {
             state.hwm.set(hwm);
             let _ = state.publish_kick.try_send(());
         }
+        // 5. Messages, without waiting for the fsync above (pipelining).
+        self.send_messages(ready.messages);
         // 7. Log start: everything below it is in a snapshot.
         if let Some(start) = ready.log_start_offset {
             self.log.delete_prefix(start).await?;

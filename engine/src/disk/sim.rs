@@ -75,6 +75,7 @@ struct State {
     rng: ChaCha8Rng,
     syncs: u64,
     writes: u64,
+    reads: u64,
     yield_on_io: bool,
 }
 
@@ -109,6 +110,7 @@ impl SimDisk {
                 rng: ChaCha8Rng::seed_from_u64(seed),
                 syncs: 0,
                 writes: 0,
+                reads: 0,
                 yield_on_io: false,
             })),
         }
@@ -264,6 +266,11 @@ impl SimDisk {
         self.state.borrow().writes
     }
 
+    /// Reads so far (any file).
+    pub fn read_count(&self) -> u64 {
+        self.state.borrow().reads
+    }
+
     fn generation(&self) -> u64 {
         self.state.borrow().generation
     }
@@ -360,6 +367,7 @@ impl DiskFile for SimFile {
 
     async fn read_at(&self, pos: u64, len: usize) -> Result<AlignedBuf> {
         self.check_alive("read")?;
+        self.disk.state.borrow_mut().reads += 1;
         let ino = self.inode.borrow();
         let start = (pos as usize).min(ino.data.len());
         let end = (pos as usize).saturating_add(len).min(ino.data.len());

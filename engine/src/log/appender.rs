@@ -133,6 +133,12 @@ impl<D: Disk> Log<D> {
             });
             tail.clear();
             seg.tail = tail;
+            // Readers right behind the writer need the sealed segment's end for a while, not
+            // the one before it.
+            if let Some(old) = st.segments.len().checked_sub(2) {
+                st.segments[old].recent.clear();
+                st.segments[old].recent_batches.clear();
+            }
             st.segments.push(seg);
         }
         Ok(())
@@ -271,7 +277,12 @@ impl<D: Disk> Log<D> {
                         continue;
                     };
                     let mut freed = 0;
-                    if let Some((_, buf, new_written)) = w.chunk {
+                    if let Some((pos, buf, new_written)) = w.chunk {
+                        seg.recent.written(
+                            pos,
+                            &buf[..(new_written - pos) as usize],
+                            self.inner.config.recent_bytes_max,
+                        );
                         freed = (new_written - seg.written_bytes) as usize;
                         seg.written_bytes = new_written;
                         seg.inflight = None;

@@ -107,6 +107,7 @@ mod appender;
 pub mod index;
 mod notify;
 mod reader;
+mod recent;
 mod recovery;
 pub mod segment;
 mod truncation;
@@ -145,6 +146,10 @@ pub struct LogConfig {
     /// Segment files [`Log::delete_prefix`] keeps (as `.free` files) for later rolls to
     /// overwrite instead of writing into fresh space; 0 deletes them.
     pub free_segments_max: usize,
+    /// Bytes of each of the last two segments kept in memory after they reached the file, so
+    /// that reads right behind the writer (commits, followers, observers) need no disk read;
+    /// 0 turns it off.
+    pub recent_bytes_max: usize,
 }
 
 impl Default for LogConfig {
@@ -157,6 +162,7 @@ impl Default for LogConfig {
             prefill_ahead_bytes: 1 << 20,
             prefill_chunk_bytes: 64 << 10,
             free_segments_max: 2,
+            recent_bytes_max: 256 << 10,
         }
     }
 }

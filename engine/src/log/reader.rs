@@ -78,8 +78,12 @@ impl<D: Disk> Log<D> {
                 return Ok(ReadBatch::empty());
             }
             let seg = &st.segments[st.segment_for(from)];
-            let entry = floor_entry(&seg.entries, from).expect("a non-empty segment has entry 0");
-            (seg.base, entry.position, seg.size_bytes)
+            let position = seg.recent_batches.position_of(from).unwrap_or_else(|| {
+                floor_entry(&seg.entries, from)
+                    .expect("a non-empty segment has entry 0")
+                    .position
+            });
+            (seg.base, position, seg.size_bytes)
         };
         let interval = self.inner.config.index_interval_bytes as usize;
         let mut want = (max_bytes.max(HEADER_BYTES) + interval + 2 * HEADER_BYTES) as u64;
@@ -161,9 +165,22 @@ impl<D: Disk> Log<D> {
                 .as_ref()
                 .map_or(seg.tail_pos, |(p, _)| *p)
                 .min(seg.tail_pos);
-            let disk_end = b.min(mem_start).max(a);
+            // The window of recently written bytes serves what lies before `mem_start` when it
+            // reaches up to there (or to `b`).
+            let (window_start, window_end) = seg.recent.range();
+            let mem_from = if window_start < window_end && window_end >= mem_start.min(b) {
+                window_start.min(mem_start)
+            } else {
+                mem_start
+            };
+            let disk_end = b.min(mem_from).max(a);
             let mut mem = Vec::new();
             let mut p = disk_end;
+            if p < b.min(mem_start) {
+                let to = b.min(mem_start);
+                mem.extend_from_slice(seg.recent.slice(p, to));
+                p = to;
+            }
             if let Some((ip, chunk)) = &seg.inflight {
                 while p < b && p < seg.tail_pos {
                     let n = (b.min(seg.tail_pos) - p) as usize;

@@ -21,6 +21,7 @@ use std::rc::Rc;
 use corum_types::{Epoch, LogOffset};
 
 use super::index::IndexEntry;
+use super::recent::{RecentBatches, RecentBytes};
 use crate::buf::AlignedBuf;
 use crate::disk::{Disk, DiskFile};
 use crate::error::{Error, FrameError, Result};
@@ -87,6 +88,10 @@ pub(crate) struct Segment<D: Disk> {
     /// The free file a roll picked for this segment; the IO round that creates the segment's
     /// file renames it into place instead of creating a fresh one.
     pub from_free: Option<super::FreeSegment>,
+    /// The last bytes that reached the file, for readers right behind the writer.
+    pub recent: RecentBytes,
+    /// Positions of the latest batches, so such reads start at their batch.
+    pub recent_batches: RecentBatches,
 }
 
 impl<D: Disk> Segment<D> {
@@ -108,6 +113,8 @@ impl<D: Disk> Segment<D> {
             prefilled_bytes: 0,
             stale_after: false,
             from_free: None,
+            recent: RecentBytes::default(),
+            recent_batches: RecentBatches::default(),
         }
     }
 
@@ -126,6 +133,7 @@ impl<D: Disk> Segment<D> {
             });
             self.bytes_since_entry = 0;
         }
+        self.recent_batches.push(header.base_offset, position);
         self.bytes_since_entry += header.padded_len() as u64;
         self.end_offset = header.end_offset();
     }

@@ -20,6 +20,7 @@ fn small_config() -> LogConfig {
         prefill_ahead_bytes: 8192,
         prefill_chunk_bytes: 4096,
         free_segments_max: 2,
+        recent_bytes_max: 1024,
     }
 }
 
@@ -477,6 +478,43 @@ fn flipped_bit_in_synced_data_is_corruption() {
             }
         });
     }
+}
+
+#[test]
+fn reads_right_behind_the_writer_need_no_disk_read() {
+    // Proves a batch that was just flushed (what the publisher of commits and the followers
+    // read) is served from memory, starting at its own position rather than the index entry
+    // before it, while older batches still come from the disk, and that a truncation leaves
+    // the kept window consistent with the file.
+    block_on(async {
+        let disk = SimDisk::new(12);
+        let (log, _) = open(&disk).await;
+        for i in 0..40u64 {
+            log.append(&batch(1, 1), &payload(i, 100)).unwrap();
+            log.flush().await.unwrap();
+            let reads = disk.read_count();
+            let rb = log.read(LogOffset(i), 100).await.unwrap();
+            assert_eq!(disk.read_count(), reads, "batch {i} was read from the disk");
+            assert_eq!(rb.frames().next().unwrap().payload(), &payload(i, 100)[..]);
+        }
+        let reads = disk.read_count();
+        let rb = log.read(LogOffset(2), 100).await.unwrap();
+        assert!(
+            disk.read_count() > reads,
+            "an old batch comes from the disk"
+        );
+        assert_eq!(rb.frames().next().unwrap().payload(), &payload(2, 100)[..]);
+        log.truncate_suffix(LogOffset(38)).await.unwrap();
+        log.append(&batch(2, 1), &payload(77, 100)).unwrap();
+        log.flush().await.unwrap();
+        let rb = log.read(LogOffset(36), 1000).await.unwrap();
+        let payloads: Vec<Vec<u8>> = rb.frames().map(|f| f.payload().to_vec()).collect();
+        assert_eq!(
+            payloads,
+            vec![payload(36, 100), payload(37, 100), payload(77, 100)]
+        );
+        log.check_invariants();
+    });
 }
 
 #[test]

@@ -162,6 +162,8 @@ impl<D: Disk> Log<D> {
         // The ftruncate dropped whatever followed the cut, stale frames of a recycled file too.
         seg.stale_after = false;
         seg.entries.retain(|e| e.offset < new_end);
+        seg.recent.truncate(cut_pos);
+        seg.recent_batches.truncate(new_end);
         seg.bytes_since_entry = cut_pos - seg.entries.last().map_or(0, |e| e.position);
         st.end_offset = new_end;
         st.durable_end = st.durable_end.min(new_end);
