@@ -28,6 +28,9 @@
 //! - Any write or fdatasync error makes the log **failed**: every later append, sync, truncation
 //!   returns [`Error::Failed`]. Nothing is retried; reopen the log to recover what is on disk.
 //! - [`Log::truncate_suffix`] and [`Log::delete_prefix`] are durable when they return.
+//! - Reads right behind the writer (the last [`LogConfig::recent_bytes_max`] bytes that reached
+//!   the file, and what is still in memory) need no disk read: committing a batch and handing it
+//!   to the state machine or a follower does not wait for the disk twice.
 //! - On [`Log::open`], everything that was durable is recovered. A torn or unsynced tail of the
 //!   last segment is cut off and reported in the [`RecoveryReport`]. Damage followed by valid
 //!   frames, or anywhere in a sealed segment, is [`Error::Corruption`]: never skipped.

@@ -1,8 +1,11 @@
 //! Reading batches: `read(from_offset, max_bytes)` returns whole, checked frames in one aligned
 //! buffer, so every payload can be accessed zero-copy.
 //!
-//! Bytes come from the disk for what was written and from memory for what is still buffered or
-//! being written, so a batch is readable as soon as `append` returns.
+//! Bytes come from memory for what is still buffered or being written (so a batch is readable
+//! as soon as `append` returns) and for the last `LogConfig::recent_bytes_max` bytes that
+//! reached the file (see `recent`), and from the disk for the rest. A read starts at the batch
+//! that holds `from` when that batch is among the segment's latest ones, at the sparse index
+//! entry before it otherwise.
 
 use corum_types::LogOffset;
 
