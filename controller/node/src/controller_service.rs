@@ -63,7 +63,10 @@
 //! passed deadline answers `Timeout`: both may concern records that commit later, which is
 //! Kafka's semantics too (a timed-out or redirected request may have taken effect; clients
 //! retry, and the handlers are written so that a retry is answered from the image). Success
-//! is never answered for a batch that is not committed.
+//! is never answered for a batch that is not committed. When the service runs on its own shard,
+//! the success answers of a batch go to the worker shard with the proposal, and the worker
+//! sends each as the batch commits there, under the same rule (exactly this epoch and range);
+//! see [`crate::shard_bridge`].
 //!
 //! Handlers read the image including in-flight proposals (a read, or a per-item error such as
 //! TopicAlreadyExists, may rest on them). An answer computed while proposals are in flight
@@ -97,6 +100,7 @@ use crate::error::{DriverError, ServiceError};
 use crate::metrics::LatencyHistogram;
 use crate::protocol::{LeaderHint, RequestFrame, ResponseBody, ResponseFrame, RpcError};
 use crate::raft_driver::{CommittedBatch, RaftHandle};
+use crate::shard_bridge::GatedAnswer;
 
 pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
 
@@ -212,6 +216,9 @@ pub struct ServiceStatus {
     pub proposed_requests: u64,
     /// Request arrival to commit, for requests that proposed records.
     pub commit_latency: LatencyHistogram,
+    /// Success answers the worker shard sent on commit, without waiting for this service
+    /// (the shard bridge's gate; 0 when the service shares the worker's shard).
+    pub answers_released_on_worker: u64,
     /// False once [`ControllerService::run`] has returned.
     pub running: bool,
 }
@@ -230,6 +237,7 @@ impl ServiceStatus {
             proposals: 0,
             proposed_requests: 0,
             commit_latency: LatencyHistogram::default(),
+            answers_released_on_worker: 0,
             running: true,
         }
     }
@@ -238,6 +246,10 @@ impl ServiceStatus {
 pub(crate) struct Call {
     pub(crate) frame: RequestFrame,
     pub(crate) reply: LocalSender<ResponseFrame>,
+    /// Set by the shard bridge: the call's id on the worker shard, where the success answer
+    /// of a proposing request is released as soon as its batch commits
+    /// ([`crate::shard_bridge::GatedAnswer`]).
+    pub(crate) route: Option<u64>,
 }
 
 /// The service's face to other tasks: requests in, status out. Cheap to clone.
@@ -251,13 +263,32 @@ impl ControllerServiceHandle {
     /// Sends `frame` to the service and waits for its answer (see the module doc for when it
     /// comes). A stopped service answers `NotController` with no hint.
     pub async fn call(&self, frame: RequestFrame) -> ResponseFrame {
+        self.call_routed(frame, None).await
+    }
+
+    /// [`ControllerServiceHandle::call`] for a call that came over the shard bridge as `route`:
+    /// a proposing request's success answer also goes to the worker with its proposal.
+    pub(crate) async fn call_routed(
+        &self,
+        frame: RequestFrame,
+        route: Option<u64>,
+    ) -> ResponseFrame {
         let correlation_id = frame.correlation_id;
         let stopped = || ResponseFrame {
             correlation_id,
             body: Err(RpcError::NotController { leader: None }),
         };
         let (reply, answer) = local_channel::new_bounded(1);
-        if self.calls.send(Call { frame, reply }).await.is_err() {
+        if self
+            .calls
+            .send(Call {
+                frame,
+                reply,
+                route,
+            })
+            .await
+            .is_err()
+        {
             return stopped();
         }
         answer.recv().await.unwrap_or_else(stopped)
@@ -420,6 +451,7 @@ struct Pending {
     timeout_ms: u32,
     response: ResponseBody,
     reply: LocalSender<ResponseFrame>,
+    route: Option<u64>,
 }
 
 /// One request's records in a [`Group`].
@@ -552,6 +584,7 @@ impl ControllerService {
             proposals: 0,
             proposed_requests: 0,
             commit_latency: LatencyHistogram::default(),
+            answers_released_on_worker: 0,
             running: true,
         }));
         let handle = ControllerServiceHandle {
@@ -848,7 +881,12 @@ impl ControllerService {
         let now_ms = self.now_ms();
         let arrived = Instant::now();
         let mut group = Group::new(self.next_offset);
-        for Call { frame, reply } in calls {
+        for Call {
+            frame,
+            reply,
+            route,
+        } in calls
+        {
             let id = frame.correlation_id;
             if self.active_epoch != Some(epoch) {
                 // A proposal of this group failed and the controller resigned.
@@ -869,6 +907,7 @@ impl ControllerService {
                 timeout_ms: u32::try_from(timeout_ms).unwrap_or(u32::MAX),
                 response,
                 reply,
+                route,
             };
             match dispatch(&mut self.controller, &frame.body, &ctx) {
                 Err(RpcError::NotController { .. }) => {
@@ -996,9 +1035,32 @@ impl ControllerService {
         let record_count =
             u32::try_from(group.records.len()).expect("records per batch fit in u32");
         let end = group.end();
+        // Requests that came over the shard bridge: their success answers travel with the
+        // proposal, and the worker releases them when the batch commits there.
+        let batch = ProposalId {
+            epoch,
+            base_offset: group.base,
+            end_offset: end,
+        };
+        let gated = group
+            .parts
+            .iter()
+            .filter_map(|part| {
+                let p = part.pending.as_ref()?;
+                Some(GatedAnswer {
+                    route: p.route?,
+                    batch,
+                    part_base: part.base,
+                    answer: ResponseFrame {
+                        correlation_id: p.correlation_id,
+                        body: Ok(p.response.clone()),
+                    },
+                })
+            })
+            .collect();
         let result = self
             .raft
-            .propose(Payload::from(&encoded[..]), record_count)
+            .propose_gated(Payload::from(&encoded[..]), record_count, gated)
             .await;
         let refuse_all = |parts: Vec<Part>, body: RpcError| {
             for part in parts {
@@ -1072,6 +1134,7 @@ impl ControllerService {
             timeouts: self.timeouts,
             proposals: self.proposals,
             proposed_requests: self.proposed_requests,
+            answers_released_on_worker: 0,
             commit_latency: self.commit_latency.clone(),
             running,
         };

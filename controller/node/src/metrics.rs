@@ -11,7 +11,7 @@
 //! | `corum_raft_sync_rounds_total`, `corum_raft_elections_started_total`, `corum_raft_elections_won_total`, `corum_raft_resignations_total`, `corum_raft_truncations_total` | counter | driver status |
 //! | `corum_raft_replica_lag{replica,voter}`  | gauge     | leader only: log end minus the replica's |
 //! | `corum_controller_active`, `corum_controller_committed_offset`, `corum_controller_metadata_lag` (HWM minus replayed end) | gauge | service status |
-//! | `corum_controller_proposals_total`, `corum_controller_proposed_requests_total`, `corum_controller_timeouts_total`, `corum_controller_activations_total` | counter | service status |
+//! | `corum_controller_proposals_total`, `corum_controller_proposed_requests_total`, `corum_controller_answers_released_on_worker_total`, `corum_controller_timeouts_total`, `corum_controller_activations_total` | counter | service status |
 //! | `corum_controller_commit_latency_seconds` | histogram | request arrival to commit, per proposing request |
 //! | `corum_brokers{state="active"|"fenced"|"shutting_down"}`, `corum_topics`, `corum_partitions` | gauge | committed image |
 //! | `corum_rpc_connections_open`, `corum_rpc_connections_accepted_total`, `corum_rpc_connections_refused_total`, `corum_rpc_requests_total`, `corum_rpc_malformed_total` | gauge/counter | RPC server |
@@ -105,7 +105,7 @@ pub fn render(m: &MetricsSnapshot) -> String {
     let image = &s.committed_image;
     let flag = |b: bool| f64::from(u8::from(b));
     // Families of one unlabelled sample: (name, type, help, value).
-    let singles: [(&str, &str, &str, f64); 22] = [
+    let singles: [(&str, &str, &str, f64); 23] = [
         ("corum_raft_epoch", "gauge", "The Raft epoch this replica is in.", r.epoch.get() as f64),
         ("corum_raft_leader_id", "gauge", "The leader's node id (-1 while unknown).", r.leader.map_or(-1.0, |l| f64::from(l.get()))),
         ("corum_raft_is_leader", "gauge", "1 on the leader.", flag(r.role == corum_raft::Role::Leader)),
@@ -123,6 +123,7 @@ pub fn render(m: &MetricsSnapshot) -> String {
         ("corum_controller_metadata_lag", "gauge", "Records committed but not yet replayed by the controller (high watermark minus replayed end).", r.high_watermark.get().saturating_sub(s.committed_end.get()) as f64),
         ("corum_controller_proposals_total", "counter", "Batches proposed by the active controller.", s.proposals as f64),
         ("corum_controller_proposed_requests_total", "counter", "Requests whose records were proposed (several share a batch).", s.proposed_requests as f64),
+        ("corum_controller_answers_released_on_worker_total", "counter", "Success answers the worker shard sent as their batch committed, without a round trip to the controller shard (0 on one shard).", s.answers_released_on_worker as f64),
         ("corum_controller_timeouts_total", "counter", "Requests answered Timeout.", s.timeouts as f64),
         ("corum_controller_activations_total", "counter", "Times this node became the active controller.", s.activations as f64),
         ("corum_topics", "gauge", "Topics in the committed image.", image.topics.len() as f64),

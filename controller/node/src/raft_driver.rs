@@ -86,6 +86,7 @@ use crate::raft_config::{
     bootstrap_voter_set, from_raft_quorum_state, local_replica, raft_config, static_voter_set,
     to_raft_quorum_state,
 };
+use crate::shard_bridge::GatedAnswer;
 
 /// The metadata log's directory under `metadata.log.dir`.
 pub const METADATA_LOG_DIR: &str = "@metadata-0";
@@ -300,6 +301,9 @@ pub(crate) struct ObserverRequest {
 pub(crate) struct Proposal {
     pub(crate) payload: Payload,
     pub(crate) record_count: u32,
+    /// Answers the shard bridge's worker side releases when the batch commits; always empty
+    /// for a driver on the caller's shard (its callers have no bridge routes).
+    pub(crate) gated: Vec<GatedAnswer>,
     pub(crate) reply: LocalSender<Result<ProposalId>>,
 }
 
@@ -322,11 +326,23 @@ impl RaftHandle {
     /// another epoch at that offset means it was lost in a leader change. `NotLeader` names
     /// the leader to retry at.
     pub async fn propose(&self, payload: Payload, record_count: u32) -> Result<ProposalId> {
+        self.propose_gated(payload, record_count, Vec::new()).await
+    }
+
+    /// [`RaftHandle::propose`] with the answers to release when the batch commits (see
+    /// [`GatedAnswer`]), for a handle whose driver is behind the shard bridge.
+    pub(crate) async fn propose_gated(
+        &self,
+        payload: Payload,
+        record_count: u32,
+        gated: Vec<GatedAnswer>,
+    ) -> Result<ProposalId> {
         let (reply, answer) = local_channel::new_bounded(1);
         self.proposals
             .send(Proposal {
                 payload,
                 record_count,
+                gated,
                 reply,
             })
             .await
@@ -610,6 +626,7 @@ impl<D: Disk> RaftDriver<D> {
                     break Ok(());
                 }
                 Event::Proposal(p) => {
+                    debug_assert!(p.gated.is_empty(), "gated answers reach a local driver");
                     let answer =
                         self.core
                             .propose(p.payload, p.record_count)

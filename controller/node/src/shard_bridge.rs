@@ -17,19 +17,33 @@
 //! back-pressure that may wait on the service: the service, in turn, waits for proposal
 //! results, which therefore never queue behind commits (no cycle, no deadlock).
 //!
+//! # Answers released on the worker
+//!
+//! A proposing request's success answer is known when the service handles it; only its
+//! sending waits for the commit. So the service sends the success answers of a batch with the
+//! proposal ([`GatedAnswer`]), the worker side holds them in its [`CommitGate`], and releases
+//! each when its batch, exactly as predicted (epoch, base, end), passes the worker's commit
+//! stream — before the batch even leaves for the controller shard. That saves the two
+//! cross-shard hops (commit up, answer down) that would otherwise follow the commit: measured
+//! here about 60-70 µs each. The service still decides everything else (a batch lost to a
+//! leader change, a deadline, a resignation) and its answers still come down; the controller
+//! side drops only its own success answers of gated calls. Whichever answer reaches the worker
+//! first is sent; both are true (a timed-out request may have committed, as in Kafka).
+//!
 //! Ends: the worker side stops when the driver's commit stream ends (the driver stopped) or
 //! the controller side goes away; dropping its senders closes the controller's commit stream,
 //! and the service then stops as it does when a local driver stops. Requests still waiting on
 //! a side that is gone are answered `NotController` by the handles themselves (their reply
 //! channels close).
 
-use std::cell::RefCell;
-use std::collections::HashMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 use std::time::Duration;
 
 use corum_raft::{Payload, ProposalId};
 use corum_runtime::channel::{LinkReceiver, LinkSender, Receiver, Sender};
+use corum_types::{Epoch, LogOffset};
 use futures_lite::future::{or, poll_once};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 
@@ -68,11 +82,78 @@ pub enum ToWorker {
         id: u64,
         payload: Payload,
         record_count: u32,
+        gated: Vec<GatedAnswer>,
     },
     Answers(Vec<(u64, ResponseFrame)>),
     /// The service's status (for metrics and tools on the worker), every
     /// [`SERVICE_STATUS_REFRESH_MS`].
     ServiceStatus(Box<ServiceStatus>),
+}
+
+/// A success answer that travels with its proposal: the worker releases it to the call
+/// `route` once the batch `batch` commits (see the module doc).
+#[derive(Debug)]
+pub struct GatedAnswer {
+    /// The call's id on the worker side.
+    pub route: u64,
+    /// The batch as the service predicted it; a committed batch that differs (another epoch or
+    /// range at that base) means the proposal was lost: the answer is dropped.
+    pub batch: ProposalId,
+    /// The first offset of this request's records in the batch.
+    pub part_base: LogOffset,
+    pub answer: ResponseFrame,
+}
+
+/// The worker side's held answers, by the first offset of their part. Pure bookkeeping.
+#[derive(Debug, Default)]
+pub struct CommitGate {
+    held: BTreeMap<LogOffset, GatedAnswer>,
+    /// The end of the last committed batch seen.
+    committed_end: LogOffset,
+}
+
+impl CommitGate {
+    /// Holds `g` until its batch is decided. One that arrives after the commit stream passed
+    /// its part was predicted wrong (the log had moved on: the proposal cannot land there) and
+    /// is dropped; one at an offset already held replaces it (the earlier proposal failed
+    /// before it was appended, and its call has been answered).
+    pub fn hold(&mut self, g: GatedAnswer) {
+        if g.part_base < self.committed_end {
+            return;
+        }
+        self.held.insert(g.part_base, g);
+    }
+
+    /// A batch `(base, epoch, end)` committed: returns the answers to send now (their batch is
+    /// exactly this one) and forgets every held answer below `end`.
+    pub fn committed(
+        &mut self,
+        base: LogOffset,
+        epoch: Epoch,
+        end: LogOffset,
+    ) -> Vec<(u64, ResponseFrame)> {
+        self.committed_end = self.committed_end.max(end);
+        let mut out = Vec::new();
+        while let Some(entry) = self.held.first_entry() {
+            if *entry.key() >= end {
+                break;
+            }
+            let g = entry.remove();
+            if g.batch.base_offset == base && g.batch.epoch == epoch && g.batch.end_offset == end {
+                out.push((g.route, g.answer));
+            }
+        }
+        out
+    }
+
+    /// Answers held.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
 }
 
 /// How often the controller side sends the service's status to the worker.
@@ -142,17 +223,75 @@ impl WorkerEnds {
             request_queue_capacity.max(1),
         );
         let replies: Replies = Rc::default();
-        glommio::spawn_local(forward_commits(commits, commits_tx)).detach();
+        let gate = Rc::new(RefCell::new(CommitGate::default()));
+        let released = Rc::new(Cell::new(0u64));
+        glommio::spawn_local(forward_commits(
+            commits,
+            commits_tx,
+            Release {
+                gate: gate.clone(),
+                replies: replies.clone(),
+                released: released.clone(),
+                service_status: service_status.clone(),
+            },
+        ))
+        .detach();
         glommio::spawn_local(forward_status(raft.clone(), control.clone())).detach();
         glommio::spawn_local(forward_calls(calls, control.clone(), replies.clone())).detach();
-        glommio::spawn_local(serve_down(down, raft, control, replies, service_status)).detach();
+        glommio::spawn_local(serve_down(
+            down,
+            raft,
+            control,
+            replies,
+            service_status,
+            gate,
+            released,
+        ))
+        .detach();
         handle
     }
 }
 
-async fn forward_commits(commits: LocalReceiver<CommittedBatch>, tx: Sender<Vec<CommittedBatch>>) {
+/// What the worker side needs to release gated answers.
+struct Release {
+    gate: Rc<RefCell<CommitGate>>,
+    replies: Replies,
+    released: Rc<Cell<u64>>,
+    service_status: Rc<RefCell<ServiceStatus>>,
+}
+
+impl Release {
+    /// Sends the answers `b` releases (before `b` goes to the controller shard).
+    fn committed(&self, b: &CommittedBatch) {
+        let answers = self
+            .gate
+            .borrow_mut()
+            .committed(b.base_offset, b.epoch, b.end_offset());
+        if answers.is_empty() {
+            return;
+        }
+        let mut replies = self.replies.borrow_mut();
+        for (route, answer) in answers {
+            if let Some(reply) = replies.remove(&route) {
+                // Capacity 1, one answer per call: never full; a caller that gave up closed it.
+                let _ = reply.try_send(answer);
+                self.released.set(self.released.get() + 1);
+            }
+        }
+        self.service_status.borrow_mut().answers_released_on_worker = self.released.get();
+    }
+}
+
+async fn forward_commits(
+    commits: LocalReceiver<CommittedBatch>,
+    tx: Sender<Vec<CommittedBatch>>,
+    release: Release,
+) {
     while let Some(first) = commits.recv().await {
         let batch = batch_from(&commits, first).await;
+        for b in &batch {
+            release.committed(b);
+        }
         if tx.send(batch).await.is_err() {
             return;
         }
@@ -222,6 +361,8 @@ async fn serve_down(
     control: Rc<Sender<ToController>>,
     replies: Replies,
     service_status: Rc<RefCell<ServiceStatus>>,
+    gate: Rc<RefCell<CommitGate>>,
+    released: Rc<Cell<u64>>,
 ) {
     // Proposals go to the driver in arrival order, one at a time (the service proposes one
     // batch at a time anyway), so a queue-full wait never reorders them.
@@ -247,10 +388,20 @@ async fn serve_down(
                 id,
                 payload,
                 record_count,
+                gated,
             } => {
+                // Held before the driver sees the proposal: its commit cannot come first.
+                let mut gate = gate.borrow_mut();
+                for g in gated {
+                    gate.hold(g);
+                }
                 let _ = propose_tx.try_send((id, payload, record_count));
             }
-            ToWorker::ServiceStatus(status) => *service_status.borrow_mut() = *status,
+            ToWorker::ServiceStatus(status) => {
+                let mut s = service_status.borrow_mut();
+                *s = *status;
+                s.answers_released_on_worker = released.get();
+            }
             ToWorker::Answers(answers) => {
                 let mut replies = replies.borrow_mut();
                 for (id, answer) in answers {
@@ -322,6 +473,8 @@ impl ControllerSide {
             commit_tx,
         } = self;
         let waiting: Rc<RefCell<HashMap<u64, ProposalReply>>> = Rc::default();
+        // Calls whose success answer went down with their proposal: the worker sends it.
+        let gated_routes: Rc<RefCell<HashSet<u64>>> = Rc::default();
         let (answer_tx, answers) = local_channel::new_unbounded::<(u64, ResponseFrame)>();
         let answer_tx = Rc::new(answer_tx);
         let commit_pump = glommio::spawn_local(async move {
@@ -335,17 +488,22 @@ impl ControllerSide {
             // Dropping commit_tx ends the service's commit stream.
         });
         let propose_pump = {
-            let (down, waiting) = (down.clone(), waiting.clone());
+            let (down, waiting, gated_routes) =
+                (down.clone(), waiting.clone(), gated_routes.clone());
             glommio::spawn_local(async move {
                 let mut next_id = 0u64;
                 while let Some(p) = proposals.recv().await {
                     next_id += 1;
                     waiting.borrow_mut().insert(next_id, p.reply);
+                    gated_routes
+                        .borrow_mut()
+                        .extend(p.gated.iter().map(|g| g.route));
                     let sent = down
                         .send(ToWorker::Propose {
                             id: next_id,
                             payload: p.payload,
                             record_count: p.record_count,
+                            gated: p.gated,
                         })
                         .await;
                     if sent.is_err() {
@@ -394,9 +552,15 @@ impl ControllerSide {
                     }
                     ToController::Calls(calls) => {
                         for (id, frame) in calls {
-                            let (service, answer_tx) = (service.clone(), answer_tx.clone());
+                            let (service, answer_tx, gated_routes) =
+                                (service.clone(), answer_tx.clone(), gated_routes.clone());
                             glommio::spawn_local(async move {
-                                let answer = service.call(frame).await;
+                                let answer = service.call_routed(frame, Some(id)).await;
+                                let gated = gated_routes.borrow_mut().remove(&id);
+                                if gated && answer.body.is_ok() {
+                                    // The worker released it when the batch committed.
+                                    return;
+                                }
                                 let _ = answer_tx.try_send((id, answer));
                             })
                             .detach();
@@ -413,5 +577,76 @@ impl ControllerSide {
         drop(propose_pump);
         drop(answer_pump);
         drop(status_pump);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ResponseBody;
+
+    fn gated(route: u64, epoch: u64, base: u64, end: u64, part_base: u64) -> GatedAnswer {
+        GatedAnswer {
+            route,
+            batch: ProposalId {
+                epoch: Epoch(epoch),
+                base_offset: LogOffset(base),
+                end_offset: LogOffset(end),
+            },
+            part_base: LogOffset(part_base),
+            answer: ResponseFrame {
+                correlation_id: route,
+                body: Ok(ResponseBody::UnregisterBroker),
+            },
+        }
+    }
+
+    fn routes(v: Vec<(u64, ResponseFrame)>) -> Vec<u64> {
+        v.into_iter().map(|(r, _)| r).collect()
+    }
+
+    /// Proves the gate releases every part of a batch committed exactly as predicted, and
+    /// nothing of a batch that another one replaced at its offsets (another epoch or range).
+    #[test]
+    fn releases_exact_commits_and_drops_replaced_ones() {
+        let mut g = CommitGate::default();
+        g.hold(gated(1, 3, 10, 13, 10));
+        g.hold(gated(2, 3, 10, 13, 12));
+        g.hold(gated(3, 3, 13, 15, 13));
+        g.hold(gated(4, 3, 15, 16, 15));
+        assert_eq!(
+            routes(g.committed(LogOffset(0), Epoch(3), LogOffset(10))),
+            Vec::<u64>::new()
+        );
+        assert_eq!(
+            routes(g.committed(LogOffset(10), Epoch(3), LogOffset(13))),
+            vec![1, 2]
+        );
+        // A new leader's batch took offsets 13..16: both held answers there are dropped.
+        assert_eq!(
+            routes(g.committed(LogOffset(13), Epoch(4), LogOffset(16))),
+            Vec::<u64>::new()
+        );
+        assert!(g.is_empty());
+    }
+
+    /// Proves an answer predicted for offsets the commit stream already passed is never held
+    /// (its proposal cannot land there), and a second answer at one offset replaces the first
+    /// (the earlier proposal was refused before it reached the log).
+    #[test]
+    fn late_and_repeated_offsets() {
+        let mut g = CommitGate::default();
+        assert!(g
+            .committed(LogOffset(0), Epoch(1), LogOffset(20))
+            .is_empty());
+        g.hold(gated(1, 1, 19, 21, 19));
+        assert_eq!(g.len(), 0, "predicted below the committed end");
+        g.hold(gated(2, 1, 20, 22, 20));
+        g.hold(gated(3, 1, 20, 21, 20));
+        assert_eq!(g.len(), 1);
+        assert_eq!(
+            routes(g.committed(LogOffset(20), Epoch(1), LogOffset(21))),
+            vec![3]
+        );
     }
 }

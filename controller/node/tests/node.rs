@@ -211,6 +211,12 @@ fn a_node_on_two_shards_serves_clients_and_stops_cleanly() {
                 assert!(sample(&text, "corum_raft_high_watermark") > 0.0);
                 if round == 0 {
                     assert!(sample(&text, "corum_controller_proposed_requests_total") >= 65.0);
+                    // Every acknowledged write left the worker shard as its batch committed,
+                    // without the round trip to the controller shard.
+                    assert!(
+                        sample(&text, "corum_controller_answers_released_on_worker_total") >= 65.0,
+                        "{text}"
+                    );
                     assert_eq!(sample(&text, "corum_brokers{state=\"fenced\"}"), 1.0);
                 }
                 break;
