@@ -65,7 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let online = online_cores().context("listing the online cores")?;
     let placement = spec.resolve(&online).context("resolving the placement")?;
     let plan = NodePlan::prepare(config, cluster_id).context("checking the node")?;
-    let runtime = Runtime::new(placement.clone(), RuntimeConfig::default())?;
+    let runtime = Runtime::new(placement.clone(), runtime_config(&plan.config))?;
     runtime
         .shutdown_handle()
         .install_signal_handlers()
@@ -84,4 +84,48 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     run_node(plan, placement, runtime, on_ready).context("running the node")?;
     tracing::info!("node stopped cleanly");
     Ok(())
+}
+
+/// The runtime settings a node's configuration chooses.
+fn runtime_config(config: &corum_node::config::NodeConfig) -> RuntimeConfig {
+    RuntimeConfig {
+        spin_before_park_us: config.spin_before_park_us,
+        ..RuntimeConfig::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Proves `corum.spin.before.park.us` reaches the shards' executors, within the runtime's
+    /// limit, and that a value above it is refused naming the key.
+    #[test]
+    fn spin_before_park_reaches_the_runtime() {
+        let sets = |spin: &str| -> Vec<(String, String)> {
+            [
+                ("node.id", "1"),
+                ("process.roles", "controller"),
+                (
+                    "listeners",
+                    "CONTROLLER://127.0.0.1:9093,CLIENT://127.0.0.1:9092",
+                ),
+                ("controller.listener.names", "CONTROLLER"),
+                ("controller.quorum.voters", "1@127.0.0.1:9093"),
+                ("metadata.log.dir", "/var/lib/corum"),
+                ("corum.spin.before.park.us", spin),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+        };
+        let config = corum_node::config::NodeConfig::load(None, &sets("40")).unwrap();
+        let rc = runtime_config(&config);
+        assert_eq!(rc.spin_before_park_us, 40);
+        rc.validate().unwrap();
+        let err = corum_node::config::NodeConfig::load(None, &sets("20000"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("corum.spin.before.park.us"), "{err}");
+    }
 }
