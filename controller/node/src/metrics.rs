@@ -13,6 +13,7 @@
 //! | `corum_controller_active`, `corum_controller_committed_offset`, `corum_controller_metadata_lag` (HWM minus replayed end) | gauge | service status |
 //! | `corum_controller_proposals_total`, `corum_controller_proposed_requests_total`, `corum_controller_answers_released_on_worker_total`, `corum_controller_timeouts_total`, `corum_controller_activations_total` | counter | service status |
 //! | `corum_controller_commit_latency_seconds` | histogram | request arrival to commit, per proposing request |
+//! | `corum_log_sync_duration_seconds` | histogram | driver status: each group-commit round of the log (write + fdatasync), the disk's share of every commit |
 //! | `corum_brokers{state="active"|"fenced"|"shutting_down"}`, `corum_topics`, `corum_partitions` | gauge | committed image |
 //! | `corum_rpc_connections_open`, `corum_rpc_connections_accepted_total`, `corum_rpc_connections_refused_total`, `corum_rpc_requests_total`, `corum_rpc_malformed_total` | gauge/counter | RPC server |
 //!
@@ -220,13 +221,24 @@ pub fn render(m: &MetricsSnapshot) -> String {
             ("{state=\"shutting_down\"}".into(), shutting as f64),
         ],
     );
-    // The commit latency histogram, cumulative as Prometheus wants it.
-    let h = &s.commit_latency;
-    let name = "corum_controller_commit_latency_seconds";
-    let _ = writeln!(
-        out,
-        "# HELP {name} Request arrival to its records' commit, for requests that propose."
+    histogram(
+        &mut out,
+        "corum_controller_commit_latency_seconds",
+        "Request arrival to its records' commit, for requests that propose.",
+        &s.commit_latency,
     );
+    histogram(
+        &mut out,
+        "corum_log_sync_duration_seconds",
+        "Group-commit rounds of the metadata log: the write of everything appended since the last round, then fdatasync.",
+        &d.sync_duration,
+    );
+    out
+}
+
+/// One histogram, cumulative as Prometheus wants it.
+fn histogram(out: &mut String, name: &str, help: &str, h: &LatencyHistogram) {
+    let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} histogram");
     let mut cumulative = 0;
     for (i, bound) in LATENCY_BUCKETS_S.iter().enumerate() {
@@ -237,7 +249,6 @@ pub fn render(m: &MetricsSnapshot) -> String {
     let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
     let _ = writeln!(out, "{name}_sum {}", h.sum_us as f64 / 1e6);
     let _ = writeln!(out, "{name}_count {}", h.count);
-    out
 }
 
 /// Where a scrape reads its values.
@@ -351,8 +362,10 @@ mod tests {
         let mut service = ServiceStatus::remote();
         service.commit_latency = h;
         service.proposals = 7;
+        let mut driver = DriverStatus::starting();
+        driver.sync_duration.record(Duration::from_micros(180));
         let text = render(&MetricsSnapshot {
-            driver: DriverStatus::starting(),
+            driver,
             service,
             rpc: RpcServerStats::default(),
         });
@@ -365,6 +378,12 @@ mod tests {
         assert!(text.contains("corum_controller_commit_latency_seconds_bucket{le=\"+Inf\"} 3\n"));
         assert!(text.contains("corum_controller_commit_latency_seconds_count 3\n"));
         assert!(text.contains("corum_controller_proposals_total 7\n"));
+        assert!(text.contains("corum_log_sync_duration_seconds_bucket{le=\"0.0001\"} 0\n"));
+        assert!(text.contains("corum_log_sync_duration_seconds_bucket{le=\"0.00025\"} 1\n"));
+        assert!(
+            text.contains("corum_log_sync_duration_seconds_sum 0.00018\n"),
+            "{text}"
+        );
         assert!(text.contains("corum_raft_leader_id -1\n"));
         assert!(text.contains("corum_raft_role{role=\"unattached\"} 1\n"));
         // Every sample line belongs to a declared metric.

@@ -80,6 +80,7 @@ use crate::bootstrap::BootstrapVoters;
 use crate::config::NodeConfig;
 use crate::error::{ConfigError, DriverError};
 use crate::meta_properties::MetaProperties;
+use crate::metrics::LatencyHistogram;
 use crate::peer::{Inbound, PeerInbox, PeerNetwork, PeerStats};
 use crate::quorum_state::QuorumState;
 use crate::raft_config::{
@@ -254,6 +255,9 @@ pub struct DriverStatus {
     pub log_durable_end: LogOffset,
     /// Group-commit rounds completed (fsync rounds of the log).
     pub sync_rounds: u64,
+    /// How long the rounds took: the write of everything appended since the last round,
+    /// then fdatasync (the disk's part of every commit; etcd calls it the WAL fsync duration).
+    pub sync_duration: LatencyHistogram,
     /// False once [`RaftDriver::run`] has returned.
     pub running: bool,
     /// On the leader, every voter's and fetching observer's progress
@@ -283,6 +287,7 @@ impl DriverStatus {
             log_end_offset: LogOffset::ZERO,
             log_durable_end: LogOffset::ZERO,
             sync_rounds: 0,
+            sync_duration: LatencyHistogram::default(),
             running: true,
             replicas: Vec::new(),
             now_ms: 0,
@@ -425,7 +430,8 @@ impl RaftHandle {
 /// Why the loop woke up.
 enum Event {
     Shutdown,
-    Synced(corum_engine::Result<LogOffset>),
+    /// A syncer round's outcome, and its duration when it made something durable.
+    Synced(corum_engine::Result<LogOffset>, Option<Duration>),
     PublishFailed(corum_engine::Error),
     Message(Inbound),
     InboxClosed,
@@ -436,7 +442,7 @@ enum Event {
 
 /// Reports from the helper tasks to the loop.
 enum Report {
-    Synced(corum_engine::Result<LogOffset>),
+    Synced(corum_engine::Result<LogOffset>, Option<Duration>),
     PublishFailed(corum_engine::Error),
 }
 
@@ -549,6 +555,7 @@ impl<D: Disk> RaftDriver<D> {
             log_end_offset: log.end_offset(),
             log_durable_end: log.durable_end(),
             sync_rounds: 0,
+            sync_duration: LatencyHistogram::default(),
             running: true,
             replicas: core.replica_progress(),
             now_ms: core.now_ms(),
@@ -604,6 +611,7 @@ impl<D: Disk> RaftDriver<D> {
             publish_kick,
             hwm,
             sync_rounds: 0,
+            sync_duration: LatencyHistogram::default(),
         };
         let tick = Duration::from_millis(self.config.tick_interval_ms);
         let mut next_tick = Instant::now();
@@ -644,8 +652,11 @@ impl<D: Disk> RaftDriver<D> {
                     self.step_observer(r);
                     Ok(())
                 }
-                Event::Synced(Ok(_)) => {
+                Event::Synced(Ok(_), took) => {
                     loop_state.sync_rounds += 1;
+                    if let Some(took) = took {
+                        loop_state.sync_duration.record(took);
+                    }
                     if let Some(last) = self.log.durable_offset() {
                         let epoch = self
                             .log
@@ -655,7 +666,7 @@ impl<D: Disk> RaftDriver<D> {
                     }
                     Ok(())
                 }
-                Event::Synced(Err(e)) | Event::PublishFailed(e) => Err(DriverError::Log(e)),
+                Event::Synced(Err(e), _) | Event::PublishFailed(e) => Err(DriverError::Log(e)),
             };
             let step = match step {
                 Ok(()) => self.drain(&mut loop_state).await,
@@ -782,7 +793,7 @@ impl<D: Disk> RaftDriver<D> {
         };
         let report = async {
             match reports.recv().await {
-                Some(Report::Synced(r)) => Event::Synced(r),
+                Some(Report::Synced(r, took)) => Event::Synced(r, took),
                 Some(Report::PublishFailed(e)) => Event::PublishFailed(e),
                 // Both helpers hold a sender until the loop drops them: never happens while the
                 // loop runs, but wait for the other inputs rather than spin if it did.
@@ -959,6 +970,7 @@ impl<D: Disk> RaftDriver<D> {
             log_end_offset: self.log.end_offset(),
             log_durable_end: self.log.durable_end(),
             sync_rounds: state.sync_rounds,
+            sync_duration: state.sync_duration.clone(),
             running,
             replicas: self.core.replica_progress(),
             now_ms: self.core.now_ms(),
@@ -994,6 +1006,7 @@ struct LoopState {
     publish_kick: LocalSender<()>,
     hwm: Rc<Cell<LogOffset>>,
     sync_rounds: u64,
+    sync_duration: LatencyHistogram,
 }
 
 /// Messages a link is done with: written, or dropped by a failed or timed-out write.
@@ -1037,9 +1050,11 @@ async fn run_syncer<D: Disk>(
     reports: Rc<LocalSender<Report>>,
 ) {
     while kicks.recv().await.is_some() {
+        let (before, started) = (log.durable_end(), Instant::now());
         let outcome = log.flush().await;
+        let took = matches!(&outcome, Ok(end) if *end > before).then(|| started.elapsed());
         let failed = outcome.is_err();
-        if reports.send(Report::Synced(outcome)).await.is_err() || failed {
+        if reports.send(Report::Synced(outcome, took)).await.is_err() || failed {
             return;
         }
     }

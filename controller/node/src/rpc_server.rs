@@ -1013,6 +1013,7 @@ mod tests {
             log_end_offset: LogOffset(12),
             log_durable_end: LogOffset(12),
             sync_rounds: 0,
+            sync_duration: Default::default(),
             running: true,
             replicas: Vec::new(),
             now_ms: 0,

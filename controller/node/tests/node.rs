@@ -209,6 +209,8 @@ fn a_node_on_two_shards_serves_clients_and_stops_cleanly() {
                 && (round == 1 || committed >= 65.0)
             {
                 assert!(sample(&text, "corum_raft_high_watermark") > 0.0);
+                // Every commit of a single voter waited for a group-commit round of its log.
+                assert!(sample(&text, "corum_log_sync_duration_seconds_count") >= 1.0);
                 if round == 0 {
                     assert!(sample(&text, "corum_controller_proposed_requests_total") >= 65.0);
                     // Every acknowledged write left the worker shard as its batch committed,
