@@ -520,8 +520,9 @@ fn follower_killed_under_load_restarts_and_catches_up() {
     );
 }
 
-/// SIGTERM of the leader hands leadership over without waiting for an election timeout:
-/// with a 5 s timeout the next leader is there well before it, and the old leader exits 0.
+/// SIGTERM of the leader under a verified write load hands leadership over without waiting
+/// for an election timeout: with a 5 s timeout the next leader is there well before it, the
+/// old leader exits 0, and no acknowledged write is lost.
 #[test]
 fn leader_sigterm_hands_over_before_the_election_timeout() {
     const ELECTION_TIMEOUT_MS: u64 = 5_000;
@@ -540,6 +541,32 @@ fn leader_sigterm_hands_over_before_the_election_timeout() {
     });
     let others: Vec<u32> = c.ids().into_iter().filter(|&id| id != l).collect();
     let others_bootstrap = bootstrap_of(&c, &others);
+    // Under verified load: the resignation must not acknowledge a write it then loses (the
+    // leader's answers leave as their batches commit, some on the worker shard).
+    let hwm0 = describe(&c.bootstrap(), 5_000).unwrap()["high_watermark"]
+        .as_u64()
+        .unwrap();
+    let load = spawn_loadgen(
+        &c.bootstrap(),
+        &[
+            "--workload",
+            "configs",
+            "--clients",
+            "16",
+            "--duration",
+            "4",
+            "--verify",
+            "--request-timeout-ms",
+            "8000",
+            "--grace-ms",
+            "15000",
+        ],
+    );
+    wait_until("writes under load", Duration::from_secs(15), || {
+        describe(&c.bootstrap(), 2_000)
+            .and_then(|d| d["high_watermark"].as_u64())
+            .filter(|&h| h > hwm0 + 200)
+    });
     let sent = Instant::now();
     assert!(c.signal(l, libc::SIGTERM));
     let (new_leader, new_epoch) = wait_until("a new leader", Duration::from_secs(20), || {
@@ -556,6 +583,16 @@ fn leader_sigterm_hands_over_before_the_election_timeout() {
     );
     let status = c.terminate(l, Duration::from_secs(10)).unwrap();
     assert!(status.success(), "the resigned leader exited with {status}");
+    let out = load.wait(Duration::from_secs(45));
+    let report = loadgen_json(&out);
+    assert!(
+        out.status.success(),
+        "loadgen failed: {report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
+    assert!(report["acknowledged"].as_u64().unwrap() > 0, "{report}");
+    assert!(report["leader_changes"].as_u64().unwrap() >= 1, "{report}");
 }
 
 /// A broker that stops heartbeating is fenced after its session timeout, and unfenced again
