@@ -316,6 +316,7 @@ pub struct NodeConfig {
     pub broker_heartbeat_interval_ms: u64,
     // Log and snapshots.
     pub metadata_log_segment_bytes: u64,
+    pub log_durable_write_bytes_max: u64,
     pub metadata_log_record_bytes_between_snapshots_max: u64,
     pub metadata_retention_bytes_max: i64,
     pub metadata_idle_interval_ms_max: u64,
@@ -662,6 +663,15 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         i64::MAX,
         "1073741824",
         "Size at which a log segment is rolled."
+    ),
+    int_key!(
+        "corum.log.durable.write.bytes.max",
+        log_durable_write_bytes_max,
+        u64,
+        0,
+        64 * MIB,
+        "524288",
+        "A group-commit round of the metadata log writing at most this many bytes makes them durable with one O_DSYNC write instead of a write and then an fdatasync (one disk request per commit instead of two in a row); larger rounds write in parallel and fdatasync once. 0: always fdatasync."
     ),
     int_key!(
         "metadata.log.max.record.bytes.between.snapshots",
@@ -1089,6 +1099,7 @@ impl NodeConfig {
             broker_session_timeout_ms: 0,
             broker_heartbeat_interval_ms: 0,
             metadata_log_segment_bytes: 0,
+            log_durable_write_bytes_max: 0,
             metadata_log_record_bytes_between_snapshots_max: 0,
             metadata_retention_bytes_max: 0,
             metadata_idle_interval_ms_max: 0,
@@ -1492,6 +1503,7 @@ metadata.log.dir=/var/lib/corum
         assert!(!c.no_pin);
         assert_eq!(c.cores, None);
         assert_eq!(c.spin_before_park_us, 0);
+        assert_eq!(c.log_durable_write_bytes_max, 512 << 10);
     }
 
     /// The example file shipped in testdata parses and means what its comments say.

@@ -199,6 +199,8 @@ impl RaftDriverConfig {
                 .unwrap_or(u32::MAX)
                 .max(defaults.frame_bytes_max),
             buffered_bytes_max: defaults.buffered_bytes_max.max(4 * frame_bytes_max),
+            durable_write_bytes_max: usize::try_from(config.log_durable_write_bytes_max)
+                .expect("at most 64 MiB"),
             ..defaults
         };
         log.validate().map_err(|e| ConfigError::Invalid {

@@ -17,6 +17,11 @@
 //!   prefix of the unsynced writes, the last one torn at any byte.
 //! - Directory entries (create, `rename`, `remove`) are durable once `sync_dir` of the parent
 //!   returns `Ok`.
+//! - `write_durable_at` is `write_at` and `sync` as one operation (an O_DSYNC write: one
+//!   request to the disk instead of two in a row): its data is durable when it returns `Ok`. It
+//!   says nothing of earlier unsynced writes (a device with FUA persists just this write), so
+//!   the log issues one only when the file has none (every round ends durable). Its `Err`
+//!   means what a `sync` error means.
 //! - Any `Err` from `sync` means the state of the unsynced data is unknown; the log treats it
 //!   as fatal.
 
@@ -70,6 +75,9 @@ pub trait DiskFile: 'static {
     async fn read_at(&self, pos: u64, len: usize) -> Result<AlignedBuf>;
     /// Write all of `data` at `pos`; both block-aligned.
     async fn write_at(&self, pos: u64, data: &[u8]) -> Result<()>;
+    /// Write all of `data` at `pos` (block-aligned) and make it durable before returning (see
+    /// the contract above). The file must have no unsynced writes or size changes.
+    async fn write_durable_at(&self, pos: u64, data: &[u8]) -> Result<()>;
     /// fdatasync: make written data and size changes durable.
     async fn sync(&self) -> Result<()>;
     /// Grow the file to at least `len` bytes of allocated, zero-reading space.

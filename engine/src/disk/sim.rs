@@ -76,6 +76,7 @@ struct State {
     syncs: u64,
     writes: u64,
     reads: u64,
+    durable_writes: u64,
     yield_on_io: bool,
 }
 
@@ -111,6 +112,7 @@ impl SimDisk {
                 syncs: 0,
                 writes: 0,
                 reads: 0,
+                durable_writes: 0,
                 yield_on_io: false,
             })),
         }
@@ -266,6 +268,11 @@ impl SimDisk {
         self.state.borrow().writes
     }
 
+    /// Successful `write_durable_at` calls so far (each also counts as a write and a sync).
+    pub fn durable_write_count(&self) -> u64 {
+        self.state.borrow().durable_writes
+    }
+
     /// Reads so far (any file).
     pub fn read_count(&self) -> u64 {
         self.state.borrow().reads
@@ -395,6 +402,21 @@ impl DiskFile for SimFile {
         apply(&mut ino.data, &op);
         ino.unsynced.push(op);
         self.disk.state.borrow_mut().writes += 1;
+        Ok(())
+    }
+
+    async fn write_durable_at(&self, pos: u64, data: &[u8]) -> Result<()> {
+        assert!(
+            self.inode.borrow().unsynced.is_empty(),
+            "{}: write_durable_at with unsynced operations before it (the contract: it makes \
+             only its own write durable)",
+            self.path.display()
+        );
+        // A write, then the sync of that one write; a crash in between keeps what a crash
+        // during any write keeps, and either half can fail as its plain counterpart does.
+        self.write_at(pos, data).await?;
+        self.sync().await?;
+        self.disk.state.borrow_mut().durable_writes += 1;
         Ok(())
     }
 

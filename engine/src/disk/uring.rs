@@ -1,5 +1,10 @@
 //! `UringDisk`: glommio DMA files (O_DIRECT, aligned buffers, io_uring).
 //!
+//! `write_durable_at` goes through a second handle of the file opened with O_DSYNC (on first
+//! use): the write returns once its data is durable, one io_uring request where `write_at` +
+//! `sync` are two in a row (and io_uring runs every fdatasync on a kernel worker thread, a
+//! thread hand-off each way). The two handles share the inode and both bypass the page cache.
+//!
 //! Every write copies the caller's bytes into glommio `DmaBuffer`s (registered memory when the
 //! executor's `io_memory` arena has room, the heap otherwise), [`WRITE_PIECE_BYTES`] at a time
 //! with [`WRITE_LANES`] writes in flight; each lane reuses its buffer for all its pieces. The copy
@@ -40,6 +45,9 @@ pub struct UringDisk;
 /// An open O_DIRECT file.
 pub struct UringFile {
     file: Rc<DmaFile>,
+    /// A second handle of the same file opened with O_DSYNC, for `write_durable_at` (opened on
+    /// first use: most files never need it).
+    dsync: std::cell::RefCell<Option<Rc<DmaFile>>>,
     path: PathBuf,
 }
 
@@ -87,6 +95,7 @@ impl Disk for UringDisk {
             .map_err(|e| io_err("open", path, e.into()))?;
         Ok(UringFile {
             file: Rc::new(file),
+            dsync: std::cell::RefCell::new(None),
             path: path.to_path_buf(),
         })
     }
@@ -145,11 +154,49 @@ pub const WRITE_PIECE_BYTES: usize = 512 << 10;
 pub const WRITE_LANES: usize = 4;
 
 impl UringFile {
+    /// `write_at` through `file` (the plain or the O_DSYNC handle).
+    async fn write_through(&self, file: &DmaFile, pos: u64, data: &[u8]) -> Result<()> {
+        assert_eq!(
+            pos % BLOCK_BYTES as u64,
+            0,
+            "O_DIRECT write position is block-aligned"
+        );
+        assert_eq!(
+            data.len() % BLOCK_BYTES,
+            0,
+            "O_DIRECT write length is block-aligned"
+        );
+        // Large writes go out as WRITE_PIECE_BYTES pieces, WRITE_LANES in flight: buffers stay
+        // within the registered arena and the device sees a queue.
+        let pieces = data.len().div_ceil(WRITE_PIECE_BYTES);
+        let lane = |first: usize| self.write_lane(file, pos, data, first);
+        if pieces <= 1 {
+            return lane(0).await;
+        }
+        // Join the lanes pairwise into one future (no spawning: the caller's task drives them).
+        let mut futs: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + '_>>> =
+            (0..WRITE_LANES.min(pieces))
+                .map(|i| Box::pin(lane(i)) as _)
+                .collect();
+        while futs.len() > 1 {
+            let a = futs.pop().expect("len > 1");
+            let b = futs.pop().expect("len > 1");
+            futs.insert(
+                0,
+                Box::pin(async move {
+                    let (x, y) = futures_lite::future::zip(a, b).await;
+                    x.and(y)
+                }),
+            );
+        }
+        futs.pop().expect("at least one lane").await
+    }
+
     /// One lane of a `write_at`: write the pieces `first, first + WRITE_LANES, ...` of `data`
     /// (at file position `pos`), one at a time, through one DMA buffer the lane reuses. Reusing
     /// it keeps a registered buffer (when the arena had room) for the whole write, and spares
     /// the allocator and the page-fault path a fresh buffer per piece.
-    async fn write_lane(&self, pos: u64, data: &[u8], first: usize) -> Result<()> {
+    async fn write_lane(&self, file: &DmaFile, pos: u64, data: &[u8], first: usize) -> Result<()> {
         let pieces = data.len().div_ceil(WRITE_PIECE_BYTES);
         let mut spare: Option<glommio::io::DmaBuffer> = None;
         let mut i = first;
@@ -159,11 +206,11 @@ impl UringFile {
             let piece = &data[start..end];
             let mut dma = match spare.take() {
                 Some(buf) if buf.len() == piece.len() => buf,
-                _ => self.file.alloc_dma_buffer(piece.len()),
+                _ => file.alloc_dma_buffer(piece.len()),
             };
             dma.as_bytes_mut().copy_from_slice(piece);
             let dma = Rc::new(dma);
-            self.write_all(pos + start as u64, &dma).await?;
+            self.write_all(file, pos + start as u64, &dma).await?;
             spare = Rc::try_unwrap(dma).ok();
             i += WRITE_LANES;
         }
@@ -171,9 +218,13 @@ impl UringFile {
     }
 
     /// Write all of `dma` at `pos`, reissuing the rest after a short (whole-block) write.
-    async fn write_all(&self, pos: u64, dma: &Rc<glommio::io::DmaBuffer>) -> Result<()> {
-        let n = self
-            .file
+    async fn write_all(
+        &self,
+        file: &DmaFile,
+        pos: u64,
+        dma: &Rc<glommio::io::DmaBuffer>,
+    ) -> Result<()> {
+        let n = file
             .write_rc_at(dma.clone(), pos)
             .await
             .map_err(|e| io_err("write", &self.path, e.into()))?;
@@ -187,10 +238,9 @@ impl UringFile {
         let mut done = n;
         while done < dma.len() {
             let rest = &dma.as_bytes()[done..];
-            let mut more = self.file.alloc_dma_buffer(rest.len());
+            let mut more = file.alloc_dma_buffer(rest.len());
             more.as_bytes_mut().copy_from_slice(rest);
-            let n = self
-                .file
+            let n = file
                 .write_at(more, pos + done as u64)
                 .await
                 .map_err(|e| io_err("write", &self.path, e.into()))?;
@@ -239,40 +289,26 @@ impl DiskFile for UringFile {
     }
 
     async fn write_at(&self, pos: u64, data: &[u8]) -> Result<()> {
-        assert_eq!(
-            pos % BLOCK_BYTES as u64,
-            0,
-            "O_DIRECT write position is block-aligned"
-        );
-        assert_eq!(
-            data.len() % BLOCK_BYTES,
-            0,
-            "O_DIRECT write length is block-aligned"
-        );
-        // Large writes go out as WRITE_PIECE_BYTES pieces, WRITE_LANES in flight: buffers stay
-        // within the registered arena and the device sees a queue.
-        let pieces = data.len().div_ceil(WRITE_PIECE_BYTES);
-        let lane = |first: usize| self.write_lane(pos, data, first);
-        if pieces <= 1 {
-            return lane(0).await;
-        }
-        // Join the lanes pairwise into one future (no spawning: the caller's task drives them).
-        let mut futs: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + '_>>> =
-            (0..WRITE_LANES.min(pieces))
-                .map(|i| Box::pin(lane(i)) as _)
-                .collect();
-        while futs.len() > 1 {
-            let a = futs.pop().expect("len > 1");
-            let b = futs.pop().expect("len > 1");
-            futs.insert(
-                0,
-                Box::pin(async move {
-                    let (x, y) = futures_lite::future::zip(a, b).await;
-                    x.and(y)
-                }),
-            );
-        }
-        futs.pop().expect("at least one lane").await
+        self.write_through(&self.file, pos, data).await
+    }
+
+    async fn write_durable_at(&self, pos: u64, data: &[u8]) -> Result<()> {
+        let opened = self.dsync.borrow().clone();
+        let dsync = match opened {
+            Some(f) => f,
+            None => {
+                let f = OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_DSYNC)
+                    .dma_open(&self.path)
+                    .await
+                    .map_err(|e| io_err("open O_DSYNC", &self.path, e.into()))?;
+                let f = Rc::new(f);
+                *self.dsync.borrow_mut() = Some(f.clone());
+                f
+            }
+        };
+        self.write_through(&dsync, pos, data).await
     }
 
     async fn sync(&self) -> Result<()> {
@@ -300,6 +336,12 @@ impl DiskFile for UringFile {
     }
 
     async fn close(self) -> Result<()> {
+        let dsync = self.dsync.borrow_mut().take();
+        if let Some(f) = dsync {
+            f.close_rc()
+                .await
+                .map_err(|e| io_err("close", &self.path, e.into()))?;
+        }
         self.file
             .close_rc()
             .await

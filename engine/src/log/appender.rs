@@ -364,16 +364,35 @@ impl<D: Disk> Log<D> {
             // above its bound (see the module doc).
             disk.sync_dir(&self.inner.dir).await?;
         }
+        // A small round to one existing file: one O_DSYNC write (the file has no unsynced
+        // writes: every round, prefill step, truncation and recovery ends with its sync).
+        let durable_write = match work.as_slice() {
+            [w] => {
+                !w.created
+                    && w.index.is_none()
+                    && w.chunk.as_ref().is_some_and(|(_, buf, _)| {
+                        buf.len() <= self.inner.config.durable_write_bytes_max
+                    })
+            }
+            _ => false,
+        };
         for w in work.iter() {
             if let (Some(f), Some((pos, buf, _))) = (&w.file, &w.chunk) {
-                f.write_at(*pos, buf).await?;
+                if durable_write {
+                    f.write_durable_at(*pos, buf).await?;
+                } else {
+                    f.write_at(*pos, buf).await?;
+                }
             }
         }
         let write_us = write_started.elapsed().as_micros() as u64;
         let sync_started = std::time::Instant::now();
         let (mut syncs, mut bytes) = (0, 0);
         for w in &work {
-            if w.chunk.is_some() || w.created {
+            if durable_write {
+                // Its write was the sync.
+                syncs += 1;
+            } else if w.chunk.is_some() || w.created {
                 w.file.as_ref().expect("opened above").sync().await?;
                 syncs += 1;
             }

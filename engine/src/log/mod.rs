@@ -25,6 +25,10 @@
 //!   end. Appends arriving meanwhile are carried by the next round. There is no timer or linger:
 //!   the syncer only yields once to the scheduler before taking the bytes, so that tasks the
 //!   previous round just woke can append first and ride along.
+//! - A small round (at most [`LogConfig::durable_write_bytes_max`] bytes, to the active segment
+//!   only) is one O_DSYNC write instead of a write and an fdatasync: the latency of a commit
+//!   is one disk request. Measured here (`corum bench log`, 1 appender): p50 89-107 µs against
+//!   126-153 µs for write + fdatasync through io_uring, whose fdatasync runs on a kernel worker.
 //! - Any write or fdatasync error makes the log **failed**: every later append, sync, truncation
 //!   returns [`Error::Failed`]. Nothing is retried; reopen the log to recover what is on disk.
 //! - [`Log::truncate_suffix`] and [`Log::delete_prefix`] are durable when they return.
@@ -153,6 +157,12 @@ pub struct LogConfig {
     /// that reads right behind the writer (commits, followers, observers) need no disk read;
     /// 0 turns it off.
     pub recent_bytes_max: usize,
+    /// A group-commit round that writes at most this many bytes, all to the active segment
+    /// and with no file to create or index to write, makes them durable with one O_DSYNC write
+    /// ([`crate::disk::DiskFile::write_durable_at`]) instead of a write and then an fdatasync:
+    /// one disk request instead of two in a row. Larger rounds write in parallel pieces and
+    /// fdatasync once. 0 always uses fdatasync.
+    pub durable_write_bytes_max: usize,
 }
 
 impl Default for LogConfig {
@@ -166,6 +176,7 @@ impl Default for LogConfig {
             prefill_chunk_bytes: 64 << 10,
             free_segments_max: 2,
             recent_bytes_max: 256 << 10,
+            durable_write_bytes_max: crate::disk::uring::WRITE_PIECE_BYTES,
         }
     }
 }

@@ -21,6 +21,7 @@ fn small_config() -> LogConfig {
         prefill_chunk_bytes: 4096,
         free_segments_max: 2,
         recent_bytes_max: 1024,
+        durable_write_bytes_max: 4096,
     }
 }
 
@@ -514,6 +515,43 @@ fn reads_right_behind_the_writer_need_no_disk_read() {
             vec![payload(36, 100), payload(37, 100), payload(77, 100)]
         );
         log.check_invariants();
+    });
+}
+
+#[test]
+fn small_rounds_are_one_durable_write() {
+    // Proves a round of at most `durable_write_bytes_max` bytes to the active segment is one
+    // O_DSYNC write (no separate fdatasync), a larger round is parallel writes and one
+    // fdatasync, and both survive a crash.
+    block_on(async {
+        let disk = SimDisk::new(13);
+        let (log, _) = open(&disk).await;
+        let (durable, syncs) = (disk.durable_write_count(), disk.sync_count());
+        log.append(&batch(1, 1), &payload(1, 100)).unwrap();
+        log.flush().await.unwrap();
+        assert_eq!(disk.durable_write_count() - durable, 1);
+        assert_eq!(
+            disk.sync_count() - syncs,
+            1,
+            "the durable write is the round's only sync"
+        );
+        let (durable, writes) = (disk.durable_write_count(), disk.write_count());
+        for i in 0..3 {
+            log.append(&batch(1, 1), &payload(2 + i, 3000)).unwrap();
+        }
+        log.flush().await.unwrap();
+        assert_eq!(
+            disk.durable_write_count(),
+            durable,
+            "9 KiB is above the 4 KiB limit"
+        );
+        assert!(disk.write_count() > writes);
+        disk.crash();
+        let (log, _) = open(&disk).await;
+        assert_eq!(log.end_offset(), LogOffset(4));
+        let all = read_all(&log).await;
+        assert_eq!(all[0].3, payload(1, 100));
+        assert_eq!(all[3].3, payload(4, 3000));
     });
 }
 

@@ -88,6 +88,10 @@ pub struct LogArgs {
     /// Segment size in MiB.
     #[arg(long, default_value_t = 64)]
     pub segment_mib: u64,
+    /// Rounds of at most this many bytes are one O_DSYNC write instead of a write and an
+    /// fdatasync (0: always fdatasync). Default: the log's (512 KiB).
+    #[arg(long, value_name = "BYTES")]
+    pub durable_write_bytes_max: Option<usize>,
     /// Also build a log of this many MiB and measure recovery (0: skip).
     #[arg(long, default_value_t = 0)]
     pub recovery_mib: u64,
@@ -147,6 +151,9 @@ pub struct LogFigures {
     pub mb_per_sec_over_raw: f64,
     /// Bytes kept by the prefix deletion of the bulk mode (0: none deleted).
     pub retain_bytes: u64,
+    /// Rounds up to this many bytes were one O_DSYNC write (0: every round wrote, then
+    /// fdatasynced). The raw figures are always write + fdatasync.
+    pub durable_write_bytes_max: usize,
     /// Seconds of warm-up before the measured window (filling the free segment pool).
     pub warmup_seconds: f64,
     /// Segment files made by rolls in the measured window: overwritten free files, fresh files.
@@ -230,6 +237,9 @@ async fn log_bench(args: LogArgs) -> anyhow::Result<(Report, bool)> {
     if args.no_prefill {
         log_cfg.prefill_ahead_bytes = 0;
     }
+    if let Some(max) = args.durable_write_bytes_max {
+        log_cfg.durable_write_bytes_max = max;
+    }
     log_cfg.frame_bytes_max = log_cfg.frame_bytes_max.max(args.record_bytes as u32 + 4096);
     log_cfg.buffered_bytes_max = log_cfg
         .buffered_bytes_max
@@ -279,6 +289,7 @@ async fn append_phase(
     cfg: LogConfig,
     device: &DeviceReport,
 ) -> anyhow::Result<LogFigures> {
+    let durable_write_bytes_max = cfg.durable_write_bytes_max;
     let (log, _) = Log::open(UringDisk, dir, cfg)
         .await
         .with_context(|| format!("opening the bench log in {}", dir.display()))?;
@@ -441,6 +452,7 @@ async fn append_phase(
         records_per_sec_over_raw_fsyncs_per_sec: records_per_sec / device.fsyncs_per_sec.max(1e-9),
         mb_per_sec_over_raw: mb_per_sec / device.write_mb_per_sec.max(1e-9),
         retain_bytes,
+        durable_write_bytes_max,
         warmup_seconds,
         segments_recycled: stats.segments_recycled,
         segments_created: stats.segments_created,
