@@ -255,3 +255,38 @@ fn sigkill_crash_keeps_every_durable_record() {
         assert!(end > 0);
     }
 }
+
+/// The device measurement takes both kinds of durable 4 KiB write (write + fdatasync, and one
+/// O_DSYNC write) and the bandwidth figures, and leaves no file behind; and an O_DSYNC write
+/// through the second handle reads back through the first.
+#[test]
+fn device_measurement_and_durable_writes() {
+    use corum_engine::buf::AlignedBuf;
+    use corum_engine::devbench::{measure_device, DeviceBenchConfig};
+    use corum_engine::disk::{Disk, DiskFile, OpenMode};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    run(async move {
+        let cfg = DeviceBenchConfig {
+            fsync_duration: std::time::Duration::from_millis(100),
+            bandwidth_bytes: 4 << 20,
+            ..DeviceBenchConfig::default()
+        };
+        let d = measure_device(&dir, &cfg).await.unwrap();
+        assert!(d.fsync_samples >= 10, "{d:?}");
+        assert!(d.fsync_p50_us > 0 && d.dsync_write_p50_us > 0, "{d:?}");
+        assert!(d.write_mb_per_sec > 0.0 && d.read_mb_per_sec > 0.0, "{d:?}");
+        assert!(
+            std::fs::read_dir(&dir).unwrap().next().is_none(),
+            "files left behind"
+        );
+        let path = dir.join("durable.bin");
+        let f = UringDisk.open(&path, OpenMode::Create).await.unwrap();
+        f.allocate(1 << 20).await.unwrap();
+        f.sync().await.unwrap();
+        let block = AlignedBuf::from_slice(&[0x42; 4096]);
+        f.write_durable_at(8192, &block).await.unwrap();
+        assert_eq!(&f.read_at(8192, 4096).await.unwrap()[..], &block[..]);
+        f.close().await.unwrap();
+    });
+}

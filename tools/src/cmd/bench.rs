@@ -114,6 +114,9 @@ pub struct Report {
     pub raw_fsync_p50_us: u64,
     pub raw_fsync_p99_us: u64,
     pub raw_fsyncs_per_sec: f64,
+    /// 4 KiB O_DSYNC write (one request; how the log makes a small round durable).
+    pub raw_dsync_write_p50_us: u64,
+    pub raw_dsync_write_p99_us: u64,
     /// Sequential O_DIRECT overwrite of written blocks (the figure the log is compared with).
     pub raw_mb_per_sec: f64,
     /// The same writes into freshly fallocated (unwritten) space.
@@ -188,6 +191,8 @@ fn raw_into(report: &mut Report, d: &DeviceReport) {
     report.raw_fsync_p50_us = d.fsync_p50_us;
     report.raw_fsync_p99_us = d.fsync_p99_us;
     report.raw_fsyncs_per_sec = d.fsyncs_per_sec;
+    report.raw_dsync_write_p50_us = d.dsync_write_p50_us;
+    report.raw_dsync_write_p99_us = d.dsync_write_p99_us;
     report.raw_mb_per_sec = d.write_mb_per_sec;
     report.raw_fallocated_mb_per_sec = d.write_fallocated_mb_per_sec;
     report.raw_read_mb_per_sec = d.read_mb_per_sec;
@@ -649,6 +654,10 @@ fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
         r.raw_fsync_p50_us, r.raw_fsync_p99_us
     );
     println!("  fsyncs per sec         {:>10.0}", r.raw_fsyncs_per_sec);
+    println!(
+        "  O_DSYNC write p50 / p99{:>10} / {} us",
+        r.raw_dsync_write_p50_us, r.raw_dsync_write_p99_us
+    );
     println!("  write MB/s             {:>10.1}", r.raw_mb_per_sec);
     println!(
         "  write MB/s (fallocated){:>10.1}",

@@ -280,9 +280,11 @@ fn run_nonce() -> u64 {
     1 + mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) % 8_999_999
 }
 
-async fn raw_fsync_p50_us(config: &LoadConfig) -> anyhow::Result<u64> {
+/// The data directory's 4 KiB write + fdatasync p50 and O_DSYNC write p50 (0s when not
+/// measured).
+async fn raw_disk_p50_us(config: &LoadConfig) -> anyhow::Result<(u64, u64)> {
     if config.raw_fsync.is_zero() {
-        return Ok(0);
+        return Ok((0, 0));
     }
     let (dir, temporary) = match &config.data_dir {
         Some(d) => (d.clone(), false),
@@ -302,11 +304,11 @@ async fn raw_fsync_p50_us(config: &LoadConfig) -> anyhow::Result<u64> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     let d = result.with_context(|| format!("measuring fdatasync under {}", dir.display()))?;
-    Ok(d.fsync_p50_us)
+    Ok((d.fsync_p50_us, d.dsync_write_p50_us))
 }
 
 async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
-    let raw = raw_fsync_p50_us(&config).await?;
+    let (raw, raw_dsync) = raw_disk_p50_us(&config).await?;
     let client_config = ClientConfig {
         request_timeout: config.request_timeout,
         retry_deadline: config.request_timeout,
@@ -375,6 +377,7 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
     }
     let elapsed = outcome?;
     report.measured(&ctx.recorder, elapsed, raw);
+    report.raw_dsync_write_p50_us = raw_dsync;
     report.leader_changes = ctx.leader_changes();
     Ok(report)
 }

@@ -244,6 +244,9 @@ pub struct Report {
     pub raw_fsync_p50_us: u64,
     /// `p50_us / raw_fsync_p50_us` (0 when not measured).
     pub p50_over_raw_fsync_p50: f64,
+    /// 4 KiB O_DSYNC write p50 of the data directory: how the log makes a small round durable
+    /// (0 when not measured).
+    pub raw_dsync_write_p50_us: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partitions: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none", flatten)]
@@ -315,9 +318,10 @@ impl Report {
         if self.raw_fsync_p50_us > 0 {
             let _ = writeln!(
                 w,
-                "  raw fdatasync p50 {} (p50 latency = {:.2} x raw fsync)",
+                "  raw fdatasync p50 {} (p50 latency = {:.2} x raw fsync); O_DSYNC write p50 {}",
                 format_us(self.raw_fsync_p50_us),
-                self.p50_over_raw_fsync_p50
+                self.p50_over_raw_fsync_p50,
+                format_us(self.raw_dsync_write_p50_us)
             );
         }
         if let Some(b) = &self.broker {
