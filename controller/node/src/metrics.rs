@@ -13,7 +13,7 @@
 //! | `corum_controller_active`, `corum_controller_committed_offset`, `corum_controller_metadata_lag` (HWM minus replayed end) | gauge | service status |
 //! | `corum_controller_proposals_total`, `corum_controller_proposed_requests_total`, `corum_controller_answers_released_on_worker_total`, `corum_controller_timeouts_total`, `corum_controller_activations_total` | counter | service status |
 //! | `corum_controller_commit_latency_seconds` | histogram | request arrival to commit, per proposing request |
-//! | `corum_log_sync_duration_seconds` | histogram | driver status: each group-commit round of the log (write + fdatasync), the disk's share of every commit |
+//! | `corum_log_sync_duration_seconds` | histogram | driver status: each group-commit round of the log (one O_DSYNC write, or writes + fdatasync), the disk's share of every commit |
 //! | `corum_brokers{state="active"|"fenced"|"shutting_down"}`, `corum_topics`, `corum_partitions` | gauge | committed image |
 //! | `corum_rpc_connections_open`, `corum_rpc_connections_accepted_total`, `corum_rpc_connections_refused_total`, `corum_rpc_requests_total`, `corum_rpc_malformed_total` | gauge/counter | RPC server |
 //!
@@ -230,7 +230,7 @@ pub fn render(m: &MetricsSnapshot) -> String {
     histogram(
         &mut out,
         "corum_log_sync_duration_seconds",
-        "Group-commit rounds of the metadata log: the write of everything appended since the last round, then fdatasync.",
+        "Group-commit rounds of the metadata log: everything appended since the last round made durable (one O_DSYNC write, or writes then fdatasync).",
         &d.sync_duration,
     );
     out

@@ -258,7 +258,8 @@ pub struct DriverStatus {
     /// Group-commit rounds completed (fsync rounds of the log).
     pub sync_rounds: u64,
     /// How long the rounds took: the write of everything appended since the last round,
-    /// then fdatasync (the disk's part of every commit; etcd calls it the WAL fsync duration).
+    /// then fdatasync, or one O_DSYNC write for a small round (the disk's part of every commit;
+    /// etcd calls it the WAL fsync duration).
     pub sync_duration: LatencyHistogram,
     /// False once [`RaftDriver::run`] has returned.
     pub running: bool,
