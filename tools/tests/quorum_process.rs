@@ -333,31 +333,7 @@ fn leader_sigkill_under_verified_load_loses_nothing() {
         ],
     );
     let (l, epoch) = leader(&c, &c.ids());
-    let hwm0 = describe(&c.bootstrap(), 5_000).unwrap()["high_watermark"]
-        .as_u64()
-        .unwrap();
-    let load = spawn_loadgen(
-        &c.bootstrap(),
-        &[
-            "--workload",
-            "configs",
-            "--clients",
-            "16",
-            "--duration",
-            "6",
-            "--verify",
-            "--request-timeout-ms",
-            "8000",
-            "--grace-ms",
-            "15000",
-        ],
-    );
-    // The load is flowing once the high watermark has moved well past where it was.
-    wait_until("writes under load", Duration::from_secs(15), || {
-        describe(&c.bootstrap(), 2_000)
-            .and_then(|d| d["high_watermark"].as_u64())
-            .filter(|&h| h > hwm0 + 200)
-    });
+    let load = verified_load(&c, 6);
     let killed_at = Instant::now();
     c.kill(l);
     let others: Vec<u32> = c.ids().into_iter().filter(|&id| id != l).collect();
@@ -400,16 +376,7 @@ fn leader_sigkill_under_verified_load_loses_nothing() {
         "failover took {failover:?} (bound {bound:?})"
     );
 
-    let out = load.wait(Duration::from_secs(45));
-    let report = loadgen_json(&out);
-    assert!(
-        out.status.success(),
-        "loadgen failed: {report}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
-    assert!(report["acknowledged"].as_u64().unwrap() > 0, "{report}");
-    assert!(report["leader_changes"].as_u64().unwrap() >= 1, "{report}");
+    verified_load_lost_nothing(load);
 }
 
 /// A SIGKILLed idle follower restarts, recovers its log and catches up with what was
@@ -543,30 +510,7 @@ fn leader_sigterm_hands_over_before_the_election_timeout() {
     let others_bootstrap = bootstrap_of(&c, &others);
     // Under verified load: the resignation must not acknowledge a write it then loses (the
     // leader's answers leave as their batches commit, some on the worker shard).
-    let hwm0 = describe(&c.bootstrap(), 5_000).unwrap()["high_watermark"]
-        .as_u64()
-        .unwrap();
-    let load = spawn_loadgen(
-        &c.bootstrap(),
-        &[
-            "--workload",
-            "configs",
-            "--clients",
-            "16",
-            "--duration",
-            "4",
-            "--verify",
-            "--request-timeout-ms",
-            "8000",
-            "--grace-ms",
-            "15000",
-        ],
-    );
-    wait_until("writes under load", Duration::from_secs(15), || {
-        describe(&c.bootstrap(), 2_000)
-            .and_then(|d| d["high_watermark"].as_u64())
-            .filter(|&h| h > hwm0 + 200)
-    });
+    let load = verified_load(&c, 4);
     let sent = Instant::now();
     assert!(c.signal(l, libc::SIGTERM));
     let (new_leader, new_epoch) = wait_until("a new leader", Duration::from_secs(20), || {
@@ -583,16 +527,7 @@ fn leader_sigterm_hands_over_before_the_election_timeout() {
     );
     let status = c.terminate(l, Duration::from_secs(10)).unwrap();
     assert!(status.success(), "the resigned leader exited with {status}");
-    let out = load.wait(Duration::from_secs(45));
-    let report = loadgen_json(&out);
-    assert!(
-        out.status.success(),
-        "loadgen failed: {report}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
-    assert!(report["acknowledged"].as_u64().unwrap() > 0, "{report}");
-    assert!(report["leader_changes"].as_u64().unwrap() >= 1, "{report}");
+    verified_load_lost_nothing(load);
 }
 
 /// A broker that stops heartbeating is fenced after its session timeout, and unfenced again
@@ -778,4 +713,50 @@ fn interrupted_demo_leaves_no_process_behind() {
             .then_some(())
     });
     assert!(!dir.exists(), "the interrupted demo left {d}");
+}
+
+/// A `configs --verify` load of 16 clients for `seconds`, returned once it is flowing (the high
+/// watermark has moved well past where it was).
+fn verified_load(c: &LocalCluster, seconds: u32) -> Running {
+    let hwm0 = describe(&c.bootstrap(), 5_000).unwrap()["high_watermark"]
+        .as_u64()
+        .unwrap();
+    let seconds = seconds.to_string();
+    let load = spawn_loadgen(
+        &c.bootstrap(),
+        &[
+            "--workload",
+            "configs",
+            "--clients",
+            "16",
+            "--duration",
+            &seconds,
+            "--verify",
+            "--request-timeout-ms",
+            "8000",
+            "--grace-ms",
+            "15000",
+        ],
+    );
+    wait_until("writes under load", Duration::from_secs(15), || {
+        describe(&c.bootstrap(), 2_000)
+            .and_then(|d| d["high_watermark"].as_u64())
+            .filter(|&h| h > hwm0 + 200)
+    });
+    load
+}
+
+/// Waits for a [`verified_load`] and checks it: it succeeded, acknowledged writes, lost none of
+/// them, and saw the leader change.
+fn verified_load_lost_nothing(load: Running) {
+    let out = load.wait(Duration::from_secs(45));
+    let report = loadgen_json(&out);
+    assert!(
+        out.status.success(),
+        "loadgen failed: {report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
+    assert!(report["acknowledged"].as_u64().unwrap() > 0, "{report}");
+    assert!(report["leader_changes"].as_u64().unwrap() >= 1, "{report}");
 }
