@@ -675,6 +675,12 @@ fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
                 "no waiting"
             }
         );
+        if l.durable_write_bytes_max > 0 {
+            println!(
+                "  (rounds up to {} KiB are one O_DSYNC write; fsyncs below count them)",
+                l.durable_write_bytes_max >> 10
+            );
+        }
         println!(
             "  records per sec        {:>10.0}   ({:.1} x raw fsyncs/s)",
             l.records_per_sec, l.records_per_sec_over_raw_fsyncs_per_sec
