@@ -373,12 +373,17 @@ fn replay(image: &mut MetadataImage, b: &Batch) -> Result<(), ObserverError> {
     Ok(())
 }
 
+/// The tests' batch builder, shared with the `metadata_follower` integration test.
+#[cfg(test)]
+#[path = "../tests/common/config_batches.rs"]
+mod config_batches;
+
 #[cfg(test)]
 mod tests {
+    use super::config_batches::batch;
     use super::*;
-    use corum_controller::encode_batch;
     use corum_controller::image::ConfigResource;
-    use corum_controller::records::{ConfigRecordV1, ConfigResourceType, MetadataRecord};
+    use corum_controller::records::ConfigResourceType;
     use corum_raft::message::FetchResponse;
     use corum_types::Uuid;
     use proptest::prelude::*;
@@ -394,33 +399,6 @@ mod tests {
         ConfigResource {
             resource_type: ConfigResourceType::Broker,
             name: String::new(),
-        }
-    }
-
-    /// A batch at `base` of `count` records written in `epoch`: data batches set config key
-    /// `k<offset>` to `e<epoch>` per record, so the image shows which epoch's data it holds.
-    fn batch(base: u64, count: u32, epoch: u64, control: bool) -> Batch {
-        let payload: Vec<u8> = if control {
-            vec![0xc0; 8]
-        } else {
-            let records: Vec<MetadataRecord> = (0..u64::from(count))
-                .map(|i| {
-                    MetadataRecord::Config(ConfigRecordV1 {
-                        resource_type: ConfigResourceType::Broker,
-                        resource_name: String::new(),
-                        key: format!("k{}", base + i),
-                        value: Some(format!("e{epoch}")),
-                    })
-                })
-                .collect();
-            encode_batch(&records).to_vec()
-        };
-        Batch {
-            base_offset: LogOffset(base),
-            epoch: Epoch(epoch),
-            record_count: count,
-            control,
-            payload: payload.into(),
         }
     }
 

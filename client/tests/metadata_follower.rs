@@ -13,9 +13,8 @@ use std::time::Duration;
 use corum_client::{
     ClientConfig, ClientError, ControllerClient, MetadataFollower, ObserverError, RpcError,
 };
-use corum_controller::encode_batch;
 use corum_controller::image::ConfigResource;
-use corum_controller::records::{ConfigRecordV1, ConfigResourceType, MetadataRecord};
+use corum_controller::records::ConfigResourceType;
 use corum_node::protocol::{RequestFrame, ResponseFrame};
 use corum_node::{RequestBody, ResponseBody};
 use corum_raft::message::{FetchRequest, FetchResponse, FetchResult};
@@ -25,6 +24,7 @@ use corum_types::{Epoch, LogOffset, NodeId, Uuid};
 
 mod common;
 
+use common::config_batches::batch;
 use common::{on_executor, wait_for};
 
 const TEST_DEADLINE: Duration = Duration::from_secs(30);
@@ -117,33 +117,6 @@ impl FakeLeader {
             leader: Some(NodeId(1)),
             result,
         })))
-    }
-}
-
-/// A data batch sets config `k<offset>` of the cluster-default broker resource to
-/// `e<epoch>` for each of its records; a control batch holds opaque bytes.
-fn batch(base: u64, count: u32, epoch: u64, control: bool) -> Batch {
-    let payload: Vec<u8> = if control {
-        vec![0xc0; 8]
-    } else {
-        let records: Vec<MetadataRecord> = (0..u64::from(count))
-            .map(|i| {
-                MetadataRecord::Config(ConfigRecordV1 {
-                    resource_type: ConfigResourceType::Broker,
-                    resource_name: String::new(),
-                    key: format!("k{}", base + i),
-                    value: Some(format!("e{epoch}")),
-                })
-            })
-            .collect();
-        encode_batch(&records).to_vec()
-    };
-    Batch {
-        base_offset: LogOffset(base),
-        epoch: Epoch(epoch),
-        record_count: count,
-        control,
-        payload: payload.into(),
     }
 }
 

@@ -10,6 +10,7 @@
 // unused would otherwise warn (and fail `clippy -D warnings`).
 #![allow(dead_code)]
 
+pub mod config_batches;
 #[path = "../../../controller/node/tests/common/mod.rs"]
 mod node_harness;
 pub use node_harness::*;
