@@ -9,8 +9,11 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use common::*;
+
+#[path = "../../controller/node/tests/common/requests.rs"]
+mod requests;
 use corum_client::{BrokerSession, ClientConfig, ControllerClient, MetadataFollower, ReplicaKey};
-use corum_controller::control::cluster_control::{BrokerHeartbeatRequest, UnregisterBrokerRequest};
+use corum_controller::control::cluster_control::UnregisterBrokerRequest;
 use corum_controller::control::config_control::ConfigSource;
 use corum_controller::control::feature_control::{FeatureUpdate, UpdateFeaturesRequest};
 use corum_controller::control::producer_id_control::AllocateProducerIdsRequest;
@@ -19,11 +22,12 @@ use corum_controller::control::replication_control::{
     DeleteTopicsRequest, ElectLeadersRequest, ElectionType, IsrUpdate, PartitionsIncrease,
 };
 use corum_controller::image::ConfigResource;
-use corum_controller::records::{ListenerV1, SupportedFeatureV1};
+use corum_controller::records::ListenerV1;
 use corum_controller::{LeaderEpoch, PartitionEpoch, PartitionId, TargetState};
 use corum_node::{RequestBody, ResponseBody};
 use corum_raft::message::{FetchRequest, FetchResult};
-use corum_types::{BrokerEpoch, Epoch, LogOffset, NodeId, Uuid};
+use corum_types::{Epoch, LogOffset, NodeId, Uuid};
+use requests::heartbeat;
 
 const CALL_DEADLINE: Duration = Duration::from_secs(30);
 const ELECTION_WAIT: Duration = Duration::from_secs(20);
@@ -41,28 +45,6 @@ fn leader(c: &LocalCluster, ids: &[u32]) -> (u32, u64) {
     let bootstrap = bootstrap_of(c, ids);
     let d = wait_until("a leader", ELECTION_WAIT, || describe(&bootstrap, 2_000));
     leader_of(&d)
-}
-
-fn register_request(id: u32, epoch: Option<BrokerEpoch>, next: LogOffset) -> RequestBody {
-    RequestBody::BrokerHeartbeat(BrokerHeartbeatRequest {
-        broker_id: NodeId(id),
-        broker_epoch: epoch,
-        incarnation_id: Uuid([id as u8; 16]),
-        listeners: vec![ListenerV1 {
-            name: "PLAINTEXT".into(),
-            host: "127.0.0.1".into(),
-            port: 9092,
-        }],
-        features: vec![SupportedFeatureV1 {
-            name: "metadata.version".into(),
-            min_level: 1,
-            max_level: 1,
-        }],
-        rack: None,
-        next_metadata_offset: next,
-        want_fence: false,
-        want_shutdown: false,
-    })
 }
 
 /// A 3-node cluster elects a leader, `quorum describe` reports it with every voter, and the
@@ -123,8 +105,7 @@ fn three_nodes_elect_and_serve_every_request_kind() {
         // they are caught up and get unfenced.
         let mut epochs = Vec::new();
         for id in [101u32, 102, 103] {
-            let ResponseBody::BrokerHeartbeat(r) =
-                call(register_request(id, None, LogOffset(0))).await
+            let ResponseBody::BrokerHeartbeat(r) = call(heartbeat(id, None, LogOffset(0))).await
             else {
                 unreachable!()
             };
@@ -139,7 +120,7 @@ fn three_nodes_elect_and_serve_every_request_kind() {
             let mut active = 0;
             for (i, id) in [101u32, 102, 103].into_iter().enumerate() {
                 let ResponseBody::BrokerHeartbeat(r) =
-                    call(register_request(id, Some(epochs[i]), q.high_watermark)).await
+                    call(heartbeat(id, Some(epochs[i]), q.high_watermark)).await
                 else {
                     unreachable!()
                 };
@@ -298,7 +279,7 @@ fn three_nodes_elect_and_serve_every_request_kind() {
         let ResponseBody::DescribeQuorum(q) = call(RequestBody::DescribeQuorum).await else {
             unreachable!()
         };
-        let mut fence = register_request(103, Some(epochs[2]), q.high_watermark);
+        let mut fence = heartbeat(103, Some(epochs[2]), q.high_watermark);
         if let RequestBody::BrokerHeartbeat(h) = &mut fence {
             h.want_fence = true;
         }

@@ -9,6 +9,11 @@
 // unused would otherwise warn (and fail `clippy -D warnings`).
 #![allow(dead_code)]
 
+mod requests;
+// Test binaries that include this harness use different parts of it.
+#[allow(unused_imports)]
+pub use requests::heartbeat;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -16,12 +21,10 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use corum_controller::control::cluster_control::BrokerHeartbeatRequest;
 use corum_controller::control::config_control::{
     AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
 };
 use corum_controller::image::ConfigResource;
-use corum_controller::records::{ListenerV1, SupportedFeatureV1};
 use corum_engine::disk::executor_builder;
 use corum_engine::log::LogConfig;
 use corum_node::controller_service::leader_endpoints;
@@ -29,7 +32,7 @@ use corum_node::peer::{PeerInbox, PeerNetwork, PeerNetworkConfig};
 use corum_node::{ControllerServiceConfig, RaftDriverConfig, RequestBody};
 use corum_raft::{Config, Endpoint, ReplicaKey, Voter, VoterSet};
 use corum_runtime::{BackoffConfig, Placement, Runtime, RuntimeConfig, ShutdownSignal};
-use corum_types::{BrokerEpoch, LogOffset, NodeId, Uuid};
+use corum_types::{NodeId, Uuid};
 
 /// How long any one awaited condition may take before the test fails.
 pub const WAIT_MAX: Duration = Duration::from_secs(30);
@@ -220,30 +223,6 @@ pub fn service_config(id: u32, voters: &VoterSet) -> ControllerServiceConfig {
     let mut config = ControllerServiceConfig::new(NodeId(id), leader_endpoints(voters, LISTENER));
     config.controller_tick_interval_ms = 20;
     config
-}
-
-/// A heartbeat of broker `id` at broker epoch `epoch` (`None` registers it), having
-/// replayed up to `next`.
-pub fn heartbeat(id: u32, epoch: Option<BrokerEpoch>, next: LogOffset) -> RequestBody {
-    RequestBody::BrokerHeartbeat(BrokerHeartbeatRequest {
-        broker_id: NodeId(id),
-        broker_epoch: epoch,
-        incarnation_id: Uuid([id as u8; 16]),
-        listeners: vec![ListenerV1 {
-            name: "PLAINTEXT".into(),
-            host: "127.0.0.1".into(),
-            port: 9092,
-        }],
-        features: vec![SupportedFeatureV1 {
-            name: "metadata.version".into(),
-            min_level: 1,
-            max_level: 1,
-        }],
-        rack: None,
-        next_metadata_offset: next,
-        want_fence: false,
-        want_shutdown: false,
-    })
 }
 
 /// Sets `retention.ms` of topic `topic`.
