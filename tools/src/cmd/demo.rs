@@ -349,8 +349,10 @@ pub fn render_summary(
         if r.raw_fsync_p50_us > 0 {
             let _ = writeln!(
                 w,
-                "  raw fdatasync p50 {}: a config write commits in {:.2} x that (p50)",
+                "  raw fdatasync p50 {} (O_DSYNC write {}): with {} clients a config write is acknowledged in {:.2} x that (p50)",
                 format_us(r.raw_fsync_p50_us),
+                format_us(r.raw_dsync_write_p50_us),
+                r.clients,
                 r.p50_over_raw_fsync_p50
             );
         }
@@ -408,6 +410,7 @@ mod tests {
                 p99_us: 5_000,
                 errors: 2,
                 raw_fsync_p50_us: 1_000,
+                raw_dsync_write_p50_us: 700,
                 p50_over_raw_fsync_p50: 2.0,
                 acknowledged: Some(10),
                 lost: Some(0),
@@ -432,7 +435,11 @@ mod tests {
         assert!(s.contains("200 of 200 unfenced"), "{s}");
         assert!(s.contains("50 created with 3 partitions"), "{s}");
         assert!(s.contains("10 acknowledged writes verified"), "{s}");
-        assert!(s.contains("2.00 x that"), "{s}");
+        assert!(s.contains("(O_DSYNC write 700 µs)"), "{s}");
+        assert!(
+            s.contains("with 64 clients a config write is acknowledged in 2.00 x that"),
+            "{s}"
+        );
     }
 
     /// A given directory must be new or empty; a missing one is created.
