@@ -14,19 +14,17 @@ use corum_controller::{ApiError, Controller, TargetState};
 use corum_node::peer::PeerNetwork;
 use corum_node::protocol::LeaderHint;
 use corum_node::{
-    ControllerServiceHandle, DriverError, RaftHandle, RequestBody, RequestFrame, ResponseBody,
-    ResponseFrame, RpcError, ServiceError,
+    ControllerServiceHandle, RaftHandle, RequestBody, RequestFrame, ResponseBody, ResponseFrame,
+    RpcError,
 };
 use corum_raft::VoterSet;
-use corum_runtime::ShutdownSignal;
 use corum_types::{LogOffset, NodeId, Uuid};
-use glommio::task::JoinHandle;
 
 mod common;
 
 use common::{
     bind_all, heartbeat, on_executor, rebind, set_retention, start_controller_node, voter_set,
-    wait_for, WAIT_MAX,
+    wait_for, ControllerNode, WAIT_MAX,
 };
 
 const TEST_DEADLINE: Duration = Duration::from_secs(120);
@@ -37,11 +35,15 @@ struct Node {
     id: u32,
     dir: PathBuf,
     addr: SocketAddr,
-    stop: ShutdownSignal,
-    raft: RaftHandle,
-    service: ControllerServiceHandle,
-    driver_run: JoinHandle<Result<(), DriverError>>,
-    service_run: JoinHandle<Result<Controller, ServiceError>>,
+    /// The driver and the service (`raft`, `service`, `stop` read through `Deref`).
+    node: ControllerNode,
+}
+
+impl std::ops::Deref for Node {
+    type Target = ControllerNode;
+    fn deref(&self) -> &ControllerNode {
+        &self.node
+    }
 }
 
 impl Node {
@@ -57,11 +59,7 @@ impl Node {
             id,
             dir: dir.to_path_buf(),
             addr,
-            stop: n.stop,
-            raft: n.raft,
-            service: n.service,
-            driver_run: n.driver_run,
-            service_run: n.service_run,
+            node: n,
         }
     }
 
@@ -151,11 +149,10 @@ async fn cluster(tmp: &Path) -> (Vec<Option<Node>>, VoterSet, usize) {
 
 /// Stops a node cleanly; its service returns its (inactive) controller.
 async fn stop(node: Node) -> Controller {
-    node.stop.fire();
-    node.driver_run.await.unwrap().unwrap();
-    let controller = node.service_run.await.unwrap().unwrap();
+    let service = node.service.clone();
+    let controller = node.node.shut_down().await;
     assert!(!controller.is_active());
-    assert!(!node.service.status().running);
+    assert!(!service.status().running);
     controller
 }
 

@@ -252,6 +252,16 @@ pub struct ControllerNode {
         glommio::task::JoinHandle<Result<corum_controller::Controller, corum_node::ServiceError>>,
 }
 
+impl ControllerNode {
+    /// Fires the stop signal, waits for the driver and the service and returns the service's
+    /// controller (the service must follow the stop signal).
+    pub async fn shut_down(self) -> corum_controller::Controller {
+        self.stop.fire();
+        self.driver_run.await.unwrap().unwrap();
+        self.service_run.await.unwrap().unwrap()
+    }
+}
+
 /// Starts node `id` with its log under `dir`. With `service_follows_stop` the service stops on
 /// the same signal as the driver; without it, the service runs until the driver's commit stream
 /// ends (the tests that check what a service returns when its driver goes away).
@@ -315,13 +325,16 @@ pub async fn start_controller_node_with(
 pub struct RpcNode {
     pub id: u32,
     pub rpc_addr: SocketAddr,
-    pub stop: ShutdownSignal,
-    pub raft: corum_node::RaftHandle,
-    pub service: corum_node::ControllerServiceHandle,
-    pub driver_run: glommio::task::JoinHandle<Result<(), corum_node::DriverError>>,
-    pub service_run:
-        glommio::task::JoinHandle<Result<corum_controller::Controller, corum_node::ServiceError>>,
+    /// The driver and the service (`raft`, `service`, `stop` read through `Deref`).
+    pub node: ControllerNode,
     pub rpc_run: glommio::task::JoinHandle<corum_node::RpcServerStats>,
+}
+
+impl std::ops::Deref for RpcNode {
+    type Target = ControllerNode;
+    fn deref(&self) -> &ControllerNode {
+        &self.node
+    }
 }
 
 impl RpcNode {
@@ -342,11 +355,7 @@ impl RpcNode {
         RpcNode {
             id,
             rpc_addr,
-            stop: n.stop,
-            raft: n.raft,
-            service: n.service,
-            driver_run: n.driver_run,
-            service_run: n.service_run,
+            node: n,
             rpc_run,
         }
     }
@@ -358,9 +367,7 @@ impl RpcNode {
 
     /// Stops the node, waits for its tasks to end and returns its RPC server's counters.
     pub async fn stop(self) -> corum_node::RpcServerStats {
-        self.stop.fire();
-        self.driver_run.await.unwrap().unwrap();
-        self.service_run.await.unwrap().unwrap();
+        self.node.shut_down().await;
         self.rpc_run.await.unwrap()
     }
 }
