@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::process::Output;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -383,15 +384,7 @@ fn killed_follower_restarts_and_catches_up() {
         ],
     )
     .wait(Duration::from_secs(30));
-    let report = loadgen_json(&out);
-    assert!(out.status.success(), "{report}");
-    assert!(report["ops"].as_u64().unwrap() > 0, "{report}");
-    let hwm_while_down = describe(&bootstrap_of(&c, &others), 5_000).unwrap()["high_watermark"]
-        .as_u64()
-        .unwrap();
-    c.start(f)
-        .unwrap_or_else(|e| panic!("restarting node {f}: {e:#}\n{}", logs(&c)));
-    wait_for_catch_up(&c, f, hwm_while_down);
+    restart_and_catch_up(&mut c, f, &others, &out);
 }
 
 /// Waits until the leader reports follower `f` with lag 0 at or past `offset`; fails with
@@ -452,15 +445,7 @@ fn follower_killed_under_load_restarts_and_catches_up() {
     });
     c.kill(f);
     let out = load.wait(Duration::from_secs(30));
-    let report = loadgen_json(&out);
-    assert!(out.status.success(), "{report}");
-    assert!(report["ops"].as_u64().unwrap() > 0, "{report}");
-    let hwm_while_down = describe(&bootstrap_of(&c, &others), 5_000).unwrap()["high_watermark"]
-        .as_u64()
-        .unwrap();
-    c.start(f)
-        .unwrap_or_else(|e| panic!("restarting node {f}: {e:#}\n{}", logs(&c)));
-    wait_for_catch_up(&c, f, hwm_while_down);
+    restart_and_catch_up(&mut c, f, &others, &out);
     assert!(
         c.log_tail(f).contains("recovered"),
         "node {f} logged no recovery:\n{}",
@@ -740,4 +725,19 @@ fn verified_load_lost_nothing(load: Running) {
     assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
     assert!(report["acknowledged"].as_u64().unwrap() > 0, "{report}");
     assert!(report["leader_changes"].as_u64().unwrap() >= 1, "{report}");
+}
+
+/// After a load `out` that ran while follower `f` was down (the others serving): checks the
+/// load wrote, restarts `f` and waits until it has caught up with the high watermark reached
+/// meanwhile.
+fn restart_and_catch_up(c: &mut LocalCluster, f: u32, others: &[u32], out: &Output) {
+    let report = loadgen_json(out);
+    assert!(out.status.success(), "{report}");
+    assert!(report["ops"].as_u64().unwrap() > 0, "{report}");
+    let hwm_while_down = describe(&bootstrap_of(c, others), 5_000).unwrap()["high_watermark"]
+        .as_u64()
+        .unwrap();
+    c.start(f)
+        .unwrap_or_else(|e| panic!("restarting node {f}: {e:#}\n{}", logs(c)));
+    wait_for_catch_up(c, f, hwm_while_down);
 }
