@@ -36,7 +36,7 @@
 //! a side that is gone are answered `NotController` by the handles themselves (their reply
 //! channels close).
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 use std::time::Duration;
@@ -224,14 +224,12 @@ impl WorkerEnds {
         );
         let replies: Replies = Rc::default();
         let gate = Rc::new(RefCell::new(CommitGate::default()));
-        let released = Rc::new(Cell::new(0u64));
         glommio::spawn_local(forward_commits(
             commits,
             commits_tx,
             Release {
                 gate: gate.clone(),
                 replies: replies.clone(),
-                released: released.clone(),
                 service_status: service_status.clone(),
             },
         ))
@@ -245,7 +243,6 @@ impl WorkerEnds {
             replies,
             service_status,
             gate,
-            released,
         ))
         .detach();
         handle
@@ -256,7 +253,6 @@ impl WorkerEnds {
 struct Release {
     gate: Rc<RefCell<CommitGate>>,
     replies: Replies,
-    released: Rc<Cell<u64>>,
     service_status: Rc<RefCell<ServiceStatus>>,
 }
 
@@ -271,14 +267,14 @@ impl Release {
             return;
         }
         let mut replies = self.replies.borrow_mut();
+        let mut status = self.service_status.borrow_mut();
         for (route, answer) in answers {
             if let Some(reply) = replies.remove(&route) {
                 // Capacity 1, one answer per call: never full; a caller that gave up closed it.
                 let _ = reply.try_send(answer);
-                self.released.set(self.released.get() + 1);
+                status.answers_released_on_worker += 1;
             }
         }
-        self.service_status.borrow_mut().answers_released_on_worker = self.released.get();
     }
 }
 
@@ -362,7 +358,6 @@ async fn serve_down(
     replies: Replies,
     service_status: Rc<RefCell<ServiceStatus>>,
     gate: Rc<RefCell<CommitGate>>,
-    released: Rc<Cell<u64>>,
 ) {
     // Proposals go to the driver in arrival order, one at a time (the service proposes one
     // batch at a time anyway), so a queue-full wait never reorders them.
@@ -398,9 +393,11 @@ async fn serve_down(
                 let _ = propose_tx.try_send((id, payload, record_count));
             }
             ToWorker::ServiceStatus(status) => {
+                // The worker's own count survives the controller side's report.
                 let mut s = service_status.borrow_mut();
+                let released = s.answers_released_on_worker;
                 *s = *status;
-                s.answers_released_on_worker = released.get();
+                s.answers_released_on_worker = released;
             }
             ToWorker::Answers(answers) => {
                 let mut replies = replies.borrow_mut();
