@@ -6,6 +6,11 @@
 //!   of a file that was fully written and synced first (the log's hot path after prefill).
 //!   Alternating with it, the same write as one O_DSYNC write (`DiskFile::write_durable_at`,
 //!   how the log makes a small round durable), reported as `dsync_write_*`.
+//! - **quorum write latency** (`quorum_writers` > 0): that many files, one 4 KiB O_DSYNC write
+//!   to each issued at once (what the voters of a quorum whose logs share this disk do for one
+//!   commit), timed until a majority of them completed: the least a commit on such a quorum
+//!   waits for disks, before any network hop. On one device the writes queue behind each other
+//!   (and behind each other's cache flushes), so it sits well above a lone write.
 //! - **sequential write bandwidth**: O_DIRECT writes of [`WRITE_PIECE_BYTES`] (the log's
 //!   request size), `queue_depth` in flight (the log keeps [`WRITE_LANES`]), overwriting a file
 //!   that was fully written and synced first (what the log's design aims its writes at), one
@@ -38,6 +43,11 @@ pub struct DeviceReport {
     /// 4 KiB O_DSYNC writes, sampled alternately with the write + fdatasync pairs.
     pub dsync_write_p50_us: u64,
     pub dsync_write_p99_us: u64,
+    /// Writers of the quorum write measurement (0: not measured).
+    pub quorum_writers: usize,
+    /// Time until a majority of `quorum_writers` concurrent 4 KiB O_DSYNC writes completed.
+    pub quorum_write_p50_us: u64,
+    pub quorum_write_p99_us: u64,
     /// Overwriting written blocks (the headline figure).
     pub write_mb_per_sec: f64,
     /// Writing into freshly fallocated (unwritten) space.
@@ -54,6 +64,10 @@ pub struct DeviceBenchConfig {
     pub bandwidth_bytes: u64,
     /// Requests in flight for the bandwidth figures (1..=8).
     pub queue_depth: usize,
+    /// Files of the quorum write measurement (0 skips it).
+    pub quorum_writers: usize,
+    /// How long the quorum write measurement samples.
+    pub quorum_duration: Duration,
 }
 
 impl Default for DeviceBenchConfig {
@@ -63,6 +77,8 @@ impl Default for DeviceBenchConfig {
             fsync_file_bytes: 4 << 20,
             bandwidth_bytes: 256 << 20,
             queue_depth: WRITE_LANES,
+            quorum_writers: 3,
+            quorum_duration: Duration::from_secs(1),
         }
     }
 }
@@ -84,6 +100,9 @@ pub async fn measure_device(dir: &Path, cfg: &DeviceBenchConfig) -> Result<Devic
     disk.create_dir_all(dir).await?;
     let mut report = DeviceReport::default();
     measure_fsync(&disk, dir, cfg, &mut report).await?;
+    if cfg.quorum_writers > 0 {
+        measure_quorum_writes(&disk, dir, cfg, &mut report).await?;
+    }
     measure_bandwidth(&disk, dir, cfg, &mut report).await?;
     Ok(report)
 }
@@ -95,15 +114,8 @@ async fn measure_fsync(
     out: &mut DeviceReport,
 ) -> Result<()> {
     let path = dir.join("corum-devbench-fsync.tmp");
-    let f = disk.open(&path, OpenMode::Create).await?;
     let size = cfg.fsync_file_bytes.max(CHUNK_BYTES as u64);
-    let zeros = AlignedBuf::zeroed(CHUNK_BYTES);
-    let mut pos = 0;
-    while pos < size {
-        f.write_at(pos, &zeros).await?;
-        pos += CHUNK_BYTES as u64;
-    }
-    f.sync().await?;
+    let f = prewritten_file(disk, &path, size).await?;
     let block = AlignedBuf::from_slice(&[0xA5; crate::buf::BLOCK_BYTES]);
     let (mut samples, mut dsync_samples) = (Vec::new(), Vec::new());
     let mut fsync_time = Duration::ZERO;
@@ -133,6 +145,77 @@ async fn measure_fsync(
     dsync_samples.sort_unstable();
     out.dsync_write_p50_us = percentile(&dsync_samples, 50.0);
     out.dsync_write_p99_us = percentile(&dsync_samples, 99.0);
+    Ok(())
+}
+
+/// A file of `size` bytes, written through and synced (so later writes overwrite written
+/// blocks).
+async fn prewritten_file(
+    disk: &UringDisk,
+    path: &Path,
+    size: u64,
+) -> Result<<UringDisk as Disk>::File> {
+    let f = disk.open(path, OpenMode::Create).await?;
+    let zeros = AlignedBuf::zeroed(CHUNK_BYTES);
+    let mut pos = 0;
+    while pos < size {
+        f.write_at(pos, &zeros).await?;
+        pos += CHUNK_BYTES as u64;
+    }
+    f.sync().await?;
+    Ok(f)
+}
+
+async fn measure_quorum_writes(
+    disk: &UringDisk,
+    dir: &Path,
+    cfg: &DeviceBenchConfig,
+    out: &mut DeviceReport,
+) -> Result<()> {
+    let n = cfg.quorum_writers;
+    let majority = n / 2 + 1;
+    let size = CHUNK_BYTES as u64;
+    let mut files = Vec::with_capacity(n);
+    for i in 0..n {
+        let path = dir.join(format!("corum-devbench-quorum-{i}.tmp"));
+        files.push((Rc::new(prewritten_file(disk, &path, size).await?), path));
+    }
+    let block = Rc::new(AlignedBuf::from_slice(&[0x3C; crate::buf::BLOCK_BYTES]));
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    let mut pos = 0u64;
+    while start.elapsed() < cfg.quorum_duration || samples.len() < 10 {
+        // One task per writer, so the writes go to the kernel together; each notes when its
+        // write returned.
+        let t = Instant::now();
+        let tasks: Vec<_> = files
+            .iter()
+            .map(|(f, _)| {
+                let (f, block) = (f.clone(), block.clone());
+                glommio::spawn_local(async move {
+                    f.write_durable_at(pos, &block).await?;
+                    Ok::<_, crate::Error>(t.elapsed())
+                })
+            })
+            .collect();
+        let mut took = Vec::with_capacity(n);
+        for task in tasks {
+            took.push(task.await?);
+        }
+        took.sort_unstable();
+        samples.push(took[majority - 1].as_micros() as u64);
+        pos = (pos + block.len() as u64) % size;
+    }
+    for (f, path) in files {
+        if let Ok(f) = Rc::try_unwrap(f) {
+            f.close().await?;
+        }
+        disk.remove(&path).await?;
+    }
+    samples.sort_unstable();
+    out.quorum_writers = n;
+    out.quorum_write_p50_us = percentile(&samples, 50.0);
+    out.quorum_write_p99_us = percentile(&samples, 99.0);
     Ok(())
 }
 

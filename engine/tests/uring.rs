@@ -270,11 +270,18 @@ fn device_measurement_and_durable_writes() {
         let cfg = DeviceBenchConfig {
             fsync_duration: std::time::Duration::from_millis(100),
             bandwidth_bytes: 4 << 20,
+            quorum_writers: 3,
+            quorum_duration: std::time::Duration::from_millis(100),
             ..DeviceBenchConfig::default()
         };
         let d = measure_device(&dir, &cfg).await.unwrap();
         assert!(d.fsync_samples >= 10, "{d:?}");
         assert!(d.fsync_p50_us > 0 && d.dsync_write_p50_us > 0, "{d:?}");
+        assert_eq!(d.quorum_writers, 3, "{d:?}");
+        assert!(
+            d.quorum_write_p50_us > 0 && d.quorum_write_p50_us <= d.quorum_write_p99_us,
+            "{d:?}"
+        );
         assert!(d.write_mb_per_sec > 0.0 && d.read_mb_per_sec > 0.0, "{d:?}");
         assert!(
             std::fs::read_dir(&dir).unwrap().next().is_none(),

@@ -54,6 +54,10 @@ pub struct RawArgs {
     /// IOs in flight for the bandwidth figures (1..=8); the default is what the log keeps.
     #[arg(long, default_value_t = corum_engine::disk::uring::WRITE_LANES)]
     pub raw_queue_depth: usize,
+    /// Files of the quorum write figure: that many 4 KiB O_DSYNC writes at once, timed until a
+    /// majority completed (what a commit waits for when the voters share this disk; 0 skips).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=15))]
+    pub raw_quorum_writers: u8,
 }
 
 #[derive(clap::Args, Debug)]
@@ -117,6 +121,10 @@ pub struct Report {
     /// 4 KiB O_DSYNC write (one request; how the log makes a small round durable).
     pub raw_dsync_write_p50_us: u64,
     pub raw_dsync_write_p99_us: u64,
+    /// That many 4 KiB O_DSYNC writes at once, until a majority completed.
+    pub raw_quorum_writers: usize,
+    pub raw_quorum_write_p50_us: u64,
+    pub raw_quorum_write_p99_us: u64,
     /// Sequential O_DIRECT overwrite of written blocks (the figure the log is compared with).
     pub raw_mb_per_sec: f64,
     /// The same writes into freshly fallocated (unwritten) space.
@@ -184,6 +192,8 @@ fn device_config(raw: &RawArgs) -> DeviceBenchConfig {
         fsync_file_bytes: 4 << 20,
         bandwidth_bytes: raw.raw_bandwidth_mib.max(1) << 20,
         queue_depth: raw.raw_queue_depth.max(1),
+        quorum_writers: usize::from(raw.raw_quorum_writers),
+        quorum_duration: Duration::from_secs_f64((raw.raw_seconds / 2.0).max(0.1)),
     }
 }
 
@@ -193,6 +203,9 @@ fn raw_into(report: &mut Report, d: &DeviceReport) {
     report.raw_fsyncs_per_sec = d.fsyncs_per_sec;
     report.raw_dsync_write_p50_us = d.dsync_write_p50_us;
     report.raw_dsync_write_p99_us = d.dsync_write_p99_us;
+    report.raw_quorum_writers = d.quorum_writers;
+    report.raw_quorum_write_p50_us = d.quorum_write_p50_us;
+    report.raw_quorum_write_p99_us = d.quorum_write_p99_us;
     report.raw_mb_per_sec = d.write_mb_per_sec;
     report.raw_fallocated_mb_per_sec = d.write_fallocated_mb_per_sec;
     report.raw_read_mb_per_sec = d.read_mb_per_sec;
@@ -658,6 +671,12 @@ fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
         "  O_DSYNC write p50 / p99{:>10} / {} us",
         r.raw_dsync_write_p50_us, r.raw_dsync_write_p99_us
     );
+    if r.raw_quorum_writers > 0 {
+        println!(
+            "  {} O_DSYNC writes at once, majority done p50 / p99 {} / {} us",
+            r.raw_quorum_writers, r.raw_quorum_write_p50_us, r.raw_quorum_write_p99_us
+        );
+    }
     println!("  write MB/s             {:>10.1}", r.raw_mb_per_sec);
     println!(
         "  write MB/s (fallocated){:>10.1}",

@@ -223,7 +223,7 @@ fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
         first.node_id, first.leader_epoch.0
     );
     let mut reports = Vec::new();
-    let mut raw = 0;
+    let mut raw = None;
     for workload in [Workload::Brokers, Workload::Topics, Workload::Configs] {
         eprintln!("corum demo: {} workload", workload.name());
         let config = LoadConfig {
@@ -248,22 +248,21 @@ fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
             },
             data_dir: Some(dir.join("fsync-probe")),
             // Measured once, on the same file system as the nodes' logs.
-            raw_fsync: if raw == 0 {
+            raw_fsync: if raw.is_none() {
                 Duration::from_secs(1)
             } else {
                 Duration::ZERO
             },
+            raw_quorum_writers: 3,
             request_timeout: Duration::from_secs(5),
             grace: Duration::from_secs(5),
             progress: true,
         };
         let mut report = run_workload(config)
             .with_context(|| format!("running the {} workload", workload.name()))?;
-        if raw == 0 {
-            raw = report.raw_fsync_p50_us;
-        } else {
-            report.raw_fsync_p50_us = raw;
-            report.p50_over_raw_fsync_p50 = report.p50_us as f64 / raw as f64;
+        match raw {
+            None => raw = Some(report.raw),
+            Some(r) => report.set_raw(r),
         }
         reports.push(report);
     }
@@ -346,15 +345,18 @@ pub fn render_summary(
         }
     }
     if let Some(r) = reports.iter().find(|r| r.workload == "configs") {
-        if r.raw_fsync_p50_us > 0 {
+        if r.raw.raw_fsync_p50_us > 0 {
             let _ = writeln!(
                 w,
                 "  raw fdatasync p50 {} (O_DSYNC write {}): with {} clients a config write is acknowledged in {:.2} x that (p50)",
-                format_us(r.raw_fsync_p50_us),
-                format_us(r.raw_dsync_write_p50_us),
+                format_us(r.raw.raw_fsync_p50_us),
+                format_us(r.raw.raw_dsync_write_p50_us),
                 r.clients,
                 r.p50_over_raw_fsync_p50
             );
+        }
+        if let Some(line) = r.raw.quorum_line(r.p50_over_raw_quorum_write_p50) {
+            let _ = writeln!(w, "  {line}");
         }
     }
     out
@@ -364,6 +366,7 @@ pub fn render_summary(
 mod tests {
     use super::*;
     use crate::cmd::loadgen::stats::BrokerFigures;
+    use crate::cmd::loadgen::RawDisk;
     use corum_types::{Epoch, LogOffset, NodeId, Uuid};
 
     fn quorum(leader: u32, epoch: u64) -> DescribeQuorumResponse {
@@ -409,9 +412,14 @@ mod tests {
                 p50_us: 2_000,
                 p99_us: 5_000,
                 errors: 2,
-                raw_fsync_p50_us: 1_000,
-                raw_dsync_write_p50_us: 700,
+                raw: RawDisk {
+                    raw_fsync_p50_us: 1_000,
+                    raw_dsync_write_p50_us: 700,
+                    raw_quorum_writers: 3,
+                    raw_quorum_write_p50_us: 1_500,
+                },
                 p50_over_raw_fsync_p50: 2.0,
+                p50_over_raw_quorum_write_p50: 1.33,
                 acknowledged: Some(10),
                 lost: Some(0),
                 ..Report::default()
@@ -436,6 +444,10 @@ mod tests {
         assert!(s.contains("50 created with 3 partitions"), "{s}");
         assert!(s.contains("10 acknowledged writes verified"), "{s}");
         assert!(s.contains("(O_DSYNC write 700 µs)"), "{s}");
+        assert!(
+            s.contains("a majority done in 1.50 ms (p50 latency = 1.33 x that)"),
+            "{s}"
+        );
         assert!(
             s.contains("with 64 clients a config write is acknowledged in 2.00 x that"),
             "{s}"

@@ -44,7 +44,7 @@ mod configs;
 pub mod stats;
 mod topics;
 
-pub use stats::Report;
+pub use stats::{RawDisk, Report};
 
 /// Which workload to run.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,6 +108,10 @@ pub struct Args {
     /// Seconds of raw fdatasync sampling before the load (0 skips the measurement).
     #[arg(long, default_value_t = 1.0)]
     pub raw_fsync_seconds: f64,
+    /// Files of the quorum write figure: that many O_DSYNC writes at once, until a majority
+    /// completed (set it to the voter count; 0 skips it).
+    #[arg(long, default_value_t = 3)]
+    pub raw_quorum_writers: usize,
     /// Per-attempt request timeout; a call retries leader changes for as long.
     #[arg(long, default_value_t = 5_000)]
     pub request_timeout_ms: u64,
@@ -134,6 +138,7 @@ pub struct LoadConfig {
     pub broker_id_base: u32,
     pub data_dir: Option<PathBuf>,
     pub raw_fsync: Duration,
+    pub raw_quorum_writers: usize,
     pub request_timeout: Duration,
     pub grace: Duration,
     pub progress: bool,
@@ -165,6 +170,7 @@ impl LoadConfig {
             broker_id_base: a.broker_id_base,
             data_dir: a.data_dir.clone(),
             raw_fsync: secs("--raw-fsync-seconds", a.raw_fsync_seconds)?,
+            raw_quorum_writers: a.raw_quorum_writers,
             request_timeout: Duration::from_millis(a.request_timeout_ms),
             grace: Duration::from_millis(a.grace_ms),
             progress: !a.no_progress,
@@ -194,6 +200,11 @@ impl LoadConfig {
             "--partitions must be at least 1"
         );
         anyhow::ensure!(self.brokers >= 1, "--brokers must be at least 1");
+        anyhow::ensure!(
+            self.raw_quorum_writers <= 15,
+            "--raw-quorum-writers must be at most 15 (a voter set larger than that is not a \
+             quorum one disk should hold)"
+        );
         anyhow::ensure!(
             !self.heartbeat_interval.is_zero(),
             "--heartbeat-interval-ms must be at least 1"
@@ -280,11 +291,10 @@ fn run_nonce() -> u64 {
     1 + mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) % 8_999_999
 }
 
-/// The data directory's 4 KiB write + fdatasync p50 and O_DSYNC write p50 (0s when not
-/// measured).
-async fn raw_disk_p50_us(config: &LoadConfig) -> anyhow::Result<(u64, u64)> {
+/// The data directory's raw figures (0s when not measured).
+async fn raw_disk(config: &LoadConfig) -> anyhow::Result<RawDisk> {
     if config.raw_fsync.is_zero() {
-        return Ok((0, 0));
+        return Ok(RawDisk::default());
     }
     let (dir, temporary) = match &config.data_dir {
         Some(d) => (d.clone(), false),
@@ -297,6 +307,7 @@ async fn raw_disk_p50_us(config: &LoadConfig) -> anyhow::Result<(u64, u64)> {
         fsync_duration: config.raw_fsync,
         // Only the fsync figure is used: keep the bandwidth pass short.
         bandwidth_bytes: 4 << 20,
+        quorum_writers: config.raw_quorum_writers,
         ..DeviceBenchConfig::default()
     };
     let result = measure_device(&dir, &cfg).await;
@@ -304,11 +315,16 @@ async fn raw_disk_p50_us(config: &LoadConfig) -> anyhow::Result<(u64, u64)> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     let d = result.with_context(|| format!("measuring fdatasync under {}", dir.display()))?;
-    Ok((d.fsync_p50_us, d.dsync_write_p50_us))
+    Ok(RawDisk {
+        raw_fsync_p50_us: d.fsync_p50_us,
+        raw_dsync_write_p50_us: d.dsync_write_p50_us,
+        raw_quorum_writers: d.quorum_writers,
+        raw_quorum_write_p50_us: d.quorum_write_p50_us,
+    })
 }
 
 async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
-    let (raw, raw_dsync) = raw_disk_p50_us(&config).await?;
+    let raw = raw_disk(&config).await?;
     let client_config = ClientConfig {
         request_timeout: config.request_timeout,
         retry_deadline: config.request_timeout,
@@ -377,7 +393,6 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
     }
     let elapsed = outcome?;
     report.measured(&ctx.recorder, elapsed, raw);
-    report.raw_dsync_write_p50_us = raw_dsync;
     report.leader_changes = ctx.leader_changes();
     Ok(report)
 }

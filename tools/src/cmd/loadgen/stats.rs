@@ -218,6 +218,35 @@ pub struct BrokerFigures {
     pub registration_to_unfenced_max_us: u64,
 }
 
+/// The data directory's raw figures a run's latencies are read against (measured with the
+/// same code as `corum bench disk`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct RawDisk {
+    /// 4 KiB write + fdatasync p50.
+    pub raw_fsync_p50_us: u64,
+    /// 4 KiB O_DSYNC write p50: how the log makes a small round durable.
+    pub raw_dsync_write_p50_us: u64,
+    /// Files of the quorum write figure (one per voter).
+    pub raw_quorum_writers: usize,
+    /// `raw_quorum_writers` 4 KiB O_DSYNC writes issued at once, until a majority completed
+    /// (p50): what a commit waits for disks when the voters' logs share this disk.
+    pub raw_quorum_write_p50_us: u64,
+}
+
+impl RawDisk {
+    /// The quorum write figure as a sentence, when measured.
+    pub fn quorum_line(&self, p50_over: f64) -> Option<String> {
+        (self.raw_quorum_write_p50_us > 0).then(|| {
+            format!(
+                "quorum floor: {} O_DSYNC writes at once on this disk, a majority done in {} (p50 latency = {:.2} x that)",
+                self.raw_quorum_writers,
+                format_us(self.raw_quorum_write_p50_us),
+                p50_over
+            )
+        })
+    }
+}
+
 /// The result of one run: the `--json` object (every field the issue names, plus context).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Report {
@@ -240,13 +269,13 @@ pub struct Report {
     pub unfinished: u64,
     /// Leader changes the clients saw (redirects and reconnections to a new leader).
     pub leader_changes: u64,
-    /// 4 KiB write + fdatasync p50 of the data directory (0 when not measured).
-    pub raw_fsync_p50_us: u64,
+    /// The data directory's own figures (0s when not measured).
+    #[serde(flatten)]
+    pub raw: RawDisk,
     /// `p50_us / raw_fsync_p50_us` (0 when not measured).
     pub p50_over_raw_fsync_p50: f64,
-    /// 4 KiB O_DSYNC write p50 of the data directory: how the log makes a small round durable
-    /// (0 when not measured).
-    pub raw_dsync_write_p50_us: u64,
+    /// `p50_us / raw_quorum_write_p50_us` (0 when not measured).
+    pub p50_over_raw_quorum_write_p50: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partitions: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none", flatten)]
@@ -261,8 +290,8 @@ pub struct Report {
 
 impl Report {
     /// Fills the throughput and latency fields from `rec` over `elapsed`, and the ratio to
-    /// `raw_fsync_p50_us`.
-    pub fn measured(&mut self, rec: &Recorder, elapsed: Duration, raw_fsync_p50_us: u64) {
+    /// `raw`.
+    pub fn measured(&mut self, rec: &Recorder, elapsed: Duration, raw: RawDisk) {
         let p = rec.percentiles();
         self.duration_secs = elapsed.as_secs_f64();
         self.ops = rec.ops();
@@ -277,12 +306,21 @@ impl Report {
         self.max_us = p.max_us;
         self.errors = rec.errors();
         self.error_kinds = rec.error_kinds();
-        self.raw_fsync_p50_us = raw_fsync_p50_us;
-        self.p50_over_raw_fsync_p50 = if raw_fsync_p50_us > 0 {
-            p.p50_us as f64 / raw_fsync_p50_us as f64
-        } else {
-            0.0
+        self.set_raw(raw);
+    }
+
+    /// Record the data directory's figures and the ratios of the p50 latency to them.
+    pub fn set_raw(&mut self, raw: RawDisk) {
+        let ratio = |base: u64| {
+            if base > 0 {
+                self.p50_us as f64 / base as f64
+            } else {
+                0.0
+            }
         };
+        self.p50_over_raw_fsync_p50 = ratio(raw.raw_fsync_p50_us);
+        self.p50_over_raw_quorum_write_p50 = ratio(raw.raw_quorum_write_p50_us);
+        self.raw = raw;
     }
 
     /// The human summary (several lines).
@@ -315,14 +353,17 @@ impl Report {
             format_us(self.p999_us),
             format_us(self.max_us)
         );
-        if self.raw_fsync_p50_us > 0 {
+        if self.raw.raw_fsync_p50_us > 0 {
             let _ = writeln!(
                 w,
                 "  raw fdatasync p50 {} (p50 latency = {:.2} x raw fsync); O_DSYNC write p50 {}",
-                format_us(self.raw_fsync_p50_us),
+                format_us(self.raw.raw_fsync_p50_us),
                 self.p50_over_raw_fsync_p50,
-                format_us(self.raw_dsync_write_p50_us)
+                format_us(self.raw.raw_dsync_write_p50_us)
             );
+        }
+        if let Some(line) = self.raw.quorum_line(self.p50_over_raw_quorum_write_p50) {
+            let _ = writeln!(w, "  {line}");
         }
         if let Some(b) = &self.broker {
             let _ = writeln!(
@@ -393,7 +434,16 @@ mod tests {
             connections: 1,
             ..Report::default()
         };
-        r.measured(&rec, Duration::from_secs(2), 250);
+        r.measured(
+            &rec,
+            Duration::from_secs(2),
+            RawDisk {
+                raw_fsync_p50_us: 250,
+                raw_quorum_writers: 3,
+                raw_quorum_write_p50_us: 400,
+                ..RawDisk::default()
+            },
+        );
         assert_eq!(r.ops, 1000);
         assert!((r.ops_per_sec - 500.0).abs() < 1e-9);
         assert!((499..=501).contains(&r.p50_us), "{}", r.p50_us);
@@ -403,7 +453,9 @@ mod tests {
         assert_eq!(r.errors, 3);
         assert_eq!(r.error_kinds["not the active controller"], 2);
         assert!((r.p50_over_raw_fsync_p50 - r.p50_us as f64 / 250.0).abs() < 1e-9);
+        assert!((r.p50_over_raw_quorum_write_p50 - r.p50_us as f64 / 400.0).abs() < 1e-9);
         let text = r.render();
+        assert!(text.contains("3 O_DSYNC writes at once"), "{text}");
         assert!(text.contains("1000 acknowledged, 500/s"), "{text}");
         assert!(text.contains("2 not the active controller"), "{text}");
     }
@@ -412,10 +464,11 @@ mod tests {
     #[test]
     fn empty_report() {
         let mut r = Report::default();
-        r.measured(&Recorder::default(), Duration::ZERO, 0);
+        r.measured(&Recorder::default(), Duration::ZERO, RawDisk::default());
         assert_eq!((r.ops, r.p50_us, r.max_us), (0, 0, 0));
         assert_eq!(r.ops_per_sec, 0.0);
         assert_eq!(r.p50_over_raw_fsync_p50, 0.0);
+        assert!(!r.render().contains("quorum floor"));
     }
 
     /// The JSON object has every field the issue lists; the verify fields only with
@@ -438,6 +491,7 @@ mod tests {
             "errors",
             "leader_changes",
             "raw_fsync_p50_us",
+            "raw_quorum_write_p50_us",
         ] {
             assert!(v.get(key).is_some(), "missing {key}: {v}");
         }
