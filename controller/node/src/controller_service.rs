@@ -94,12 +94,13 @@ use futures_lite::future::or;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use rkyv::util::AlignedVec;
 
+use crate::answer_gate::{AnswerSlot, HeldAnswer};
 use crate::config::NodeConfig;
 use crate::dispatch::{dispatch, effective_timeout_ms, Dispatch};
 use crate::error::{DriverError, ServiceError};
 use crate::metrics::LatencyHistogram;
 use crate::protocol::{LeaderHint, RequestFrame, ResponseBody, ResponseFrame, RpcError};
-use crate::raft_driver::{CommittedBatch, RaftHandle};
+use crate::raft_driver::{Answers, CommittedBatch, RaftHandle};
 use crate::shard_bridge::GatedAnswer;
 
 pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
@@ -216,9 +217,6 @@ pub struct ServiceStatus {
     pub proposed_requests: u64,
     /// Request arrival to commit, for requests that proposed records.
     pub commit_latency: LatencyHistogram,
-    /// Success answers the worker shard sent on commit, without waiting for this service
-    /// (the shard bridge's gate; 0 when the service shares the worker's shard).
-    pub answers_released_on_worker: u64,
     /// False once [`ControllerService::run`] has returned.
     pub running: bool,
 }
@@ -237,7 +235,6 @@ impl ServiceStatus {
             proposals: 0,
             proposed_requests: 0,
             commit_latency: LatencyHistogram::default(),
-            answers_released_on_worker: 0,
             running: true,
         }
     }
@@ -450,7 +447,8 @@ struct Pending {
     correlation_id: u64,
     timeout_ms: u32,
     response: ResponseBody,
-    reply: LocalSender<ResponseFrame>,
+    /// Shared with the answer held for the commit, if any: the first answer wins.
+    reply: AnswerSlot,
     route: Option<u64>,
 }
 
@@ -584,7 +582,6 @@ impl ControllerService {
             proposals: 0,
             proposed_requests: 0,
             commit_latency: LatencyHistogram::default(),
-            answers_released_on_worker: 0,
             running: true,
         }));
         let handle = ControllerServiceHandle {
@@ -906,7 +903,7 @@ impl ControllerService {
                 correlation_id: id,
                 timeout_ms: u32::try_from(timeout_ms).unwrap_or(u32::MAX),
                 response,
-                reply,
+                reply: AnswerSlot::new(reply),
                 route,
             };
             match dispatch(&mut self.controller, &frame.body, &ctx) {
@@ -1035,32 +1032,41 @@ impl ControllerService {
         let record_count =
             u32::try_from(group.records.len()).expect("records per batch fit in u32");
         let end = group.end();
-        // Requests that came over the shard bridge: their success answers travel with the
-        // proposal, and the worker releases them when the batch commits there.
+        // Every success answer travels with the proposal: the driver sends it the moment the
+        // batch commits (`crate::answer_gate`); calls that came over the shard bridge name
+        // their route, which the bridge's worker side turns into the call's slot there.
         let batch = ProposalId {
             epoch,
             base_offset: group.base,
             end_offset: end,
         };
-        let gated = group
-            .parts
-            .iter()
-            .filter_map(|part| {
-                let p = part.pending.as_ref()?;
-                Some(GatedAnswer {
-                    route: p.route?,
+        let mut answers = Answers::default();
+        for part in &group.parts {
+            let Some(p) = part.pending.as_ref() else {
+                continue;
+            };
+            let answer = ResponseFrame {
+                correlation_id: p.correlation_id,
+                body: Ok(p.response.clone()),
+            };
+            match p.route {
+                Some(route) => answers.routed.push(GatedAnswer {
+                    route,
                     batch,
                     part_base: part.base,
-                    answer: ResponseFrame {
-                        correlation_id: p.correlation_id,
-                        body: Ok(p.response.clone()),
-                    },
-                })
-            })
-            .collect();
+                    answer,
+                }),
+                None => answers.held.push(HeldAnswer {
+                    slot: p.reply.clone(),
+                    batch,
+                    part_base: part.base,
+                    answer,
+                }),
+            }
+        }
         let result = self
             .raft
-            .propose_gated(Payload::from(&encoded[..]), record_count, gated)
+            .propose_with(Payload::from(&encoded[..]), record_count, answers)
             .await;
         let refuse_all = |parts: Vec<Part>, body: RpcError| {
             for part in parts {
@@ -1134,7 +1140,6 @@ impl ControllerService {
             timeouts: self.timeouts,
             proposals: self.proposals,
             proposed_requests: self.proposed_requests,
-            answers_released_on_worker: 0,
             commit_latency: self.commit_latency.clone(),
             running,
         };
@@ -1169,14 +1174,32 @@ fn replay_committed(controller: &mut Controller, b: &CommittedBatch) -> Result<(
 
 /// Sends an answer; a caller that gave up no longer listens.
 fn answer(
-    reply: &LocalSender<ResponseFrame>,
+    reply: &impl Reply,
     correlation_id: u64,
     body: std::result::Result<ResponseBody, RpcError>,
 ) {
-    let _ = reply.try_send(ResponseFrame {
+    reply.reply(ResponseFrame {
         correlation_id,
         body,
     });
+}
+
+/// Where a call's answer goes: its channel, or a slot it shares with a held answer.
+trait Reply {
+    fn reply(&self, frame: ResponseFrame);
+}
+
+impl Reply for LocalSender<ResponseFrame> {
+    fn reply(&self, frame: ResponseFrame) {
+        // Capacity 1, one answer per call: never full; a caller that gave up closed it.
+        let _ = self.try_send(frame);
+    }
+}
+
+impl Reply for AnswerSlot {
+    fn reply(&self, frame: ResponseFrame) {
+        self.send(frame);
+    }
 }
 
 #[cfg(test)]

@@ -8,10 +8,10 @@
 //! |------------------------------------------|-----------|----------------------------------------|
 //! | `corum_raft_epoch`, `corum_raft_leader_id` (-1: none), `corum_raft_is_leader`, `corum_raft_role{role}` | gauge | driver status |
 //! | `corum_raft_high_watermark`, `corum_raft_log_end_offset`, `corum_raft_log_durable_end_offset`, `corum_raft_log_start_offset` | gauge | driver status |
-//! | `corum_raft_sync_rounds_total`, `corum_raft_elections_started_total`, `corum_raft_elections_won_total`, `corum_raft_resignations_total`, `corum_raft_truncations_total` | counter | driver status |
+//! | `corum_raft_sync_rounds_total`, `corum_raft_answers_released_at_commit_total`, `corum_raft_elections_started_total`, `corum_raft_elections_won_total`, `corum_raft_resignations_total`, `corum_raft_truncations_total` | counter | driver status |
 //! | `corum_raft_replica_lag{replica,voter}`  | gauge     | leader only: log end minus the replica's |
 //! | `corum_controller_active`, `corum_controller_committed_offset`, `corum_controller_metadata_lag` (HWM minus replayed end) | gauge | service status |
-//! | `corum_controller_proposals_total`, `corum_controller_proposed_requests_total`, `corum_controller_answers_released_on_worker_total`, `corum_controller_timeouts_total`, `corum_controller_activations_total` | counter | service status |
+//! | `corum_controller_proposals_total`, `corum_controller_proposed_requests_total`, `corum_controller_timeouts_total`, `corum_controller_activations_total` | counter | service status |
 //! | `corum_controller_commit_latency_seconds` | histogram | request arrival to commit, per proposing request |
 //! | `corum_log_sync_duration_seconds` | histogram | driver status: each group-commit round of the log (one O_DSYNC write, or writes + fdatasync), the disk's share of every commit |
 //! | `corum_brokers{state="active"|"fenced"|"shutting_down"}`, `corum_topics`, `corum_partitions` | gauge | committed image |
@@ -117,6 +117,7 @@ pub fn render(m: &MetricsSnapshot) -> String {
         ("corum_raft_log_durable_end_offset", "gauge", "The metadata log's fsynced end offset.", d.log_durable_end.get() as f64),
         ("corum_raft_log_start_offset", "gauge", "The metadata log's first offset.", r.log_start_offset.get() as f64),
         ("corum_raft_sync_rounds_total", "counter", "Group-commit rounds (fdatasync) of the log.", d.sync_rounds as f64),
+        ("corum_raft_answers_released_at_commit_total", "counter", "Success answers the Raft driver sent the moment their batch committed (before the controller replayed it).", d.answers_released_at_commit as f64),
         ("corum_raft_elections_started_total", "counter", "Elections this replica started.", d.stats.elections_started as f64),
         ("corum_raft_elections_won_total", "counter", "Elections this replica won.", d.stats.elections_won as f64),
         ("corum_raft_resignations_total", "counter", "Times this replica gave up leadership.", d.stats.resignations as f64),
@@ -126,7 +127,6 @@ pub fn render(m: &MetricsSnapshot) -> String {
         ("corum_controller_metadata_lag", "gauge", "Records committed but not yet replayed by the controller (high watermark minus replayed end).", r.high_watermark.get().saturating_sub(s.committed_end.get()) as f64),
         ("corum_controller_proposals_total", "counter", "Batches proposed by the active controller.", s.proposals as f64),
         ("corum_controller_proposed_requests_total", "counter", "Requests whose records were proposed (several share a batch).", s.proposed_requests as f64),
-        ("corum_controller_answers_released_on_worker_total", "counter", "Success answers the worker shard sent as their batch committed, without a round trip to the controller shard (0 on one shard).", s.answers_released_on_worker as f64),
         ("corum_controller_timeouts_total", "counter", "Requests answered Timeout.", s.timeouts as f64),
         ("corum_controller_activations_total", "counter", "Times this node became the active controller.", s.activations as f64),
         ("corum_topics", "gauge", "Topics in the committed image.", image.topics.len() as f64),

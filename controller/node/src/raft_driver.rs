@@ -76,6 +76,7 @@ use corum_types::{Epoch, LogOffset, NodeId};
 use futures_lite::future::or;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 
+use crate::answer_gate::{AnswerGate, HeldAnswer};
 use crate::bootstrap::BootstrapVoters;
 use crate::config::NodeConfig;
 use crate::error::{ConfigError, DriverError};
@@ -268,6 +269,9 @@ pub struct DriverStatus {
     pub replicas: Vec<ReplicaProgress>,
     /// The core's clock when the status was taken (the clock of `replicas`' times).
     pub now_ms: u64,
+    /// Success answers this driver sent the moment their batch committed
+    /// ([`crate::answer_gate`]).
+    pub answers_released_at_commit: u64,
 }
 
 impl DriverStatus {
@@ -294,6 +298,7 @@ impl DriverStatus {
             running: true,
             replicas: Vec::new(),
             now_ms: 0,
+            answers_released_at_commit: 0,
         }
     }
 }
@@ -309,10 +314,19 @@ pub(crate) struct ObserverRequest {
 pub(crate) struct Proposal {
     pub(crate) payload: Payload,
     pub(crate) record_count: u32,
-    /// Answers the shard bridge's worker side releases when the batch commits; always empty
-    /// for a driver on the caller's shard (its callers have no bridge routes).
-    pub(crate) gated: Vec<GatedAnswer>,
+    pub(crate) answers: Answers,
     pub(crate) reply: LocalSender<Result<ProposalId>>,
+}
+
+/// The success answers that travel with a proposal, to be sent when its batch commits
+/// ([`crate::answer_gate`]).
+#[derive(Default)]
+pub(crate) struct Answers {
+    /// For calls that came over the shard bridge: its worker side turns them into `held`
+    /// answers for its driver. Always empty for a driver on the caller's shard.
+    pub(crate) routed: Vec<GatedAnswer>,
+    /// For calls on the driver's shard: the driver holds them.
+    pub(crate) held: Vec<HeldAnswer>,
 }
 
 /// The driver's face to tasks on the same shard: proposals in, status out. Cheap to clone.
@@ -334,23 +348,24 @@ impl RaftHandle {
     /// another epoch at that offset means it was lost in a leader change. `NotLeader` names
     /// the leader to retry at.
     pub async fn propose(&self, payload: Payload, record_count: u32) -> Result<ProposalId> {
-        self.propose_gated(payload, record_count, Vec::new()).await
+        self.propose_with(payload, record_count, Answers::default())
+            .await
     }
 
-    /// [`RaftHandle::propose`] with the answers to release when the batch commits (see
-    /// [`GatedAnswer`]), for a handle whose driver is behind the shard bridge.
-    pub(crate) async fn propose_gated(
+    /// [`RaftHandle::propose`] with the success answers to send when the batch commits
+    /// ([`crate::answer_gate`]).
+    pub(crate) async fn propose_with(
         &self,
         payload: Payload,
         record_count: u32,
-        gated: Vec<GatedAnswer>,
+        answers: Answers,
     ) -> Result<ProposalId> {
         let (reply, answer) = local_channel::new_bounded(1);
         self.proposals
             .send(Proposal {
                 payload,
                 record_count,
-                gated,
+                answers,
                 reply,
             })
             .await
@@ -469,6 +484,8 @@ pub struct RaftDriver<D: Disk = UringDisk> {
     /// Per peer: messages ever handed to its link (the link's own counters at start, plus
     /// every message this driver queued), to know when they have all left.
     queued_to: BTreeMap<NodeId, u64>,
+    /// Success answers waiting for their batch to commit.
+    gate: AnswerGate,
 }
 
 /// What [`RaftDriver::start`] recovered, for logs and tests.
@@ -562,6 +579,7 @@ impl<D: Disk> RaftDriver<D> {
             running: true,
             replicas: core.replica_progress(),
             now_ms: core.now_ms(),
+            answers_released_at_commit: 0,
         }));
         let handle = RaftHandle {
             proposals: Rc::new(proposal_tx),
@@ -585,6 +603,7 @@ impl<D: Disk> RaftDriver<D> {
             shutdown,
             clock_origin: Instant::now(),
             queued_to,
+            gate: AnswerGate::default(),
         };
         Ok((driver, handle, commits, recovered))
     }
@@ -637,7 +656,11 @@ impl<D: Disk> RaftDriver<D> {
                     break Ok(());
                 }
                 Event::Proposal(p) => {
-                    debug_assert!(p.gated.is_empty(), "gated answers reach a local driver");
+                    debug_assert!(
+                        p.answers.routed.is_empty(),
+                        "routed answers reach a local driver"
+                    );
+
                     let answer =
                         self.core
                             .propose(p.payload, p.record_count)
@@ -647,6 +670,15 @@ impl<D: Disk> RaftDriver<D> {
                                 }
                                 other => DriverError::Proposal(other),
                             });
+                    if let Ok(batch) = &answer {
+                        // Held only for the batch as the service predicted it; a proposal that
+                        // landed elsewhere is the service's to answer.
+                        for a in p.answers.held {
+                            if a.batch == *batch {
+                                self.gate.hold(a);
+                            }
+                        }
+                    }
                     // The proposer may have given up waiting: nothing to do then.
                     let _ = p.reply.try_send(answer);
                     Ok(())
@@ -886,6 +918,21 @@ impl<D: Disk> RaftDriver<D> {
         //    runs before the sends, so a commit reaches the state machine sooner): the
         //    publisher hands the newly committed batches on.
         if let Some(hwm) = ready.high_watermark {
+            // Held answers first (`crate::answer_gate`).
+            if !self.gate.is_empty() {
+                let log = &self.log;
+                let sent = self.gate.release(hwm, |o| log.epoch_at(o));
+                if sent > 0 {
+                    // The status first, so that whoever an answer wakes sees the high
+                    // watermark covering it. Then a pass of the scheduler: the callers' tasks
+                    // take their answers and queue them on their connections before this
+                    // round wakes the publisher and the links, so the connection writers run
+                    // first (glommio runs woken tasks in order; a loopback send to a follower
+                    // costs tens of microseconds here).
+                    self.update_status(state, true);
+                    futures_lite::future::yield_now().await;
+                }
+            }
             state.hwm.set(hwm);
             let _ = state.publish_kick.try_send(());
         }
@@ -977,6 +1024,7 @@ impl<D: Disk> RaftDriver<D> {
             running,
             replicas: self.core.replica_progress(),
             now_ms: self.core.now_ms(),
+            answers_released_at_commit: self.gate.released(),
         };
         publish_status(&self.status, &self.watchers, status);
     }
@@ -1054,7 +1102,7 @@ async fn run_syncer<D: Disk>(
 ) {
     while kicks.recv().await.is_some() {
         let (before, started) = (log.durable_end(), Instant::now());
-        let outcome = log.flush().await;
+        let outcome = log.flush_now().await;
         let took = matches!(&outcome, Ok(end) if *end > before).then(|| started.elapsed());
         let failed = outcome.is_err();
         if reports.send(Report::Synced(outcome, took)).await.is_err() || failed {

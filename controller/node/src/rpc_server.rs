@@ -1017,6 +1017,7 @@ mod tests {
             running: true,
             replicas: Vec::new(),
             now_ms: 0,
+            answers_released_at_commit: 0,
         }
     }
 

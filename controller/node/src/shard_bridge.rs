@@ -17,18 +17,17 @@
 //! back-pressure that may wait on the service: the service, in turn, waits for proposal
 //! results, which therefore never queue behind commits (no cycle, no deadlock).
 //!
-//! # Answers released on the worker
+//! # Answers released at commit
 //!
-//! A proposing request's success answer is known when the service handles it; only its
-//! sending waits for the commit. So the service sends the success answers of a batch with the
-//! proposal ([`GatedAnswer`]), the worker side holds them in its [`CommitGate`], and releases
-//! each when its batch, exactly as predicted (epoch, base, end), passes the worker's commit
-//! stream — before the batch even leaves for the controller shard. That saves the two
-//! cross-shard hops (commit up, answer down) that would otherwise follow the commit: measured
-//! here about 60-70 µs each. The service still decides everything else (a batch lost to a
-//! leader change, a deadline, a resignation) and its answers still come down; the controller
-//! side drops only its own success answers of gated calls. Whichever answer reaches the worker
-//! first is sent; both are true (a timed-out request may have committed, as in Kafka).
+//! A proposing request's success answer goes down with its proposal ([`GatedAnswer`], by the
+//! call's id on the worker side); the worker side hands it to its driver with the call's
+//! [`AnswerSlot`], and the driver sends it the moment the batch commits
+//! ([`crate::answer_gate`]) — before the batch is read back and crosses to the controller
+//! shard, saving the two cross-shard hops (commit up, answer down) that would otherwise follow
+//! the commit: measured here about 60-70 µs each. The service still decides everything else
+//! (a batch lost to a leader change, a deadline, a resignation) and its answers still come
+//! down; the controller side drops only its own success answers of gated calls. Whichever
+//! answer reaches the call first is sent.
 //!
 //! Ends: the worker side stops when the driver's commit stream ends (the driver stopped) or
 //! the controller side goes away; dropping its senders closes the controller's commit stream,
@@ -37,20 +36,21 @@
 //! channels close).
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::time::Duration;
 
 use corum_raft::{Payload, ProposalId};
 use corum_runtime::channel::{LinkReceiver, LinkSender, Receiver, Sender};
-use corum_types::{Epoch, LogOffset};
+use corum_types::LogOffset;
 use futures_lite::future::{or, poll_once};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 
+use crate::answer_gate::{AnswerSlot, HeldAnswer, Registry};
 use crate::controller_service::{Call, ControllerServiceHandle, ServiceStatus};
 use crate::error::DriverError;
 use crate::protocol::{RequestFrame, ResponseFrame};
-use crate::raft_driver::{CommittedBatch, DriverStatus, Proposal, RaftHandle};
+use crate::raft_driver::{Answers, CommittedBatch, DriverStatus, Proposal, RaftHandle};
 
 /// Most items moved per cross-shard message.
 const BATCH_MAX: usize = 512;
@@ -63,8 +63,6 @@ const STATUS_REFRESH_MS: u64 = 50;
 
 /// Where a proposal's result goes on the controller side.
 type ProposalReply = LocalSender<Result<ProposalId, DriverError>>;
-/// Where a call's answer goes on the worker side.
-type Replies = Rc<RefCell<HashMap<u64, LocalSender<ResponseFrame>>>>;
 
 /// Worker → controller control traffic.
 pub enum ToController {
@@ -90,8 +88,8 @@ pub enum ToWorker {
     ServiceStatus(Box<ServiceStatus>),
 }
 
-/// A success answer that travels with its proposal: the worker releases it to the call
-/// `route` once the batch `batch` commits (see the module doc).
+/// A success answer that travels with its proposal: the worker side's driver sends it to the
+/// call `route` once the batch `batch` commits (see the module doc).
 #[derive(Debug)]
 pub struct GatedAnswer {
     /// The call's id on the worker side.
@@ -102,58 +100,6 @@ pub struct GatedAnswer {
     /// The first offset of this request's records in the batch.
     pub part_base: LogOffset,
     pub answer: ResponseFrame,
-}
-
-/// The worker side's held answers, by the first offset of their part. Pure bookkeeping.
-#[derive(Debug, Default)]
-pub struct CommitGate {
-    held: BTreeMap<LogOffset, GatedAnswer>,
-    /// The end of the last committed batch seen.
-    committed_end: LogOffset,
-}
-
-impl CommitGate {
-    /// Holds `g` until its batch is decided. One that arrives after the commit stream passed
-    /// its part was predicted wrong (the log had moved on: the proposal cannot land there) and
-    /// is dropped; one at an offset already held replaces it (the earlier proposal failed
-    /// before it was appended, and its call has been answered).
-    pub fn hold(&mut self, g: GatedAnswer) {
-        if g.part_base < self.committed_end {
-            return;
-        }
-        self.held.insert(g.part_base, g);
-    }
-
-    /// A batch `(base, epoch, end)` committed: returns the answers to send now (their batch is
-    /// exactly this one) and forgets every held answer below `end`.
-    pub fn committed(
-        &mut self,
-        base: LogOffset,
-        epoch: Epoch,
-        end: LogOffset,
-    ) -> Vec<(u64, ResponseFrame)> {
-        self.committed_end = self.committed_end.max(end);
-        let mut out = Vec::new();
-        while let Some(entry) = self.held.first_entry() {
-            if *entry.key() >= end {
-                break;
-            }
-            let g = entry.remove();
-            if g.batch.base_offset == base && g.batch.epoch == epoch && g.batch.end_offset == end {
-                out.push((g.route, g.answer));
-            }
-        }
-        out
-    }
-
-    /// Answers held.
-    pub fn len(&self) -> usize {
-        self.held.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.held.is_empty()
-    }
 }
 
 /// How often the controller side sends the service's status to the worker.
@@ -222,72 +168,18 @@ impl WorkerEnds {
             ServiceStatus::remote(),
             request_queue_capacity.max(1),
         );
-        let replies: Replies = Rc::default();
-        let gate = Rc::new(RefCell::new(CommitGate::default()));
-        glommio::spawn_local(forward_commits(
-            commits,
-            commits_tx,
-            Release {
-                gate: gate.clone(),
-                replies: replies.clone(),
-                service_status: service_status.clone(),
-            },
-        ))
-        .detach();
+        let replies: Registry = Rc::default();
+        glommio::spawn_local(forward_commits(commits, commits_tx)).detach();
         glommio::spawn_local(forward_status(raft.clone(), control.clone())).detach();
         glommio::spawn_local(forward_calls(calls, control.clone(), replies.clone())).detach();
-        glommio::spawn_local(serve_down(
-            down,
-            raft,
-            control,
-            replies,
-            service_status,
-            gate,
-        ))
-        .detach();
+        glommio::spawn_local(serve_down(down, raft, control, replies, service_status)).detach();
         handle
     }
 }
 
-/// What the worker side needs to release gated answers.
-struct Release {
-    gate: Rc<RefCell<CommitGate>>,
-    replies: Replies,
-    service_status: Rc<RefCell<ServiceStatus>>,
-}
-
-impl Release {
-    /// Sends the answers `b` releases (before `b` goes to the controller shard).
-    fn committed(&self, b: &CommittedBatch) {
-        let answers = self
-            .gate
-            .borrow_mut()
-            .committed(b.base_offset, b.epoch, b.end_offset());
-        if answers.is_empty() {
-            return;
-        }
-        let mut replies = self.replies.borrow_mut();
-        let mut status = self.service_status.borrow_mut();
-        for (route, answer) in answers {
-            if let Some(reply) = replies.remove(&route) {
-                // Capacity 1, one answer per call: never full; a caller that gave up closed it.
-                let _ = reply.try_send(answer);
-                status.answers_released_on_worker += 1;
-            }
-        }
-    }
-}
-
-async fn forward_commits(
-    commits: LocalReceiver<CommittedBatch>,
-    tx: Sender<Vec<CommittedBatch>>,
-    release: Release,
-) {
+async fn forward_commits(commits: LocalReceiver<CommittedBatch>, tx: Sender<Vec<CommittedBatch>>) {
     while let Some(first) = commits.recv().await {
         let batch = batch_from(&commits, first).await;
-        for b in &batch {
-            release.committed(b);
-        }
         if tx.send(batch).await.is_err() {
             return;
         }
@@ -327,25 +219,24 @@ async fn forward_status(raft: RaftHandle, control: Rc<Sender<ToController>>) {
 async fn forward_calls(
     calls: LocalReceiver<Call>,
     control: Rc<Sender<ToController>>,
-    replies: Replies,
+    replies: Registry,
 ) {
     let mut next_id = 0u64;
     while let Some(first) = calls.recv().await {
         let batch = batch_from(&calls, first).await;
         let mut frames = Vec::with_capacity(batch.len());
-        {
-            let mut replies = replies.borrow_mut();
-            for call in batch {
-                next_id += 1;
-                replies.insert(next_id, call.reply);
-                frames.push((next_id, call.frame));
-            }
+        for call in batch {
+            next_id += 1;
+            AnswerSlot::registered(call.reply, &replies, next_id);
+            frames.push((next_id, call.frame));
         }
         if let Err(ToController::Calls(lost)) = control.send(ToController::Calls(frames)).await {
-            // The controller side is gone: dropping the reply senders answers NotController.
-            let mut replies = replies.borrow_mut();
+            // The controller side is gone: closing the reply channels answers NotController.
             for (id, _) in lost {
-                replies.remove(&id);
+                let slot = replies.borrow_mut().remove(&id);
+                if let Some(slot) = slot {
+                    slot.abandon();
+                }
             }
         }
     }
@@ -355,18 +246,22 @@ async fn serve_down(
     down: Receiver<ToWorker>,
     raft: RaftHandle,
     control: Rc<Sender<ToController>>,
-    replies: Replies,
+    replies: Registry,
     service_status: Rc<RefCell<ServiceStatus>>,
-    gate: Rc<RefCell<CommitGate>>,
 ) {
     // Proposals go to the driver in arrival order, one at a time (the service proposes one
     // batch at a time anyway), so a queue-full wait never reorders them.
-    let (propose_tx, proposals) = local_channel::new_unbounded::<(u64, Payload, u32)>();
+    let (propose_tx, proposals) =
+        local_channel::new_unbounded::<(u64, Payload, u32, Vec<HeldAnswer>)>();
     let proposer = {
         let control = control.clone();
         glommio::spawn_local(async move {
-            while let Some((id, payload, record_count)) = proposals.recv().await {
-                let result = raft.propose(payload, record_count).await;
+            while let Some((id, payload, record_count, held)) = proposals.recv().await {
+                let answers = Answers {
+                    routed: Vec::new(),
+                    held,
+                };
+                let result = raft.propose_with(payload, record_count, answers).await;
                 if control
                     .send(ToController::Proposed { id, result })
                     .await
@@ -385,27 +280,30 @@ async fn serve_down(
                 record_count,
                 gated,
             } => {
-                // Held before the driver sees the proposal: its commit cannot come first.
-                let mut gate = gate.borrow_mut();
-                for g in gated {
-                    gate.hold(g);
-                }
-                let _ = propose_tx.try_send((id, payload, record_count));
+                // Each answer goes to its call's slot (a call already answered, say by a
+                // deadline, has left the registry: nothing to hold).
+                let held = {
+                    let replies = replies.borrow();
+                    gated
+                        .into_iter()
+                        .filter_map(|g| {
+                            Some(HeldAnswer {
+                                slot: replies.get(&g.route)?.clone(),
+                                batch: g.batch,
+                                part_base: g.part_base,
+                                answer: g.answer,
+                            })
+                        })
+                        .collect()
+                };
+                let _ = propose_tx.try_send((id, payload, record_count, held));
             }
-            ToWorker::ServiceStatus(status) => {
-                // The worker's own count survives the controller side's report.
-                let mut s = service_status.borrow_mut();
-                let released = s.answers_released_on_worker;
-                *s = *status;
-                s.answers_released_on_worker = released;
-            }
+            ToWorker::ServiceStatus(status) => *service_status.borrow_mut() = *status,
             ToWorker::Answers(answers) => {
-                let mut replies = replies.borrow_mut();
                 for (id, answer) in answers {
-                    if let Some(reply) = replies.remove(&id) {
-                        // Capacity 1, one answer per call: never full; a caller that gave
-                        // up closed it.
-                        let _ = reply.try_send(answer);
+                    let slot = replies.borrow_mut().remove(&id);
+                    if let Some(slot) = slot {
+                        slot.send(answer);
                     }
                 }
             }
@@ -413,8 +311,12 @@ async fn serve_down(
     }
     drop(propose_tx);
     proposer.await;
-    // The controller side is gone: callers still waiting get NotController.
-    replies.borrow_mut().clear();
+    // The controller side is gone: callers still waiting get NotController (the driver may
+    // still hold their slots).
+    let slots: Vec<AnswerSlot> = replies.borrow_mut().drain().map(|(_, s)| s).collect();
+    for slot in slots {
+        slot.abandon();
+    }
 }
 
 /// The controller side, connected: the handle and commit stream for the service, and the
@@ -492,15 +394,19 @@ impl ControllerSide {
                 while let Some(p) = proposals.recv().await {
                     next_id += 1;
                     waiting.borrow_mut().insert(next_id, p.reply);
+                    debug_assert!(
+                        p.answers.held.is_empty(),
+                        "calls on the controller shard come over the bridge"
+                    );
                     gated_routes
                         .borrow_mut()
-                        .extend(p.gated.iter().map(|g| g.route));
+                        .extend(p.answers.routed.iter().map(|g| g.route));
                     let sent = down
                         .send(ToWorker::Propose {
                             id: next_id,
                             payload: p.payload,
                             record_count: p.record_count,
-                            gated: p.gated,
+                            gated: p.answers.routed,
                         })
                         .await;
                     if sent.is_err() {
@@ -574,76 +480,5 @@ impl ControllerSide {
         drop(propose_pump);
         drop(answer_pump);
         drop(status_pump);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::protocol::ResponseBody;
-
-    fn gated(route: u64, epoch: u64, base: u64, end: u64, part_base: u64) -> GatedAnswer {
-        GatedAnswer {
-            route,
-            batch: ProposalId {
-                epoch: Epoch(epoch),
-                base_offset: LogOffset(base),
-                end_offset: LogOffset(end),
-            },
-            part_base: LogOffset(part_base),
-            answer: ResponseFrame {
-                correlation_id: route,
-                body: Ok(ResponseBody::UnregisterBroker),
-            },
-        }
-    }
-
-    fn routes(v: Vec<(u64, ResponseFrame)>) -> Vec<u64> {
-        v.into_iter().map(|(r, _)| r).collect()
-    }
-
-    /// Proves the gate releases every part of a batch committed exactly as predicted, and
-    /// nothing of a batch that another one replaced at its offsets (another epoch or range).
-    #[test]
-    fn releases_exact_commits_and_drops_replaced_ones() {
-        let mut g = CommitGate::default();
-        g.hold(gated(1, 3, 10, 13, 10));
-        g.hold(gated(2, 3, 10, 13, 12));
-        g.hold(gated(3, 3, 13, 15, 13));
-        g.hold(gated(4, 3, 15, 16, 15));
-        assert_eq!(
-            routes(g.committed(LogOffset(0), Epoch(3), LogOffset(10))),
-            Vec::<u64>::new()
-        );
-        assert_eq!(
-            routes(g.committed(LogOffset(10), Epoch(3), LogOffset(13))),
-            vec![1, 2]
-        );
-        // A new leader's batch took offsets 13..16: both held answers there are dropped.
-        assert_eq!(
-            routes(g.committed(LogOffset(13), Epoch(4), LogOffset(16))),
-            Vec::<u64>::new()
-        );
-        assert!(g.is_empty());
-    }
-
-    /// Proves an answer predicted for offsets the commit stream already passed is never held
-    /// (its proposal cannot land there), and a second answer at one offset replaces the first
-    /// (the earlier proposal was refused before it reached the log).
-    #[test]
-    fn late_and_repeated_offsets() {
-        let mut g = CommitGate::default();
-        assert!(g
-            .committed(LogOffset(0), Epoch(1), LogOffset(20))
-            .is_empty());
-        g.hold(gated(1, 1, 19, 21, 19));
-        assert_eq!(g.len(), 0, "predicted below the committed end");
-        g.hold(gated(2, 1, 20, 22, 20));
-        g.hold(gated(3, 1, 20, 21, 20));
-        assert_eq!(g.len(), 1);
-        assert_eq!(
-            routes(g.committed(LogOffset(20), Epoch(1), LogOffset(21))),
-            vec![3]
-        );
     }
 }

@@ -213,10 +213,10 @@ fn a_node_on_two_shards_serves_clients_and_stops_cleanly() {
                 assert!(sample(&text, "corum_log_sync_duration_seconds_count") >= 1.0);
                 if round == 0 {
                     assert!(sample(&text, "corum_controller_proposed_requests_total") >= 65.0);
-                    // Every acknowledged write left the worker shard as its batch committed,
-                    // without the round trip to the controller shard.
+                    // Every acknowledged write was answered by the driver as its batch
+                    // committed, without waiting for the controller's replay.
                     assert!(
-                        sample(&text, "corum_controller_answers_released_on_worker_total") >= 65.0,
+                        sample(&text, "corum_raft_answers_released_at_commit_total") >= 65.0,
                         "{text}"
                     );
                     assert_eq!(sample(&text, "corum_brokers{state=\"fenced\"}"), 1.0);

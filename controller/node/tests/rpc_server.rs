@@ -134,7 +134,7 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
             other => panic!("registration failed: {other:?}"),
         };
         assert!(leader.raft.status().raft.high_watermark > LogOffset(0));
-        let caught_up = leader.service.status().committed_end;
+        let caught_up = leader.raft.status().raft.high_watermark;
         match client
             .call(
                 heartbeat(100, Some(reg.broker_epoch), caught_up),
@@ -194,9 +194,12 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
             "{writes} config writes, {CONCURRENT} pipelined on one connection: {:.0} writes/s",
             writes as f64 / elapsed.as_secs_f64()
         );
-        let status = leader.service.status();
-        assert!(status.committed_end >= before.add(writes));
+        // Committed when answered; the controller's replay follows right behind.
         assert!(leader.raft.status().raft.high_watermark >= before.add(writes));
+        wait_for("the controller to replay the writes", || {
+            leader.service.status().committed_end >= before.add(writes)
+        })
+        .await;
 
         // Asked on the leader, DescribeQuorum --replication shows every voter's progress; once
         // the writes are committed and acknowledged, the followers catch up (lag 0).

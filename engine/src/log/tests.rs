@@ -820,6 +820,40 @@ fn reads_and_appends_during_an_io_round() {
 }
 
 #[test]
+fn flush_gathers_ready_appends_and_flush_now_does_not() {
+    // Proves `flush` lets a task that is ready append before its round starts (the round
+    // carries that append), and `flush_now` starts its round at once (the append waits for
+    // the next round).
+    block_on(async {
+        let disk = SimDisk::new(21);
+        let (log, _) = open(&disk).await;
+        log.append(&batch(1, 1), &payload(0, 100)).unwrap();
+        let other = async {
+            log.append(&batch(1, 1), &payload(1, 100)).unwrap();
+        };
+        let (r, ()) = futures_lite::future::zip(log.flush(), other).await;
+        assert_eq!(
+            r.unwrap(),
+            LogOffset(2),
+            "the round carried the ready append"
+        );
+        log.append(&batch(1, 1), &payload(2, 100)).unwrap();
+        let other = async {
+            log.append(&batch(1, 1), &payload(3, 100)).unwrap();
+        };
+        let (r, ()) = futures_lite::future::zip(log.flush_now(), other).await;
+        assert_eq!(
+            r.unwrap(),
+            LogOffset(3),
+            "the round started before the append"
+        );
+        assert_eq!(log.end_offset(), LogOffset(4));
+        assert_eq!(log.flush_now().await.unwrap(), LogOffset(4));
+        log.check_invariants();
+    });
+}
+
+#[test]
 fn crash_during_a_roll_recovers_the_previous_segment() {
     // Proves that a crash in the round that rolls to a new segment, with the new directory entry
     // committed but nothing synced, recovers every durable batch instead of failing on the

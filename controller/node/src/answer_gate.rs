@@ -1,0 +1,248 @@
+//! Success answers released by the Raft driver the moment their batch commits.
+//!
+//! A proposing request's success answer is known when the controller service handles it; only
+//! its sending waits for the commit. So the service hands the success answers of a batch to
+//! the driver with the proposal ([`HeldAnswer`]), the driver holds them in its [`AnswerGate`],
+//! and sends each as soon as the high watermark passes its batch and the log holds the batch
+//! exactly as predicted (the predicted epoch at the predicted base offset; one leader appends
+//! at most one batch at an offset in its epoch, so that identifies it). That is before the
+//! publisher reads the batch back and before the service replays it, and — on the worker shard
+//! of the split placement — before it crosses to the controller shard and the answer crosses
+//! back. The service still decides everything else (a batch lost to a leader change, a
+//! deadline, a resignation): a held answer whose offsets committed with another epoch is
+//! dropped, and whichever answer reaches the call first is the one sent ([`AnswerSlot`]); both
+//! are true (a timed-out request may have committed, as in Kafka).
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::{Rc, Weak};
+
+use corum_raft::ProposalId;
+use corum_types::{Epoch, LogOffset};
+use glommio::channels::local_channel::LocalSender;
+
+use crate::protocol::ResponseFrame;
+
+/// Calls waiting on the worker shard of the split placement, by their id there.
+pub(crate) type Registry = Rc<RefCell<HashMap<u64, AnswerSlot>>>;
+type WeakRegistry = Weak<RefCell<HashMap<u64, AnswerSlot>>>;
+
+/// One call's answer channel, shared by everyone who may answer it: the first answer is sent,
+/// later ones are dropped. Cheap to clone.
+#[derive(Clone)]
+pub struct AnswerSlot(Rc<RefCell<SlotInner>>);
+
+struct SlotInner {
+    reply: Option<LocalSender<ResponseFrame>>,
+    /// Where the call is registered by id (the shard bridge's worker side): sending removes it.
+    registry: Option<(WeakRegistry, u64)>,
+}
+
+impl AnswerSlot {
+    pub fn new(reply: LocalSender<ResponseFrame>) -> Self {
+        Self(Rc::new(RefCell::new(SlotInner {
+            reply: Some(reply),
+            registry: None,
+        })))
+    }
+
+    /// A slot registered in `registry` as `id`, removed from it by its first answer.
+    pub(crate) fn registered(
+        reply: LocalSender<ResponseFrame>,
+        registry: &Registry,
+        id: u64,
+    ) -> Self {
+        let slot = Self(Rc::new(RefCell::new(SlotInner {
+            reply: Some(reply),
+            registry: Some((Rc::downgrade(registry), id)),
+        })));
+        registry.borrow_mut().insert(id, slot.clone());
+        slot
+    }
+
+    /// Sends `frame` if nothing answered the call before; returns whether it was sent. The
+    /// caller must not hold a borrow of the slot's registry.
+    pub fn send(&self, frame: ResponseFrame) -> bool {
+        let (reply, registry) = {
+            let mut inner = self.0.borrow_mut();
+            (inner.reply.take(), inner.registry.take())
+        };
+        if let Some((registry, id)) = registry {
+            if let Some(registry) = registry.upgrade() {
+                registry.borrow_mut().remove(&id);
+            }
+        }
+        // Capacity 1, one answer per call: never full; a caller that gave up closed it.
+        reply.is_some_and(|r| r.try_send(frame).is_ok())
+    }
+
+    /// Gives the call up unanswered (its caller sees the channel close) unless something
+    /// answered it already.
+    pub fn abandon(&self) {
+        let reply = self.0.borrow_mut().reply.take();
+        drop(reply);
+    }
+
+    /// Whether an answer was sent (or the slot was given up).
+    #[cfg(test)]
+    pub fn is_spent(&self) -> bool {
+        self.0.borrow().reply.is_none()
+    }
+}
+
+/// A success answer that travels with its proposal, sent when the batch commits.
+pub struct HeldAnswer {
+    pub slot: AnswerSlot,
+    /// The batch as the service predicted it.
+    pub batch: ProposalId,
+    /// The first offset of this request's records in the batch.
+    pub part_base: LogOffset,
+    pub answer: ResponseFrame,
+}
+
+/// The driver's held answers, by the first offset of their part. Pure bookkeeping.
+#[derive(Default)]
+pub struct AnswerGate {
+    held: BTreeMap<LogOffset, HeldAnswer>,
+    released: u64,
+}
+
+impl AnswerGate {
+    /// Holds `a` until its batch is decided. One at an offset already held replaces it (the
+    /// earlier proposal never reached the log, and its call has been answered).
+    pub fn hold(&mut self, a: HeldAnswer) {
+        self.held.insert(a.part_base, a);
+    }
+
+    /// The high watermark is `hwm`: sends the answers of every batch below it that the log
+    /// holds as predicted (`epoch_at(base)` is the batch's epoch) and forgets the others
+    /// there. Returns how many it sent.
+    pub fn release(
+        &mut self,
+        hwm: LogOffset,
+        epoch_at: impl Fn(LogOffset) -> Option<Epoch>,
+    ) -> usize {
+        let mut sent = 0;
+        while let Some(entry) = self.held.first_entry() {
+            if entry.get().batch.end_offset > hwm {
+                break;
+            }
+            let a = entry.remove();
+            if epoch_at(a.batch.base_offset) == Some(a.batch.epoch) && a.slot.send(a.answer) {
+                sent += 1;
+            }
+        }
+        self.released += sent as u64;
+        sent
+    }
+
+    /// Answers sent so far.
+    pub fn released(&self) -> u64 {
+        self.released
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ResponseBody;
+    use glommio::channels::local_channel::{self, LocalReceiver};
+
+    fn held(
+        corr: u64,
+        epoch: u64,
+        base: u64,
+        end: u64,
+        part_base: u64,
+    ) -> (HeldAnswer, LocalReceiver<ResponseFrame>) {
+        let (tx, rx) = local_channel::new_bounded(1);
+        let a = HeldAnswer {
+            slot: AnswerSlot::new(tx),
+            batch: ProposalId {
+                epoch: Epoch(epoch),
+                base_offset: LogOffset(base),
+                end_offset: LogOffset(end),
+            },
+            part_base: LogOffset(part_base),
+            answer: ResponseFrame {
+                correlation_id: corr,
+                body: Ok(ResponseBody::UnregisterBroker),
+            },
+        };
+        (a, rx)
+    }
+
+    fn got(rx: &LocalReceiver<ResponseFrame>) -> Option<u64> {
+        futures_lite::future::block_on(futures_lite::future::poll_once(rx.recv()))
+            .flatten()
+            .map(|f| f.correlation_id)
+    }
+
+    /// Proves the gate sends every part of a batch once the high watermark passes it and the
+    /// log holds it with the predicted epoch, nothing before, and nothing of a batch another
+    /// epoch's took the place of.
+    #[test]
+    fn releases_committed_batches_as_predicted() {
+        let mut g = AnswerGate::default();
+        let (a1, r1) = held(1, 3, 10, 13, 10);
+        let (a2, r2) = held(2, 3, 10, 13, 12);
+        let (a3, r3) = held(3, 3, 13, 15, 13);
+        let (a4, r4) = held(4, 3, 15, 16, 15);
+        for a in [a1, a2, a3, a4] {
+            g.hold(a);
+        }
+        // Offsets 13.. hold a new leader's batch (epoch 4).
+        let epoch_at = |o: LogOffset| Some(if o.get() < 13 { Epoch(3) } else { Epoch(4) });
+        assert_eq!(g.release(LogOffset(12), epoch_at), 0);
+        assert_eq!((got(&r1), got(&r2)), (None, None));
+        assert_eq!(g.release(LogOffset(13), epoch_at), 2);
+        assert_eq!((got(&r1), got(&r2)), (Some(1), Some(2)));
+        assert_eq!(g.release(LogOffset(16), epoch_at), 0);
+        assert_eq!((got(&r3), got(&r4)), (None, None));
+        assert!(g.is_empty());
+        assert_eq!(g.released(), 2);
+        // A batch the log no longer holds at all (None) is dropped too.
+        let (a5, r5) = held(5, 3, 16, 17, 16);
+        g.hold(a5);
+        assert_eq!(g.release(LogOffset(17), |_| None), 0);
+        assert_eq!(got(&r5), None);
+    }
+
+    /// Proves the first answer of a call wins: a slot the service answered first sends
+    /// nothing more, and a registered slot leaves its registry when it answers.
+    #[test]
+    fn first_answer_wins_and_leaves_the_registry() {
+        let registry: Registry = Rc::default();
+        let (tx, rx) = local_channel::new_bounded(1);
+        let slot = AnswerSlot::registered(tx, &registry, 7);
+        assert!(registry.borrow().contains_key(&7));
+        let mut g = AnswerGate::default();
+        g.hold(HeldAnswer {
+            slot: slot.clone(),
+            batch: ProposalId {
+                epoch: Epoch(1),
+                base_offset: LogOffset(0),
+                end_offset: LogOffset(1),
+            },
+            part_base: LogOffset(0),
+            answer: ResponseFrame {
+                correlation_id: 70,
+                body: Ok(ResponseBody::UnregisterBroker),
+            },
+        });
+        let timeout = ResponseFrame {
+            correlation_id: 71,
+            body: Err(crate::protocol::RpcError::Timeout { timeout_ms: 1 }),
+        };
+        assert!(slot.send(timeout));
+        assert!(slot.is_spent());
+        assert!(registry.borrow().is_empty());
+        assert_eq!(g.release(LogOffset(1), |_| Some(Epoch(1))), 0);
+        assert_eq!(got(&rx), Some(71));
+        assert_eq!(got(&rx), None);
+    }
+}
