@@ -261,6 +261,15 @@ fn a_broker_whose_lease_expired_registers_again() {
             .await
             .unwrap();
         let first = session.broker_epoch();
+        // The answer leaves at the commit; the follower applies the unfencing right after.
+        wait_for("the follower to see the broker unfenced", || {
+            follower
+                .image()
+                .brokers
+                .get(NodeId(200))
+                .is_some_and(|b| !b.fenced)
+        })
+        .await;
         // No heartbeats: the controller's tick fences the broker once the lease runs out.
         wait_for("the broker to be fenced", || {
             follower
