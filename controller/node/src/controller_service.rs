@@ -63,10 +63,12 @@
 //! passed deadline answers `Timeout`: both may concern records that commit later, which is
 //! Kafka's semantics too (a timed-out or redirected request may have taken effect; clients
 //! retry, and the handlers are written so that a retry is answered from the image). Success
-//! is never answered for a batch that is not committed. When the service runs on its own shard,
-//! the success answers of a batch go to the worker shard with the proposal, and the worker
-//! sends each as the batch commits there, under the same rule (exactly this epoch and range);
-//! see [`crate::shard_bridge`].
+//! is never answered for a batch that is not committed. The success answers of a batch also go
+//! to the Raft driver with the proposal, and the driver sends each the moment its high
+//! watermark passes the batch and its log holds the batch as predicted (this epoch at `base`),
+//! before this task replays it ([`crate::answer_gate`]); across the shard bridge they travel
+//! by the call's id on the worker shard ([`crate::shard_bridge`]). Whichever answer reaches a
+//! call first is sent.
 //!
 //! Handlers read the image including in-flight proposals (a read, or a per-item error such as
 //! TopicAlreadyExists, may rest on them). An answer computed while proposals are in flight

@@ -23,7 +23,7 @@
 //!   leader hints rewritten to client endpoints) and a pipelining [`RpcClient`] that follows
 //!   `NotController` redirects.
 //! - [`error`]: one error enum per concern.
-mod answer_gate;
+pub mod answer_gate;
 pub mod bootstrap;
 pub mod config;
 pub mod controller_service;

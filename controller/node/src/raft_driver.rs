@@ -21,11 +21,14 @@
 //! the log's memory and the syncer kicked, (5) messages sent at once — appends to followers
 //! leave before this node's own fsync (pipelining), (6) the high watermark handed to the
 //! publisher (kicked before the sends of (5): they do not depend on each other, and the commit
-//! should not wait for the sends), (7) the log prefix below the log start deleted, (8) reads served from the log.
+//! should not wait for the sends), after the success answers it covers are sent
+//! ([`crate::answer_gate`]; then the status is published and the loop yields once, so the
+//! callers' connection writers run before the sends), (7) the log prefix below the log start
+//! deleted, (8) reads served from the log.
 //!
 //! # Helper tasks
 //!
-//! - **syncer**: waits for a kick, runs [`Log::flush`] (one group-commit round covering every
+//! - **syncer**: waits for a kick, runs [`Log::flush_now`] (one group-commit round covering every
 //!   batch appended so far; batches appended while it runs ride the next round: no fsync per
 //!   batch and no linger), reports the round back; the loop calls `persisted` with the log's
 //!   durable end and the epoch of the last durable batch.

@@ -84,7 +84,7 @@ pub enum ToWorker {
     },
     Answers(Vec<(u64, ResponseFrame)>),
     /// The service's status (for metrics and tools on the worker), every
-    /// [`SERVICE_STATUS_REFRESH_MS`].
+    /// `SERVICE_STATUS_REFRESH_MS` (500 ms).
     ServiceStatus(Box<ServiceStatus>),
 }
 
