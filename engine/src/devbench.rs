@@ -139,13 +139,15 @@ async fn measure_fsync(
     // The rate one stream of write + fdatasync pairs sustains.
     out.fsyncs_per_sec = samples.len() as f64 / fsync_time.as_secs_f64().max(1e-9);
     out.fsync_samples = samples.len();
-    samples.sort_unstable();
-    out.fsync_p50_us = percentile(&samples, 50.0);
-    out.fsync_p99_us = percentile(&samples, 99.0);
-    dsync_samples.sort_unstable();
-    out.dsync_write_p50_us = percentile(&dsync_samples, 50.0);
-    out.dsync_write_p99_us = percentile(&dsync_samples, 99.0);
+    (out.fsync_p50_us, out.fsync_p99_us) = p50_p99(samples);
+    (out.dsync_write_p50_us, out.dsync_write_p99_us) = p50_p99(dsync_samples);
     Ok(())
+}
+
+/// The p50 and p99 of `samples`.
+fn p50_p99(mut samples: Vec<u64>) -> (u64, u64) {
+    samples.sort_unstable();
+    (percentile(&samples, 50.0), percentile(&samples, 99.0))
 }
 
 /// A file of `size` bytes, written through and synced (so later writes overwrite written
@@ -212,10 +214,8 @@ async fn measure_quorum_writes(
         }
         disk.remove(&path).await?;
     }
-    samples.sort_unstable();
     out.quorum_writers = n;
-    out.quorum_write_p50_us = percentile(&samples, 50.0);
-    out.quorum_write_p99_us = percentile(&samples, 99.0);
+    (out.quorum_write_p50_us, out.quorum_write_p99_us) = p50_p99(samples);
     Ok(())
 }
 

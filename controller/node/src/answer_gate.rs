@@ -108,10 +108,24 @@ pub struct AnswerGate {
 }
 
 impl AnswerGate {
-    /// Holds `a` until its batch is decided. One at an offset already held replaces it (the
-    /// earlier proposal never reached the log, and its call has been answered).
-    pub fn hold(&mut self, a: HeldAnswer) {
-        self.held.insert(a.part_base, a);
+    /// Holds the answers of `batch`, just appended at the log end, until it is decided (an
+    /// answer predicted for another batch is not held). Whatever the gate still holds past
+    /// `batch`'s base was truncated away (the log ended there): it is dropped, so it can
+    /// neither hold back later answers nor be taken for this batch.
+    pub fn hold_batch(&mut self, batch: ProposalId, answers: Vec<HeldAnswer>) {
+        let base = batch.base_offset;
+        drop(self.held.split_off(&base));
+        while let Some(last) = self.held.last_entry() {
+            if last.get().batch.end_offset <= base {
+                break;
+            }
+            last.remove();
+        }
+        for a in answers {
+            if a.batch == batch {
+                self.held.insert(a.part_base, a);
+            }
+        }
     }
 
     /// The high watermark is `hwm`: sends the answers of every batch below it that the log
@@ -192,9 +206,9 @@ mod tests {
         let (a2, r2) = held(2, 3, 10, 13, 12);
         let (a3, r3) = held(3, 3, 13, 15, 13);
         let (a4, r4) = held(4, 3, 15, 16, 15);
-        for a in [a1, a2, a3, a4] {
-            g.hold(a);
-        }
+        g.hold_batch(a1.batch, vec![a1, a2]);
+        g.hold_batch(a3.batch, vec![a3]);
+        g.hold_batch(a4.batch, vec![a4]);
         // Offsets 13.. hold a new leader's batch (epoch 4).
         let epoch_at = |o: LogOffset| Some(if o.get() < 13 { Epoch(3) } else { Epoch(4) });
         assert_eq!(g.release(LogOffset(12), epoch_at), 0);
@@ -207,9 +221,34 @@ mod tests {
         assert_eq!(g.released(), 2);
         // A batch the log no longer holds at all (None) is dropped too.
         let (a5, r5) = held(5, 3, 16, 17, 16);
-        g.hold(a5);
+        g.hold_batch(a5.batch, vec![a5]);
         assert_eq!(g.release(LogOffset(17), |_| None), 0);
         assert_eq!(got(&r5), None);
+    }
+
+    /// Proves a batch appended where held ones were (their offsets were truncated away: a new
+    /// leader term of this node) drops them, so they hold back nothing, and that an answer
+    /// predicted for another batch than the one appended is not held.
+    #[test]
+    fn a_new_batch_drops_what_was_truncated_under_it() {
+        let mut g = AnswerGate::default();
+        let (old, r_old) = held(1, 1, 100, 200, 100);
+        let (old2, r_old2) = held(2, 1, 200, 210, 200);
+        g.hold_batch(old.batch, vec![old]);
+        g.hold_batch(old2.batch, vec![old2]);
+        // Epoch 2 truncated the log to 150 and appended 150..151 here.
+        let (new, r_new) = held(3, 2, 150, 151, 150);
+        let (wrong, r_wrong) = held(4, 2, 151, 152, 151);
+        let b = new.batch;
+        g.hold_batch(b, vec![new, wrong]);
+        let epoch_at = |o: LogOffset| Some(if o.get() < 150 { Epoch(1) } else { Epoch(2) });
+        assert_eq!(g.release(LogOffset(151), epoch_at), 1);
+        assert_eq!(got(&r_new), Some(3));
+        assert!(g.is_empty());
+        assert_eq!(
+            (got(&r_old), got(&r_old2), got(&r_wrong)),
+            (None, None, None)
+        );
     }
 
     /// Proves the first answer of a call wins: a slot the service answered first sends
@@ -221,19 +260,23 @@ mod tests {
         let slot = AnswerSlot::registered(tx, &registry, 7);
         assert!(registry.borrow().contains_key(&7));
         let mut g = AnswerGate::default();
-        g.hold(HeldAnswer {
-            slot: slot.clone(),
-            batch: ProposalId {
-                epoch: Epoch(1),
-                base_offset: LogOffset(0),
-                end_offset: LogOffset(1),
-            },
-            part_base: LogOffset(0),
-            answer: ResponseFrame {
-                correlation_id: 70,
-                body: Ok(ResponseBody::UnregisterBroker),
-            },
-        });
+        let batch = ProposalId {
+            epoch: Epoch(1),
+            base_offset: LogOffset(0),
+            end_offset: LogOffset(1),
+        };
+        g.hold_batch(
+            batch,
+            vec![HeldAnswer {
+                slot: slot.clone(),
+                batch,
+                part_base: LogOffset(0),
+                answer: ResponseFrame {
+                    correlation_id: 70,
+                    body: Ok(ResponseBody::UnregisterBroker),
+                },
+            }],
+        );
         let timeout = ResponseFrame {
             correlation_id: 71,
             body: Err(crate::protocol::RpcError::Timeout { timeout_ms: 1 }),

@@ -676,11 +676,7 @@ impl<D: Disk> RaftDriver<D> {
                     if let Ok(batch) = &answer {
                         // Held only for the batch as the service predicted it; a proposal that
                         // landed elsewhere is the service's to answer.
-                        for a in p.answers.held {
-                            if a.batch == *batch {
-                                self.gate.hold(a);
-                            }
-                        }
+                        self.gate.hold_batch(*batch, p.answers.held);
                     }
                     // The proposer may have given up waiting: nothing to do then.
                     let _ = p.reply.try_send(answer);
