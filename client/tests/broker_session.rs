@@ -29,6 +29,11 @@ fn broker_resource(id: u32) -> ConfigResource {
     }
 }
 
+/// Whether the follower's image shows broker `id` fenced (`None`: not registered there).
+fn fenced(follower: &MetadataFollower, id: u32) -> Option<bool> {
+    follower.image().brokers.get(NodeId(id)).map(|b| b.fenced)
+}
+
 fn observer(id: u32) -> ReplicaKey {
     ReplicaKey {
         id: NodeId(id),
@@ -162,11 +167,7 @@ fn a_broker_is_unfenced_once_its_follower_caught_up() {
         // The follower's image shows the broker registered and then unfenced.
         let hwm = follower.high_watermark();
         wait_for("the follower to see the unfencing", || {
-            follower
-                .image()
-                .brokers
-                .get(NodeId(100))
-                .is_some_and(|b| !b.fenced)
+            fenced(&follower, 100) == Some(false)
         })
         .await;
         assert!(follower.next_offset() >= hwm);
@@ -263,20 +264,12 @@ fn a_broker_whose_lease_expired_registers_again() {
         let first = session.broker_epoch();
         // The answer leaves at the commit; the follower applies the unfencing right after.
         wait_for("the follower to see the broker unfenced", || {
-            follower
-                .image()
-                .brokers
-                .get(NodeId(200))
-                .is_some_and(|b| !b.fenced)
+            fenced(&follower, 200) == Some(false)
         })
         .await;
         // No heartbeats: the controller's tick fences the broker once the lease runs out.
         wait_for("the broker to be fenced", || {
-            follower
-                .image()
-                .brokers
-                .get(NodeId(200))
-                .is_some_and(|b| b.fenced)
+            fenced(&follower, 200) == Some(true)
         })
         .await;
         assert_eq!(session.heartbeat().await.unwrap(), TargetState::Fenced);

@@ -90,15 +90,33 @@ impl AnswerSlot {
     }
 }
 
-/// A success answer that travels with its proposal, sent when the batch commits.
-pub struct HeldAnswer {
-    pub slot: AnswerSlot,
-    /// The batch as the service predicted it.
+/// A success answer that travels with its proposal, sent to the call `to` when the batch
+/// commits.
+#[derive(Debug)]
+pub struct Gated<To> {
+    pub to: To,
+    /// The batch as the service predicted it; one that commits otherwise (another epoch at
+    /// that base) means the proposal was lost: the answer is dropped.
     pub batch: ProposalId,
     /// The first offset of this request's records in the batch.
     pub part_base: LogOffset,
     pub answer: ResponseFrame,
 }
+
+impl<To> Gated<To> {
+    /// The same answer for the call `to`.
+    pub fn to<U>(self, to: U) -> Gated<U> {
+        Gated {
+            to,
+            batch: self.batch,
+            part_base: self.part_base,
+            answer: self.answer,
+        }
+    }
+}
+
+/// An answer the driver holds: its call's slot.
+pub type HeldAnswer = Gated<AnswerSlot>;
 
 /// The driver's held answers, by the first offset of their part. Pure bookkeeping.
 #[derive(Default)]
@@ -142,7 +160,7 @@ impl AnswerGate {
                 break;
             }
             let a = entry.remove();
-            if epoch_at(a.batch.base_offset) == Some(a.batch.epoch) && a.slot.send(a.answer) {
+            if epoch_at(a.batch.base_offset) == Some(a.batch.epoch) && a.to.send(a.answer) {
                 sent += 1;
             }
         }
@@ -175,7 +193,7 @@ mod tests {
     ) -> (HeldAnswer, LocalReceiver<ResponseFrame>) {
         let (tx, rx) = local_channel::new_bounded(1);
         let a = HeldAnswer {
-            slot: AnswerSlot::new(tx),
+            to: AnswerSlot::new(tx),
             batch: ProposalId {
                 epoch: Epoch(epoch),
                 base_offset: LogOffset(base),
@@ -268,7 +286,7 @@ mod tests {
         g.hold_batch(
             batch,
             vec![HeldAnswer {
-                slot: slot.clone(),
+                to: slot.clone(),
                 batch,
                 part_base: LogOffset(0),
                 answer: ResponseFrame {

@@ -96,14 +96,13 @@ use futures_lite::future::or;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use rkyv::util::AlignedVec;
 
-use crate::answer_gate::{AnswerSlot, HeldAnswer};
+use crate::answer_gate::{AnswerSlot, Gated};
 use crate::config::NodeConfig;
 use crate::dispatch::{dispatch, effective_timeout_ms, Dispatch};
 use crate::error::{DriverError, ServiceError};
 use crate::metrics::LatencyHistogram;
 use crate::protocol::{LeaderHint, RequestFrame, ResponseBody, ResponseFrame, RpcError};
 use crate::raft_driver::{Answers, CommittedBatch, RaftHandle};
-use crate::shard_bridge::GatedAnswer;
 
 pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
 
@@ -1047,23 +1046,18 @@ impl ControllerService {
             let Some(p) = part.pending.as_ref() else {
                 continue;
             };
-            let answer = ResponseFrame {
-                correlation_id: p.correlation_id,
-                body: Ok(p.response.clone()),
+            let gated = Gated {
+                to: (),
+                batch,
+                part_base: part.base,
+                answer: ResponseFrame {
+                    correlation_id: p.correlation_id,
+                    body: Ok(p.response.clone()),
+                },
             };
             match p.route {
-                Some(route) => answers.routed.push(GatedAnswer {
-                    route,
-                    batch,
-                    part_base: part.base,
-                    answer,
-                }),
-                None => answers.held.push(HeldAnswer {
-                    slot: p.reply.clone(),
-                    batch,
-                    part_base: part.base,
-                    answer,
-                }),
+                Some(route) => answers.routed.push(gated.to(route)),
+                None => answers.held.push(gated.to(p.reply.clone())),
             }
         }
         let result = self

@@ -663,7 +663,6 @@ impl<D: Disk> RaftDriver<D> {
                         p.answers.routed.is_empty(),
                         "routed answers reach a local driver"
                     );
-
                     let answer =
                         self.core
                             .propose(p.payload, p.record_count)

@@ -42,11 +42,10 @@ use std::time::Duration;
 
 use corum_raft::{Payload, ProposalId};
 use corum_runtime::channel::{LinkReceiver, LinkSender, Receiver, Sender};
-use corum_types::LogOffset;
 use futures_lite::future::{or, poll_once};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 
-use crate::answer_gate::{AnswerSlot, HeldAnswer, Registry};
+use crate::answer_gate::{AnswerSlot, Gated, HeldAnswer, Registry};
 use crate::controller_service::{Call, ControllerServiceHandle, ServiceStatus};
 use crate::error::DriverError;
 use crate::protocol::{RequestFrame, ResponseFrame};
@@ -88,19 +87,9 @@ pub enum ToWorker {
     ServiceStatus(Box<ServiceStatus>),
 }
 
-/// A success answer that travels with its proposal: the worker side's driver sends it to the
-/// call `route` once the batch `batch` commits (see the module doc).
-#[derive(Debug)]
-pub struct GatedAnswer {
-    /// The call's id on the worker side.
-    pub route: u64,
-    /// The batch as the service predicted it; a committed batch that differs (another epoch or
-    /// range at that base) means the proposal was lost: the answer is dropped.
-    pub batch: ProposalId,
-    /// The first offset of this request's records in the batch.
-    pub part_base: LogOffset,
-    pub answer: ResponseFrame,
-}
+/// A success answer that travels with its proposal over the bridge, to the call with this id
+/// on the worker side; there the driver sends it once the batch commits (see the module doc).
+pub type GatedAnswer = Gated<u64>;
 
 /// How often the controller side sends the service's status to the worker.
 const SERVICE_STATUS_REFRESH_MS: u64 = 500;
@@ -287,12 +276,8 @@ async fn serve_down(
                     gated
                         .into_iter()
                         .filter_map(|g| {
-                            Some(HeldAnswer {
-                                slot: replies.get(&g.route)?.clone(),
-                                batch: g.batch,
-                                part_base: g.part_base,
-                                answer: g.answer,
-                            })
+                            let slot = replies.get(&g.to)?.clone();
+                            Some(g.to(slot))
                         })
                         .collect()
                 };
@@ -400,7 +385,7 @@ impl ControllerSide {
                     );
                     gated_routes
                         .borrow_mut()
-                        .extend(p.answers.routed.iter().map(|g| g.route));
+                        .extend(p.answers.routed.iter().map(|g| g.to));
                     let sent = down
                         .send(ToWorker::Propose {
                             id: next_id,

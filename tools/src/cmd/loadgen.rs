@@ -308,6 +308,7 @@ async fn raw_disk(config: &LoadConfig) -> anyhow::Result<RawDisk> {
         // Only the fsync figure is used: keep the bandwidth pass short.
         bandwidth_bytes: 4 << 20,
         quorum_writers: config.raw_quorum_writers,
+        quorum_duration: config.raw_fsync / 2,
         ..DeviceBenchConfig::default()
     };
     let result = measure_device(&dir, &cfg).await;
