@@ -1,6 +1,7 @@
 //! `corum bench disk` and `corum bench log`: the device, then the log engine on it, in one
 //! process, reported side by side (and as ratios) so a run says how close the log gets to the
-//! hardware.
+//! hardware. `corum bench net` ([`net`]) measures the host's loopback round trip, the network
+//! share of a commit's floor.
 //!
 //! `bench log` modes:
 //! - default: `--appenders N` tasks, each appending one `--record-bytes` batch and waiting for it
@@ -29,6 +30,8 @@ use corum_types::Epoch;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+pub mod net;
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(subcommand)]
@@ -41,6 +44,8 @@ pub enum What {
     Disk(DiskArgs),
     /// Drive the log engine under --dir and compare with the device.
     Log(LogArgs),
+    /// Loopback TCP round trip between two threads: the host's floor for one hop.
+    Net(net::NetArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -215,6 +220,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match args.what {
         What::Disk(a) => run_disk(a),
         What::Log(a) => run_log(a),
+        What::Net(a) => net::run(a),
     }
 }
 

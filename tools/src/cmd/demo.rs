@@ -254,6 +254,7 @@ fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
                 Duration::ZERO
             },
             raw_quorum_writers: 3,
+            rtt_probes: 1_000,
             request_timeout: Duration::from_secs(5),
             grace: Duration::from_secs(5),
             progress: true,
@@ -358,6 +359,9 @@ pub fn render_summary(
         if let Some(line) = r.raw.quorum_line(r.p50_over_raw_quorum_write_p50) {
             let _ = writeln!(w, "  {line}");
         }
+        if let Some(line) = r.floor_line() {
+            let _ = writeln!(w, "  {line}");
+        }
     }
     out
 }
@@ -420,6 +424,9 @@ mod tests {
                 },
                 p50_over_raw_fsync_p50: 2.0,
                 p50_over_raw_quorum_write_p50: 1.33,
+                rpc_round_trip_p50_us: 100,
+                commit_floor_us: 1_700,
+                p50_over_commit_floor: 1.18,
                 acknowledged: Some(10),
                 lost: Some(0),
                 ..Report::default()
@@ -450,6 +457,12 @@ mod tests {
         );
         assert!(
             s.contains("with 64 clients a config write is acknowledged in 2.00 x that"),
+            "{s}"
+        );
+        assert!(
+            s.contains(
+                "(100 µs each) + the quorum write (1.50 ms) = 1.70 ms (p50 latency = 1.18 x that)"
+            ),
             "{s}"
         );
     }

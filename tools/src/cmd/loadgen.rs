@@ -9,7 +9,10 @@
 //! The `--clients` logical clients share `--connections` [`ControllerClient`]s (each one
 //! pipelined connection that follows the leader). Before the load, the raw 4 KiB write +
 //! fdatasync p50 of `--data-dir` is measured with the same code as `corum bench disk`
-//! ([`corum_engine::devbench`]), so the write latency can be read as a multiple of it.
+//! ([`corum_engine::devbench`]), so the write latency can be read as a multiple of it. Then,
+//! with the clients connected, `--rtt-probes` DescribeCluster round trips at the active
+//! controller give one hop through corum that writes nothing; two of them plus the quorum write
+//! figure are the commit floor the report compares the p50 with (`commit_floor_us`).
 //!
 //! # Bounds
 //!
@@ -112,6 +115,10 @@ pub struct Args {
     /// completed (set it to the voter count; 0 skips it).
     #[arg(long, default_value_t = 3)]
     pub raw_quorum_writers: usize,
+    /// DescribeCluster round trips to the active controller before the load (at most one
+    /// second of them; 0 skips): the `rpc_round_trip_p50_us` of the commit floor.
+    #[arg(long, default_value_t = 1_000)]
+    pub rtt_probes: usize,
     /// Per-attempt request timeout; a call retries leader changes for as long.
     #[arg(long, default_value_t = 5_000)]
     pub request_timeout_ms: u64,
@@ -139,6 +146,7 @@ pub struct LoadConfig {
     pub data_dir: Option<PathBuf>,
     pub raw_fsync: Duration,
     pub raw_quorum_writers: usize,
+    pub rtt_probes: usize,
     pub request_timeout: Duration,
     pub grace: Duration,
     pub progress: bool,
@@ -171,6 +179,7 @@ impl LoadConfig {
             data_dir: a.data_dir.clone(),
             raw_fsync: secs("--raw-fsync-seconds", a.raw_fsync_seconds)?,
             raw_quorum_writers: a.raw_quorum_writers,
+            rtt_probes: a.rtt_probes,
             request_timeout: Duration::from_millis(a.request_timeout_ms),
             grace: Duration::from_millis(a.grace_ms),
             progress: !a.no_progress,
@@ -324,6 +333,26 @@ async fn raw_disk(config: &LoadConfig) -> anyhow::Result<RawDisk> {
     })
 }
 
+/// The p50 of up to `probes` DescribeCluster round trips to the active controller (at most
+/// one second of them; 0 when `probes` is 0): a request through the client listener and the
+/// controller that writes nothing, the per-hop cost of the commit floor.
+async fn rpc_round_trip(client: &ControllerClient, probes: usize) -> anyhow::Result<u64> {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let mut samples = Vec::with_capacity(probes.min(100_000));
+    while samples.len() < probes && Instant::now() < deadline {
+        let t = Instant::now();
+        client
+            .describe_cluster()
+            .await
+            .context("measuring the round trip to the active controller")?;
+        samples.push(t.elapsed());
+    }
+    samples.sort_unstable();
+    Ok(samples
+        .get(samples.len() / 2)
+        .map_or(0, |d| d.as_micros() as u64))
+}
+
 async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
     let raw = raw_disk(&config).await?;
     let client_config = ClientConfig {
@@ -346,6 +375,7 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
         leader_changes_before += client.leader_changes();
         clients.push(client);
     }
+    let rpc_round_trip = rpc_round_trip(&clients[0], config.rtt_probes).await?;
     let now = Instant::now();
     let mut ctx = Ctx {
         leader_changes_before,
@@ -394,6 +424,7 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
     }
     let elapsed = outcome?;
     report.measured(&ctx.recorder, elapsed, raw);
+    report.set_rpc_round_trip(rpc_round_trip);
     report.leader_changes = ctx.leader_changes();
     Ok(report)
 }

@@ -276,6 +276,14 @@ pub struct Report {
     pub p50_over_raw_fsync_p50: f64,
     /// `p50_us / raw_quorum_write_p50_us` (0 when not measured).
     pub p50_over_raw_quorum_write_p50: f64,
+    /// DescribeCluster round trip to the active controller before the load, p50 (0 when not
+    /// measured): one hop through corum that writes nothing.
+    pub rpc_round_trip_p50_us: u64,
+    /// What a write cannot beat here: two such round trips (client to leader, leader to the
+    /// followers) plus `raw_quorum_write_p50_us` (0 unless both are measured).
+    pub commit_floor_us: u64,
+    /// `p50_us / commit_floor_us` (0 when not measured).
+    pub p50_over_commit_floor: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partitions: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none", flatten)]
@@ -311,6 +319,18 @@ impl Report {
 
     /// Record the data directory's figures and the ratios of the p50 latency to them.
     pub fn set_raw(&mut self, raw: RawDisk) {
+        self.raw = raw;
+        self.ratios();
+    }
+
+    /// Record the round trip of a request that writes nothing (see `rpc_round_trip_p50_us`).
+    pub fn set_rpc_round_trip(&mut self, p50_us: u64) {
+        self.rpc_round_trip_p50_us = p50_us;
+        self.ratios();
+    }
+
+    /// The commit floor and the ratios of the p50 latency to the measured baselines.
+    fn ratios(&mut self) {
         let ratio = |base: u64| {
             if base > 0 {
                 self.p50_us as f64 / base as f64
@@ -318,9 +338,28 @@ impl Report {
                 0.0
             }
         };
-        self.p50_over_raw_fsync_p50 = ratio(raw.raw_fsync_p50_us);
-        self.p50_over_raw_quorum_write_p50 = ratio(raw.raw_quorum_write_p50_us);
-        self.raw = raw;
+        self.commit_floor_us =
+            if self.rpc_round_trip_p50_us > 0 && self.raw.raw_quorum_write_p50_us > 0 {
+                2 * self.rpc_round_trip_p50_us + self.raw.raw_quorum_write_p50_us
+            } else {
+                0
+            };
+        self.p50_over_raw_fsync_p50 = ratio(self.raw.raw_fsync_p50_us);
+        self.p50_over_raw_quorum_write_p50 = ratio(self.raw.raw_quorum_write_p50_us);
+        self.p50_over_commit_floor = ratio(self.commit_floor_us);
+    }
+
+    /// The commit floor as a sentence, when measured.
+    pub fn floor_line(&self) -> Option<String> {
+        (self.commit_floor_us > 0).then(|| {
+            format!(
+                "commit floor: 2 round trips of a request that writes nothing ({} each) + the quorum write ({}) = {} (p50 latency = {:.2} x that)",
+                format_us(self.rpc_round_trip_p50_us),
+                format_us(self.raw.raw_quorum_write_p50_us),
+                format_us(self.commit_floor_us),
+                self.p50_over_commit_floor
+            )
+        })
     }
 
     /// The human summary (several lines).
@@ -363,6 +402,9 @@ impl Report {
             );
         }
         if let Some(line) = self.raw.quorum_line(self.p50_over_raw_quorum_write_p50) {
+            let _ = writeln!(w, "  {line}");
+        }
+        if let Some(line) = self.floor_line() {
             let _ = writeln!(w, "  {line}");
         }
         if let Some(b) = &self.broker {
@@ -454,8 +496,16 @@ mod tests {
         assert_eq!(r.error_kinds["not the active controller"], 2);
         assert!((r.p50_over_raw_fsync_p50 - r.p50_us as f64 / 250.0).abs() < 1e-9);
         assert!((r.p50_over_raw_quorum_write_p50 - r.p50_us as f64 / 400.0).abs() < 1e-9);
+        assert_eq!((r.commit_floor_us, r.p50_over_commit_floor), (0, 0.0));
+        r.set_rpc_round_trip(50);
+        assert_eq!(r.commit_floor_us, 2 * 50 + 400);
+        assert!((r.p50_over_commit_floor - r.p50_us as f64 / 500.0).abs() < 1e-9);
         let text = r.render();
         assert!(text.contains("3 O_DSYNC writes at once"), "{text}");
+        assert!(
+            text.contains("(50 µs each) + the quorum write (400 µs) = 500 µs"),
+            "{text}"
+        );
         assert!(text.contains("1000 acknowledged, 500/s"), "{text}");
         assert!(text.contains("2 not the active controller"), "{text}");
     }
@@ -469,6 +519,10 @@ mod tests {
         assert_eq!(r.ops_per_sec, 0.0);
         assert_eq!(r.p50_over_raw_fsync_p50, 0.0);
         assert!(!r.render().contains("quorum floor"));
+        // A round trip without the quorum write makes no floor.
+        r.set_rpc_round_trip(80);
+        assert_eq!((r.commit_floor_us, r.p50_over_commit_floor), (0, 0.0));
+        assert!(!r.render().contains("commit floor"));
     }
 
     /// The JSON object has every field the issue lists; the verify fields only with
@@ -492,6 +546,9 @@ mod tests {
             "leader_changes",
             "raw_fsync_p50_us",
             "raw_quorum_write_p50_us",
+            "rpc_round_trip_p50_us",
+            "commit_floor_us",
+            "p50_over_commit_floor",
         ] {
             assert!(v.get(key).is_some(), "missing {key}: {v}");
         }
