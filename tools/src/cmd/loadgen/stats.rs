@@ -238,7 +238,7 @@ impl RawDisk {
     pub fn quorum_line(&self, p50_over: f64) -> Option<String> {
         (self.raw_quorum_write_p50_us > 0).then(|| {
             format!(
-                "quorum floor: {} O_DSYNC writes at once on this disk, a majority done in {} (p50 latency = {:.2} x that)",
+                "quorum write: {} O_DSYNC writes at once on this disk, a majority done in {} (p50 latency = {:.2} x that)",
                 self.raw_quorum_writers,
                 format_us(self.raw_quorum_write_p50_us),
                 p50_over
@@ -518,7 +518,7 @@ mod tests {
         assert_eq!((r.ops, r.p50_us, r.max_us), (0, 0, 0));
         assert_eq!(r.ops_per_sec, 0.0);
         assert_eq!(r.p50_over_raw_fsync_p50, 0.0);
-        assert!(!r.render().contains("quorum floor"));
+        assert!(!r.render().contains("quorum write"));
         // A round trip without the quorum write makes no floor.
         r.set_rpc_round_trip(80);
         assert_eq!((r.commit_floor_us, r.p50_over_commit_floor), (0, 0.0));
