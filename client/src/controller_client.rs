@@ -54,7 +54,9 @@ use corum_controller::control::replication_control::{
 use corum_controller::image::ConfigResource;
 use corum_node::protocol::{DescribeQuorumResponse, LeaderHint};
 use corum_node::{RequestBody, ResponseBody, RpcClient, RpcClientConfig, RpcClientError, RpcError};
-use corum_raft::message::{FetchRequest, FetchResponse};
+use corum_raft::message::{
+    FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse,
+};
 use corum_types::NodeId;
 use glommio::sync::Semaphore;
 
@@ -629,6 +631,23 @@ impl ControllerClient {
         {
             ResponseBody::Fetch(r) => Ok(*r),
             other => Err(unexpected("Fetch", &other)),
+        }
+    }
+
+    /// One observer FetchSnapshot (a chunk of the leader's snapshot at `req.position`),
+    /// waiting up to `timeout` for the answer. Like [`ControllerClient::fetch`], only the
+    /// active controller answers it: the call follows `NotController` to the leader.
+    pub async fn fetch_snapshot(
+        &self,
+        req: FetchSnapshotRequest,
+        timeout: Duration,
+    ) -> Result<FetchSnapshotResponse> {
+        match self
+            .call_with_timeout(RequestBody::FetchSnapshot(req), timeout)
+            .await?
+        {
+            ResponseBody::FetchSnapshot(r) => Ok(*r),
+            other => Err(unexpected("FetchSnapshot", &other)),
         }
     }
 }

@@ -10,7 +10,8 @@
 //! | [`ClientError::UnexpectedResponse`] | typed helpers: the server answered another kind | a server bug: report it |
 //! | [`ClientError::Api`] | typed helpers with one item (`alter_config`, `create_topic`): the item's own error | act on the [`ApiError`] |
 //! | [`ClientError::Timeout`] | waits of [`crate::BrokerSession`] | the cluster is slow or the follower stalled |
-//! | [`ObserverError`] | [`crate::ObserverLog::on_response`] | the follower stops: its image cannot follow this log |
+//! | [`ObserverError`] | [`crate::ObserverLog::on_response`], [`crate::ObserverLog::install_snapshot`] | the follower stops: its image cannot follow this log |
+//! | [`SnapshotChunkError`] | [`crate::SnapshotDownload::on_result`] | drop the download, fetch again (the follower does so after a backoff) |
 
 use std::net::SocketAddr;
 
@@ -84,11 +85,36 @@ pub enum ObserverError {
     /// A committed record that does not apply to the image.
     #[error(transparent)]
     Replay(ReplayError),
-    /// The fetch offset is below the leader's log start: a snapshot is needed, which this
-    /// observer cannot load yet.
-    #[error("the leader's log starts after {fetch_offset}: snapshot {snapshot:?} needed (not supported by this observer)")]
-    SnapshotNeeded {
-        fetch_offset: LogOffset,
+    /// A downloaded snapshot whose bytes are not a record batch, or whose records do not
+    /// rebuild an image (committed data this image cannot take, like [`ObserverError::Decode`]
+    /// and [`ObserverError::Replay`] for a batch). The log was left as it was.
+    #[error("snapshot {snapshot:?} does not load: {reason}")]
+    BadSnapshot {
         snapshot: SnapshotId,
+        reason: String,
     },
+}
+
+/// Why a FetchSnapshot answer does not continue a [`crate::SnapshotDownload`]. The download
+/// is unchanged; a leader never sends these, so the caller drops it and starts over.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotChunkError {
+    /// The chunk belongs to another snapshot than the one asked for.
+    #[error("asked for snapshot {asked:?}, got a chunk of {got:?}")]
+    OtherSnapshot { asked: SnapshotId, got: SnapshotId },
+    /// The chunk does not start where the bytes received so far end.
+    #[error("chunk at position {position}, expected {received}")]
+    Position { position: u64, received: u64 },
+    /// The snapshot's total size changed between chunks.
+    #[error("snapshot size changed from {was} to {now} bytes")]
+    SizeChanged { was: u64, now: u64 },
+    /// The snapshot is larger than the download accepts.
+    #[error("snapshot of {size_total} bytes exceeds the limit of {size_max} bytes")]
+    TooLarge { size_total: u64, size_max: u64 },
+    /// The chunk holds bytes beyond the snapshot's total size.
+    #[error("chunk ends at {end}, beyond the snapshot's {size_total} bytes")]
+    BeyondSize { end: u64, size_total: u64 },
+    /// An empty chunk of a snapshot not yet complete (or after it completed).
+    #[error("empty chunk at position {position} of {size_total} bytes")]
+    NoProgress { position: u64, size_total: u64 },
 }

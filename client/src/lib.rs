@@ -15,15 +15,18 @@
 //! with Raft `Fetch`, applies committed batches (and only those) to its own
 //! [`corum_controller::MetadataImage`], and drops uncommitted data a new leader truncates. The
 //! buffering and applying rules live in the pure [`ObserverLog`], tested with synthetic fetch
-//! responses.
+//! responses. A leader deletes its log below its latest snapshot (KIP-630); an observer behind
+//! that point downloads the snapshot with `FetchSnapshot` ([`SnapshotDownload`], pure too),
+//! rebuilds its image from it and fetches on from its end.
 //!
 //! | module | what |
 //! |---|---|
 //! | [`controller_client`] | [`ClientConfig`], [`ControllerClient`]: leader following, retries, typed request helpers |
-//! | [`observer_log`] | [`ObserverLog`]: applied prefix + buffered suffix, HWM, divergence (pure) |
+//! | [`observer_log`] | [`ObserverLog`]: applied prefix + buffered suffix, HWM, divergence, snapshot install (pure) |
+//! | [`snapshot_download`] | [`SnapshotDownload`]: a snapshot's chunks checked and put back together (pure) |
 //! | [`metadata_follower`] | [`MetadataFollower`]: the fetch loop in a background glommio task |
 //! | [`broker_session`] | [`BrokerSession`]: register, heartbeat, wait until unfenced, controlled shutdown |
-//! | [`error`] | [`ClientError`], [`ObserverError`] |
+//! | [`error`] | [`ClientError`], [`ObserverError`], [`SnapshotChunkError`] |
 //!
 //! Everything here is glommio-local (`Rc`, `Cell`): create and use it on one executor.
 pub mod broker_session;
@@ -31,12 +34,14 @@ pub mod controller_client;
 pub mod error;
 pub mod metadata_follower;
 pub mod observer_log;
+pub mod snapshot_download;
 
 pub use broker_session::{BrokerIdentity, BrokerSession};
 pub use controller_client::{parse_bootstrap, ClientConfig, ClientStats, ControllerClient};
-pub use error::{ClientError, ObserverError, Result};
+pub use error::{ClientError, ObserverError, Result, SnapshotChunkError};
 pub use metadata_follower::{FollowerStats, MetadataFollower};
-pub use observer_log::{AppliedBatch, ObserverLog, ObserverStats, Progress};
+pub use observer_log::{AppliedBatch, ObserverLog, ObserverStats, Progress, SnapshotInstall};
+pub use snapshot_download::{DownloadStep, SnapshotDownload, SNAPSHOT_BYTES_MAX};
 
 // Types callers need to use the API, re-exported so they need not depend on every crate.
 pub use corum_controller::records::{ListenerV1, SupportedFeatureV1};

@@ -6,8 +6,24 @@
 //! |---|---|
 //! | `Fetch` answer that applies or buffers | fetches again at once |
 //! | `Fetch` answer ignored / `NotLeader` | fetches again at once if it taught a newer epoch, else after a backoff |
+//! | `Fetch` answer `SnapshotNeeded` | downloads the snapshot (below), then goes on |
 //! | [`ClientError`] (the client already retried leaders up to its deadline; or `Malformed`: a node that does not serve `Fetch`) | backoff, then again |
 //! | [`ObserverError`](crate::ObserverError) | stops; [`MetadataFollower::failure`] says why, waiters wake |
+//!
+//! A snapshot is downloaded with `FetchSnapshot`, one chunk at a time from the position
+//! received so far ([`SnapshotDownload`] checks each), in the leader epoch the observer knows;
+//! each call waits up to the client's `request_timeout` (the leader answers at once). The
+//! download holds the whole snapshot in memory, at most [`SNAPSHOT_BYTES_MAX`].
+//!
+//! | `FetchSnapshot` outcome | the task |
+//! |---|---|
+//! | a chunk, more to come | asks for the next one at once |
+//! | the last chunk | installs the snapshot ([`ObserverLog::install_snapshot`]), wakes the waiters it satisfies, fetches from its end at once |
+//! | the snapshot does not load ([`ObserverError::BadSnapshot`]) | stops, as for a batch that does not decode |
+//! | `SnapshotNotFound` (the leader wrote a newer one) | drops the download, fetches again (the answer names the new snapshot) after a backoff: a node that keeps naming a snapshot it cannot serve is not asked in a tight loop |
+//! | `NotLeader`, or an answer of another epoch | notes the epoch and leader; drops the download; fetches again at once if the epoch is newer, else after a backoff |
+//! | a chunk [`SnapshotDownload`] refuses ([`crate::SnapshotChunkError`]) | drops the download, fetches again after a backoff |
+//! | [`ClientError`] | the same chunk again after a backoff; after [`SNAPSHOT_CHUNK_ATTEMPTS_MAX`] failures in a row drops the download and fetches again after a backoff |
 //!
 //! The follower is glommio-local and meant to be shared (`Rc`) by every broker session of one
 //! executor: they all report its [`MetadataFollower::next_offset`]. Dropping it (or
@@ -22,18 +38,23 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use corum_controller::MetadataImage;
-use corum_raft::ReplicaKey;
+use corum_raft::message::FetchSnapshotResult;
+use corum_raft::{ReplicaKey, SnapshotId};
 use corum_types::{Epoch, LogOffset};
 use glommio::task::JoinHandle;
 
 use crate::controller_client::ControllerClient;
 use crate::error::{ClientError, ObserverError};
-use crate::observer_log::{ObserverLog, ObserverStats};
+use crate::observer_log::{ObserverLog, ObserverStats, SnapshotInstall};
+use crate::snapshot_download::{DownloadStep, SnapshotDownload, SNAPSHOT_BYTES_MAX};
 
 /// First pause after a fetch that did not progress; doubled per such fetch in a row.
 const PAUSE_BASE: Duration = Duration::from_millis(5);
 /// Largest pause between two fetches.
 const PAUSE_CAP: Duration = Duration::from_millis(200);
+/// Calls of one snapshot chunk that may fail with a [`ClientError`] in a row before the
+/// download is dropped (each after the client's own retries of leaders).
+pub const SNAPSHOT_CHUNK_ATTEMPTS_MAX: u32 = 4;
 
 /// Counters of a [`MetadataFollower`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -42,6 +63,16 @@ pub struct FollowerStats {
     pub fetches: u64,
     /// Fetch calls that failed (after the client's own retries).
     pub fetch_errors: u64,
+    /// FetchSnapshot calls sent.
+    pub snapshot_fetches: u64,
+    /// FetchSnapshot calls that failed (after the client's own retries).
+    pub snapshot_fetch_errors: u64,
+    /// Bytes of snapshot chunks accepted.
+    pub snapshot_bytes: u64,
+    /// Snapshot downloads dropped before their install (`SnapshotNotFound`, `NotLeader`, a
+    /// refused chunk, failed calls). Installs are counted in
+    /// [`ObserverStats::snapshots_installed`].
+    pub snapshot_downloads_dropped: u64,
     /// What the log itself counted.
     pub log: ObserverStats,
 }
@@ -57,7 +88,15 @@ struct Shared {
     stopped: Cell<bool>,
     fetches: Cell<u64>,
     fetch_errors: Cell<u64>,
+    snapshot_fetches: Cell<u64>,
+    snapshot_fetch_errors: Cell<u64>,
+    snapshot_bytes: Cell<u64>,
+    snapshot_downloads_dropped: Cell<u64>,
     last_error: RefCell<Option<ClientError>>,
+}
+
+fn bump(counter: &Cell<u64>, n: u64) {
+    counter.set(counter.get() + n);
 }
 
 impl Shared {
@@ -101,6 +140,10 @@ impl MetadataFollower {
             stopped: Cell::new(false),
             fetches: Cell::new(0),
             fetch_errors: Cell::new(0),
+            snapshot_fetches: Cell::new(0),
+            snapshot_fetch_errors: Cell::new(0),
+            snapshot_bytes: Cell::new(0),
+            snapshot_downloads_dropped: Cell::new(0),
             last_error: RefCell::default(),
         });
         let task = glommio::spawn_local(follow(client, replica, wait_max, shared.clone())).detach();
@@ -138,6 +181,11 @@ impl MetadataFollower {
         self.shared.log.borrow().epoch()
     }
 
+    /// The last snapshot installed, if any.
+    pub fn snapshot(&self) -> Option<SnapshotId> {
+        self.shared.log.borrow().snapshot()
+    }
+
     /// The image of the applied prefix (O(1): a structurally shared copy).
     pub fn image(&self) -> MetadataImage {
         self.shared.log.borrow().image().clone()
@@ -148,7 +196,7 @@ impl MetadataFollower {
         self.shared.failure.borrow().clone()
     }
 
-    /// The last fetch call error (the follower keeps retrying after one).
+    /// The last Fetch or FetchSnapshot call error (the follower keeps retrying after one).
     pub fn last_error(&self) -> Option<ClientError> {
         self.shared.last_error.borrow().clone()
     }
@@ -157,6 +205,10 @@ impl MetadataFollower {
         FollowerStats {
             fetches: self.shared.fetches.get(),
             fetch_errors: self.shared.fetch_errors.get(),
+            snapshot_fetches: self.shared.snapshot_fetches.get(),
+            snapshot_fetch_errors: self.shared.snapshot_fetch_errors.get(),
+            snapshot_bytes: self.shared.snapshot_bytes.get(),
+            snapshot_downloads_dropped: self.shared.snapshot_downloads_dropped.get(),
             log: self.shared.log.borrow().stats(),
         }
     }
@@ -229,7 +281,7 @@ fn pause(n: u32) -> Duration {
     PAUSE_BASE.saturating_mul(1u32 << n.min(16)).min(PAUSE_CAP)
 }
 
-/// The follower's task: fetch, apply, repeat.
+/// The follower's task: fetch, apply (or download and install a snapshot), repeat.
 async fn follow(
     client: ControllerClient,
     replica: ReplicaKey,
@@ -244,7 +296,7 @@ async fn follow(
     loop {
         let req = shared.log.borrow().fetch_request(replica, wait_max_ms);
         let epoch_before = req.epoch;
-        shared.fetches.set(shared.fetches.get() + 1);
+        bump(&shared.fetches, 1);
         let progressed = match client.fetch(req, timeout).await {
             Ok(resp) => {
                 let outcome = shared.log.borrow_mut().on_response(resp);
@@ -254,18 +306,21 @@ async fn follow(
                             shared.wake_reached(last.end_offset);
                         }
                         let newer_epoch = shared.log.borrow().epoch() > epoch_before;
-                        !p.ignored || newer_epoch
+                        match p.snapshot_needed {
+                            Some(id) => {
+                                match download_snapshot(&client, replica, id, &shared).await {
+                                    Ok(progressed) => progressed,
+                                    Err(e) => return stop(&shared, replica, e),
+                                }
+                            }
+                            None => !p.ignored || newer_epoch,
+                        }
                     }
-                    Err(e) => {
-                        tracing::error!(?replica, error = %e, "metadata follower stops");
-                        *shared.failure.borrow_mut() = Some(e);
-                        shared.wake_all();
-                        return;
-                    }
+                    Err(e) => return stop(&shared, replica, e),
                 }
             }
             Err(e) => {
-                shared.fetch_errors.set(shared.fetch_errors.get() + 1);
+                bump(&shared.fetch_errors, 1);
                 tracing::debug!(?replica, error = %e, "metadata fetch failed");
                 *shared.last_error.borrow_mut() = Some(e);
                 false
@@ -276,6 +331,101 @@ async fn follow(
         } else {
             glommio::timer::sleep(pause(idle)).await;
             idle += 1;
+        }
+    }
+}
+
+/// Ends the task on an error its log cannot go past, releasing every waiter.
+fn stop(shared: &Shared, replica: ReplicaKey, e: ObserverError) {
+    tracing::error!(?replica, error = %e, "metadata follower stops");
+    *shared.failure.borrow_mut() = Some(e);
+    shared.wake_all();
+}
+
+/// Downloads snapshot `id` from the leader chunk by chunk and installs it (see the module
+/// doc's second table). `Ok(true)`: fetch again at once; `Ok(false)`: after a backoff (the
+/// download was dropped, or the install gained nothing); `Err`: the snapshot does not load.
+async fn download_snapshot(
+    client: &ControllerClient,
+    replica: ReplicaKey,
+    id: SnapshotId,
+    shared: &Shared,
+) -> Result<bool, ObserverError> {
+    // The leader answers a FetchSnapshot at once: no long-poll time to add.
+    let timeout = client.config().request_timeout;
+    let mut download = SnapshotDownload::new(id, SNAPSHOT_BYTES_MAX);
+    let mut failures = 0u32;
+    let dropped = |why: &str| {
+        bump(&shared.snapshot_downloads_dropped, 1);
+        tracing::debug!(?replica, snapshot = ?id, why, "snapshot download dropped");
+    };
+    loop {
+        let epoch = shared.log.borrow().epoch();
+        let req = download.request(epoch, replica);
+        bump(&shared.snapshot_fetches, 1);
+        let resp = match client.fetch_snapshot(req, timeout).await {
+            Ok(resp) => resp,
+            Err(e) => {
+                bump(&shared.snapshot_fetch_errors, 1);
+                tracing::debug!(?replica, error = %e, "snapshot fetch failed");
+                *shared.last_error.borrow_mut() = Some(e);
+                failures += 1;
+                if failures >= SNAPSHOT_CHUNK_ATTEMPTS_MAX {
+                    dropped("calls kept failing");
+                    return Ok(false);
+                }
+                glommio::timer::sleep(pause(failures - 1)).await;
+                continue;
+            }
+        };
+        failures = 0;
+        let stale = shared
+            .log
+            .borrow_mut()
+            .observe_epoch(resp.epoch, resp.leader);
+        if resp.epoch != epoch {
+            // The node leads another epoch (it answered NotLeader): a Fetch in the epoch just
+            // learnt names that leader's snapshot.
+            dropped("another leader epoch");
+            return Ok(!stale && resp.epoch > epoch);
+        }
+        let chunk_bytes = match &resp.result {
+            FetchSnapshotResult::Chunk { bytes, .. } => bytes.len() as u64,
+            _ => 0,
+        };
+        match download.on_result(resp.result) {
+            Ok(DownloadStep::Next { .. }) => bump(&shared.snapshot_bytes, chunk_bytes),
+            Ok(DownloadStep::Complete) => {
+                bump(&shared.snapshot_bytes, chunk_bytes);
+                let applied_before = shared.log.borrow().applied_end();
+                let installed = shared
+                    .log
+                    .borrow_mut()
+                    .install_snapshot(id, download.data())?;
+                return Ok(match installed {
+                    SnapshotInstall::Installed { records, .. } => {
+                        tracing::info!(?replica, snapshot = ?id, records, "snapshot installed");
+                        shared.wake_reached(id.end_offset);
+                        id.end_offset > applied_before
+                    }
+                    // Nothing else moves the log while the task downloads; should a snapshot
+                    // still be behind, fetching goes on from the applied end.
+                    SnapshotInstall::Behind { .. } => false,
+                });
+            }
+            Ok(DownloadStep::NotFound) => {
+                dropped("the leader replaced the snapshot");
+                return Ok(false);
+            }
+            Ok(DownloadStep::NotLeader) => {
+                dropped("not the leader");
+                return Ok(false);
+            }
+            Err(e) => {
+                tracing::warn!(?replica, snapshot = ?id, error = %e, "snapshot chunk refused");
+                dropped("a chunk was refused");
+                return Ok(false);
+            }
         }
     }
 }

@@ -5,9 +5,9 @@
 //! # Model
 //!
 //! ```text
-//!   0            applied_end                end()
-//!   |--- applied ---|------ buffered --------|
-//!   (in the image)   (fetched, maybe beyond the HWM: may still be truncated)
+//!   0   snapshot end    applied_end                end()
+//!   |- snapshot -|- applied -|------ buffered --------|
+//!   (in the image)            (fetched, maybe beyond the HWM: may still be truncated)
 //! ```
 //!
 //! The log is a committed, applied prefix (its records are in the [`MetadataImage`]) followed
@@ -17,24 +17,41 @@
 //! applied ones. Control batches (Raft's own records) advance the offsets without touching
 //! the image.
 //!
+//! A leader deletes its log below its latest snapshot (KIP-630), so an observer starting from
+//! 0 or lagging far behind is answered `SnapshotNeeded`. The caller downloads that snapshot
+//! ([`crate::SnapshotDownload`]) and hands its bytes to [`ObserverLog::install_snapshot`]: the
+//! applied prefix becomes the snapshot (always committed: a leader snapshots only below its
+//! HWM), the image is rebuilt from its records, the buffer is dropped, and fetching goes on
+//! from the snapshot's end.
+//!
 //! | response (echoing the current end and last epoch)  | effect |
 //! |---|---|
 //! | epoch below the highest seen                       | ignored (a deposed leader) |
 //! | `Batches { batches, high_watermark }`              | batches appended to the buffer (checked: contiguous, non-empty, epochs non-decreasing and not above the response's); HWM = max(HWM, answer's); buffered batches ending at or below the HWM applied in order |
 //! | `Diverging { epoch, end_offset }`                  | truncate to `min(end_offset, my end for epoch)` (Kafka's rule, as the Raft core's follower does); dropping below the applied end is [`ObserverError::CommittedTruncation`] |
 //! | `NotLeader`                                        | the epoch is noted; nothing else changes |
-//! | `SnapshotNeeded`                                   | [`ObserverError::SnapshotNeeded`] |
+//! | `SnapshotNeeded { snapshot }` ending at or above the applied end | [`Progress::snapshot_needed`]; nothing else changes (the caller downloads and installs it) |
+//! | `SnapshotNeeded` ending below the applied end      | ignored (a late answer: that data is applied already) |
+//! | `SnapshotNeeded` whose epoch is above the response's | [`ObserverError::InvalidResponse`] |
 //! | a `Batches` / `Diverging` not echoing the current end and last epoch | ignored (a late answer to an older fetch) |
+//!
+//! | [`ObserverLog::install_snapshot`] (id, data)       | effect |
+//! |---|---|
+//! | ends below the applied end                         | refused: [`SnapshotInstall::Behind`], nothing changes |
+//! | data not one record batch, or its records do not replay into an empty image | [`ObserverError::BadSnapshot`], nothing changes |
+//! | otherwise                                          | image = the snapshot's records replayed at offsets 0, 1, ... with `end_offset` = the snapshot's end; applied end = end() = the snapshot's end; HWM = max(HWM, the snapshot's end); last epoch = the snapshot's epoch; buffer dropped |
 //!
 //! Invariants (checked by [`ObserverLog::check_invariants`]): `applied_end <= max(HWM seen)`;
 //! buffered batches are contiguous from `applied_end`, each non-empty, with non-decreasing
-//! epochs not below the last applied one; `image.end_offset <= applied_end`.
+//! epochs not below the last applied one; `image.end_offset <= applied_end`; the last
+//! installed snapshot ends at or below `applied_end`, with an epoch at most the last applied
+//! one's.
 
 use std::collections::VecDeque;
 
 use corum_controller::{decode_batch, MetadataImage};
 use corum_raft::message::{FetchRequest, FetchResponse, FetchResult};
-use corum_raft::{Batch, ReplicaKey};
+use corum_raft::{Batch, ReplicaKey, SnapshotId};
 use corum_types::{Epoch, LogOffset, NodeId};
 use rkyv::util::AlignedVec;
 
@@ -64,6 +81,19 @@ pub struct Progress {
     pub applied: Vec<AppliedBatch>,
     /// Records dropped from the buffer by a `Diverging` answer.
     pub truncated_records: u64,
+    /// The leader's log starts after this log's end: download this snapshot and
+    /// [`ObserverLog::install_snapshot`] it, then fetch again.
+    pub snapshot_needed: Option<SnapshotId>,
+}
+
+/// What [`ObserverLog::install_snapshot`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotInstall {
+    /// The image was rebuilt from the snapshot's `records`; `dropped_records` buffered
+    /// records were dropped (fetched again from the snapshot's end if still in the log).
+    Installed { records: u64, dropped_records: u64 },
+    /// The snapshot ends below the applied end: installing it would go back; nothing changed.
+    Behind { applied_end: LogOffset },
 }
 
 /// Counters of an [`ObserverLog`].
@@ -76,6 +106,11 @@ pub struct ObserverStats {
     pub control_batches_applied: u64,
     pub diverging: u64,
     pub records_truncated: u64,
+    /// `SnapshotNeeded` answers acted on (reported in [`Progress::snapshot_needed`]).
+    pub snapshots_needed: u64,
+    /// Snapshots installed, and the records replayed from them.
+    pub snapshots_installed: u64,
+    pub snapshot_records_applied: u64,
 }
 
 /// An observer's log and image. See the module doc.
@@ -90,6 +125,8 @@ pub struct ObserverLog {
     high_watermark: LogOffset,
     buffered: VecDeque<Batch>,
     image: MetadataImage,
+    /// The last snapshot installed.
+    snapshot: Option<SnapshotId>,
     stats: ObserverStats,
 }
 
@@ -143,8 +180,30 @@ impl ObserverLog {
         &self.image
     }
 
+    /// The last snapshot installed, if any.
+    pub fn snapshot(&self) -> Option<SnapshotId> {
+        self.snapshot
+    }
+
     pub fn stats(&self) -> ObserverStats {
         self.stats
+    }
+
+    /// Notes the epoch and leader a response states (a fetch's, or a FetchSnapshot's). An
+    /// epoch below the highest seen changes nothing; a higher one forgets the old leader.
+    /// Returns whether the response's epoch is below the highest seen (it is then stale).
+    pub fn observe_epoch(&mut self, epoch: Epoch, leader: Option<NodeId>) -> bool {
+        if epoch < self.epoch {
+            return true;
+        }
+        if epoch > self.epoch {
+            self.epoch = epoch;
+            self.leader = None;
+        }
+        if leader.is_some() {
+            self.leader = leader;
+        }
+        false
     }
 
     /// The next fetch of `replica`, long-polling up to `wait_max_ms`.
@@ -165,17 +224,10 @@ impl ObserverLog {
     pub fn on_response(&mut self, resp: FetchResponse) -> Result<Progress, ObserverError> {
         self.stats.responses += 1;
         let mut progress = Progress::default();
-        if resp.epoch < self.epoch {
+        if self.observe_epoch(resp.epoch, resp.leader) {
             progress.ignored = true;
             self.stats.ignored_responses += 1;
             return Ok(progress);
-        }
-        if resp.epoch > self.epoch {
-            self.epoch = resp.epoch;
-            self.leader = None;
-        }
-        if resp.leader.is_some() {
-            self.leader = resp.leader;
         }
         let current = (self.end(), self.last_epoch());
         match resp.result {
@@ -185,10 +237,21 @@ impl ObserverLog {
                 self.stats.ignored_responses += 1;
             }
             FetchResult::SnapshotNeeded { snapshot } => {
-                return Err(ObserverError::SnapshotNeeded {
-                    fetch_offset: self.end(),
-                    snapshot,
-                });
+                if snapshot.epoch > resp.epoch {
+                    return Err(ObserverError::InvalidResponse {
+                        reason: format!(
+                            "snapshot {snapshot:?} has an epoch above the leader's {}",
+                            resp.epoch
+                        ),
+                    });
+                }
+                if snapshot.end_offset < self.applied_end {
+                    progress.ignored = true;
+                    self.stats.ignored_responses += 1;
+                    return Ok(progress);
+                }
+                self.stats.snapshots_needed += 1;
+                progress.snapshot_needed = Some(snapshot);
             }
             FetchResult::Batches {
                 fetch_offset,
@@ -230,6 +293,36 @@ impl ObserverLog {
             }
         }
         Ok(progress)
+    }
+
+    /// Replaces the applied prefix with a snapshot the leader sent: `data` is its bytes (one
+    /// controller record batch, as [`corum_controller::encode_batch`] of
+    /// [`MetadataImage::snapshot_records`] makes it). See the module doc's second table. The
+    /// whole image is rebuilt before anything changes, so on error the log is as it was.
+    pub fn install_snapshot(
+        &mut self,
+        snapshot: SnapshotId,
+        data: &[u8],
+    ) -> Result<SnapshotInstall, ObserverError> {
+        if snapshot.end_offset < self.applied_end {
+            return Ok(SnapshotInstall::Behind {
+                applied_end: self.applied_end,
+            });
+        }
+        let (image, records) = snapshot_image(snapshot, data)?;
+        let dropped_records = self.buffered_records();
+        self.image = image;
+        self.buffered.clear();
+        self.applied_end = snapshot.end_offset;
+        self.applied_last_epoch = snapshot.epoch;
+        self.high_watermark = self.high_watermark.max(snapshot.end_offset);
+        self.snapshot = Some(snapshot);
+        self.stats.snapshots_installed += 1;
+        self.stats.snapshot_records_applied += records;
+        Ok(SnapshotInstall::Installed {
+            records,
+            dropped_records,
+        })
     }
 
     /// Kafka's OffsetForLeaderEpoch on this log: the end of the last batch whose epoch is at
@@ -290,6 +383,16 @@ impl ObserverLog {
             self.high_watermark
         );
         assert!(self.image.end_offset <= self.applied_end);
+        if let Some(s) = self.snapshot {
+            assert!(
+                s.end_offset <= self.applied_end,
+                "snapshot beyond the applied end"
+            );
+            assert!(
+                s.epoch <= self.applied_last_epoch,
+                "snapshot epoch beyond the log's"
+            );
+        }
         let mut at = self.applied_end;
         let mut epoch = self.applied_last_epoch;
         for b in &self.buffered {
@@ -342,20 +445,59 @@ fn check_batches(
     Ok(())
 }
 
+/// Bytes aligned enough for the archive: borrowed when they already are (payload allocations
+/// and [`crate::SnapshotDownload::data`] normally are), else an aligned copy.
+enum Aligned<'a> {
+    Borrowed(&'a [u8]),
+    Copied(AlignedVec<16>),
+}
+
+impl std::ops::Deref for Aligned<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Aligned::Borrowed(b) => b,
+            Aligned::Copied(v) => v,
+        }
+    }
+}
+
+fn aligned(bytes: &[u8]) -> Aligned<'_> {
+    if (bytes.as_ptr() as usize) % 16 == 0 {
+        Aligned::Borrowed(bytes)
+    } else {
+        let mut v = AlignedVec::<16>::with_capacity(bytes.len());
+        v.extend_from_slice(bytes);
+        Aligned::Copied(v)
+    }
+}
+
+/// The image a snapshot's records rebuild (KIP-630: replayed at offsets 0, 1, ... into an
+/// empty image, which then ends at the snapshot's end), and how many records it held.
+fn snapshot_image(
+    snapshot: SnapshotId,
+    data: &[u8],
+) -> Result<(MetadataImage, u64), ObserverError> {
+    let bad = |reason: String| ObserverError::BadSnapshot { snapshot, reason };
+    let bytes = aligned(data);
+    let batch = decode_batch(&bytes).map_err(|e| bad(e.to_string()))?;
+    let mut image = MetadataImage::default();
+    for (i, record) in batch.iter().enumerate() {
+        image
+            .replay(LogOffset(i as u64), record)
+            .map_err(|e| bad(format!("record {i}: {e}")))?;
+    }
+    image.end_offset = snapshot.end_offset;
+    Ok((image, batch.len() as u64))
+}
+
 /// Replays a data batch into `image`, checking the payload first.
 fn replay(image: &mut MetadataImage, b: &Batch) -> Result<(), ObserverError> {
     let offset = b.base_offset;
     // The payload's allocation is normally aligned enough for the archive; copy if not.
-    let copy;
-    let bytes: &[u8] = if (b.payload.as_ptr() as usize) % 16 == 0 {
-        &b.payload
-    } else {
-        let mut v = AlignedVec::<16>::with_capacity(b.payload.len());
-        v.extend_from_slice(&b.payload);
-        copy = v;
-        &copy
-    };
-    let batch = decode_batch(bytes).map_err(|source| ObserverError::Decode { offset, source })?;
+    let bytes = aligned(&b.payload);
+    let batch = decode_batch(&bytes).map_err(|source| ObserverError::Decode { offset, source })?;
     if batch.len() != b.record_count as usize {
         return Err(ObserverError::InvalidResponse {
             reason: format!(
@@ -383,9 +525,9 @@ mod tests {
     use super::config_batches::batch;
     use super::*;
     use corum_controller::image::ConfigResource;
-    use corum_controller::records::ConfigResourceType;
-    use corum_raft::message::FetchResponse;
-    use corum_types::Uuid;
+    use corum_controller::records::{ConfigResourceType, MetadataRecord, UnfenceBrokerRecordV1};
+    use corum_raft::message::{FetchResponse, FetchSnapshotResult};
+    use corum_types::{BrokerEpoch, Uuid};
     use proptest::prelude::*;
 
     fn replica() -> ReplicaKey {
@@ -586,7 +728,7 @@ mod tests {
     }
 
     /// Answers breaking the protocol are errors: a gap, an empty batch, epochs going back or
-    /// above the leader's; a snapshot request is an error this observer reports.
+    /// above the leader's, a snapshot of an epoch above the leader's.
     #[test]
     fn invalid_answers_are_refused() {
         let cases = [
@@ -617,34 +759,225 @@ mod tests {
             Err(ObserverError::Decode { .. })
         ));
         let mut log = ObserverLog::new();
-        let resp = FetchResponse {
-            epoch: Epoch(1),
-            leader: Some(NodeId(1)),
-            result: FetchResult::SnapshotNeeded {
-                snapshot: corum_raft::SnapshotId {
-                    end_offset: LogOffset(10),
-                    epoch: Epoch(1),
-                },
-            },
-        };
         assert!(matches!(
-            log.on_response(resp),
-            Err(ObserverError::SnapshotNeeded { .. })
+            log.on_response(snapshot_needed(1, snap_id(10, 2))),
+            Err(ObserverError::InvalidResponse { .. })
         ));
+    }
+
+    // ----- snapshots -----
+
+    fn snap_id(end: u64, epoch: u64) -> SnapshotId {
+        SnapshotId {
+            end_offset: LogOffset(end),
+            epoch: Epoch(epoch),
+        }
+    }
+
+    fn snapshot_needed(epoch: u64, snapshot: SnapshotId) -> FetchResponse {
+        FetchResponse {
+            epoch: Epoch(epoch),
+            leader: Some(NodeId(1)),
+            result: FetchResult::SnapshotNeeded { snapshot },
+        }
+    }
+
+    /// The snapshot bytes a leader whose image is `image` writes.
+    fn snapshot_data(image: &MetadataImage) -> Vec<u8> {
+        corum_controller::encode_batch(&image.snapshot_records()).to_vec()
+    }
+
+    /// A leader's committed log of data batches `[0, 6)` in epochs 1 and 2, with a control
+    /// batch between.
+    fn leader_log() -> Vec<Batch> {
+        vec![
+            batch(0, 1, 1, true),
+            batch(1, 2, 1, false),
+            batch(3, 1, 2, true),
+            batch(4, 2, 2, false),
+        ]
+    }
+
+    /// A `SnapshotNeeded` answer is not an error: it names the snapshot in the progress and
+    /// changes nothing else; one ending below the applied end is a stale answer, ignored.
+    #[test]
+    fn snapshot_needed_names_the_snapshot() {
+        let mut log = ObserverLog::new();
+        let p = log.on_response(snapshot_needed(2, snap_id(6, 2))).unwrap();
+        assert_eq!(p.snapshot_needed, Some(snap_id(6, 2)));
+        assert!(!p.ignored);
+        assert_eq!((log.applied_end(), log.end()), (LogOffset(0), LogOffset(0)));
+        assert_eq!(
+            log.epoch(),
+            Epoch(2),
+            "the epoch is learnt as from any answer"
+        );
+        assert_eq!(log.stats().snapshots_needed, 1);
+
+        log.on_response(batches_response(&log, 2, vec![batch(0, 3, 2, false)], 3))
+            .unwrap();
+        let p = log.on_response(snapshot_needed(2, snap_id(2, 2))).unwrap();
+        assert!(p.ignored && p.snapshot_needed.is_none());
+        // Ending exactly at the applied end is still acted on (it replaces a diverging buffer).
+        let p = log.on_response(snapshot_needed(2, snap_id(3, 2))).unwrap();
+        assert_eq!(p.snapshot_needed, Some(snap_id(3, 2)));
+    }
+
+    /// An installed snapshot gives the image the original records replay into; offsets,
+    /// HWM and last epoch move to the snapshot's end and epoch, the next fetch asks from
+    /// there, and a `Batches` answer at that offset applies on top of it.
+    #[test]
+    fn an_installed_snapshot_rebuilds_the_image_and_fetching_continues() {
+        let original = reference_image(&leader_log(), LogOffset(6));
+        assert_eq!(original.end_offset, LogOffset(6));
+        let data = snapshot_data(&original);
+
+        let mut log = ObserverLog::new();
+        let p = log.on_response(snapshot_needed(2, snap_id(6, 2))).unwrap();
+        let id = p.snapshot_needed.expect("a snapshot is needed");
+        let installed = log.install_snapshot(id, &data).unwrap();
+        assert_eq!(
+            installed,
+            SnapshotInstall::Installed {
+                records: original.snapshot_records().len() as u64,
+                dropped_records: 0
+            }
+        );
+        assert_eq!(log.image(), &original);
+        assert_eq!(
+            (log.applied_end(), log.end(), log.high_watermark()),
+            (LogOffset(6), LogOffset(6), LogOffset(6))
+        );
+        assert_eq!(log.last_epoch(), Epoch(2));
+        assert_eq!(log.buffered_records(), 0);
+        assert_eq!(log.snapshot(), Some(id));
+        assert_eq!(log.stats().snapshots_installed, 1);
+        log.check_invariants();
+
+        let req = log.fetch_request(replica(), 500);
+        assert_eq!(
+            (
+                req.fetch_offset,
+                req.last_fetched_epoch,
+                req.epoch,
+                req.high_watermark
+            ),
+            (LogOffset(6), Epoch(2), Epoch(2), LogOffset(6))
+        );
+        let p = log
+            .on_response(batches_response(&log, 2, vec![batch(6, 2, 2, false)], 8))
+            .unwrap();
+        assert_eq!(p.applied.len(), 1);
+        assert_eq!(log.applied_end(), LogOffset(8));
+        let mut full = leader_log();
+        full.push(batch(6, 2, 2, false));
+        assert_eq!(log.image(), &reference_image(&full, LogOffset(8)));
+        log.check_invariants();
+    }
+
+    /// A snapshot replaces applied data and drops the buffer when it ends beyond them, and is
+    /// refused (nothing changes) when it ends below the applied end.
+    #[test]
+    fn a_snapshot_below_the_applied_end_is_refused() {
+        let mut log = ObserverLog::new();
+        // [0,3) applied, [3,5) buffered.
+        log.on_response(batches_response(
+            &log,
+            1,
+            vec![batch(0, 3, 1, false), batch(3, 2, 1, false)],
+            3,
+        ))
+        .unwrap();
+        let image = log.image().clone();
+        let data = snapshot_data(&reference_image(&leader_log(), LogOffset(2)));
+        assert_eq!(
+            log.install_snapshot(snap_id(2, 1), &data),
+            Ok(SnapshotInstall::Behind {
+                applied_end: LogOffset(3)
+            })
+        );
+        assert_eq!(log.image(), &image);
+        assert_eq!((log.applied_end(), log.end()), (LogOffset(3), LogOffset(5)));
+        assert_eq!(log.snapshot(), None);
+
+        // One ending at 4, inside the buffer: the buffer goes, fetching resumes at 4.
+        let at4 = reference_image(&[batch(0, 4, 1, false)], LogOffset(4));
+        let installed = log
+            .install_snapshot(snap_id(4, 1), &snapshot_data(&at4))
+            .unwrap();
+        assert!(matches!(
+            installed,
+            SnapshotInstall::Installed {
+                dropped_records: 2,
+                ..
+            }
+        ));
+        assert_eq!((log.applied_end(), log.end()), (LogOffset(4), LogOffset(4)));
+        assert_eq!(log.image(), &at4);
+        log.check_invariants();
+    }
+
+    /// Bytes that are not a record batch, and records that do not replay into an empty image
+    /// (unfencing a broker never registered), are a `BadSnapshot` error and leave the log as it
+    /// was; the same bytes unaligned in memory load like aligned ones.
+    #[test]
+    fn a_bad_snapshot_is_an_error_and_changes_nothing() {
+        let mut log = ObserverLog::new();
+        log.on_response(batches_response(&log, 1, vec![batch(0, 2, 1, false)], 2))
+            .unwrap();
+        let before = (log.image().clone(), log.applied_end(), log.end());
+        let id = snap_id(10, 1);
+        for data in [vec![], vec![1u8, 2, 3], vec![0xff; 64]] {
+            assert!(matches!(
+                log.install_snapshot(id, &data),
+                Err(ObserverError::BadSnapshot { snapshot, .. }) if snapshot == id
+            ));
+        }
+        let orphan = corum_controller::encode_batch(&[MetadataRecord::UnfenceBroker(
+            UnfenceBrokerRecordV1 {
+                broker_id: NodeId(7),
+                broker_epoch: BrokerEpoch(1),
+            },
+        )]);
+        assert!(matches!(
+            log.install_snapshot(id, &orphan),
+            Err(ObserverError::BadSnapshot { .. })
+        ));
+        assert_eq!((log.image().clone(), log.applied_end(), log.end()), before);
+        assert_eq!(log.stats().snapshots_installed, 0);
+
+        // Unaligned good bytes are copied, not refused.
+        let good = snapshot_data(&reference_image(&leader_log(), LogOffset(6)));
+        let mut shifted = AlignedVec::<16>::new();
+        shifted.extend_from_slice(&[0]);
+        shifted.extend_from_slice(&good);
+        log.install_snapshot(snap_id(6, 2), &shifted[1..]).unwrap();
+        assert_eq!(log.image(), &reference_image(&leader_log(), LogOffset(6)));
+        log.check_invariants();
     }
 
     // ----- property test against a model leader -----
 
-    /// The leader's side of the model: its log, epoch, and the committed prefix.
+    /// The leader's side of the model: its log, epoch, the committed prefix and the prefix
+    /// replaced by a snapshot.
     #[derive(Clone, Debug)]
     struct ModelLeader {
         log: Vec<Batch>,
         epoch: u64,
         /// Batches `..committed` are committed (never truncated).
         committed: usize,
+        /// Batches `..start` are deleted, replaced by a snapshot (`start <= committed`).
+        start: usize,
     }
 
     impl ModelLeader {
+        /// The log start: the snapshot's id (end 0, epoch 0 without one).
+        fn start_id(&self) -> SnapshotId {
+            self.log[..self.start]
+                .last()
+                .map_or(snap_id(0, 0), |b| snap_id(b.end_offset().0, b.epoch.0))
+        }
+
         fn end(&self) -> u64 {
             self.log.last().map_or(0, |b| b.end_offset().0)
         }
@@ -656,21 +989,27 @@ mod tests {
         }
 
         fn epoch_before(&self, offset: u64) -> Option<u64> {
-            if offset == 0 {
-                return Some(0);
+            let start = self.start_id();
+            if offset == start.end_offset.0 {
+                return Some(start.epoch.0);
             }
-            self.log
+            self.log[self.start..]
                 .iter()
                 .find(|b| b.base_offset.0 < offset && offset <= b.end_offset().0)
                 .map(|b| b.epoch.0)
         }
 
-        fn end_for_epoch(&self, epoch: u64) -> (u64, u64) {
-            self.log
+        /// As the Raft log's: the retained batches, else the log start if its epoch fits.
+        fn end_for_epoch(&self, epoch: u64) -> Option<(u64, u64)> {
+            let start = self.start_id();
+            match self.log[self.start..]
                 .iter()
                 .rev()
                 .find(|b| b.epoch.0 <= epoch)
-                .map_or((0, 0), |b| (b.epoch.0, b.end_offset().0))
+            {
+                Some(b) => Some((b.epoch.0, b.end_offset().0)),
+                None => (start.epoch.0 <= epoch).then_some((start.epoch.0, start.end_offset.0)),
+            }
         }
 
         /// What the Raft core's `serve_fetch` answers (never holding).
@@ -680,20 +1019,28 @@ mod tests {
                 FetchResult::NotLeader
             } else {
                 let at = req.fetch_offset.0;
-                if at > self.end() || self.epoch_before(at) != Some(req.last_fetched_epoch.0) {
-                    let (epoch, end) = self.end_for_epoch(req.last_fetched_epoch.0);
-                    FetchResult::Diverging {
-                        fetch_offset: req.fetch_offset,
-                        last_fetched_epoch: req.last_fetched_epoch,
-                        epoch: Epoch(epoch),
-                        end_offset: LogOffset(end.min(at)),
+                if at < self.start_id().end_offset.0 {
+                    FetchResult::SnapshotNeeded {
+                        snapshot: self.start_id(),
+                    }
+                } else if at > self.end() || self.epoch_before(at) != Some(req.last_fetched_epoch.0)
+                {
+                    match self.end_for_epoch(req.last_fetched_epoch.0) {
+                        Some((epoch, end)) => FetchResult::Diverging {
+                            fetch_offset: req.fetch_offset,
+                            last_fetched_epoch: req.last_fetched_epoch,
+                            epoch: Epoch(epoch),
+                            end_offset: LogOffset(end.min(at)),
+                        },
+                        None => FetchResult::SnapshotNeeded {
+                            snapshot: self.start_id(),
+                        },
                     }
                 } else {
                     FetchResult::Batches {
                         fetch_offset: req.fetch_offset,
                         last_fetched_epoch: req.last_fetched_epoch,
-                        batches: self
-                            .log
+                        batches: self.log[self.start..]
                             .iter()
                             .filter(|b| b.base_offset.0 >= at)
                             .take(max_batches)
@@ -726,6 +1073,8 @@ mod tests {
         Replay,
         /// The previous leader, not yet aware it was deposed, answers the observer's fetch.
         Deposed { max_batches: usize },
+        /// The leader snapshots up to `n` more committed batches and deletes them.
+        Snapshot { n: usize },
     }
 
     fn arb_action() -> impl Strategy<Value = Action> {
@@ -738,7 +1087,30 @@ mod tests {
                 .prop_map(|(max_batches, lag)| Action::Fetch { max_batches, lag }),
             1 => Just(Action::Replay),
             1 => (1usize..4).prop_map(|max_batches| Action::Deposed { max_batches }),
+            1 => (1usize..4).prop_map(|n| Action::Snapshot { n }),
         ]
+    }
+
+    /// An image without its end offset: a replayed image ends after its last data record, one
+    /// installed from a snapshot at the snapshot's end (control batches may lie between).
+    fn state(image: &MetadataImage) -> MetadataImage {
+        MetadataImage {
+            end_offset: LogOffset(0),
+            ..image.clone()
+        }
+    }
+
+    /// Hands `resp` to `obs`; when it needs a snapshot, installs the one a leader whose
+    /// committed batches are `committed` wrote (it must install: it is never behind).
+    fn deliver(obs: &mut ObserverLog, resp: FetchResponse, committed: &[Batch]) -> Progress {
+        let p = obs.on_response(resp).unwrap();
+        if let Some(id) = p.snapshot_needed {
+            let data = snapshot_data(&reference_image(committed, id.end_offset));
+            let installed = obs.install_snapshot(id, &data).unwrap();
+            assert!(matches!(installed, SnapshotInstall::Installed { .. }));
+            assert_eq!(obs.applied_end(), id.end_offset);
+        }
+        p
     }
 
     /// The image a log's committed data batches below `end` replay into.
@@ -754,17 +1126,18 @@ mod tests {
     }
 
     proptest! {
-        /// Against a model leader that appends, commits, loses leadership to successors that
-        /// truncate uncommitted data, reports lagging HWMs and whose answers arrive late or
-        /// twice: the observer never applies beyond the highest HWM reported, everything it
-        /// applies is committed and stays so (never truncated later), its image is exactly
-        /// the committed data below its applied end, and once everything commits a few
-        /// fetches catch it up. A deposed leader may answer too (its HWM is a commit point).
+        /// Against a model leader that appends, commits, snapshots and deletes its log prefix,
+        /// loses leadership to successors that truncate uncommitted data, reports lagging
+        /// HWMs and whose answers arrive late or twice: the observer never applies beyond the
+        /// highest HWM reported, everything it applies is committed and stays so (never
+        /// truncated later), its image is exactly the committed data below its applied end
+        /// (also when installed from a snapshot), and once everything commits a few fetches
+        /// catch it up. A deposed leader may answer too (its HWM is a commit point).
         #[test]
         fn applied_data_is_committed_and_never_truncated(
             actions in proptest::collection::vec(arb_action(), 1..80),
         ) {
-            let mut leader = ModelLeader { log: Vec::new(), epoch: 1, committed: 0 };
+            let mut leader = ModelLeader { log: Vec::new(), epoch: 1, committed: 0, start: 0 };
             let mut obs = ObserverLog::new();
             let mut applied: Vec<AppliedBatch> = Vec::new();
             let mut last: Option<FetchResponse> = None;
@@ -792,7 +1165,7 @@ mod tests {
                         hwm_max = hwm_max.max(hwm);
                         let resp = leader.serve(&req, max_batches, hwm);
                         last = Some(resp.clone());
-                        let p = obs.on_response(resp).unwrap();
+                        let p = deliver(&mut obs, resp, &leader.log[..leader.committed]);
                         applied.extend(p.applied);
                     }
                     Action::Deposed { max_batches } => {
@@ -800,18 +1173,26 @@ mod tests {
                             let req = obs.fetch_request(replica(), 0);
                             let hwm = old.committed_end();
                             hwm_max = hwm_max.max(hwm);
-                            let p = obs.on_response(old.serve(&req, max_batches, hwm)).unwrap();
+                            let resp = old.serve(&req, max_batches, hwm);
+                            let p = deliver(&mut obs, resp, &old.log[..old.committed]);
                             applied.extend(p.applied);
                         }
                     }
                     Action::Replay => {
                         if let Some(resp) = last.clone() {
-                            let p = obs.on_response(resp).unwrap();
+                            let p = deliver(&mut obs, resp, &leader.log[..leader.committed]);
                             applied.extend(p.applied);
                         }
                     }
+                    Action::Snapshot { n } => {
+                        leader.start = (leader.start + n).min(leader.committed);
+                    }
                 }
                 obs.check_invariants();
+                // A snapshot is a commit point, like a reported HWM.
+                if let Some(id) = obs.snapshot() {
+                    hwm_max = hwm_max.max(id.end_offset.0);
+                }
                 prop_assert!(obs.applied_end().0 <= hwm_max);
                 prop_assert!(obs.applied_end().0 <= leader.committed_end());
                 // Everything applied so far is in the committed prefix, unchanged.
@@ -825,8 +1206,8 @@ mod tests {
                     );
                 }
                 prop_assert_eq!(
-                    obs.image().clone(),
-                    reference_image(&leader.log[..leader.committed], obs.applied_end())
+                    state(obs.image()),
+                    state(&reference_image(&leader.log[..leader.committed], obs.applied_end()))
                 );
             }
             // Everything commits; a bounded number of fetches catches the observer up.
@@ -838,10 +1219,141 @@ mod tests {
                 }
                 let req = obs.fetch_request(replica(), 0);
                 let resp = leader.serve(&req, 4, end);
-                obs.on_response(resp).unwrap();
+                deliver(&mut obs, resp, &leader.log);
             }
             prop_assert_eq!(obs.applied_end().0, end);
-            prop_assert_eq!(obs.image().clone(), reference_image(&leader.log, LogOffset(end)));
+            prop_assert_eq!(
+                state(obs.image()),
+                state(&reference_image(&leader.log, LogOffset(end)))
+            );
+        }
+    }
+
+    /// A junk chunk answer: delivered before the leader's chunk number `.0`, stating size
+    /// `.1` and position `.2`, holding `.3`.
+    type Junk = (usize, u64, u64, Vec<u8>);
+
+    /// Snapshot bytes (the good snapshot damaged, or arbitrary), the sizes of the leader's
+    /// chunks of them (used in turn), and junk answers to put among those chunks.
+    fn arb_chunks() -> impl Strategy<Value = (Vec<u8>, Vec<usize>, Vec<Junk>)> {
+        let good = snapshot_data(&reference_image(&leader_log(), LogOffset(6)));
+        let data = prop_oneof![
+            // The good snapshot with a few bytes changed and maybe cut short.
+            (
+                proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+                any::<prop::sample::Index>(),
+                any::<bool>(),
+            )
+                .prop_map(move |(flips, cut, truncate)| {
+                    let mut d = good.clone();
+                    for (at, v) in flips {
+                        let i = at.index(d.len());
+                        d[i] = v;
+                    }
+                    if truncate {
+                        d.truncate(cut.index(d.len()));
+                    }
+                    d
+                }),
+            proptest::collection::vec(any::<u8>(), 0..200),
+        ];
+        (
+            data,
+            proptest::collection::vec(1usize..64, 1..40),
+            proptest::collection::vec(
+                (
+                    0usize..40,
+                    0u64..300,
+                    0u64..300,
+                    proptest::collection::vec(any::<u8>(), 0..8),
+                ),
+                0..6,
+            ),
+        )
+    }
+
+    proptest! {
+        /// Arbitrary snapshot bytes, cut into arbitrary chunks with junk answers among them,
+        /// never panic the download or the install: the download holds exactly the bytes of
+        /// the chunks it accepted; the install either rebuilds the image and
+        /// moves the log to the snapshot's end, or is a `BadSnapshot` that changes nothing.
+        #[test]
+        fn snapshot_download_and_install_never_panic(
+            (data, sizes, junk) in arb_chunks(),
+        ) {
+            let id = snap_id(6, 2);
+            let mut download = crate::SnapshotDownload::new(id, 4096);
+            // The leader's chunks in order, with junk answers (wrong position, size or id)
+            // delivered before some of them.
+            let mut answers: Vec<FetchSnapshotResult> = Vec::new();
+            let mut at = 0usize;
+            let mut sizes = sizes.into_iter().cycle();
+            let mut i = 0usize;
+            loop {
+                for (before, size, pos, bytes) in &junk {
+                    if *before == i {
+                        answers.push(FetchSnapshotResult::Chunk {
+                            snapshot: if pos % 3 == 0 { snap_id(7, 2) } else { id },
+                            voters: corum_raft::VoterSet::default(),
+                            size_total: *size,
+                            position: *pos,
+                            bytes: bytes.as_slice().into(),
+                        });
+                    }
+                }
+                let n = sizes.next().expect("cycled").min(data.len() - at);
+                answers.push(FetchSnapshotResult::Chunk {
+                    snapshot: id,
+                    voters: corum_raft::VoterSet::default(),
+                    size_total: data.len() as u64,
+                    position: at as u64,
+                    bytes: data[at..at + n].into(),
+                });
+                at += n;
+                i += 1;
+                if at == data.len() {
+                    break;
+                }
+            }
+            let mut accepted: Vec<u8> = Vec::new();
+            for a in answers {
+                if download.is_complete() {
+                    break;
+                }
+                let bytes = match &a {
+                    FetchSnapshotResult::Chunk { bytes, .. } => bytes.to_vec(),
+                    _ => Vec::new(),
+                };
+                if download.on_result(a).is_ok() {
+                    accepted.extend_from_slice(&bytes);
+                }
+            }
+            prop_assert_eq!(download.data(), &accepted[..]);
+            // Junk may have fixed another size first: then the download never completes.
+            if !download.is_complete() {
+                return Ok(());
+            }
+
+            let mut log = ObserverLog::new();
+            log.on_response(batches_response(&log, 1, vec![batch(0, 2, 1, false)], 1))
+                .unwrap();
+            let before = (log.image().clone(), log.applied_end(), log.end(), log.last_epoch());
+            match log.install_snapshot(id, download.data()) {
+                Ok(SnapshotInstall::Installed { .. }) => {
+                    prop_assert_eq!((log.applied_end(), log.end()), (LogOffset(6), LogOffset(6)));
+                    prop_assert_eq!(log.image().end_offset, LogOffset(6));
+                }
+                Ok(SnapshotInstall::Behind { .. }) => prop_assert!(false, "never behind"),
+                Err(ObserverError::BadSnapshot { snapshot, .. }) => {
+                    prop_assert_eq!(snapshot, id);
+                    prop_assert_eq!(
+                        (log.image().clone(), log.applied_end(), log.end(), log.last_epoch()),
+                        before
+                    );
+                }
+                Err(e) => prop_assert!(false, "unexpected {e:?}"),
+            }
+            log.check_invariants();
         }
     }
 }

@@ -1,9 +1,10 @@
 //! `MetadataFollower`'s fetch loop over the network against a scripted leader: a small RPC
-//! server in the test answering `Fetch` from a log the test edits (appends, commits, a new
-//! leader truncating uncommitted batches, a log start beyond the observer). It shows what
-//! the pure `ObserverLog` tests cannot: answers reach the log through a real connection, a
-//! node answering `Malformed` (no Fetch support) is retried, waiters wake, and a fatal answer
-//! stops the follower and releases its waiters.
+//! server in the test answering `Fetch` and `FetchSnapshot` from a log the test edits
+//! (appends, commits, a new leader truncating uncommitted batches, a snapshot replacing the
+//! log prefix). It shows what the pure `ObserverLog` and `SnapshotDownload` tests cannot:
+//! answers reach the log through a real connection, a node answering `Malformed` (no Fetch
+//! support) is retried, a snapshot is downloaded in chunks and installed, waiters wake, and a
+//! fatal answer stops the follower and releases its waiters.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -15,10 +16,14 @@ use corum_client::{
 };
 use corum_controller::image::ConfigResource;
 use corum_controller::records::ConfigResourceType;
+use corum_controller::{decode_batch, encode_batch, MetadataImage};
 use corum_node::protocol::{RequestFrame, ResponseFrame};
 use corum_node::{RequestBody, ResponseBody};
-use corum_raft::message::{FetchRequest, FetchResponse, FetchResult};
-use corum_raft::{Batch, ReplicaKey, SnapshotId};
+use corum_raft::message::{
+    FetchRequest, FetchResponse, FetchResult, FetchSnapshotRequest, FetchSnapshotResponse,
+    FetchSnapshotResult,
+};
+use corum_raft::{Batch, Payload, ReplicaKey, SnapshotId, Voter, VoterSet};
 use corum_runtime::transport::{ConnectionConfig, Listener};
 use corum_types::{Epoch, LogOffset, NodeId, Uuid};
 
@@ -39,13 +44,75 @@ struct FakeLeader {
     committed: usize,
     /// Fetches still to answer `Malformed` (a node that does not serve Fetch).
     malformed_left: u32,
-    /// The log starts after everything: every fetch needs a snapshot.
-    snapshot_only: bool,
+    /// Batches `..start` are deleted: the snapshot replaces them.
+    start: usize,
+    /// The snapshot the log starts at, and its bytes.
+    snapshot: Option<(SnapshotId, Vec<u8>)>,
+    /// Bytes per snapshot chunk.
+    chunk_bytes: usize,
+    /// FetchSnapshot requests answered.
+    snapshot_requests: u32,
+    /// After this many FetchSnapshot requests, the leader snapshots everything committed
+    /// (replacing the snapshot being downloaded).
+    resnapshot_after: Option<u32>,
 }
 
 impl FakeLeader {
     fn end(&self) -> u64 {
         self.log.last().map_or(0, |b| b.end_offset().0)
+    }
+
+    /// The log start: the snapshot's id (end 0, epoch 0 without one).
+    fn start_id(&self) -> SnapshotId {
+        self.log[..self.start].last().map_or(
+            SnapshotId {
+                end_offset: LogOffset(0),
+                epoch: Epoch(0),
+            },
+            |b| SnapshotId {
+                end_offset: b.end_offset(),
+                epoch: b.epoch,
+            },
+        )
+    }
+
+    /// Snapshots the first `batches` (committed) batches and deletes them from the log.
+    fn take_snapshot(&mut self, batches: usize) {
+        assert!(batches <= self.committed);
+        self.start = batches;
+        let id = self.start_id();
+        self.snapshot = Some((id, snapshot_data(&self.log[..batches])));
+    }
+
+    /// What the Raft core's leader answers a FetchSnapshot (`on_fetch_snapshot`).
+    fn serve_snapshot(&mut self, req: &FetchSnapshotRequest) -> FetchSnapshotResponse {
+        self.snapshot_requests += 1;
+        if self.resnapshot_after == Some(self.snapshot_requests - 1) {
+            self.take_snapshot(self.committed);
+        }
+        let result = if req.epoch.0 != self.epoch {
+            FetchSnapshotResult::NotLeader
+        } else {
+            match &self.snapshot {
+                Some((id, data)) if *id == req.snapshot && req.position <= data.len() as u64 => {
+                    let at = req.position as usize;
+                    let end = (at + self.chunk_bytes).min(data.len());
+                    FetchSnapshotResult::Chunk {
+                        snapshot: *id,
+                        voters: voters(),
+                        size_total: data.len() as u64,
+                        position: req.position,
+                        bytes: Payload::from(&data[at..end]),
+                    }
+                }
+                _ => FetchSnapshotResult::SnapshotNotFound,
+            }
+        };
+        FetchSnapshotResponse {
+            epoch: Epoch(self.epoch),
+            leader: Some(NodeId(1)),
+            result,
+        }
     }
 
     fn hwm(&self) -> u64 {
@@ -68,23 +135,19 @@ impl FakeLeader {
             });
         }
         let at = req.fetch_offset.0;
-        let epoch_before = if at == 0 {
-            Some(0)
+        let start = self.start_id();
+        let epoch_before = if at == start.end_offset.0 {
+            Some(start.epoch.0)
         } else {
-            self.log
+            self.log[self.start..]
                 .iter()
                 .find(|b| b.base_offset.0 < at && at <= b.end_offset().0)
                 .map(|b| b.epoch.0)
         };
-        let result = if self.snapshot_only {
-            FetchResult::SnapshotNeeded {
-                snapshot: SnapshotId {
-                    end_offset: LogOffset(1000),
-                    epoch: Epoch(self.epoch),
-                },
-            }
-        } else if req.epoch.0 != self.epoch {
+        let result = if req.epoch.0 != self.epoch {
             FetchResult::NotLeader
+        } else if at < start.end_offset.0 {
+            FetchResult::SnapshotNeeded { snapshot: start }
         } else if at > self.end() || epoch_before != Some(req.last_fetched_epoch.0) {
             let (epoch, end) = self
                 .log
@@ -102,8 +165,7 @@ impl FakeLeader {
             FetchResult::Batches {
                 fetch_offset: req.fetch_offset,
                 last_fetched_epoch: req.last_fetched_epoch,
-                batches: self
-                    .log
+                batches: self.log[self.start..]
                     .iter()
                     .filter(|b| b.base_offset.0 >= at)
                     .take(8)
@@ -145,9 +207,12 @@ fn serve(leader: Rc<RefCell<FakeLeader>>) -> SocketAddr {
                             }
                             leader.borrow_mut().serve(req)
                         }
+                        RequestBody::FetchSnapshot(req) => Ok(ResponseBody::FetchSnapshot(
+                            Box::new(leader.borrow_mut().serve_snapshot(req)),
+                        )),
                         other => Err(RpcError::Malformed {
                             reason: format!(
-                                "the fake leader serves Fetch only, not {}",
+                                "the fake leader serves Fetch and FetchSnapshot only, not {}",
                                 other.kind()
                             ),
                         }),
@@ -166,6 +231,37 @@ fn serve(leader: Rc<RefCell<FakeLeader>>) -> SocketAddr {
     })
     .detach();
     addr
+}
+
+/// The voter set of a snapshot chunk (the observer ignores it; the client checks it is valid).
+fn voters() -> VoterSet {
+    VoterSet::new(vec![Voter {
+        key: ReplicaKey {
+            id: NodeId(1),
+            directory_id: Uuid([1; 16]),
+        },
+        endpoints: Vec::new(),
+    }])
+    .expect("one voter")
+}
+
+/// The image the data batches of `batches` replay into.
+fn image_of(batches: &[Batch]) -> MetadataImage {
+    let mut image = MetadataImage::default();
+    for b in batches.iter().filter(|b| !b.control) {
+        let mut bytes = rkyv::util::AlignedVec::<16>::new();
+        bytes.extend_from_slice(&b.payload);
+        for (i, r) in decode_batch(&bytes).unwrap().iter().enumerate() {
+            image.replay(b.base_offset.add(i as u64), r).unwrap();
+        }
+    }
+    image.end_offset = batches.last().map_or(LogOffset(0), Batch::end_offset);
+    image
+}
+
+/// The snapshot a leader writes of `batches`: one record batch rebuilding their image.
+fn snapshot_data(batches: &[Batch]) -> Vec<u8> {
+    encode_batch(&image_of(batches).snapshot_records()).to_vec()
 }
 
 fn value(follower: &MetadataFollower, key: &str) -> Option<String> {
@@ -261,16 +357,87 @@ fn the_follower_applies_committed_data_and_survives_divergence() {
     });
 }
 
-/// A leader whose log starts after the observer (a snapshot would be needed) stops the
-/// follower: it reports why, and a waiter is released at once rather than at its timeout.
+/// A leader that deleted its log below a snapshot: a new observer downloads the snapshot in
+/// chunks, starts over when the leader replaces it mid-download (`SnapshotNotFound`), installs
+/// the newer one (waking a waiter at its end), and then applies what the leader commits after
+/// it; its image equals one replayed from the whole log.
+#[test]
+fn the_follower_installs_a_snapshot_and_fetches_on_from_its_end() {
+    on_executor("follower-snapshot", TEST_DEADLINE, || async {
+        let leader = Rc::new(RefCell::new(FakeLeader {
+            epoch: 1,
+            chunk_bytes: 64,
+            // The second chunk request finds a newer snapshot in place of the first.
+            resnapshot_after: Some(1),
+            ..FakeLeader::default()
+        }));
+        {
+            let mut l = leader.borrow_mut();
+            l.append(1, true); // [0,1)
+            l.append(3, false); // [1,4)
+            l.epoch = 2;
+            l.append(1, true); // [4,5)
+            l.append(4, false); // [5,9)
+            l.append(2, false); // [9,11)
+            l.committed = 5;
+            l.take_snapshot(3); // deletes [0,9)
+        }
+        let first_len = leader.borrow().snapshot.as_ref().unwrap().1.len();
+        assert!(first_len > 64, "the snapshot takes several chunks");
+        let addr = serve(leader.clone());
+        let client = ControllerClient::connect(ClientConfig::new(vec![addr]))
+            .await
+            .unwrap();
+        let follower = Rc::new(MetadataFollower::start(
+            client,
+            replica(),
+            Duration::from_millis(50),
+        ));
+        assert!(follower.wait_for(LogOffset(11), WAIT).await);
+        let newer = SnapshotId {
+            end_offset: LogOffset(11),
+            epoch: Epoch(2),
+        };
+        assert_eq!(follower.snapshot(), Some(newer));
+        assert_eq!(follower.next_offset(), LogOffset(11));
+        assert_eq!(follower.image(), image_of(&leader.borrow().log));
+        let stats = follower.stats();
+        assert_eq!(stats.log.snapshots_installed, 1, "{stats:?}");
+        assert_eq!(stats.snapshot_downloads_dropped, 1, "{stats:?}");
+        assert!(stats.snapshot_fetches >= 3, "{stats:?}");
+        assert_eq!(stats.log.batches_applied, 0, "{stats:?}");
+
+        // Fetching goes on from the snapshot's end.
+        {
+            let mut l = leader.borrow_mut();
+            l.append(2, false); // [11,13)
+            l.committed = l.log.len();
+        }
+        assert!(follower.wait_for(LogOffset(13), WAIT).await);
+        assert_eq!(value(&follower, "k12").as_deref(), Some("e2"));
+        assert_eq!(follower.image(), image_of(&leader.borrow().log));
+        assert_eq!(follower.stats().log.batches_applied, 1);
+        assert!(follower.failure().is_none());
+    });
+}
+
+/// A snapshot whose bytes do not load stops the follower: it reports why, and a waiter is
+/// released at once rather than at its timeout.
 #[test]
 fn a_fatal_answer_stops_the_follower_and_releases_waiters() {
     on_executor("follower-fatal", TEST_DEADLINE, || async {
         let leader = Rc::new(RefCell::new(FakeLeader {
             epoch: 1,
-            snapshot_only: true,
+            chunk_bytes: 64,
             ..FakeLeader::default()
         }));
+        {
+            let mut l = leader.borrow_mut();
+            l.append(3, false);
+            l.committed = 1;
+            l.take_snapshot(1);
+            l.snapshot.as_mut().unwrap().1 = vec![0xff; 100];
+        }
         let addr = serve(leader);
         let client = ControllerClient::connect(ClientConfig::new(vec![addr]))
             .await
@@ -282,12 +449,13 @@ fn a_fatal_answer_stops_the_follower_and_releases_waiters() {
         assert!(
             matches!(
                 follower.failure(),
-                Some(ObserverError::SnapshotNeeded { fetch_offset: LogOffset(0), snapshot })
-                    if snapshot.end_offset == LogOffset(1000)
+                Some(ObserverError::BadSnapshot { snapshot, .. })
+                    if snapshot.end_offset == LogOffset(3)
             ),
             "{:?}",
             follower.failure()
         );
         assert_eq!(follower.next_offset(), LogOffset(0));
+        assert_eq!(follower.stats().snapshot_bytes, 100);
     });
 }

@@ -387,6 +387,123 @@ fn killed_follower_restarts_and_catches_up() {
     restart_and_catch_up(&mut c, f, &others, &out);
 }
 
+/// With a small snapshot interval and 1 MiB segments, the nodes write snapshots and delete
+/// whole segments below them; a follower SIGKILLed before that restarts behind the leader's
+/// log start, installs the leader's snapshot and catches up; a verified load loses nothing;
+/// new brokers, whose observer starts at offset 0, install the snapshot and get unfenced; a
+/// node restarted afterwards starts from its own snapshot.
+#[test]
+fn snapshots_bound_the_log_and_a_follower_behind_them_installs_one() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = start_cluster(
+        tmp.path(),
+        &[
+            ("metadata.log.max.record.bytes.between.snapshots", "65536"),
+            ("metadata.log.segment.bytes", "1048576"),
+            ("metadata.max.retention.bytes", "0"),
+        ],
+    );
+    let (l, _) = leader(&c, &c.ids());
+    let f = c.ids().into_iter().find(|&id| id != l).unwrap();
+    c.kill(f);
+    let others: Vec<u32> = c.ids().into_iter().filter(|&id| id != f).collect();
+    let out = spawn_loadgen(
+        &bootstrap_of(&c, &others),
+        &[
+            "--workload",
+            "configs",
+            "--clients",
+            "16",
+            "--duration",
+            "3",
+            "--verify",
+        ],
+    )
+    .wait(Duration::from_secs(60));
+    let report = loadgen_json(&out);
+    assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
+    let slot = |id: u32| c.nodes.iter().find(|n| n.id == id).unwrap().data.clone();
+    let (l, _) = leader(&c, &others);
+    let snapshots: Vec<String> = std::fs::read_dir(slot(l).join("snapshots"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !snapshots.is_empty() && snapshots.len() <= 2,
+        "the leader keeps its newest snapshots: {snapshots:?}"
+    );
+    let first_segment = slot(l).join("@metadata-0").join(format!("{:020}.log", 0));
+    assert!(
+        !first_segment.exists(),
+        "the first segment is below a snapshot and deleted"
+    );
+    restart_and_catch_up(&mut c, f, &others, &out);
+    assert!(
+        c.log_tail(f).contains("snapshot installed from the leader"),
+        "node {f} installed no snapshot:\n{}",
+        c.log_tail(f)
+    );
+    // New brokers follow the log from offset 0, which is gone: their observer installs the
+    // leader's snapshot, catches up and gets them unfenced.
+    let out = spawn_loadgen(
+        &c.bootstrap(),
+        &[
+            "--workload",
+            "brokers",
+            "--brokers",
+            "20",
+            "--heartbeat-interval-ms",
+            "200",
+            "--duration",
+            "1",
+        ],
+    )
+    .wait(Duration::from_secs(60));
+    let report = loadgen_json(&out);
+    assert!(out.status.success(), "{report}");
+    assert_eq!(report["unfenced"].as_u64(), Some(20), "{report}");
+    // The leader restarts from its own snapshot (SIGTERM: a clean handover).
+    c.terminate(l, Duration::from_secs(15)).unwrap();
+    c.start(l)
+        .unwrap_or_else(|e| panic!("restarting node {l}: {e:#}\n{}", logs(&c)));
+    let hwm = describe(&c.bootstrap(), 5_000).unwrap()["high_watermark"]
+        .as_u64()
+        .unwrap();
+    wait_for_catch_up(&c, l, hwm);
+    assert!(
+        c.log_tail(l)
+            .contains("controller state loaded from a snapshot"),
+        "node {l} did not start from its snapshot:\n{}",
+        c.log_tail(l)
+    );
+}
+
+/// An idle quorum still moves its high watermark: the active controller appends a NoOp
+/// record every `metadata.max.idle.interval.ms` (here 100 ms) when nothing else is written,
+/// and only then (0 turns it off).
+#[test]
+fn an_idle_active_controller_appends_noops() {
+    let _serial = serial();
+    let hwm_growth = |settings: &[(&str, &str)]| {
+        let tmp = tempfile::tempdir().unwrap();
+        let c = start_cluster(tmp.path(), settings);
+        leader(&c, &c.ids());
+        let hwm = || {
+            describe(&c.bootstrap(), 5_000).unwrap()["high_watermark"]
+                .as_u64()
+                .unwrap()
+        };
+        let before = hwm();
+        std::thread::sleep(Duration::from_millis(1_000));
+        hwm() - before
+    };
+    let grew = hwm_growth(&[("metadata.max.idle.interval.ms", "100")]);
+    assert!((2..=30).contains(&grew), "{grew} records in 1 s of idling");
+    let grew = hwm_growth(&[("metadata.max.idle.interval.ms", "0")]);
+    assert_eq!(grew, 0, "no NoOp when turned off");
+}
+
 /// Waits until the leader reports follower `f` with lag 0 at or past `offset`; fails with
 /// the last answer and the nodes' logs.
 fn wait_for_catch_up(c: &LocalCluster, f: u32, offset: u64) {

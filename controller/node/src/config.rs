@@ -689,7 +689,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         -1,
         i64::MAX,
         "104857600",
-        "Log bytes kept behind the latest snapshot before old segments are deleted (-1: no limit)."
+        "Once the whole log segments below the newest snapshot hold more than this many bytes, the log start moves up to the snapshot and they are deleted (replicas and brokers behind it load the snapshot instead). -1: the log is never deleted (snapshots still shorten restarts)."
     ),
     int_key!(
         "metadata.max.idle.interval.ms",

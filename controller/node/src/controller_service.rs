@@ -11,13 +11,15 @@
 //! |----------------------------------------------|--------------------------------------------------------------------------|
 //! | committed data batch                         | validated (`decode_batch`), `replay_batch`; proposals it covers resolved  |
 //! | committed control batch                      | not replayed; its epoch and end are noted                                 |
+//! | a snapshot ([`CommittedBatch::snapshot`])    | `resign` (what waits has an unknown outcome), then `load_snapshot`: the controller's state is the snapshot's |
+//! | `snapshot_bytes_between` bytes of data batches replayed since the last snapshot | the committed image (a free clone) is encoded on a blocking thread and offered to the driver ([`RaftHandle::offer_snapshot`]) at the committed end |
 //! | committed batch of another epoch than active | `on_resign` first (the controller's rule), then as above                  |
 //! | status: leader of epoch E, and a committed batch of epoch E seen, and the committed end past the activation barrier | `on_become_active(now_ms)` |
 //! | status: not the leader of the active epoch   | `on_resign`, every waiting request answered `NotController`              |
 //! | request while inactive                       | `NotController` with the leader's id and endpoint when known             |
 //! | request: `Dispatch::Answer`                  | answered at once, or once every proposal before it commits (see below)    |
 //! | request: `Dispatch::Propose`                 | one batch proposed, `on_proposed`, answered once committed (see below)    |
-//! | controller tick timer, while active          | `tick`; its records proposed like a request's, nobody waits for them      |
+//! | controller tick timer, while active          | `tick`; its records proposed like a request's, nobody waits for them; with none and nothing proposed for `idle_noop_interval_ms`, a NoOp record (observers see the high watermark move) |
 //! | request deadline passed                      | `Timeout` (the records may still commit)                                  |
 //! | shutdown signal, or the commit stream ends   | `on_resign`, waiting requests answered `NotController`, the controller returned |
 //!
@@ -82,12 +84,12 @@
 //!   too, and deadlines are served once it answers. Abandoning the wait is not safe (the batch
 //!   may still be appended at an offset this task never learns).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use corum_controller::records::MetadataRecord;
+use corum_controller::records::{MetadataRecord, NoOpRecordV1};
 use corum_controller::{decode_batch, encode_batch, Controller, MetadataImage, RequestContext};
 use corum_raft::{Payload, ProposalId, VoterSet};
 use corum_runtime::ShutdownSignal;
@@ -130,6 +132,14 @@ pub struct ControllerServiceConfig {
     pub batch_bytes_max: usize,
     /// Most requests taken from the queue for one batch.
     pub batch_requests_max: usize,
+    /// Payload bytes of committed data batches replayed since the last snapshot that make the
+    /// service offer the driver a new one (`metadata.log.max.record.bytes.between.snapshots`;
+    /// 0: never).
+    pub snapshot_bytes_between: u64,
+    /// The active controller appends a NoOp record when it has proposed nothing for this long
+    /// (`metadata.max.idle.interval.ms`; 0: never), so observers see the high watermark move
+    /// and can tell a live controller from a silent one. Resolves to the tick interval.
+    pub idle_noop_interval_ms: u64,
 }
 
 impl ControllerServiceConfig {
@@ -147,6 +157,8 @@ impl ControllerServiceConfig {
             batch_records_max: 10_000,
             batch_bytes_max: 1 << 20,
             batch_requests_max: 1024,
+            snapshot_bytes_between: 20 << 20,
+            idle_noop_interval_ms: 0,
         }
     }
 }
@@ -172,6 +184,8 @@ impl ControllerServiceConfig {
         // which a group's sum of per-request encodings does not count.
         let raft_batch = usize::try_from(config.raft_batch_bytes_max).expect("u32 fits in usize");
         c.batch_bytes_max = (raft_batch - raft_batch / 8).max(1);
+        c.snapshot_bytes_between = config.metadata_log_record_bytes_between_snapshots_max;
+        c.idle_noop_interval_ms = config.metadata_idle_interval_ms_max;
         c
     }
 }
@@ -550,6 +564,12 @@ pub struct ControllerService {
     proposals: u64,
     proposed_requests: u64,
     commit_latency: LatencyHistogram,
+    /// Payload bytes of data batches replayed since the last snapshot (loaded or offered).
+    bytes_since_snapshot: u64,
+    /// When this controller last proposed (or became active): the idle NoOp's clock.
+    last_proposal_at: Instant,
+    /// Set while a snapshot is being built off the shard (one at a time).
+    snapshot_building: Rc<Cell<bool>>,
     /// Set once the loop ended: answers carry no leader hint (not even this node).
     stopping: bool,
 }
@@ -611,6 +631,9 @@ impl ControllerService {
             proposals: 0,
             proposed_requests: 0,
             commit_latency: LatencyHistogram::default(),
+            bytes_since_snapshot: 0,
+            last_proposal_at: Instant::now(),
+            snapshot_building: Rc::default(),
             stopping: false,
         };
         (service, handle)
@@ -788,6 +811,7 @@ impl ControllerService {
                 {
                     self.controller.on_become_active(self.now_ms());
                     self.active_epoch = Some(epoch);
+                    self.last_proposal_at = Instant::now();
                     self.activations += 1;
                     self.next_offset = self.committed_end.max(status.raft.log_end_offset);
                     tracing::info!(%epoch, next_offset = %self.next_offset, "active controller");
@@ -817,17 +841,34 @@ impl ControllerService {
         }
     }
 
-    /// Replays one committed batch and answers the proposals it decides.
+    /// Replays one committed batch and answers the proposals it decides; loads a snapshot.
     fn on_committed(&mut self, b: CommittedBatch) -> Result<()> {
+        if b.snapshot {
+            // Everything so far is replaced; what waits has an unknown outcome (a follower
+            // has nothing waiting: only a replica behind its leader loads one at run time).
+            self.resign();
+            load_committed_snapshot(&mut self.controller, &b)?;
+            self.committed_epoch = Some(b.epoch);
+            self.committed_end = b.end_offset();
+            self.bytes_since_snapshot = 0;
+            tracing::info!(end = %b.end_offset(), "controller state loaded from a snapshot");
+            return Ok(());
+        }
         if self.active_epoch.is_some_and(|e| e != b.epoch) {
             // The controller's rule: resign before replaying anything of another leader.
             self.resign();
         }
         if !b.control {
             replay_committed(&mut self.controller, &b)?;
+            self.bytes_since_snapshot += b.payload.len() as u64;
         }
         self.committed_epoch = Some(b.epoch);
         self.committed_end = b.end_offset();
+        if self.config.snapshot_bytes_between > 0
+            && self.bytes_since_snapshot >= self.config.snapshot_bytes_between
+        {
+            self.offer_snapshot();
+        }
         while self
             .deferred
             .front()
@@ -857,6 +898,34 @@ impl ControllerService {
             answer(&p.reply, p.correlation_id, body);
         }
         Ok(())
+    }
+
+    /// Offers the driver a snapshot of the committed image at the committed end. The image
+    /// is a persistent structure: its clone costs nothing, and its records are built and
+    /// encoded on a blocking thread, so the shard goes on serving meanwhile (the driver then
+    /// writes them off its loop too). One at a time.
+    fn offer_snapshot(&mut self) {
+        if self.snapshot_building.get() {
+            return;
+        }
+        self.bytes_since_snapshot = 0;
+        self.snapshot_building.set(true);
+        let image = self.controller.committed_image().clone();
+        let end = self.committed_end;
+        let (raft, building) = (self.raft.clone(), self.snapshot_building.clone());
+        glommio::spawn_local(async move {
+            let data = glommio::executor()
+                .spawn_blocking(move || {
+                    let encoded = encode_batch(&image.snapshot_records());
+                    Payload::from(&encoded[..])
+                })
+                .await;
+            if !raft.offer_snapshot(end, data) {
+                tracing::debug!(%end, "snapshot offer dropped: the driver has one queued");
+            }
+            building.set(false);
+        })
+        .detach();
     }
 
     /// Serves requests that arrived together (see the module doc's table): each is handled in
@@ -999,13 +1068,17 @@ impl ControllerService {
             return Ok(());
         };
         let ctx = self.context(self.now_ms());
-        let Some(result) = crate::dispatch::tick(&mut self.controller, &ctx) else {
-            return Ok(());
-        };
-        if result.records.is_empty() {
+        let mut records = crate::dispatch::tick(&mut self.controller, &ctx)
+            .map(|r| r.records)
+            .unwrap_or_default();
+        let idle = Duration::from_millis(self.config.idle_noop_interval_ms);
+        if records.is_empty() && !idle.is_zero() && self.last_proposal_at.elapsed() >= idle {
+            records.push(MetadataRecord::NoOp(NoOpRecordV1 {}));
+        }
+        if records.is_empty() {
             return Ok(());
         }
-        let encoded = encode_batch(&result.records);
+        let encoded = encode_batch(&records);
         let base = self.next_offset;
         let batch = decode_batch(&encoded).expect("a batch just encoded decodes");
         self.controller
@@ -1016,7 +1089,7 @@ impl ControllerService {
             })?;
         let mut group = Group::new(base);
         let deadline = Instant::now() + Duration::from_millis(self.config.request_timeout_max_ms);
-        group.push(result.records, encoded.len(), deadline, None);
+        group.push(records, encoded.len(), deadline, None);
         self.propose_group(epoch, group).await
     }
 
@@ -1079,6 +1152,7 @@ impl ControllerService {
                     && self.active_epoch == Some(epoch) =>
             {
                 self.next_offset = end;
+                self.last_proposal_at = Instant::now();
                 self.proposals += 1;
                 self.proposed_requests +=
                     group.parts.iter().filter(|p| p.pending.is_some()).count() as u64;
@@ -1140,6 +1214,17 @@ impl ControllerService {
             running,
         };
     }
+}
+
+/// Validates a snapshot's data (one record batch) and loads it into the controller.
+fn load_committed_snapshot(controller: &mut Controller, b: &CommittedBatch) -> Result<()> {
+    let offset = b.base_offset;
+    let mut v = AlignedVec::<16>::with_capacity(b.payload.len());
+    v.extend_from_slice(&b.payload);
+    let batch = decode_batch(&v).map_err(|source| ServiceError::Decode { offset, source })?;
+    controller
+        .load_snapshot(offset, batch)
+        .map_err(|source| ServiceError::Replay { offset, source })
 }
 
 /// Validates a committed data batch and replays it.
@@ -1354,6 +1439,7 @@ mod tests {
             record_count: count,
             control: false,
             payload: Payload::from(payload),
+            snapshot: false,
         };
         assert!(matches!(
             replay_committed(&mut c, &batch(b"not a batch", 1)),

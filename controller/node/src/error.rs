@@ -105,6 +105,23 @@ pub enum StorageError {
     FormatRefused { reason: String },
     #[error("bootstrap voters: {reason}")]
     InvalidVoters { reason: String },
+    /// A snapshot ([`crate::snapshot_store`]) whose data or voter set is above the store's
+    /// limit: `write` refuses it (nothing is written) and `read` does not load it.
+    #[error("{}: snapshot {what} of {size_bytes} bytes exceeds the limit of {max_bytes}", path.display())]
+    SnapshotTooLarge {
+        path: PathBuf,
+        what: &'static str,
+        size_bytes: u64,
+        max_bytes: u64,
+    },
+    /// `write` refused a snapshot whose voter set breaks [`corum_raft::VoterSet::validate`]
+    /// (nothing is written: a node could not restart from it).
+    #[error("{}: snapshot not written: {source}", path.display())]
+    SnapshotVoters {
+        path: PathBuf,
+        #[source]
+        source: corum_raft::Error,
+    },
 }
 
 /// A frame that cannot be encoded or decoded.
@@ -210,9 +227,14 @@ pub enum DriverError {
     /// that voter's progress and with it the high watermark.
     #[error("observer request refused: replica {id} {reason}")]
     ObserverRefused { id: NodeId, reason: &'static str },
-    /// The core asked to install a snapshot; this driver has no snapshot store yet.
-    #[error("snapshot install at offset {end_offset} is not supported by this driver yet")]
-    SnapshotUnsupported { end_offset: corum_types::LogOffset },
+    /// A snapshot could not be written to or read from the snapshot store
+    /// ([`crate::snapshot_store`]), or does not fit the log.
+    #[error("snapshot through offset {end_offset}: {source}")]
+    Snapshot {
+        end_offset: corum_types::LogOffset,
+        #[source]
+        source: StorageError,
+    },
 }
 
 /// A fatal failure of the controller service ([`crate::controller_service`]): the committed

@@ -17,6 +17,8 @@
 //! - [`raft_driver`]: one Raft replica on a glommio shard: the core, the metadata log on the
 //!   real disk, the quorum-state file and the peer network, with a proposal handle and a
 //!   channel of committed batches.
+//! - [`snapshot_store`]: the snapshots (KIP-630) of the metadata log in `snapshots/`, one
+//!   checksummed file each, written durably (part file, fsync, rename, fsync directory).
 //! - [`controller_service`]: the controller state machine on the committed stream: replay,
 //!   leadership, requests answered once their records commit, the periodic tick.
 //! - [`rpc_server`]: the client-facing RPC server over framed TCP (pipelined, size-limited,
@@ -41,6 +43,7 @@ pub mod raft_config;
 pub mod raft_driver;
 pub mod rpc_server;
 pub mod shard_bridge;
+pub mod snapshot_store;
 
 pub use bootstrap::{BootstrapEndpoint, BootstrapVoter, BootstrapVoters};
 pub use config::{CoreSet, HostPort, Listener, NodeConfig, ProcessRole, QuorumVoter};

@@ -8,6 +8,8 @@
 //! |------------------------------------------|-----------|----------------------------------------|
 //! | `corum_raft_epoch`, `corum_raft_leader_id` (-1: none), `corum_raft_is_leader`, `corum_raft_role{role}` | gauge | driver status |
 //! | `corum_raft_high_watermark`, `corum_raft_log_end_offset`, `corum_raft_log_durable_end_offset`, `corum_raft_log_start_offset` | gauge | driver status |
+//! | `corum_raft_snapshot_end_offset`, `corum_raft_snapshot_lag` (HWM minus the newest snapshot's end) | gauge | driver status |
+//! | `corum_raft_snapshots_written_total`, `corum_raft_snapshots_installed_total` | counter | driver status |
 //! | `corum_raft_sync_rounds_total`, `corum_raft_answers_released_at_commit_total`, `corum_raft_elections_started_total`, `corum_raft_elections_won_total`, `corum_raft_resignations_total`, `corum_raft_truncations_total` | counter | driver status |
 //! | `corum_raft_replica_lag{replica,voter}`  | gauge     | leader only: log end minus the replica's |
 //! | `corum_controller_active`, `corum_controller_committed_offset`, `corum_controller_metadata_lag` (HWM minus replayed end) | gauge | service status |
@@ -108,7 +110,7 @@ pub fn render(m: &MetricsSnapshot) -> String {
     let image = &s.committed_image;
     let flag = |b: bool| f64::from(u8::from(b));
     // Families of one unlabelled sample: (name, type, help, value).
-    let singles: [(&str, &str, &str, f64); 23] = [
+    let singles: [(&str, &str, &str, f64); 27] = [
         ("corum_raft_epoch", "gauge", "The Raft epoch this replica is in.", r.epoch.get() as f64),
         ("corum_raft_leader_id", "gauge", "The leader's node id (-1 while unknown).", r.leader.map_or(-1.0, |l| f64::from(l.get()))),
         ("corum_raft_is_leader", "gauge", "1 on the leader.", flag(r.role == corum_raft::Role::Leader)),
@@ -116,6 +118,10 @@ pub fn render(m: &MetricsSnapshot) -> String {
         ("corum_raft_log_end_offset", "gauge", "The metadata log's end offset.", d.log_end_offset.get() as f64),
         ("corum_raft_log_durable_end_offset", "gauge", "The metadata log's fsynced end offset.", d.log_durable_end.get() as f64),
         ("corum_raft_log_start_offset", "gauge", "The metadata log's first offset.", r.log_start_offset.get() as f64),
+        ("corum_raft_snapshot_end_offset", "gauge", "End offset of the newest snapshot in the snapshot store (0: none).", d.snapshot_end_offset.get() as f64),
+        ("corum_raft_snapshot_lag", "gauge", "Records committed since the newest snapshot (high watermark minus its end).", r.high_watermark.get().saturating_sub(d.snapshot_end_offset.get()) as f64),
+        ("corum_raft_snapshots_written_total", "counter", "Snapshots of the controller's state this replica wrote.", d.snapshots_written as f64),
+        ("corum_raft_snapshots_installed_total", "counter", "Snapshots this replica downloaded from the leader and installed.", d.stats.snapshots_installed as f64),
         ("corum_raft_sync_rounds_total", "counter", "Group-commit rounds (fdatasync) of the log.", d.sync_rounds as f64),
         ("corum_raft_answers_released_at_commit_total", "counter", "Success answers the Raft driver sent the moment their batch committed (before the controller replayed it).", d.answers_released_at_commit as f64),
         ("corum_raft_elections_started_total", "counter", "Elections this replica started.", d.stats.elections_started as f64),

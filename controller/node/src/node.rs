@@ -233,6 +233,7 @@ async fn worker_shard(
         RaftDriver::start(UringDisk, plan.driver.clone(), network, inbox, stop.clone()).await?;
     tracing::info!(
         node = %plan.config.node_id,
+        snapshot_end = %recovered.snapshot.map_or(corum_types::LogOffset::ZERO, |s| s.end_offset),
         log_start = %recovered.log_start_offset,
         log_end = %recovered.log_end_offset,
         batches = recovered.batches,

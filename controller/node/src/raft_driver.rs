@@ -12,11 +12,13 @@
 //! | a checked message from the peer inbox    | `step(from, message)`        |
 //! | a proposal from a [`RaftHandle`]         | `propose(payload, count)`    |
 //! | a group-commit round of the log finished | `persisted(end, epoch)`      |
+//! | a snapshot offered by the state machine ([`RaftHandle::offer_snapshot`]), once durable | `snapshot_at(end)` first (its id and voters), `snapshot_created(end, data)` after |
 //! | the shutdown signal                      | `resign()` if leader, then stop |
 //!
 //! After every input it drains [`RaftCore::ready`] and carries out each [`corum_raft::Ready`] in
 //! the order the contract gives: (1) quorum state written and fsynced before any message, (2)
-//! snapshot (refused: no snapshot store yet, see [`DriverError::SnapshotUnsupported`]), (3)
+//! a snapshot from the leader installed (durable in the [`snapshot_store`] first; then the log
+//! restarts at its end and the publisher hands it to the consumer before anything else), (3)
 //! `truncate_suffix` before the new entries (durable when it returns), (4) entries appended to
 //! the log's memory and the syncer kicked, (5) messages sent at once — appends to followers
 //! leave before this node's own fsync (pipelining), (6) the high watermark handed to the
@@ -45,11 +47,25 @@
 //! leader need not wait for a timeout; the driver waits up to `resign_send_wait_ms_max` for it
 //! to leave the sockets), flushes and closes the log, and closes the network.
 //!
+//! # Snapshots (KIP-630)
+//!
+//! The state machine offers a snapshot of its committed state at a batch boundary it has
+//! replayed ([`RaftHandle::offer_snapshot`]; the controller service does so every
+//! `metadata.log.max.record.bytes.between.snapshots` bytes of records). The driver asks the
+//! core for the snapshot's id and voter set, writes it to the [`snapshot_store`] on a blocking
+//! thread (the loop goes on), and only once it is durable calls `snapshot_created`: the core
+//! serves it to replicas behind its log start from then on, and its `log_start_offset` lets the
+//! driver delete whole segments below it. The store keeps the two newest snapshots.
+//!
+//! At start-up the newest snapshot in the store is the core's starting point: the log is made
+//! to continue it (batches from its end on are kept if they fit; a log that ends before it
+//! restarts empty at its end) and the publisher hands it to the consumer first
+//! ([`CommittedBatch::snapshot`]), then the batches after it. A follower that falls behind the
+//! leader's log start downloads the leader's snapshot (the core does) and the driver installs
+//! it the same way, cutting its log at the snapshot's end.
+//!
 //! # Not yet
 //!
-//! - Snapshots: no snapshot store exists, so the driver never calls `snapshot_created`, and a
-//!   `Ready` carrying a snapshot (a leader sent one) stops it with
-//!   [`DriverError::SnapshotUnsupported`].
 //! - Voter changes at run time: links are opened at start for the voter set recovered from
 //!   the log; a voter added later has no link until the driver restarts.
 //! - Observers (brokers fetching the log) are served by the core, but the RPC server that
@@ -72,7 +88,7 @@ use corum_engine::log::{Log, LogConfig, NewBatch};
 use corum_engine::record::Attributes;
 use corum_raft::{
     Batch, Endpoint, LogRead, Payload, ProposalId, RaftCore, Ready, ReplicaKey, ReplicaProgress,
-    Restore, RestoredBatch, Role, Stats, Status, VoterSet,
+    Restore, RestoredBatch, Role, SnapshotId, Stats, Status, VoterSet,
 };
 use corum_runtime::ShutdownSignal;
 use corum_types::{Epoch, LogOffset, NodeId};
@@ -82,7 +98,7 @@ use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use crate::answer_gate::{AnswerGate, HeldAnswer};
 use crate::bootstrap::BootstrapVoters;
 use crate::config::NodeConfig;
-use crate::error::{ConfigError, DriverError};
+use crate::error::{ConfigError, DriverError, StorageError};
 use crate::meta_properties::MetaProperties;
 use crate::metrics::LatencyHistogram;
 use crate::peer::{Inbound, PeerInbox, PeerNetwork, PeerStats};
@@ -92,12 +108,16 @@ use crate::raft_config::{
     to_raft_quorum_state,
 };
 use crate::shard_bridge::GatedAnswer;
+use crate::snapshot_store;
 
 /// The metadata log's directory under `metadata.log.dir`.
 pub const METADATA_LOG_DIR: &str = "@metadata-0";
 
 /// Bytes of frames read per `Log::read` call when restoring or publishing.
 const READ_CHUNK_BYTES: usize = 1 << 20;
+
+/// Snapshots kept in the store: the newest, and one before it.
+const SNAPSHOTS_KEPT: usize = 2;
 
 pub type Result<T, E = DriverError> = std::result::Result<T, E>;
 
@@ -132,6 +152,11 @@ pub struct RaftDriverConfig {
     /// On shutdown, a leader resigns and waits up to this long for its EndQuorumEpoch (and
     /// everything queued before it) to be written to the peers' sockets before closing them.
     pub resign_send_wait_ms_max: u64,
+    /// `metadata.max.retention.bytes`: once the whole segments below the newest snapshot hold
+    /// more than this many bytes, the log start moves up to the snapshot and they are deleted
+    /// (replicas and observers behind it then load the snapshot). `None`: the log start never
+    /// moves (snapshots still shorten restarts).
+    pub log_retention_bytes: Option<u64>,
 }
 
 impl RaftDriverConfig {
@@ -159,6 +184,7 @@ impl RaftDriverConfig {
             uncommitted_records_max: 4096,
             commit_queue_capacity: 1024,
             resign_send_wait_ms_max: 500,
+            log_retention_bytes: Some(100 << 20),
         }
     }
 
@@ -220,6 +246,7 @@ impl RaftDriverConfig {
             config.controller_listener().name.clone(),
         );
         driver.log = log;
+        driver.log_retention_bytes = u64::try_from(config.metadata_retention_bytes_max).ok();
         driver.seed = config.controller_seed ^ u64::from(me.id.get()).rotate_left(32);
         Ok(driver)
     }
@@ -227,6 +254,11 @@ impl RaftDriverConfig {
     /// The metadata log's directory.
     pub fn log_dir(&self) -> PathBuf {
         metadata_log_dir(&self.data_dir)
+    }
+
+    /// The snapshot store's directory ([`crate::snapshot_store`]).
+    pub fn snapshot_dir(&self) -> PathBuf {
+        snapshot_store::snapshot_dir(&self.data_dir)
     }
 }
 
@@ -241,12 +273,30 @@ pub struct CommittedBatch {
     /// records.
     pub control: bool,
     pub payload: Payload,
+    /// Not a batch of the log but a snapshot (KIP-630) of the state machine through
+    /// `base_offset`, which replaces the consumer's state: `payload` is the snapshot's data,
+    /// `epoch` its epoch, `record_count` 0 (so `end_offset` is the snapshot's end). It comes
+    /// first when the node starts from a snapshot, and when a follower installs the leader's;
+    /// the batches after it continue from its end.
+    pub snapshot: bool,
 }
 
 impl CommittedBatch {
     /// The offset after the batch's last record.
     pub fn end_offset(&self) -> LogOffset {
         self.base_offset.add(u64::from(self.record_count))
+    }
+
+    /// The item that loads snapshot `id` with `data` (see [`CommittedBatch::snapshot`]).
+    pub fn load_snapshot(id: SnapshotId, data: Payload) -> CommittedBatch {
+        CommittedBatch {
+            base_offset: id.end_offset,
+            epoch: id.epoch,
+            record_count: 0,
+            control: false,
+            payload: data,
+            snapshot: true,
+        }
     }
 }
 
@@ -275,6 +325,11 @@ pub struct DriverStatus {
     /// Success answers this driver sent the moment their batch committed
     /// ([`crate::answer_gate`]).
     pub answers_released_at_commit: u64,
+    /// The newest durable snapshot's end offset (0: none yet): the log may be deleted below.
+    pub snapshot_end_offset: LogOffset,
+    /// Snapshots of the state machine this driver wrote (installs from the leader are in
+    /// `stats.snapshots_installed`).
+    pub snapshots_written: u64,
 }
 
 impl DriverStatus {
@@ -302,6 +357,8 @@ impl DriverStatus {
             replicas: Vec::new(),
             now_ms: 0,
             answers_released_at_commit: 0,
+            snapshot_end_offset: LogOffset::ZERO,
+            snapshots_written: 0,
         }
     }
 }
@@ -312,6 +369,12 @@ pub(crate) struct ObserverRequest {
     from: NodeId,
     message: corum_raft::Message,
     reply: LocalSender<Result<corum_raft::Message>>,
+}
+
+/// A snapshot of the state machine offered to the driver ([`RaftHandle::offer_snapshot`]).
+pub(crate) struct SnapshotOffer {
+    pub(crate) end_offset: LogOffset,
+    pub(crate) data: Payload,
 }
 
 pub(crate) struct Proposal {
@@ -337,6 +400,7 @@ pub(crate) struct Answers {
 pub struct RaftHandle {
     proposals: Rc<LocalSender<Proposal>>,
     observers: Rc<LocalSender<ObserverRequest>>,
+    snapshots: Rc<LocalSender<SnapshotOffer>>,
     status: Rc<RefCell<DriverStatus>>,
     watchers: StatusWatchers,
 }
@@ -408,6 +472,18 @@ impl RaftHandle {
         answer.recv().await.ok_or(DriverError::Stopped)?
     }
 
+    /// Offers a snapshot of the state machine through `end_offset` (committed, at a batch
+    /// boundary; `data` is what [`CommittedBatch::load_snapshot`] will hand a consumer): the
+    /// driver writes it to the snapshot store (durable) off its loop, then lets the log
+    /// prefix below it go and serves it to replicas behind the log start. Does not wait;
+    /// false when an offer is already queued (this one is dropped) or the driver is gone. An
+    /// offer at or below the newest snapshot, or one the core refuses, is ignored.
+    pub fn offer_snapshot(&self, end_offset: LogOffset, data: Payload) -> bool {
+        self.snapshots
+            .try_send(SnapshotOffer { end_offset, data })
+            .is_ok()
+    }
+
     /// The latest status (updated after every round of the loop).
     pub fn status(&self) -> DriverStatus {
         self.status.borrow().clone()
@@ -428,23 +504,29 @@ impl RaftHandle {
     }
 
     /// A handle served by something other than a driver on this shard (the controller side
-    /// of [`crate::shard_bridge`]): its proposals arrive on the returned receiver, and its
-    /// status is what [`RaftHandle::publish_status`] sets.
+    /// of [`crate::shard_bridge`]): its proposals and snapshot offers arrive on the returned
+    /// receivers, and its status is what [`RaftHandle::publish_status`] sets.
     pub(crate) fn detached(
         status: DriverStatus,
         capacity: usize,
-    ) -> (RaftHandle, LocalReceiver<Proposal>) {
+    ) -> (
+        RaftHandle,
+        LocalReceiver<Proposal>,
+        LocalReceiver<SnapshotOffer>,
+    ) {
         let (tx, rx) = local_channel::new_bounded(capacity);
         // Observers are served on the driver's shard only: here their requests fail at once.
         let (observers, _) = local_channel::new_bounded(1);
+        let (snapshots, offers) = local_channel::new_bounded(1);
         let status = Rc::new(RefCell::new(status));
         let handle = RaftHandle {
             proposals: Rc::new(tx),
             observers: Rc::new(observers),
+            snapshots: Rc::new(snapshots),
             status: status.clone(),
             watchers: Rc::default(),
         };
-        (handle, rx)
+        (handle, rx, offers)
     }
 }
 
@@ -458,6 +540,9 @@ enum Event {
     InboxClosed,
     Proposal(Proposal),
     Observer(ObserverRequest),
+    SnapshotOffer(SnapshotOffer),
+    /// A snapshot offered by the state machine is durable (or failed to be written).
+    SnapshotWritten(SnapshotId, Payload, Result<(), StorageError>),
     Tick,
 }
 
@@ -465,6 +550,7 @@ enum Event {
 enum Report {
     Synced(corum_engine::Result<LogOffset>, Option<Duration>),
     PublishFailed(corum_engine::Error),
+    SnapshotWritten(SnapshotId, Payload, Result<(), StorageError>),
 }
 
 /// A Raft replica on one glommio shard. See the module doc. `D` is the log's disk:
@@ -477,6 +563,17 @@ pub struct RaftDriver<D: Disk = UringDisk> {
     inbox: PeerInbox,
     proposals: LocalReceiver<Proposal>,
     observers: LocalReceiver<ObserverRequest>,
+    snapshot_offers: LocalReceiver<SnapshotOffer>,
+    /// The newest durable snapshot's end (0: none), and whether an offered one is being
+    /// written.
+    snapshot_end: LogOffset,
+    snapshot_writing: bool,
+    snapshots_written: u64,
+    /// The newest durable snapshot the core does not have yet: it gets it once the log below
+    /// it outgrows the retention (`RaftDriverConfig::log_retention_bytes`).
+    compactable: Option<(SnapshotId, Payload)>,
+    /// A snapshot the publisher must hand on before anything else (see `run_publisher`).
+    publisher_reset: Rc<RefCell<Option<CommittedBatch>>>,
     /// Observers waiting for the core's answer, by replica id.
     observer_waits: BTreeMap<NodeId, LocalSender<Result<corum_raft::Message>>>,
     commits: Option<LocalSender<CommittedBatch>>,
@@ -495,6 +592,8 @@ pub struct RaftDriver<D: Disk = UringDisk> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recovered {
     pub quorum_state: Option<QuorumState>,
+    /// The newest snapshot in the snapshot store, which the log continues.
+    pub snapshot: Option<SnapshotId>,
     pub log_start_offset: LogOffset,
     pub log_end_offset: LogOffset,
     pub batches: usize,
@@ -534,10 +633,21 @@ impl<D: Disk> RaftDriver<D> {
             }
         })?;
         let quorum_state = QuorumState::read(&config.data_dir)?;
+        let snapshot = snapshot_store::load_latest(&config.snapshot_dir()).map_err(|source| {
+            DriverError::Snapshot {
+                end_offset: LogOffset::ZERO,
+                source,
+            }
+        })?;
         let (log, report) = Log::open(disk, &config.log_dir(), config.log.clone()).await?;
-        let restored = restore_log(&log).await?;
+        let from = match &snapshot {
+            Some(s) => fit_log_to_snapshot(&log, s.id).await?,
+            None => log.start_offset(),
+        };
+        let restored = restore_log(&log, from).await?;
         let recovered = Recovered {
             quorum_state,
+            snapshot: snapshot.as_ref().map(|s| s.id),
             log_start_offset: log.start_offset(),
             log_end_offset: log.end_offset(),
             batches: restored.len(),
@@ -552,7 +662,7 @@ impl<D: Disk> RaftDriver<D> {
                     .as_ref()
                     .map(to_raft_quorum_state)
                     .unwrap_or_default(),
-                snapshot: None,
+                snapshot: snapshot.clone(),
                 log: restored,
                 bootstrap_voters: config.bootstrap_voters.clone(),
             },
@@ -572,6 +682,14 @@ impl<D: Disk> RaftDriver<D> {
         let (proposal_tx, proposals) = local_channel::new_bounded(config.proposal_queue_capacity);
         let (observer_tx, observers) = local_channel::new_bounded(config.proposal_queue_capacity);
         let (commit_tx, commits) = local_channel::new_bounded(config.commit_queue_capacity);
+        let (snapshot_tx, snapshot_offers) = local_channel::new_bounded(1);
+        let snapshot_end = snapshot
+            .as_ref()
+            .map_or(LogOffset::ZERO, |s| s.id.end_offset);
+        // The consumer starts from the snapshot (the publisher starts at its end).
+        let publisher_reset = Rc::new(RefCell::new(
+            snapshot.map(|s| CommittedBatch::load_snapshot(s.id, s.data)),
+        ));
         let status = Rc::new(RefCell::new(DriverStatus {
             raft: core.status(),
             stats: core.stats(),
@@ -583,10 +701,13 @@ impl<D: Disk> RaftDriver<D> {
             replicas: core.replica_progress(),
             now_ms: core.now_ms(),
             answers_released_at_commit: 0,
+            snapshot_end_offset: snapshot_end,
+            snapshots_written: 0,
         }));
         let handle = RaftHandle {
             proposals: Rc::new(proposal_tx),
             observers: Rc::new(observer_tx),
+            snapshots: Rc::new(snapshot_tx),
             status: status.clone(),
             watchers: Rc::default(),
         };
@@ -599,6 +720,12 @@ impl<D: Disk> RaftDriver<D> {
             inbox,
             proposals,
             observers,
+            snapshot_offers,
+            snapshot_end,
+            snapshot_writing: false,
+            snapshots_written: 0,
+            compactable: None,
+            publisher_reset,
             observer_waits: BTreeMap::new(),
             commits: Some(commit_tx),
             status,
@@ -624,16 +751,21 @@ impl<D: Disk> RaftDriver<D> {
             glommio::spawn_local(run_syncer(self.log.clone(), sync_kicks, report_tx.clone()));
         let publisher = glommio::spawn_local(run_publisher(
             self.log.clone(),
-            self.log.start_offset(),
+            self.core.log_start_offset(),
             hwm.clone(),
             publish_kicks,
             self.commits.take().expect("run is called once"),
             report_tx.clone(),
+            self.publisher_reset.clone(),
         ));
-        drop(report_tx);
+        if self.publisher_reset.borrow().is_some() {
+            // The snapshot the node starts from goes to the consumer at once.
+            let _ = publish_kick.try_send(());
+        }
         let mut loop_state = LoopState {
             sync_kick,
             publish_kick,
+            reports: report_tx,
             hwm,
             sync_rounds: 0,
             sync_duration: LatencyHistogram::default(),
@@ -685,6 +817,13 @@ impl<D: Disk> RaftDriver<D> {
                     self.step_observer(r);
                     Ok(())
                 }
+                Event::SnapshotOffer(offer) => {
+                    self.write_snapshot(offer, &loop_state);
+                    Ok(())
+                }
+                Event::SnapshotWritten(id, data, outcome) => {
+                    self.snapshot_written(id, data, outcome)
+                }
                 Event::Synced(Ok(_), took) => {
                     loop_state.sync_rounds += 1;
                     if let Some(took) = took {
@@ -697,6 +836,8 @@ impl<D: Disk> RaftDriver<D> {
                             .expect("a durable offset is in the log");
                         self.core.persisted(last.next(), epoch);
                     }
+                    // The log grew: a kept snapshot may now be due (cheap when none is).
+                    self.maybe_compact();
                     Ok(())
                 }
                 Event::Synced(Err(e), _) | Event::PublishFailed(e) => Err(DriverError::Log(e)),
@@ -712,7 +853,8 @@ impl<D: Disk> RaftDriver<D> {
         };
         // The publisher may wait on a consumer that no longer reads: cancel it (it only reads
         // the log). The syncer is never cancelled in the middle of a round: it ends once its
-        // kick sender is gone, while its last reports are drained here.
+        // kick sender is gone, while its last reports are drained here. A snapshot writer
+        // still running finishes on its own (its file is complete or a `.part` left over).
         drop(publisher);
         let outcome = match outcome {
             Ok(()) => self.stop_cleanly(&mut loop_state).await,
@@ -828,6 +970,7 @@ impl<D: Disk> RaftDriver<D> {
             match reports.recv().await {
                 Some(Report::Synced(r, took)) => Event::Synced(r, took),
                 Some(Report::PublishFailed(e)) => Event::PublishFailed(e),
+                Some(Report::SnapshotWritten(id, data, r)) => Event::SnapshotWritten(id, data, r),
                 // Both helpers hold a sender until the loop drops them: never happens while the
                 // loop runs, but wait for the other inputs rather than spin if it did.
                 None => std::future::pending().await,
@@ -863,13 +1006,22 @@ impl<D: Disk> RaftDriver<D> {
                 None => std::future::pending().await,
             }
         };
+        let offer = async {
+            match self.snapshot_offers.recv().await {
+                Some(o) => Event::SnapshotOffer(o),
+                None => std::future::pending().await,
+            }
+        };
         let tick = async {
             glommio::timer::sleep(next_tick.saturating_duration_since(Instant::now())).await;
             Event::Tick
         };
         or(
             shutdown,
-            or(report, or(message, or(proposal, or(observer, tick)))),
+            or(
+                report,
+                or(message, or(proposal, or(observer, or(offer, tick)))),
+            ),
         )
         .await
     }
@@ -889,11 +1041,11 @@ impl<D: Disk> RaftDriver<D> {
         if let Some(qs) = ready.quorum_state {
             from_raft_quorum_state(&qs).write(&self.config.data_dir)?;
         }
-        // 2. Snapshots: no snapshot store yet.
+        // 2. A snapshot from the leader replaces the log: durable in the store before
+        //    anything else (the messages below acknowledge its end), then the log restarts at
+        //    its end and the consumer loads it before any later batch.
         if let Some(s) = ready.snapshot {
-            return Err(DriverError::SnapshotUnsupported {
-                end_offset: s.id.end_offset,
-            });
+            self.install_snapshot(s, state).await?;
         }
         // 3. Truncation, durable when truncate_suffix returns (before the new entries).
         if let Some(to) = ready.truncate_to {
@@ -945,6 +1097,120 @@ impl<D: Disk> RaftDriver<D> {
             let batches = self.serve_read(&read).await?;
             self.core.read_completed(read.id, batches);
         }
+        Ok(())
+    }
+
+    /// Writes an offered snapshot to the store on a blocking thread (the loop goes on); the
+    /// outcome comes back as [`Event::SnapshotWritten`]. One at a time; an offer the core
+    /// would refuse (not committed, not at a batch boundary, below the log start) or not
+    /// newer than the newest snapshot is dropped.
+    fn write_snapshot(&mut self, offer: SnapshotOffer, state: &LoopState) {
+        if self.snapshot_writing || offer.end_offset <= self.snapshot_end {
+            return;
+        }
+        let (id, voters) = match self.core.snapshot_at(offer.end_offset) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::debug!(end = %offer.end_offset, error = %e, "snapshot offer refused");
+                return;
+            }
+        };
+        self.snapshot_writing = true;
+        let dir = self.config.snapshot_dir();
+        let reports = state.reports.clone();
+        let snapshot = corum_raft::Snapshot {
+            id,
+            voters,
+            data: offer.data,
+        };
+        glommio::spawn_local(async move {
+            let data = snapshot.data.clone();
+            let outcome = glommio::executor()
+                .spawn_blocking(move || store_snapshot(&dir, &snapshot))
+                .await;
+            let _ = reports
+                .send(Report::SnapshotWritten(id, data, outcome))
+                .await;
+        })
+        .detach();
+    }
+
+    /// A snapshot offered by the state machine is durable: the core serves it from now on
+    /// and lets the log prefix below it go. A write failure is fatal, like a log write's.
+    fn snapshot_written(
+        &mut self,
+        id: SnapshotId,
+        data: Payload,
+        outcome: Result<(), StorageError>,
+    ) -> Result<()> {
+        self.snapshot_writing = false;
+        outcome.map_err(|source| DriverError::Snapshot {
+            end_offset: id.end_offset,
+            source,
+        })?;
+        self.snapshots_written += 1;
+        self.snapshot_end = self.snapshot_end.max(id.end_offset);
+        tracing::info!(end = %id.end_offset, epoch = %id.epoch, "snapshot written");
+        self.compactable = Some((id, data));
+        self.maybe_compact();
+        Ok(())
+    }
+
+    /// Hands the newest durable snapshot to the core once the log's whole segments below it
+    /// outgrow the retention: the core serves it from then on and moves its log start up to
+    /// it, and step 7 of the next `Ready` deletes those segments.
+    fn maybe_compact(&mut self) {
+        let (Some(retention), Some((id, _))) = (self.config.log_retention_bytes, &self.compactable)
+        else {
+            return;
+        };
+        if self.log.prefix_bytes(id.end_offset) <= retention {
+            return;
+        }
+        let (id, data) = self.compactable.take().expect("checked");
+        // Refused if the core moved past it meanwhile (a leader's snapshot installed): the
+        // file stays valid (committed state never changes) and the newer one wins.
+        match self.core.snapshot_created(id.end_offset, data) {
+            Ok(_) => tracing::info!(end = %id.end_offset, "log start moves up to the snapshot"),
+            Err(e) => tracing::debug!(end = %id.end_offset, error = %e, "snapshot not taken"),
+        }
+    }
+
+    /// Installs a snapshot the leader sent (the core already replaced its log with it).
+    async fn install_snapshot(&mut self, s: corum_raft::Snapshot, state: &LoopState) -> Result<()> {
+        let id = s.id;
+        let dir = self.config.snapshot_dir();
+        let stored = s.clone();
+        glommio::executor()
+            .spawn_blocking(move || store_snapshot(&dir, &stored))
+            .await
+            .map_err(|source| DriverError::Snapshot {
+                end_offset: id.end_offset,
+                source,
+            })?;
+        self.snapshot_end = self.snapshot_end.max(id.end_offset);
+        // The core holds the installed snapshot; an older one kept for compaction is moot.
+        self.compactable = None;
+        // The publisher hands the snapshot on before anything else; set before the log
+        // changes under a read it may have in flight (it then sees the reset, not a failure).
+        *self.publisher_reset.borrow_mut() = Some(CommittedBatch::load_snapshot(id, s.data));
+        let end = id.end_offset;
+        if self.log.end_offset() > end {
+            self.log.truncate_suffix(end).await?;
+        }
+        // Restarts the log empty at `end` if it ends before; else drops whole segments below.
+        self.log.delete_prefix(end).await?;
+        if self.log.end_offset() != end {
+            return Err(DriverError::Diverged {
+                reason: format!(
+                    "installing snapshot {end}: the log ends at {}",
+                    self.log.end_offset()
+                ),
+            });
+        }
+        state.hwm.set(state.hwm.get().max(end));
+        let _ = state.publish_kick.try_send(());
+        tracing::info!(end = %end, epoch = %id.epoch, "snapshot installed from the leader");
         Ok(())
     }
 
@@ -1023,6 +1289,8 @@ impl<D: Disk> RaftDriver<D> {
             replicas: self.core.replica_progress(),
             now_ms: self.core.now_ms(),
             answers_released_at_commit: self.gate.released(),
+            snapshot_end_offset: self.snapshot_end,
+            snapshots_written: self.snapshots_written,
         };
         publish_status(&self.status, &self.watchers, status);
     }
@@ -1053,6 +1321,8 @@ fn publish_status(cell: &RefCell<DriverStatus>, watchers: &StatusWatchers, statu
 struct LoopState {
     sync_kick: LocalSender<()>,
     publish_kick: LocalSender<()>,
+    /// For the snapshot writer tasks' reports.
+    reports: Rc<LocalSender<Report>>,
     hwm: Rc<Cell<LogOffset>>,
     sync_rounds: u64,
     sync_duration: LatencyHistogram,
@@ -1063,11 +1333,42 @@ fn resolved(stats: &PeerStats) -> u64 {
     stats.sent + stats.send_failed + stats.send_timeouts
 }
 
-/// Every batch of the log, with payloads for control batches (the core rebuilds the voter set
-/// from them; other payloads are read back on demand).
-async fn restore_log<D: Disk>(log: &Log<D>) -> Result<Vec<RestoredBatch>> {
+/// Makes the log continue snapshot `id` and returns where the core's log starts (the
+/// snapshot's end). Batches from the end on stay if the end is a batch boundary and they are
+/// not of an older epoch than the snapshot (else they are a suffix a crash left between
+/// installing a leader's snapshot and cutting the log: dropped); a log that ends before the
+/// snapshot restarts empty at its end. A log that starts after the snapshot's end has a gap.
+async fn fit_log_to_snapshot<D: Disk>(log: &Log<D>, id: SnapshotId) -> Result<LogOffset> {
+    let end = id.end_offset;
+    if log.start_offset() > end {
+        return Err(DriverError::Diverged {
+            reason: format!(
+                "the log starts at {} after the newest snapshot's end {end}: a gap",
+                log.start_offset()
+            ),
+        });
+    }
+    if log.end_offset() > end {
+        let chunk = log.read(end, 1).await?;
+        let fits = chunk
+            .frames()
+            .next()
+            .is_some_and(|f| f.header().base_offset == end && f.header().epoch >= id.epoch);
+        if !fits {
+            log.truncate_suffix(end).await?;
+        }
+    }
+    if log.end_offset() < end {
+        log.delete_prefix(end).await?;
+    }
+    Ok(end)
+}
+
+/// Every batch of the log from `from`, with payloads for control batches (the core rebuilds
+/// the voter set from them; other payloads are read back on demand).
+async fn restore_log<D: Disk>(log: &Log<D>, from: LogOffset) -> Result<Vec<RestoredBatch>> {
     let mut out = Vec::new();
-    let mut at = log.start_offset();
+    let mut at = from;
     while at < log.end_offset() {
         let chunk = log.read(at, READ_CHUNK_BYTES).await?;
         let Some(end) = chunk.end_offset() else {
@@ -1109,7 +1410,18 @@ async fn run_syncer<D: Disk>(
     }
 }
 
-/// The publisher: committed batches from `next` up to the high watermark, in order.
+/// Writes `s` durably to the snapshot store in `dir` and keeps the two newest snapshots
+/// (blocking: run it off the loop).
+fn store_snapshot(dir: &Path, s: &corum_raft::Snapshot) -> Result<(), StorageError> {
+    snapshot_store::write(dir, s)?;
+    snapshot_store::remove_older(dir, SNAPSHOTS_KEPT)?;
+    Ok(())
+}
+
+/// The publisher: committed batches from `next` up to the high watermark, in order. A
+/// snapshot put in `reset` goes out first, and publishing continues from its end (the loop
+/// sets it when the node starts from a snapshot or installs the leader's; batches read before
+/// it are not handed on after it).
 async fn run_publisher<D: Disk>(
     log: Log<D>,
     mut next: LogOffset,
@@ -1117,17 +1429,34 @@ async fn run_publisher<D: Disk>(
     kicks: LocalReceiver<()>,
     out: LocalSender<CommittedBatch>,
     reports: Rc<LocalSender<Report>>,
+    reset: Rc<RefCell<Option<CommittedBatch>>>,
 ) {
     let mut consumer_gone = false;
     while kicks.recv().await.is_some() {
-        while next < hwm.get() {
+        loop {
+            let snapshot = reset.borrow_mut().take();
+            if let Some(snapshot) = snapshot {
+                next = snapshot.end_offset();
+                if !consumer_gone {
+                    consumer_gone = out.send(snapshot).await.is_err();
+                }
+                continue;
+            }
+            if next >= hwm.get() {
+                break;
+            }
             let chunk = match log.read(next, READ_CHUNK_BYTES).await {
                 Ok(c) => c,
+                // The log was reset under the read (a snapshot installed): start from it.
+                Err(_) if reset.borrow().is_some() => continue,
                 Err(e) => {
                     let _ = reports.send(Report::PublishFailed(e)).await;
                     return;
                 }
             };
+            if chunk.is_empty() && reset.borrow().is_some() {
+                continue;
+            }
             if chunk.is_empty() {
                 let _ = reports
                     .send(Report::PublishFailed(
@@ -1142,7 +1471,7 @@ async fn run_publisher<D: Disk>(
             }
             for frame in chunk.frames() {
                 let h = frame.header();
-                if h.base_offset >= hwm.get() {
+                if h.base_offset >= hwm.get() || reset.borrow().is_some() {
                     break;
                 }
                 next = h.end_offset();
@@ -1155,6 +1484,7 @@ async fn run_publisher<D: Disk>(
                     record_count: h.record_count,
                     control: h.attributes.is_control(),
                     payload: Payload::from(frame.payload()),
+                    snapshot: false,
                 };
                 // A consumer that dropped its receiver no longer wants batches; Raft goes on.
                 consumer_gone = out.send(batch).await.is_err();
@@ -1280,6 +1610,7 @@ mod tests {
             record_count: 3,
             control: false,
             payload: Payload::from(&b"x"[..]),
+            snapshot: false,
         };
         assert_eq!(b.end_offset(), LogOffset(13));
     }

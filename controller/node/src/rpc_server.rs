@@ -1018,6 +1018,8 @@ mod tests {
             replicas: Vec::new(),
             now_ms: 0,
             answers_released_at_commit: 0,
+            snapshot_end_offset: LogOffset(0),
+            snapshots_written: 0,
         }
     }
 

@@ -11,7 +11,7 @@
 //! |----------------|----------------------|--------------------------------------------------|---------|
 //! | commits        | worker → controller  | committed batches, in log order                  | every batch ready at once |
 //! | control        | worker → controller  | driver status, proposal results, client requests | requests ready at once |
-//! | down           | controller → worker  | proposals, client answers                        | answers ready at once |
+//! | down           | controller → worker  | proposals, client answers, snapshot offers       | answers ready at once |
 //!
 //! Committed batches have a channel of their own because they are the only traffic with
 //! back-pressure that may wait on the service: the service, in turn, waits for proposal
@@ -42,6 +42,7 @@ use std::time::Duration;
 
 use corum_raft::{Payload, ProposalId};
 use corum_runtime::channel::{LinkReceiver, LinkSender, Receiver, Sender};
+use corum_types::LogOffset;
 use futures_lite::future::{or, poll_once};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 
@@ -49,7 +50,9 @@ use crate::answer_gate::{AnswerSlot, Gated, HeldAnswer, Registry};
 use crate::controller_service::{Call, ControllerServiceHandle, ServiceStatus};
 use crate::error::DriverError;
 use crate::protocol::{RequestFrame, ResponseFrame};
-use crate::raft_driver::{Answers, CommittedBatch, DriverStatus, Proposal, RaftHandle};
+use crate::raft_driver::{
+    Answers, CommittedBatch, DriverStatus, Proposal, RaftHandle, SnapshotOffer,
+};
 
 /// Most items moved per cross-shard message.
 const BATCH_MAX: usize = 512;
@@ -82,6 +85,11 @@ pub enum ToWorker {
         gated: Vec<GatedAnswer>,
     },
     Answers(Vec<(u64, ResponseFrame)>),
+    /// A snapshot of the state machine for the driver ([`RaftHandle::offer_snapshot`]).
+    Snapshot {
+        end_offset: LogOffset,
+        data: Payload,
+    },
     /// The service's status (for metrics and tools on the worker), every
     /// `SERVICE_STATUS_REFRESH_MS` (500 ms).
     ServiceStatus(Box<ServiceStatus>),
@@ -242,6 +250,7 @@ async fn serve_down(
     // batch at a time anyway), so a queue-full wait never reorders them.
     let (propose_tx, proposals) =
         local_channel::new_unbounded::<(u64, Payload, u32, Vec<HeldAnswer>)>();
+    let offers = raft.clone();
     let proposer = {
         let control = control.clone();
         glommio::spawn_local(async move {
@@ -284,6 +293,10 @@ async fn serve_down(
                 let _ = propose_tx.try_send((id, payload, record_count, held));
             }
             ToWorker::ServiceStatus(status) => *service_status.borrow_mut() = *status,
+            ToWorker::Snapshot { end_offset, data } => {
+                // A full queue drops it: the service offers a newer one later.
+                let _ = offers.offer_snapshot(end_offset, data);
+            }
             ToWorker::Answers(answers) => {
                 for (id, answer) in answers {
                     let slot = replies.borrow_mut().remove(&id);
@@ -311,6 +324,7 @@ pub struct ControllerSide {
     control: Receiver<ToController>,
     down: Rc<Sender<ToWorker>>,
     proposals: LocalReceiver<Proposal>,
+    snapshot_offers: LocalReceiver<SnapshotOffer>,
     /// The handle the service got (its status is set from the worker's reports).
     raft: RaftHandle,
     commit_tx: LocalSender<CommittedBatch>,
@@ -328,7 +342,7 @@ impl ControllerEnds {
         let commits = self.commits.connect().await;
         let control = self.control.connect().await;
         let down = Rc::new(self.down.connect().await);
-        let (raft, proposals) = RaftHandle::detached(initial, 64);
+        let (raft, proposals, snapshot_offers) = RaftHandle::detached(initial, 64);
         let (commit_tx, commit_rx) = local_channel::new_bounded(commit_queue_capacity.max(1));
         (
             ControllerSide {
@@ -336,6 +350,7 @@ impl ControllerEnds {
                 control,
                 down,
                 proposals,
+                snapshot_offers,
                 raft: raft.clone(),
                 commit_tx,
             },
@@ -353,6 +368,7 @@ impl ControllerSide {
             control,
             down,
             proposals,
+            snapshot_offers,
             raft,
             commit_tx,
         } = self;
@@ -397,6 +413,21 @@ impl ControllerSide {
                     if sent.is_err() {
                         // The worker is gone: the proposer's reply channel closes (Stopped).
                         waiting.borrow_mut().remove(&next_id);
+                    }
+                }
+            })
+            .detach()
+        };
+        let snapshot_pump = {
+            let down = down.clone();
+            glommio::spawn_local(async move {
+                while let Some(o) = snapshot_offers.recv().await {
+                    let offer = ToWorker::Snapshot {
+                        end_offset: o.end_offset,
+                        data: o.data,
+                    };
+                    if down.send(offer).await.is_err() {
+                        return;
                     }
                 }
             })
@@ -465,5 +496,6 @@ impl ControllerSide {
         drop(propose_pump);
         drop(answer_pump);
         drop(status_pump);
+        drop(snapshot_pump);
     }
 }

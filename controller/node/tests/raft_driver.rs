@@ -677,3 +677,221 @@ fn a_leader_cut_off_with_uncommitted_entries_truncates_them_when_it_returns() {
         assert_eq!(user, expected);
     });
 }
+
+/// Offers every node in `which` a snapshot through the end of the last batch it published,
+/// with data naming that end, and waits until each wrote it. Returns the ends.
+async fn snapshot_on(nodes: &[Node], which: &[usize]) -> Vec<LogOffset> {
+    let mut ends = Vec::new();
+    for &i in which {
+        let end = nodes[i].committed.borrow().last().unwrap().end_offset();
+        let data = format!("state-machine-through-{end}").into_bytes();
+        assert!(nodes[i].handle.offer_snapshot(end, data.into()));
+        wait_for("the snapshot to be written", || {
+            nodes[i].handle.status().snapshot_end_offset == end
+        })
+        .await;
+        ends.push(end);
+    }
+    ends
+}
+
+/// The snapshot items a node published, as (end, data).
+fn snapshots_published(n: &Node) -> Vec<(LogOffset, Vec<u8>)> {
+    n.committed
+        .borrow()
+        .iter()
+        .filter(|b| b.snapshot)
+        .map(|b| (b.end_offset(), b.payload.to_vec()))
+        .collect()
+}
+
+/// The user payloads a node published after its last snapshot item.
+fn payloads_after_snapshot(n: &Node) -> Vec<Vec<u8>> {
+    let committed = n.committed.borrow();
+    let from = committed
+        .iter()
+        .rposition(|b| b.snapshot)
+        .map_or(0, |i| i + 1);
+    committed[from..]
+        .iter()
+        .filter(|b| !b.control && b.payload[..] != *PROBE)
+        .map(|b| b.payload.to_vec())
+        .collect()
+}
+
+#[test]
+fn snapshots_let_the_log_prefix_go_and_a_follower_behind_it_installs_the_leaders() {
+    // Snapshots offered by the state machine are written to the store and let the log prefix
+    // go; a follower that was down while that happened is behind the leader's log start, so
+    // it downloads and installs the leader's snapshot (its consumer gets the snapshot, then
+    // the batches after it) and catches up; a node restarted from its own snapshot hands it
+    // to its consumer first and continues the log after it.
+    on_executor("raft-driver-test", TEST_DEADLINE, || async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut nodes, disks, voters) = sim_cluster(tmp.path()).await;
+        propose_all(&nodes, 0..100).await;
+        wait_for("100 commits everywhere", || {
+            nodes.iter().all(|n| n.user_count() == 100)
+        })
+        .await;
+        let l = leader_of(&nodes).unwrap();
+        let f = (l + 1) % 3;
+        let (f_id, f_dir, f_addr, _) = nodes.remove(f).stop().await;
+        // Enough records for several 256 KiB segments.
+        propose_all(&nodes, 100..3100).await;
+        wait_for("3100 commits on the two", || {
+            nodes.iter().all(|n| n.user_count() == 3100)
+        })
+        .await;
+        let both: Vec<usize> = (0..nodes.len()).collect();
+        let ends = snapshot_on(&nodes, &both).await;
+        let l = leader_of(&nodes).unwrap();
+        wait_for("the leader's log prefix to go", || {
+            nodes[l].handle.status().raft.log_start_offset == ends[l]
+        })
+        .await;
+        let files = std::fs::read_dir(
+            tmp.path()
+                .join(format!("node-{}", nodes[l].id))
+                .join("snapshots"),
+        )
+        .unwrap()
+        .count();
+        assert_eq!(files, 1, "one snapshot in the leader's store");
+        propose_all(&nodes, 3100..3200).await;
+
+        // The follower comes back behind the leader's log start.
+        let net = rebind(CLUSTER, f_id, f_addr).await;
+        let back = Node::start(disks[f_id as usize - 1].clone(), f_id, &f_dir, net, &voters).await;
+        assert_eq!(back.recovered.snapshot, None);
+        nodes.push(back);
+        let back = nodes.len() - 1;
+        wait_for("the follower to install a snapshot and catch up", || {
+            nodes[back].handle.status().raft.high_watermark
+                >= nodes[l].handle.status().raft.high_watermark
+                && !snapshots_published(&nodes[back]).is_empty()
+                && payloads_after_snapshot(&nodes[back]).len() >= 100
+        })
+        .await;
+        let installed = snapshots_published(&nodes[back]);
+        assert_eq!(installed.len(), 1, "{installed:?}");
+        assert_eq!(installed[0].0, ends[l]);
+        assert_eq!(
+            installed[0].1,
+            format!("state-machine-through-{}", ends[l]).into_bytes()
+        );
+        let status = nodes[back].handle.status();
+        assert_eq!(status.stats.snapshots_installed, 1);
+        assert_eq!(status.snapshot_end_offset, ends[l]);
+        let tail: Vec<Vec<u8>> = (3100..3200).map(payload).collect();
+        assert_eq!(payloads_after_snapshot(&nodes[back]), tail);
+
+        // Everyone restarts: each starts from its newest snapshot and continues after it.
+        let mut stopped = Vec::new();
+        for n in nodes {
+            stopped.push(n.stop().await);
+        }
+        let leader_id = stopped[l].0;
+        let mut nodes = Vec::new();
+        for (id, dir, addr, before) in stopped {
+            let net = rebind(CLUSTER, id, addr).await;
+            let n = Node::start(disks[id as usize - 1].clone(), id, &dir, net, &voters).await;
+            let snap = n.recovered.snapshot.expect("a snapshot to start from");
+            assert_eq!(snap.end_offset, before.snapshot_end_offset, "node {id}");
+            assert!(n.recovered.log_start_offset <= snap.end_offset);
+            if id == leader_id {
+                assert!(
+                    n.recovered.log_start_offset > LogOffset(0),
+                    "whole segments below the snapshot were deleted: {:?}",
+                    n.recovered
+                );
+            }
+            nodes.push(n);
+        }
+        wait_for("a leader", || leader_of(&nodes).is_some()).await;
+        propose_all(&nodes, 3200..3210).await;
+        wait_for("3210 everywhere", || {
+            nodes
+                .iter()
+                .all(|n| payloads_after_snapshot(n).last() == Some(&payload(3209)))
+        })
+        .await;
+        for n in &nodes {
+            let first = n.committed.borrow()[0].clone();
+            assert!(first.snapshot, "node {}: the snapshot comes first", n.id);
+            assert_eq!(first.end_offset(), n.recovered.snapshot.unwrap().end_offset);
+            let after = payloads_after_snapshot(n);
+            let expected: Vec<Vec<u8>> = (3210 - after.len() as u32..3210).map(payload).collect();
+            assert_eq!(after, expected, "node {}", n.id);
+        }
+        for n in nodes {
+            n.stop().await;
+        }
+    });
+}
+
+#[test]
+fn the_log_start_waits_for_the_retention_before_moving_up_to_a_snapshot() {
+    // With a retention of 600 KiB (256 KiB segments), a snapshot is written at once but the
+    // log start stays until the whole segments below the newest snapshot hold more than that;
+    // with no retention at all it never moves, and a restart still starts from the snapshot.
+    on_executor("raft-driver-test", TEST_DEADLINE, || async {
+        let tmp = tempfile::tempdir().unwrap();
+        let nets = bind_all(CLUSTER, &[1]);
+        let voters = voter_set(&[1], &nets);
+        let disk = SimDisk::new(1);
+        let dir = tmp.path().join("node-1");
+        let net = nets.into_iter().next().unwrap();
+        let node = Node::start_with(disk.clone(), 1, &dir, net, &voters, |c| {
+            c.log_retention_bytes = Some(600 << 10);
+        })
+        .await;
+        let nodes = vec![node];
+        wait_for("a leader", || leader_of(&nodes).is_some()).await;
+        // About one segment below the first snapshot: under the retention.
+        propose_all(&nodes, 0..3000).await;
+        wait_for("3000 commits", || nodes[0].user_count() == 3000).await;
+        let first = snapshot_on(&nodes, &[0]).await[0];
+        propose_all(&nodes, 3000..9000).await;
+        wait_for("9000 commits", || nodes[0].user_count() == 9000).await;
+        assert_eq!(
+            nodes[0].handle.status().raft.log_start_offset,
+            LogOffset(0),
+            "the segments below the first snapshot ({first}) are within the retention"
+        );
+        let second = snapshot_on(&nodes, &[0]).await[0];
+        wait_for("the log start to move up to the second snapshot", || {
+            nodes[0].handle.status().raft.log_start_offset == second
+        })
+        .await;
+        let (id, dir, addr, _) = nodes.into_iter().next().unwrap().stop().await;
+
+        // No retention: the log is kept whole, the snapshot still shortens the restart.
+        let net = rebind(CLUSTER, id, addr).await;
+        let node = Node::start_with(disk.clone(), id, &dir, net, &voters, |c| {
+            c.log_retention_bytes = None;
+        })
+        .await;
+        assert_eq!(node.recovered.snapshot.map(|s| s.end_offset), Some(second));
+        let nodes = vec![node];
+        wait_for("a leader", || leader_of(&nodes).is_some()).await;
+        propose_all(&nodes, 9000..12000).await;
+        wait_for("12000 published after the snapshot", || {
+            payloads_after_snapshot(&nodes[0]).len() == 3000
+        })
+        .await;
+        let third = snapshot_on(&nodes, &[0]).await[0];
+        propose_all(&nodes, 12000..12010).await;
+        wait_for("12010", || payloads_after_snapshot(&nodes[0]).len() == 3010).await;
+        assert_eq!(
+            nodes[0].handle.status().raft.log_start_offset,
+            second,
+            "the log start stays below the newest snapshot ({third})"
+        );
+        let first_published = nodes[0].committed.borrow()[0].clone();
+        assert!(first_published.snapshot && first_published.end_offset() == second);
+        for n in nodes {
+            n.stop().await;
+        }
+    });
+}

@@ -394,6 +394,18 @@ impl<D: Disk> Log<D> {
         self.inner.state.borrow().segments.len()
     }
 
+    /// Bytes of the whole segments that [`Log::delete_prefix`]`(before)` would delete: every
+    /// segment but the active one that holds only offsets below `before`.
+    pub fn prefix_bytes(&self, before: LogOffset) -> u64 {
+        let st = self.inner.state.borrow();
+        let n = st.segments.len();
+        st.segments[..n - 1]
+            .iter()
+            .take_while(|s| s.end_offset <= before)
+            .map(|s| s.size_bytes)
+            .sum()
+    }
+
     /// Number of free segment files waiting to be reused by a roll.
     pub fn free_segment_count(&self) -> usize {
         self.inner.state.borrow().free.len()

@@ -302,8 +302,18 @@ fn delete_prefix_and_reset() {
             log.append(&batch(1, 1), &payload(i, 900)).unwrap();
         }
         log.flush().await.unwrap();
+        assert_eq!(log.prefix_bytes(LogOffset(0)), 0);
+        let doomed = log.prefix_bytes(LogOffset(25));
+        assert!(doomed > 0);
+        assert!(log.prefix_bytes(LogOffset(1000)) >= doomed);
         let start = log.delete_prefix(LogOffset(25)).await.unwrap();
         assert!(start > LogOffset(0) && start <= LogOffset(25));
+        assert_eq!(
+            log.prefix_bytes(LogOffset(25)),
+            0,
+            "what it counted is gone"
+        );
+        assert!(doomed >= 900 * start.get(), "{doomed} bytes below {start}");
         assert!(matches!(
             log.read(LogOffset(0), 10).await,
             Err(Error::OffsetOutOfRange { .. })

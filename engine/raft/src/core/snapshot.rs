@@ -6,13 +6,13 @@ use corum_types::{LogOffset, NodeId};
 use super::{Download, RaftCore, State};
 use crate::error::{Error, Result};
 use crate::message::{FetchSnapshotRequest, FetchSnapshotResponse, FetchSnapshotResult, Message};
-use crate::types::{Payload, Snapshot, SnapshotId};
+use crate::types::{Payload, Snapshot, SnapshotId, VoterSet};
 
 impl RaftCore {
-    /// The driver wrote a snapshot of the state machine through `end_offset` (committed, at a
-    /// batch boundary). The core keeps it to serve FetchSnapshot and moves the log start up to
-    /// it: [`crate::Ready::log_start_offset`] then lets the driver delete the prefix.
-    pub fn snapshot_created(&mut self, end_offset: LogOffset, data: Payload) -> Result<SnapshotId> {
+    /// The id and voter set a snapshot through `end_offset` gets (committed, at a batch
+    /// boundary, not below the log start), without changing anything: the driver writes the
+    /// snapshot durably with these before it calls [`RaftCore::snapshot_created`].
+    pub fn snapshot_at(&self, end_offset: LogOffset) -> Result<(SnapshotId, VoterSet)> {
         let bad = || Error::SnapshotOffset {
             end: end_offset,
             log_start: self.log.start(),
@@ -25,15 +25,30 @@ impl RaftCore {
             return Err(bad());
         }
         let epoch = self.log.epoch_before(end_offset).ok_or_else(bad)?;
-        let id = SnapshotId { end_offset, epoch };
         // The voter set in force at the snapshot's end: the last record below it.
-        let split = self
-            .voters
+        let split = self.voters_split(end_offset);
+        Ok((
+            SnapshotId { end_offset, epoch },
+            self.voters[split].1.clone(),
+        ))
+    }
+
+    /// Index of the voter set in force at `end_offset` in `self.voters`.
+    fn voters_split(&self, end_offset: LogOffset) -> usize {
+        self.voters
             .iter()
             .skip(1)
             .take_while(|(at, _)| *at < end_offset)
-            .count();
-        let base = self.voters[split].1.clone();
+            .count()
+    }
+
+    /// The driver wrote a snapshot of the state machine through `end_offset` (committed, at a
+    /// batch boundary; see [`RaftCore::snapshot_at`]). The core keeps it to serve FetchSnapshot
+    /// and moves the log start up to it: [`crate::Ready::log_start_offset`] then lets the
+    /// driver delete the prefix.
+    pub fn snapshot_created(&mut self, end_offset: LogOffset, data: Payload) -> Result<SnapshotId> {
+        let (id, base) = self.snapshot_at(end_offset)?;
+        let split = self.voters_split(end_offset);
         let mut rest: Vec<_> = self.voters.split_off(split + 1);
         self.voters = vec![(end_offset, base.clone())];
         self.voters.append(&mut rest);
