@@ -644,6 +644,14 @@ impl<D: Disk> RaftDriver<D> {
             Some(s) => fit_log_to_snapshot(&log, s.id).await?,
             None => log.start_offset(),
         };
+        // The core starts at the snapshot and never reads below it: whole segments there go
+        // as they would have at run time, once they outgrow the retention.
+        if config
+            .log_retention_bytes
+            .is_some_and(|r| log.prefix_bytes(from) > r)
+        {
+            log.delete_prefix(from).await?;
+        }
         let restored = restore_log(&log, from).await?;
         let recovered = Recovered {
             quorum_state,
