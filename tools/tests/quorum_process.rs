@@ -438,6 +438,12 @@ fn snapshots_bound_the_log_and_a_follower_behind_them_installs_one() {
         !first_segment.exists(),
         "the first segment is below a snapshot and deleted"
     );
+    let info = corum(
+        &["info", "--dir", &slot(l).display().to_string()],
+        Duration::from_secs(30),
+    );
+    let text = String::from_utf8_lossy(&info.stdout);
+    assert!(info.status.success() && text.contains(": loads"), "{text}");
     restart_and_catch_up(&mut c, f, &others, &out);
     assert!(
         c.log_tail(f).contains("snapshot installed from the leader"),

@@ -26,6 +26,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use corum_raft::SnapshotId;
 use corum_types::Uuid;
 
 use crate::bootstrap::{BootstrapEndpoint, BootstrapVoter, BootstrapVoters, BOOTSTRAP_FILE};
@@ -268,9 +269,21 @@ pub struct DirectoryInfo {
     pub meta: Result<Option<MetaProperties>, StorageError>,
     pub quorum_state: Result<Option<QuorumState>, StorageError>,
     pub bootstrap: Result<Option<BootstrapVoters>, StorageError>,
+    /// The snapshot store's snapshots, oldest first ([`crate::snapshot_store::list`]).
+    pub snapshots: Result<Vec<SnapshotId>, StorageError>,
+    /// Whether the newest snapshot loads (`None`: there is none), as `corum run` would load it.
+    pub newest_snapshot: Option<Result<SnapshotSummary, StorageError>>,
     /// Every entry of the directory and of its subdirectories (one level, e.g. `@metadata-0/`),
     /// sorted by path.
     pub entries: Vec<DirEntry>,
+}
+
+/// What a readable snapshot holds, for `corum info`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotSummary {
+    pub id: SnapshotId,
+    pub voters: usize,
+    pub data_bytes: usize,
 }
 
 impl DirectoryInfo {
@@ -284,11 +297,25 @@ pub fn inspect_dir(dir: &Path) -> Result<DirectoryInfo, StorageError> {
     let mut entries = Vec::new();
     list(dir, Path::new(""), 1, &mut entries)?;
     entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let store = crate::snapshot_store::snapshot_dir(dir);
+    let listed = crate::snapshot_store::list(&store);
+    let newest_snapshot = match &listed {
+        Ok(l) => l.last().map(|(_, path)| {
+            crate::snapshot_store::read(path).map(|s| SnapshotSummary {
+                id: s.id,
+                voters: s.voters.len(),
+                data_bytes: s.data.len(),
+            })
+        }),
+        Err(_) => None,
+    };
     Ok(DirectoryInfo {
         dir: dir.to_path_buf(),
         meta: MetaProperties::read(dir),
         quorum_state: QuorumState::read(dir),
         bootstrap: BootstrapVoters::read(dir),
+        snapshots: listed.map(|l| l.into_iter().map(|(id, _)| id).collect()),
+        newest_snapshot,
         entries,
     })
 }
@@ -417,6 +444,44 @@ mod tests {
             .map(|e| e.path.display().to_string())
             .collect();
         assert_eq!(names, vec!["bootstrap.checkpoint", "meta.properties"]);
+        assert_eq!(info.snapshots.as_ref().unwrap().len(), 0);
+        assert!(info.newest_snapshot.is_none());
+
+        // Snapshots in the store: listed, and the newest one checked as a start would load it.
+        let store = crate::snapshot_store::snapshot_dir(&dir);
+        let voters = crate::raft_config::static_voter_set(&config(
+            tmp.path(),
+            &[("controller.quorum.voters", "1@127.0.0.1:9093")],
+        ))
+        .unwrap();
+        for end in [10u64, 20] {
+            let s = corum_raft::Snapshot {
+                id: SnapshotId {
+                    end_offset: corum_types::LogOffset(end),
+                    epoch: corum_types::Epoch(2),
+                },
+                voters: voters.clone(),
+                data: corum_raft::Payload::from(&b"state"[..]),
+            };
+            crate::snapshot_store::write(&store, &s).unwrap();
+        }
+        let info = inspect_dir(&dir).unwrap();
+        let ends: Vec<u64> = info
+            .snapshots
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|i| i.end_offset.0)
+            .collect();
+        assert_eq!(ends, vec![10, 20]);
+        let newest = info.newest_snapshot.unwrap().unwrap();
+        assert_eq!(
+            (newest.id.end_offset.0, newest.voters, newest.data_bytes),
+            (20, 1, 5)
+        );
+        let newest_path = store.join(crate::snapshot_store::file_name(newest.id));
+        std::fs::write(&newest_path, b"garbage").unwrap();
+        assert!(inspect_dir(&dir).unwrap().newest_snapshot.unwrap().is_err());
     }
 
     /// Initial controllers: the node's directory id comes from its entry; every voter gets the

@@ -2,7 +2,8 @@
 //!
 //! The configuration comes from `--config FILE` and/or repeated `--set key=value` (the same keys
 //! as `corum run`). The cluster id is `--cluster-id` (make one with `corum random-uuid`). The
-//! voter set is `--standalone` (this node alone; add the others later with AddVoter),
+//! voter set is `--standalone` (this node alone, a quorum of one: adding voters at run time,
+//! KIP-853's AddVoter, is not served yet),
 //! `--initial-controllers ID@HOST:PORT:DIRECTORY_ID,...` (every initial voter, each formatted
 //! with the same list), or neither when the config has a static `controller.quorum.voters`.
 //! The rules are in `corum_node::format`.

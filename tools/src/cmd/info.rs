@@ -100,6 +100,30 @@ pub fn render(info: &DirectoryInfo) -> String {
             let _ = writeln!(w, "quorum-state: unreadable: {e}");
         }
     }
+    match (&info.snapshots, &info.newest_snapshot) {
+        (Err(e), _) => {
+            let _ = writeln!(w, "snapshots: unreadable: {e}");
+        }
+        (Ok(ids), _) if ids.is_empty() => {
+            let _ = writeln!(w, "snapshots: none");
+        }
+        (Ok(ids), newest) => {
+            let _ = writeln!(w, "snapshots: {}", ids.len());
+            match newest {
+                Some(Ok(s)) => {
+                    let _ = writeln!(
+                        w,
+                        "  newest: through offset {} (epoch {}), {} voter(s), {} bytes of state: loads",
+                        s.id.end_offset.0, s.id.epoch.0, s.voters, s.data_bytes
+                    );
+                }
+                Some(Err(e)) => {
+                    let _ = writeln!(w, "  newest: DOES NOT LOAD: {e}");
+                }
+                None => {}
+            }
+        }
+    }
     let _ = writeln!(w, "files:");
     if info.entries.is_empty() {
         let _ = writeln!(w, "  (empty)");
