@@ -364,11 +364,17 @@ impl ControllerClient {
             self.count(|s| s.retries += 1);
             let waited = start.elapsed();
             if waited >= deadline {
+                let mut last = failure.describe();
+                if let Retriable::NotController(Some(hint)) = &failure {
+                    if let Some(advice) = self.unreachable_leader_advice(hint) {
+                        last.push_str(&advice);
+                    }
+                }
                 return Err(ClientError::LeaderNotFound {
                     request: body.kind(),
                     waited_ms: waited.as_millis() as u64,
                     attempts,
-                    last: failure.describe(),
+                    last,
                 });
             }
             // Only an answer right after following a hint tells where that hint's node is.
@@ -387,6 +393,22 @@ impl ControllerClient {
                 glommio::timer::sleep(pause).await;
             }
         }
+    }
+
+    /// Why a hinted leader could not be reached, when the reason is the bootstrap list: the
+    /// client only connects to bootstrap servers, and a node names other nodes by their Raft
+    /// endpoint (it knows only its own client endpoint).
+    fn unreachable_leader_advice(&self, hint: &LeaderHint) -> Option<String> {
+        let inner = &self.inner;
+        let known = hint_addr(hint).is_some_and(|a| inner.config.bootstrap.contains(&a))
+            || inner.learned.borrow().contains_key(&hint.id);
+        (!known).then(|| {
+            format!(
+                " (node {}'s client endpoint is not among the bootstrap servers: name every \
+                 controller's client listener in the bootstrap list)",
+                hint.id
+            )
+        })
     }
 
     /// Times a controller request was answered by another server than the one before (the

@@ -154,6 +154,28 @@ fn calls_survive_the_leaders_shutdown() {
             .unwrap();
         assert_eq!(retention.value, last.to_string());
 
+        // A client whose bootstrap list lacks the leader cannot reach it (it connects to
+        // bootstrap servers only) and says which endpoint is missing.
+        let follower_only = ControllerClient::connect(ClientConfig {
+            retry_deadline: Duration::from_millis(300),
+            ..client_config(&nodes, &[1 - leader])
+        })
+        .await
+        .unwrap();
+        match follower_only
+            .alter_config(broker_resource(1), "log.retention.ms", "2")
+            .await
+        {
+            Err(ClientError::LeaderNotFound { last, .. }) => assert!(
+                last.contains(&format!(
+                    "node {}'s client endpoint is not among the bootstrap servers",
+                    nodes[leader].id
+                )),
+                "{last}"
+            ),
+            other => panic!("expected LeaderNotFound, got {other:?}"),
+        }
+
         // With the second leader gone too, the last node cannot be elected: a call keeps
         // meeting NotController until its retry deadline and then says so.
         let leader = nodes.remove(leader);

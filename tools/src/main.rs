@@ -39,6 +39,8 @@ enum Command {
     Quorum(cmd::quorum::Args),
     /// Drive a running quorum (`--workload configs|brokers|topics`) and measure it.
     Loadgen(cmd::loadgen::Args),
+    /// Print the metadata image of a running quorum (`[brokers|topics|configs|features|all]`).
+    Shell(cmd::shell::Args),
     /// Start a local 3-node quorum, run every workload against it, print a summary.
     Demo(cmd::demo::Args),
 }
@@ -69,6 +71,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Sim(args) => cmd::sim::run(args),
         Command::Quorum(args) => cmd::quorum::run(args),
         Command::Loadgen(args) => cmd::loadgen::run(args),
+        Command::Shell(args) => cmd::shell::run(args),
         Command::Demo(args) => cmd::demo::run(args),
     }
 }

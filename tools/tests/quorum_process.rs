@@ -864,3 +864,109 @@ fn restart_and_catch_up(c: &mut LocalCluster, f: u32, others: &[u32], out: &Outp
         .unwrap_or_else(|e| panic!("restarting node {f}: {e:#}\n{}", logs(c)));
     wait_for_catch_up(c, f, hwm_while_down);
 }
+
+/// `corum shell` shows what the topics workload wrote: its brokers and topics in the JSON of
+/// every section, and one topic's partitions (leader, epochs, replicas, ISR) with `--topic`,
+/// from an image at or past the leader's high watermark; an unknown topic fails.
+#[test]
+fn shell_shows_the_brokers_and_topics_a_workload_created() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start_cluster(tmp.path(), &[]);
+    leader(&c, &c.ids());
+    let out = spawn_loadgen(
+        &c.bootstrap(),
+        &[
+            "--workload",
+            "topics",
+            "--partitions",
+            "2",
+            "--duration",
+            "0.5",
+            "--broker-id-base",
+            "500",
+        ],
+    )
+    .wait(Duration::from_secs(30));
+    let report = loadgen_json(&out);
+    assert!(out.status.success(), "{report}");
+    let created = report["ops"].as_u64().unwrap();
+    assert!(created > 0, "{report}");
+    let hwm = describe(&c.bootstrap(), 5_000).unwrap()["high_watermark"]
+        .as_u64()
+        .unwrap();
+
+    let bootstrap = c.bootstrap();
+    let shell = |args: &[&str]| {
+        let mut v = vec!["shell", "--bootstrap", &bootstrap, "--timeout-ms", "8000"];
+        v.extend_from_slice(args);
+        corum(&v, Duration::from_secs(20))
+    };
+    let out = shell(&["--json"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "shell failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let image: serde_json::Value = serde_json::from_str(&text).expect("shell --json prints JSON");
+    assert!(
+        image["end_offset"].as_u64().unwrap() >= hwm,
+        "{hwm}: {text}"
+    );
+    assert!(image["leader_id"].as_u64().is_some(), "{text}");
+    let brokers: Vec<u64> = image["brokers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(brokers, [500, 501, 502], "the workload's brokers");
+    let topics = image["topics"].as_array().unwrap();
+    // At least every acknowledged topic (one whose answer was lost may be there too).
+    assert!(
+        topics.len() as u64 >= created,
+        "{created} acknowledged: {text}"
+    );
+    assert!(topics
+        .iter()
+        .all(|t| t["partition_count"] == 2 && t["name"].as_str().unwrap().starts_with("loadgen-")));
+    assert!(image["configs"].is_array() && image["features"].is_array());
+
+    let name = topics[0]["name"].as_str().unwrap();
+    let out = shell(&["topics", "--topic", name]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains(&format!("Partitions of {name}\n")), "{text}");
+    assert!(
+        !text.contains("Brokers"),
+        "only the topics section:\n{text}"
+    );
+    for p in ["0", "1"] {
+        let row: Vec<&str> = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(p))
+            .unwrap_or_else(|| panic!("no partition {p}:\n{text}"))
+            .split_whitespace()
+            .collect();
+        // Partition, leader, leader epoch, partition epoch, replicas, ISR: three replicas
+        // on the workload's brokers.
+        assert_eq!(row.len(), 6, "{text}");
+        assert_eq!(row[4].split(',').count(), 3, "{text}");
+        assert!(
+            row[4]
+                .split(',')
+                .all(|b| ["500", "501", "502"].contains(&b)),
+            "{text}"
+        );
+    }
+
+    let out = shell(&["topics", "--topic", "no-such-topic"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"no-such-topic\""), "{err}");
+}

@@ -9,6 +9,7 @@ pub mod loadgen;
 pub mod placement;
 pub mod quorum;
 pub mod run;
+pub mod shell;
 pub mod sim;
 pub mod uuid;
 
