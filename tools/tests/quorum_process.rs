@@ -469,8 +469,35 @@ fn snapshots_bound_the_log_and_a_follower_behind_them_installs_one() {
     let report = loadgen_json(&out);
     assert!(out.status.success(), "{report}");
     assert_eq!(report["unfenced"].as_u64(), Some(20), "{report}");
-    // The leader restarts from its own snapshot (SIGTERM: a clean handover).
+    // The leader restarts from its own snapshot (SIGTERM: a clean handover). Stopped, its
+    // directory shows the image offline: its snapshot, then its log after it.
+    let online = corum(
+        &["shell", "--bootstrap", &c.bootstrap(), "--json"],
+        Duration::from_secs(30),
+    );
+    let online: serde_json::Value = serde_json::from_slice(&online.stdout).unwrap();
     c.terminate(l, Duration::from_secs(15)).unwrap();
+    let offline = corum(
+        &[
+            "shell",
+            "--dir",
+            &c.node(l).data.display().to_string(),
+            "--json",
+        ],
+        Duration::from_secs(30),
+    );
+    let text = String::from_utf8_lossy(&offline.stdout);
+    assert!(
+        offline.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&offline.stderr)
+    );
+    let offline: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(offline["source"], "directory", "{offline}");
+    assert!(offline["snapshot_end"].as_u64().unwrap() > 0, "{offline}");
+    assert_eq!(offline["end_offset"], offline["log_end"], "{offline}");
+    assert_eq!(offline["brokers"], online["brokers"]);
+    assert_eq!(offline["configs"], online["configs"]);
     c.start(l)
         .unwrap_or_else(|e| panic!("restarting node {l}: {e:#}\n{}", logs(&c)));
     let hwm = describe(&c.bootstrap(), 5_000).unwrap()["high_watermark"]

@@ -26,20 +26,35 @@
 //! 3. Its image is rendered by the pure functions [`render_text`] and [`render_json`].
 //!
 //! Everything is bounded by `--timeout-ms`; running out names what was waited for.
+//!
+//! # Offline: `--dir DIR`
+//!
+//! Instead of `--bootstrap`, a stopped node's `metadata.log.dir` ([`read_directory`]): its
+//! newest snapshot, then every data record of its log after it, read without changing anything
+//! (for a quorum that lost its majority, or a post-mortem). A stopped node does not know the
+//! quorum's high watermark, so the header says the last records may be uncommitted.
 //! The observer id must be unique among the replicas fetching from the cluster (the leader
 //! holds one fetch per id): the default is `2000000000 + pid % 1000000`.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use corum_client::{ClientConfig, ControllerClient, MetadataFollower, ReplicaKey};
+use corum_controller::decode_batch;
 use corum_controller::image::{BrokerRegistration, PartitionImage, TopicImage};
 use corum_controller::records::ConfigResourceType;
 use corum_controller::MetadataImage;
-use corum_engine::disk::executor_builder;
+use corum_engine::disk::{executor_builder, UringDisk};
+use corum_engine::log::inspect_dir;
+use corum_engine::record::{decode_frame, DEFAULT_FRAME_BYTES_MAX};
+use corum_node::raft_driver::metadata_log_dir;
+use corum_node::snapshot_store;
+use corum_types::LogOffset;
 use corum_types::{NodeId, Uuid};
+use rkyv::util::AlignedVec;
 use serde::Serialize;
 
 use crate::cmd::quorum::{describe_leader, parse_bootstrap, Bootstrap};
@@ -77,8 +92,18 @@ impl Section {
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
     /// Client endpoints of the controllers (HOST:PORT,...); any one of them suffices.
-    #[arg(long, value_name = "HOST:PORT,...", value_parser = parse_bootstrap)]
-    pub bootstrap: Bootstrap,
+    #[arg(
+        long,
+        value_name = "HOST:PORT,...",
+        value_parser = parse_bootstrap,
+        required_unless_present = "dir",
+        conflicts_with = "dir"
+    )]
+    pub bootstrap: Option<Bootstrap>,
+    /// Instead of a running quorum: a stopped node's `metadata.log.dir` (its newest snapshot
+    /// and its log after it; nothing is changed there).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
     /// What to print.
     #[arg(value_enum, default_value_t = Section::All)]
     pub section: Section,
@@ -115,14 +140,23 @@ impl View {
     }
 }
 
-/// Where the image came from: the leader's answer that set the target, and the observer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Source {
-    pub leader_id: Option<NodeId>,
-    pub leader_epoch: u64,
-    /// The leader's high watermark the observer caught up with.
-    pub high_watermark: u64,
-    pub observer_id: NodeId,
+/// Where the image came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A running quorum: the leader's answer that set the target, and the observer.
+    Quorum {
+        leader_id: Option<NodeId>,
+        leader_epoch: u64,
+        /// The leader's high watermark the observer caught up with.
+        high_watermark: u64,
+        observer_id: NodeId,
+    },
+    /// A (stopped) node's `metadata.log.dir`: its newest snapshot and its log after it.
+    Directory {
+        dir: PathBuf,
+        snapshot_end: Option<u64>,
+        log_end: u64,
+    },
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -130,11 +164,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(args.timeout_ms >= 1, "--timeout-ms must be at least 1");
     let timeout = Duration::from_millis(args.timeout_ms);
     let observer = NodeId(args.observer_id.unwrap_or_else(default_observer_id));
-    let bootstrap = args.bootstrap.0.clone();
+    let bootstrap = args.bootstrap.as_ref().map(|b| b.0.clone());
+    let dir = args.dir.clone();
     let (image, source) = executor_builder("corum-shell")
         .make()
         .map_err(|e| anyhow::anyhow!("starting the glommio executor: {e}"))?
-        .run(async move { read_image(&bootstrap, observer, timeout).await })?;
+        .run(async move {
+            match (bootstrap, dir) {
+                (_, Some(dir)) => read_directory(&dir).await,
+                (Some(bootstrap), None) => read_image(&bootstrap, observer, timeout).await,
+                (None, None) => anyhow::bail!("give --bootstrap or --dir"),
+            }
+        })?;
     let out = if args.json {
         render_json(&image, &source, &view)?
     } else {
@@ -148,6 +189,87 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// concurrent shells.
 fn default_observer_id() -> u32 {
     OBSERVER_ID_BASE + std::process::id() % OBSERVER_ID_SPREAD
+}
+
+/// The image a node's `metadata.log.dir` holds: its newest snapshot, then every data record
+/// of its log after it (read only: leftover part files and torn tails stay as they are; a
+/// corrupt frame ends the log there, as opening it would). Control batches advance the offset
+/// only.
+pub async fn read_directory(dir: &Path) -> anyhow::Result<(MetadataImage, Source)> {
+    let store = snapshot_store::snapshot_dir(dir);
+    let listed = snapshot_store::list(&store)
+        .with_context(|| format!("listing the snapshots in {}", store.display()))?;
+    let mut image = MetadataImage::default();
+    let snapshot_end = match listed.last() {
+        Some((_, path)) => {
+            let snap = snapshot_store::read(path)
+                .with_context(|| format!("reading the newest snapshot {}", path.display()))?;
+            let mut data = AlignedVec::<16>::with_capacity(snap.data.len());
+            data.extend_from_slice(&snap.data);
+            let batch = decode_batch(&data)
+                .map_err(|e| anyhow::anyhow!("snapshot {}: {e}", path.display()))?;
+            for (i, record) in batch.iter().enumerate() {
+                image
+                    .replay(LogOffset(i as u64), record)
+                    .map_err(|e| anyhow::anyhow!("snapshot {}: {e}", path.display()))?;
+            }
+            image.end_offset = snap.id.end_offset;
+            Some(snap.id.end_offset)
+        }
+        None => None,
+    };
+    let log_dir = metadata_log_dir(dir);
+    let segments = inspect_dir(&UringDisk, &log_dir, DEFAULT_FRAME_BYTES_MAX)
+        .await
+        .with_context(|| format!("reading the metadata log in {}", log_dir.display()))?;
+    let mut next = snapshot_end.unwrap_or(LogOffset(0));
+    'segments: for seg in &segments {
+        let file = std::fs::File::open(&seg.path)
+            .with_context(|| format!("opening {}", seg.path.display()))?;
+        for (position, h) in &seg.batches {
+            if h.end_offset() <= next {
+                continue;
+            }
+            anyhow::ensure!(
+                h.base_offset == next,
+                "{}: the log continues at offset {} but the image ends at {next} (a gap after \
+                 the snapshot)",
+                seg.path.display(),
+                h.base_offset
+            );
+            next = h.end_offset();
+            if h.attributes.is_control() {
+                continue;
+            }
+            let mut frame = AlignedVec::<16>::with_capacity(h.padded_len());
+            frame.resize(h.padded_len(), 0);
+            std::os::unix::fs::FileExt::read_exact_at(&file, &mut frame, *position)
+                .with_context(|| format!("reading {} at {position}", seg.path.display()))?;
+            let view = decode_frame(&frame, DEFAULT_FRAME_BYTES_MAX)
+                .map_err(|e| anyhow::anyhow!("{} at {position}: {e}", seg.path.display()))?;
+            let mut payload = AlignedVec::<16>::with_capacity(view.payload().len());
+            payload.extend_from_slice(view.payload());
+            let batch = decode_batch(&payload)
+                .map_err(|e| anyhow::anyhow!("batch at offset {}: {e}", h.base_offset))?;
+            for (i, record) in batch.iter().enumerate() {
+                image
+                    .replay(h.base_offset.add(i as u64), record)
+                    .map_err(|e| {
+                        anyhow::anyhow!("record at {}: {e}", h.base_offset.add(i as u64))
+                    })?;
+            }
+        }
+        if seg.problem.is_some() {
+            break 'segments;
+        }
+    }
+    image.end_offset = image.end_offset.max(next);
+    let source = Source::Directory {
+        dir: dir.to_path_buf(),
+        snapshot_end: snapshot_end.map(|o| o.0),
+        log_end: next.0,
+    };
+    Ok((image, source))
 }
 
 /// Finds the leader's high watermark, follows the log as `observer` until it has applied that
@@ -166,7 +288,7 @@ async fn read_image(
         !d.voters.iter().any(|v| v.replica_id == observer),
         "--observer-id {observer} is a voter's id; observers need ids of their own"
     );
-    let source = Source {
+    let source = Source::Quorum {
         leader_id: d.leader_id,
         leader_epoch: d.leader_epoch.0,
         high_watermark: d.high_watermark.0,
@@ -281,10 +403,25 @@ pub struct FeatureJson {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ShellJson {
     pub end_offset: u64,
+    /// `quorum` (read from a running quorum) or `directory` (from a node's data directory).
+    pub source: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub leader_id: Option<u32>,
-    pub leader_epoch: u64,
-    pub high_watermark: u64,
-    pub observer_id: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader_epoch: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub high_watermark: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observer_id: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
+    /// Directory: the end offset of the snapshot the image starts from (none: offset 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_end: Option<u64>,
+    /// Directory: the log's end offset. A stopped node does not know the quorum's high
+    /// watermark: its last records may be uncommitted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_end: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub brokers: Option<Vec<BrokerJson>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -405,12 +542,42 @@ pub fn shell_json(
     let s = view.section;
     // The topic is checked whichever section filters by it, so a typo is never silent.
     let topics = selected_topics(image, view)?;
+    let (leader_id, leader_epoch, high_watermark, observer_id) = match source {
+        Source::Quorum {
+            leader_id,
+            leader_epoch,
+            high_watermark,
+            observer_id,
+        } => (
+            leader_id.map(|l| l.0),
+            Some(*leader_epoch),
+            Some(*high_watermark),
+            Some(observer_id.0),
+        ),
+        Source::Directory { .. } => (None, None, None, None),
+    };
+    let (dir, snapshot_end, log_end) = match source {
+        Source::Directory {
+            dir,
+            snapshot_end,
+            log_end,
+        } => (
+            Some(dir.display().to_string()),
+            *snapshot_end,
+            Some(*log_end),
+        ),
+        Source::Quorum { .. } => (None, None, None),
+    };
     Ok(ShellJson {
         end_offset: image.end_offset.0,
-        leader_id: source.leader_id.map(|l| l.0),
-        leader_epoch: source.leader_epoch,
-        high_watermark: source.high_watermark,
-        observer_id: source.observer_id.0,
+        source: if dir.is_some() { "directory" } else { "quorum" },
+        leader_id,
+        leader_epoch,
+        high_watermark,
+        observer_id,
+        dir,
+        snapshot_end,
+        log_end,
         brokers: s
             .shows(Section::Brokers)
             .then(|| image.brokers.iter().map(broker_json).collect()),
@@ -485,16 +652,32 @@ fn dash<T: ToString>(v: Option<T>) -> String {
 pub fn render_text(image: &MetadataImage, source: &Source, view: &View) -> anyhow::Result<String> {
     let j = shell_json(image, source, view)?;
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "Metadata image at end offset {} (leader {}, epoch {}; high watermark {} applied by \
-         observer {})",
-        j.end_offset,
-        dash(j.leader_id),
-        j.leader_epoch,
-        j.high_watermark,
-        j.observer_id
-    );
+    match source {
+        Source::Quorum { .. } => {
+            let _ = writeln!(
+                out,
+                "Metadata image at end offset {} (leader {}, epoch {}; high watermark {} applied \
+                 by observer {})",
+                j.end_offset,
+                dash(j.leader_id),
+                dash(j.leader_epoch),
+                dash(j.high_watermark),
+                dash(j.observer_id)
+            );
+        }
+        Source::Directory { dir, .. } => {
+            let _ = writeln!(
+                out,
+                "Metadata image at end offset {} read from {} (snapshot through {}, log to {}; \
+                 a stopped node does not know the high watermark: its last records may be \
+                 uncommitted)",
+                j.end_offset,
+                dir.display(),
+                dash(j.snapshot_end),
+                dash(j.log_end)
+            );
+        }
+    }
     if let Some(brokers) = &j.brokers {
         let _ = writeln!(out, "\nBrokers ({})", brokers.len());
         let rows: Vec<Vec<String>> = brokers
@@ -708,7 +891,7 @@ mod tests {
     }
 
     fn source() -> Source {
-        Source {
+        Source::Quorum {
             leader_id: Some(NodeId(2)),
             leader_epoch: 4,
             high_watermark: 115,
@@ -728,14 +911,54 @@ mod tests {
             .collect()
     }
 
+    /// An image read from a data directory says so: no leader fields, the directory, the
+    /// snapshot and log ends, and the warning that the last records may be uncommitted.
+    #[test]
+    fn a_directory_source_is_named() {
+        let offline = Source::Directory {
+            dir: PathBuf::from("/var/corum/node1"),
+            snapshot_end: Some(90),
+            log_end: 115,
+        };
+        let v: serde_json::Value = serde_json::from_str(
+            &render_json(&image(), &offline, &view(Section::Brokers, None)).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(v["source"], "directory");
+        assert_eq!(
+            (v["snapshot_end"].as_u64(), v["log_end"].as_u64()),
+            (Some(90), Some(115))
+        );
+        assert!(
+            v.get("leader_id").is_none() && v.get("observer_id").is_none(),
+            "{v}"
+        );
+        let text = render_text(&image(), &offline, &view(Section::Brokers, None)).unwrap();
+        let header = text.lines().next().unwrap();
+        assert!(header.contains("read from /var/corum/node1"), "{header}");
+        assert!(
+            header.contains("snapshot through 90, log to 115"),
+            "{header}"
+        );
+        assert!(header.contains("may be uncommitted"), "{header}");
+        let quorum = render_json(&image(), &source(), &view(Section::Brokers, None)).unwrap();
+        assert!(quorum.contains("\"source\": \"quorum\""), "{quorum}");
+    }
+
     /// The documented arguments parse with their defaults; --topic with a section it does
     /// not filter is refused with the flag named.
     #[test]
     fn arguments_parse() {
         let a = parse(&["--bootstrap", "127.0.0.1:9191,127.0.0.1:9192"]).unwrap();
         assert_eq!(a.section, Section::All);
-        assert_eq!(a.bootstrap.0.len(), 2);
+        assert_eq!(a.bootstrap.as_ref().unwrap().0.len(), 2);
         assert_eq!((a.timeout_ms, a.json, a.observer_id), (10_000, false, None));
+        // Exactly one of --bootstrap and --dir.
+        let a = parse(&["--dir", "/var/corum", "brokers"]).unwrap();
+        assert_eq!(a.dir.as_deref(), Some(Path::new("/var/corum")));
+        assert!(a.bootstrap.is_none());
+        assert!(parse(&["brokers"]).is_err());
+        assert!(parse(&["--dir", "/x", "--bootstrap", "127.0.0.1:1"]).is_err());
         let a = parse(&[
             "--bootstrap",
             "127.0.0.1:1",
