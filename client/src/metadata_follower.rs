@@ -8,7 +8,7 @@
 //! | `Fetch` answer ignored / `NotLeader` | fetches again at once if it taught a newer epoch, else after a backoff |
 //! | `Fetch` answer `SnapshotNeeded` | downloads the snapshot (below), then goes on |
 //! | [`ClientError`] (the client already retried leaders up to its deadline; or `Malformed`: a node that does not serve `Fetch`) | backoff, then again |
-//! | [`ObserverError`](crate::ObserverError) | stops; [`MetadataFollower::failure`] says why, waiters wake |
+//! | [`ObserverError`] | stops; [`MetadataFollower::failure`] says why, waiters wake |
 //!
 //! A snapshot is downloaded with `FetchSnapshot`, one chunk at a time from the position
 //! received so far ([`SnapshotDownload`] checks each), in the leader epoch the observer knows;

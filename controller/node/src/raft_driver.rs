@@ -68,8 +68,6 @@
 //!
 //! - Voter changes at run time: links are opened at start for the voter set recovered from
 //!   the log; a voter added later has no link until the driver restarts.
-//! - Observers (brokers fetching the log) are served by the core, but the RPC server that
-//!   would carry their Fetch requests is not wired here.
 //!
 //! # Frames
 //!

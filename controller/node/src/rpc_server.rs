@@ -38,8 +38,9 @@
 //!
 //! - The voter changes (AddVoter, RemoveVoter, UpdateVoter) are answered `Malformed` ("not
 //!   served by this server yet"): a voter added at run time would also need a peer link.
-//! - `DescribeQuorum` holds what the driver's status knows: voters without directory ids,
-//!   only this replica's own log end offset (no per-follower progress yet).
+//! - A node knows only its own client endpoint: a `NotController` hint names any other leader
+//!   by its Raft endpoint, so clients find it among their bootstrap servers (see
+//!   `corum_client::ControllerClient`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

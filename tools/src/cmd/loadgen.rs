@@ -3,7 +3,7 @@
 //! | workload  | what each client does                                                  | latency recorded |
 //! |-----------|------------------------------------------------------------------------|------------------|
 //! | `configs` | one IncrementalAlterConfigs of one key of its own broker resource per request (one record each), pipelined with the other clients over the shared connection(s) | request to acknowledgement (= commit) |
-//! | `brokers` | `--brokers N` simulated brokers (one shared observer [`MetadataFollower`]) register, wait to be unfenced, then heartbeat every `--heartbeat-interval-ms` | heartbeat round trip; registration to unfenced separately |
+//! | `brokers` | `--brokers N` simulated brokers (one shared observer [`MetadataFollower`](corum_client::MetadataFollower)) register, wait to be unfenced, then heartbeat every `--heartbeat-interval-ms` | heartbeat round trip; registration to unfenced separately |
 //! | `topics`  | CreateTopics of one new topic with `--partitions P` per request (a few brokers are registered and kept unfenced first) | request to acknowledgement |
 //!
 //! The `--clients` logical clients share `--connections` [`ControllerClient`]s (each one
