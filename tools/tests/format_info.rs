@@ -278,3 +278,23 @@ fn info_quorum_state_and_damage() {
     );
     assert!(out.contains("missing cluster.id"), "{out}");
 }
+
+/// An id whose text starts with `-` (another tool's, or typed by hand) is taken as the value
+/// of `--cluster-id`, not as a flag.
+#[test]
+fn a_cluster_id_may_start_with_a_dash() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = write_config(tmp.path(), 1, 9093);
+    let o = format_standalone(&config, "-AAAAAAAAAAAAAAAAAAAAA");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let info = corum(&[
+        "info",
+        "--dir",
+        &tmp.path().join("data1").display().to_string(),
+    ]);
+    assert!(
+        stdout(&info).contains("cluster.id: -AAAAAAAAAAAAAAAAAAAAA"),
+        "{}",
+        stdout(&info)
+    );
+}

@@ -24,7 +24,7 @@ pub struct Args {
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_key_value)]
     pub set: Vec<(String, String)>,
     /// The cluster id (22 characters of URL-safe base64; `corum random-uuid` makes one).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     pub cluster_id: String,
     /// Make this node the only initial voter of a dynamic quorum.
     #[arg(long, conflicts_with = "initial_controllers")]

@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_key_value)]
     pub set: Vec<(String, String)>,
     /// Refuse to start unless the directory was formatted for this cluster id.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     pub cluster_id: Option<String>,
     /// Print every configuration key with its default and meaning, then exit.
     #[arg(long)]
