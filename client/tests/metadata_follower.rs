@@ -283,6 +283,14 @@ fn replica() -> ReplicaKey {
     }
 }
 
+/// An observer following the fake leader at `addr` (50 ms long polls).
+async fn follower_of(addr: std::net::SocketAddr) -> MetadataFollower {
+    let client = ControllerClient::connect(ClientConfig::new(vec![addr]))
+        .await
+        .unwrap();
+    MetadataFollower::start(client, replica(), Duration::from_millis(50))
+}
+
 /// Through a node that first answers `Malformed`, the follower applies committed batches
 /// only (waking a waiter), keeps the uncommitted tail in its buffer, drops that tail when a
 /// new leader's log diverges, and ends with the new leader's data in its image.
@@ -302,14 +310,7 @@ fn the_follower_applies_committed_data_and_survives_divergence() {
             l.committed = 2;
         }
         let addr = serve(leader.clone());
-        let client = ControllerClient::connect(ClientConfig::new(vec![addr]))
-            .await
-            .unwrap();
-        let follower = Rc::new(MetadataFollower::start(
-            client,
-            replica(),
-            Duration::from_millis(50),
-        ));
+        let follower = Rc::new(follower_of(addr).await);
         // A waiter for data the first leader never commits is woken by the second leader's.
         let later = {
             let follower = follower.clone();
@@ -385,14 +386,7 @@ fn the_follower_installs_a_snapshot_and_fetches_on_from_its_end() {
         let first_len = leader.borrow().snapshot.as_ref().unwrap().1.len();
         assert!(first_len > 64, "the snapshot takes several chunks");
         let addr = serve(leader.clone());
-        let client = ControllerClient::connect(ClientConfig::new(vec![addr]))
-            .await
-            .unwrap();
-        let follower = Rc::new(MetadataFollower::start(
-            client,
-            replica(),
-            Duration::from_millis(50),
-        ));
+        let follower = Rc::new(follower_of(addr).await);
         assert!(follower.wait_for(LogOffset(11), WAIT).await);
         let newer = SnapshotId {
             end_offset: LogOffset(11),
@@ -439,10 +433,7 @@ fn a_fatal_answer_stops_the_follower_and_releases_waiters() {
             l.snapshot.as_mut().unwrap().1 = vec![0xff; 100];
         }
         let addr = serve(leader);
-        let client = ControllerClient::connect(ClientConfig::new(vec![addr]))
-            .await
-            .unwrap();
-        let follower = MetadataFollower::start(client, replica(), Duration::from_millis(50));
+        let follower = follower_of(addr).await;
         let started = std::time::Instant::now();
         assert!(!follower.wait_for(LogOffset(1), WAIT).await);
         assert!(started.elapsed() < WAIT);

@@ -387,6 +387,14 @@ fn killed_follower_restarts_and_catches_up() {
     restart_and_catch_up(&mut c, f, &others, &out);
 }
 
+/// A snapshot every 64 KiB of records, 1 MiB segments, deleted as soon as a snapshot covers
+/// them: the snapshot and compaction paths run many times in a short test.
+const SNAPSHOT_OFTEN: [(&str, &str); 3] = [
+    ("metadata.log.max.record.bytes.between.snapshots", "65536"),
+    ("metadata.log.segment.bytes", "1048576"),
+    ("metadata.max.retention.bytes", "0"),
+];
+
 /// With a small snapshot interval and 1 MiB segments, the nodes write snapshots and delete
 /// whole segments below them; a follower SIGKILLed before that restarts behind the leader's
 /// log start, installs the leader's snapshot and catches up; a verified load loses nothing;
@@ -396,14 +404,7 @@ fn killed_follower_restarts_and_catches_up() {
 fn snapshots_bound_the_log_and_a_follower_behind_them_installs_one() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
-    let mut c = start_cluster(
-        tmp.path(),
-        &[
-            ("metadata.log.max.record.bytes.between.snapshots", "65536"),
-            ("metadata.log.segment.bytes", "1048576"),
-            ("metadata.max.retention.bytes", "0"),
-        ],
-    );
+    let mut c = start_cluster(tmp.path(), &SNAPSHOT_OFTEN);
     let (l, _) = leader(&c, &c.ids());
     let f = c.ids().into_iter().find(|&id| id != l).unwrap();
     c.kill(f);
@@ -525,9 +526,9 @@ fn leader_sigkill_with_snapshots_and_compaction_loses_nothing() {
         &[
             ("controller.quorum.election.timeout.ms", "1000"),
             ("controller.quorum.fetch.timeout.ms", "1000"),
-            ("metadata.log.max.record.bytes.between.snapshots", "65536"),
-            ("metadata.log.segment.bytes", "1048576"),
-            ("metadata.max.retention.bytes", "0"),
+            SNAPSHOT_OFTEN[0],
+            SNAPSHOT_OFTEN[1],
+            SNAPSHOT_OFTEN[2],
         ],
     );
     let (l, _) = leader(&c, &c.ids());
