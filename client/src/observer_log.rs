@@ -49,11 +49,10 @@
 
 use std::collections::VecDeque;
 
-use corum_controller::{decode_batch, MetadataImage};
+use corum_controller::{aligned, decode_batch, MetadataImage};
 use corum_raft::message::{FetchRequest, FetchResponse, FetchResult};
 use corum_raft::{Batch, ReplicaKey, SnapshotId};
 use corum_types::{Epoch, LogOffset, NodeId};
-use rkyv::util::AlignedVec;
 
 use crate::error::ObserverError;
 
@@ -445,34 +444,6 @@ fn check_batches(
     Ok(())
 }
 
-/// Bytes aligned enough for the archive: borrowed when they already are (payload allocations
-/// and [`crate::SnapshotDownload::data`] normally are), else an aligned copy.
-enum Aligned<'a> {
-    Borrowed(&'a [u8]),
-    Copied(AlignedVec<16>),
-}
-
-impl std::ops::Deref for Aligned<'_> {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        match self {
-            Aligned::Borrowed(b) => b,
-            Aligned::Copied(v) => v,
-        }
-    }
-}
-
-fn aligned(bytes: &[u8]) -> Aligned<'_> {
-    if (bytes.as_ptr() as usize) % 16 == 0 {
-        Aligned::Borrowed(bytes)
-    } else {
-        let mut v = AlignedVec::<16>::with_capacity(bytes.len());
-        v.extend_from_slice(bytes);
-        Aligned::Copied(v)
-    }
-}
-
 /// The image a snapshot's records rebuild (KIP-630: replayed at offsets 0, 1, ... into an
 /// empty image, which then ends at the snapshot's end), and how many records it held.
 fn snapshot_image(
@@ -482,13 +453,8 @@ fn snapshot_image(
     let bad = |reason: String| ObserverError::BadSnapshot { snapshot, reason };
     let bytes = aligned(data);
     let batch = decode_batch(&bytes).map_err(|e| bad(e.to_string()))?;
-    let mut image = MetadataImage::default();
-    for (i, record) in batch.iter().enumerate() {
-        image
-            .replay(LogOffset(i as u64), record)
-            .map_err(|e| bad(format!("record {i}: {e}")))?;
-    }
-    image.end_offset = snapshot.end_offset;
+    let image =
+        MetadataImage::from_snapshot(snapshot.end_offset, batch).map_err(|e| bad(e.to_string()))?;
     Ok((image, batch.len() as u64))
 }
 
@@ -529,6 +495,7 @@ mod tests {
     use corum_raft::message::{FetchResponse, FetchSnapshotResult};
     use corum_types::{BrokerEpoch, Uuid};
     use proptest::prelude::*;
+    use rkyv::util::AlignedVec;
 
     fn replica() -> ReplicaKey {
         ReplicaKey {

@@ -55,7 +55,7 @@ use crate::control::replication_control::{
 use crate::control::{ControllerResult, RequestContext, View};
 use crate::error::{ApiError, ConfigError, ReplayError};
 use crate::image::{ConfigResource, MetadataImage};
-use crate::records::{ArchivedBatch, ArchivedMetadataRecord, MetadataRecord};
+use crate::records::{ArchivedBatch, ArchivedMetadataRecord};
 
 type HandlerResult<R> = Result<ControllerResult<R>, ApiError>;
 
@@ -216,23 +216,12 @@ impl Controller {
         end_offset: LogOffset,
         batch: &ArchivedBatch,
     ) -> Result<(), ReplayError> {
-        let mut image = MetadataImage::default();
-        for (i, record) in batch.iter().enumerate() {
-            image.replay(LogOffset(i as u64), record)?;
-        }
-        image.end_offset = end_offset;
-        self.image = image;
+        self.image = MetadataImage::from_snapshot(end_offset, batch)?;
         self.inflight.clear();
         self.committed_end = end_offset;
         self.active = false;
         self.leases.clear();
         Ok(())
-    }
-
-    /// The records of a snapshot of the committed image (in-flight proposals excluded), for
-    /// [`Controller::load_snapshot`] and observers to rebuild it from.
-    pub fn snapshot_records(&self) -> Vec<MetadataRecord> {
-        self.committed_image().snapshot_records()
     }
 
     /// Applies this controller's own proposal (not yet committed) so later requests see it.
@@ -583,7 +572,7 @@ mod tests {
         let inflight = c.create_topics(&more, &ctx(&c, 2)).unwrap().records;
         propose(&mut c, &inflight);
         let end = LogOffset(c.committed_end().0 + 5);
-        let snap = encode_batch(&c.snapshot_records());
+        let snap = encode_batch(&c.committed_image().snapshot_records());
 
         let mut d = Controller::new(ControllerConfig::default(), NodeId(2)).unwrap();
         d.load_snapshot(end, decode_batch(&snap).unwrap()).unwrap();

@@ -291,6 +291,35 @@ where
     }
 }
 
+/// Bytes aligned for [`decode_batch`]: borrowed when they already are (payload allocations
+/// normally are), else an aligned copy ([`aligned`]).
+pub enum Aligned<'a> {
+    Borrowed(&'a [u8]),
+    Copied(AlignedVec<16>),
+}
+
+impl std::ops::Deref for Aligned<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Aligned::Borrowed(b) => b,
+            Aligned::Copied(v) => v,
+        }
+    }
+}
+
+/// `bytes` as [`decode_batch`] needs them: as they are if aligned, else copied once.
+pub fn aligned(bytes: &[u8]) -> Aligned<'_> {
+    if (bytes.as_ptr() as usize) % std::mem::align_of::<ArchivedBatch>() == 0 {
+        Aligned::Borrowed(bytes)
+    } else {
+        let mut v = AlignedVec::<16>::with_capacity(bytes.len());
+        v.extend_from_slice(bytes);
+        Aligned::Copied(v)
+    }
+}
+
 /// Validates untrusted bytes as a batch and returns a zero-copy view of it.
 ///
 /// Rejects misaligned buffers, truncated or oversized payloads, bad relative pointers, bad enum
@@ -476,6 +505,13 @@ pub(crate) mod tests {
             decode_batch(&shifted[1..]),
             Err(DecodeError::Misaligned { .. })
         ));
+        // `aligned` copies such bytes once (and borrows aligned ones): then they decode.
+        assert!(matches!(aligned(&shifted[1..]), Aligned::Copied(_)));
+        assert_eq!(
+            decode_batch(&aligned(&shifted[1..])).unwrap().len(),
+            one_of_each().len()
+        );
+        assert!(matches!(aligned(&bytes), Aligned::Borrowed(_)));
     }
 
     proptest! {

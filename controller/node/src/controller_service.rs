@@ -90,13 +90,14 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use corum_controller::records::{MetadataRecord, NoOpRecordV1};
-use corum_controller::{decode_batch, encode_batch, Controller, MetadataImage, RequestContext};
+use corum_controller::{
+    aligned, decode_batch, encode_batch, Controller, MetadataImage, RequestContext,
+};
 use corum_raft::{Payload, ProposalId, VoterSet};
 use corum_runtime::ShutdownSignal;
 use corum_types::{Epoch, LogOffset, NodeId};
 use futures_lite::future::or;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
-use rkyv::util::AlignedVec;
 
 use crate::answer_gate::{AnswerSlot, Gated};
 use crate::config::NodeConfig;
@@ -1219,9 +1220,8 @@ impl ControllerService {
 /// Validates a snapshot's data (one record batch) and loads it into the controller.
 fn load_committed_snapshot(controller: &mut Controller, b: &CommittedBatch) -> Result<()> {
     let offset = b.base_offset;
-    let mut v = AlignedVec::<16>::with_capacity(b.payload.len());
-    v.extend_from_slice(&b.payload);
-    let batch = decode_batch(&v).map_err(|source| ServiceError::Decode { offset, source })?;
+    let bytes = aligned(&b.payload);
+    let batch = decode_batch(&bytes).map_err(|source| ServiceError::Decode { offset, source })?;
     controller
         .load_snapshot(offset, batch)
         .map_err(|source| ServiceError::Replay { offset, source })
@@ -1230,17 +1230,9 @@ fn load_committed_snapshot(controller: &mut Controller, b: &CommittedBatch) -> R
 /// Validates a committed data batch and replays it.
 fn replay_committed(controller: &mut Controller, b: &CommittedBatch) -> Result<()> {
     let offset = b.base_offset;
-    // The payload's allocation is normally aligned enough for the archive; copy if not.
-    let copy;
-    let bytes: &[u8] = if decode_batch(&b.payload).is_err() {
-        let mut v = AlignedVec::<16>::with_capacity(b.payload.len());
-        v.extend_from_slice(&b.payload);
-        copy = v;
-        &copy
-    } else {
-        &b.payload
-    };
-    let batch = decode_batch(bytes).map_err(|source| ServiceError::Decode { offset, source })?;
+    // The payload's allocation is normally aligned enough for the archive; copied if not.
+    let bytes = aligned(&b.payload);
+    let batch = decode_batch(&bytes).map_err(|source| ServiceError::Decode { offset, source })?;
     if batch.len() != b.record_count as usize {
         return Err(ServiceError::RecordCount {
             offset,

@@ -227,14 +227,17 @@ pub enum DriverError {
     /// that voter's progress and with it the high watermark.
     #[error("observer request refused: replica {id} {reason}")]
     ObserverRefused { id: NodeId, reason: &'static str },
-    /// A snapshot could not be written to or read from the snapshot store
-    /// ([`crate::snapshot_store`]), or does not fit the log.
+    /// A snapshot could not be written to the snapshot store ([`crate::snapshot_store`]).
     #[error("snapshot through offset {end_offset}: {source}")]
     Snapshot {
         end_offset: corum_types::LogOffset,
         #[source]
         source: StorageError,
     },
+    /// The newest snapshot in the store cannot be loaded at start-up (the error names the
+    /// file; the log below it may be gone, so there is no falling back to an older one).
+    #[error("loading the newest snapshot: {0}")]
+    SnapshotLoad(#[source] StorageError),
 }
 
 /// A fatal failure of the controller service ([`crate::controller_service`]): the committed

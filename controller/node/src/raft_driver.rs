@@ -12,7 +12,7 @@
 //! | a checked message from the peer inbox    | `step(from, message)`        |
 //! | a proposal from a [`RaftHandle`]         | `propose(payload, count)`    |
 //! | a group-commit round of the log finished | `persisted(end, epoch)`      |
-//! | a snapshot offered by the state machine ([`RaftHandle::offer_snapshot`]), once durable | `snapshot_at(end)` first (its id and voters), `snapshot_created(end, data)` after |
+//! | a snapshot offered by the state machine ([`RaftHandle::offer_snapshot`]) | `snapshot_at(end)` (its id and voters); once it is durable and the whole segments below it outgrow `log_retention_bytes`, `snapshot_created(end, data)` |
 //! | the shutdown signal                      | `resign()` if leader, then stop |
 //!
 //! After every input it drains [`RaftCore::ready`] and carries out each [`corum_raft::Ready`] in
@@ -53,9 +53,11 @@
 //! replayed ([`RaftHandle::offer_snapshot`]; the controller service does so every
 //! `metadata.log.max.record.bytes.between.snapshots` bytes of records). The driver asks the
 //! core for the snapshot's id and voter set, writes it to the [`snapshot_store`] on a blocking
-//! thread (the loop goes on), and only once it is durable calls `snapshot_created`: the core
-//! serves it to replicas behind its log start from then on, and its `log_start_offset` lets the
-//! driver delete whole segments below it. The store keeps the two newest snapshots.
+//! thread (the loop goes on). Once it is durable and the log's whole segments below it hold
+//! more than `log_retention_bytes` (`metadata.max.retention.bytes`), the driver calls
+//! `snapshot_created`: the core serves it to replicas behind its log start from then on, and
+//! its `log_start_offset` lets the driver delete those segments. The store keeps the two
+//! newest snapshots.
 //!
 //! At start-up the newest snapshot in the store is the core's starting point: the log is made
 //! to continue it (batches from its end on are kept if they fit; a log that ends before it
@@ -631,12 +633,8 @@ impl<D: Disk> RaftDriver<D> {
             }
         })?;
         let quorum_state = QuorumState::read(&config.data_dir)?;
-        let snapshot = snapshot_store::load_latest(&config.snapshot_dir()).map_err(|source| {
-            DriverError::Snapshot {
-                end_offset: LogOffset::ZERO,
-                source,
-            }
-        })?;
+        let snapshot = snapshot_store::load_latest(&config.snapshot_dir())
+            .map_err(DriverError::SnapshotLoad)?;
         let (log, report) = Log::open(disk, &config.log_dir(), config.log.clone()).await?;
         let from = match &snapshot {
             Some(s) => fit_log_to_snapshot(&log, s.id).await?,
@@ -1141,8 +1139,8 @@ impl<D: Disk> RaftDriver<D> {
         .detach();
     }
 
-    /// A snapshot offered by the state machine is durable: the core serves it from now on
-    /// and lets the log prefix below it go. A write failure is fatal, like a log write's.
+    /// A snapshot offered by the state machine is durable: it is the one to compact to
+    /// ([`RaftDriver::maybe_compact`]). A write failure is fatal, like a log write's.
     fn snapshot_written(
         &mut self,
         id: SnapshotId,
@@ -1451,30 +1449,24 @@ async fn run_publisher<D: Disk>(
             if next >= hwm.get() {
                 break;
             }
-            let chunk = match log.read(next, READ_CHUNK_BYTES).await {
-                Ok(c) => c,
+            let read = match log.read(next, READ_CHUNK_BYTES).await {
+                Ok(c) if !c.is_empty() => Ok(c),
                 // The log was reset under the read (a snapshot installed): start from it.
-                Err(_) if reset.borrow().is_some() => continue,
+                _ if reset.borrow().is_some() => continue,
+                Ok(_) => Err(corum_engine::Error::OffsetOutOfRange {
+                    requested: next,
+                    start: log.start_offset(),
+                    end: log.end_offset(),
+                }),
+                Err(e) => Err(e),
+            };
+            let chunk = match read {
+                Ok(c) => c,
                 Err(e) => {
                     let _ = reports.send(Report::PublishFailed(e)).await;
                     return;
                 }
             };
-            if chunk.is_empty() && reset.borrow().is_some() {
-                continue;
-            }
-            if chunk.is_empty() {
-                let _ = reports
-                    .send(Report::PublishFailed(
-                        corum_engine::Error::OffsetOutOfRange {
-                            requested: next,
-                            start: log.start_offset(),
-                            end: log.end_offset(),
-                        },
-                    ))
-                    .await;
-                return;
-            }
             for frame in chunk.frames() {
                 let h = frame.header();
                 if h.base_offset >= hwm.get() || reset.borrow().is_some() {

@@ -18,9 +18,9 @@ use crate::error::ReplayError;
 use crate::ids::PartitionId;
 use crate::ids::TopicId;
 use crate::records::{
-    ArchivedMetadataRecord, BrokerRegistrationChangeRecordV1, ConfigRecordV1, FeatureLevelRecordV1,
-    MetadataRecord, PartitionRecordV1, ProducerIdsRecordV1, RegisterBrokerRecordV1, TopicRecordV1,
-    UnfenceBrokerRecordV1,
+    ArchivedBatch, ArchivedMetadataRecord, BrokerRegistrationChangeRecordV1, ConfigRecordV1,
+    FeatureLevelRecordV1, MetadataRecord, PartitionRecordV1, ProducerIdsRecordV1,
+    RegisterBrokerRecordV1, TopicRecordV1, UnfenceBrokerRecordV1,
 };
 
 pub use brokers::{BrokerRegistration, BrokersImage};
@@ -107,6 +107,21 @@ impl MetadataImage {
         }
         self.end_offset = offset.next();
         Ok(())
+    }
+
+    /// The image a snapshot (KIP-630) holds: its records ([`MetadataImage::snapshot_records`]
+    /// of the image it was taken from) replayed at offsets 0, 1, ... into an empty image, which
+    /// then ends at the snapshot's `end_offset`. Fails on the first record that does not apply.
+    pub fn from_snapshot(
+        end_offset: LogOffset,
+        records: &ArchivedBatch,
+    ) -> Result<MetadataImage, ReplayError> {
+        let mut image = MetadataImage::default();
+        for (i, record) in records.iter().enumerate() {
+            image.replay(LogOffset(i as u64), record)?;
+        }
+        image.end_offset = end_offset;
+        Ok(image)
     }
 
     /// Records that rebuild this image from an empty one (the body of a KIP-630 snapshot):
@@ -440,11 +455,8 @@ mod tests {
                 let _ = image.replay(LogOffset(i as u64), r);
             }
             let snap = encode_batch(&image.snapshot_records());
-            let mut rebuilt = MetadataImage::default();
-            for (i, r) in decode_batch(&snap).unwrap().iter().enumerate() {
-                rebuilt.replay(LogOffset(i as u64), r).unwrap();
-            }
-            rebuilt.end_offset = image.end_offset;
+            let rebuilt =
+                MetadataImage::from_snapshot(image.end_offset, decode_batch(&snap).unwrap()).unwrap();
             prop_assert_eq!(rebuilt, image);
         }
     }

@@ -338,19 +338,16 @@ async fn raw_disk(config: &LoadConfig) -> anyhow::Result<RawDisk> {
 /// controller that writes nothing, the per-hop cost of the commit floor.
 async fn rpc_round_trip(client: &ControllerClient, probes: usize) -> anyhow::Result<u64> {
     let deadline = Instant::now() + Duration::from_secs(1);
-    let mut samples = Vec::with_capacity(probes.min(100_000));
-    while samples.len() < probes && Instant::now() < deadline {
+    let rec = stats::Recorder::default();
+    while (rec.ops() as usize) < probes && Instant::now() < deadline {
         let t = Instant::now();
         client
             .describe_cluster()
             .await
             .context("measuring the round trip to the active controller")?;
-        samples.push(t.elapsed());
+        rec.ok(t.elapsed());
     }
-    samples.sort_unstable();
-    Ok(samples
-        .get(samples.len() / 2)
-        .map_or(0, |d| d.as_micros() as u64))
+    Ok(rec.percentiles().p50_us)
 }
 
 async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {

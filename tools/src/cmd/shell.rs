@@ -43,10 +43,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use corum_client::{ClientConfig, ControllerClient, MetadataFollower, ReplicaKey};
-use corum_controller::decode_batch;
 use corum_controller::image::{BrokerRegistration, PartitionImage, TopicImage};
 use corum_controller::records::ConfigResourceType;
 use corum_controller::MetadataImage;
+use corum_controller::{aligned, decode_batch};
 use corum_engine::disk::{executor_builder, UringDisk};
 use corum_engine::log::inspect_dir;
 use corum_engine::record::{decode_frame, DEFAULT_FRAME_BYTES_MAX};
@@ -199,31 +199,25 @@ pub async fn read_directory(dir: &Path) -> anyhow::Result<(MetadataImage, Source
     let store = snapshot_store::snapshot_dir(dir);
     let listed = snapshot_store::list(&store)
         .with_context(|| format!("listing the snapshots in {}", store.display()))?;
-    let mut image = MetadataImage::default();
-    let snapshot_end = match listed.last() {
+    let (mut image, snapshot_end) = match listed.last() {
         Some((_, path)) => {
             let snap = snapshot_store::read(path)
                 .with_context(|| format!("reading the newest snapshot {}", path.display()))?;
-            let mut data = AlignedVec::<16>::with_capacity(snap.data.len());
-            data.extend_from_slice(&snap.data);
-            let batch = decode_batch(&data)
-                .map_err(|e| anyhow::anyhow!("snapshot {}: {e}", path.display()))?;
-            for (i, record) in batch.iter().enumerate() {
-                image
-                    .replay(LogOffset(i as u64), record)
-                    .map_err(|e| anyhow::anyhow!("snapshot {}: {e}", path.display()))?;
-            }
-            image.end_offset = snap.id.end_offset;
-            Some(snap.id.end_offset)
+            let data = aligned(&snap.data);
+            let image = decode_batch(&data)
+                .map_err(anyhow::Error::from)
+                .and_then(|batch| Ok(MetadataImage::from_snapshot(snap.id.end_offset, batch)?))
+                .with_context(|| format!("loading snapshot {}", path.display()))?;
+            (image, Some(snap.id.end_offset))
         }
-        None => None,
+        None => (MetadataImage::default(), None),
     };
     let log_dir = metadata_log_dir(dir);
     let segments = inspect_dir(&UringDisk, &log_dir, DEFAULT_FRAME_BYTES_MAX)
         .await
         .with_context(|| format!("reading the metadata log in {}", log_dir.display()))?;
     let mut next = snapshot_end.unwrap_or(LogOffset(0));
-    'segments: for seg in &segments {
+    for seg in &segments {
         let file = std::fs::File::open(&seg.path)
             .with_context(|| format!("opening {}", seg.path.display()))?;
         for (position, h) in &seg.batches {
@@ -247,20 +241,16 @@ pub async fn read_directory(dir: &Path) -> anyhow::Result<(MetadataImage, Source
                 .with_context(|| format!("reading {} at {position}", seg.path.display()))?;
             let view = decode_frame(&frame, DEFAULT_FRAME_BYTES_MAX)
                 .map_err(|e| anyhow::anyhow!("{} at {position}: {e}", seg.path.display()))?;
-            let mut payload = AlignedVec::<16>::with_capacity(view.payload().len());
-            payload.extend_from_slice(view.payload());
+            let payload = aligned(view.payload());
             let batch = decode_batch(&payload)
-                .map_err(|e| anyhow::anyhow!("batch at offset {}: {e}", h.base_offset))?;
+                .with_context(|| format!("batch at offset {}", h.base_offset))?;
             for (i, record) in batch.iter().enumerate() {
-                image
-                    .replay(h.base_offset.add(i as u64), record)
-                    .map_err(|e| {
-                        anyhow::anyhow!("record at {}: {e}", h.base_offset.add(i as u64))
-                    })?;
+                // The error names the record's offset.
+                image.replay(h.base_offset.add(i as u64), record)?;
             }
         }
         if seg.problem.is_some() {
-            break 'segments;
+            break;
         }
     }
     image.end_offset = image.end_offset.max(next);
