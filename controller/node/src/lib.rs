@@ -14,42 +14,45 @@
 //! - [`raft_config`]: the node configuration and files as `corum-raft` takes them (Raft
 //!   config, voter sets, this replica's key and endpoints, quorum state both ways).
 //! - [`peer`]: the controller-to-controller transport of Raft messages ([`PeerNetwork`]).
-//! - [`raft_driver`]: one Raft replica on a glommio shard: the core, the metadata log on the
-//!   real disk, the quorum-state file and the peer network, with a proposal handle and a
-//!   channel of committed batches.
+//! - [`driver`]: one Raft replica on a glommio shard: the core, the metadata log on the real
+//!   disk, the quorum-state file and the peer network, and the table of calls waiting for an
+//!   answer ([`driver::calls`]).
+//! - [`port`]: the one boundary between the driver and the controller service: two message
+//!   types over a pair of bounded channels (local, or across shards).
 //! - [`snapshot_store`]: the snapshots (KIP-630) of the metadata log in `snapshots/`, one
 //!   checksummed file each, written durably (part file, fsync, rename, fsync directory).
-//! - [`controller_service`]: the controller state machine on the committed stream: replay,
-//!   leadership, requests answered once their records commit, the periodic tick.
+//! - [`service`]: the controller state machine on the committed stream: replay, leadership,
+//!   requests turned into proposals and verdicts, the periodic tick ([`service::core`] is its
+//!   policy, sans IO).
+//! - [`histogram`]: the latency histogram every figure of a node uses; [`metrics`] renders
+//!   them for Prometheus.
 //! - [`rpc_server`]: the client-facing RPC server over framed TCP (pipelined, size-limited,
 //!   leader hints rewritten to client endpoints) and a pipelining [`RpcClient`] that follows
 //!   `NotController` redirects.
 //! - [`error`]: one error enum per concern.
-pub mod answer_gate;
 pub mod bootstrap;
 pub mod config;
-pub mod controller_service;
 pub mod dispatch;
+pub mod driver;
 pub mod error;
 pub mod format;
 pub mod fsio;
+pub mod histogram;
 pub mod meta_properties;
 pub mod metrics;
 pub mod node;
 pub mod peer;
+pub mod port;
 pub mod protocol;
 pub mod quorum_state;
 pub mod raft_config;
-pub mod raft_driver;
 pub mod rpc_server;
-pub mod shard_bridge;
+pub mod service;
 pub mod snapshot_store;
 
 pub use bootstrap::{BootstrapEndpoint, BootstrapVoter, BootstrapVoters};
 pub use config::{CoreSet, HostPort, Listener, NodeConfig, ProcessRole, QuorumVoter};
-pub use controller_service::{
-    ControllerService, ControllerServiceConfig, ControllerServiceHandle, ServiceStatus,
-};
+pub use driver::{CommittedBatch, DriverStatus, RaftDriver, RaftDriverConfig, RaftHandle};
 pub use error::{
     ConfigError, ConfigSource, DriverError, Error, NodeError, PeerError, ProtocolError, Result,
     RpcClientError, RpcServerError, ServiceError, StorageError,
@@ -59,5 +62,5 @@ pub use meta_properties::MetaProperties;
 pub use peer::{Inbound, PeerEnvelope, PeerInbox, PeerNetwork, PeerNetworkConfig};
 pub use protocol::{RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError};
 pub use quorum_state::{QuorumState, ReplicaKey};
-pub use raft_driver::{CommittedBatch, DriverStatus, RaftDriver, RaftDriverConfig, RaftHandle};
 pub use rpc_server::{RpcClient, RpcClientConfig, RpcServer, RpcServerConfig, RpcServerStats};
+pub use service::{ControllerService, ControllerServiceConfig, ServiceStatus};

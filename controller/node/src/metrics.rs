@@ -13,8 +13,12 @@
 //! | `corum_raft_sync_rounds_total`, `corum_raft_answers_released_at_commit_total`, `corum_raft_elections_started_total`, `corum_raft_elections_won_total`, `corum_raft_resignations_total`, `corum_raft_truncations_total` | counter | driver status |
 //! | `corum_raft_replica_lag{replica,voter}`  | gauge     | leader only: log end minus the replica's |
 //! | `corum_controller_active`, `corum_controller_committed_offset`, `corum_controller_metadata_lag` (HWM minus replayed end) | gauge | service status |
-//! | `corum_controller_proposals_total`, `corum_controller_proposed_requests_total`, `corum_controller_timeouts_total`, `corum_controller_activations_total` | counter | service status |
-//! | `corum_controller_commit_latency_seconds` | histogram | request arrival to commit, per proposing request |
+//! | `corum_controller_proposals_total`, `corum_controller_proposed_requests_total`, `corum_controller_activations_total` | counter | service status |
+//! | `corum_controller_timeouts_total` | counter | call table: requests answered `Timeout` |
+//! | `corum_requests_waiting`, `corum_requests_held` | gauge | call table: requests waiting for an answer, and those whose success waits for a commit |
+//! | `corum_controller_commit_latency_seconds` | histogram | call table: a proposing request read by the server → its success released at commit |
+//! | `corum_request_stage_seconds{stage}` | histogram | call table, per stage: `queued` (read → handed to the service), `to_proposed` (→ appended by the leader), `to_durable` (→ durable in this node's log), `to_committed` (appended → committed and answered), `answered` (read → any answer) |
+//! | `corum_controller_replay_latency_seconds` | histogram | service status: a proposal sent to the driver → replayed by the controller |
 //! | `corum_log_sync_duration_seconds` | histogram | driver status: each group-commit round of the log (one O_DSYNC write, or writes + fdatasync), the disk's share of every commit |
 //! | `corum_brokers{state="active"|"fenced"|"shutting_down"}`, `corum_topics`, `corum_partitions` | gauge | committed image |
 //! | `corum_rpc_connections_open`, `corum_rpc_connections_accepted_total`, `corum_rpc_connections_refused_total`, `corum_rpc_requests_total`, `corum_rpc_malformed_total` | gauge/counter | RPC server |
@@ -26,44 +30,16 @@ use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::time::Duration;
 
 use corum_runtime::ShutdownSignal;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpListener;
 
-use crate::controller_service::{ControllerServiceHandle, ServiceStatus};
-use crate::raft_driver::{DriverStatus, RaftHandle};
+use crate::driver::{DriverStatus, RaftHandle};
 use crate::rpc_server::RpcServerStats;
+use crate::service::ServiceStatus;
 
-/// Upper bounds (seconds) of the latency histograms' buckets (commit latency, log sync
-/// duration: a lone durable 4 KiB write takes under 100 µs on a fast device).
-pub const LATENCY_BUCKETS_S: [f64; 16] = [
-    0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-    0.5, 1.0, 5.0,
-];
-
-/// A fixed-bucket latency histogram (Prometheus' cumulative form is made at rendering).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LatencyHistogram {
-    /// Per bucket of [`LATENCY_BUCKETS_S`] (not cumulative), then the +Inf bucket.
-    pub counts: [u64; LATENCY_BUCKETS_S.len() + 1],
-    pub sum_us: u64,
-    pub count: u64,
-}
-
-impl LatencyHistogram {
-    pub fn record(&mut self, latency: Duration) {
-        let s = latency.as_secs_f64();
-        let i = LATENCY_BUCKETS_S
-            .iter()
-            .position(|&b| s <= b)
-            .unwrap_or(LATENCY_BUCKETS_S.len());
-        self.counts[i] += 1;
-        self.sum_us += u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
-        self.count += 1;
-    }
-}
+pub use crate::histogram::{LatencyHistogram, LATENCY_BUCKETS_S};
 
 /// Everything one scrape shows.
 #[derive(Clone, Debug)]
@@ -110,7 +86,7 @@ pub fn render(m: &MetricsSnapshot) -> String {
     let image = &s.committed_image;
     let flag = |b: bool| f64::from(u8::from(b));
     // Families of one unlabelled sample: (name, type, help, value).
-    let singles: [(&str, &str, &str, f64); 27] = [
+    let singles: [(&str, &str, &str, f64); 31] = [
         ("corum_raft_epoch", "gauge", "The Raft epoch this replica is in.", r.epoch.get() as f64),
         ("corum_raft_leader_id", "gauge", "The leader's node id (-1 while unknown).", r.leader.map_or(-1.0, |l| f64::from(l.get()))),
         ("corum_raft_is_leader", "gauge", "1 on the leader.", flag(r.role == corum_raft::Role::Leader)),
@@ -123,7 +99,7 @@ pub fn render(m: &MetricsSnapshot) -> String {
         ("corum_raft_snapshots_written_total", "counter", "Snapshots of the controller's state this replica wrote.", d.snapshots_written as f64),
         ("corum_raft_snapshots_installed_total", "counter", "Snapshots this replica downloaded from the leader and installed.", d.stats.snapshots_installed as f64),
         ("corum_raft_sync_rounds_total", "counter", "Group-commit rounds (fdatasync) of the log.", d.sync_rounds as f64),
-        ("corum_raft_answers_released_at_commit_total", "counter", "Success answers the Raft driver sent the moment their batch committed (before the controller replayed it).", d.answers_released_at_commit as f64),
+        ("corum_raft_answers_released_at_commit_total", "counter", "Success answers the Raft driver sent the moment their batch committed (before the controller replayed it).", d.calls.released_at_commit as f64),
         ("corum_raft_elections_started_total", "counter", "Elections this replica started.", d.stats.elections_started as f64),
         ("corum_raft_elections_won_total", "counter", "Elections this replica won.", d.stats.elections_won as f64),
         ("corum_raft_resignations_total", "counter", "Times this replica gave up leadership.", d.stats.resignations as f64),
@@ -133,7 +109,11 @@ pub fn render(m: &MetricsSnapshot) -> String {
         ("corum_controller_metadata_lag", "gauge", "Records committed but not yet replayed by the controller (high watermark minus replayed end).", r.high_watermark.get().saturating_sub(s.committed_end.get()) as f64),
         ("corum_controller_proposals_total", "counter", "Batches proposed by the active controller.", s.proposals as f64),
         ("corum_controller_proposed_requests_total", "counter", "Requests whose records were proposed (several share a batch).", s.proposed_requests as f64),
-        ("corum_controller_timeouts_total", "counter", "Requests answered Timeout.", s.timeouts as f64),
+        ("corum_controller_timeouts_total", "counter", "Requests answered Timeout.", d.calls.timeouts as f64),
+        ("corum_raft_proposals_appended_total", "counter", "Proposals of the controller this leader appended at their predicted offsets.", d.proposals_appended as f64),
+        ("corum_raft_proposals_refused_total", "counter", "Proposals of the controller this node refused (not the leader of their epoch, not at the log end, or after a refused one).", d.proposals_refused as f64),
+        ("corum_requests_waiting", "gauge", "Client requests waiting for their answer.", d.calls_waiting as f64),
+        ("corum_requests_held", "gauge", "Client requests whose success answer waits for their batch to commit.", d.calls_held as f64),
         ("corum_controller_activations_total", "counter", "Times this node became the active controller.", s.activations as f64),
         ("corum_topics", "gauge", "Topics in the committed image.", image.topics.len() as f64),
         ("corum_partitions", "gauge", "Partitions in the committed image.", image.topics.partition_count() as f64),
@@ -232,8 +212,28 @@ pub fn render(m: &MetricsSnapshot) -> String {
     histogram(
         &mut out,
         "corum_controller_commit_latency_seconds",
-        "Request arrival to its records' commit, for requests that propose.",
-        &s.commit_latency,
+        "A proposing request read by the server to its success answer, released when its records commit.",
+        &d.calls.commit_latency,
+    );
+    let c = &d.calls;
+    histograms(
+        &mut out,
+        "corum_request_stage_seconds",
+        "Where a request's time goes: queued (read to handed to the controller), to_proposed (to its records appended by the leader), to_durable (appended to durable in this node's log), to_committed (appended to committed and answered), answered (read to any answer).",
+        "stage",
+        &[
+            ("queued", &c.queued),
+            ("to_proposed", &c.to_proposed),
+            ("to_durable", &c.to_durable),
+            ("to_committed", &c.to_committed),
+            ("answered", &c.answered),
+        ],
+    );
+    histogram(
+        &mut out,
+        "corum_controller_replay_latency_seconds",
+        "A proposal sent to the Raft driver to its replay by the controller.",
+        &s.replay_latency,
     );
     histogram(
         &mut out,
@@ -242,6 +242,39 @@ pub fn render(m: &MetricsSnapshot) -> String {
         &d.sync_duration,
     );
     out
+}
+
+/// One histogram family with one series per value of `label`.
+fn histograms(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    label: &str,
+    series: &[(&str, &LatencyHistogram)],
+) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} histogram");
+    for (value, h) in series {
+        let mut cumulative = 0;
+        for (i, bound) in LATENCY_BUCKETS_S.iter().enumerate() {
+            cumulative += h.counts[i];
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{label}=\"{value}\",le=\"{bound}\"}} {cumulative}"
+            );
+        }
+        cumulative += h.counts[LATENCY_BUCKETS_S.len()];
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{label}=\"{value}\",le=\"+Inf\"}} {cumulative}"
+        );
+        let _ = writeln!(
+            out,
+            "{name}_sum{{{label}=\"{value}\"}} {}",
+            h.sum_us as f64 / 1e6
+        );
+        let _ = writeln!(out, "{name}_count{{{label}=\"{value}\"}} {}", h.count);
+    }
 }
 
 /// One histogram, cumulative as Prometheus wants it.
@@ -261,8 +294,8 @@ fn histogram(out: &mut String, name: &str, help: &str, h: &LatencyHistogram) {
 
 /// Where a scrape reads its values.
 pub struct MetricsSources {
+    /// The driver's status, and the service's as it last reported it.
     pub raft: RaftHandle,
-    pub service: ControllerServiceHandle,
     pub rpc: Rc<RefCell<RpcServerStats>>,
 }
 
@@ -270,7 +303,7 @@ impl MetricsSources {
     pub fn snapshot(&self) -> MetricsSnapshot {
         MetricsSnapshot {
             driver: self.raft.status(),
-            service: self.service.status(),
+            service: self.raft.service_status(),
             rpc: *self.rpc.borrow(),
         }
     }
@@ -344,6 +377,7 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn only_get_metrics_is_served() {
@@ -368,10 +402,11 @@ mod tests {
         assert_eq!(h.counts[4], 1, "300 µs: at most 0.0005 s");
         assert_eq!(h.counts[LATENCY_BUCKETS_S.len()], 1);
         assert_eq!(h.count, 3);
-        let mut service = ServiceStatus::remote();
-        service.commit_latency = h;
+        let mut service = ServiceStatus::starting();
         service.proposals = 7;
         let mut driver = DriverStatus::starting();
+        driver.calls.commit_latency = h.clone();
+        driver.calls.to_durable = h;
         driver.sync_duration.record(Duration::from_micros(180));
         let text = render(&MetricsSnapshot {
             driver,
@@ -388,6 +423,11 @@ mod tests {
         assert!(text.contains("corum_controller_commit_latency_seconds_bucket{le=\"5\"} 2\n"));
         assert!(text.contains("corum_controller_commit_latency_seconds_bucket{le=\"+Inf\"} 3\n"));
         assert!(text.contains("corum_controller_commit_latency_seconds_count 3\n"));
+        assert!(text.contains(
+            "corum_request_stage_seconds_bucket{stage=\"to_durable\",le=\"0.00005\"} 1\n"
+        ));
+        assert!(text.contains("corum_request_stage_seconds_count{stage=\"to_durable\"} 3\n"));
+        assert!(text.contains("corum_request_stage_seconds_count{stage=\"queued\"} 0\n"));
         assert!(text.contains("corum_controller_proposals_total 7\n"));
         assert!(text.contains("corum_log_sync_duration_seconds_bucket{le=\"0.0001\"} 0\n"));
         assert!(text.contains("corum_log_sync_duration_seconds_bucket{le=\"0.00025\"} 1\n"));

@@ -7,9 +7,13 @@
 //!
 //! | shard role  | runs                                                                     |
 //! |-------------|--------------------------------------------------------------------------|
-//! | worker      | peer network, [`RaftDriver`] (log on [`UringDisk`]), [`RpcServer`], metrics endpoint ([`crate::metrics`], when `corum.metrics.listener` is set), worker side of [`crate::shard_bridge`] |
-//! | controller  | [`ControllerService`] alone on its (pinned) core, controller side of the bridge |
-//! | combined    | (one core) all of the above, the service talking to the driver directly   |
+//! | worker      | peer network, [`RaftDriver`] (log on [`UringDisk`], the call table), [`RpcServer`], metrics endpoint ([`crate::metrics`], when `corum.metrics.listener` is set) |
+//! | controller  | [`ControllerService`] alone on its (pinned) core                         |
+//! | combined    | (one core) all of the above                                              |
+//!
+//! The service and the driver talk over one port ([`crate::port`]): a pair of local channels
+//! on a combined shard, a pair of bounded cross-shard channels otherwise. Nothing else differs
+//! between the placements.
 //!
 //! On a placement with more than one worker, the first worker runs the node and the others
 //! stay idle (the metadata log is one stream; more workers would serve more client
@@ -34,16 +38,16 @@ use corum_runtime::{Placement, Runtime, ShardContext, ShardRole};
 use corum_types::{NodeId, Uuid};
 
 use crate::config::NodeConfig;
-use crate::controller_service::{ControllerService, ControllerServiceConfig};
+use crate::driver::{RaftDriver, RaftDriverConfig, Recovered};
 use crate::error::{ConfigError, NodeError};
 use crate::format::check_formatted;
 use crate::meta_properties::MetaProperties;
 use crate::metrics::{self, MetricsSources};
 use crate::peer::{resolve, PeerNetwork, PeerNetworkConfig};
+use crate::port::{self, DriverLink, ServiceLink};
 use crate::protocol::LeaderHint;
-use crate::raft_driver::{DriverStatus, RaftDriver, RaftDriverConfig, Recovered};
 use crate::rpc_server::{RpcServer, RpcServerConfig};
-use crate::shard_bridge::{self, ControllerEnds, WorkerEnds};
+use crate::service::{ControllerService, ControllerServiceConfig};
 
 pub type Result<T, E = NodeError> = std::result::Result<T, E>;
 
@@ -129,9 +133,9 @@ pub fn run_node(
 ) -> Result<()> {
     let plan = Arc::new(plan);
     let split = placement.shards().len() > 1;
-    let (worker_ends, controller_ends) = if split {
-        let (w, c) = shard_bridge::channels();
-        (Some(w), Some(c))
+    let (service_link, driver_link) = if split {
+        let (s, d) = port::cross_shard(port::CAPACITY);
+        (Some(s), Some(d))
     } else {
         (None, None)
     };
@@ -139,22 +143,22 @@ pub fn run_node(
         .workers()
         .next()
         .unwrap_or_else(|| placement.controller());
-    let worker_ends = Mutex::new(worker_ends);
-    let controller_ends = Mutex::new(controller_ends);
+    let driver_link = Mutex::new(driver_link);
+    let service_link = Mutex::new(service_link);
     let on_ready = Mutex::new(Some(on_ready));
     let outcomes = runtime.run(|spec| {
         let plan = plan.clone();
         let role = spec.role;
         let (w, c, ready) = match role {
             ShardRole::Worker if spec.id == node_worker => (
-                worker_ends.lock().expect("not poisoned").take(),
+                driver_link.lock().expect("not poisoned").take(),
                 None,
                 on_ready.lock().expect("not poisoned").take(),
             ),
             ShardRole::Combined => (None, None, on_ready.lock().expect("not poisoned").take()),
             ShardRole::Controller => (
                 None,
-                controller_ends.lock().expect("not poisoned").take(),
+                service_link.lock().expect("not poisoned").take(),
                 None,
             ),
             ShardRole::Worker => (None, None, None),
@@ -194,7 +198,7 @@ pub fn run_node(
 async fn worker_shard(
     ctx: &ShardContext,
     plan: &NodePlan,
-    bridge: Option<WorkerEnds>,
+    link: Option<DriverLink>,
     on_ready: OnReady,
 ) -> Result<()> {
     let stop = ctx.shutdown().clone();
@@ -229,8 +233,28 @@ async fn worker_shard(
         },
         port: client_addr.port(),
     }]);
-    let (driver, raft, commits, recovered) =
-        RaftDriver::start(UringDisk, plan.driver.clone(), network, inbox, stop.clone()).await?;
+    let (driver_end, service) = match link {
+        Some(link) => (link.connect().await, None),
+        None => {
+            let (service_end, driver_end) = port::local(port::CAPACITY);
+            let service = ControllerService::new(
+                plan.service.clone(),
+                new_controller(plan)?,
+                service_end,
+                stop.clone(),
+            );
+            (driver_end, Some(service))
+        }
+    };
+    let (driver, raft, recovered) = RaftDriver::start(
+        UringDisk,
+        plan.driver.clone(),
+        network,
+        inbox,
+        driver_end,
+        stop.clone(),
+    )
+    .await?;
     tracing::info!(
         node = %plan.config.node_id,
         snapshot_end = %recovered.snapshot.map_or(corum_types::LogOffset::ZERO, |s| s.end_offset),
@@ -240,25 +264,7 @@ async fn worker_shard(
         torn_tail_bytes = recovered.torn_tail_bytes,
         "metadata log recovered"
     );
-    let (service_handle, service_task) = match bridge {
-        Some(ends) => {
-            let handle = ends
-                .connect(raft.clone(), commits, plan.service.request_queue_capacity)
-                .await;
-            (handle, None)
-        }
-        None => {
-            let controller = new_controller(plan)?;
-            let (service, handle) = ControllerService::new(
-                plan.service.clone(),
-                controller,
-                raft.clone(),
-                commits,
-                stop.clone(),
-            );
-            (handle, Some(glommio::spawn_local(service.run())))
-        }
-    };
+    let service_task = service.map(|s| glommio::spawn_local(s.run()));
     on_ready(NodeReady {
         node_id: plan.config.node_id,
         raft_addr,
@@ -269,12 +275,11 @@ async fn worker_shard(
     if let Some(listener) = metrics_listener {
         let sources = MetricsSources {
             raft: raft.clone(),
-            service: service_handle.clone(),
             rpc: server.stats(),
         };
         glommio::spawn_local(metrics::serve(listener, sources, stop.clone())).detach();
     }
-    let server_task = glommio::spawn_local(server.run(service_handle, Some(raft), stop.clone()));
+    let server_task = glommio::spawn_local(server.run(raft, stop.clone()));
     let driver_result = driver.run().await;
     if driver_result.is_err() {
         // The server and the service stop on the same signal.
@@ -304,21 +309,15 @@ fn new_controller(plan: &NodePlan) -> Result<Controller> {
     })
 }
 
-/// The controller shard: the service alone, fed through the bridge.
-async fn controller_shard(ctx: &ShardContext, plan: &NodePlan, ends: ControllerEnds) -> Result<()> {
-    let (side, raft, commits) = ends
-        .connect(DriverStatus::starting(), plan.driver.commit_queue_capacity)
-        .await;
+/// The controller shard: the service alone, on its end of the port.
+async fn controller_shard(ctx: &ShardContext, plan: &NodePlan, link: ServiceLink) -> Result<()> {
     let controller = new_controller(plan)?;
-    let (service, handle) = ControllerService::new(
+    let port = link.connect().await;
+    let service = ControllerService::new(
         plan.service.clone(),
         controller,
-        raft,
-        commits,
+        port,
         ctx.shutdown().clone(),
     );
-    let bridge = glommio::spawn_local(side.run(handle));
-    let result = service.run().await;
-    drop(bridge);
-    result.map(|_| ()).map_err(NodeError::Service)
+    service.run().await.map(|_| ()).map_err(NodeError::Service)
 }

@@ -58,14 +58,13 @@ use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::Semaphore;
 use rkyv::util::AlignedVec;
 
-use crate::controller_service::ControllerServiceHandle;
+use crate::driver::{DriverStatus, RaftHandle};
 use crate::error::DriverError;
 use crate::error::{ProtocolError, RpcClientError, RpcServerError};
 use crate::protocol::{
     decode_request, encode_request, peek_correlation_id, rpc_error_for, DescribeQuorumResponse,
     LeaderHint, ReplicaState, RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError,
 };
-use crate::raft_driver::{DriverStatus, RaftHandle};
 use corum_raft::Message;
 
 /// Settings of an [`RpcServer`].
@@ -144,8 +143,7 @@ struct Shared {
     config: RpcServerConfig,
     client_endpoints: HashMap<NodeId, LeaderHint>,
     raft_endpoints: HashMap<NodeId, LeaderHint>,
-    service: ControllerServiceHandle,
-    raft: Option<RaftHandle>,
+    raft: RaftHandle,
     stats: Rc<RefCell<RpcServerStats>>,
 }
 
@@ -202,19 +200,14 @@ impl RpcServer {
         self.stats.clone()
     }
 
-    /// Serves until `shutdown`; returns the final counters. Connection tasks observe the same
-    /// signal and end after answering what they have in flight.
-    pub async fn run(
-        self,
-        service: ControllerServiceHandle,
-        raft: Option<RaftHandle>,
-        shutdown: ShutdownSignal,
-    ) -> RpcServerStats {
+    /// Serves until `shutdown`; returns the final counters. Controller requests go to the
+    /// driver's call table ([`RaftHandle::call`]), Raft requests to the driver. Connection
+    /// tasks observe the same signal and end after answering what they have in flight.
+    pub async fn run(self, raft: RaftHandle, shutdown: ShutdownSignal) -> RpcServerStats {
         let shared = Rc::new(Shared {
             config: self.config,
             client_endpoints: self.client_endpoints,
             raft_endpoints: self.raft_endpoints,
-            service,
             raft,
             stats: self.stats.clone(),
         });
@@ -458,25 +451,26 @@ fn queue_response<W: AsyncWrite + Unpin>(writer: &mut FrameWriter<W>, answer: &R
 async fn handle(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
     let correlation_id = frame.correlation_id;
     if frame.body.is_raft() {
-        let body = match (frame.body, &shared.raft) {
-            (RequestBody::DescribeQuorum, Some(raft)) => {
+        let raft = &shared.raft;
+        let body = match frame.body {
+            RequestBody::DescribeQuorum => {
                 Ok(ResponseBody::DescribeQuorum(Box::new(describe_quorum(
                     shared.config.cluster_id,
                     shared.config.node_id,
                     &raft.status(),
                 ))))
             }
-            (RequestBody::Fetch(mut fetch), Some(raft)) => {
+            RequestBody::Fetch(mut fetch) => {
                 let timeout_ms = effective_timeout_ms(frame.timeout_ms);
                 // Leave half the request's time for the answer to travel back.
                 fetch.wait_max_ms = fetch.wait_max_ms.min(timeout_ms / 2);
                 observer(shared, raft, Message::Fetch(fetch), timeout_ms).await
             }
-            (RequestBody::FetchSnapshot(fetch), Some(raft)) => {
+            RequestBody::FetchSnapshot(fetch) => {
                 let timeout_ms = effective_timeout_ms(frame.timeout_ms);
                 observer(shared, raft, Message::FetchSnapshot(fetch), timeout_ms).await
             }
-            (body, _) => Err(RpcError::Malformed {
+            body => Err(RpcError::Malformed {
                 reason: format!(
                     "{} is not served by this node's RPC server yet",
                     body.kind()
@@ -488,7 +482,7 @@ async fn handle(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
             body,
         };
     }
-    let mut answer = shared.service.call(frame).await;
+    let mut answer = shared.raft.call(frame).await;
     if let Err(RpcError::NotController { leader: Some(hint) }) = &mut answer.body {
         if let Some(client) = shared.client_endpoints.get(&hint.id) {
             *hint = client.clone();
@@ -1018,7 +1012,11 @@ mod tests {
             running: true,
             replicas: Vec::new(),
             now_ms: 0,
-            answers_released_at_commit: 0,
+            calls: Default::default(),
+            calls_waiting: 0,
+            calls_held: 0,
+            proposals_appended: 0,
+            proposals_refused: 0,
             snapshot_end_offset: LogOffset(0),
             snapshots_written: 0,
         }

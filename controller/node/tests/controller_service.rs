@@ -13,10 +13,7 @@ use corum_controller::control::replication_control::{CreatableTopic, CreateTopic
 use corum_controller::{ApiError, Controller, TargetState};
 use corum_node::peer::PeerNetwork;
 use corum_node::protocol::LeaderHint;
-use corum_node::{
-    ControllerServiceHandle, RaftHandle, RequestBody, RequestFrame, ResponseBody, ResponseFrame,
-    RpcError,
-};
+use corum_node::{RaftHandle, RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError};
 use corum_raft::VoterSet;
 use corum_types::{LogOffset, NodeId, Uuid};
 
@@ -84,7 +81,7 @@ enum Kind {
 
 async fn call_checked(
     raft: &RaftHandle,
-    service: &ControllerServiceHandle,
+    service: &common::ServiceView,
     correlation_id: u64,
     body: RequestBody,
 ) -> ResponseFrame {
@@ -289,7 +286,7 @@ fn services_serve_through_the_leader_answer_after_commit_and_fail_over() {
             .collect();
         // A read arriving while they are in flight is answered only once they are committed.
         let start = Instant::now();
-        while leader.service.status().waiting_requests == 0 {
+        while leader.service.status().next_offset == before {
             assert!(start.elapsed() < WAIT_MAX, "the writes were never proposed");
             futures_lite::future::yield_now().await;
         }
@@ -323,9 +320,9 @@ fn services_serve_through_the_leader_answer_after_commit_and_fail_over() {
         assert_eq!(leader.service.status().waiting_requests, 0);
         // The driver sent the writes' success answers itself, as their batches committed.
         assert!(
-            leader.raft.status().answers_released_at_commit >= 64,
+            leader.raft.status().calls.released_at_commit >= 64,
             "{:?}",
-            leader.raft.status().answers_released_at_commit
+            leader.raft.status().calls
         );
 
         // Every node ends with the same image.
@@ -489,7 +486,7 @@ fn a_leader_without_a_quorum_never_acknowledges_its_proposal() {
         eprintln!("registration without a quorum: {:?}", answer.body);
         match answer.body {
             Err(RpcError::Timeout { timeout_ms: 100 }) => {
-                assert_eq!(leader.service.status().timeouts, 1);
+                assert_eq!(leader.raft.status().calls.timeouts, 1);
             }
             Err(RpcError::NotController { .. }) => {}
             other => panic!("a proposal without a quorum was answered {other:?}"),
@@ -568,9 +565,13 @@ fn requests_arriving_together_share_a_batch_and_see_each_other() {
             "every write but the refused creation proposes"
         );
         assert!(batches <= 8, "{batches} batches for 63 requests");
-        assert!(after.committed_end >= after.next_offset);
+        // Answered at commit: the high watermark covers every batch; the replay follows.
         let hwm = leader.raft.status().raft.high_watermark;
         assert!(hwm >= after.next_offset, "{hwm} < {}", after.next_offset);
+        wait_for("the leader to replay its batches", || {
+            leader.service.status().committed_end >= after.next_offset
+        })
+        .await;
         let last = leader
             .call(
                 9_999,

@@ -3,7 +3,7 @@
 //! Conditions are polled with a timeout (never a fixed sleep to wait for something) and the
 //! whole test runs under a deadline guard.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -11,12 +11,13 @@ use std::time::{Duration, Instant};
 
 use corum_engine::disk::{Disk, SimDisk, SimFault, UringDisk};
 use corum_engine::log::{Log, LogConfig};
+use corum_node::driver::{metadata_log_dir, CommittedBatch, Recovered};
 use corum_node::peer::PeerNetwork;
-use corum_node::raft_driver::{metadata_log_dir, CommittedBatch, Recovered};
+use corum_node::port::{self, PortSender, Proposal, ToDriver, ToService};
 use corum_node::{
     DriverError, DriverStatus, QuorumState, RaftDriver, RaftDriverConfig, RaftHandle,
 };
-use corum_raft::VoterSet;
+use corum_raft::{ProposalId, VoterSet};
 use corum_runtime::ShutdownSignal;
 use corum_types::{LogOffset, NodeId, Uuid};
 use glommio::task::JoinHandle;
@@ -47,6 +48,13 @@ struct Node {
     run: JoinHandle<Result<(), DriverError>>,
     /// Every batch the driver published, in order (control batches included).
     committed: Rc<RefCell<Vec<CommittedBatch>>>,
+    /// The test's end of the port: it plays the state machine.
+    port: Rc<PortSender<ToDriver>>,
+    /// Proposals the driver refused.
+    refused: Rc<RefCell<Vec<ProposalId>>>,
+    /// The activation number of the next window of proposals (the driver refuses every
+    /// proposal of an activation after refusing one).
+    activation: Cell<u64>,
     recovered: Recovered,
     /// The status right after recovery, before the loop ran.
     initial: DriverStatus,
@@ -76,16 +84,23 @@ impl Node {
         let mut config = driver_config(id, dir, addr, voters);
         tweak(&mut config);
         let stop = ShutdownSignal::detached();
-        let (driver, handle, commits, recovered) =
-            RaftDriver::start(disk, config, net.0, net.1, stop.clone())
+        let (service_end, driver_end) = port::local(port::CAPACITY);
+        let (driver, handle, recovered) =
+            RaftDriver::start(disk, config, net.0, net.1, driver_end, stop.clone())
                 .await
                 .unwrap();
         let committed = Rc::new(RefCell::new(Vec::new()));
+        let refused = Rc::new(RefCell::new(Vec::new()));
         {
-            let committed = committed.clone();
+            let (committed, refused) = (committed.clone(), refused.clone());
+            let rx = service_end.rx;
             glommio::spawn_local(async move {
-                while let Some(b) = commits.recv().await {
-                    committed.borrow_mut().push(b);
+                while let Some(m) = rx.recv().await {
+                    match m {
+                        ToService::Committed(bs) => committed.borrow_mut().extend(bs),
+                        ToService::Refused { batch, .. } => refused.borrow_mut().push(batch),
+                        ToService::Status(_) | ToService::Calls(_) => {}
+                    }
                 }
             })
             .detach();
@@ -101,8 +116,71 @@ impl Node {
             handle,
             run,
             committed,
+            port: Rc::new(service_end.tx),
+            refused,
+            activation: Cell::new(1),
             recovered,
         }
+    }
+
+    /// Proposes `payloads` as consecutive one-record batches at the log end of this node
+    /// (which must lead), pipelined, and waits until the driver appended or refused each.
+    /// Returns how many it appended (a refusal refuses the rest of the window too).
+    async fn propose_window(&self, payloads: &[Vec<u8>]) -> usize {
+        let status = self.handle.status();
+        let activation = self.activation.get();
+        self.activation.set(activation + 1);
+        let before = status.proposals_appended + status.proposals_refused;
+        let refused_before = self.refused.borrow().len();
+        let mut base = status.raft.log_end_offset;
+        for p in payloads {
+            let batch = ProposalId {
+                epoch: status.raft.epoch,
+                base_offset: base,
+                end_offset: base.next(),
+            };
+            base = base.next();
+            let proposal = Proposal {
+                batch,
+                activation,
+                payload: p.clone().into(),
+                record_count: 1,
+                answers: Vec::new(),
+            };
+            if self.port.send(ToDriver::Propose(proposal)).await.is_err() {
+                return 0;
+            }
+        }
+        let start = Instant::now();
+        loop {
+            let s = self.handle.status();
+            if s.proposals_appended + s.proposals_refused >= before + payloads.len() as u64 {
+                break;
+            }
+            if !s.running {
+                return 0;
+            }
+            assert!(start.elapsed() < WAIT_MAX, "proposals never decided");
+            glommio::timer::sleep(Duration::from_micros(50)).await;
+        }
+        let refused = self.refused.borrow();
+        let first_refused = refused[refused_before..]
+            .iter()
+            .map(|b| b.base_offset)
+            .min();
+        match first_refused {
+            Some(b) => (b.get() - status.raft.log_end_offset.get()) as usize,
+            None => payloads.len(),
+        }
+    }
+
+    /// Offers the driver a snapshot of the state machine through `end`.
+    async fn offer_snapshot(&self, end: LogOffset, data: Vec<u8>) {
+        let offer = ToDriver::Snapshot {
+            end_offset: end,
+            data: data.into(),
+        };
+        assert!(self.port.send(offer).await.is_ok());
     }
 
     /// Shuts the driver down cleanly and returns its final status.
@@ -143,8 +221,10 @@ fn leader_of(nodes: &[Node]) -> Option<usize> {
         .max_by_key(|&i| nodes[i].handle.status().raft.epoch)
 }
 
-/// Proposes payloads `range` through whichever node leads, retrying on NotLeader.
+/// Proposes payloads `range` through whichever node leads, in pipelined windows, proposing
+/// again what a leader change refused.
 async fn propose_all(nodes: &[Node], range: std::ops::Range<u32>) {
+    const WINDOW: u32 = 64;
     let start = Instant::now();
     let mut i = range.start;
     while i < range.end {
@@ -153,16 +233,12 @@ async fn propose_all(nodes: &[Node], range: std::ops::Range<u32>) {
             glommio::timer::sleep(Duration::from_millis(5)).await;
             continue;
         };
-        match nodes[l].handle.propose(payload(i).into(), 1).await {
-            Ok(p) => {
-                assert_eq!(p.end_offset, p.base_offset.next());
-                i += 1;
-            }
-            Err(DriverError::NotLeader { .. }) => {
-                glommio::timer::sleep(Duration::from_millis(5)).await;
-            }
-            Err(e) => panic!("proposal {i} failed: {e}"),
+        let window: Vec<Vec<u8>> = (i..range.end.min(i + WINDOW)).map(payload).collect();
+        let appended = nodes[l].propose_window(&window).await;
+        if appended == 0 {
+            glommio::timer::sleep(Duration::from_millis(5)).await;
         }
+        i += appended as u32;
     }
 }
 
@@ -256,11 +332,7 @@ fn three_drivers_replicate_survive_restarts_and_leader_loss_on_real_disks() {
         while sent < 50 {
             let before = nodes[l].committed.borrow().len();
             let t = Instant::now();
-            nodes[l]
-                .handle
-                .propose(PROBE.to_vec().into(), 1)
-                .await
-                .unwrap();
+            assert_eq!(nodes[l].propose_window(&[PROBE.to_vec()]).await, 1);
             while nodes[l].committed.borrow().len() == before {
                 assert!(
                     t.elapsed() < WAIT_MAX,
@@ -444,11 +516,7 @@ fn an_fsync_failure_stops_the_driver_with_the_log_error() {
         let l = leader_of(&nodes).unwrap();
         let old_epoch = nodes[l].handle.status().raft.epoch;
         disks[nodes[l].id as usize - 1].inject(SimFault::FailNextSync);
-        nodes[l]
-            .handle
-            .propose(payload(50).into(), 1)
-            .await
-            .unwrap();
+        assert_eq!(nodes[l].propose_window(&[payload(50)]).await, 1);
         let leader = nodes.remove(l);
         let outcome = leader.run.await.expect("driver task ran");
         assert!(
@@ -456,10 +524,14 @@ fn an_fsync_failure_stops_the_driver_with_the_log_error() {
             "the driver stops with the log error: {outcome:?}"
         );
         assert!(!leader.handle.status().running);
-        assert!(matches!(
-            leader.handle.propose(payload(0).into(), 1).await,
-            Err(DriverError::Stopped)
-        ));
+        let offer = ToDriver::Snapshot {
+            end_offset: LogOffset(1),
+            data: Vec::new().into(),
+        };
+        assert!(
+            leader.port.send(offer).await.is_err(),
+            "a stopped driver takes nothing from its port"
+        );
         wait_for("a new leader", || {
             leader_of(&nodes).is_some_and(|i| nodes[i].handle.status().raft.epoch > old_epoch)
         })
@@ -581,25 +653,34 @@ fn a_leader_cut_off_with_uncommitted_entries_truncates_them_when_it_returns() {
 
         // Both followers stop; 10 proposals reach the leader, which nobody else will see. It
         // admits only ORPHANS of them (back-pressure: nothing commits any more); the others
-        // wait in its queue and are refused when it stops.
+        // wait in its queue and are never appended.
         let l = leader_of(&nodes).unwrap();
         let leader = nodes.remove(l);
         let mut stopped = Vec::new();
         for f in nodes {
             stopped.push(f.stop().await);
         }
-        let answers = Rc::new(RefCell::new(Vec::new()));
+        let status = leader.handle.status();
+        let mut base = status.raft.log_end_offset;
         for i in 0..10 {
-            let (handle, answers) = (leader.handle.clone(), answers.clone());
-            glommio::spawn_local(async move {
-                let answer = handle.propose(payload(10_000 + i).into(), 1).await;
-                answers.borrow_mut().push(answer);
-            })
-            .detach();
+            let batch = ProposalId {
+                epoch: status.raft.epoch,
+                base_offset: base,
+                end_offset: base.next(),
+            };
+            base = base.next();
+            let proposal = Proposal {
+                batch,
+                activation: 1,
+                payload: payload(10_000 + i).into(),
+                record_count: 1,
+                answers: Vec::new(),
+            };
+            assert!(leader.port.send(ToDriver::Propose(proposal)).await.is_ok());
         }
         wait_for("the admitted orphans to be durable on the leader", || {
             let s = leader.handle.status();
-            answers.borrow().len() == ORPHANS as usize
+            s.proposals_appended >= status.proposals_appended + ORPHANS
                 && s.log_durable_end == s.log_end_offset
                 && s.stats.truncations == 0
         })
@@ -609,24 +690,18 @@ fn a_leader_cut_off_with_uncommitted_entries_truncates_them_when_it_returns() {
             s.log_end_offset.get() - s.raft.high_watermark.get(),
             ORPHANS
         );
-        assert!(answers.borrow().iter().all(|a| a.is_ok()));
+        assert_eq!(s.proposals_appended, status.proposals_appended + ORPHANS);
+        assert_eq!(s.proposals_refused, status.proposals_refused);
         let orphan_end = s.log_end_offset;
         let (lid, ldir, laddr, lstatus) = leader.stop().await;
         assert!(
             lstatus.raft.high_watermark < orphan_end,
             "the orphans never committed"
         );
-        wait_for("the queued proposals to be refused", || {
-            answers.borrow().len() == 10
-        })
-        .await;
         assert_eq!(
-            answers
-                .borrow()
-                .iter()
-                .filter(|a| matches!(a, Err(DriverError::Stopped)))
-                .count(),
-            10 - ORPHANS as usize
+            lstatus.proposals_appended,
+            status.proposals_appended + ORPHANS,
+            "the queued proposals were never appended"
         );
 
         // The followers come back, elect a leader among themselves and commit other batches.
@@ -685,7 +760,7 @@ async fn snapshot_on(nodes: &[Node], which: &[usize]) -> Vec<LogOffset> {
     for &i in which {
         let end = nodes[i].committed.borrow().last().unwrap().end_offset();
         let data = format!("state-machine-through-{end}").into_bytes();
-        assert!(nodes[i].handle.offer_snapshot(end, data.into()));
+        nodes[i].offer_snapshot(end, data).await;
         wait_for("the snapshot to be written", || {
             nodes[i].handle.status().snapshot_end_offset == end
         })

@@ -317,8 +317,7 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
         let (limited_addr, limited_stats) = (limited.local_addr(), limited.stats());
         let limited_stop = ShutdownSignal::detached();
         let limited_run =
-            glommio::spawn_local(limited.run(leader.service.clone(), None, limited_stop.clone()))
-                .detach();
+            glommio::spawn_local(limited.run(leader.raft.clone(), limited_stop.clone())).detach();
         let one = Rc::new(
             RpcClient::connect(limited_addr, RpcClientConfig::default())
                 .await
@@ -346,12 +345,13 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
             "a connection over the cap was served"
         );
         assert_eq!(limited_stats.borrow().refused, 1);
-        // Without a driver handle, Raft requests get a clear error.
+        // Raft requests go to the same driver as the controller's.
         match one.call(RequestBody::DescribeQuorum, CALL_TIMEOUT).await {
-            Err(RpcClientError::Rpc(RpcError::Malformed { reason })) => {
-                assert!(reason.contains("DescribeQuorum"), "{reason}")
+            Ok(ResponseBody::DescribeQuorum(q)) => {
+                assert_eq!(q.leader_id, Some(NodeId(leader.id)));
+                assert_eq!(q.voters.len(), 3);
             }
-            other => panic!("DescribeQuorum without a driver answered {other:?}"),
+            other => panic!("DescribeQuorum answered {other:?}"),
         }
         drop(one);
         wait_for("the limited server's connection to close", || {

@@ -30,7 +30,7 @@ pub struct Args {
 
 pub fn run(mut args: Args) -> anyhow::Result<()> {
     // A node's data directory holds its metadata log in @metadata-0: read that one.
-    let nested = corum_node::raft_driver::metadata_log_dir(&args.dir);
+    let nested = corum_node::driver::metadata_log_dir(&args.dir);
     if args.dir.join("meta.properties").exists() && nested.is_dir() {
         args.dir = nested;
     }

@@ -50,7 +50,7 @@ use corum_controller::{aligned, decode_batch};
 use corum_engine::disk::{executor_builder, UringDisk};
 use corum_engine::log::inspect_dir;
 use corum_engine::record::{decode_frame, DEFAULT_FRAME_BYTES_MAX};
-use corum_node::raft_driver::metadata_log_dir;
+use corum_node::driver::metadata_log_dir;
 use corum_node::snapshot_store;
 use corum_types::LogOffset;
 use corum_types::{NodeId, Uuid};

@@ -27,8 +27,8 @@ use corum_controller::control::config_control::{
 use corum_controller::image::ConfigResource;
 use corum_engine::disk::executor_builder;
 use corum_engine::log::LogConfig;
-use corum_node::controller_service::leader_endpoints;
 use corum_node::peer::{PeerInbox, PeerNetwork, PeerNetworkConfig};
+use corum_node::service::leader_endpoints;
 use corum_node::{ControllerServiceConfig, RaftDriverConfig, RequestBody};
 use corum_raft::{Config, Endpoint, ReplicaKey, Voter, VoterSet};
 use corum_runtime::{BackoffConfig, Placement, Runtime, RuntimeConfig, ShutdownSignal};
@@ -242,13 +242,31 @@ pub fn set_retention(topic: &str, ms: u64) -> RequestBody {
     })
 }
 
-/// A Raft driver on a real disk and the controller service on its committed stream, both
+/// How a test talks to a node's controller service: calls through the driver's call table,
+/// and the service's own status (on its shard).
+#[derive(Clone)]
+pub struct ServiceView {
+    raft: corum_node::RaftHandle,
+    status: std::rc::Rc<std::cell::RefCell<corum_node::ServiceStatus>>,
+}
+
+impl ServiceView {
+    pub async fn call(&self, frame: corum_node::RequestFrame) -> corum_node::ResponseFrame {
+        self.raft.call(frame).await
+    }
+
+    pub fn status(&self) -> corum_node::ServiceStatus {
+        self.status.borrow().clone()
+    }
+}
+
+/// A Raft driver on a real disk and the controller service on its end of the port, both
 /// spawned on the current executor.
 pub struct ControllerNode {
     /// Stops the driver (and the service too when it was started with `service_follows_stop`).
     pub stop: ShutdownSignal,
     pub raft: corum_node::RaftHandle,
-    pub service: corum_node::ControllerServiceHandle,
+    pub service: ServiceView,
     pub driver_run: glommio::task::JoinHandle<Result<(), corum_node::DriverError>>,
     pub service_run:
         glommio::task::JoinHandle<Result<corum_controller::Controller, corum_node::ServiceError>>,
@@ -265,8 +283,8 @@ impl ControllerNode {
 }
 
 /// Starts node `id` with its log under `dir`. With `service_follows_stop` the service stops on
-/// the same signal as the driver; without it, the service runs until the driver's commit stream
-/// ends (the tests that check what a service returns when its driver goes away).
+/// the same signal as the driver; without it, the service runs until the driver's end of the
+/// port goes away (the tests that check what a service returns when its driver goes away).
 pub async fn start_controller_node(
     id: u32,
     dir: &Path,
@@ -290,11 +308,13 @@ pub async fn start_controller_node_with(
     let addr = net.0.local_addr();
     let config = driver_config(id, dir, addr, voters);
     let stop = ShutdownSignal::detached();
-    let (driver, raft, commits, _) = corum_node::RaftDriver::start(
+    let (service_end, driver_end) = corum_node::port::local(corum_node::port::CAPACITY);
+    let (driver, raft, _) = corum_node::RaftDriver::start(
         corum_engine::disk::UringDisk,
         config,
         net.0,
         net.1,
+        driver_end,
         stop.clone(),
     )
     .await
@@ -306,17 +326,20 @@ pub async fn start_controller_node_with(
     } else {
         ShutdownSignal::detached()
     };
-    let (service, handle) = corum_node::ControllerService::new(
+    let service = corum_node::ControllerService::new(
         service_config(id, voters),
         controller,
-        raft.clone(),
-        commits,
+        service_end,
         service_stop,
     );
+    let view = ServiceView {
+        raft: raft.clone(),
+        status: service.status(),
+    };
     ControllerNode {
         stop,
         raft,
-        service: handle,
+        service: view,
         driver_run: glommio::spawn_local(driver.run()).detach(),
         service_run: glommio::spawn_local(service.run()).detach(),
     }
@@ -351,9 +374,7 @@ impl RpcNode {
     ) -> RpcNode {
         let n = start_controller_node_with(id, dir, net, voters, true, controller).await;
         let rpc_addr = rpc.local_addr();
-        let rpc_run =
-            glommio::spawn_local(rpc.run(n.service.clone(), Some(n.raft.clone()), n.stop.clone()))
-                .detach();
+        let rpc_run = glommio::spawn_local(rpc.run(n.raft.clone(), n.stop.clone())).detach();
         RpcNode {
             id,
             rpc_addr,

@@ -1,5 +1,8 @@
 //! The Raft driver: one [`RaftCore`] wired to a real metadata log ([`Log`] over [`UringDisk`]),
-//! the `quorum-state` file and the [`PeerNetwork`], on one glommio shard.
+//! the `quorum-state` file and the [`PeerNetwork`], on one glommio shard — the shard that owns
+//! the client connections, so it also keeps the table of calls waiting for an answer
+//! ([`calls`]) and the driver's end of the port to the controller service ([`crate::port`],
+//! [`service_link`]).
 //!
 //! # Model
 //!
@@ -10,9 +13,9 @@
 //! |------------------------------------------|------------------------------|
 //! | the tick timer (`tick_interval_ms`)      | `tick(now_ms)` (monotonic clock read here) |
 //! | a checked message from the peer inbox    | `step(from, message)`        |
-//! | a proposal from a [`RaftHandle`]         | `propose(payload, count)`    |
+//! | a proposal of the service ([`crate::port::ToDriver::Propose`]) | `propose(payload, count)` if this node leads its epoch, the log ends at its predicted base and no earlier proposal of its activation was refused; its calls' success answers then wait in the table; else refused ([`crate::port::ToService::Refused`]) |
 //! | a group-commit round of the log finished | `persisted(end, epoch)`      |
-//! | a snapshot offered by the state machine ([`RaftHandle::offer_snapshot`]) | `snapshot_at(end)` (its id and voters); once it is durable and the whole segments below it outgrow `log_retention_bytes`, `snapshot_created(end, data)` |
+//! | a snapshot offered by the state machine ([`crate::port::ToDriver::Snapshot`]) | `snapshot_at(end)` (its id and voters); once it is durable and the whole segments below it outgrow `log_retention_bytes`, `snapshot_created(end, data)` |
 //! | the shutdown signal                      | `resign()` if leader, then stop |
 //!
 //! After every input it drains [`RaftCore::ready`] and carries out each [`corum_raft::Ready`] in
@@ -23,10 +26,11 @@
 //! the log's memory and the syncer kicked, (5) messages sent at once — appends to followers
 //! leave before this node's own fsync (pipelining), (6) the high watermark handed to the
 //! publisher (kicked before the sends of (5): they do not depend on each other, and the commit
-//! should not wait for the sends), after the success answers it covers are sent
-//! ([`crate::answer_gate`]; then the status is published and the loop yields once, so the
-//! callers' connection writers run before the sends), (7) the log prefix below the log start
-//! deleted, (8) reads served from the log.
+//! should not wait for the sends), after the table released the answers it decides ([`calls`];
+//! then the status is published and the loop yields once, so the callers' connection writers
+//! run before the sends), (7) the log prefix below the log start deleted, (8) reads served
+//! from the log. After each round the table answers held calls of an epoch this node no longer
+//! leads (`NotController`) and calls past their deadline (`Timeout`).
 //!
 //! # Helper tasks
 //!
@@ -36,8 +40,8 @@
 //!   durable end and the epoch of the last durable batch.
 //! - **publisher**: reads committed batches back from the log (in order, from offset 0 on a
 //!   fresh start: the state machine replays everything) up to the high watermark and sends
-//!   each as a [`CommittedBatch`] on the bounded commit channel. A slow consumer slows only the
-//!   publisher, never Raft.
+//!   them as [`CommittedBatch`]es on the port, a read's batches per message. A slow consumer
+//!   slows only the publisher, never Raft.
 //!
 //! Reads the core asks for ([`corum_raft::LogRead`]: payloads of old batches for a follower
 //! that lags) are served inline by the loop from the log (memory or disk).
@@ -50,7 +54,7 @@
 //! # Snapshots (KIP-630)
 //!
 //! The state machine offers a snapshot of its committed state at a batch boundary it has
-//! replayed ([`RaftHandle::offer_snapshot`]; the controller service does so every
+//! replayed ([`crate::port::ToDriver::Snapshot`]; the controller service does so every
 //! `metadata.log.max.record.bytes.between.snapshots` bytes of records). The driver asks the
 //! core for the snapshot's id and voter set, writes it to the [`snapshot_store`] on a blocking
 //! thread (the loop goes on). Once it is durable and the log's whole segments below it hold
@@ -87,28 +91,34 @@ use corum_engine::disk::{Disk, UringDisk};
 use corum_engine::log::{Log, LogConfig, NewBatch};
 use corum_engine::record::Attributes;
 use corum_raft::{
-    Batch, Endpoint, LogRead, Payload, ProposalId, RaftCore, Ready, ReplicaKey, ReplicaProgress,
-    Restore, RestoredBatch, Role, SnapshotId, Stats, Status, VoterSet,
+    Batch, Endpoint, LogRead, Payload, RaftCore, Ready, ReplicaKey, ReplicaProgress, Restore,
+    RestoredBatch, Role, SnapshotId, Stats, Status, VoterSet,
 };
 use corum_runtime::ShutdownSignal;
 use corum_types::{Epoch, LogOffset, NodeId};
 use futures_lite::future::or;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 
-use crate::answer_gate::{AnswerGate, HeldAnswer};
+pub mod calls;
+mod service_link;
+
 use crate::bootstrap::BootstrapVoters;
 use crate::config::NodeConfig;
 use crate::error::{ConfigError, DriverError, StorageError};
+use crate::histogram::LatencyHistogram;
 use crate::meta_properties::MetaProperties;
-use crate::metrics::LatencyHistogram;
 use crate::peer::{Inbound, PeerInbox, PeerNetwork, PeerStats};
+use crate::port::{DriverEnd, Proposal, Refusal, ToService};
+use crate::protocol::{LeaderHint, RequestFrame, ResponseFrame, RpcError};
 use crate::quorum_state::QuorumState;
 use crate::raft_config::{
     bootstrap_voter_set, from_raft_quorum_state, local_replica, raft_config, static_voter_set,
     to_raft_quorum_state,
 };
-use crate::shard_bridge::GatedAnswer;
 use crate::snapshot_store;
+
+use self::calls::CallStats;
+use self::service_link::{CallTable, IncomingCall};
 
 /// The metadata log's directory under `metadata.log.dir`.
 pub const METADATA_LOG_DIR: &str = "@metadata-0";
@@ -141,14 +151,20 @@ pub struct RaftDriverConfig {
     pub tick_interval_ms: u64,
     /// Seeds the core's randomness (election jitter).
     pub seed: u64,
-    /// Proposals queued for the loop before [`RaftHandle::propose`] waits.
+    /// Proposals queued for the loop (from the service's port) before the port waits.
     pub proposal_queue_capacity: usize,
     /// The loop takes no new proposal while this many records or more are appended but not
-    /// committed (the queue above then fills and proposers wait): a leader flooded faster than
-    /// it replicates would otherwise starve its followers and lose leadership.
+    /// committed (the queue above then fills, the port behind it, and the service waits): a
+    /// leader flooded faster than it replicates would otherwise starve its followers and lose
+    /// leadership.
     pub uncommitted_records_max: u64,
-    /// Committed batches queued for the consumer before the publisher waits.
-    pub commit_queue_capacity: usize,
+    /// Client requests queued on their way to the service before [`RaftHandle::call`] waits
+    /// (`corum.controller.queue.capacity`).
+    pub call_queue_capacity: usize,
+    /// Timeout of a request that gives 0 (`controller.quorum.request.timeout.ms`), and the
+    /// most any request may wait, whatever it asks. The call table answers `Timeout` then.
+    pub request_timeout_default_ms: u64,
+    pub request_timeout_max_ms: u64,
     /// On shutdown, a leader resigns and waits up to this long for its EndQuorumEpoch (and
     /// everything queued before it) to be written to the peers' sockets before closing them.
     pub resign_send_wait_ms_max: u64,
@@ -161,7 +177,7 @@ pub struct RaftDriverConfig {
 
 impl RaftDriverConfig {
     /// A config with the defaults of a node: 5 ms ticks, the log's default sizes, 1024 queued
-    /// proposals and committed batches.
+    /// proposals and calls, 2 s default and 30 s maximum request timeouts.
     pub fn new(
         data_dir: PathBuf,
         raft: corum_raft::Config,
@@ -182,7 +198,9 @@ impl RaftDriverConfig {
             seed: u64::from(me.id.get()),
             proposal_queue_capacity: 1024,
             uncommitted_records_max: 4096,
-            commit_queue_capacity: 1024,
+            call_queue_capacity: 1024,
+            request_timeout_default_ms: 2_000,
+            request_timeout_max_ms: 30_000,
             resign_send_wait_ms_max: 500,
             log_retention_bytes: Some(100 << 20),
         }
@@ -248,6 +266,12 @@ impl RaftDriverConfig {
         driver.log = log;
         driver.log_retention_bytes = u64::try_from(config.metadata_retention_bytes_max).ok();
         driver.seed = config.controller_seed ^ u64::from(me.id.get()).rotate_left(32);
+        driver.call_queue_capacity =
+            usize::try_from(config.controller_queue_capacity.max(1)).expect("u32 fits in usize");
+        driver.request_timeout_default_ms = config.request_timeout_ms.max(1);
+        driver.request_timeout_max_ms = driver
+            .request_timeout_max_ms
+            .max(driver.request_timeout_default_ms);
         Ok(driver)
     }
 
@@ -322,9 +346,16 @@ pub struct DriverStatus {
     pub replicas: Vec<ReplicaProgress>,
     /// The core's clock when the status was taken (the clock of `replicas`' times).
     pub now_ms: u64,
-    /// Success answers this driver sent the moment their batch committed
-    /// ([`crate::answer_gate`]).
-    pub answers_released_at_commit: u64,
+    /// The call table's figures: per-stage latencies of the calls it answered, success
+    /// answers released at commit, timeouts ([`calls::CallStats`]).
+    pub calls: CallStats,
+    /// Calls waiting for an answer, and those of them whose success waits for a commit.
+    pub calls_waiting: usize,
+    pub calls_held: usize,
+    /// Proposals of the service this driver appended, and those it refused (not the leader
+    /// of their epoch, not at the log end, an earlier one of their activation refused).
+    pub proposals_appended: u64,
+    pub proposals_refused: u64,
     /// The newest durable snapshot's end offset (0: none yet): the log may be deleted below.
     pub snapshot_end_offset: LogOffset,
     /// Snapshots of the state machine this driver wrote (installs from the leader are in
@@ -356,7 +387,11 @@ impl DriverStatus {
             running: true,
             replicas: Vec::new(),
             now_ms: 0,
-            answers_released_at_commit: 0,
+            calls: CallStats::default(),
+            calls_waiting: 0,
+            calls_held: 0,
+            proposals_appended: 0,
+            proposals_refused: 0,
             snapshot_end_offset: LogOffset::ZERO,
             snapshots_written: 0,
         }
@@ -371,37 +406,20 @@ pub(crate) struct ObserverRequest {
     reply: LocalSender<Result<corum_raft::Message>>,
 }
 
-/// A snapshot of the state machine offered to the driver ([`RaftHandle::offer_snapshot`]).
+/// A snapshot of the state machine offered to the driver ([`crate::port::ToDriver::Snapshot`]).
 pub(crate) struct SnapshotOffer {
     pub(crate) end_offset: LogOffset,
     pub(crate) data: Payload,
 }
 
-pub(crate) struct Proposal {
-    pub(crate) payload: Payload,
-    pub(crate) record_count: u32,
-    pub(crate) answers: Answers,
-    pub(crate) reply: LocalSender<Result<ProposalId>>,
-}
-
-/// The success answers that travel with a proposal, to be sent when its batch commits
-/// ([`crate::answer_gate`]).
-#[derive(Default)]
-pub(crate) struct Answers {
-    /// For calls that came over the shard bridge: its worker side turns them into `held`
-    /// answers for its driver. Always empty for a driver on the caller's shard.
-    pub(crate) routed: Vec<GatedAnswer>,
-    /// For calls on the driver's shard: the driver holds them.
-    pub(crate) held: Vec<HeldAnswer>,
-}
-
-/// The driver's face to tasks on the same shard: proposals in, status out. Cheap to clone.
+/// The driver's face to tasks on its shard (the RPC server, metrics): client calls in,
+/// observer requests, status out. Cheap to clone.
 #[derive(Clone)]
 pub struct RaftHandle {
-    proposals: Rc<LocalSender<Proposal>>,
+    calls: Rc<LocalSender<IncomingCall>>,
     observers: Rc<LocalSender<ObserverRequest>>,
-    snapshots: Rc<LocalSender<SnapshotOffer>>,
     status: Rc<RefCell<DriverStatus>>,
+    service_status: Rc<RefCell<crate::service::ServiceStatus>>,
     watchers: StatusWatchers,
 }
 
@@ -409,35 +427,25 @@ pub struct RaftHandle {
 type StatusWatchers = Rc<RefCell<Vec<LocalSender<()>>>>;
 
 impl RaftHandle {
-    /// Appends a batch of `record_count` records through the leader's core and returns the
-    /// offsets it got, without waiting for the commit. The proposal is committed when the
-    /// commit channel publishes a batch at `base_offset` with the same `epoch`; a batch of
-    /// another epoch at that offset means it was lost in a leader change. `NotLeader` names
-    /// the leader to retry at.
-    pub async fn propose(&self, payload: Payload, record_count: u32) -> Result<ProposalId> {
-        self.propose_with(payload, record_count, Answers::default())
-            .await
-    }
-
-    /// [`RaftHandle::propose`] with the success answers to send when the batch commits
-    /// ([`crate::answer_gate`]).
-    pub(crate) async fn propose_with(
-        &self,
-        payload: Payload,
-        record_count: u32,
-        answers: Answers,
-    ) -> Result<ProposalId> {
+    /// Sends a client request to the controller service and waits for its one answer from
+    /// the call table ([`calls`]): the service's verdict, its success once its records
+    /// commit, `Timeout` at its deadline, or `NotController` when the service is gone.
+    pub async fn call(&self, frame: RequestFrame) -> ResponseFrame {
+        let correlation_id = frame.correlation_id;
+        let gone = || ResponseFrame {
+            correlation_id,
+            body: Err(RpcError::NotController { leader: None }),
+        };
         let (reply, answer) = local_channel::new_bounded(1);
-        self.proposals
-            .send(Proposal {
-                payload,
-                record_count,
-                answers,
-                reply,
-            })
-            .await
-            .map_err(|_| DriverError::Stopped)?;
-        answer.recv().await.ok_or(DriverError::Stopped)?
+        let call = IncomingCall {
+            frame,
+            reply,
+            received: Instant::now(),
+        };
+        if self.calls.send(call).await.is_err() {
+            return gone();
+        }
+        answer.recv().await.unwrap_or_else(gone)
     }
 
     /// Steps an observer's `Fetch` or `FetchSnapshot` into the core as if it came from the
@@ -472,26 +480,14 @@ impl RaftHandle {
         answer.recv().await.ok_or(DriverError::Stopped)?
     }
 
-    /// Offers a snapshot of the state machine through `end_offset` (committed, at a batch
-    /// boundary; `data` is what [`CommittedBatch::load_snapshot`] will hand a consumer): the
-    /// driver writes it to the snapshot store (durable) off its loop, then lets the log
-    /// prefix below it go and serves it to replicas behind the log start. Does not wait;
-    /// false when an offer is already queued (this one is dropped) or the driver is gone. An
-    /// offer at or below the newest snapshot, or one the core refuses, is ignored.
-    pub fn offer_snapshot(&self, end_offset: LogOffset, data: Payload) -> bool {
-        self.snapshots
-            .try_send(SnapshotOffer { end_offset, data })
-            .is_ok()
-    }
-
     /// The latest status (updated after every round of the loop).
     pub fn status(&self) -> DriverStatus {
         self.status.borrow().clone()
     }
 
-    /// Sets the status of a [`RaftHandle::detached`] handle (kicking its watchers).
-    pub(crate) fn publish_status(&self, status: DriverStatus) {
-        publish_status(&self.status, &self.watchers, status);
+    /// The controller service's latest status, as it last reported it over the port.
+    pub fn service_status(&self) -> crate::service::ServiceStatus {
+        self.service_status.borrow().clone()
     }
 
     /// A receiver that gets a message (coalesced: at most one waits) whenever the status's
@@ -501,32 +497,6 @@ impl RaftHandle {
         let (tx, rx) = local_channel::new_bounded(1);
         self.watchers.borrow_mut().push(tx);
         rx
-    }
-
-    /// A handle served by something other than a driver on this shard (the controller side
-    /// of [`crate::shard_bridge`]): its proposals and snapshot offers arrive on the returned
-    /// receivers, and its status is what [`RaftHandle::publish_status`] sets.
-    pub(crate) fn detached(
-        status: DriverStatus,
-        capacity: usize,
-    ) -> (
-        RaftHandle,
-        LocalReceiver<Proposal>,
-        LocalReceiver<SnapshotOffer>,
-    ) {
-        let (tx, rx) = local_channel::new_bounded(capacity);
-        // Observers are served on the driver's shard only: here their requests fail at once.
-        let (observers, _) = local_channel::new_bounded(1);
-        let (snapshots, offers) = local_channel::new_bounded(1);
-        let status = Rc::new(RefCell::new(status));
-        let handle = RaftHandle {
-            proposals: Rc::new(tx),
-            observers: Rc::new(observers),
-            snapshots: Rc::new(snapshots),
-            status: status.clone(),
-            watchers: Rc::default(),
-        };
-        (handle, rx, offers)
     }
 }
 
@@ -576,7 +546,19 @@ pub struct RaftDriver<D: Disk = UringDisk> {
     publisher_reset: Rc<RefCell<Option<CommittedBatch>>>,
     /// Observers waiting for the core's answer, by replica id.
     observer_waits: BTreeMap<NodeId, LocalSender<Result<corum_raft::Message>>>,
-    commits: Option<LocalSender<CommittedBatch>>,
+    /// The service's end of the port talks to these; taken by `run`.
+    link: Option<Link>,
+    /// Where committed batches, refusals and the status go.
+    to_service: Rc<crate::port::PortSender<ToService>>,
+    /// Every call waiting for its answer ([`calls`]).
+    calls: CallTable,
+    /// After refusing a proposal, every later one of the same activation of the service is
+    /// refused too (their records were built on it).
+    fenced_activation: Option<u64>,
+    /// The epoch this node led when the table last heard of it.
+    leading: Option<Epoch>,
+    proposals_appended: u64,
+    proposals_refused: u64,
     status: Rc<RefCell<DriverStatus>>,
     watchers: StatusWatchers,
     shutdown: ShutdownSignal,
@@ -584,8 +566,16 @@ pub struct RaftDriver<D: Disk = UringDisk> {
     /// Per peer: messages ever handed to its link (the link's own counters at start, plus
     /// every message this driver queued), to know when they have all left.
     queued_to: BTreeMap<NodeId, u64>,
-    /// Success answers waiting for their batch to commit.
-    gate: AnswerGate,
+}
+
+/// What `run` starts the service link's tasks with.
+struct Link {
+    from_service: crate::port::PortReceiver<crate::port::ToDriver>,
+    calls: LocalReceiver<IncomingCall>,
+    proposals: LocalSender<Proposal>,
+    offers: LocalSender<SnapshotOffer>,
+    service_status: Rc<RefCell<crate::service::ServiceStatus>>,
+    handle: RaftHandle,
 }
 
 /// What [`RaftDriver::start`] recovered, for logs and tests.
@@ -603,27 +593,23 @@ pub struct Recovered {
 
 impl<D: Disk> RaftDriver<D> {
     /// Recovers the quorum state and the log (on `disk`) from `config.data_dir`, builds the
-    /// core, and links
-    /// `network` (already bound: the caller picks the port) to every voter. Returns the driver
-    /// (run it with [`RaftDriver::run`]), a handle for proposals and status, and the channel of
-    /// committed batches. Must run inside a glommio executor.
+    /// core, and links `network` (already bound: the caller picks the port) to every voter.
+    /// `port` is the driver's end of the port to the controller service ([`crate::port`]).
+    /// Returns the driver (run it with [`RaftDriver::run`]) and a handle for calls, observers
+    /// and status. Must run inside a glommio executor.
     pub async fn start(
         disk: D,
         config: RaftDriverConfig,
         network: PeerNetwork,
         inbox: PeerInbox,
+        port: DriverEnd,
         shutdown: ShutdownSignal,
-    ) -> Result<(
-        RaftDriver<D>,
-        RaftHandle,
-        LocalReceiver<CommittedBatch>,
-        Recovered,
-    )> {
+    ) -> Result<(RaftDriver<D>, RaftHandle, Recovered)> {
         assert!(
             config.tick_interval_ms > 0,
             "tick interval must be positive"
         );
-        assert!(config.proposal_queue_capacity > 0 && config.commit_queue_capacity > 0);
+        assert!(config.proposal_queue_capacity > 0 && config.call_queue_capacity > 0);
         assert!(config.uncommitted_records_max > 0);
         std::fs::create_dir_all(&config.data_dir).map_err(|source| {
             crate::error::StorageError::Io {
@@ -685,7 +671,7 @@ impl<D: Disk> RaftDriver<D> {
             .collect();
         let (proposal_tx, proposals) = local_channel::new_bounded(config.proposal_queue_capacity);
         let (observer_tx, observers) = local_channel::new_bounded(config.proposal_queue_capacity);
-        let (commit_tx, commits) = local_channel::new_bounded(config.commit_queue_capacity);
+        let (call_tx, call_rx) = local_channel::new_bounded(config.call_queue_capacity);
         let (snapshot_tx, snapshot_offers) = local_channel::new_bounded(1);
         let snapshot_end = snapshot
             .as_ref()
@@ -704,18 +690,35 @@ impl<D: Disk> RaftDriver<D> {
             running: true,
             replicas: core.replica_progress(),
             now_ms: core.now_ms(),
-            answers_released_at_commit: 0,
+            calls: CallStats::default(),
+            calls_waiting: 0,
+            calls_held: 0,
+            proposals_appended: 0,
+            proposals_refused: 0,
             snapshot_end_offset: snapshot_end,
             snapshots_written: 0,
         }));
+        let service_status = Rc::new(RefCell::new(crate::service::ServiceStatus::starting()));
         let handle = RaftHandle {
-            proposals: Rc::new(proposal_tx),
+            calls: Rc::new(call_tx),
             observers: Rc::new(observer_tx),
-            snapshots: Rc::new(snapshot_tx),
             status: status.clone(),
+            service_status: service_status.clone(),
             watchers: Rc::default(),
         };
         let watchers = handle.watchers.clone();
+        let DriverEnd {
+            tx: to_service,
+            rx: from_service,
+        } = port;
+        let link = Link {
+            from_service,
+            calls: call_rx,
+            proposals: proposal_tx,
+            offers: snapshot_tx,
+            service_status,
+            handle: handle.clone(),
+        };
         let driver = RaftDriver {
             config,
             core,
@@ -731,15 +734,20 @@ impl<D: Disk> RaftDriver<D> {
             compactable: None,
             publisher_reset,
             observer_waits: BTreeMap::new(),
-            commits: Some(commit_tx),
+            link: Some(link),
+            to_service: Rc::new(to_service),
+            calls: Rc::default(),
+            fenced_activation: None,
+            leading: None,
+            proposals_appended: 0,
+            proposals_refused: 0,
             status,
             watchers,
             shutdown,
             clock_origin: Instant::now(),
             queued_to,
-            gate: AnswerGate::default(),
         };
-        Ok((driver, handle, commits, recovered))
+        Ok((driver, handle, recovered))
     }
 
     /// Runs the event loop until the shutdown signal (then resigns, flushes and closes the log
@@ -758,10 +766,32 @@ impl<D: Disk> RaftDriver<D> {
             self.core.log_start_offset(),
             hwm.clone(),
             publish_kicks,
-            self.commits.take().expect("run is called once"),
+            self.to_service.clone(),
             report_tx.clone(),
             self.publisher_reset.clone(),
         ));
+        let link = self.link.take().expect("run is called once");
+        // Not detached: dropping them when the loop ends cancels them, closing the port.
+        let link_tasks = [
+            glommio::spawn_local(service_link::forward_calls(
+                link.calls,
+                self.calls.clone(),
+                self.to_service.clone(),
+                self.config.request_timeout_default_ms,
+                self.config.request_timeout_max_ms,
+            )),
+            glommio::spawn_local(service_link::serve_port(
+                link.from_service,
+                self.calls.clone(),
+                link.proposals,
+                link.offers,
+                link.service_status,
+            )),
+            glommio::spawn_local(service_link::forward_status(
+                link.handle,
+                self.to_service.clone(),
+            )),
+        ];
         if self.publisher_reset.borrow().is_some() {
             // The snapshot the node starts from goes to the consumer at once.
             let _ = publish_kick.try_send(());
@@ -795,26 +825,7 @@ impl<D: Disk> RaftDriver<D> {
                     break Ok(());
                 }
                 Event::Proposal(p) => {
-                    debug_assert!(
-                        p.answers.routed.is_empty(),
-                        "routed answers reach a local driver"
-                    );
-                    let answer =
-                        self.core
-                            .propose(p.payload, p.record_count)
-                            .map_err(|e| match e {
-                                corum_raft::Error::NotLeader { epoch, leader } => {
-                                    DriverError::NotLeader { epoch, leader }
-                                }
-                                other => DriverError::Proposal(other),
-                            });
-                    if let Ok(batch) = &answer {
-                        // Held only for the batch as the service predicted it; a proposal that
-                        // landed elsewhere is the service's to answer.
-                        self.gate.hold_batch(*batch, p.answers.held);
-                    }
-                    // The proposer may have given up waiting: nothing to do then.
-                    let _ = p.reply.try_send(answer);
+                    self.on_proposal(p);
                     Ok(())
                 }
                 Event::Observer(r) => {
@@ -839,6 +850,7 @@ impl<D: Disk> RaftDriver<D> {
                             .epoch_at(last)
                             .expect("a durable offset is in the log");
                         self.core.persisted(last.next(), epoch);
+                        self.calls.borrow_mut().durable(last.next(), Instant::now());
                     }
                     // The log grew: a kept snapshot may now be due (cheap when none is).
                     self.maybe_compact();
@@ -853,6 +865,7 @@ impl<D: Disk> RaftDriver<D> {
             if let Err(e) = step {
                 break Err(e);
             }
+            self.settle_calls();
             self.update_status(&loop_state, true);
         };
         // The publisher may wait on a consumer that no longer reads: cancel it (it only reads
@@ -860,6 +873,7 @@ impl<D: Disk> RaftDriver<D> {
         // kick sender is gone, while its last reports are drained here. A snapshot writer
         // still running finishes on its own (its file is complete or a `.part` left over).
         drop(publisher);
+        drop(link_tasks);
         let outcome = match outcome {
             Ok(()) => self.stop_cleanly(&mut loop_state).await,
             Err(e) => Err(e),
@@ -871,18 +885,10 @@ impl<D: Disk> RaftDriver<D> {
             std::future::pending::<()>().await
         })
         .await;
-        let RaftDriver {
-            log,
-            network,
-            proposals,
-            ..
-        } = self;
-        // Refuse what is still queued, then close the queue (later sends fail), with no await
-        // in between, so that no proposer waits forever for an answer.
-        while let Some(Some(p)) = futures_lite::future::poll_once(proposals.recv()).await {
-            let _ = p.reply.try_send(Err(DriverError::Stopped));
-        }
-        drop(proposals);
+        // Whatever still waits gets NotController (no hint: this node is going away).
+        let out = self.calls.borrow_mut().drain(Instant::now());
+        service_link::send_answers(out);
+        let RaftDriver { log, network, .. } = self;
         let closed = match outcome {
             Ok(()) => log.close().await.map_err(DriverError::Log),
             Err(e) => Err(e),
@@ -918,6 +924,128 @@ impl<D: Disk> RaftDriver<D> {
             self.network
                 .peer_stats(id)
                 .is_none_or(|s| resolved(&s) >= queued)
+        })
+    }
+
+    /// A proposal of the service: appended if this node leads its epoch, the log ends at its
+    /// predicted base and no earlier proposal of its activation was refused; then its calls'
+    /// success answers wait in the table for the commit. Otherwise refused: its calls get
+    /// `NotController` (the core's own refusal: `Malformed` with the reason) and the service
+    /// hears of it.
+    fn on_proposal(&mut self, p: Proposal) {
+        let status = self.core.status();
+        let refusal = if status.role != Role::Leader || status.epoch != p.batch.epoch {
+            Some((Refusal::NotLeader, None))
+        } else if self.fenced_activation.is_some_and(|f| p.activation <= f)
+            || self.core.log_end_offset() != p.batch.base_offset
+        {
+            Some((Refusal::Elsewhere, None))
+        } else {
+            match self.core.propose(p.payload, p.record_count) {
+                Ok(id) => {
+                    assert_eq!(
+                        id, p.batch,
+                        "the core appends at the log end in its epoch, as checked"
+                    );
+                    None
+                }
+                Err(e) => Some((Refusal::Core, Some(e.to_string()))),
+            }
+        };
+        let now = Instant::now();
+        let Some((reason, core_error)) = refusal else {
+            self.proposals_appended += 1;
+            let mut t = self.calls.borrow_mut();
+            for (id, body) in p.answers {
+                t.hold(id, p.batch, body, now);
+            }
+            return;
+        };
+        self.proposals_refused += 1;
+        self.fenced_activation = Some(self.fenced_activation.unwrap_or(0).max(p.activation));
+        let body = match core_error {
+            Some(e) => RpcError::Malformed {
+                reason: format!("proposal refused: {e}"),
+            },
+            None => RpcError::NotController {
+                leader: self.leader_hint(),
+            },
+        };
+        let out: Vec<_> = {
+            let mut t = self.calls.borrow_mut();
+            p.answers
+                .into_iter()
+                .filter_map(|(id, _)| t.answer(id, Err(body.clone()), now))
+                .collect()
+        };
+        service_link::send_answers(out);
+        let refused = ToService::Refused {
+            batch: p.batch,
+            activation: p.activation,
+            log_end: self.core.log_end_offset(),
+            reason,
+        };
+        let port = self.to_service.clone();
+        glommio::spawn_local(async move {
+            let _ = port.send(refused).await;
+        })
+        .detach();
+    }
+
+    /// The table's part of a loop round: held calls of an epoch this node no longer leads get
+    /// `NotController`, and calls past their deadline `Timeout`.
+    fn settle_calls(&mut self) {
+        let now = Instant::now();
+        let status = self.core.status();
+        let leading = (status.role == Role::Leader).then_some(status.epoch);
+        let mut out = Vec::new();
+        if leading != self.leading {
+            self.leading = leading;
+            let hint = self.leader_hint();
+            out.extend(
+                self.calls
+                    .borrow_mut()
+                    .leadership(leading, hint.as_ref(), now),
+            );
+        }
+        let due = self
+            .calls
+            .borrow()
+            .next_deadline()
+            .is_some_and(|d| d <= now);
+        if due {
+            out.extend(self.calls.borrow_mut().expire(now));
+        }
+        service_link::send_answers(out);
+    }
+
+    /// The leader as a `NotController` hint: its endpoint on the controller listener.
+    fn leader_hint(&self) -> Option<LeaderHint> {
+        let leader = self.core.status().leader?;
+        let endpoint = self
+            .core
+            .voter_set()
+            .voters()
+            .iter()
+            .find(|v| v.key.id == leader)
+            .and_then(|v| {
+                v.endpoints
+                    .iter()
+                    .find(|e| e.listener == self.config.listener_name)
+            })
+            .cloned();
+        Some(match endpoint {
+            Some(e) => LeaderHint {
+                id: leader,
+                host: e.host,
+                port: e.port,
+            },
+            // A leader whose endpoint is unknown: its id still helps the client.
+            None => LeaderHint {
+                id: leader,
+                host: String::new(),
+                port: 0,
+            },
         })
     }
 
@@ -1072,10 +1200,18 @@ impl<D: Disk> RaftDriver<D> {
         //    runs before the sends, so a commit reaches the state machine sooner): the
         //    publisher hands the newly committed batches on.
         if let Some(hwm) = ready.high_watermark {
-            // Held answers first (`crate::answer_gate`).
-            if !self.gate.is_empty() {
+            // Held answers first ([`calls`]).
+            if self.calls.borrow().held_len() > 0 {
+                let hint = self.leader_hint();
                 let log = &self.log;
-                let sent = self.gate.release(hwm, |o| log.epoch_at(o));
+                let out = self.calls.borrow_mut().committed(
+                    hwm,
+                    |o| log.epoch_at(o),
+                    hint.as_ref(),
+                    Instant::now(),
+                );
+                let sent = out.len();
+                service_link::send_answers(out);
                 if sent > 0 {
                     // The status first, so that whoever an answer wakes sees the high
                     // watermark covering it. Then a pass of the scheduler: the callers' tasks
@@ -1292,7 +1428,11 @@ impl<D: Disk> RaftDriver<D> {
             running,
             replicas: self.core.replica_progress(),
             now_ms: self.core.now_ms(),
-            answers_released_at_commit: self.gate.released(),
+            calls: self.calls.borrow().stats().clone(),
+            calls_waiting: self.calls.borrow().len(),
+            calls_held: self.calls.borrow().held_len(),
+            proposals_appended: self.proposals_appended,
+            proposals_refused: self.proposals_refused,
             snapshot_end_offset: self.snapshot_end,
             snapshots_written: self.snapshots_written,
         };
@@ -1431,7 +1571,7 @@ async fn run_publisher<D: Disk>(
     mut next: LogOffset,
     hwm: Rc<Cell<LogOffset>>,
     kicks: LocalReceiver<()>,
-    out: LocalSender<CommittedBatch>,
+    out: Rc<crate::port::PortSender<ToService>>,
     reports: Rc<LocalSender<Report>>,
     reset: Rc<RefCell<Option<CommittedBatch>>>,
 ) {
@@ -1442,7 +1582,10 @@ async fn run_publisher<D: Disk>(
             if let Some(snapshot) = snapshot {
                 next = snapshot.end_offset();
                 if !consumer_gone {
-                    consumer_gone = out.send(snapshot).await.is_err();
+                    consumer_gone = out
+                        .send(ToService::Committed(vec![snapshot]))
+                        .await
+                        .is_err();
                 }
                 continue;
             }
@@ -1467,6 +1610,7 @@ async fn run_publisher<D: Disk>(
                     return;
                 }
             };
+            let mut batches = Vec::new();
             for frame in chunk.frames() {
                 let h = frame.header();
                 if h.base_offset >= hwm.get() || reset.borrow().is_some() {
@@ -1476,16 +1620,22 @@ async fn run_publisher<D: Disk>(
                 if consumer_gone {
                     continue;
                 }
-                let batch = CommittedBatch {
+                batches.push(CommittedBatch {
                     base_offset: h.base_offset,
                     epoch: h.epoch,
                     record_count: h.record_count,
                     control: h.attributes.is_control(),
                     payload: Payload::from(frame.payload()),
                     snapshot: false,
-                };
-                // A consumer that dropped its receiver no longer wants batches; Raft goes on.
-                consumer_gone = out.send(batch).await.is_err();
+                });
+                if batches.len() == crate::port::ITEMS_PER_MESSAGE_MAX {
+                    let full = std::mem::take(&mut batches);
+                    consumer_gone = out.send(ToService::Committed(full)).await.is_err();
+                }
+            }
+            if !batches.is_empty() && !consumer_gone {
+                // A consumer that went away no longer wants batches; Raft goes on.
+                consumer_gone = out.send(ToService::Committed(batches)).await.is_err();
             }
         }
     }

@@ -1,0 +1,171 @@
+//! The driver's end of the port to the controller service ([`crate::port`]): the tasks that
+//! move messages between the port, the call table and the driver's loop. They hold no
+//! policy: the table ([`super::calls`]) decides every answer, the loop decides proposals.
+//!
+//! | task            | from                                   | to                                             |
+//! |-----------------|----------------------------------------|------------------------------------------------|
+//! | `forward_calls` | [`super::RaftHandle::call`] (bounded queue) | registered in the table, then [`ToService::Calls`] (a batch per message) |
+//! | `serve_port`    | [`ToDriver`] from the service          | proposals to the loop (bounded: the loop admits them), verdicts to the table, snapshot offers to the loop, the service's status to its cell |
+//! | `forward_status`| the driver's status                    | [`ToService::Status`] when leadership or the running flag changes, and now and then |
+//!
+//! Committed batches go to the port from the publisher, refusals from the loop.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use futures_lite::future::{or, poll_once};
+use glommio::channels::local_channel::{LocalReceiver, LocalSender};
+
+use super::calls::{CallId, Outgoing, PendingCalls};
+use super::{DriverStatus, RaftHandle, SnapshotOffer};
+use crate::dispatch::effective_timeout_ms;
+use crate::port::{
+    Call, PortReceiver, PortSender, Proposal, ToDriver, ToService, ITEMS_PER_MESSAGE_MAX,
+};
+use crate::protocol::{RequestFrame, ResponseFrame};
+use crate::service::ServiceStatus;
+
+/// The call table of the driver's shard, shared by the loop and the tasks here (one shard:
+/// never borrowed across an await).
+pub(crate) type CallTable = Rc<RefCell<PendingCalls<LocalSender<ResponseFrame>>>>;
+
+/// A request on its way from a connection to the table.
+pub(crate) struct IncomingCall {
+    pub(crate) frame: RequestFrame,
+    pub(crate) reply: LocalSender<ResponseFrame>,
+    pub(crate) received: Instant,
+}
+
+/// Sends answers the table gave out (a caller that gave up closed its channel: nothing to do).
+pub(crate) fn send_answers(out: impl IntoIterator<Item = Outgoing<LocalSender<ResponseFrame>>>) {
+    for (reply, frame) in out {
+        // Capacity 1, one answer per call: never full.
+        let _ = reply.try_send(frame);
+    }
+}
+
+/// Registers each call in the table and hands a batch of them to the service.
+pub(crate) async fn forward_calls(
+    calls: LocalReceiver<IncomingCall>,
+    table: CallTable,
+    port: Rc<PortSender<ToService>>,
+    timeout_default_ms: u64,
+    timeout_max_ms: u64,
+) {
+    while let Some(first) = calls.recv().await {
+        let mut ready = vec![first];
+        while ready.len() < ITEMS_PER_MESSAGE_MAX {
+            match poll_once(calls.recv()).await {
+                Some(Some(c)) => ready.push(c),
+                _ => break,
+            }
+        }
+        let mut batch = Vec::with_capacity(ready.len());
+        let mut refused = Vec::new();
+        {
+            let mut t = table.borrow_mut();
+            for c in ready {
+                let timeout_ms =
+                    effective_timeout_ms(c.frame.timeout_ms, timeout_default_ms, timeout_max_ms);
+                let timeout_ms = u32::try_from(timeout_ms).unwrap_or(u32::MAX);
+                match t.register(c.reply, c.frame.correlation_id, timeout_ms, c.received) {
+                    Ok(id) => batch.push(Call { id, frame: c.frame }),
+                    Err(answer) => refused.push(answer),
+                }
+            }
+        }
+        send_answers(refused);
+        if batch.is_empty() {
+            continue;
+        }
+        let ids: Vec<CallId> = batch.iter().map(|c| c.id).collect();
+        let sent = port.send(ToService::Calls(batch)).await.is_ok();
+        let now = Instant::now();
+        let out = {
+            let mut t = table.borrow_mut();
+            if sent {
+                t.forwarded(ids, now);
+                Vec::new()
+            } else {
+                t.service_gone(now)
+            }
+        };
+        send_answers(out);
+    }
+}
+
+/// Serves the service's messages until its end of the port goes away; then every call it had
+/// gets `NotController`, and so does every later call.
+pub(crate) async fn serve_port(
+    rx: PortReceiver<ToDriver>,
+    table: CallTable,
+    proposals: LocalSender<Proposal>,
+    offers: LocalSender<SnapshotOffer>,
+    service_status: Rc<RefCell<ServiceStatus>>,
+) {
+    while let Some(message) = rx.recv().await {
+        match message {
+            ToDriver::Propose(p) => {
+                // Waits while the loop admits no proposal (too much uncommitted): the port
+                // fills behind it and the service waits. The loop only stops on shutdown.
+                if proposals.send(p).await.is_err() {
+                    break;
+                }
+            }
+            ToDriver::Answers(answers) => {
+                let now = Instant::now();
+                let out: Vec<_> = {
+                    let mut t = table.borrow_mut();
+                    answers
+                        .into_iter()
+                        .filter_map(|(id, body)| t.answer(id, body, now))
+                        .collect()
+                };
+                send_answers(out);
+            }
+            ToDriver::Snapshot { end_offset, data } => {
+                // A full queue drops it: the service offers a newer one later.
+                let _ = offers.try_send(SnapshotOffer { end_offset, data });
+            }
+            ToDriver::Status(status) => *service_status.borrow_mut() = *status,
+        }
+    }
+    let out = table.borrow_mut().service_gone(Instant::now());
+    send_answers(out);
+    service_status.borrow_mut().running = false;
+}
+
+/// How often the driver's status goes to the service besides on a change of leadership.
+const STATUS_REFRESH_MS: u64 = 500;
+
+/// Sends the driver's status to the service at once when the role, epoch, leader or running
+/// flag changes, and every [`STATUS_REFRESH_MS`] otherwise; ends after the last status (not
+/// running) or when the service is gone.
+pub(crate) async fn forward_status(raft: RaftHandle, port: Rc<PortSender<ToService>>) {
+    let changed = raft.watch_status();
+    let key = |s: &DriverStatus| (s.raft.role, s.raft.epoch, s.raft.leader, s.running);
+    let mut last = None;
+    let mut next_refresh = Instant::now();
+    loop {
+        let now = raft.status();
+        let running = now.running;
+        if last != Some(key(&now)) || Instant::now() >= next_refresh {
+            last = Some(key(&now));
+            next_refresh = Instant::now() + Duration::from_millis(STATUS_REFRESH_MS);
+            if port.send(ToService::Status(Box::new(now))).await.is_err() || !running {
+                return;
+            }
+        }
+        let refresh = glommio::timer::sleep(next_refresh.saturating_duration_since(Instant::now()));
+        or(
+            async {
+                if changed.recv().await.is_none() {
+                    std::future::pending::<()>().await;
+                }
+            },
+            refresh,
+        )
+        .await;
+    }
+}

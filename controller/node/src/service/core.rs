@@ -1,0 +1,860 @@
+//! The controller service's policy, sans IO: what the service does with each input, as a
+//! deterministic state machine. The async shell ([`super::ControllerService`]) only moves
+//! messages between it and the port ([`crate::port`]) and feeds it the clock.
+//!
+//! | input                                              | effect                                                                 |
+//! |----------------------------------------------------|------------------------------------------------------------------------|
+//! | [`ServiceCore::on_status`]: the driver's status     | activation or resignation (below)                                      |
+//! | [`ServiceCore::on_committed`]: a data batch        | validated, replayed; deferred answers it covers released; maybe a snapshot due |
+//! | [`ServiceCore::on_committed`]: a control batch     | its epoch and end noted                                                |
+//! | [`ServiceCore::on_committed`]: a snapshot          | resignation, then the controller's state is the snapshot's             |
+//! | a committed batch of another epoch than the active one | resignation first (the controller's rule), then as above           |
+//! | [`ServiceCore::on_calls`] while inactive           | `NotController` with the leader's hint                                 |
+//! | [`ServiceCore::on_calls`]: a read                  | answered now, or — when it read records still in flight — with the batch holding them, or after they are replayed |
+//! | [`ServiceCore::on_calls`]: a write                 | its records applied as in flight and proposed with the others that arrived together; its success answer travels with the proposal |
+//! | [`ServiceCore::on_refused`]: a proposal of this activation the driver did not append | resignation (in-flight state reverted), activation held back until the log end at the refusal is replayed |
+//! | [`ServiceCore::tick`] while active                 | the controller's tick (fencing, ...); a NoOp after `idle_noop_interval_ms` without a proposal |
+//!
+//! # Activation
+//!
+//! A new leader's first batch is its LeaderChange control batch; once a batch of the leader's
+//! own epoch is committed, everything before it is too, and this core has replayed it all
+//! (the stream is in log order). Only then is the controller active, so its image holds every
+//! record an earlier leader committed. Proposals are numbered by activation; after a refusal
+//! the driver refuses every later proposal of the same activation (their records were built
+//! on the refused one), and the core activates again only once the committed end reaches the
+//! log end the driver reported with the refusal.
+//!
+//! # Offsets of proposals
+//!
+//! Handlers need the offset their records will get (broker epochs are derived from it). The
+//! core is the only proposer: it predicts each batch's offsets (the log end at activation,
+//! then each proposal's end) and proposes without waiting; the driver appends a proposal only
+//! at the predicted offsets in the predicted epoch.
+//!
+//! # Answers
+//!
+//! The core never holds a caller: each call gets one verdict from it, in a
+//! [`ToDriver::Answers`] message (sent at once) or with its proposal (released by the
+//! driver's call table at commit). A read computed from an image holding records not yet
+//! committed travels with the batch holding them when that batch is still being formed;
+//! otherwise the core keeps it until those records are replayed (a resignation answers it
+//! `NotController`).
+
+use std::collections::VecDeque;
+
+use corum_controller::records::{MetadataRecord, NoOpRecordV1};
+use corum_controller::RequestContext;
+use corum_controller::{aligned, decode_batch, encode_batch, Controller, MetadataImage};
+use corum_raft::{Payload, ProposalId};
+use corum_types::{Epoch, LogOffset};
+
+use super::{ControllerServiceConfig, Result, ServiceStatus};
+use crate::dispatch::{dispatch, Dispatch};
+use crate::driver::calls::CallId;
+use crate::driver::{CommittedBatch, DriverStatus};
+use crate::error::ServiceError;
+use crate::histogram::LatencyHistogram;
+use crate::port::{Call, Proposal, ToDriver};
+use crate::protocol::{LeaderHint, ResponseBody, RpcError};
+
+/// A read answered from records in flight, waiting for them to be replayed.
+#[derive(Debug)]
+struct Deferred {
+    wait_for: LogOffset,
+    call: CallId,
+    body: ResponseBody,
+}
+
+/// Records of calls handled together, to be proposed as one batch from `base`.
+#[derive(Debug)]
+struct Group {
+    base: LogOffset,
+    records: Vec<MetadataRecord>,
+    bytes: usize,
+    answers: Vec<(CallId, ResponseBody)>,
+    /// Calls whose records are in the group (the others of `answers` are reads of them).
+    proposing: usize,
+}
+
+impl Group {
+    fn new(base: LogOffset) -> Group {
+        Group {
+            base,
+            records: Vec::new(),
+            bytes: 0,
+            answers: Vec::new(),
+            proposing: 0,
+        }
+    }
+
+    /// The offset after the group's records.
+    fn end(&self) -> LogOffset {
+        self.base.add(self.records.len() as u64)
+    }
+
+    /// Whether `records` records of `bytes` encoded bytes still fit (an empty group takes any
+    /// part that fits a batch on its own).
+    fn fits(&self, records: usize, bytes: usize, config: &ControllerServiceConfig) -> bool {
+        self.records.is_empty()
+            || (self.records.len() + records <= config.batch_records_max
+                && self.bytes + bytes <= config.batch_bytes_max)
+    }
+}
+
+/// A snapshot the core wants taken: the committed image through `end_offset` (a free clone),
+/// to encode off the shard and offer to the driver ([`ToDriver::Snapshot`]). Report
+/// [`ServiceCore::snapshot_taken`] when done.
+#[derive(Debug)]
+pub struct SnapshotDue {
+    pub image: MetadataImage,
+    pub end_offset: LogOffset,
+}
+
+/// What the driver last said about itself, as far as the service cares.
+#[derive(Clone, Debug)]
+struct DriverView {
+    running: bool,
+    leader: Option<corum_types::NodeId>,
+    epoch: Epoch,
+    log_end: LogOffset,
+}
+
+/// The service's state machine. See the module doc.
+pub struct ServiceCore {
+    config: ControllerServiceConfig,
+    controller: Controller,
+    driver: DriverView,
+    active_epoch: Option<Epoch>,
+    /// Activations so far: proposals carry the number of theirs.
+    activation: u64,
+    /// The offset the current activation started proposing at.
+    active_from: LogOffset,
+    /// Epoch and end of the last committed batch seen (data or control).
+    committed_epoch: Option<Epoch>,
+    committed_end: LogOffset,
+    /// The committed end must reach this before the controller activates again.
+    activation_barrier: LogOffset,
+    /// The offset the next proposal gets (while active).
+    next_offset: LogOffset,
+    /// Reads answered from records in flight, in arrival order.
+    deferred: VecDeque<Deferred>,
+    /// The messages for the driver, in order.
+    outbox: Vec<ToDriver>,
+    /// Verdicts gathered for the next [`ToDriver::Answers`].
+    answers: Vec<(CallId, std::result::Result<ResponseBody, RpcError>)>,
+    snapshot_due: Option<SnapshotDue>,
+    snapshot_building: bool,
+    bytes_since_snapshot: u64,
+    /// When this controller last proposed or activated (ms on the core's clock).
+    last_proposal_ms: u64,
+    stopping: bool,
+    proposals: u64,
+    proposed_requests: u64,
+    replay_latency: LatencyHistogram,
+}
+
+impl ServiceCore {
+    /// A core for `controller` (inactive, nothing in flight).
+    pub fn new(config: ControllerServiceConfig, controller: Controller) -> ServiceCore {
+        assert!(
+            !controller.is_active() && controller.inflight_batches() == 0,
+            "the service starts with an inactive controller"
+        );
+        let committed_end = controller.committed_end();
+        ServiceCore {
+            config,
+            controller,
+            driver: DriverView {
+                running: true,
+                leader: None,
+                epoch: Epoch::ZERO,
+                log_end: LogOffset::ZERO,
+            },
+            active_epoch: None,
+            activation: 0,
+            active_from: LogOffset::ZERO,
+            committed_epoch: None,
+            committed_end,
+            activation_barrier: LogOffset::ZERO,
+            next_offset: committed_end,
+            deferred: VecDeque::new(),
+            outbox: Vec::new(),
+            answers: Vec::new(),
+            snapshot_due: None,
+            snapshot_building: false,
+            bytes_since_snapshot: 0,
+            last_proposal_ms: 0,
+            stopping: false,
+            proposals: 0,
+            proposed_requests: 0,
+            replay_latency: LatencyHistogram::default(),
+        }
+    }
+
+    /// The messages for the driver produced since the last call, in order (verdicts gathered
+    /// into one [`ToDriver::Answers`] after the proposals they may depend on).
+    pub fn take_outbox(&mut self) -> Vec<ToDriver> {
+        if !self.answers.is_empty() {
+            let answers = std::mem::take(&mut self.answers);
+            self.outbox.push(ToDriver::Answers(answers));
+        }
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// A snapshot to take, if one is due (one at a time).
+    pub fn take_snapshot_due(&mut self) -> Option<SnapshotDue> {
+        self.snapshot_due.take()
+    }
+
+    /// The snapshot handed out by [`ServiceCore::take_snapshot_due`] was offered (or dropped).
+    pub fn snapshot_taken(&mut self) {
+        self.snapshot_building = false;
+    }
+
+    pub fn controller(&self) -> &Controller {
+        &self.controller
+    }
+
+    pub fn into_controller(self) -> Controller {
+        self.controller
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active_epoch.is_some()
+    }
+
+    /// The driver's status changed: activate or resign as it allows.
+    pub fn on_status(&mut self, status: &DriverStatus, now_ms: u64) {
+        self.driver = DriverView {
+            running: status.running,
+            leader: status.raft.leader,
+            epoch: status.raft.epoch,
+            log_end: status.raft.log_end_offset,
+        };
+        self.follow_leadership(now_ms);
+    }
+
+    /// Replays one committed batch (or loads a snapshot) and releases the reads it covers.
+    pub fn on_committed(&mut self, b: &CommittedBatch, now_ms: u64) -> Result<()> {
+        if b.snapshot {
+            // Everything so far is replaced: what is in flight has an unknown outcome.
+            self.resign();
+            load_committed_snapshot(&mut self.controller, b)?;
+            self.committed_epoch = Some(b.epoch);
+            self.committed_end = b.end_offset();
+            self.bytes_since_snapshot = 0;
+            tracing::info!(end = %b.end_offset(), "controller state loaded from a snapshot");
+            return Ok(());
+        }
+        if self.active_epoch.is_some_and(|e| e != b.epoch) {
+            // The controller's rule: resign before replaying anything of another leader.
+            self.resign();
+        }
+        if !b.control {
+            replay_committed(&mut self.controller, b)?;
+            self.bytes_since_snapshot += b.payload.len() as u64;
+        }
+        self.committed_epoch = Some(b.epoch);
+        self.committed_end = b.end_offset();
+        if self.config.snapshot_bytes_between > 0
+            && self.bytes_since_snapshot >= self.config.snapshot_bytes_between
+            && !self.snapshot_building
+        {
+            self.bytes_since_snapshot = 0;
+            self.snapshot_building = true;
+            self.snapshot_due = Some(SnapshotDue {
+                image: self.controller.committed_image().clone(),
+                end_offset: self.committed_end,
+            });
+        }
+        while self
+            .deferred
+            .front()
+            .is_some_and(|d| d.wait_for <= self.committed_end)
+        {
+            let d = self.deferred.pop_front().expect("front exists");
+            self.answers.push((d.call, Ok(d.body)));
+        }
+        // A batch of this leader's epoch may be what activation waits for.
+        self.follow_leadership(now_ms);
+        Ok(())
+    }
+
+    /// The driver did not append `batch`, proposed in activation `activation`; the log ended
+    /// at `log_end`.
+    pub fn on_refused(
+        &mut self,
+        batch: ProposalId,
+        activation: u64,
+        log_end: LogOffset,
+        now_ms: u64,
+    ) {
+        let ours = self.active_epoch == Some(batch.epoch) && activation == self.activation;
+        if !ours {
+            return; // A proposal of an earlier activation: that one resigned already.
+        }
+        tracing::info!(
+            predicted = %batch.base_offset,
+            %log_end,
+            "proposal not appended where predicted; resigning until the log end is replayed"
+        );
+        self.resign();
+        self.activation_barrier = self.activation_barrier.max(log_end);
+        self.follow_leadership(now_ms);
+    }
+
+    /// Serves calls that arrived together: each is handled in order against the image holding
+    /// the ones before it, and the records of all of them go out as one proposal (several
+    /// when the batch limits are reached).
+    pub fn on_calls(&mut self, calls: Vec<Call>, now_ms: u64) -> Result<()> {
+        let Some(epoch) = self.active_epoch else {
+            let leader = self.leader_hint();
+            for c in calls {
+                self.answers.push((
+                    c.id,
+                    Err(RpcError::NotController {
+                        leader: leader.clone(),
+                    }),
+                ));
+            }
+            return Ok(());
+        };
+        let mut group = Group::new(self.next_offset);
+        for Call { id, frame } in calls {
+            let ctx = RequestContext {
+                now_ms,
+                next_offset: group.end(),
+                high_watermark: self.committed_end,
+            };
+            match dispatch(&mut self.controller, &frame.body, &ctx) {
+                Err(RpcError::NotController { .. }) => {
+                    let leader = self.leader_hint();
+                    self.answers
+                        .push((id, Err(RpcError::NotController { leader })));
+                }
+                Err(e) => self.answers.push((id, Err(e))),
+                Ok(Dispatch::Answer(body)) if group.end() <= self.committed_end => {
+                    self.answers.push((id, Ok(body)));
+                }
+                Ok(Dispatch::Answer(body)) if !group.records.is_empty() => {
+                    // Read from records in flight, the newest of them in this group: it
+                    // leaves with the group's batch and is released when that commits.
+                    group.answers.push((id, body));
+                }
+                Ok(Dispatch::Answer(body)) => {
+                    self.deferred.push_back(Deferred {
+                        wait_for: group.end(),
+                        call: id,
+                        body,
+                    });
+                }
+                Ok(Dispatch::Propose { records, response }) => {
+                    let encoded = encode_batch(&records);
+                    if encoded.len() > self.config.batch_bytes_max {
+                        self.answers.push((
+                            id,
+                            Err(RpcError::Malformed {
+                                reason: format!(
+                                    "the request's {} records take {} bytes, more than a batch may hold ({})",
+                                    records.len(),
+                                    encoded.len(),
+                                    self.config.batch_bytes_max
+                                ),
+                            }),
+                        ));
+                        continue;
+                    }
+                    if !group.fits(records.len(), encoded.len(), &self.config) {
+                        let full = std::mem::replace(&mut group, Group::new(LogOffset::ZERO));
+                        self.propose(epoch, full, now_ms);
+                        group = Group::new(self.next_offset);
+                    }
+                    let base = group.end();
+                    let batch = decode_batch(&encoded).expect("a batch just encoded decodes");
+                    // One revert point per batch: the first request's; the others continue it.
+                    let applied = if group.records.is_empty() {
+                        self.controller.on_proposed(base, batch)
+                    } else {
+                        self.controller.on_proposed_more(base, batch)
+                    };
+                    applied.map_err(|source| ServiceError::Replay {
+                        offset: base,
+                        source,
+                    })?;
+                    group.records.extend(records);
+                    group.bytes += encoded.len();
+                    group.answers.push((id, response));
+                    group.proposing += 1;
+                }
+            }
+        }
+        self.propose(epoch, group, now_ms);
+        Ok(())
+    }
+
+    /// The controller's periodic tick while active; its records are proposed with nobody
+    /// waiting, and a NoOp when nothing was proposed for `idle_noop_interval_ms`.
+    pub fn tick(&mut self, now_ms: u64) -> Result<()> {
+        let Some(epoch) = self.active_epoch else {
+            return Ok(());
+        };
+        let ctx = RequestContext {
+            now_ms,
+            next_offset: self.next_offset,
+            high_watermark: self.committed_end,
+        };
+        let mut records = crate::dispatch::tick(&mut self.controller, &ctx)
+            .map(|r| r.records)
+            .unwrap_or_default();
+        let idle_ms = self.config.idle_noop_interval_ms;
+        if records.is_empty()
+            && idle_ms > 0
+            && now_ms.saturating_sub(self.last_proposal_ms) >= idle_ms
+        {
+            records.push(MetadataRecord::NoOp(NoOpRecordV1 {}));
+        }
+        if records.is_empty() {
+            return Ok(());
+        }
+        let encoded = encode_batch(&records);
+        let base = self.next_offset;
+        let batch = decode_batch(&encoded).expect("a batch just encoded decodes");
+        self.controller
+            .on_proposed(base, batch)
+            .map_err(|source| ServiceError::Replay {
+                offset: base,
+                source,
+            })?;
+        let mut group = Group::new(base);
+        group.bytes = encoded.len();
+        group.records = records;
+        self.propose(epoch, group, now_ms);
+        Ok(())
+    }
+
+    /// The service stops: it resigns, and what it kept gets `NotController` with no hint.
+    pub fn stop(&mut self) {
+        self.stopping = true;
+        self.resign();
+    }
+
+    /// What the service shows.
+    pub fn status(&self, running: bool) -> ServiceStatus {
+        ServiceStatus {
+            active_epoch: self.active_epoch,
+            committed_end: self.committed_end,
+            next_offset: self.next_offset,
+            committed_image: self.controller.committed_image().clone(),
+            waiting_requests: self.deferred.len(),
+            activations: self.activation,
+            proposals: self.proposals,
+            proposed_requests: self.proposed_requests,
+            replay_latency: self.replay_latency.clone(),
+            running,
+        }
+    }
+
+    /// Records how long a proposal took from its proposing to its replay here.
+    pub fn record_replay_latency(&mut self, took: std::time::Duration) {
+        self.replay_latency.record(took);
+    }
+
+    /// The core's invariants (cheap enough for every step of a simulation).
+    pub fn check_invariants(&self) {
+        assert_eq!(self.controller.is_active(), self.active_epoch.is_some());
+        if self.active_epoch.is_some() {
+            assert!(
+                self.next_offset >= self.committed_end,
+                "proposals are ahead of replay"
+            );
+            assert!(self.next_offset >= self.active_from);
+        } else {
+            assert_eq!(
+                self.controller.inflight_batches(),
+                0,
+                "nothing in flight while inactive"
+            );
+            assert!(self.deferred.is_empty(), "an inactive core keeps no reads");
+        }
+        assert!(
+            self.deferred
+                .iter()
+                .zip(self.deferred.iter().skip(1))
+                .all(|(a, b)| a.wait_for <= b.wait_for),
+            "deferred reads wait in offset order"
+        );
+    }
+
+    /// Proposes a group's records (already applied as in flight) as one batch at the
+    /// predicted offsets, with its success answers.
+    fn propose(&mut self, epoch: Epoch, group: Group, now_ms: u64) {
+        if group.records.is_empty() {
+            debug_assert!(group.answers.is_empty(), "answers travel with records");
+            return;
+        }
+        let end = group.end();
+        let record_count =
+            u32::try_from(group.records.len()).expect("records per batch fit in u32");
+        let encoded = encode_batch(&group.records);
+        self.next_offset = end;
+        self.last_proposal_ms = now_ms;
+        self.proposals += 1;
+        self.proposed_requests += group.proposing as u64;
+        self.outbox.push(ToDriver::Propose(Proposal {
+            batch: ProposalId {
+                epoch,
+                base_offset: group.base,
+                end_offset: end,
+            },
+            activation: self.activation,
+            payload: Payload::from(&encoded[..]),
+            record_count,
+            answers: group.answers,
+        }));
+    }
+
+    /// The leader hint of a `NotController` answer, from the driver's view of the leader.
+    fn leader_hint(&self) -> Option<LeaderHint> {
+        if self.stopping || !self.driver.running {
+            return None;
+        }
+        let leader = self.driver.leader?;
+        Some(
+            self.config
+                .leader_endpoints
+                .iter()
+                .find(|h| h.id == leader)
+                .cloned()
+                // A leader whose endpoint is unknown: its id still helps the client.
+                .unwrap_or(LeaderHint {
+                    id: leader,
+                    host: String::new(),
+                    port: 0,
+                }),
+        )
+    }
+
+    /// Resigns or activates as the driver's status and the committed stream allow.
+    fn follow_leadership(&mut self, now_ms: u64) {
+        let me = self.config.node_id;
+        let leads = !self.stopping && self.driver.running && self.driver.leader == Some(me);
+        match self.active_epoch {
+            Some(epoch) if !leads || self.driver.epoch != epoch => self.resign(),
+            Some(_) => {}
+            None => {
+                let epoch = self.driver.epoch;
+                if leads
+                    && self.committed_epoch == Some(epoch)
+                    && self.committed_end >= self.activation_barrier
+                {
+                    self.controller.on_become_active(now_ms);
+                    self.active_epoch = Some(epoch);
+                    self.activation += 1;
+                    self.last_proposal_ms = now_ms;
+                    self.next_offset = self.committed_end.max(self.driver.log_end);
+                    self.active_from = self.next_offset;
+                    tracing::info!(%epoch, next_offset = %self.next_offset, "active controller");
+                }
+            }
+        }
+    }
+
+    /// Stops being the active controller (if it was): in-flight state reverted, kept reads
+    /// answered `NotController`. Calls whose records were proposed are the driver's to
+    /// answer (their batches may still commit).
+    fn resign(&mut self) {
+        if self.active_epoch.take().is_some() {
+            self.controller.on_resign();
+        }
+        let hint = self.leader_hint();
+        for d in std::mem::take(&mut self.deferred) {
+            self.answers.push((
+                d.call,
+                Err(RpcError::NotController {
+                    leader: hint.clone(),
+                }),
+            ));
+        }
+    }
+}
+
+/// Validates a snapshot's data (one record batch) and loads it into the controller.
+fn load_committed_snapshot(controller: &mut Controller, b: &CommittedBatch) -> Result<()> {
+    let offset = b.base_offset;
+    let bytes = aligned(&b.payload);
+    let batch = decode_batch(&bytes).map_err(|source| ServiceError::Decode { offset, source })?;
+    controller
+        .load_snapshot(offset, batch)
+        .map_err(|source| ServiceError::Replay { offset, source })
+}
+
+/// Validates a committed data batch and replays it.
+pub(crate) fn replay_committed(controller: &mut Controller, b: &CommittedBatch) -> Result<()> {
+    let offset = b.base_offset;
+    // The payload's allocation is normally aligned enough for the archive; copied if not.
+    let bytes = aligned(&b.payload);
+    let batch = decode_batch(&bytes).map_err(|source| ServiceError::Decode { offset, source })?;
+    if batch.len() != b.record_count as usize {
+        return Err(ServiceError::RecordCount {
+            offset,
+            header: b.record_count,
+            decoded: batch.len(),
+        });
+    }
+    controller
+        .replay_batch(offset, batch)
+        .map_err(|source| ServiceError::Replay { offset, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use corum_controller::control::config_control::{
+        AlterConfigOp, AlterConfigsResource, AlterableConfig, DescribeConfigsRequest,
+        IncrementalAlterConfigsRequest,
+    };
+    use corum_controller::image::configs::ConfigResource;
+    use corum_controller::records::ConfigResourceType;
+    use corum_controller::ControllerConfig;
+    use corum_raft::Role;
+    use corum_types::NodeId;
+
+    use super::*;
+    use crate::protocol::RequestFrame;
+
+    const ME: NodeId = NodeId(1);
+
+    fn core() -> ServiceCore {
+        let mut config = ControllerServiceConfig::new(
+            ME,
+            vec![LeaderHint {
+                id: NodeId(2),
+                host: "n2".into(),
+                port: 9093,
+            }],
+        );
+        config.idle_noop_interval_ms = 500;
+        config.snapshot_bytes_between = 0;
+        ServiceCore::new(
+            config,
+            Controller::new(ControllerConfig::default(), ME).unwrap(),
+        )
+    }
+
+    fn status(leader: Option<u32>, epoch: u64, log_end: u64) -> DriverStatus {
+        let mut s = DriverStatus::starting();
+        s.raft.leader = leader.map(NodeId);
+        s.raft.role = if leader == Some(ME.get()) {
+            Role::Leader
+        } else {
+            Role::Unattached
+        };
+        s.raft.epoch = Epoch(epoch);
+        s.raft.log_end_offset = LogOffset(log_end);
+        s
+    }
+
+    /// The LeaderChange control batch a leader of `epoch` appends at `base`.
+    fn leader_change(epoch: u64, base: u64) -> CommittedBatch {
+        CommittedBatch {
+            base_offset: LogOffset(base),
+            epoch: Epoch(epoch),
+            record_count: 1,
+            control: true,
+            payload: Payload::from(&b"leader change"[..]),
+            snapshot: false,
+        }
+    }
+
+    fn alter(broker: u32, value: u64) -> RequestBody {
+        RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
+            resources: vec![AlterConfigsResource {
+                resource: ConfigResource {
+                    resource_type: ConfigResourceType::Broker,
+                    name: broker.to_string(),
+                },
+                configs: vec![AlterableConfig {
+                    key: "log.retention.ms".into(),
+                    op: AlterConfigOp::Set,
+                    value: value.to_string(),
+                }],
+            }],
+            validate_only: false,
+        })
+    }
+
+    fn describe(broker: u32) -> RequestBody {
+        RequestBody::DescribeConfigs(DescribeConfigsRequest {
+            resources: vec![ConfigResource {
+                resource_type: ConfigResourceType::Broker,
+                name: broker.to_string(),
+            }],
+        })
+    }
+
+    use crate::protocol::RequestBody;
+
+    fn call(id: u64, body: RequestBody) -> Call {
+        Call {
+            id: CallId(id),
+            frame: RequestFrame {
+                correlation_id: id,
+                timeout_ms: 0,
+                body,
+            },
+        }
+    }
+
+    /// An active core of epoch 3 whose log ends at 5.
+    fn active() -> ServiceCore {
+        let mut c = core();
+        c.on_status(&status(Some(1), 3, 5), 0);
+        assert!(!c.is_active(), "nothing of epoch 3 is committed yet");
+        c.on_committed(&leader_change(3, 4), 0).unwrap();
+        assert!(c.is_active());
+        c.check_invariants();
+        c
+    }
+
+    fn proposals(out: &[ToDriver]) -> Vec<(ProposalId, u64, Vec<u64>)> {
+        out.iter()
+            .filter_map(|m| match m {
+                ToDriver::Propose(p) => Some((
+                    p.batch,
+                    p.activation,
+                    p.answers.iter().map(|(id, _)| id.0).collect(),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn verdicts(out: &[ToDriver]) -> Vec<(u64, bool)> {
+        out.iter()
+            .filter_map(|m| match m {
+                ToDriver::Answers(a) => Some(a.iter().map(|(id, b)| (id.0, b.is_ok()))),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    fn pid(epoch: u64, base: u64, end: u64) -> ProposalId {
+        ProposalId {
+            epoch: Epoch(epoch),
+            base_offset: LogOffset(base),
+            end_offset: LogOffset(end),
+        }
+    }
+
+    /// Proves an inactive core answers every call NotController naming the leader it knows,
+    /// and proposes nothing.
+    #[test]
+    fn inactive_refuses_with_the_leaders_hint() {
+        let mut c = core();
+        c.on_status(&status(Some(2), 1, 0), 0);
+        c.on_calls(vec![call(1, alter(1, 5)), call(2, describe(1))], 0)
+            .unwrap();
+        let out = c.take_outbox();
+        assert!(proposals(&out).is_empty());
+        let ToDriver::Answers(a) = &out[0] else {
+            panic!("expected answers: {out:?}");
+        };
+        for (_, body) in a {
+            let Err(RpcError::NotController { leader: Some(h) }) = body else {
+                panic!("expected NotController with a hint: {body:?}");
+            };
+            assert_eq!((h.id, h.host.as_str()), (NodeId(2), "n2"));
+        }
+    }
+
+    /// Proves calls handled together share one proposal at the predicted offsets (the log
+    /// end at activation), a read of their in-flight records travels with that batch, and the
+    /// next round is proposed at once after it (pipelined), without waiting for anything.
+    #[test]
+    fn calls_together_share_a_batch_and_rounds_pipeline() {
+        let mut c = active();
+        c.on_calls(
+            vec![
+                call(1, alter(1, 5)),
+                call(2, alter(2, 6)),
+                call(3, describe(1)),
+            ],
+            10,
+        )
+        .unwrap();
+        c.on_calls(vec![call(4, alter(3, 7))], 11).unwrap();
+        let out = c.take_outbox();
+        assert_eq!(
+            proposals(&out),
+            vec![(pid(3, 5, 7), 1, vec![1, 2, 3]), (pid(3, 7, 8), 1, vec![4])]
+        );
+        assert!(verdicts(&out).is_empty());
+        c.check_invariants();
+        // A read with nothing of its own round in flight waits for the replay.
+        c.on_calls(vec![call(5, describe(3))], 12).unwrap();
+        assert!(c.take_outbox().is_empty());
+        c.check_invariants();
+    }
+
+    /// Proves a refused proposal resigns the core (kept reads answered NotController), a
+    /// refusal of an older activation is ignored, and activation comes back only once the
+    /// committed end reaches the log end the driver reported.
+    #[test]
+    fn a_refusal_resigns_until_the_log_end_is_replayed() {
+        let mut c = active();
+        c.on_calls(vec![call(1, alter(1, 5))], 10).unwrap();
+        c.on_calls(vec![call(2, describe(1))], 10).unwrap();
+        let _ = c.take_outbox();
+        c.on_refused(pid(3, 5, 6), 1, LogOffset(9), 11);
+        assert!(!c.is_active());
+        assert_eq!(verdicts(&c.take_outbox()), vec![(2, false)]);
+        c.check_invariants();
+        // Batches 5..9 of epoch 3 commit (somebody else's: an image without call 1).
+        c.on_status(&status(Some(1), 3, 9), 12);
+        c.on_committed(&leader_change(3, 5), 12).unwrap();
+        c.on_committed(&leader_change(3, 6), 12).unwrap();
+        assert!(
+            !c.is_active(),
+            "the barrier is the log end at the refusal: 9"
+        );
+        c.on_committed(&leader_change(3, 8), 12).unwrap();
+        assert!(c.is_active());
+        // A late refusal of the first activation changes nothing.
+        c.on_refused(pid(3, 6, 7), 1, LogOffset(9), 13);
+        assert!(c.is_active());
+        c.on_calls(vec![call(3, alter(1, 5))], 14).unwrap();
+        assert_eq!(
+            proposals(&c.take_outbox()),
+            vec![(pid(3, 9, 10), 2, vec![3])]
+        );
+        c.check_invariants();
+    }
+
+    /// Proves a committed batch of another epoch resigns the active core before it is
+    /// replayed, and a status naming another leader does too.
+    #[test]
+    fn another_epoch_or_leader_resigns() {
+        let mut c = active();
+        c.on_committed(&leader_change(4, 5), 1).unwrap();
+        assert!(!c.is_active());
+        let mut c = active();
+        c.on_status(&status(Some(2), 4, 6), 1);
+        assert!(!c.is_active());
+        c.check_invariants();
+    }
+
+    /// Proves the idle NoOp: nothing before `idle_noop_interval_ms` without a proposal, a
+    /// NoOp batch after, and a proposal resets the clock.
+    #[test]
+    fn an_idle_controller_proposes_a_noop() {
+        let mut c = active();
+        c.tick(499).unwrap();
+        assert!(proposals(&c.take_outbox()).is_empty());
+        c.tick(500).unwrap();
+        assert_eq!(proposals(&c.take_outbox()), vec![(pid(3, 5, 6), 1, vec![])]);
+        c.tick(900).unwrap();
+        assert!(proposals(&c.take_outbox()).is_empty());
+        c.check_invariants();
+    }
+}

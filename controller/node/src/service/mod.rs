@@ -1,0 +1,512 @@
+//! The controller service: the [`Controller`] state machine on the committed stream of a Raft
+//! replica, serving requests while this node is the active controller.
+//!
+//! Its policy is [`core::ServiceCore`], a deterministic state machine (read its doc for what
+//! each input does). [`ControllerService::run`] is the thin async shell around it: it reads
+//! the port ([`crate::port`]), feeds the core each message and the clock (the controller's
+//! tick every `controller_tick_interval_ms`), and sends what the core produced; it encodes a
+//! due snapshot on a blocking thread and offers it to the driver. It holds no caller: every
+//! answer goes to the driver's call table ([`crate::driver::calls`]) on the connections' shard.
+//!
+//! The service runs alone on the controller shard, or on the driver's shard when the node has
+//! one core; the port is the only difference.
+
+pub mod core;
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use corum_controller::{encode_batch, Controller, MetadataImage};
+use corum_raft::{Payload, VoterSet};
+use corum_runtime::ShutdownSignal;
+use corum_types::{Epoch, LogOffset, NodeId};
+use futures_lite::future::or;
+
+use crate::config::NodeConfig;
+use crate::error::ServiceError;
+use crate::histogram::LatencyHistogram;
+use crate::port::{ServiceEnd, ToDriver, ToService, ITEMS_PER_MESSAGE_MAX};
+use crate::protocol::LeaderHint;
+
+use self::core::ServiceCore;
+
+pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
+
+/// Settings of a [`ControllerService`].
+#[derive(Clone, Debug)]
+pub struct ControllerServiceConfig {
+    /// This node (to recognise its own leadership in the driver's status).
+    pub node_id: NodeId,
+    /// Where each voter serves requests, for the leader hint of `NotController`.
+    pub leader_endpoints: Vec<LeaderHint>,
+    /// Period of the controller's `tick` while active (lease expiry, fencing).
+    pub controller_tick_interval_ms: u64,
+    /// Most records and payload bytes of one proposal: requests that arrive together are
+    /// proposed as one batch up to these limits.
+    pub batch_records_max: usize,
+    pub batch_bytes_max: usize,
+    /// Most requests taken from the queue for one batch.
+    pub batch_requests_max: usize,
+    /// Payload bytes of committed data batches replayed since the last snapshot that make the
+    /// service offer the driver a new one (`metadata.log.max.record.bytes.between.snapshots`;
+    /// 0: never).
+    pub snapshot_bytes_between: u64,
+    /// The active controller appends a NoOp record when it has proposed nothing for this long
+    /// (`metadata.max.idle.interval.ms`; 0: never), so observers see the high watermark move
+    /// and can tell a live controller from a silent one. Resolves to the tick interval.
+    pub idle_noop_interval_ms: u64,
+}
+
+impl ControllerServiceConfig {
+    /// Defaults of a node: ticks every 100 ms, batches of up to 10,000 records and 1 MiB.
+    pub fn new(node_id: NodeId, leader_endpoints: Vec<LeaderHint>) -> Self {
+        ControllerServiceConfig {
+            node_id,
+            leader_endpoints,
+            controller_tick_interval_ms: 100,
+            batch_records_max: 10_000,
+            batch_bytes_max: 1 << 20,
+            batch_requests_max: 1024,
+            snapshot_bytes_between: 20 << 20,
+            idle_noop_interval_ms: 0,
+        }
+    }
+}
+
+impl ControllerServiceConfig {
+    /// The service's settings for a node: leader hints from `voters` on the controller
+    /// listener, and a tick every broker heartbeat interval but at least every 100 ms (lease
+    /// expiry resolves to it).
+    pub fn for_node(config: &NodeConfig, voters: &VoterSet) -> Self {
+        let mut c = ControllerServiceConfig::new(
+            config.node_id,
+            leader_endpoints(voters, &config.controller_listener().name),
+        );
+        c.controller_tick_interval_ms = config.broker_heartbeat_interval_ms.clamp(1, 100);
+        c.batch_records_max = usize::try_from(config.controller_records_per_batch_max.max(1))
+            .expect("u32 fits in usize");
+        // An eighth of the Raft batch limit is left for the batch's own archive overhead,
+        // which a group's sum of per-request encodings does not count.
+        let raft_batch = usize::try_from(config.raft_batch_bytes_max).expect("u32 fits in usize");
+        c.batch_bytes_max = (raft_batch - raft_batch / 8).max(1);
+        c.snapshot_bytes_between = config.metadata_log_record_bytes_between_snapshots_max;
+        c.idle_noop_interval_ms = config.metadata_idle_interval_ms_max;
+        c
+    }
+}
+
+/// Each voter's endpoint on `listener`, as leader hints.
+pub fn leader_endpoints(voters: &VoterSet, listener: &str) -> Vec<LeaderHint> {
+    voters
+        .voters()
+        .iter()
+        .filter_map(|v| {
+            v.endpoints
+                .iter()
+                .find(|e| e.listener == listener)
+                .map(|e| LeaderHint {
+                    id: v.key.id,
+                    host: e.host.clone(),
+                    port: e.port,
+                })
+        })
+        .collect()
+}
+
+/// What the service shows (on its own shard, and sent to the driver's shard for metrics).
+#[derive(Clone, Debug)]
+pub struct ServiceStatus {
+    /// The epoch this node is the active controller of, if it is.
+    pub active_epoch: Option<Epoch>,
+    /// The offset after the last committed batch replayed (the high watermark handlers see).
+    pub committed_end: LogOffset,
+    /// The offset the next proposal will get (meaningful while active).
+    pub next_offset: LogOffset,
+    /// The committed image (O(1) to clone).
+    pub committed_image: MetadataImage,
+    /// Reads waiting for records in flight to be replayed.
+    pub waiting_requests: usize,
+    /// Times this node became the active controller.
+    pub activations: u64,
+    /// Batches proposed, and the requests whose records they carried (several requests that
+    /// arrive together share one batch).
+    pub proposals: u64,
+    pub proposed_requests: u64,
+    /// A proposal's sending to the driver → its replay here (the state machine's lag behind
+    /// the commit, plus the commit).
+    pub replay_latency: LatencyHistogram,
+    /// False once [`ControllerService::run`] has returned.
+    pub running: bool,
+}
+
+impl ServiceStatus {
+    /// What is known of a service before it reports: nothing, running.
+    pub fn starting() -> ServiceStatus {
+        ServiceStatus {
+            active_epoch: None,
+            committed_end: LogOffset::ZERO,
+            next_offset: LogOffset::ZERO,
+            committed_image: MetadataImage::default(),
+            waiting_requests: 0,
+            activations: 0,
+            proposals: 0,
+            proposed_requests: 0,
+            replay_latency: LatencyHistogram::default(),
+            running: true,
+        }
+    }
+}
+
+/// How often the service's status goes to the driver's shard besides on a change of its
+/// activity.
+const STATUS_REFRESH_MS: u64 = 500;
+
+/// The controller service of one node. See the module doc.
+pub struct ControllerService {
+    core: ServiceCore,
+    port: ServiceEnd,
+    shutdown: ShutdownSignal,
+    clock_origin: Instant,
+    /// The latest status, for tasks on the service's shard.
+    status: Rc<RefCell<ServiceStatus>>,
+    /// Proposals sent and not yet replayed: their end offset and when they left.
+    proposed: VecDeque<(LogOffset, Instant)>,
+    /// A snapshot encoded off the shard, to offer to the driver.
+    encoded_snapshot: Rc<RefCell<Option<(LogOffset, Payload)>>>,
+    tick_interval: Duration,
+    batch_requests_max: usize,
+}
+
+/// Why the loop woke up.
+enum Event {
+    Shutdown,
+    Message(ToService),
+    DriverGone,
+    Timer,
+}
+
+impl ControllerService {
+    /// A service for `controller` (fresh: the committed stream replays the log from the
+    /// driver's start) on the service's end of a port. Run it with
+    /// [`ControllerService::run`].
+    pub fn new(
+        config: ControllerServiceConfig,
+        controller: Controller,
+        port: ServiceEnd,
+        shutdown: ShutdownSignal,
+    ) -> ControllerService {
+        assert!(config.controller_tick_interval_ms > 0);
+        let tick_interval = Duration::from_millis(config.controller_tick_interval_ms);
+        let batch_requests_max = config.batch_requests_max.max(1);
+        let core = ServiceCore::new(config, controller);
+        let status = Rc::new(RefCell::new(core.status(true)));
+        ControllerService {
+            core,
+            port,
+            shutdown,
+            clock_origin: Instant::now(),
+            status,
+            proposed: VecDeque::new(),
+            encoded_snapshot: Rc::default(),
+            tick_interval,
+            batch_requests_max,
+        }
+    }
+
+    /// The service's status, updated after every event it handles (on its own shard).
+    pub fn status(&self) -> Rc<RefCell<ServiceStatus>> {
+        self.status.clone()
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.clock_origin.elapsed().as_millis()).expect("uptime fits in u64 ms")
+    }
+
+    /// Runs until the shutdown signal or until the driver's end of the port goes away, then
+    /// resigns and returns the controller. A committed batch that does not fit the image stops
+    /// it with the error.
+    pub async fn run(mut self) -> Result<Controller> {
+        let mut next_tick = Instant::now() + self.tick_interval;
+        let mut next_status = Instant::now();
+        let mut last_active = None;
+        let outcome = loop {
+            let encoded = self.encoded_snapshot.borrow_mut().take();
+            if let Some((end_offset, data)) = encoded {
+                self.core.snapshot_taken();
+                if self
+                    .port
+                    .tx
+                    .send(ToDriver::Snapshot { end_offset, data })
+                    .await
+                    .is_err()
+                {
+                    break Ok(());
+                }
+            }
+            if let Some(due) = self.core.take_snapshot_due() {
+                self.offer_snapshot(due);
+            }
+            if !self.flush().await {
+                break Ok(());
+            }
+            let status = self.core.status(true);
+            let now = Instant::now();
+            if status.active_epoch != last_active || now >= next_status {
+                last_active = status.active_epoch;
+                next_status = now + Duration::from_millis(STATUS_REFRESH_MS);
+                if self
+                    .port
+                    .tx
+                    .send(ToDriver::Status(Box::new(status.clone())))
+                    .await
+                    .is_err()
+                {
+                    break Ok(());
+                }
+            }
+            *self.status.borrow_mut() = status;
+            let wake = next_tick.min(next_status);
+            let step = match self.next_event(wake).await {
+                Event::Shutdown | Event::DriverGone => break Ok(()),
+                Event::Timer => {
+                    let now = Instant::now();
+                    if now >= next_tick {
+                        next_tick = now + self.tick_interval;
+                        self.core.tick(self.now_ms())
+                    } else {
+                        Ok(())
+                    }
+                }
+                Event::Message(m) => self.on_message(m).await,
+            };
+            if let Err(e) = step {
+                break Err(e);
+            }
+        };
+        self.core.stop();
+        // The driver's table answers whatever the core still held once the port closes;
+        // the verdicts of the resignation go first when there is room.
+        let last = self.core.status(false);
+        *self.status.borrow_mut() = last.clone();
+        for m in self
+            .core
+            .take_outbox()
+            .into_iter()
+            .chain([ToDriver::Status(Box::new(last))])
+        {
+            self.port.tx.try_send(m);
+        }
+        outcome.map(|()| self.core.into_controller())
+    }
+
+    /// Feeds one message to the core, with every message ready behind it (consecutive calls
+    /// are served together, up to `batch_requests_max`, so they share a proposal).
+    async fn on_message(&mut self, first: ToService) -> Result<()> {
+        let mut next = Some(first);
+        let mut handled = 0;
+        while let Some(m) = next.take() {
+            let now_ms = self.now_ms();
+            match m {
+                ToService::Calls(mut calls) => {
+                    while calls.len() < self.batch_requests_max {
+                        match self.port.rx.ready().await {
+                            Some(ToService::Calls(more)) => calls.extend(more),
+                            Some(other) => {
+                                next = Some(other);
+                                break;
+                            }
+                            None => break,
+                        }
+                    }
+                    self.core.on_calls(calls, now_ms)?;
+                }
+                ToService::Committed(batches) => {
+                    for b in &batches {
+                        self.core.on_committed(b, now_ms)?;
+                        let end = b.end_offset();
+                        while self.proposed.front().is_some_and(|&(e, _)| e <= end) {
+                            let (_, at) = self.proposed.pop_front().expect("front exists");
+                            self.core.record_replay_latency(at.elapsed());
+                        }
+                    }
+                }
+                ToService::Status(s) => self.core.on_status(&s, now_ms),
+                ToService::Refused {
+                    batch,
+                    activation,
+                    log_end,
+                    ..
+                } => {
+                    self.core.on_refused(batch, activation, log_end, now_ms);
+                    self.proposed.clear();
+                }
+            }
+            handled += 1;
+            if next.is_none() && handled < ITEMS_PER_MESSAGE_MAX {
+                next = self.port.rx.ready().await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends what the core produced; false when the driver's end is gone.
+    async fn flush(&mut self) -> bool {
+        for m in self.core.take_outbox() {
+            if let ToDriver::Propose(p) = &m {
+                self.proposed
+                    .push_back((p.batch.end_offset, Instant::now()));
+            }
+            if self.port.tx.send(m).await.is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Encodes a due snapshot's records on a blocking thread, so the shard goes on serving;
+    /// the loop offers the result to the driver (which writes it off its loop too) on its
+    /// next turn.
+    fn offer_snapshot(&self, due: self::core::SnapshotDue) {
+        let encoded = self.encoded_snapshot.clone();
+        glommio::spawn_local(async move {
+            let data = encode_snapshot(due.image).await;
+            *encoded.borrow_mut() = Some((due.end_offset, data));
+        })
+        .detach();
+    }
+
+    /// The next input: shutdown first, then the port, then the timer.
+    async fn next_event(&self, wake: Instant) -> Event {
+        let shutdown = async {
+            self.shutdown.wait().await;
+            Event::Shutdown
+        };
+        let message = async {
+            match self.port.rx.recv().await {
+                Some(m) => Event::Message(m),
+                None => Event::DriverGone,
+            }
+        };
+        let timer = async {
+            glommio::timer::sleep(wake.saturating_duration_since(Instant::now())).await;
+            Event::Timer
+        };
+        or(shutdown, or(message, timer)).await
+    }
+}
+
+/// The records of `image`'s snapshot, encoded on a blocking thread.
+async fn encode_snapshot(image: MetadataImage) -> Payload {
+    glommio::executor()
+        .spawn_blocking(move || {
+            let encoded = encode_batch(&image.snapshot_records());
+            Payload::from(&encoded[..])
+        })
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::CommittedBatch;
+    use corum_types::Epoch;
+
+    /// A node's settings carry over: node id, a tick no slower than 100 ms, leader hints on
+    /// the controller listener.
+    #[test]
+    fn for_node_takes_the_node_settings() {
+        let overrides: Vec<(String, String)> = [
+            ("node.id", "2"),
+            ("process.roles", "controller"),
+            ("listeners", "CONTROLLER://127.0.0.2:9093"),
+            ("controller.listener.names", "CONTROLLER"),
+            (
+                "controller.quorum.voters",
+                "1@127.0.0.1:9093,2@127.0.0.2:9093,3@127.0.0.3:9093",
+            ),
+            ("metadata.log.dir", "/var/corum"),
+            ("controller.quorum.request.timeout.ms", "1500"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let config = NodeConfig::load(None, &overrides).unwrap();
+        let voters = crate::raft_config::static_voter_set(&config).unwrap();
+        let c = ControllerServiceConfig::for_node(&config, &voters);
+        assert_eq!(c.node_id, NodeId(2));
+        assert!(c.controller_tick_interval_ms <= 100);
+        assert_eq!(c.leader_endpoints.len(), 3);
+        assert_eq!(c.leader_endpoints[1].host, "127.0.0.2");
+        assert_eq!(c.leader_endpoints[1].port, 9093);
+    }
+
+    /// Leader hints come from each voter's endpoint on the named listener.
+    #[test]
+    fn leader_endpoints_use_the_listener() {
+        use corum_raft::{Endpoint, ReplicaKey, Voter};
+        use corum_types::Uuid;
+        let voter = |id: u32, listener: &str| Voter {
+            key: ReplicaKey {
+                id: NodeId(id),
+                directory_id: Uuid([id as u8; 16]),
+            },
+            endpoints: vec![Endpoint {
+                listener: listener.into(),
+                host: format!("10.0.0.{id}"),
+                port: 9093,
+            }],
+        };
+        let voters = VoterSet::new(vec![voter(1, "CONTROLLER"), voter(2, "OTHER")]).unwrap();
+        assert_eq!(
+            leader_endpoints(&voters, "CONTROLLER"),
+            vec![LeaderHint {
+                id: NodeId(1),
+                host: "10.0.0.1".into(),
+                port: 9093
+            }]
+        );
+    }
+
+    /// A committed batch that is not a record batch, or whose header miscounts its records,
+    /// stops replay with an error naming the offset; a good one replays.
+    #[test]
+    fn committed_batches_are_validated() {
+        use corum_controller::records::{FeatureLevelRecordV1, MetadataRecord};
+        use corum_controller::ControllerConfig;
+        let mut c = Controller::new(ControllerConfig::default(), NodeId(1)).unwrap();
+        let batch = |payload: &[u8], count: u32| CommittedBatch {
+            base_offset: LogOffset(3),
+            epoch: Epoch(1),
+            record_count: count,
+            control: false,
+            payload: Payload::from(payload),
+            snapshot: false,
+        };
+        assert!(matches!(
+            core::replay_committed(&mut c, &batch(b"not a batch", 1)),
+            Err(ServiceError::Decode {
+                offset: LogOffset(3),
+                ..
+            })
+        ));
+        let records = vec![MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
+            name: "metadata.version".into(),
+            min_level: 1,
+            max_level: 1,
+        })];
+        let encoded = encode_batch(&records);
+        assert!(matches!(
+            core::replay_committed(&mut c, &batch(&encoded, 2)),
+            Err(ServiceError::RecordCount {
+                header: 2,
+                decoded: 1,
+                ..
+            })
+        ));
+        assert_eq!(c.committed_end(), LogOffset(0));
+        core::replay_committed(&mut c, &batch(&encoded, 1)).unwrap();
+        assert_eq!(c.committed_end(), LogOffset(4));
+    }
+}
