@@ -591,3 +591,146 @@ fn requests_arriving_together_share_a_batch_and_see_each_other() {
         stop(leader).await;
     });
 }
+
+#[test]
+fn a_flooded_leader_without_a_quorum_pushes_back_and_recovers() {
+    // With both followers stopped and room for only 8 uncommitted records, 300 concurrent
+    // writes reach the leader: the driver admits what fits, the rest wait in bounded queues
+    // (port, call queue) while the service waits to send. Nothing deadlocks: every call is
+    // answered by its deadline (Timeout or NotController), none with success, the log never
+    // holds more uncommitted records than one admitted batch past the limit, and once the
+    // followers return the quorum commits again.
+    on_executor("controller-service-test", TEST_DEADLINE, || async {
+        let tmp = tempfile::tempdir().unwrap();
+        let ids = [1u32, 2, 3];
+        let nets: Vec<_> = bind_all(CLUSTER, &ids);
+        let voters = voter_set(&ids, &nets);
+        let mut nodes: Vec<Option<Node>> = Vec::new();
+        for (&id, net) in ids.iter().zip(nets) {
+            let dir = tmp.path().join(format!("node-{id}"));
+            let addr = net.0.local_addr();
+            let n = common::start_controller_node_tweaked(
+                id,
+                &dir,
+                net,
+                &voters,
+                false,
+                corum_controller::ControllerConfig::default(),
+                |driver, service| {
+                    driver.uncommitted_records_max = 8;
+                    driver.call_queue_capacity = 4;
+                    service.batch_records_max = 4;
+                },
+            )
+            .await;
+            nodes.push(Some(Node {
+                id,
+                dir,
+                addr,
+                node: n,
+            }));
+        }
+        wait_for("an active controller", || active_of(&nodes).is_some()).await;
+        let l = active_of(&nodes).unwrap();
+        let leader = nodes[l].take().unwrap();
+        let mut stopped = Vec::new();
+        for node in nodes.into_iter().flatten() {
+            stopped.push((node.id, node.dir.clone(), node.addr));
+            stop(node).await;
+        }
+        let before = leader.raft.status();
+        let calls: Vec<_> = (0..300u64)
+            .map(|i| {
+                let service = leader.service.clone();
+                glommio::spawn_local(async move {
+                    service
+                        .call(RequestFrame {
+                            correlation_id: i,
+                            timeout_ms: 300,
+                            body: alter_broker(1_000 + i as u32),
+                        })
+                        .await
+                })
+                .detach()
+            })
+            .collect();
+        let started = Instant::now();
+        let mut outcomes = (0, 0);
+        for c in calls {
+            let answer = c.await.unwrap();
+            match answer.body {
+                Err(RpcError::Timeout { .. }) => outcomes.0 += 1,
+                Err(RpcError::NotController { .. }) => outcomes.1 += 1,
+                other => panic!("a write without a quorum was answered {other:?}"),
+            }
+        }
+        eprintln!(
+            "300 writes without a quorum: {} Timeout, {} NotController in {:?}",
+            outcomes.0,
+            outcomes.1,
+            started.elapsed()
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "answers were held up"
+        );
+        let s = leader.raft.status();
+        assert_eq!(s.raft.high_watermark, before.raft.high_watermark);
+        // Admitted while fewer than 8 were uncommitted, a batch of at most 4 at a time.
+        let uncommitted = s.log_end_offset.get() - s.raft.high_watermark.get();
+        assert!(uncommitted <= 8 + 3, "{uncommitted} uncommitted records");
+        assert!(s.proposals_appended > before.proposals_appended);
+        assert_eq!(s.calls_waiting, 0, "every call left the table");
+
+        // The followers return: the quorum commits again and a new write succeeds.
+        let mut nodes = vec![Some(leader)];
+        for (id, dir, addr) in stopped {
+            let net = rebind(CLUSTER, id, addr).await;
+            nodes.push(Some(Node::start(id, &dir, net, &voters).await));
+        }
+        let start = Instant::now();
+        loop {
+            assert!(
+                start.elapsed() < WAIT_MAX,
+                "no write succeeded after the heal"
+            );
+            let Some(a) = active_of(&nodes) else {
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+                continue;
+            };
+            let answer = nodes[a]
+                .as_ref()
+                .unwrap()
+                .call(7_777, alter_broker(42))
+                .await;
+            if config_ok(&answer) {
+                break;
+            }
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+        }
+        for node in nodes.into_iter().flatten() {
+            stop(node).await;
+        }
+    });
+}
+
+/// Sets `log.retention.ms` of broker `id` (a config write that needs no topic or broker).
+fn alter_broker(id: u32) -> RequestBody {
+    use corum_controller::control::config_control::{
+        AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
+    };
+    RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
+        resources: vec![AlterConfigsResource {
+            resource: corum_controller::image::configs::ConfigResource {
+                resource_type: corum_controller::records::ConfigResourceType::Broker,
+                name: id.to_string(),
+            },
+            configs: vec![AlterableConfig {
+                key: "log.retention.ms".into(),
+                op: AlterConfigOp::Set,
+                value: "1000".into(),
+            }],
+        }],
+        validate_only: false,
+    })
+}

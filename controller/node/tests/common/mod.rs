@@ -305,8 +305,34 @@ pub async fn start_controller_node_with(
     service_follows_stop: bool,
     controller_config: corum_controller::ControllerConfig,
 ) -> ControllerNode {
+    let keep = |_: &mut RaftDriverConfig, _: &mut ControllerServiceConfig| {};
+    start_controller_node_tweaked(
+        id,
+        dir,
+        net,
+        voters,
+        service_follows_stop,
+        controller_config,
+        keep,
+    )
+    .await
+}
+
+/// [`start_controller_node_with`] with `tweak` applied to the driver's and the service's
+/// configs.
+pub async fn start_controller_node_tweaked(
+    id: u32,
+    dir: &Path,
+    net: (PeerNetwork, PeerInbox),
+    voters: &VoterSet,
+    service_follows_stop: bool,
+    controller_config: corum_controller::ControllerConfig,
+    tweak: impl FnOnce(&mut RaftDriverConfig, &mut ControllerServiceConfig),
+) -> ControllerNode {
     let addr = net.0.local_addr();
-    let config = driver_config(id, dir, addr, voters);
+    let mut config = driver_config(id, dir, addr, voters);
+    let mut service_config = service_config(id, voters);
+    tweak(&mut config, &mut service_config);
     let stop = ShutdownSignal::detached();
     let (service_end, driver_end) = corum_node::port::local(corum_node::port::CAPACITY);
     let (driver, raft, _) = corum_node::RaftDriver::start(
@@ -326,12 +352,8 @@ pub async fn start_controller_node_with(
     } else {
         ShutdownSignal::detached()
     };
-    let service = corum_node::ControllerService::new(
-        service_config(id, voters),
-        controller,
-        service_end,
-        service_stop,
-    );
+    let service =
+        corum_node::ControllerService::new(service_config, controller, service_end, service_stop);
     let view = ServiceView {
         raft: raft.clone(),
         status: service.status(),
