@@ -1001,13 +1001,9 @@ impl ControllerService {
                         answer(
                             &reply,
                             id,
-                            Err(RpcError::Malformed {
-                                reason: format!(
-                                    "the request's {} records take {} bytes, more than a batch may hold ({})",
-                                    records.len(),
-                                    encoded.len(),
-                                    self.config.batch_bytes_max
-                                ),
+                            Err(RpcError::RecordsTooLarge {
+                                bytes: encoded.len() as u64,
+                                max: self.config.batch_bytes_max as u64,
                             }),
                         );
                         continue;
@@ -1097,8 +1093,8 @@ impl ControllerService {
     /// Proposes a group's records as one batch at the predicted offset (its parts are already
     /// applied as in flight); each part's request is answered once the batch commits. A
     /// batch that cannot be proposed where predicted resigns the controller (reverting what
-    /// is in flight), and the group's requests get `NotController` (or `Malformed` for a batch
-    /// the core refused).
+    /// is in flight), and the group's requests get `NotController` (or `ProposalRefused` for a
+    /// batch the core refused).
     async fn propose_group(&mut self, epoch: Epoch, group: Group) -> Result<()> {
         if group.records.is_empty() {
             return Ok(());
@@ -1184,8 +1180,8 @@ impl ControllerService {
                 self.resign();
                 refuse_all(
                     group.parts,
-                    RpcError::Malformed {
-                        reason: format!("proposal refused: {e}"),
+                    RpcError::ProposalRefused {
+                        reason: e.to_string(),
                     },
                 );
                 Ok(())

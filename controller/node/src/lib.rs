@@ -7,8 +7,8 @@
 //!   atomically by [`fsio`] (tmp file, fsync, verify, rename, fsync directory).
 //! - [`bootstrap`]: the initial voter set `corum format` decides (`bootstrap.checkpoint`), and
 //!   [`format`](mod@format): formatting (`corum format`) and describing (`corum info`) a log directory.
-//! - [`protocol`]: the RPC envelope (rkyv frames carrying the controller's request and response
-//!   types), with size limits and validation.
+//! - [`protocol`]: the `corum-protocol` crate (the RPC envelope, its errors, the client
+//!   connection), re-exported under its old path.
 //! - [`dispatch`]: a decoded request to the controller handler serving it, and its result to
 //!   "answer now" or "propose, then answer once committed".
 //! - [`raft_config`]: the node configuration and files as `corum-raft` takes them (Raft
@@ -22,8 +22,7 @@
 //! - [`controller_service`]: the controller state machine on the committed stream: replay,
 //!   leadership, requests answered once their records commit, the periodic tick.
 //! - [`rpc_server`]: the client-facing RPC server over framed TCP (pipelined, size-limited,
-//!   leader hints rewritten to client endpoints) and a pipelining [`RpcClient`] that follows
-//!   `NotController` redirects.
+//!   leader hints rewritten to client endpoints).
 //! - [`error`]: one error enum per concern.
 pub mod answer_gate;
 pub mod bootstrap;
@@ -37,7 +36,7 @@ pub mod meta_properties;
 pub mod metrics;
 pub mod node;
 pub mod peer;
-pub mod protocol;
+pub use corum_protocol as protocol;
 pub mod quorum_state;
 pub mod raft_config;
 pub mod raft_driver;
@@ -52,7 +51,7 @@ pub use controller_service::{
 };
 pub use error::{
     ConfigError, ConfigSource, DriverError, Error, NodeError, PeerError, ProtocolError, Result,
-    RpcClientError, RpcServerError, ServiceError, StorageError,
+    RpcServerError, ServiceError, StorageError,
 };
 pub use format::{BootstrapChoice, FormatOutcome, FormatPlan};
 pub use meta_properties::MetaProperties;
@@ -60,4 +59,4 @@ pub use peer::{Inbound, PeerEnvelope, PeerInbox, PeerNetwork, PeerNetworkConfig}
 pub use protocol::{RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError};
 pub use quorum_state::{QuorumState, ReplicaKey};
 pub use raft_driver::{CommittedBatch, DriverStatus, RaftDriver, RaftDriverConfig, RaftHandle};
-pub use rpc_server::{RpcClient, RpcClientConfig, RpcServer, RpcServerConfig, RpcServerStats};
+pub use rpc_server::{RpcServer, RpcServerConfig, RpcServerStats};

@@ -289,6 +289,28 @@ pub async fn start_controller_node_with(
 ) -> ControllerNode {
     let addr = net.0.local_addr();
     let config = driver_config(id, dir, addr, voters);
+    let service = service_config(id, voters);
+    start_controller_node_configured(
+        id,
+        net,
+        service_follows_stop,
+        controller_config,
+        config,
+        service,
+    )
+    .await
+}
+
+/// [`start_controller_node_with`] with the driver's and the service's own settings (limits
+/// that disagree, to reach errors a consistent node configuration never meets).
+pub async fn start_controller_node_configured(
+    id: u32,
+    net: (PeerNetwork, PeerInbox),
+    service_follows_stop: bool,
+    controller_config: corum_controller::ControllerConfig,
+    config: RaftDriverConfig,
+    service: ControllerServiceConfig,
+) -> ControllerNode {
     let stop = ShutdownSignal::detached();
     let (driver, raft, commits, _) = corum_node::RaftDriver::start(
         corum_engine::disk::UringDisk,
@@ -307,7 +329,7 @@ pub async fn start_controller_node_with(
         ShutdownSignal::detached()
     };
     let (service, handle) = corum_node::ControllerService::new(
-        service_config(id, voters),
+        service,
         controller,
         raft.clone(),
         commits,
