@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use corum_controller::control::cluster_control::BrokerHeartbeatRequest;
 use corum_controller::records::{ListenerV1, SupportedFeatureV1};
 use corum_controller::{ApiError, TargetState};
-use corum_node::RpcError;
+use corum_protocol::RpcError;
 use corum_types::{BrokerEpoch, LogOffset, NodeId, Uuid};
 
 use crate::controller_client::ControllerClient;

@@ -1,13 +1,14 @@
 //! [`ControllerClient`]: a leader-following, pipelining client of a corum quorum.
 //!
-//! One client holds one connection (a [`corum_node::RpcClient`] that never follows redirects
-//! itself) to the server it believes is the active controller; any number of concurrent calls
-//! pipeline on it. A call that meets a retriable failure moves the client and tries again, with
+//! One client holds one connection (a [`corum_protocol::RpcConnection`], which reports what
+//! its server says and follows nothing) to the server it believes is the active controller;
+//! any number of concurrent calls pipeline on it. This is the one place leaders are followed:
+//! the tools, the broker library and the metadata follower all call through it. A call that meets a retriable failure moves the client and tries again, with
 //! a small capped backoff, until [`ClientConfig::retry_deadline`]:
 //!
 //! | answer / failure | retried? | where next |
 //! |---|---|---|
-//! | success, or `Api` / `Malformed` / `RequestTooLarge` | no | — |
+//! | success, or any other `RpcError` (`Api`, `Malformed`, `NotImplemented`, ...), an invalid answer | no | — |
 //! | `Timeout` (the server's: a slow commit) | no | stays |
 //! | no answer within `request_timeout` (reported as `Timeout`) | no | later calls: the next bootstrap server |
 //! | `NotController { leader: Some(hint) }` | yes, at once (after a backoff from the third hint in a row) | the hint's address if it is a bootstrap server, else the address learned for the hint's id, else the next bootstrap server |
@@ -52,8 +53,10 @@ use corum_controller::control::replication_control::{
     CreatableTopic, CreateTopicsRequest, CreateTopicsResponse, CreatedTopic,
 };
 use corum_controller::image::ConfigResource;
-use corum_node::protocol::{DescribeQuorumResponse, LeaderHint};
-use corum_node::{RequestBody, ResponseBody, RpcClient, RpcClientConfig, RpcClientError, RpcError};
+use corum_protocol::{
+    DescribeQuorumResponse, LeaderHint, RequestBody, ResponseBody, RpcConnection,
+    RpcConnectionConfig, RpcConnectionError, RpcError,
+};
 use corum_raft::message::{
     FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse,
 };
@@ -84,9 +87,8 @@ pub struct ClientConfig {
     /// servers before it fails with [`ClientError::LeaderNotFound`]; also bounds
     /// [`ControllerClient::connect`].
     pub retry_deadline: Duration,
-    /// Size limits of the connection (`redirects_max` is ignored: this client follows
-    /// redirects itself).
-    pub rpc: RpcClientConfig,
+    /// Size limits of the connection.
+    pub rpc: RpcConnectionConfig,
 }
 
 /// Parses a bootstrap list `HOST:PORT,HOST:PORT,...` (what `--bootstrap` takes); host names
@@ -130,7 +132,7 @@ impl ClientConfig {
             bootstrap,
             request_timeout: Duration::from_secs(5),
             retry_deadline: Duration::from_secs(10),
-            rpc: RpcClientConfig::default(),
+            rpc: RpcConnectionConfig::default(),
         }
     }
 
@@ -179,7 +181,7 @@ pub struct ClientStats {
 /// The connection to one server.
 struct Connection {
     addr: SocketAddr,
-    rpc: RpcClient,
+    rpc: RpcConnection,
     /// Which move of the client opened it: a call that failed on an older connection does not
     /// move the client again.
     generation: u64,
@@ -234,17 +236,13 @@ impl ControllerClient {
     pub async fn connect(config: ClientConfig) -> Result<ControllerClient> {
         config.validate()?;
         let start = Instant::now();
-        let rpc_config = RpcClientConfig {
-            redirects_max: 0,
-            ..config.rpc
-        };
         let mut stats = ClientStats::default();
         let mut failures = 0u32;
         let mut last = String::new();
         let seed = seed_from(&config.bootstrap);
         loop {
             for &addr in &config.bootstrap {
-                match open(addr, rpc_config, config.request_timeout).await {
+                match open(addr, config.rpc, config.request_timeout).await {
                     Ok(rpc) => {
                         stats.connects += 1;
                         let conn = Rc::new(Connection {
@@ -322,21 +320,21 @@ impl ControllerClient {
                     self.answered(&conn, needs_leader, followed);
                     return Ok(answer);
                 }
-                Err(RpcClientError::Rpc(RpcError::NotController { leader })) => {
+                Err(RpcConnectionError::Rpc(RpcError::NotController { leader })) => {
                     Retriable::NotController(leader)
                 }
-                Err(RpcClientError::ConnectionLost { addr, reason }) => {
-                    Retriable::Lost(format!("connection to {addr} lost: {reason}"))
+                Err(e @ RpcConnectionError::ConnectionLost { .. }) => {
+                    Retriable::Lost(e.to_string())
                 }
-                Err(e @ RpcClientError::Connect { .. }) => Retriable::Lost(e.to_string()),
-                Err(RpcClientError::Rpc(e @ RpcError::Timeout { .. })) => {
+                Err(e @ RpcConnectionError::Connect { .. }) => Retriable::Lost(e.to_string()),
+                Err(RpcConnectionError::Rpc(e @ RpcError::Timeout { .. })) => {
                     // The server is alive and says its commit was slow: not retried (it may
                     // still commit), and the server stays.
                     self.count(|s| s.calls += 1);
                     self.count(|s| s.timeouts += 1);
                     return Err(ClientError::Rpc(e));
                 }
-                Err(e @ RpcClientError::NoAnswer { .. }) => {
+                Err(e @ RpcConnectionError::NoAnswer { .. }) => {
                     // Not retried (it may still commit), but a server that does not answer at
                     // all may be hung or cut off: later calls start at the next server, and a
                     // hint brings them back if this one still leads.
@@ -347,14 +345,20 @@ impl ControllerClient {
                         .unwrap_or(u32::MAX);
                     return Err(ClientError::Rpc(RpcError::Timeout { timeout_ms }));
                 }
-                Err(RpcClientError::Rpc(e)) => {
+                Err(RpcConnectionError::Rpc(e)) => {
                     self.count(|s| s.calls += 1);
                     return Err(ClientError::Rpc(e));
                 }
-                Err(RpcClientError::Encode(e)) => return Err(ClientError::Encode(e)),
-                Err(e @ (RpcClientError::Config { .. } | RpcClientError::Resolve { .. })) => {
-                    // Neither can happen with a validated config and redirects off; report
-                    // rather than loop.
+                Err(RpcConnectionError::InvalidResponse { addr, source }) => {
+                    self.count(|s| s.calls += 1);
+                    return Err(ClientError::InvalidResponse {
+                        server: addr,
+                        source,
+                    });
+                }
+                Err(RpcConnectionError::Encode(e)) => return Err(ClientError::Encode(e)),
+                Err(e @ RpcConnectionError::Config { .. }) => {
+                    // Cannot happen with a validated config; report rather than loop.
                     return Err(ClientError::Config {
                         field: "rpc",
                         reason: e.to_string(),
@@ -479,12 +483,8 @@ impl ControllerClient {
         let learned = hint.and_then(|h| inner.learned.borrow().get(&h.id).copied());
         let answered = matches!(failure, Retriable::NotController(_));
         let candidates = candidates(&inner.config.bootstrap, conn.addr, answered, hint, learned);
-        let rpc_config = RpcClientConfig {
-            redirects_max: 0,
-            ..inner.config.rpc
-        };
         for (addr, hinted) in candidates {
-            match open(addr, rpc_config, inner.config.request_timeout).await {
+            match open(addr, inner.config.rpc, inner.config.request_timeout).await {
                 Ok(rpc) => {
                     self.count(|s| s.connects += 1);
                     let generation = inner.generation.get() + 1;
@@ -684,10 +684,10 @@ fn unexpected(request: &'static str, response: &ResponseBody) -> ClientError {
 /// Opens a connection to `addr`, giving up after `timeout`.
 async fn open(
     addr: SocketAddr,
-    config: RpcClientConfig,
+    config: RpcConnectionConfig,
     timeout: Duration,
-) -> Result<RpcClient, String> {
-    let attempt = async { Some(RpcClient::connect(addr, config).await) };
+) -> Result<RpcConnection, String> {
+    let attempt = async { Some(RpcConnection::connect(addr, config).await) };
     let expire = async {
         glommio::timer::sleep(timeout).await;
         None
@@ -822,9 +822,9 @@ mod tests {
         );
         assert_eq!(
             field(ClientConfig {
-                rpc: RpcClientConfig {
+                rpc: RpcConnectionConfig {
                     response_bytes_max: 0,
-                    ..RpcClientConfig::default()
+                    ..RpcConnectionConfig::default()
                 },
                 ..ok
             }),

@@ -5,7 +5,8 @@
 //! | [`ClientError::Config`] | [`crate::ClientConfig::validate`] | fix the setting |
 //! | [`ClientError::NoServerReachable`] | [`crate::ControllerClient::connect`] | check the bootstrap list; retry later |
 //! | [`ClientError::LeaderNotFound`] | any call, after `retry_deadline` of retriable failures | the quorum has no reachable leader; retry later |
-//! | [`ClientError::Rpc`] | any call: a non-retriable answer (`Api`, `Timeout`, `Malformed`, `RequestTooLarge`) | act on the [`RpcError`] |
+//! | [`ClientError::Rpc`] | any call: a non-retriable answer (`Api`, `Timeout`, `NotImplemented`, `RecordsTooLarge`, `Malformed`, ...) | act on the [`RpcError`] |
+//! | [`ClientError::InvalidResponse`] | any call: an answer whose Raft body breaks the Raft rules | a server bug: report it |
 //! | [`ClientError::Encode`] | any call: the request does not fit `request_bytes_max` | send less |
 //! | [`ClientError::UnexpectedResponse`] | typed helpers: the server answered another kind | a server bug: report it |
 //! | [`ClientError::Api`] | typed helpers with one item (`alter_config`, `create_topic`): the item's own error | act on the [`ApiError`] |
@@ -16,7 +17,7 @@
 use std::net::SocketAddr;
 
 use corum_controller::{ApiError, DecodeError, ReplayError};
-use corum_node::{ProtocolError, RpcError};
+use corum_protocol::{ProtocolError, RpcError};
 use corum_raft::SnapshotId;
 use corum_types::LogOffset;
 
@@ -48,6 +49,13 @@ pub enum ClientError {
     /// The active controller (or the server asked) refused the whole request.
     #[error(transparent)]
     Rpc(RpcError),
+    /// The server's answer is a valid frame whose Raft body breaks the Raft crate's rules
+    /// (batches that do not continue the log, an unsorted voter set): a server bug.
+    #[error("invalid answer from {server}: {source}")]
+    InvalidResponse {
+        server: SocketAddr,
+        source: ProtocolError,
+    },
     /// The request does not fit the client's `request_bytes_max`; nothing was sent.
     #[error("cannot send the request: {0}")]
     Encode(ProtocolError),

@@ -46,5 +46,46 @@ pub use snapshot_download::{DownloadStep, SnapshotDownload, SNAPSHOT_BYTES_MAX};
 // Types callers need to use the API, re-exported so they need not depend on every crate.
 pub use corum_controller::records::{ListenerV1, SupportedFeatureV1};
 pub use corum_controller::{MetadataImage, TargetState};
-pub use corum_node::{RequestBody, ResponseBody, RpcClientConfig, RpcError};
+pub use corum_protocol::{
+    DescribeQuorumResponse, ReplicaState, RequestBody, ResponseBody, RpcConnectionConfig, RpcError,
+};
 pub use corum_raft::ReplicaKey;
+
+#[cfg(test)]
+mod tests {
+    /// The `[dependencies]` table of the manifest at `path`, one dependency name per entry.
+    fn dependencies(path: &str) -> Vec<String> {
+        let manifest = std::fs::read_to_string(path).expect("the manifest is readable");
+        let mut in_table = false;
+        let mut names = Vec::new();
+        for line in manifest.lines().map(str::trim) {
+            if line.starts_with('[') {
+                in_table = line == "[dependencies]";
+            } else if in_table && !line.is_empty() && !line.starts_with('#') {
+                let name = line
+                    .split(['=', '.'])
+                    .next()
+                    .expect("split yields one item");
+                names.push(name.trim().to_owned());
+            }
+        }
+        names
+    }
+
+    /// The client library talks to controllers through `corum-protocol` only: neither this
+    /// crate nor the protocol crate depends on the server (`corum-node`), so a broker linking
+    /// the client does not link the controller node. (Its integration tests still run real
+    /// nodes, as a dev-dependency.)
+    #[test]
+    fn the_client_does_not_link_the_node() {
+        let client = dependencies(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"));
+        assert!(client.iter().any(|d| d == "corum-protocol"), "{client:?}");
+        assert!(!client.iter().any(|d| d == "corum-node"), "{client:?}");
+        let protocol = dependencies(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../protocol/Cargo.toml"
+        ));
+        assert!(protocol.iter().any(|d| d == "corum-raft"), "{protocol:?}");
+        assert!(!protocol.iter().any(|d| d == "corum-node"), "{protocol:?}");
+    }
+}

@@ -7,7 +7,7 @@
 //! | `Fetch` answer that applies or buffers | fetches again at once |
 //! | `Fetch` answer ignored / `NotLeader` | fetches again at once if it taught a newer epoch, else after a backoff |
 //! | `Fetch` answer `SnapshotNeeded` | downloads the snapshot (below), then goes on |
-//! | [`ClientError`] (the client already retried leaders up to its deadline; or `Malformed`: a node that does not serve `Fetch`) | backoff, then again |
+//! | [`ClientError`] (the client already retried leaders up to its deadline; or `NotImplemented`: a node that does not serve `Fetch`) | backoff, then again |
 //! | [`ObserverError`] | stops; [`MetadataFollower::failure`] says why, waiters wake |
 //!
 //! A snapshot is downloaded with `FetchSnapshot`, one chunk at a time from the position

@@ -2,8 +2,8 @@
 //! server in the test answering `Fetch` and `FetchSnapshot` from a log the test edits
 //! (appends, commits, a new leader truncating uncommitted batches, a snapshot replacing the
 //! log prefix). It shows what the pure `ObserverLog` and `SnapshotDownload` tests cannot:
-//! answers reach the log through a real connection, a node answering `Malformed` (no Fetch
-//! support) is retried, a snapshot is downloaded in chunks and installed, waiters wake, and a
+//! answers reach the log through a real connection, a node answering `NotImplemented` (no
+//! Fetch support) is retried, a snapshot is downloaded in chunks and installed, waiters wake, and a
 //! fatal answer stops the follower and releases its waiters.
 
 use std::cell::RefCell;
@@ -17,8 +17,7 @@ use corum_client::{
 use corum_controller::image::ConfigResource;
 use corum_controller::records::ConfigResourceType;
 use corum_controller::{decode_batch, encode_batch, MetadataImage};
-use corum_node::protocol::{RequestFrame, ResponseFrame};
-use corum_node::{RequestBody, ResponseBody};
+use corum_protocol::{RequestBody, RequestFrame, ResponseBody, ResponseFrame};
 use corum_raft::message::{
     FetchRequest, FetchResponse, FetchResult, FetchSnapshotRequest, FetchSnapshotResponse,
     FetchSnapshotResult,
@@ -42,8 +41,8 @@ struct FakeLeader {
     epoch: u64,
     /// Batches `..committed` are committed.
     committed: usize,
-    /// Fetches still to answer `Malformed` (a node that does not serve Fetch).
-    malformed_left: u32,
+    /// Fetches still to answer `NotImplemented` (a node that does not serve Fetch).
+    not_implemented_left: u32,
     /// Batches `..start` are deleted: the snapshot replaces them.
     start: usize,
     /// The snapshot the log starts at, and its bytes.
@@ -128,10 +127,10 @@ impl FakeLeader {
 
     /// What the Raft core's leader answers, without holding the fetch.
     fn serve(&mut self, req: &FetchRequest) -> Result<ResponseBody, RpcError> {
-        if self.malformed_left > 0 {
-            self.malformed_left -= 1;
-            return Err(RpcError::Malformed {
-                reason: "Fetch is not served by this node's RPC server yet".into(),
+        if self.not_implemented_left > 0 {
+            self.not_implemented_left -= 1;
+            return Err(RpcError::NotImplemented {
+                api: "Fetch".into(),
             });
         }
         let at = req.fetch_offset.0;
@@ -210,11 +209,8 @@ fn serve(leader: Rc<RefCell<FakeLeader>>) -> SocketAddr {
                         RequestBody::FetchSnapshot(req) => Ok(ResponseBody::FetchSnapshot(
                             Box::new(leader.borrow_mut().serve_snapshot(req)),
                         )),
-                        other => Err(RpcError::Malformed {
-                            reason: format!(
-                                "the fake leader serves Fetch and FetchSnapshot only, not {}",
-                                other.kind()
-                            ),
+                        other => Err(RpcError::NotImplemented {
+                            api: other.kind().into(),
                         }),
                     };
                     let answer = ResponseFrame {
@@ -291,7 +287,7 @@ async fn follower_of(addr: std::net::SocketAddr) -> MetadataFollower {
     MetadataFollower::start(client, replica(), Duration::from_millis(50))
 }
 
-/// Through a node that first answers `Malformed`, the follower applies committed batches
+/// Through a node that first answers `NotImplemented`, the follower applies committed batches
 /// only (waking a waiter), keeps the uncommitted tail in its buffer, drops that tail when a
 /// new leader's log diverges, and ends with the new leader's data in its image.
 #[test]
@@ -299,7 +295,7 @@ fn the_follower_applies_committed_data_and_survives_divergence() {
     on_executor("follower-fake", TEST_DEADLINE, || async {
         let leader = Rc::new(RefCell::new(FakeLeader {
             epoch: 1,
-            malformed_left: 3,
+            not_implemented_left: 3,
             ..FakeLeader::default()
         }));
         {
@@ -329,7 +325,7 @@ fn the_follower_applies_committed_data_and_survives_divergence() {
         assert_eq!(stats.fetch_errors, 3, "{stats:?}");
         assert!(matches!(
             follower.last_error(),
-            Some(ClientError::Rpc(RpcError::Malformed { .. }))
+            Some(ClientError::Rpc(RpcError::NotImplemented { ref api })) if api == "Fetch"
         ));
         assert!(
             !follower

@@ -19,7 +19,7 @@ pub type Reason = Cow<'static, str>;
 
 /// The code a request or an item of a request is rejected with.
 ///
-/// Archivable with rkyv so responses carry it as-is (`corum-node::protocol`). Like the records,
+/// Archivable with rkyv so responses carry it as-is (`corum-protocol`). Like the records,
 /// the variant order is the wire format: append new variants at the end only.
 #[derive(
     Clone, Debug, PartialEq, Eq, thiserror::Error, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,

@@ -10,6 +10,11 @@
 //! [`Error::ConnectionBroken`]. Other connections are untouched: each one has its own task and
 //! its own buffers.
 //!
+//! A receiver that answers a payload it cannot decode instead of closing (the client RPC
+//! server answers `Malformed` and reads on) uses [`FrameReader::recv_payload`]: the same
+//! framing checks and limits, the archive left to it. This reader is the only one: servers,
+//! clients and peers all read frames through it.
+//!
 //! Read and write halves can be separated with [`FramedConnection::into_split`] so one task
 //! receives while another sends.
 
@@ -100,15 +105,39 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         Ok(filled)
     }
 
-    /// Receives the next message, validated once.
+    /// Receives the next message, validated once: [`FrameReader::recv_payload`], then the
+    /// payload's archive checked. A payload that is not a valid `T` breaks the reader too.
     pub async fn recv<T: WireMessage>(&mut self) -> Result<Validated<T>> {
+        let payload = self.recv_payload().await?;
+        Validated::new(payload).map_err(|e| {
+            let e = Error::InvalidPayload {
+                peer: self.peer,
+                reason: match e {
+                    Error::Validation { reason } => reason,
+                    other => other.to_string(),
+                },
+            };
+            tracing::warn!(peer = %self.peer, error = %e, "closing connection");
+            self.broken = Some(e.to_string());
+            e
+        })
+    }
+
+    /// Receives the next frame's payload with its framing checked (magic, version, flags, the
+    /// length against this reader's limit before any of the body is read, checksum, padding)
+    /// but not its archive: for a receiver that answers a payload it cannot decode and reads
+    /// on (the client RPC server answers `Malformed` and keeps the connection). Framing
+    /// errors break the reader like [`FrameReader::recv`]'s: a frame too large is
+    /// [`Error::BadFrame`] with [`FrameError::TooLarge`], end-of-file between frames
+    /// [`Error::ConnectionClosed`]. The payload starts 16-byte aligned.
+    pub async fn recv_payload(&mut self) -> Result<AlignedVec> {
         if let Some(reason) = &self.broken {
             return Err(Error::ConnectionBroken {
                 peer: self.peer,
                 reason: reason.clone(),
             });
         }
-        let result = self.recv_inner::<T>().await;
+        let result = self.read_frame().await;
         match &result {
             Ok(_) => {}
             Err(Error::ConnectionClosed { .. }) => {
@@ -122,7 +151,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         result
     }
 
-    async fn recv_inner<T: WireMessage>(&mut self) -> Result<Validated<T>> {
+    async fn read_frame(&mut self) -> Result<AlignedVec> {
         let peer = self.peer;
         let io = |source| Error::Io {
             op: "read from",
@@ -154,16 +183,9 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
         h.verify_body(&body).map_err(bad)?;
         body.resize(h.payload_bytes as usize, 0);
-        let msg = Validated::new(body).map_err(|e| Error::InvalidPayload {
-            peer,
-            reason: match e {
-                Error::Validation { reason } => reason,
-                other => other.to_string(),
-            },
-        })?;
         self.frames += 1;
         self.bytes += (HEADER_BYTES + body_len) as u64;
-        Ok(msg)
+        Ok(body)
     }
 
     /// The reason the connection broke, if it did.
@@ -682,6 +704,71 @@ mod tests {
         });
     }
 
+    #[test]
+    fn payloads_are_handed_out_with_only_their_framing_checked() {
+        // recv_payload hands out an intact frame's payload even when it is no archive (the
+        // receiver decides what to answer) and the reader stays usable; a header announcing
+        // more than the limit is TooLarge with the announced size, before its body is read;
+        // end-of-file between frames is ConnectionClosed; a damaged frame breaks the reader.
+        block_on(async {
+            // An intact frame whose payload is no Vec<u8> archive (its length field points
+            // far outside it), then a good one.
+            let mut mixed = Vec::new();
+            frame::encode(&[0xff; 8], &mut mixed);
+            let (good, _) = stream_of(&[b"again".to_vec()]);
+            mixed.extend_from_slice(&good);
+            let mut r = FrameReader::new(Cursor::new(mixed.clone()), peer(), 1 << 20);
+            let first = r.recv_payload().await.unwrap();
+            assert_eq!(first.as_slice(), &[0xff; 8]);
+            assert!(Validated::<Vec<u8>>::new(first).is_err());
+            let second = r.recv_payload().await.unwrap();
+            let v = Validated::<Vec<u8>>::new(second).unwrap();
+            assert_eq!(v.as_slice(), b"again");
+            assert!(matches!(
+                r.recv_payload().await,
+                Err(Error::ConnectionClosed { .. })
+            ));
+            // recv refuses the same payload and breaks the reader.
+            let mut r = FrameReader::new(Cursor::new(mixed), peer(), 1 << 20);
+            assert!(matches!(
+                r.recv::<Vec<u8>>().await,
+                Err(Error::InvalidPayload { .. })
+            ));
+            assert!(r.broken().is_some());
+
+            let (stream, _) = stream_of(&[b"hello".to_vec(), b"again".to_vec()]);
+
+            let mut r = FrameReader::new(Cursor::new(stream.clone()), peer(), 4);
+            match r.recv_payload().await {
+                Err(Error::BadFrame {
+                    source:
+                        FrameError::TooLarge {
+                            payload_bytes,
+                            payload_bytes_max: 4,
+                        },
+                    ..
+                }) => assert!(payload_bytes > 4),
+                other => panic!("{other:?}"),
+            }
+            assert!(r.broken().is_some());
+            assert_eq!(r.inner.position(), HEADER_BYTES as u64, "the body was read");
+
+            let mut damaged = stream;
+            let last = damaged.len() - 9;
+            damaged[last] ^= 0xff;
+            let mut r = FrameReader::new(Cursor::new(damaged), peer(), 1 << 20);
+            assert!(r.recv_payload().await.is_ok());
+            assert!(matches!(
+                r.recv_payload().await,
+                Err(Error::BadFrame { .. })
+            ));
+            assert!(matches!(
+                r.recv_payload().await,
+                Err(Error::ConnectionBroken { .. })
+            ));
+        });
+    }
+
     proptest! {
         #[test]
         fn reader_accepts_only_intact_frames(
@@ -696,12 +783,26 @@ mod tests {
             stream[i] ^= xor;
             let damaged = ends.iter().position(|&end| i < end).unwrap();
             block_on(async {
-                let mut r = FrameReader::new(Cursor::new(stream), peer(), 1 << 20);
+                let mut r = FrameReader::new(Cursor::new(stream.clone()), peer(), 1 << 20);
                 for (k, p) in payloads.iter().enumerate() {
                     let got = r.recv::<Vec<u8>>().await;
                     if k < damaged {
                         let got = got.unwrap();
                         prop_assert_eq!(got.as_slice(), &p[..]);
+                    } else {
+                        prop_assert!(got.is_err());
+                        prop_assert!(r.broken().is_some());
+                        break;
+                    }
+                }
+                // The payload reader hands out the same intact frames and never the damaged
+                // one: its checksum (or header check) fails before any archive is looked at.
+                let mut r = FrameReader::new(Cursor::new(stream), peer(), 1 << 20);
+                for (k, p) in payloads.iter().enumerate() {
+                    let got = r.recv_payload().await;
+                    if k < damaged {
+                        let v = Validated::<Vec<u8>>::new(got.unwrap()).unwrap();
+                        prop_assert_eq!(v.as_slice(), &p[..]);
                     } else {
                         prop_assert!(got.is_err());
                         prop_assert!(r.broken().is_some());
@@ -716,9 +817,14 @@ mod tests {
         fn reader_never_panics_on_random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
             // Arbitrary bytes end in an error, never a panic, and the reader then stays broken.
             block_on(async {
-                let mut r = FrameReader::new(Cursor::new(bytes), peer(), 4096);
+                let mut r = FrameReader::new(Cursor::new(bytes.clone()), peer(), 4096);
                 // Each accepted frame consumes at least 16 bytes, so this terminates.
                 while r.recv::<Vec<u8>>().await.is_ok() {}
+                prop_assert!(r.broken().is_some());
+                let mut r = FrameReader::new(Cursor::new(bytes), peer(), 4096);
+                while let Ok(p) = r.recv_payload().await {
+                    prop_assert!(p.len() <= 4096);
+                }
                 prop_assert!(r.broken().is_some());
                 Ok(())
             })?;

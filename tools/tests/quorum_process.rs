@@ -534,8 +534,14 @@ fn leader_sigkill_with_snapshots_and_compaction_loses_nothing() {
     let (l, _) = leader(&c, &c.ids());
     let load = verified_load(&c, 6);
     let store = c.node(l).data.join("snapshots");
+    // A complete snapshot: a `.part` file is one being written, and a kill before its
+    // rename leaves the node nothing to restart from.
     wait_until("a snapshot on the leader", Duration::from_secs(15), || {
-        std::fs::read_dir(&store).ok()?.next().map(|_| ())
+        std::fs::read_dir(&store)
+            .ok()?
+            .filter_map(Result::ok)
+            .any(|e| e.file_name().to_string_lossy().ends_with(".snapshot"))
+            .then_some(())
     });
     c.kill(l);
     let others: Vec<u32> = c.ids().into_iter().filter(|&id| id != l).collect();

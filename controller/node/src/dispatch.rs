@@ -108,17 +108,14 @@ pub fn dispatch(
             .map(|resp| Dispatch::Answer(ResponseBody::DescribeCluster(resp)))
             .map_err(rpc_error),
         // Served by the Raft shard, never by the controller (`RequestBody::is_raft` routes
-        // them); answered as malformed here rather than panicking on a routing mistake.
+        // them); answered as not implemented here rather than panicking on a routing mistake.
         RequestBody::DescribeQuorum
         | RequestBody::Fetch(_)
         | RequestBody::FetchSnapshot(_)
         | RequestBody::AddVoter(_)
         | RequestBody::RemoveVoter(_)
-        | RequestBody::UpdateVoter(_) => Err(RpcError::Malformed {
-            reason: format!(
-                "{} is a Raft request, not served by the controller",
-                body.kind()
-            ),
+        | RequestBody::UpdateVoter(_) => Err(RpcError::NotImplemented {
+            api: body.kind().into(),
         }),
     }
 }

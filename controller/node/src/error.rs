@@ -4,15 +4,16 @@
 //!   variant names the key (and the line of the properties file, or `--set`).
 //! - [`StorageError`]: a node file (`meta.properties`, `quorum-state`, `bootstrap.checkpoint`)
 //!   that is missing, unreadable, corrupt, or disagrees with the configuration.
-//! - [`ProtocolError`]: a request or response frame that cannot be encoded or decoded.
+//! - [`ProtocolError`]: a request or response frame that cannot be encoded or decoded
+//!   (`corum-protocol`'s, re-exported).
 //! - [`PeerError`]: the controller-to-controller transport ([`crate::peer`]): a message that
 //!   cannot be queued, an inbound envelope that is refused, or a network setup failure.
 //! - [`DriverError`]: the Raft driver ([`crate::raft_driver`]): a refused proposal, a stopped
 //!   driver, or the fatal failures that stop it (log IO, quorum-state IO, a log that disagrees
 //!   with the core).
-//! - [`RpcServerError`] and [`RpcClientError`]: the client-facing RPC server and client
-//!   ([`crate::rpc_server`]): an unusable setting, a bind failure, a lost connection, a
-//!   request the server refused.
+//! - [`RpcServerError`]: the client-facing RPC server ([`crate::rpc_server`]): an unusable
+//!   setting, a bind failure. (A client's errors are `corum-protocol`'s
+//!   `RpcConnectionError`.)
 //! - [`ServiceError`]: the controller service ([`crate::controller_service`]): a committed
 //!   batch that does not decode or does not apply to the image (fatal: the log does not fit).
 
@@ -20,6 +21,8 @@ use std::fmt;
 use std::path::PathBuf;
 
 use corum_types::{NodeId, Uuid};
+
+pub use corum_protocol::ProtocolError;
 
 /// Where a configuration value came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,21 +127,6 @@ pub enum StorageError {
     },
 }
 
-/// A frame that cannot be encoded or decoded.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ProtocolError {
-    #[error("frame of {len_bytes} bytes exceeds the limit of {max_bytes}")]
-    TooLarge { len_bytes: usize, max_bytes: usize },
-    #[error("frame of {len_bytes} bytes is shorter than its root")]
-    Truncated { len_bytes: usize },
-    #[error("frame buffer at {address:#x} is not aligned to {align} bytes")]
-    Misaligned { address: usize, align: usize },
-    #[error("frame failed validation: {reason}")]
-    Invalid { reason: String },
-    #[error("cannot encode frame: {reason}")]
-    Encode { reason: String },
-}
-
 /// A failure of the controller-to-controller transport.
 #[derive(Debug, thiserror::Error)]
 pub enum PeerError {
@@ -172,9 +160,13 @@ pub enum PeerError {
         me: NodeId,
     },
     /// An inbound Raft message that passed rkyv validation but breaks a rule of its own
-    /// (batches not contiguous, an unsorted voter set).
-    #[error("invalid Raft message from node {from}: {reason}")]
-    InvalidMessage { from: NodeId, reason: String },
+    /// ([`corum_raft::Message::validate`]: batches not contiguous, an unsorted voter set).
+    #[error("invalid Raft message from node {from}: {source}")]
+    InvalidMessage {
+        from: NodeId,
+        #[source]
+        source: corum_raft::Error,
+    },
     /// A setting of [`crate::peer::PeerNetworkConfig`] is unusable.
     #[error("peer network config: {field}: {reason}")]
     Config { field: &'static str, reason: String },
@@ -281,47 +273,6 @@ pub enum RpcServerError {
         addr: std::net::SocketAddr,
         reason: String,
     },
-}
-
-/// Why an [`crate::rpc_server::RpcClient`] call did not produce a response body.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RpcClientError {
-    /// The server answered with an error (including its own `Timeout`, and `NotController`
-    /// when no leader is known or the redirects ran out).
-    #[error(transparent)]
-    Rpc(crate::protocol::RpcError),
-    /// No answer came within the client's wait (the server may be hung or cut off; the
-    /// request may still take effect).
-    #[error("no answer from {addr} within {waited_ms} ms")]
-    NoAnswer {
-        addr: std::net::SocketAddr,
-        waited_ms: u64,
-    },
-    /// A setting of [`crate::rpc_server::RpcClientConfig`] is unusable.
-    #[error("rpc client config: {field}: {reason}")]
-    Config { field: &'static str, reason: String },
-    /// The server could not be reached.
-    #[error("cannot connect to {addr}: {reason}")]
-    Connect {
-        addr: std::net::SocketAddr,
-        reason: String,
-    },
-    /// A leader hint names a host that does not resolve.
-    #[error("cannot resolve {host}:{port}: {reason}")]
-    Resolve {
-        host: String,
-        port: u16,
-        reason: String,
-    },
-    /// The connection broke before the answer came (the request may have taken effect).
-    #[error("connection to {addr} lost: {reason}")]
-    ConnectionLost {
-        addr: std::net::SocketAddr,
-        reason: String,
-    },
-    /// The request does not fit the client's `request_bytes_max` (nothing was sent).
-    #[error("cannot send the request: {0}")]
-    Encode(ProtocolError),
 }
 
 /// Why a node ([`crate::node`]) did not start or stopped with an error.

@@ -7,8 +7,8 @@
 //!   atomically by [`fsio`] (tmp file, fsync, verify, rename, fsync directory).
 //! - [`bootstrap`]: the initial voter set `corum format` decides (`bootstrap.checkpoint`), and
 //!   [`format`](mod@format): formatting (`corum format`) and describing (`corum info`) a log directory.
-//! - [`protocol`]: the RPC envelope (rkyv frames carrying the controller's request and response
-//!   types), with size limits and validation.
+//! - [`protocol`]: the `corum-protocol` crate (the RPC envelope, its errors, the client
+//!   connection), re-exported under its old path.
 //! - [`dispatch`]: a decoded request to the controller handler serving it, and its result to
 //!   "answer now" or "propose, then answer once committed".
 //! - [`raft_config`]: the node configuration and files as `corum-raft` takes them (Raft
@@ -27,8 +27,7 @@
 //! - [`histogram`]: the latency histogram every figure of a node uses; [`metrics`] renders
 //!   them for Prometheus.
 //! - [`rpc_server`]: the client-facing RPC server over framed TCP (pipelined, size-limited,
-//!   leader hints rewritten to client endpoints) and a pipelining [`RpcClient`] that follows
-//!   `NotController` redirects.
+//!   leader hints rewritten to client endpoints).
 //! - [`error`]: one error enum per concern.
 pub mod bootstrap;
 pub mod config;
@@ -43,7 +42,7 @@ pub mod metrics;
 pub mod node;
 pub mod peer;
 pub mod port;
-pub mod protocol;
+pub use corum_protocol as protocol;
 pub mod quorum_state;
 pub mod raft_config;
 pub mod rpc_server;
@@ -55,12 +54,12 @@ pub use config::{CoreSet, HostPort, Listener, NodeConfig, ProcessRole, QuorumVot
 pub use driver::{CommittedBatch, DriverStatus, RaftDriver, RaftDriverConfig, RaftHandle};
 pub use error::{
     ConfigError, ConfigSource, DriverError, Error, NodeError, PeerError, ProtocolError, Result,
-    RpcClientError, RpcServerError, ServiceError, StorageError,
+    RpcServerError, ServiceError, StorageError,
 };
 pub use format::{BootstrapChoice, FormatOutcome, FormatPlan};
 pub use meta_properties::MetaProperties;
 pub use peer::{Inbound, PeerEnvelope, PeerInbox, PeerNetwork, PeerNetworkConfig};
 pub use protocol::{RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError};
 pub use quorum_state::{QuorumState, ReplicaKey};
-pub use rpc_server::{RpcClient, RpcClientConfig, RpcServer, RpcServerConfig, RpcServerStats};
+pub use rpc_server::{RpcServer, RpcServerConfig, RpcServerStats};
 pub use service::{ControllerService, ControllerServiceConfig, ServiceStatus};

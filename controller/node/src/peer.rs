@@ -7,9 +7,9 @@
 //! [`PeerEnvelope`]: `cluster_id`, `from`, `to` and the Raft [`Message`] embedded as it is
 //! (`corum-raft`'s messages derive rkyv, so there is no second encoding). The receiver checks
 //! the frame and validates the archive once ([`corum_runtime::Validated`]), then
-//! [`validate_message`] applies the rules `Message::decode` adds on top of rkyv's (batches
-//! contiguous and non-empty, voter sets sorted and unique). A property test keeps the two in
-//! agreement.
+//! [`Message::validate`] applies the Raft crate's own rules on top of rkyv's (batches
+//! contiguous and non-empty, voter sets sorted and unique): the same rules
+//! `Message::decode` applies, written once in `corum-raft`.
 //!
 //! Connections are one-way: a node sends on the connections it opened and receives on the ones
 //! it accepted (a response travels on the responder's own outbound connection). There is **no
@@ -40,7 +40,7 @@
 //!
 //! The listener runs one task per accepted connection. Each validated envelope is checked —
 //! the cluster id must be this node's, `to` must be this node, the message must pass
-//! [`validate_message`] — and pushed into one bounded inbound channel ([`PeerInbox`]) the Raft
+//! [`Message::validate`] — and pushed into one bounded inbound channel ([`PeerInbox`]) the Raft
 //! driver reads. A full inbox pushes back on that connection (TCP then pushes back on the
 //! sender, whose queue drops). A bad frame or a refused envelope closes **that connection only**,
 //! with a logged reason; other connections are untouched.
@@ -59,11 +59,10 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use corum_raft::message::{FetchResponse, FetchResult, FetchSnapshotResponse, FetchSnapshotResult};
-use corum_raft::{Batch, Message};
+use corum_raft::Message;
 use corum_runtime::transport::{ConnectionConfig, Listener, PeerConfig, ReconnectingPeer};
 use corum_runtime::{BackoffConfig, ShutdownSignal, TcpConnection};
-use corum_types::{LogOffset, NodeId, Uuid};
+use corum_types::{NodeId, Uuid};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use glommio::{GlommioError, ResourceType, Task};
 
@@ -86,54 +85,6 @@ pub struct PeerEnvelope {
 pub struct Inbound {
     pub from: NodeId,
     pub message: Message,
-}
-
-/// The rules [`Message::decode`] checks beyond rkyv's validation, for a message that arrived
-/// embedded in another archive: batches in an append or fetch response continue the log from
-/// the message's start offset and are non-empty; a snapshot chunk's voter set is sorted and
-/// unique.
-pub fn validate_message(message: &Message) -> Result<(), String> {
-    match message {
-        Message::Append(a) => check_batches(a.prev_end, &a.batches),
-        Message::FetchResponse(r) => validate_fetch_response(r),
-        Message::FetchSnapshotResponse(r) => validate_fetch_snapshot_response(r),
-        _ => Ok(()),
-    }
-}
-
-/// [`validate_message`]'s rule for a fetch response: its batches continue the log from the
-/// fetch offset and are non-empty.
-pub fn validate_fetch_response(response: &FetchResponse) -> Result<(), String> {
-    match &response.result {
-        FetchResult::Batches {
-            fetch_offset,
-            batches,
-            ..
-        } => check_batches(*fetch_offset, batches),
-        _ => Ok(()),
-    }
-}
-
-/// [`validate_message`]'s rule for a snapshot chunk: its voter set is sorted and unique.
-pub fn validate_fetch_snapshot_response(response: &FetchSnapshotResponse) -> Result<(), String> {
-    match &response.result {
-        FetchSnapshotResult::Chunk { voters, .. } => voters.validate().map_err(|e| e.to_string()),
-        _ => Ok(()),
-    }
-}
-
-fn check_batches(start: LogOffset, batches: &[Batch]) -> Result<(), String> {
-    let mut at = start;
-    for b in batches {
-        if b.base_offset != at || b.record_count == 0 {
-            return Err(format!(
-                "batch at {} ({} records) does not continue the log at {at}",
-                b.base_offset, b.record_count
-            ));
-        }
-        at = b.end_offset();
-    }
-    Ok(())
 }
 
 /// Settings of a [`PeerNetwork`].
@@ -661,10 +612,13 @@ impl Receiver {
                 me: self.me,
             });
         }
-        validate_message(&envelope.message).map_err(|reason| PeerError::InvalidMessage {
-            from: envelope.from,
-            reason,
-        })
+        envelope
+            .message
+            .validate()
+            .map_err(|source| PeerError::InvalidMessage {
+                from: envelope.from,
+                source,
+            })
     }
 
     async fn handle(self: Rc<Self>, mut conn: TcpConnection) -> corum_runtime::Result<()> {
@@ -712,9 +666,11 @@ impl Receiver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use corum_raft::message::{AppendRequest, FetchRequest, VoteRequest};
-    use corum_raft::ReplicaKey;
-    use corum_types::Epoch;
+    use corum_raft::message::{
+        AppendRequest, FetchRequest, FetchResponse, FetchResult, VoteRequest,
+    };
+    use corum_raft::{Batch, ReplicaKey};
+    use corum_types::{Epoch, LogOffset};
     use proptest::prelude::*;
 
     fn arb_batches() -> impl Strategy<Value = (u64, Vec<Batch>)> {
@@ -798,16 +754,6 @@ mod tests {
     }
 
     proptest! {
-        /// `validate_message` accepts exactly what `Message::decode` accepts, so an embedded
-        /// message is held to the same rules as one decoded on its own.
-        #[test]
-        fn agrees_with_message_decode(m in arb_message()) {
-            prop_assert_eq!(
-                validate_message(&m).is_ok(),
-                Message::decode(&m.encode()).is_ok()
-            );
-        }
-
         /// An envelope survives a frame round trip through the runtime's encoder and
         /// validator, and flipped bytes give an error or a valid envelope, never a panic.
         #[test]
@@ -822,7 +768,7 @@ mod tests {
             buf[i] ^= x;
             if let Ok(v) = corum_runtime::message::decode_frame::<PeerEnvelope>(&buf, 1 << 20) {
                 let m: PeerEnvelope = rkyv::deserialize::<_, rkyv::rancor::Error>(v.get()).unwrap();
-                let _ = validate_message(&m.message);
+                let _ = m.message.validate();
             }
         }
     }

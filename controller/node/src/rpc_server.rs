@@ -1,5 +1,6 @@
-//! The client-facing RPC server (brokers and admins) over the runtime's frames, and a small
-//! pipelining client ([`RpcClient`]) for the load generator, tools and tests.
+//! The client-facing RPC server (brokers and admins) over the runtime's frames. Its clients
+//! use `corum-protocol`'s [`corum_protocol::RpcConnection`] (one connection) or
+//! `corum-client`'s `ControllerClient` (leader following).
 //!
 //! # Connections
 //!
@@ -13,8 +14,9 @@
 //!
 //! # What each frame gets
 //!
-//! The server reads frames itself (header, checksum, padding with [`corum_runtime::frame`]) so
-//! that a payload failing rkyv validation does not break an intact stream.
+//! The server reads frames with the runtime's reader ([`FrameReader::recv_payload`]: header,
+//! limit, checksum, padding checked) and decodes each payload itself, so that a payload failing
+//! rkyv validation does not break an intact stream.
 //!
 //! | frame                                                   | answer                                         | connection |
 //! |---------------------------------------------------------|------------------------------------------------|------------|
@@ -22,7 +24,7 @@
 //! | intact, payload not a valid request                     | `Malformed`, id from [`peek_correlation_id`] (0 if too short) | kept |
 //! | header announces more than `request_bytes_max`          | `RequestTooLarge`, correlation id 0 (the body is never read) | closed |
 //! | bad magic, version, flags, checksum, padding, truncated | none                                           | closed     |
-//! | Raft request (`is_raft()`)                              | `DescribeQuorum` from the driver's status; `Fetch`/`FetchSnapshot` of an observer stepped into the leader's core ([`RaftHandle::observer_request`], `NotController` on a non-leader, `wait_max_ms` capped at half the request's timeout); voter changes `Malformed` | kept |
+//! | Raft request (`is_raft()`)                              | `DescribeQuorum` from the driver's status; `Fetch`/`FetchSnapshot` of an observer stepped into the leader's core ([`RaftHandle::observer_request`], `NotController` on a non-leader, `wait_max_ms` capped at half the request's timeout); voter changes `NotImplemented` | kept |
 //!
 //! Closing waits for the requests already in flight on that connection to be answered
 //! (bounded by their timeouts), then shuts the write side. Other connections are untouched.
@@ -36,34 +38,33 @@
 //!
 //! # Not yet
 //!
-//! - The voter changes (AddVoter, RemoveVoter, UpdateVoter) are answered `Malformed` ("not
-//!   served by this server yet"): a voter added at run time would also need a peer link.
+//! - The voter changes (AddVoter, RemoveVoter, UpdateVoter) are answered `NotImplemented`
+//!   naming the API: a voter added at run time would also need a peer link.
 //! - A node knows only its own client endpoint: a `NotController` hint names any other leader
 //!   by its Raft endpoint, so clients find it among their bootstrap servers (see
 //!   `corum_client::ControllerClient`).
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use corum_runtime::frame::{FrameHeader, HEADER_BYTES};
-use corum_runtime::transport::{connect, ConnectionConfig, FrameReader, FrameWriter};
+use corum_runtime::frame::FrameError;
+use corum_runtime::transport::{FrameReader, FrameWriter};
 use corum_runtime::ShutdownSignal;
 use corum_types::{NodeId, Uuid};
-use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite};
-use glommio::channels::local_channel::{self, LocalSender};
+use futures_lite::AsyncWrite;
+use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::Semaphore;
-use rkyv::util::AlignedVec;
 
 use crate::driver::{DriverStatus, RaftHandle};
 use crate::error::DriverError;
-use crate::error::{ProtocolError, RpcClientError, RpcServerError};
+use crate::error::{ProtocolError, RpcServerError};
 use crate::protocol::{
-    decode_request, encode_request, peek_correlation_id, rpc_error_for, DescribeQuorumResponse,
-    LeaderHint, ReplicaState, RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError,
+    decode_request, peek_correlation_id, rpc_error_for, DescribeQuorumResponse, LeaderHint,
+    ReplicaState, RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError,
 };
 use corum_raft::Message;
 
@@ -72,7 +73,7 @@ use corum_raft::Message;
 pub struct RpcServerConfig {
     /// Largest request payload accepted (`socket.request.max.bytes`).
     pub request_bytes_max: u32,
-    /// Largest response payload sent; a larger answer is replaced by `Malformed`.
+    /// Largest response payload sent; a larger answer is replaced by `ResponseTooLarge`.
     pub response_bytes_max: u32,
     /// Client connections open at once; more are closed on accept.
     pub connections_max: usize,
@@ -249,76 +250,13 @@ impl RpcServer {
     }
 }
 
-/// What the reader got from the stream.
-enum Incoming {
-    /// An intact frame's payload.
-    Payload(AlignedVec),
-    /// A header announcing a payload above the limit.
-    TooLarge { len_bytes: u32 },
-    /// End-of-file between frames.
-    Closed,
-    /// Broken framing (or an IO error).
-    Broken(String),
-}
-
-/// Reads until `buf` is full or end-of-file; returns the bytes read.
-async fn read_full<R: AsyncRead + Unpin>(r: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match r.read(&mut buf[filled..]).await {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
-}
-
-/// Reads one frame, checking the framing but not the payload.
-async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, request_bytes_max: u32) -> Incoming {
-    let mut header = [0u8; HEADER_BYTES];
-    match read_full(r, &mut header).await {
-        Ok(0) => return Incoming::Closed,
-        Ok(n) if n < HEADER_BYTES => {
-            return Incoming::Broken(format!("truncated header ({n} bytes)"))
-        }
-        Ok(_) => {}
-        Err(e) => return Incoming::Broken(e.to_string()),
-    }
-    let h = match FrameHeader::decode(&header, u32::MAX) {
-        Ok(h) => h,
-        Err(e) => return Incoming::Broken(e.to_string()),
-    };
-    if h.payload_bytes > request_bytes_max {
-        return Incoming::TooLarge {
-            len_bytes: h.payload_bytes,
-        };
-    }
-    let body_len = h.body_bytes();
-    let mut body = AlignedVec::with_capacity(body_len);
-    body.resize(body_len, 0);
-    match read_full(r, body.as_mut_slice()).await {
-        Ok(n) if n < body_len => {
-            return Incoming::Broken(format!("truncated frame ({n} of {body_len} body bytes)"))
-        }
-        Ok(_) => {}
-        Err(e) => return Incoming::Broken(e.to_string()),
-    }
-    if let Err(e) = h.verify_body(&body) {
-        return Incoming::Broken(e.to_string());
-    }
-    body.resize(h.payload_bytes as usize, 0);
-    Incoming::Payload(body)
-}
-
 async fn serve_connection(stream: TcpStream, shared: &Rc<Shared>, shutdown: ShutdownSignal) {
     let unknown: SocketAddr = ([0, 0, 0, 0], 0).into();
     let peer = stream.peer_addr().unwrap_or(unknown);
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
     }
-    let (mut reader, writer) = futures_lite::io::split(stream.buffered());
+    let (reader, writer) = futures_lite::io::split(stream.buffered());
     let in_flight_max = shared.config.in_flight_per_connection_max;
     let (tx, rx) = local_channel::new_bounded::<ResponseFrame>(in_flight_max + 1);
     let tx = Rc::new(tx);
@@ -326,12 +264,15 @@ async fn serve_connection(stream: TcpStream, shared: &Rc<Shared>, shutdown: Shut
     let writer_task = glommio::spawn_local(write_responses(writer, rx, peer)).detach();
     let permits = Rc::new(Semaphore::new(in_flight_max as u64));
     let max = shared.config.request_bytes_max;
+    // The runtime's reader checks the framing (it logs a bad frame with the peer); the
+    // payload is decoded here, so one that is not a request is answered and the stream read on.
+    let mut reader = FrameReader::new(reader, peer, max);
     loop {
-        let Some(incoming) = shutdown.run_until(read_frame(&mut reader, max)).await else {
+        let Some(incoming) = shutdown.run_until(reader.recv_payload()).await else {
             break;
         };
         match incoming {
-            Incoming::Payload(bytes) => {
+            Ok(bytes) => {
                 let permit = match permits.acquire_static_permit(1).await {
                     Ok(p) => p,
                     Err(_) => break,
@@ -362,7 +303,14 @@ async fn serve_connection(stream: TcpStream, shared: &Rc<Shared>, shutdown: Shut
                     }
                 }
             }
-            Incoming::TooLarge { len_bytes } => {
+            Err(corum_runtime::Error::BadFrame {
+                source:
+                    FrameError::TooLarge {
+                        payload_bytes: len_bytes,
+                        ..
+                    },
+                ..
+            }) => {
                 shared.stats.borrow_mut().too_large += 1;
                 let err = ProtocolError::TooLarge {
                     len_bytes: len_bytes as usize,
@@ -374,13 +322,11 @@ async fn serve_connection(stream: TcpStream, shared: &Rc<Shared>, shutdown: Shut
                         body: Err(rpc_error_for(&err)),
                     })
                     .await;
-                tracing::info!(%peer, len_bytes, "request too large; closing the connection");
                 break;
             }
-            Incoming::Closed => break,
-            Incoming::Broken(reason) => {
+            Err(corum_runtime::Error::ConnectionClosed { .. }) => break,
+            Err(_) => {
                 shared.stats.borrow_mut().framing_errors += 1;
-                tracing::warn!(%peer, %reason, "bad frame; closing the connection");
                 break;
             }
         }
@@ -420,7 +366,7 @@ async fn write_responses<W: AsyncWrite + Unpin>(
     writer.close().await;
 }
 
-/// Queues `answer`, or `Malformed` in its place when it is over the response limit.
+/// Queues `answer`, or `ResponseTooLarge` in its place when it is over the response limit.
 fn queue_response<W: AsyncWrite + Unpin>(writer: &mut FrameWriter<W>, answer: &ResponseFrame) {
     match writer.queue(answer) {
         Ok(()) => {}
@@ -430,15 +376,14 @@ fn queue_response<W: AsyncWrite + Unpin>(writer: &mut FrameWriter<W>, answer: &R
         }) => {
             let replacement = ResponseFrame {
                 correlation_id: answer.correlation_id,
-                body: Err(RpcError::Malformed {
-                    reason: format!(
-                        "response of {payload_bytes} bytes exceeds the server's limit of {payload_bytes_max}"
-                    ),
+                body: Err(RpcError::ResponseTooLarge {
+                    bytes: payload_bytes as u64,
+                    max: u64::from(payload_bytes_max),
                 }),
             };
             writer
                 .queue(&replacement)
-                .expect("a Malformed answer is far below any response limit");
+                .expect("a ResponseTooLarge answer is far below any response limit");
         }
         Err(e) => {
             // Encoding a value of our own types does not fail otherwise; say so loudly.
@@ -470,11 +415,8 @@ async fn handle(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
                 let timeout_ms = effective_timeout_ms(frame.timeout_ms);
                 observer(shared, raft, Message::FetchSnapshot(fetch), timeout_ms).await
             }
-            body => Err(RpcError::Malformed {
-                reason: format!(
-                    "{} is not served by this node's RPC server yet",
-                    body.kind()
-                ),
+            body => Err(RpcError::NotImplemented {
+                api: body.kind().into(),
             }),
         };
         return ResponseFrame {
@@ -539,12 +481,13 @@ async fn observer(
         }),
         Some(Ok(Message::FetchResponse(r))) => Ok(ResponseBody::Fetch(Box::new(r))),
         Some(Ok(Message::FetchSnapshotResponse(r))) => Ok(ResponseBody::FetchSnapshot(Box::new(r))),
-        Some(Ok(_)) => Err(RpcError::Malformed {
+        Some(Ok(_)) => Err(RpcError::Internal {
             reason: "the Raft core answered an observer with another message than its response"
                 .into(),
         }),
-        Some(Err(e @ DriverError::ObserverRefused { .. })) => Err(RpcError::Malformed {
-            reason: e.to_string(),
+        Some(Err(DriverError::ObserverRefused { id, reason })) => Err(RpcError::ObserverRefused {
+            replica_id: id,
+            reason: reason.into(),
         }),
         Some(Err(_)) => Err(RpcError::NotController { leader: None }),
     }
@@ -592,324 +535,6 @@ pub fn describe_quorum(
     .with_replica_progress(raft.log_end_offset, status.now_ms, &status.replicas)
 }
 
-/// Settings of an [`RpcClient`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RpcClientConfig {
-    /// Largest request sent (a larger one fails before sending).
-    pub request_bytes_max: u32,
-    /// Largest response accepted.
-    pub response_bytes_max: u32,
-    /// `NotController` redirects followed per call.
-    pub redirects_max: u32,
-}
-
-impl Default for RpcClientConfig {
-    fn default() -> Self {
-        RpcClientConfig {
-            request_bytes_max: 1 << 20,
-            response_bytes_max: 16 << 20,
-            redirects_max: 3,
-        }
-    }
-}
-
-impl RpcClientConfig {
-    /// Refuses zero size limits.
-    pub fn validate(&self) -> Result<(), RpcClientError> {
-        for (field, v) in [
-            ("request_bytes_max", self.request_bytes_max),
-            ("response_bytes_max", self.response_bytes_max),
-        ] {
-            if v == 0 {
-                return Err(RpcClientError::Config {
-                    field,
-                    reason: "must be at least 1".into(),
-                });
-            }
-        }
-        Ok(())
-    }
-}
-
-type Pending = Rc<RefCell<HashMap<u64, LocalSender<ResponseFrame>>>>;
-
-/// One pipelined connection: a writer task fed by a channel, a reader task routing answers
-/// to callers by correlation id.
-struct ClientConnection {
-    addr: SocketAddr,
-    /// Archived requests (frame payloads). Dropping it ends the writer task, which closes
-    /// the socket.
-    outgoing: LocalSender<crate::protocol::EncodedFrame>,
-    pending: Pending,
-    broken: Rc<RefCell<Option<String>>>,
-}
-
-impl ClientConnection {
-    async fn open(
-        addr: SocketAddr,
-        config: RpcClientConfig,
-    ) -> Result<ClientConnection, RpcClientError> {
-        let conn = connect(
-            addr,
-            ConnectionConfig {
-                payload_bytes_max: config.request_bytes_max.max(config.response_bytes_max),
-                nodelay: true,
-            },
-        )
-        .await
-        .map_err(|e| RpcClientError::Connect {
-            addr,
-            reason: e.to_string(),
-        })?;
-        let (reader, writer) = conn.into_split();
-        let pending: Pending = Rc::default();
-        let broken: Rc<RefCell<Option<String>>> = Rc::default();
-        let (outgoing, requests) = local_channel::new_unbounded::<crate::protocol::EncodedFrame>();
-        {
-            let broken = broken.clone();
-            glommio::spawn_local(async move {
-                let mut writer: FrameWriter<_> = writer;
-                while let Some(first) = requests.recv().await {
-                    // Every request ready now leaves in the same write.
-                    let mut next = Some(first);
-                    let mut failed = None;
-                    while let Some(payload) = next.take() {
-                        if let Err(e) = writer.queue_payload(&payload) {
-                            failed = Some(e);
-                            break;
-                        }
-                        if writer.queued_frames() < 256 {
-                            if let Some(Some(f)) =
-                                futures_lite::future::poll_once(requests.recv()).await
-                            {
-                                next = Some(f);
-                            }
-                        }
-                    }
-                    let result = match failed {
-                        Some(e) => Err(e),
-                        None => writer.flush_queued().await,
-                    };
-                    if let Err(e) = result {
-                        broken.borrow_mut().get_or_insert(e.to_string());
-                        break;
-                    }
-                }
-                writer.close().await;
-            })
-            .detach();
-        }
-        {
-            let (pending, broken) = (pending.clone(), broken.clone());
-            glommio::spawn_local(async move {
-                let mut reader: FrameReader<_> = reader;
-                read_answers(&mut reader, &pending, &broken).await;
-            })
-            .detach();
-        }
-        Ok(ClientConnection {
-            addr,
-            outgoing,
-            pending,
-            broken,
-        })
-    }
-
-    fn is_broken(&self) -> bool {
-        self.broken.borrow().is_some()
-    }
-
-    fn lost(&self) -> RpcClientError {
-        RpcClientError::ConnectionLost {
-            addr: self.addr,
-            reason: self
-                .broken
-                .borrow()
-                .clone()
-                .unwrap_or_else(|| "closed".into()),
-        }
-    }
-
-    /// Sends the archived request `payload` (correlation id `id`) and waits for its answer.
-    async fn call(
-        &self,
-        id: u64,
-        payload: crate::protocol::EncodedFrame,
-        timeout: Duration,
-    ) -> Result<ResponseFrame, RpcClientError> {
-        if self.is_broken() {
-            return Err(self.lost());
-        }
-        let (reply, answer) = local_channel::new_bounded(1);
-        self.pending.borrow_mut().insert(id, reply);
-        if self.outgoing.try_send(payload).is_err() {
-            self.pending.borrow_mut().remove(&id);
-            return Err(self.lost());
-        }
-        let waited = futures_lite::future::or(async { Some(answer.recv().await) }, async {
-            glommio::timer::sleep(timeout).await;
-            None
-        })
-        .await;
-        match waited {
-            Some(Some(frame)) => Ok(frame),
-            Some(None) => Err(self.lost()),
-            None => {
-                self.pending.borrow_mut().remove(&id);
-                Err(RpcClientError::NoAnswer {
-                    addr: self.addr,
-                    waited_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-                })
-            }
-        }
-    }
-}
-
-async fn read_answers<R: AsyncRead + Unpin>(
-    reader: &mut FrameReader<R>,
-    pending: &Pending,
-    broken: &Rc<RefCell<Option<String>>>,
-) {
-    loop {
-        let frame = match reader.recv::<ResponseFrame>().await {
-            Ok(v) => ResponseFrame::from_archived(v.get()),
-            Err(e) => {
-                broken.borrow_mut().get_or_insert(e.to_string());
-                // Dropping the senders wakes every caller with "connection lost".
-                pending.borrow_mut().clear();
-                return;
-            }
-        };
-        let frame = match frame.body.as_ref().map(ResponseBody::validate_raft) {
-            Ok(Err(e)) => ResponseFrame {
-                correlation_id: frame.correlation_id,
-                body: Err(RpcError::Malformed {
-                    reason: format!("invalid response: {e}"),
-                }),
-            },
-            _ => frame,
-        };
-        let waiter = pending.borrow_mut().remove(&frame.correlation_id);
-        match waiter {
-            Some(w) => {
-                let _ = w.try_send(frame);
-            }
-            None => {
-                tracing::debug!(
-                    correlation_id = frame.correlation_id,
-                    body = ?frame.body.as_ref().err(),
-                    "answer to no waiting request"
-                );
-            }
-        }
-    }
-}
-
-/// A pipelining client of [`RpcServer`]: any number of concurrent [`RpcClient::call`]s share
-/// one connection; `NotController` hints are followed (at most `redirects_max` per call) by
-/// reconnecting to the named endpoint. Correlation ids start at 1 (0 is the server's "unknown").
-pub struct RpcClient {
-    config: RpcClientConfig,
-    conn: RefCell<Rc<ClientConnection>>,
-    next_id: Cell<u64>,
-    redirects: Cell<u64>,
-}
-
-impl RpcClient {
-    /// Connects to `addr`.
-    pub async fn connect(
-        addr: SocketAddr,
-        config: RpcClientConfig,
-    ) -> Result<RpcClient, RpcClientError> {
-        config.validate()?;
-        let conn = ClientConnection::open(addr, config).await?;
-        Ok(RpcClient {
-            config,
-            conn: RefCell::new(Rc::new(conn)),
-            next_id: Cell::new(1),
-            redirects: Cell::new(0),
-        })
-    }
-
-    /// The server this client talks to now.
-    pub fn server_addr(&self) -> SocketAddr {
-        self.conn.borrow().addr
-    }
-
-    /// Redirects followed so far.
-    pub fn redirects(&self) -> u64 {
-        self.redirects.get()
-    }
-
-    /// Sends `body` and waits up to `timeout` per attempt (the server is given the same
-    /// timeout). A broken connection is reopened to the same server once per call before
-    /// failing.
-    pub async fn call(
-        &self,
-        body: RequestBody,
-        timeout: Duration,
-    ) -> Result<ResponseBody, RpcClientError> {
-        let timeout_ms = u32::try_from(timeout.as_millis())
-            .unwrap_or(u32::MAX)
-            .max(1);
-        let mut redirects = 0;
-        let mut reopened = false;
-        // Each attempt gets its own correlation id; the body is not copied.
-        let mut frame = RequestFrame {
-            correlation_id: 0,
-            timeout_ms,
-            body,
-        };
-        loop {
-            let conn = self.conn.borrow().clone();
-            if conn.is_broken() && !reopened {
-                reopened = true;
-                self.switch(conn.addr).await?;
-                continue;
-            }
-            let id = self.next_id.get();
-            self.next_id.set(id + 1);
-            frame.correlation_id = id;
-            // Archived once: the size check and the bytes sent are the same archive.
-            let payload = encode_request(&frame, self.config.request_bytes_max as usize)
-                .map_err(RpcClientError::Encode)?;
-            let answer = conn.call(id, payload, timeout).await?;
-            match answer.body {
-                Err(RpcError::NotController { leader: Some(hint) })
-                    if redirects < self.config.redirects_max =>
-                {
-                    let addr = resolve(&hint)?;
-                    redirects += 1;
-                    self.redirects.set(self.redirects.get() + 1);
-                    if self.conn.borrow().addr != addr {
-                        self.switch(addr).await?;
-                    }
-                }
-                other => return other.map_err(RpcClientError::Rpc),
-            }
-        }
-    }
-
-    async fn switch(&self, addr: SocketAddr) -> Result<(), RpcClientError> {
-        let conn = ClientConnection::open(addr, self.config).await?;
-        *self.conn.borrow_mut() = Rc::new(conn);
-        Ok(())
-    }
-}
-
-fn resolve(hint: &LeaderHint) -> Result<SocketAddr, RpcClientError> {
-    let err = |reason: String| RpcClientError::Resolve {
-        host: hint.host.clone(),
-        port: hint.port,
-        reason,
-    };
-    (hint.host.as_str(), hint.port)
-        .to_socket_addrs()
-        .map_err(|e| err(e.to_string()))?
-        .next()
-        .ok_or_else(|| err("no address".into()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -935,58 +560,6 @@ mod tests {
             ..c
         };
         assert!(bad.validate().is_err());
-        RpcClientConfig::default().validate().unwrap();
-        let bad = RpcClientConfig {
-            request_bytes_max: 0,
-            ..RpcClientConfig::default()
-        };
-        assert!(matches!(
-            bad.validate(),
-            Err(RpcClientError::Config {
-                field: "request_bytes_max",
-                ..
-            })
-        ));
-    }
-
-    /// A frame stream is read frame by frame: intact frames come out whole, an oversized
-    /// header is reported without reading its body, and a damaged frame is reported broken.
-    #[test]
-    fn frames_are_read_with_their_framing_checked() {
-        use corum_runtime::message::encode_frame;
-        futures_lite::future::block_on(async {
-            let mut stream = Vec::new();
-            let mut buf = AlignedVec::new();
-            encode_frame(&b"hello".to_vec(), &mut buf, 1 << 20).unwrap();
-            stream.extend_from_slice(&buf);
-            let mut r = futures_lite::io::Cursor::new(stream.clone());
-            assert!(matches!(
-                read_frame(&mut r, 1 << 20).await,
-                Incoming::Payload(_)
-            ));
-            assert!(matches!(
-                read_frame(&mut r, 1 << 20).await,
-                Incoming::Closed
-            ));
-            let mut r = futures_lite::io::Cursor::new(stream.clone());
-            assert!(matches!(
-                read_frame(&mut r, 4).await,
-                Incoming::TooLarge { .. }
-            ));
-            let mut damaged = stream.clone();
-            let last = damaged.len() - 9;
-            damaged[last] ^= 0xff;
-            let mut r = futures_lite::io::Cursor::new(damaged);
-            assert!(matches!(
-                read_frame(&mut r, 1 << 20).await,
-                Incoming::Broken(_)
-            ));
-            let mut r = futures_lite::io::Cursor::new(b"garbage-garbage-garbage".to_vec());
-            assert!(matches!(
-                read_frame(&mut r, 1 << 20).await,
-                Incoming::Broken(_)
-            ));
-        });
     }
 
     fn driver_status(leader: Option<u32>, voters: &[u32], is_voter: bool) -> DriverStatus {
@@ -1110,55 +683,5 @@ mod tests {
         assert_eq!(q.voters[1].directory_id, Some(Uuid([2; 16])));
         assert_eq!(q.observers[0].directory_id, Some(Uuid([9; 16])));
         assert_eq!(q.max_follower_lag(), Some(8));
-    }
-
-    proptest::proptest! {
-        /// With one byte of a stream of frames changed, the frames before it come out intact
-        /// and the damaged one is never handed out as a payload (reported broken, too large,
-        /// or cut short); arbitrary bytes never panic the reader.
-        #[test]
-        fn damaged_frames_are_never_handed_out(
-            payloads in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64), 1..5),
-            at in proptest::prelude::any::<proptest::sample::Index>(),
-            xor in 1u8..=255,
-        ) {
-            let mut stream = Vec::new();
-            let mut ends = Vec::new();
-            for p in &payloads {
-                corum_runtime::frame::encode(p, &mut stream);
-                ends.push(stream.len());
-            }
-            let i = at.index(stream.len());
-            stream[i] ^= xor;
-            let damaged = ends.iter().position(|&end| i < end).unwrap();
-            futures_lite::future::block_on(async {
-                let mut r = futures_lite::io::Cursor::new(stream);
-                for (k, p) in payloads.iter().enumerate() {
-                    match read_frame(&mut r, 1 << 10).await {
-                        Incoming::Payload(got) => {
-                            proptest::prop_assert!(k < damaged, "damaged frame {k} handed out");
-                            proptest::prop_assert_eq!(got.as_slice(), &p[..]);
-                        }
-                        _ => {
-                            proptest::prop_assert_eq!(k, damaged);
-                            break;
-                        }
-                    }
-                }
-                Ok(())
-            })?;
-        }
-
-        #[test]
-        fn random_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
-            futures_lite::future::block_on(async {
-                let mut r = futures_lite::io::Cursor::new(bytes);
-                // Each payload consumes at least 16 bytes, so this ends.
-                while let Incoming::Payload(p) = read_frame(&mut r, 4096).await {
-                    proptest::prop_assert!(p.len() <= 4096);
-                }
-                Ok(())
-            })?;
-        }
     }
 }

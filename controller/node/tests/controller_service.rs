@@ -212,9 +212,14 @@ fn services_serve_through_the_leader_answer_after_commit_and_fail_over() {
                 })
             })
         );
-        // Raft requests are not the controller's.
+        // Raft requests are not the controller's: not implemented, by name.
         let answer = leader.call(2, RequestBody::DescribeQuorum).await;
-        assert!(matches!(answer.body, Err(RpcError::Malformed { .. })));
+        assert_eq!(
+            answer.body,
+            Err(RpcError::NotImplemented {
+                api: "DescribeQuorum".into()
+            })
+        );
 
         // Register broker 100, then heartbeat it caught up so it is unfenced.
         let answer = leader.call(3, heartbeat(100, None, LogOffset(0))).await;
@@ -733,4 +738,85 @@ fn alter_broker(id: u32) -> RequestBody {
         }],
         validate_only: false,
     })
+}
+
+/// An IncrementalAlterConfigs of the cluster-wide broker default `log.retention.ms` whose
+/// value is padded with `padding_bytes` spaces: the controller trims a number before parsing
+/// it, so the request is valid and its record is as large as the test needs.
+fn padded_retention(padding_bytes: usize) -> RequestBody {
+    use corum_controller::control::config_control::{
+        AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
+    };
+    RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
+        resources: vec![AlterConfigsResource {
+            resource: corum_controller::image::ConfigResource {
+                resource_type: corum_controller::records::ConfigResourceType::Broker,
+                name: String::new(),
+            },
+            configs: vec![AlterableConfig {
+                key: "log.retention.ms".into(),
+                op: AlterConfigOp::Set,
+                value: format!("{}60000", " ".repeat(padding_bytes)),
+            }],
+        }],
+        validate_only: false,
+    })
+}
+
+#[test]
+fn oversized_and_refused_proposals_get_their_own_errors() {
+    // On a single voter whose Raft batches hold 64 KiB while its service batches 1 MiB (limits
+    // a node's own configuration never sets apart): a request whose records take more than
+    // the service's batch limit is answered RecordsTooLarge with its size and the limit; one
+    // between the two limits reaches the Raft core, which refuses it: ProposalRefused; the
+    // controller then activates again and serves an ordinary write.
+    on_executor("controller-service-test", TEST_DEADLINE, || async {
+        const RAFT_BATCH_BYTES_MAX: usize = 64 << 10;
+        let tmp = tempfile::tempdir().unwrap();
+        let mut nets = bind_all(CLUSTER, &[1]);
+        let voters = voter_set(&[1], &nets);
+        let net = nets.pop().unwrap();
+        let service_batch_bytes_max = common::service_config(1, &voters).batch_bytes_max;
+        assert!(service_batch_bytes_max > 2 * RAFT_BATCH_BYTES_MAX);
+        let node = common::start_controller_node_tweaked(
+            1,
+            &tmp.path().join("node-1"),
+            net,
+            &voters,
+            true,
+            corum_controller::ControllerConfig::default(),
+            |driver, _| driver.raft.batch_bytes_max = RAFT_BATCH_BYTES_MAX,
+        )
+        .await;
+        let active = || node.service.status().active_epoch.is_some();
+        wait_for("the single voter to activate", active).await;
+
+        let answer = call_checked(&node.raft, &node.service, 1, padded_retention(2 << 20)).await;
+        match answer.body {
+            Err(RpcError::RecordsTooLarge { bytes, max }) => {
+                assert!(bytes > 2 << 20, "{bytes}");
+                assert_eq!(max, service_batch_bytes_max as u64);
+            }
+            other => panic!("a 2 MiB record answered {other:?}"),
+        }
+
+        let answer = call_checked(&node.raft, &node.service, 2, padded_retention(128 << 10)).await;
+        match answer.body {
+            Err(RpcError::ProposalRefused { reason }) => {
+                assert!(reason.contains("exceeds the limit"), "{reason}")
+            }
+            other => panic!("a 128 KiB record answered {other:?}"),
+        }
+
+        // The service hears of the refusal, resigns (reverting the refused records) and
+        // activates again.
+        wait_for("the controller to activate again", || {
+            let s = node.service.status();
+            s.activations >= 2 && s.active_epoch.is_some()
+        })
+        .await;
+        let answer = call_checked(&node.raft, &node.service, 3, padded_retention(0)).await;
+        assert!(config_ok(&answer), "{answer:?}");
+        node.shut_down().await;
+    });
 }

@@ -1,6 +1,6 @@
 //! A whole node as `corum run` starts it ([`corum_node::node::run_node`]): a formatted
 //! single-voter static quorum on two unpinned shards (worker + controller linked by a
-//! cross-shard port), driven by an `RpcClient` from another thread, stopped by the runtime's
+//! cross-shard port), driven by an `RpcConnection` from another thread, stopped by the runtime's
 //! shutdown.
 
 use std::path::Path;
@@ -16,7 +16,8 @@ use corum_controller::records::ConfigResourceType;
 use corum_node::config::NodeConfig;
 use corum_node::format::{format_dir, plan_format, BootstrapChoice};
 use corum_node::node::{run_node, NodePlan, NodeReady};
-use corum_node::{RequestBody, ResponseBody, RpcClient, RpcClientConfig};
+use corum_node::{RequestBody, ResponseBody};
+use corum_protocol::{RpcConnection, RpcConnectionConfig};
 use corum_runtime::{Placement, Runtime, RuntimeConfig};
 use corum_types::Uuid;
 
@@ -132,7 +133,7 @@ fn a_node_on_two_shards_serves_clients_and_stops_cleanly() {
             Duration::from_secs(90),
             move || async move {
                 let client = std::rc::Rc::new(
-                    RpcClient::connect(addr, RpcClientConfig::default())
+                    RpcConnection::connect(addr, RpcConnectionConfig::default())
                         .await
                         .unwrap(),
                 );

@@ -1,6 +1,6 @@
 //! Three `RaftDriver`s with a `ControllerService` and an `RpcServer` each, on loopback with
 //! real metadata logs (`UringDisk`) in temporary directories, sharing one unpinned glommio
-//! executor thread; clients are `RpcClient`s and raw framed connections. Conditions are polled
+//! executor thread; clients are `RpcConnection`s and raw framed connections. Conditions are polled
 //! with a timeout (never a fixed sleep to wait for something) and the whole test runs under a
 //! deadline guard.
 
@@ -13,9 +13,9 @@ use corum_controller::TargetState;
 use corum_node::protocol::{decode_request, encode_request, peek_correlation_id, LeaderHint};
 use corum_node::rpc_server::describe_quorum;
 use corum_node::{
-    RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcClient, RpcClientConfig,
-    RpcClientError, RpcError, RpcServer, RpcServerConfig,
+    RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError, RpcServer, RpcServerConfig,
 };
+use corum_protocol::{RpcConnection, RpcConnectionConfig, RpcConnectionError};
 use corum_runtime::transport::{connect, ConnectionConfig};
 use corum_runtime::ShutdownSignal;
 use corum_types::{LogOffset, NodeId, Uuid};
@@ -38,7 +38,7 @@ async fn cluster(tmp: &Path) -> (Vec<Node>, usize) {
     rpc_cluster(tmp, CLUSTER, true, REQUEST_BYTES_MAX, controller).await
 }
 
-fn config_ok(body: &Result<ResponseBody, RpcClientError>) -> bool {
+fn config_ok(body: &Result<ResponseBody, RpcConnectionError>) -> bool {
     matches!(body, Ok(ResponseBody::IncrementalAlterConfigs(r)) if r.resources.iter().all(|t| t.1.is_ok()))
 }
 
@@ -62,43 +62,43 @@ fn raw_frame(payload: &[u8]) -> Vec<u8> {
 #[test]
 fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
     // Over real disks and sockets: a follower's RPC server answers NotController naming the
-    // leader's client endpoint, and an RpcClient following it reaches the leader; through one
-    // connection a broker registers and is unfenced, a topic is created and 32 pipelined config
+    // leader's client endpoint, and a connection to that endpoint reaches the leader; through
+    // one connection a broker registers and is unfenced, a topic is created and 32 pipelined config
     // writes all succeed, each acknowledged only once committed; a raw connection sending
     // garbage mid-stream is closed while the client keeps working; an oversized frame is
     // answered RequestTooLarge and closed; a malformed payload in an intact frame is answered
-    // Malformed with its correlation id and its connection keeps serving.
+    // Malformed with its correlation id and its connection keeps serving; a voter change is
+    // answered NotImplemented naming it; an answer above the response limit is replaced by
+    // ResponseTooLarge.
     on_executor("rpc-server-test", TEST_DEADLINE, || async {
         let tmp = tempfile::tempdir().unwrap();
         let (nodes, l) = cluster(tmp.path()).await;
         let leader = &nodes[l];
         let follower = &nodes[(l + 1) % 3];
 
-        // Without redirects, the follower's answer names the leader at its RPC server.
-        let no_redirects = RpcClientConfig {
-            redirects_max: 0,
-            ..RpcClientConfig::default()
-        };
-        let direct = RpcClient::connect(follower.rpc_addr, no_redirects)
+        // The follower's answer names the leader at its RPC server.
+        let direct = RpcConnection::connect(follower.rpc_addr, RpcConnectionConfig::default())
             .await
             .unwrap();
         let answer = direct
             .call(RequestBody::DescribeCluster, CALL_TIMEOUT)
             .await;
+        let hint = LeaderHint {
+            id: NodeId(leader.id),
+            host: "127.0.0.1".into(),
+            port: leader.rpc_addr.port(),
+        };
         assert_eq!(
             answer,
-            Err(RpcClientError::Rpc(RpcError::NotController {
-                leader: Some(LeaderHint {
-                    id: NodeId(leader.id),
-                    host: "127.0.0.1".into(),
-                    port: leader.rpc_addr.port(),
-                })
+            Err(RpcConnectionError::Rpc(RpcError::NotController {
+                leader: Some(hint.clone())
             }))
         );
 
-        // With redirects, the client lands on the leader.
+        // A connection to the hinted endpoint is served by the leader.
+        let hinted: std::net::SocketAddr = format!("{}:{}", hint.host, hint.port).parse().unwrap();
         let client = Rc::new(
-            RpcClient::connect(follower.rpc_addr, RpcClientConfig::default())
+            RpcConnection::connect(hinted, RpcConnectionConfig::default())
                 .await
                 .unwrap(),
         );
@@ -109,8 +109,26 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
             matches!(answer, Ok(ResponseBody::DescribeCluster(_))),
             "{answer:?}"
         );
-        assert_eq!(client.server_addr(), leader.rpc_addr);
-        assert_eq!(client.redirects(), 1);
+        assert_eq!(client.addr(), leader.rpc_addr);
+
+        // The voter changes are not served yet: NotImplemented names the API, and the
+        // connection keeps serving.
+        let add_voter = RequestBody::AddVoter(corum_raft::message::AddVoterRequest {
+            request_id: 1,
+            voter: corum_raft::Voter {
+                key: corum_raft::ReplicaKey {
+                    id: NodeId(4),
+                    directory_id: Uuid([4; 16]),
+                },
+                endpoints: vec![],
+            },
+        });
+        assert_eq!(
+            client.call(add_voter, CALL_TIMEOUT).await,
+            Err(RpcConnectionError::Rpc(RpcError::NotImplemented {
+                api: "AddVoter".into()
+            }))
+        );
 
         // DescribeQuorum is answered from the driver's status.
         match client.call(RequestBody::DescribeQuorum, CALL_TIMEOUT).await {
@@ -302,14 +320,17 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
         assert_eq!(answer.correlation_id, 56);
         assert!(matches!(answer.body, Ok(ResponseBody::DescribeCluster(_))));
 
-        // Limits: a server for at most one connection, one request in flight per connection.
-        // Pipelined calls are served one at a time and all succeed; a second connection is
-        // closed on accept; once the first closes, a new one is served.
+        // Limits: a server for at most one connection, one request in flight per connection,
+        // 256-byte responses. Pipelined calls are served one at a time and all succeed; a
+        // larger answer is replaced by ResponseTooLarge; a second connection is closed on
+        // accept; once the first closes, a new one is served.
+        const RESPONSE_BYTES_MAX: u32 = 256;
         let limited = RpcServer::bind(
             "127.0.0.1:0".parse().unwrap(),
             RpcServerConfig {
                 connections_max: 1,
                 in_flight_per_connection_max: 1,
+                response_bytes_max: RESPONSE_BYTES_MAX,
                 ..RpcServerConfig::new(CLUSTER, NodeId(leader.id))
             },
         )
@@ -319,7 +340,7 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
         let limited_run =
             glommio::spawn_local(limited.run(leader.raft.clone(), limited_stop.clone())).detach();
         let one = Rc::new(
-            RpcClient::connect(limited_addr, RpcClientConfig::default())
+            RpcConnection::connect(limited_addr, RpcConnectionConfig::default())
                 .await
                 .unwrap(),
         );
@@ -353,12 +374,31 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
             }
             other => panic!("DescribeQuorum answered {other:?}"),
         }
+        // Every key of a topic with its value does not fit 256 bytes.
+        let described = one
+            .call(
+                RequestBody::DescribeConfigs(
+                    corum_controller::control::config_control::DescribeConfigsRequest {
+                        resources: vec![corum_controller::image::ConfigResource::topic("orders")],
+                    },
+                ),
+                CALL_TIMEOUT,
+            )
+            .await;
+        assert!(
+            matches!(
+                described,
+                Err(RpcConnectionError::Rpc(RpcError::ResponseTooLarge { bytes, max }))
+                    if bytes > u64::from(RESPONSE_BYTES_MAX) && max == u64::from(RESPONSE_BYTES_MAX)
+            ),
+            "{described:?}"
+        );
         drop(one);
         wait_for("the limited server's connection to close", || {
             limited_stats.borrow().open == 0
         })
         .await;
-        let again = RpcClient::connect(limited_addr, RpcClientConfig::default())
+        let again = RpcConnection::connect(limited_addr, RpcConnectionConfig::default())
             .await
             .unwrap();
         let answer = again
@@ -382,112 +422,6 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
                 assert!(stats.requests > writes, "{stats:?}");
             }
         }
-    });
-}
-
-#[test]
-fn the_client_times_out_bounds_redirects_and_reports_lost_connections() {
-    // Against a scripted server: a request never answered fails with Timeout after the
-    // client's wait; a server that always redirects to itself is followed at most
-    // `redirects_max` times, then its NotController is returned; a connection the server drops
-    // fails the waiting call with ConnectionLost, and the next call reconnects.
-    on_executor("rpc-server-test", TEST_DEADLINE, || async {
-        let listener = corum_runtime::Listener::bind(
-            "127.0.0.1:0".parse().unwrap(),
-            ConnectionConfig::default(),
-        )
-        .unwrap();
-        let addr = listener.local_addr();
-        let stop = ShutdownSignal::detached();
-        let server =
-            glommio::spawn_local(
-                listener.serve(stop.clone(), None, move |mut conn| async move {
-                    loop {
-                        let frame =
-                            RequestFrame::from_archived(conn.recv::<RequestFrame>().await?.get());
-                        let body = match frame.body {
-                            RequestBody::DescribeCluster => Err(RpcError::NotController {
-                                leader: Some(LeaderHint {
-                                    id: NodeId(9),
-                                    host: "127.0.0.1".into(),
-                                    port: addr.port(),
-                                }),
-                            }),
-                            // Never answered.
-                            RequestBody::CreateTopics(_) => continue,
-                            // The connection is dropped.
-                            _ => return Ok(()),
-                        };
-                        conn.send(&ResponseFrame {
-                            correlation_id: frame.correlation_id,
-                            body,
-                        })
-                        .await?;
-                    }
-                }),
-            )
-            .detach();
-
-        let client = RpcClient::connect(addr, RpcClientConfig::default())
-            .await
-            .unwrap();
-        let answer = client
-            .call(
-                RequestBody::CreateTopics(CreateTopicsRequest {
-                    topics: vec![CreatableTopic::new("t", 1, 1)],
-                    validate_only: false,
-                }),
-                Duration::from_millis(50),
-            )
-            .await;
-        assert!(
-            matches!(answer, Err(RpcClientError::NoAnswer { waited_ms: 50, .. })),
-            "{answer:?}"
-        );
-
-        let answer = client
-            .call(RequestBody::DescribeCluster, CALL_TIMEOUT)
-            .await;
-        assert!(
-            matches!(
-                answer,
-                Err(RpcClientError::Rpc(RpcError::NotController { leader: Some(ref h) })) if h.id == NodeId(9)
-            ),
-            "{answer:?}"
-        );
-        assert_eq!(
-            client.redirects(),
-            u64::from(RpcClientConfig::default().redirects_max)
-        );
-
-        let answer = client
-            .call(
-                RequestBody::UnregisterBroker(
-                    corum_controller::control::cluster_control::UnregisterBrokerRequest {
-                        broker_id: NodeId(1),
-                    },
-                ),
-                CALL_TIMEOUT,
-            )
-            .await;
-        assert!(
-            matches!(answer, Err(RpcClientError::ConnectionLost { addr: a, .. }) if a == addr),
-            "{answer:?}"
-        );
-        // The next call reconnects (and is redirected again, to the same place).
-        let answer = client
-            .call(RequestBody::DescribeCluster, CALL_TIMEOUT)
-            .await;
-        assert!(
-            matches!(
-                answer,
-                Err(RpcClientError::Rpc(RpcError::NotController { .. }))
-            ),
-            "{answer:?}"
-        );
-        drop(client);
-        stop.fire();
-        assert!(server.await.unwrap() >= 2);
     });
 }
 
@@ -527,11 +461,8 @@ fn observers_fetch_the_log_from_the_leader_over_rpc() {
         let (nodes, l) = cluster(tmp.path()).await;
         let leader = &nodes[l];
         let follower = &nodes[(l + 1) % 3];
-        let no_redirects = RpcClientConfig {
-            redirects_max: 0,
-            ..RpcClientConfig::default()
-        };
-        let client = RpcClient::connect(leader.rpc_addr, no_redirects)
+        let connection_config = RpcConnectionConfig::default();
+        let client = RpcConnection::connect(leader.rpc_addr, connection_config)
             .await
             .unwrap();
         let epoch = leader.raft.status().raft.epoch;
@@ -570,7 +501,7 @@ fn observers_fetch_the_log_from_the_leader_over_rpc() {
 
         // A long poll at the end returns once something new commits, not after its wait.
         let poll_client = Rc::new(
-            RpcClient::connect(leader.rpc_addr, no_redirects)
+            RpcConnection::connect(leader.rpc_addr, connection_config)
                 .await
                 .unwrap(),
         );
@@ -618,7 +549,7 @@ fn observers_fetch_the_log_from_the_leader_over_rpc() {
         );
 
         // A follower redirects to the leader's client endpoint.
-        let at_follower = RpcClient::connect(follower.rpc_addr, no_redirects)
+        let at_follower = RpcConnection::connect(follower.rpc_addr, connection_config)
             .await
             .unwrap();
         let answer = at_follower
@@ -636,7 +567,7 @@ fn observers_fetch_the_log_from_the_leader_over_rpc() {
             .await;
         assert_eq!(
             answer,
-            Err(RpcClientError::Rpc(RpcError::NotController {
+            Err(RpcConnectionError::Rpc(RpcError::NotController {
                 leader: Some(LeaderHint {
                     id: NodeId(leader.id),
                     host: "127.0.0.1".into(),
@@ -660,7 +591,8 @@ fn observers_fetch_the_log_from_the_leader_over_rpc() {
             )
             .await;
         assert!(
-            matches!(&answer, Err(RpcClientError::Rpc(RpcError::Malformed { reason })) if reason.contains("voter")),
+            matches!(&answer, Err(RpcConnectionError::Rpc(RpcError::ObserverRefused { replica_id, reason }))
+                if *replica_id == NodeId(follower.id) && reason.contains("vot")),
             "{answer:?}"
         );
         let answer = client

@@ -3,7 +3,7 @@
 //! Shared types: [`RequestContext`] (inputs every handler gets) and [`ControllerResult`].
 //!
 //! Every public request and response type (and [`crate::ApiError`]) derives rkyv, so the node's RPC
-//! protocol (`corum-node::protocol`) sends them as they are. Their field and variant order is
+//! protocol (`corum-protocol`) sends them as they are. Their field and variant order is
 //! therefore a wire format: add fields only in a new request version, append enum variants only.
 
 pub mod cluster_control;

@@ -50,6 +50,17 @@ pub enum Error {
     VoterSet(&'static str),
     #[error("cannot decode {what}: {reason}")]
     Decode { what: &'static str, reason: String },
+    /// A message from the network whose batches do not continue the log where it says they
+    /// start (a gap, an overlap or an empty batch); see [`crate::Message::validate`]. The
+    /// sender is broken or hostile: drop the message.
+    #[error(
+        "batch at {base_offset} ({record_count} records) does not continue the log at {expected}"
+    )]
+    BatchesNotContiguous {
+        base_offset: LogOffset,
+        record_count: u32,
+        expected: LogOffset,
+    },
     #[error("control batch at {offset} has no payload in the restored log")]
     MissingControlPayload { offset: LogOffset },
     #[error("restored log is not contiguous at {offset} (expected {expected})")]

@@ -241,7 +241,7 @@ impl Message {
     }
 
     /// Validates (bytecheck) and decodes a frame body; copies into an aligned buffer first if
-    /// `bytes` is not 16-byte aligned. Every voter set inside is checked too.
+    /// `bytes` is not 16-byte aligned. Then applies [`Message::validate`].
     pub fn decode(bytes: &[u8]) -> Result<Message> {
         let decoded = if (bytes.as_ptr() as usize) % 16 == 0 {
             rkyv::from_bytes::<Message, rkyv::rancor::Error>(bytes)
@@ -254,24 +254,57 @@ impl Message {
             what: "message",
             reason: e.to_string(),
         })?;
-        match &msg {
-            Message::FetchSnapshotResponse(FetchSnapshotResponse {
-                result: FetchSnapshotResult::Chunk { voters, .. },
-                ..
-            }) => voters.validate()?,
-            Message::Append(a) => check_batches(a.prev_end, &a.batches)?,
-            Message::FetchResponse(FetchResponse {
-                result:
-                    FetchResult::Batches {
-                        fetch_offset,
-                        batches,
-                        ..
-                    },
-                ..
-            }) => check_batches(*fetch_offset, batches)?,
-            _ => {}
-        }
+        msg.validate()?;
         Ok(msg)
+    }
+
+    /// The rules a message from the network must meet beyond what rkyv's validation checks
+    /// (which only proves the bytes are a well-formed archive): the batches of an append or a
+    /// fetch response continue the log from the message's start offset and are non-empty
+    /// ([`Error::BatchesNotContiguous`]); a snapshot chunk's voter set is sorted and unique
+    /// ([`Error::VoterSet`]). [`Message::decode`] applies them; a transport that validates a
+    /// message embedded in its own archive (the node's peer envelope, the client protocol's
+    /// Fetch answers) calls this (or the per-message `validate`) before stepping it into a core.
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            Message::Append(a) => a.validate(),
+            Message::FetchResponse(r) => r.validate(),
+            Message::FetchSnapshotResponse(r) => r.validate(),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl AppendRequest {
+    /// [`Message::validate`]'s rule for an append: its batches continue the log from
+    /// `prev_end` and are non-empty.
+    pub fn validate(&self) -> Result<()> {
+        check_batches(self.prev_end, &self.batches)
+    }
+}
+
+impl FetchResponse {
+    /// [`Message::validate`]'s rule for a fetch response: its batches continue the log from
+    /// the fetch offset and are non-empty.
+    pub fn validate(&self) -> Result<()> {
+        match &self.result {
+            FetchResult::Batches {
+                fetch_offset,
+                batches,
+                ..
+            } => check_batches(*fetch_offset, batches),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl FetchSnapshotResponse {
+    /// [`Message::validate`]'s rule for a snapshot chunk: its voter set is sorted and unique.
+    pub fn validate(&self) -> Result<()> {
+        match &self.result {
+            FetchSnapshotResult::Chunk { voters, .. } => voters.validate(),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -280,12 +313,10 @@ fn check_batches(start: LogOffset, batches: &[Batch]) -> Result<()> {
     let mut at = start;
     for b in batches {
         if b.base_offset != at || b.record_count == 0 {
-            return Err(Error::Decode {
-                what: "message",
-                reason: format!(
-                    "batch at {} does not continue the log at {at}",
-                    b.base_offset
-                ),
+            return Err(Error::BatchesNotContiguous {
+                base_offset: b.base_offset,
+                record_count: b.record_count,
+                expected: at,
             });
         }
         at = b.end_offset();
@@ -419,6 +450,125 @@ mod tests {
             let _ = Message::decode(&bytes);
             let _ = Message::decode(&junk);
         }
+    }
+
+    /// Batches from `start`, each possibly empty (`n == 0`) or one offset past where the
+    /// previous one ended (`gap == 2`), with whether they continue the log (checked naively).
+    fn arb_maybe_gapped_batches() -> impl Strategy<Value = (u64, Vec<Batch>, bool)> {
+        (
+            0u64..1000,
+            proptest::collection::vec(
+                (
+                    0u32..4,
+                    0u64..3,
+                    proptest::collection::vec(any::<u8>(), 0..16),
+                ),
+                0..4,
+            ),
+        )
+            .prop_map(|(start, bs)| {
+                let contiguous = bs.iter().all(|(n, gap, _)| *n > 0 && *gap < 2);
+                let mut at = LogOffset(start);
+                let batches = bs
+                    .into_iter()
+                    .map(|(n, gap, p)| {
+                        let b = Batch {
+                            base_offset: at.add(gap / 2),
+                            epoch: Epoch(1),
+                            record_count: n,
+                            control: false,
+                            payload: p.into(),
+                        };
+                        at = b.end_offset();
+                        b
+                    })
+                    .collect();
+                (start, batches, contiguous)
+            })
+    }
+
+    proptest! {
+        /// `validate` refuses exactly the appends and fetch responses whose batches leave a
+        /// gap or are empty, naming the batch, and `decode` refuses the same messages: one
+        /// rule for a message decoded on its own and one embedded in another archive.
+        #[test]
+        fn validate_refuses_exactly_the_gapped_batches(
+            (start, batches, contiguous) in arb_maybe_gapped_batches(),
+            fetch in any::<bool>(),
+        ) {
+            let m = if fetch {
+                Message::FetchResponse(FetchResponse {
+                    epoch: Epoch(2),
+                    leader: Some(NodeId(1)),
+                    result: FetchResult::Batches {
+                        fetch_offset: LogOffset(start),
+                        last_fetched_epoch: Epoch(1),
+                        batches,
+                        high_watermark: LogOffset(start),
+                    },
+                })
+            } else {
+                Message::Append(AppendRequest {
+                    epoch: Epoch(2),
+                    leader: NodeId(1),
+                    seq: 3,
+                    prev_end: LogOffset(start),
+                    prev_epoch: Epoch(1),
+                    batches,
+                    high_watermark: LogOffset(start),
+                    snapshot: None,
+                })
+            };
+            let checked = m.validate();
+            prop_assert_eq!(checked.is_ok(), contiguous, "{:?}", checked);
+            if let Err(e) = &checked {
+                prop_assert!(matches!(e, Error::BatchesNotContiguous { .. }), "{e}");
+            }
+            prop_assert_eq!(Message::decode(&m.encode()).err(), checked.err());
+        }
+    }
+
+    /// A snapshot chunk whose voter set is empty is refused by `validate` and by `decode`; a
+    /// chunk with a valid set and messages without batches or voter sets pass.
+    #[test]
+    fn validate_checks_snapshot_chunk_voter_sets() {
+        let chunk = |voters: VoterSet| {
+            Message::FetchSnapshotResponse(FetchSnapshotResponse {
+                epoch: Epoch(1),
+                leader: Some(NodeId(1)),
+                result: FetchSnapshotResult::Chunk {
+                    snapshot: SnapshotId {
+                        end_offset: LogOffset(10),
+                        epoch: Epoch(1),
+                    },
+                    voters,
+                    size_total: 1,
+                    position: 0,
+                    bytes: Payload::from(&b"x"[..]),
+                },
+            })
+        };
+        let bad = chunk(VoterSet::default());
+        assert!(matches!(bad.validate(), Err(Error::VoterSet(_))));
+        assert!(matches!(
+            Message::decode(&bad.encode()),
+            Err(Error::VoterSet(_))
+        ));
+        let one = VoterSet::new(vec![Voter {
+            key: key(1),
+            endpoints: vec![],
+        }])
+        .unwrap();
+        chunk(one).validate().unwrap();
+        Message::Vote(VoteRequest {
+            epoch: Epoch(1),
+            candidate: key(1),
+            last_epoch: Epoch(0),
+            end_offset: LogOffset(0),
+            pre_vote: true,
+        })
+        .validate()
+        .unwrap();
     }
 
     /// An append whose batches skip offsets is rejected at decode time.

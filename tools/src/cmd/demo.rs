@@ -24,8 +24,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::Context;
+use corum_client::DescribeQuorumResponse;
 use corum_engine::disk::executor_builder;
-use corum_node::protocol::DescribeQuorumResponse;
 
 use crate::cmd::loadgen::stats::format_us;
 use crate::cmd::loadgen::{run_workload, LoadConfig, Report, Workload};

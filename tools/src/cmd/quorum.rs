@@ -20,9 +20,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use corum_client::{ClientConfig, ControllerClient};
+use corum_client::{ClientConfig, ControllerClient, DescribeQuorumResponse, ReplicaState};
 use corum_engine::disk::executor_builder;
-use corum_node::protocol::{DescribeQuorumResponse, ReplicaState};
 use serde::Serialize;
 
 #[derive(clap::Args, Debug)]

@@ -930,8 +930,8 @@ impl<D: Disk> RaftDriver<D> {
     /// A proposal of the service: appended if this node leads its epoch, the log ends at its
     /// predicted base and no earlier proposal of its activation was refused; then its calls'
     /// success answers wait in the table for the commit. Otherwise refused: its calls get
-    /// `NotController` (the core's own refusal: `Malformed` with the reason) and the service
-    /// hears of it.
+    /// `NotController` (the core's own refusal: `ProposalRefused` with the reason) and the
+    /// service hears of it.
     fn on_proposal(&mut self, p: Proposal) {
         let status = self.core.status();
         let refusal = if status.role != Role::Leader || status.epoch != p.batch.epoch {
@@ -964,9 +964,7 @@ impl<D: Disk> RaftDriver<D> {
         self.proposals_refused += 1;
         self.fenced_activation = Some(self.fenced_activation.unwrap_or(0).max(p.activation));
         let body = match core_error {
-            Some(e) => RpcError::Malformed {
-                reason: format!("proposal refused: {e}"),
-            },
+            Some(reason) => RpcError::ProposalRefused { reason },
             None => RpcError::NotController {
                 leader: self.leader_hint(),
             },

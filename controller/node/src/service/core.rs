@@ -354,13 +354,9 @@ impl ServiceCore {
                     if encoded.len() > self.config.batch_bytes_max {
                         self.answers.push((
                             id,
-                            Err(RpcError::Malformed {
-                                reason: format!(
-                                    "the request's {} records take {} bytes, more than a batch may hold ({})",
-                                    records.len(),
-                                    encoded.len(),
-                                    self.config.batch_bytes_max
-                                ),
+                            Err(RpcError::RecordsTooLarge {
+                                bytes: encoded.len() as u64,
+                                max: self.config.batch_bytes_max as u64,
                             }),
                         ));
                         continue;

@@ -188,7 +188,7 @@ fn retriable(e: &ClientError) -> bool {
         ClientError::LeaderNotFound { .. }
             | ClientError::NoServerReachable { .. }
             | ClientError::Timeout { .. }
-            | ClientError::Rpc(corum_node::RpcError::Timeout { .. })
+            | ClientError::Rpc(corum_client::RpcError::Timeout { .. })
     )
 }
 

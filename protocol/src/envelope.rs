@@ -1,6 +1,6 @@
-//! The controller RPC protocol: the envelope brokers and admins send over the runtime's framed
-//! TCP transport, carrying the controller's own request and response types as-is (they derive
-//! rkyv in `corum-controller`; there are no duplicate wire structs).
+//! The envelope brokers and admins send over the runtime's framed TCP transport, carrying the
+//! controller's own request and response types as-is (they derive rkyv in `corum-controller`;
+//! there are no duplicate wire structs).
 //!
 //! # Frames
 //!
@@ -33,7 +33,9 @@
 //! order of [`RequestBody`], [`ResponseBody`] and [`RpcError`] is the wire format**: variants are
 //! only ever appended. A peer that sends a variant this build does not know fails validation and
 //! gets `Malformed`. The golden test (`testdata/protocol_v1.golden`) pins the bytes of a few
-//! frames so an accidental layout change fails.
+//! frames so an accidental layout change fails: each extension appends its own lines (the
+//! first frames, then the Raft RPCs, then the distinct [`RpcError`] variants after
+//! `Malformed`/`Api`), and no older line ever changes.
 //!
 //! An archived enum is as large as its largest variant, and the root struct holds it inline, so
 //! a new variant larger than every old one would change the bytes (padding) of every old frame.
@@ -52,8 +54,8 @@
 //! Fetch and voter-change bodies are `corum-raft`'s own message types: the server steps
 //! `Message::Fetch(req)` into the Raft core from `req.replica.id` and answers with the
 //! `FetchResponse` the core addresses to that id. rkyv validation checks their bytes; a client
-//! also calls [`ResponseBody::validate_raft`] on a decoded response to apply the rules
-//! `corum_raft::Message::decode` adds (contiguous batches, sorted voter sets).
+//! also calls [`ResponseBody::validate_raft`] on a decoded response to apply the Raft crate's
+//! own rules ([`corum_raft::Message::validate`]: contiguous batches, sorted voter sets).
 
 use corum_controller::control::cluster_control::{
     BrokerHeartbeatRequest, BrokerHeartbeatResponse, DescribeClusterResponse,
@@ -72,16 +74,16 @@ use corum_controller::control::replication_control::{
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
     ElectLeadersRequest, ElectLeadersResponse,
 };
-use corum_controller::ApiError;
 use corum_raft::message::{
     AddVoterRequest, FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse,
     RemoveVoterRequest, UpdateVoterRequest, VoterChangeResponse,
 };
-use corum_types::{Epoch, LogOffset, NodeId, Uuid};
 use rkyv::rancor;
 use rkyv::util::AlignedVec;
 
+use crate::describe_quorum::DescribeQuorumResponse;
 use crate::error::ProtocolError;
+use crate::rpc_error::RpcError;
 
 /// A request to the controller.
 #[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -151,185 +153,6 @@ pub enum ResponseBody {
     UpdateVoter(VoterChangeResponse),
 }
 
-/// The state of the quorum as one node sees it: what `kafka-metadata-quorum describe` shows
-/// with `--status` (cluster, leader, epoch, high watermark, voters, observers) and
-/// `--replication` (each replica's log end offset, lag and last fetch / catch-up time).
-///
-/// Times are ages on the answering node's monotonic clock (milliseconds before the answer),
-/// not wall-clock timestamps: a tool turns them into timestamps with its own clock, and no
-/// clock skew between nodes enters. A value the answering node does not know is `None` (a
-/// follower knows only its own log; the leader knows every replica it hears from).
-#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
-#[rkyv(derive(Debug))]
-pub struct DescribeQuorumResponse {
-    pub cluster_id: Uuid,
-    /// The node answering.
-    pub node_id: NodeId,
-    pub leader_id: Option<NodeId>,
-    pub leader_epoch: Epoch,
-    pub high_watermark: LogOffset,
-    /// Sorted by id.
-    pub voters: Vec<ReplicaState>,
-    /// Replicas fetching without voting (brokers, controllers not yet added), sorted by id.
-    pub observers: Vec<ReplicaState>,
-}
-
-/// One replica's row of `--replication`.
-#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
-#[rkyv(derive(Debug))]
-pub struct ReplicaState {
-    pub replica_id: NodeId,
-    /// `None` for a static voter named without one.
-    pub directory_id: Option<Uuid>,
-    /// The replica's log end offset as last reported (exclusive).
-    pub log_end_offset: Option<LogOffset>,
-    /// Records between the leader's log end offset and this replica's.
-    pub lag: Option<u64>,
-    /// How long ago the replica last fetched (or acknowledged an append).
-    pub last_fetch_age_ms: Option<u64>,
-    /// How long ago the replica was last caught up with the leader's log end offset.
-    pub last_caught_up_age_ms: Option<u64>,
-}
-
-impl DescribeQuorumResponse {
-    /// What a node can say from its own Raft core: cluster, leader, epoch, high watermark,
-    /// the voter set (with directory ids) and, for its own replica, its log end offset and lag
-    /// (zero when it leads). On the leader, every voter's and every fetching observer's
-    /// progress is filled from [`corum_raft::RaftCore::replica_progress`] (see
-    /// [`DescribeQuorumResponse::with_replica_progress`]); elsewhere other replicas' are `None`.
-    pub fn from_core(cluster_id: Uuid, core: &corum_raft::RaftCore) -> DescribeQuorumResponse {
-        let status = core.status();
-        let me = core.id();
-        let own = |id: NodeId, directory_id: Uuid| {
-            let mine = id == me;
-            ReplicaState {
-                replica_id: id,
-                directory_id: (!directory_id.is_zero()).then_some(directory_id),
-                log_end_offset: mine.then_some(status.log_end_offset),
-                lag: (mine && status.leader == Some(me)).then_some(0),
-                last_fetch_age_ms: mine.then_some(0),
-                last_caught_up_age_ms: (mine && status.leader == Some(me)).then_some(0),
-            }
-        };
-        let voters = core
-            .voter_set()
-            .voters()
-            .iter()
-            .map(|v| own(v.key.id, v.key.directory_id))
-            .collect();
-        let observers = if status.is_voter {
-            Vec::new()
-        } else {
-            vec![own(me, core.key().directory_id)]
-        };
-        DescribeQuorumResponse {
-            cluster_id,
-            node_id: me,
-            leader_id: status.leader,
-            leader_epoch: status.epoch,
-            high_watermark: status.high_watermark,
-            voters,
-            observers,
-        }
-        .with_replica_progress(
-            status.log_end_offset,
-            core.now_ms(),
-            &core.replica_progress(),
-        )
-    }
-
-    /// Fills the `--replication` columns from the leader's per-replica progress (empty when
-    /// this node does not lead: the rows are left as they are). `log_end_offset` is the
-    /// leader's log end and `now_ms` the leader core's clock (the clock of the progress
-    /// times). Per replica: `log_end_offset` is its acknowledged durable end (an observer's
-    /// last fetch offset), `lag` the leader's log end minus it, and the ages are `now_ms`
-    /// minus the last response / last caught-up time (`None` if never). The leader's own row
-    /// keeps its log end and lag 0 (only a missing directory id is filled in). Observers the leader hears from are added, sorted by id.
-    pub fn with_replica_progress(
-        mut self,
-        log_end_offset: LogOffset,
-        now_ms: u64,
-        progress: &[corum_raft::ReplicaProgress],
-    ) -> DescribeQuorumResponse {
-        for p in progress {
-            let directory_id = (!p.key.directory_id.is_zero()).then_some(p.key.directory_id);
-            if p.key.id == self.node_id {
-                let own = self.voters.iter_mut().chain(self.observers.iter_mut());
-                for r in own.filter(|r| r.replica_id == p.key.id) {
-                    r.directory_id = r.directory_id.or(directory_id);
-                }
-                continue;
-            }
-            let row = ReplicaState {
-                replica_id: p.key.id,
-                directory_id,
-                log_end_offset: Some(p.log_end_offset),
-                lag: Some(log_end_offset.0.saturating_sub(p.log_end_offset.0)),
-                last_fetch_age_ms: p.last_fetch_ms.map(|t| now_ms.saturating_sub(t)),
-                last_caught_up_age_ms: p.last_caught_up_ms.map(|t| now_ms.saturating_sub(t)),
-            };
-            let rows = if p.voter {
-                &mut self.voters
-            } else {
-                &mut self.observers
-            };
-            match rows.binary_search_by_key(&p.key.id, |r| r.replica_id) {
-                Ok(i) => {
-                    let directory_id = rows[i].directory_id.or(row.directory_id);
-                    rows[i] = ReplicaState {
-                        directory_id,
-                        ..row
-                    };
-                }
-                Err(i) => rows.insert(i, row),
-            }
-        }
-        self
-    }
-
-    /// The largest lag among the followers that have one (`--status`'s MaxFollowerLag).
-    pub fn max_follower_lag(&self) -> Option<u64> {
-        self.voters
-            .iter()
-            .filter(|r| Some(r.replica_id) != self.leader_id)
-            .filter_map(|r| r.lag)
-            .max()
-    }
-}
-
-/// Where the active controller is, as a non-leader knows it.
-#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
-#[rkyv(derive(Debug))]
-pub struct LeaderHint {
-    pub id: NodeId,
-    pub host: String,
-    pub port: u16,
-}
-
-/// Why a whole request failed (per-item failures are [`ApiError`]s inside the response body).
-/// Append new variants at the end only.
-#[derive(
-    Clone, Debug, PartialEq, Eq, thiserror::Error, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
-)]
-#[rkyv(derive(Debug))]
-pub enum RpcError {
-    /// This node is not the active controller; retry at `leader` when known.
-    #[error("not the active controller{}", leader.as_ref().map(|l| format!("; leader is {} at {}:{}", l.id, l.host, l.port)).unwrap_or_else(|| "; leader unknown".into()))]
-    NotController { leader: Option<LeaderHint> },
-    /// The request frame was above the server's `socket.request.max.bytes`.
-    #[error("request of {len_bytes} bytes exceeds the limit of {max_bytes}")]
-    RequestTooLarge { len_bytes: u64, max_bytes: u64 },
-    /// The request's records were not committed within its timeout; they may still commit.
-    #[error("request timed out after {timeout_ms} ms")]
-    Timeout { timeout_ms: u32 },
-    /// The request frame failed validation.
-    #[error("malformed request: {reason}")]
-    Malformed { reason: String },
-    /// The controller rejected the whole request.
-    #[error(transparent)]
-    Api(ApiError),
-}
-
 impl RequestBody {
     /// The request's name, for logs and metrics.
     pub fn kind(&self) -> &'static str {
@@ -356,7 +179,7 @@ impl RequestBody {
     }
 
     /// Whether the Raft layer serves this request (DescribeQuorum, Fetch, FetchSnapshot and the
-    /// voter changes) rather than the controller state machine ([`crate::dispatch`]).
+    /// voter changes) rather than the controller state machine (the node's `dispatch`).
     pub fn is_raft(&self) -> bool {
         matches!(
             self,
@@ -395,17 +218,18 @@ impl ResponseBody {
         }
     }
 
-    /// The rules `corum_raft::Message::decode` checks beyond rkyv's validation, for the Raft
-    /// bodies (a fetch response's batches continue the log from its fetch offset and are
-    /// non-empty; a snapshot chunk's voter set is sorted and unique). Other bodies pass. A
-    /// client calls this on every decoded response before handing a body to its Raft core.
+    /// The Raft crate's rules beyond rkyv's validation ([`corum_raft::Message::validate`]),
+    /// for the Raft bodies (a fetch response's batches continue the log from its fetch offset
+    /// and are non-empty; a snapshot chunk's voter set is sorted and unique). Other bodies
+    /// pass. A client calls this on every decoded response before handing a body to its Raft
+    /// core.
     pub fn validate_raft(&self) -> Result<(), ProtocolError> {
-        let result = match self {
-            ResponseBody::Fetch(r) => crate::peer::validate_fetch_response(r),
-            ResponseBody::FetchSnapshot(r) => crate::peer::validate_fetch_snapshot_response(r),
+        match self {
+            ResponseBody::Fetch(r) => r.validate(),
+            ResponseBody::FetchSnapshot(r) => r.validate(),
             _ => Ok(()),
-        };
-        result.map_err(|reason| ProtocolError::Invalid { reason })
+        }
+        .map_err(ProtocolError::Raft)
     }
 }
 
@@ -553,11 +377,14 @@ mod tests {
     };
     use corum_controller::image::ConfigResource;
     use corum_controller::records::{ConfigResourceType, ListenerV1, SupportedFeatureV1};
-    use corum_controller::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
+    use corum_controller::{ApiError, LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
     use corum_raft::message::{FetchResult, FetchSnapshotResult};
     use corum_raft::{Batch, Endpoint, ReplicaKey, SnapshotId, Voter, VoterChangeError, VoterSet};
-    use corum_types::BrokerEpoch;
+    use corum_types::{BrokerEpoch, Epoch, LogOffset, NodeId, Uuid};
     use proptest::prelude::*;
+
+    use crate::describe_quorum::ReplicaState;
+    use crate::rpc_error::LeaderHint;
 
     const MAX: usize = 1 << 20;
 
@@ -1193,6 +1020,21 @@ mod tests {
         (requests, responses)
     }
 
+    /// Frames of the distinct whole-request errors pinned by the golden file (after the Raft
+    /// RPCs): one response per [`RpcError`] variant appended after `Api`.
+    fn golden_error_frames() -> Vec<ResponseFrame> {
+        crate::rpc_error::tests::one_of_each()
+            .into_iter()
+            .skip_while(|e| !matches!(e, RpcError::Api(_)))
+            .skip(1)
+            .zip(201..)
+            .map(|(e, correlation_id)| ResponseFrame {
+                correlation_id,
+                body: Err(e),
+            })
+            .collect()
+    }
+
     fn hex(bytes: &[u8]) -> String {
         bytes.iter().map(|b| format!("{b:02x}")).collect()
     }
@@ -1223,8 +1065,13 @@ mod tests {
             let b = encode_response(r, MAX).unwrap();
             text.push_str(&format!("response {} {}\n", r.correlation_id, hex(&b)));
         }
+        // The distinct errors after `Api`, appended after the Raft RPCs.
+        for r in &golden_error_frames() {
+            let b = encode_response(r, MAX).unwrap();
+            text.push_str(&format!("response {} {}\n", r.correlation_id, hex(&b)));
+        }
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/protocol_v1.golden");
-        if std::env::var_os("CORUM_REWRITE_GOLDEN").is_some() {
+        if std::env::var("CORUM_REWRITE_GOLDEN").as_deref() == Ok("1") {
             std::fs::create_dir_all(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata")).unwrap();
             std::fs::write(path, &text).unwrap();
         }
@@ -1527,8 +1374,8 @@ mod tests {
         .collect()
     }
 
-    /// Every ApiError variant and every response body kind survives the wire, whole-request
-    /// (RpcError::Api) and per item.
+    /// Every ApiError variant, every RpcError variant and every response body kind survives
+    /// the wire, whole-request (RpcError::Api) and per item.
     #[test]
     fn every_error_and_response_round_trips() {
         let errors = one_of_each_api_error();
@@ -1543,6 +1390,14 @@ mod tests {
                 body: Err(RpcError::Api(e)),
             })
             .collect();
+        frames.extend(
+            crate::rpc_error::tests::one_of_each()
+                .into_iter()
+                .map(|e| ResponseFrame {
+                    correlation_id: 3,
+                    body: Err(e),
+                }),
+        );
         let bodies = one_of_each_response_body(&errors);
         let kinds: Vec<&str> = bodies.iter().map(ResponseBody::kind).collect();
         assert_eq!(kinds.len(), 18);
@@ -1596,131 +1451,6 @@ mod tests {
         let back = ResponseFrame::from_archived(decode_response(&b, MAX).unwrap());
         let err = back.body.unwrap().validate_raft().unwrap_err();
         assert!(err.to_string().contains("does not continue"), "{err}");
-    }
-
-    /// DescribeQuorum from a fresh core lists the voter set with directory ids, this node's
-    /// own log end offset and nothing it cannot know; a node outside the voter set reports
-    /// itself as an observer.
-    #[test]
-    fn describe_quorum_from_core() {
-        let voters = VoterSet::new(vec![
-            voter(1, 1, "h1", 9093),
-            Voter {
-                key: ReplicaKey {
-                    id: NodeId(2),
-                    directory_id: Uuid::ZERO,
-                },
-                endpoints: vec![],
-            },
-        ])
-        .unwrap();
-        let core = |me: ReplicaKey| {
-            corum_raft::RaftCore::new(
-                corum_raft::Config::default(),
-                me,
-                vec![],
-                corum_raft::Restore {
-                    quorum_state: corum_raft::QuorumStateRecord {
-                        epoch: Epoch(3),
-                        leader: Some(NodeId(2)),
-                        voted_for: None,
-                    },
-                    snapshot: None,
-                    log: vec![],
-                    bootstrap_voters: voters.clone(),
-                },
-                7,
-                0,
-            )
-            .unwrap()
-        };
-        let cluster = Uuid([9; 16]);
-        let d = DescribeQuorumResponse::from_core(cluster, &core(key(1, 1)));
-        assert_eq!(d.cluster_id, cluster);
-        assert_eq!(d.node_id, NodeId(1));
-        assert_eq!(d.leader_id, Some(NodeId(2)));
-        assert_eq!(d.leader_epoch, Epoch(3));
-        assert_eq!(d.high_watermark, LogOffset(0));
-        assert_eq!(
-            d.voters
-                .iter()
-                .map(|r| (r.replica_id, r.directory_id, r.log_end_offset))
-                .collect::<Vec<_>>(),
-            [
-                (NodeId(1), Some(Uuid([1; 16])), Some(LogOffset(0))),
-                (NodeId(2), None, None)
-            ]
-        );
-        assert_eq!(d.voters[0].lag, None, "a follower does not know its lag");
-        assert!(d.observers.is_empty());
-        let o = DescribeQuorumResponse::from_core(cluster, &core(key(7, 7)));
-        assert_eq!(o.observers.len(), 1);
-        assert_eq!(o.observers[0].replica_id, NodeId(7));
-        assert_eq!(o.max_follower_lag(), None);
-        assert_eq!(describe_quorum().max_follower_lag(), Some(21));
-    }
-
-    /// DescribeQuorum from a leading core fills its own row (lag 0) and the row of an observer
-    /// that fetched: its fetch offset, its lag behind the leader's log end and the age of its
-    /// fetch on the core's clock; it has never been caught up.
-    #[test]
-    fn describe_quorum_from_a_leading_core() {
-        let voters = VoterSet::new(vec![voter(1, 1, "h1", 9093)]).unwrap();
-        let mut core = corum_raft::RaftCore::new(
-            corum_raft::Config::default(),
-            key(1, 1),
-            vec![],
-            corum_raft::Restore {
-                quorum_state: corum_raft::QuorumStateRecord {
-                    epoch: Epoch(0),
-                    leader: None,
-                    voted_for: None,
-                },
-                snapshot: None,
-                log: vec![],
-                bootstrap_voters: voters,
-            },
-            7,
-            0,
-        )
-        .unwrap();
-        core.campaign();
-        while core.ready().is_some() {}
-        core.persisted(core.log_end_offset(), core.epoch());
-        while core.ready().is_some() {}
-        assert_eq!(core.role(), corum_raft::Role::Leader);
-        core.tick(50);
-        core.step(
-            NodeId(7),
-            corum_raft::Message::Fetch(corum_raft::message::FetchRequest {
-                epoch: core.epoch(),
-                replica: key(7, 7),
-                fetch_offset: LogOffset(0),
-                last_fetched_epoch: Epoch(0),
-                high_watermark: LogOffset(0),
-                wait_max_ms: 0,
-            }),
-        );
-        while core.ready().is_some() {}
-        core.tick(80);
-        let end = core.log_end_offset();
-        assert!(end > LogOffset(0));
-        let d = DescribeQuorumResponse::from_core(Uuid([9; 16]), &core);
-        assert_eq!(d.leader_id, Some(NodeId(1)));
-        assert_eq!(d.voters.len(), 1);
-        assert_eq!(d.voters[0].log_end_offset, Some(end));
-        assert_eq!(d.voters[0].lag, Some(0));
-        assert_eq!(
-            d.observers,
-            vec![ReplicaState {
-                replica_id: NodeId(7),
-                directory_id: Some(Uuid([7; 16])),
-                log_end_offset: Some(LogOffset(0)),
-                lag: Some(end.0),
-                last_fetch_age_ms: Some(30),
-                last_caught_up_age_ms: None,
-            }]
-        );
     }
 
     proptest! {
@@ -1804,6 +1534,12 @@ mod tests {
             bodies.push(Err(RpcError::NotController { leader: Some(LeaderHint { id: NodeId(port.into()), host, port }) }));
             bodies.push(Err(RpcError::Timeout { timeout_ms: port.into() }));
             bodies.push(Err(RpcError::Api(errors[pick.index(errors.len())].clone())));
+            bodies.push(Err(RpcError::NotImplemented { api: reason.clone() }));
+            bodies.push(Err(RpcError::ProposalRefused { reason: reason.clone() }));
+            bodies.push(Err(RpcError::ResponseTooLarge { bytes: correlation_id, max: port.into() }));
+            bodies.push(Err(RpcError::RecordsTooLarge { bytes: port.into(), max: correlation_id }));
+            bodies.push(Err(RpcError::ObserverRefused { replica_id: NodeId(port.into()), reason: reason.clone() }));
+            bodies.push(Err(RpcError::Internal { reason: reason.clone() }));
             let body = bodies[pick.index(bodies.len())].clone();
             let f = ResponseFrame { correlation_id, body };
             let b = encode_response(&f, MAX).unwrap();
