@@ -100,7 +100,6 @@ use futures_lite::future::or;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 
 use crate::answer_gate::{AnswerSlot, Gated};
-use crate::config::NodeConfig;
 use crate::dispatch::{dispatch, effective_timeout_ms, Dispatch};
 use crate::error::{DriverError, ServiceError};
 use crate::metrics::LatencyHistogram;
@@ -109,7 +108,8 @@ use crate::raft_driver::{Answers, CommittedBatch, RaftHandle};
 
 pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
 
-/// Settings of a [`ControllerService`].
+/// Settings of a [`ControllerService`], derived from the node's configuration by
+/// [`crate::config::components::controller_service`].
 #[derive(Clone, Debug)]
 pub struct ControllerServiceConfig {
     /// This node (to recognise its own leadership in the driver's status).
@@ -121,7 +121,7 @@ pub struct ControllerServiceConfig {
     /// The driver's status is read after every event and whenever it reports a change of
     /// leadership or commit point ([`RaftHandle::watch_status`]); at least this often besides.
     pub status_poll_interval_ms: u64,
-    /// Timeout of a request that gives 0 (`controller.quorum.request.timeout.ms`).
+    /// Timeout of a request that gives 0 (`corum.controller.request.timeout.ms`).
     pub request_timeout_default_ms: u64,
     /// No request waits longer than this, whatever it asks.
     pub request_timeout_max_ms: u64,
@@ -141,54 +141,6 @@ pub struct ControllerServiceConfig {
     /// (`metadata.max.idle.interval.ms`; 0: never), so observers see the high watermark move
     /// and can tell a live controller from a silent one. Resolves to the tick interval.
     pub idle_noop_interval_ms: u64,
-}
-
-impl ControllerServiceConfig {
-    /// Defaults of a node: ticks every 100 ms, status read at least every 50 ms, 2 s default and 30 s
-    /// maximum request timeouts, 1024 queued requests.
-    pub fn new(node_id: NodeId, leader_endpoints: Vec<LeaderHint>) -> Self {
-        ControllerServiceConfig {
-            node_id,
-            leader_endpoints,
-            controller_tick_interval_ms: 100,
-            status_poll_interval_ms: 50,
-            request_timeout_default_ms: 2_000,
-            request_timeout_max_ms: 30_000,
-            request_queue_capacity: 1024,
-            batch_records_max: 10_000,
-            batch_bytes_max: 1 << 20,
-            batch_requests_max: 1024,
-            snapshot_bytes_between: 20 << 20,
-            idle_noop_interval_ms: 0,
-        }
-    }
-}
-
-impl ControllerServiceConfig {
-    /// The service's settings for a node: leader hints from `voters` on the controller
-    /// listener, `controller.quorum.request.timeout.ms` as the default request timeout,
-    /// `corum.controller.queue.capacity` queued requests, and a tick every broker heartbeat
-    /// interval but at least every 100 ms (lease expiry resolves to it).
-    pub fn for_node(config: &NodeConfig, voters: &VoterSet) -> Self {
-        let mut c = ControllerServiceConfig::new(
-            config.node_id,
-            leader_endpoints(voters, &config.controller_listener().name),
-        );
-        c.request_timeout_default_ms = config.request_timeout_ms.max(1);
-        c.request_timeout_max_ms = c.request_timeout_max_ms.max(c.request_timeout_default_ms);
-        c.request_queue_capacity =
-            usize::try_from(config.controller_queue_capacity.max(1)).expect("u32 fits in usize");
-        c.controller_tick_interval_ms = config.broker_heartbeat_interval_ms.clamp(1, 100);
-        c.batch_records_max = usize::try_from(config.controller_records_per_batch_max.max(1))
-            .expect("u32 fits in usize");
-        // An eighth of the Raft batch limit is left for the batch's own archive overhead,
-        // which a group's sum of per-request encodings does not count.
-        let raft_batch = usize::try_from(config.raft_batch_bytes_max).expect("u32 fits in usize");
-        c.batch_bytes_max = (raft_batch - raft_batch / 8).max(1);
-        c.snapshot_bytes_between = config.metadata_log_record_bytes_between_snapshots_max;
-        c.idle_noop_interval_ms = config.metadata_idle_interval_ms_max;
-        c
-    }
 }
 
 /// Each voter's endpoint on `listener`, as leader hints.
@@ -1354,41 +1306,6 @@ mod tests {
         w.insert(pid(1, 3, 4), t, "x");
         assert_eq!(w.drain(), vec!["x"]);
         assert!(w.is_empty() && w.next_deadline().is_none());
-    }
-
-    /// A node's settings carry over: node id, request timeout, queue capacity, a tick no
-    /// slower than 100 ms, leader hints on the controller listener.
-    #[test]
-    fn for_node_takes_the_node_settings() {
-        let overrides: Vec<(String, String)> = [
-            ("node.id", "2"),
-            ("process.roles", "controller"),
-            ("listeners", "CONTROLLER://127.0.0.2:9093"),
-            ("controller.listener.names", "CONTROLLER"),
-            (
-                "controller.quorum.voters",
-                "1@127.0.0.1:9093,2@127.0.0.2:9093,3@127.0.0.3:9093",
-            ),
-            ("metadata.log.dir", "/var/corum"),
-            ("controller.quorum.request.timeout.ms", "1500"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        let config = NodeConfig::load(None, &overrides).unwrap();
-        let voters = crate::raft_config::static_voter_set(&config).unwrap();
-        let c = ControllerServiceConfig::for_node(&config, &voters);
-        assert_eq!(c.node_id, NodeId(2));
-        assert_eq!(c.request_timeout_default_ms, 1500);
-        assert!(c.request_timeout_max_ms >= 1500);
-        assert_eq!(
-            c.request_queue_capacity,
-            config.controller_queue_capacity as usize
-        );
-        assert!(c.controller_tick_interval_ms <= 100);
-        assert_eq!(c.leader_endpoints.len(), 3);
-        assert_eq!(c.leader_endpoints[1].host, "127.0.0.2");
-        assert_eq!(c.leader_endpoints[1].port, 9093);
     }
 
     /// Leader hints come from each voter's endpoint on the named listener.

@@ -310,7 +310,10 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
             RpcServerConfig {
                 connections_max: 1,
                 in_flight_per_connection_max: 1,
-                ..RpcServerConfig::new(CLUSTER, NodeId(leader.id))
+                ..corum_node::config::components::rpc_server(
+                    &common::node_config(leader.id),
+                    CLUSTER,
+                )
             },
         )
         .unwrap();
