@@ -59,6 +59,6 @@ pub use format::{BootstrapChoice, FormatOutcome, FormatPlan};
 pub use meta_properties::MetaProperties;
 pub use peer::{Inbound, PeerEnvelope, PeerInbox, PeerNetwork, PeerNetworkConfig};
 pub use protocol::{RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError};
-pub use quorum_state::{QuorumState, ReplicaKey};
+pub use quorum_state::{QuorumState, QuorumStateError, ReplicaKey};
 pub use raft_driver::{CommittedBatch, DriverStatus, RaftDriver, RaftDriverConfig, RaftHandle};
 pub use rpc_server::{RpcClient, RpcClientConfig, RpcServer, RpcServerConfig, RpcServerStats};
