@@ -69,7 +69,7 @@ pub fn from_raft_quorum_state(record: &QuorumStateRecord) -> QuorumState {
 }
 
 /// The initial voter set of a dynamic quorum's `bootstrap.checkpoint` (kraft.version 1).
-/// `None` for a static quorum (kraft.version 0: use [`static_voter_set`]).
+/// `None` for a static quorum (kraft.version 0: use [`crate::config::components::static_voter_set`]).
 pub fn bootstrap_voter_set(bootstrap: &BootstrapVoters) -> Result<Option<VoterSet>, String> {
     if bootstrap.kraft_version == 0 {
         return Ok(None);

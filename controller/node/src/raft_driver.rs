@@ -123,10 +123,10 @@ pub struct RaftDriverConfig {
     pub data_dir: PathBuf,
     pub raft: corum_raft::Config,
     /// This replica (node id and directory id) and its endpoints (`RaftCore::new`'s `me` and
-    /// `endpoints`; see [`crate::raft_config::local_replica`]).
+    /// `endpoints`; see [`crate::config::components::local_replica`]).
     pub me: ReplicaKey,
     pub endpoints: Vec<Endpoint>,
-    /// The voter set before any VotersRecord: [`crate::raft_config::static_voter_set`] or
+    /// The voter set before any VotersRecord: [`crate::config::components::static_voter_set`] or
     /// [`crate::raft_config::bootstrap_voter_set`].
     pub bootstrap_voters: VoterSet,
     /// The listener name under which voters publish the endpoint peers connect to.
