@@ -18,7 +18,7 @@ pub use node_harness::*;
 use std::path::Path;
 use std::time::Duration;
 
-use corum_types::{NodeId, Uuid};
+use corum_types::Uuid;
 
 // ---------------------------------------------------------------------------------------------
 // Additions for the client tests: nodes serving clients over RPC, and a 3-node cluster.
@@ -46,7 +46,7 @@ pub async fn cluster_with(
     client_hints: bool,
     controller: corum_controller::ControllerConfig,
 ) -> (Vec<Node>, usize) {
-    let request_bytes_max = corum_node::RpcServerConfig::new(CLUSTER, NodeId(0)).request_bytes_max;
+    let request_bytes_max = corum_node::NodeConfig::for_tests().socket_request_bytes_max;
     rpc_cluster(tmp, CLUSTER, client_hints, request_bytes_max, controller).await
 }
 

@@ -1,7 +1,8 @@
 //! Errors of the node crate, one enum per concern so a caller can match on what it can act on:
 //!
 //! - [`ConfigError`]: a node configuration that cannot be parsed or fails validation; every
-//!   variant names the key (and the line of the properties file, or `--set`).
+//!   variant names the key (and the line of the properties file, or `--set`), with a typed
+//!   reason ([`SyntaxError`], [`ValueError`], [`RuleError`]).
 //! - [`StorageError`]: a node file (`meta.properties`, `quorum-state`, `bootstrap.checkpoint`)
 //!   that is missing, unreadable, corrupt, or disagrees with the configuration.
 //! - [`ProtocolError`]: a request or response frame that cannot be encoded or decoded
@@ -33,6 +34,8 @@ pub enum ConfigSource {
     Override,
     /// The key's built-in default.
     Default,
+    /// A command-line flag standing for the key (`--cores` for `corum.cores`).
+    Flag(&'static str),
 }
 
 impl fmt::Display for ConfigSource {
@@ -41,15 +44,21 @@ impl fmt::Display for ConfigSource {
             ConfigSource::Line(n) => write!(f, "line {n}"),
             ConfigSource::Override => f.write_str("--set"),
             ConfigSource::Default => f.write_str("default"),
+            ConfigSource::Flag(flag) => f.write_str(flag),
         }
     }
 }
 
-/// A node configuration that cannot be used.
+/// A node configuration that cannot be used. Every variant but `Syntax` names the key (the
+/// key table's name for it), and every reason is typed: a caller can match on what to fix.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
+    /// A line of the properties file that does not parse.
     #[error("config {at}: {reason}")]
-    Syntax { at: ConfigSource, reason: String },
+    Syntax {
+        at: ConfigSource,
+        reason: SyntaxError,
+    },
     #[error("config {at}: unknown key {key:?}{}", suggestion.map(|s| format!(" (did you mean {s:?}?)")).unwrap_or_default())]
     UnknownKey {
         key: String,
@@ -58,21 +67,193 @@ pub enum ConfigError {
     },
     #[error("config {at}: key {key:?} given again (first at {first})")]
     Duplicate {
-        key: String,
+        key: &'static str,
         first: ConfigSource,
         at: ConfigSource,
     },
+    /// One value that does not parse, or is out of its key's range.
     #[error("config {at}: invalid value {value:?} for {key}: {reason}")]
     InvalidValue {
         key: &'static str,
         value: String,
         at: ConfigSource,
-        reason: String,
+        reason: ValueError,
     },
     #[error("config: missing required key(s): {}", keys.join(", "))]
     MissingRequired { keys: Vec<&'static str> },
+    /// Values that parse but do not work together (or that a component refuses): `key` is the
+    /// one to change.
     #[error("config: {key}: {reason}")]
-    Invalid { key: &'static str, reason: String },
+    Invalid {
+        key: &'static str,
+        reason: RuleError,
+    },
+}
+
+impl ConfigError {
+    /// The key the error is about (none for a line that does not parse, or several missing
+    /// keys).
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::UnknownKey { key, .. } => Some(key),
+            ConfigError::Duplicate { key, .. }
+            | ConfigError::InvalidValue { key, .. }
+            | ConfigError::Invalid { key, .. } => Some(key),
+            ConfigError::Syntax { .. } | ConfigError::MissingRequired { .. } => None,
+        }
+    }
+}
+
+/// Why a line of a properties file does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SyntaxError {
+    #[error("empty key")]
+    EmptyKey,
+    #[error("dangling backslash at the end of the line")]
+    DanglingBackslash,
+    #[error("invalid escape \\u{hex}: expected 4 hex digits")]
+    UnicodeEscape { hex: String },
+    #[error("invalid escape \\u{hex}: a surrogate")]
+    Surrogate { hex: String },
+}
+
+/// Why one value does not parse for its key (the key and the value are in
+/// [`ConfigError::InvalidValue`]; `text` is the offending item of a list).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    #[error("expected an integer in [{min}, {max}]")]
+    NotAnInteger { min: i64, max: i64 },
+    #[error("must be in [{min}, {max}]")]
+    OutOfRange { min: i64, max: i64 },
+    #[error("expected true or false")]
+    NotABool,
+    /// An empty value where one is needed; `expected` says what to write.
+    #[error("empty: {expected}")]
+    Empty { expected: &'static str },
+    #[error("role `broker` is not supported: corum nodes are controllers only (set process.roles=controller)")]
+    BrokerRole,
+    #[error("unknown role {role:?} (expected controller)")]
+    UnknownRole { role: String },
+    /// An item a list may hold once (a role, a listener name, a voter id).
+    #[error("{what} {item} is listed twice")]
+    Twice { what: &'static str, item: String },
+    /// An item that is not of the form `expected`.
+    #[error("{text:?}: expected {expected}")]
+    Malformed {
+        text: String,
+        expected: &'static str,
+    },
+    #[error("{text:?}: empty host")]
+    EmptyHost { text: String },
+    #[error("{text:?}: invalid host (no whitespace, '/', '@' or ',')")]
+    InvalidHost { text: String },
+    #[error("{text:?}: write IPv6 addresses in brackets, e.g. [::1]:9093")]
+    UnbracketedIpv6 { text: String },
+    #[error("{text:?}: invalid port (expected 0..=65535)")]
+    InvalidPort { text: String },
+    #[error("{text:?}: the listener name must be letters, digits and '_'")]
+    ListenerName { text: String },
+    #[error("{text:?}: invalid node id (expected 0..=4294967295)")]
+    NodeId { text: String },
+    #[error("{text:?}: invalid directory id (expected 22 characters of URL-safe base64)")]
+    DirectoryId { text: String },
+    #[error("{text:?}: the all-zero directory id means none")]
+    ZeroDirectoryId { text: String },
+    #[error("{text:?}: a voter needs a fixed port, not 0")]
+    VoterPortZero { text: String },
+    #[error("invalid core {text:?}")]
+    Core { text: String },
+    #[error("range {text:?} runs backwards")]
+    CoreRangeBackwards { text: String },
+    #[error("core {core} is above {max}")]
+    CoreTooHigh { core: u32, max: u32 },
+    /// More cores than a node has shards to run on them: the rest would start shards that
+    /// run nothing.
+    #[error("{count} cores, but a node runs at most {max} shards (a worker for the network, Raft and the log, and the controller); name {max} cores, or 1 to run both on one shard")]
+    TooManyCores { count: usize, max: usize },
+}
+
+/// Why values that each parse do not work together, or why a component refuses them.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    #[error("must be exactly `controller` (the only role corum supports)")]
+    NotControllerOnly,
+    #[error("at least one listener is needed")]
+    NoListeners,
+    #[error("name at least one listener")]
+    NoControllerListener,
+    #[error("{name} is not one of the listeners ({})", listeners.join(", "))]
+    NotAListener {
+        name: String,
+        listeners: Vec<String>,
+    },
+    #[error("{name} is a controller listener (Raft); clients need a listener of their own")]
+    ClientListenerIsController { name: String },
+    #[error("no {name} listener: clients (brokers, admins, loadgen) need one, e.g. {name}://127.0.0.1:9094 (the name is corum.client.listener.name)")]
+    NoClientListener { name: String },
+    #[error("set controller.quorum.voters (static quorum) or controller.quorum.bootstrap.servers (dynamic quorum)")]
+    NoQuorum,
+    #[error(
+        "node.id {node_id} is not one of the static voters: a controller-only node must be a voter"
+    )]
+    NotAVoter { node_id: NodeId },
+    #[error("empty path")]
+    EmptyPath,
+    /// `value` must be at least `other`'s value.
+    #[error("{value} is below {other} ({other_value})")]
+    BelowOther {
+        value: u64,
+        other: &'static str,
+        other_value: u64,
+    },
+    /// `value` must be at most `other`'s value; `why` says what breaks otherwise.
+    #[error("{value} is above {other} ({other_value}){why}")]
+    AboveOther {
+        value: u64,
+        other: &'static str,
+        other_value: u64,
+        why: &'static str,
+    },
+    /// `value` must be at most half of `other`'s value.
+    #[error("{value} is above half of {other} ({other_value}){why}")]
+    AboveHalfOfOther {
+        value: u64,
+        other: &'static str,
+        other_value: u64,
+        why: &'static str,
+    },
+    /// `value` must be below `other`'s value.
+    #[error("{value} must be below {other} ({other_value})")]
+    NotBelowOther {
+        value: u64,
+        other: &'static str,
+        other_value: u64,
+    },
+    #[error("{value} is not a multiple of {multiple}")]
+    NotAMultiple { value: u64, multiple: u64 },
+    #[error("core {core} is not in corum.cores ({cores})")]
+    ControllerCoreOutside { core: u32, cores: String },
+    #[error(
+        "{cores} leaves no core besides the controller core for Raft, the log and the network"
+    )]
+    NoWorkerCore { cores: String },
+    #[error("{value} does not fit in this machine's address space")]
+    AddressSpace { value: u64 },
+    #[error("invalid voter set: {0}")]
+    Voters(corum_raft::Error),
+    #[error("the Raft core refuses it: {0}")]
+    Raft(corum_raft::ConfigError),
+    #[error("the controller refuses it: {0}")]
+    Controller(corum_controller::ConfigError),
+    #[error("the log engine refuses it: {reason}")]
+    Log { reason: String },
+    #[error("the runtime refuses it: {reason}")]
+    Runtime { reason: String },
+    #[error("cannot listen on {addr}: {kind}")]
+    CannotListen {
+        addr: std::net::SocketAddr,
+        kind: std::io::ErrorKind,
+    },
 }
 
 /// A node file that cannot be used.

@@ -449,7 +449,7 @@ mod tests {
 
         // Snapshots in the store: listed, and the newest one checked as a start would load it.
         let store = crate::snapshot_store::snapshot_dir(&dir);
-        let voters = crate::raft_config::static_voter_set(&config(
+        let voters = crate::config::components::static_voter_set(&config(
             tmp.path(),
             &[("controller.quorum.voters", "1@127.0.0.1:9093")],
         ))

@@ -2,7 +2,8 @@
 //! on a host.
 //!
 //! - [`config`]: the node configuration (Kafka's properties format and key names, `corum.*` keys
-//!   for placement and limits), one table of keys driving parsing, defaults and help.
+//!   for placement and limits), one table of keys driving parsing, defaults and help, and
+//!   every component's settings derived from it ([`config::components`]).
 //! - [`meta_properties`] and [`quorum_state`]: the node's own files in `metadata.log.dir`, written
 //!   atomically by [`fsio`] (tmp file, fsync, verify, rename, fsync directory).
 //! - [`bootstrap`]: the initial voter set `corum format` decides (`bootstrap.checkpoint`), and
@@ -11,8 +12,8 @@
 //!   connection), re-exported under its old path.
 //! - [`dispatch`]: a decoded request to the controller handler serving it, and its result to
 //!   "answer now" or "propose, then answer once committed".
-//! - [`raft_config`]: the node configuration and files as `corum-raft` takes them (Raft
-//!   config, voter sets, this replica's key and endpoints, quorum state both ways).
+//! - [`raft_config`]: the node's files as `corum-raft` takes them (the bootstrap voter set,
+//!   replica keys and the quorum state both ways, the peers of a voter set).
 //! - [`peer`]: the controller-to-controller transport of Raft messages ([`PeerNetwork`]).
 //! - [`driver`]: one Raft replica on a glommio shard: the core, the metadata log on the real
 //!   disk, the quorum-state file and the peer network, and the table of calls waiting for an
@@ -54,12 +55,12 @@ pub use config::{CoreSet, HostPort, Listener, NodeConfig, ProcessRole, QuorumVot
 pub use driver::{CommittedBatch, DriverStatus, RaftDriver, RaftDriverConfig, RaftHandle};
 pub use error::{
     ConfigError, ConfigSource, DriverError, Error, NodeError, PeerError, ProtocolError, Result,
-    RpcServerError, ServiceError, StorageError,
+    RpcServerError, RuleError, ServiceError, StorageError, SyntaxError, ValueError,
 };
 pub use format::{BootstrapChoice, FormatOutcome, FormatPlan};
 pub use meta_properties::MetaProperties;
 pub use peer::{Inbound, PeerEnvelope, PeerInbox, PeerNetwork, PeerNetworkConfig};
 pub use protocol::{RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError};
-pub use quorum_state::{QuorumState, ReplicaKey};
+pub use quorum_state::{QuorumState, QuorumStateError, ReplicaKey};
 pub use rpc_server::{RpcServer, RpcServerConfig, RpcServerStats};
 pub use service::{ControllerService, ControllerServiceConfig, ServiceStatus};

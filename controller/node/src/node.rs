@@ -31,15 +31,15 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use corum_controller::Controller;
+use corum_controller::{Controller, ControllerConfig};
 use corum_engine::disk::UringDisk;
 use corum_raft::VoterSet;
 use corum_runtime::{Placement, Runtime, ShardContext, ShardRole};
 use corum_types::{NodeId, Uuid};
 
-use crate::config::NodeConfig;
+use crate::config::{components, HostPort, NodeConfig};
 use crate::driver::{RaftDriver, RaftDriverConfig, Recovered};
-use crate::error::{ConfigError, NodeError};
+use crate::error::{ConfigError, NodeError, RuleError};
 use crate::format::check_formatted;
 use crate::meta_properties::MetaProperties;
 use crate::metrics::{self, MetricsSources};
@@ -59,46 +59,55 @@ pub struct NodePlan {
     pub driver: RaftDriverConfig,
     pub service: ControllerServiceConfig,
     pub server: RpcServerConfig,
+    pub peer: PeerNetworkConfig,
+    pub controller: ControllerConfig,
     /// Where clients connect (`corum.client.listener.name`).
     pub client_addr: SocketAddr,
 }
 
+/// Where to listen for `endpoint` (an empty host means every interface).
+fn listen_addr(endpoint: &HostPort) -> Result<SocketAddr> {
+    Ok(if endpoint.host.is_empty() {
+        SocketAddr::from(([0, 0, 0, 0], endpoint.port))
+    } else {
+        resolve(&endpoint.host, endpoint.port)?
+    })
+}
+
 impl NodePlan {
     /// Checks the directory and the configuration: formatted for `config.node_id` (and for
-    /// `cluster_id` when given), a client listener that is not the controller listener.
+    /// `cluster_id` when given), a client listener that is not the controller listener,
+    /// listeners that resolve; and derives every component's settings
+    /// ([`crate::config::components`]).
     pub fn prepare(config: NodeConfig, cluster_id: Option<Uuid>) -> Result<NodePlan> {
         config.validate()?;
         let client = config.client_listener().ok_or_else(|| {
             NodeError::Config(ConfigError::Invalid {
                 key: "listeners",
-                reason: format!(
-                    "no {} listener: clients (brokers, admins, loadgen) need one, e.g. {}://127.0.0.1:9094 (the name is corum.client.listener.name)",
-                    config.client_listener_name, config.client_listener_name
-                ),
+                reason: RuleError::NoClientListener {
+                    name: config.client_listener_name.clone(),
+                },
             })
         })?;
-        let client_addr = if client.endpoint.host.is_empty() {
-            SocketAddr::from(([0, 0, 0, 0], client.endpoint.port))
-        } else {
-            resolve(&client.endpoint.host, client.endpoint.port)?
-        };
+        let client_addr = listen_addr(&client.endpoint)?;
+        let raft_addr = listen_addr(&config.controller_listener().endpoint)?;
         let (meta, bootstrap) = check_formatted(&config, cluster_id)?;
-        let driver = RaftDriverConfig::for_node(&config, &meta, Some(&bootstrap))?;
-        let service = ControllerServiceConfig::for_node(&config, &driver.bootstrap_voters);
-        let mut server = RpcServerConfig::new(meta.cluster_id, config.node_id);
-        server.request_bytes_max = config.socket_request_bytes_max;
-        server.connections_max =
-            usize::try_from(config.connections_max.max(1)).expect("u32 fits in usize");
-        server.in_flight_per_connection_max =
-            usize::try_from(config.connection_inflight_requests_max.max(1))
-                .expect("u32 fits in usize");
+        let replica = components::raft_replica(&config, meta.directory_id, Some(&bootstrap))?;
+        let driver = components::raft_driver(&config, replica)?;
+        let service = components::controller_service(&config, &driver.bootstrap_voters);
+        let server = components::rpc_server(&config, meta.cluster_id);
         server.validate()?;
+        let peer = components::peer_network(&config, meta.cluster_id, raft_addr);
+        peer.validate()?;
+        let controller = components::controller(&config)?;
         Ok(NodePlan {
             config,
             meta,
             driver,
             service,
             server,
+            peer,
+            controller,
             client_addr,
         })
     }
@@ -202,8 +211,7 @@ async fn worker_shard(
     on_ready: OnReady,
 ) -> Result<()> {
     let stop = ctx.shutdown().clone();
-    let net_config = PeerNetworkConfig::for_node(&plan.config, plan.meta.cluster_id)?;
-    let (network, inbox) = PeerNetwork::bind(net_config, &stop)?;
+    let (network, inbox) = PeerNetwork::bind(plan.peer, &stop)?;
     let raft_addr = network.local_addr();
     let mut server = RpcServer::bind(plan.client_addr, plan.server.clone())?;
     server.set_raft_endpoints(plan.service.leader_endpoints.clone());
@@ -214,7 +222,10 @@ async fn worker_shard(
             let listener = metrics::bind(addr).map_err(|e| {
                 NodeError::Config(ConfigError::Invalid {
                     key: "corum.metrics.listener",
-                    reason: format!("cannot listen on {addr}: {e}"),
+                    reason: RuleError::CannotListen {
+                        addr,
+                        kind: e.kind(),
+                    },
                 })
             })?;
             Some(listener)
@@ -239,7 +250,7 @@ async fn worker_shard(
             let (service_end, driver_end) = port::local(port::CAPACITY);
             let service = ControllerService::new(
                 plan.service.clone(),
-                new_controller(plan)?,
+                new_controller(plan),
                 service_end,
                 stop.clone(),
             );
@@ -300,18 +311,14 @@ async fn worker_shard(
 }
 
 /// A fresh (standby) controller with the node's settings.
-fn new_controller(plan: &NodePlan) -> Result<Controller> {
-    Controller::new(plan.config.controller_config(), plan.config.node_id).map_err(|e| {
-        NodeError::Config(ConfigError::Invalid {
-            key: "corum.controller",
-            reason: e.to_string(),
-        })
-    })
+fn new_controller(plan: &NodePlan) -> Controller {
+    Controller::new(plan.controller.clone(), plan.config.node_id)
+        .expect("NodePlan::prepare validated the controller's config")
 }
 
 /// The controller shard: the service alone, on its end of the port.
 async fn controller_shard(ctx: &ShardContext, plan: &NodePlan, link: ServiceLink) -> Result<()> {
-    let controller = new_controller(plan)?;
+    let controller = new_controller(plan);
     let port = link.connect().await;
     let service = ControllerService::new(
         plan.service.clone(),

@@ -87,7 +87,8 @@ pub struct Inbound {
     pub message: Message,
 }
 
-/// Settings of a [`PeerNetwork`].
+/// Settings of a [`PeerNetwork`], derived from the node's configuration by
+/// [`crate::config::components::peer_network`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerNetworkConfig {
     pub cluster_id: Uuid,
@@ -114,50 +115,6 @@ pub struct PeerNetworkConfig {
 pub const ENVELOPE_OVERHEAD_BYTES: u32 = 64 << 10;
 
 impl PeerNetworkConfig {
-    /// Defaults for a node: 1024 queued messages per peer, 4096 inbound, frames up to
-    /// `batch_bytes_max` plus [`ENVELOPE_OVERHEAD_BYTES`], the runtime's default backoff.
-    pub fn new(
-        cluster_id: Uuid,
-        node_id: NodeId,
-        listen: SocketAddr,
-        batch_bytes_max: u32,
-    ) -> PeerNetworkConfig {
-        PeerNetworkConfig {
-            cluster_id,
-            node_id,
-            listen,
-            outbound_queue_capacity: 1024,
-            inbound_queue_capacity: 4096,
-            connection: ConnectionConfig {
-                payload_bytes_max: batch_bytes_max.saturating_add(ENVELOPE_OVERHEAD_BYTES),
-                nodelay: true,
-            },
-            backoff: BackoffConfig::default(),
-            send_timeout: Duration::from_secs(2),
-        }
-    }
-
-    /// The settings of a node: listen on the controller listener (an empty host means every
-    /// interface), frames sized for `corum.raft.batch.bytes.max`, other limits as in
-    /// [`PeerNetworkConfig::new`].
-    pub fn for_node(
-        config: &crate::config::NodeConfig,
-        cluster_id: Uuid,
-    ) -> Result<PeerNetworkConfig, PeerError> {
-        let ep = &config.controller_listener().endpoint;
-        let listen = if ep.host.is_empty() {
-            SocketAddr::from(([0, 0, 0, 0], ep.port))
-        } else {
-            resolve(&ep.host, ep.port)?
-        };
-        Ok(PeerNetworkConfig::new(
-            cluster_id,
-            config.node_id,
-            listen,
-            config.raft_batch_bytes_max,
-        ))
-    }
-
     /// Checks every limit is usable.
     pub fn validate(&self) -> Result<(), PeerError> {
         let bad = |field, reason: &str| {
@@ -773,33 +730,9 @@ mod tests {
         }
     }
 
-    /// A node's settings listen on its controller listener, sized for its Raft batches.
+    /// A numeric host resolves without a lookup (no test depends on DNS).
     #[test]
-    fn node_settings_and_resolution() {
-        let c = crate::config::NodeConfig::load(
-            None,
-            &[
-                ("node.id".into(), "2".into()),
-                ("process.roles".into(), "controller".into()),
-                ("listeners".into(), "CONTROLLER://127.0.0.1:19093".into()),
-                ("controller.listener.names".into(), "CONTROLLER".into()),
-                (
-                    "controller.quorum.voters".into(),
-                    "2@127.0.0.1:19093".into(),
-                ),
-                ("metadata.log.dir".into(), "/tmp/x".into()),
-            ],
-        )
-        .unwrap();
-        let p = PeerNetworkConfig::for_node(&c, Uuid([3; 16])).unwrap();
-        assert_eq!(p.listen, "127.0.0.1:19093".parse::<SocketAddr>().unwrap());
-        assert_eq!(p.node_id, NodeId(2));
-        assert_eq!(
-            p.connection.payload_bytes_max,
-            c.raft_batch_bytes_max + ENVELOPE_OVERHEAD_BYTES
-        );
-        p.validate().unwrap();
-        // A numeric host resolves without a lookup (no test depends on DNS).
+    fn numeric_hosts_resolve() {
         assert_eq!(
             resolve("127.0.0.1", 9).unwrap(),
             "127.0.0.1:9".parse::<SocketAddr>().unwrap()
@@ -809,17 +742,12 @@ mod tests {
     /// Each config rule rejects a broken value; the defaults for a node are valid.
     #[test]
     fn config_rules() {
-        let ok = PeerNetworkConfig::new(
+        let ok = crate::config::components::peer_network(
+            &crate::config::NodeConfig::for_tests(),
             Uuid([1; 16]),
-            NodeId(1),
             "127.0.0.1:0".parse().unwrap(),
-            1 << 20,
         );
         ok.validate().unwrap();
-        assert_eq!(
-            ok.connection.payload_bytes_max,
-            (1 << 20) + ENVELOPE_OVERHEAD_BYTES
-        );
         for bad in [
             PeerNetworkConfig {
                 outbound_queue_capacity: 0,

@@ -2,6 +2,10 @@
 //! epoch, the leader known for it, and the vote cast in it. Raft persists it **before** sending a
 //! vote or acting on a new epoch; it is rewritten whole with [`crate::fsio::write_atomic`].
 //!
+//! This byte layout is the file's one encoding (the Raft crate's
+//! [`corum_raft::QuorumStateRecord`] is the same state in memory, converted by
+//! [`crate::raft_config`]); `testdata/quorum_state_v1.golden` pins its bytes.
+//!
 //! # Byte layout (version 1, 44 bytes, little-endian)
 //!
 //! | offset | size | field                                                                 |
@@ -15,9 +19,13 @@
 //! | 24     | 16   | voted-for directory id (all-zero: none, or no vote)                   |
 //! | 40     | 4    | crc32c of bytes 0..40                                                 |
 //!
-//! The decoder checks the length, the magic, the checksum, the version, the flags and that the
-//! fields a flag marks absent are zero; any failure is [`StorageError::Corrupt`] (or
-//! `UnsupportedVersion`), never a default state: a node that lost its vote could vote twice.
+//! Every version ends with the crc32c of all the bytes before it, so the decoder checks the
+//! checksum first: any damage (a flipped bit anywhere, the version field included) is reported
+//! as such, and only an intact file of another version is [`StorageError::UnsupportedVersion`].
+//! Then the magic, the version, the length (a torn or extended file is never read), the flags,
+//! and that the fields a flag marks absent are zero. Each failure is a [`QuorumStateError`]
+//! ([`StorageError::Corrupt`] when read from a file), never a default state: a node that lost
+//! its vote could vote twice.
 
 use std::path::Path;
 
@@ -32,6 +40,9 @@ pub const QUORUM_STATE_MAGIC: [u8; 4] = *b"CQST";
 pub const QUORUM_STATE_VERSION: u16 = 1;
 /// Encoded size of version 1.
 pub const QUORUM_STATE_BYTES: usize = 44;
+/// The magic, the version and the flags, then (in every version) the checksum: no file is
+/// shorter.
+const HEADER_AND_CHECKSUM_BYTES: usize = 12;
 
 const FLAG_LEADER: u16 = 1;
 const FLAG_VOTE: u16 = 2;
@@ -51,6 +62,37 @@ pub struct QuorumState {
     pub leader: Option<NodeId>,
     /// The candidate this node voted for in `epoch`, if any.
     pub voted_for: Option<ReplicaKey>,
+}
+
+/// Why bytes are not a quorum state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum QuorumStateError {
+    #[error("{len_bytes} bytes, shorter than a header and a checksum (torn or truncated)")]
+    TooShort { len_bytes: usize },
+    #[error("checksum mismatch: stored {stored:#010x}, computed {computed:#010x} (damaged, torn or truncated)")]
+    Checksum { stored: u32, computed: u32 },
+    #[error("bad magic {found:02x?} (not a quorum-state file)")]
+    Magic { found: [u8; 4] },
+    #[error("unsupported format version {version} (this build reads {QUORUM_STATE_VERSION})")]
+    Version { version: u16 },
+    #[error("{len_bytes} bytes, expected {QUORUM_STATE_BYTES} (torn or truncated)")]
+    Length { len_bytes: usize },
+    #[error("unknown flags {flags:#06x}")]
+    UnknownFlags { flags: u16 },
+    #[error("leader id set without its flag")]
+    LeaderWithoutFlag,
+    #[error("vote fields set without their flag")]
+    VoteWithoutFlag,
+    #[error("a leader or vote in epoch 0")]
+    EpochZero,
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(b[at..at + 2].try_into().expect("2 bytes"))
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
 
 impl QuorumState {
@@ -78,56 +120,46 @@ impl QuorumState {
         b
     }
 
-    /// Decodes and checks the file's bytes; `path` only names the file in errors.
-    pub fn decode(bytes: &[u8], path: &Path) -> Result<QuorumState, StorageError> {
-        let corrupt = |reason: String| StorageError::Corrupt {
-            path: path.to_path_buf(),
-            reason,
-        };
-        if bytes.len() < 8 {
-            return Err(corrupt(format!(
-                "{} bytes, shorter than the header",
-                bytes.len()
-            )));
-        }
-        if bytes[0..4] != QUORUM_STATE_MAGIC {
-            return Err(corrupt(format!("bad magic {:02x?}", &bytes[0..4])));
-        }
-        let version = u16::from_le_bytes([bytes[4], bytes[5]]);
-        if version != QUORUM_STATE_VERSION {
-            return Err(StorageError::UnsupportedVersion {
-                path: path.to_path_buf(),
-                version: version.into(),
-                supported: QUORUM_STATE_VERSION.into(),
+    /// Decodes and checks the file's bytes (see the module doc for the order of the checks).
+    pub fn decode_bytes(bytes: &[u8]) -> Result<QuorumState, QuorumStateError> {
+        if bytes.len() < HEADER_AND_CHECKSUM_BYTES {
+            return Err(QuorumStateError::TooShort {
+                len_bytes: bytes.len(),
             });
         }
-        if bytes.len() != QUORUM_STATE_BYTES {
-            return Err(corrupt(format!(
-                "{} bytes, expected {QUORUM_STATE_BYTES} (torn or truncated)",
-                bytes.len()
-            )));
-        }
-        let stored = u32::from_le_bytes(bytes[40..44].try_into().expect("4 bytes"));
-        let computed = crc32c::crc32c(&bytes[..40]);
+        let (body, trailer) = bytes.split_at(bytes.len() - 4);
+        let stored = u32_at(trailer, 0);
+        let computed = crc32c::crc32c(body);
         if stored != computed {
-            return Err(corrupt(format!(
-                "checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
-            )));
+            return Err(QuorumStateError::Checksum { stored, computed });
         }
-        let flags = u16::from_le_bytes([bytes[6], bytes[7]]);
+        let magic: [u8; 4] = bytes[0..4].try_into().expect("4 bytes");
+        if magic != QUORUM_STATE_MAGIC {
+            return Err(QuorumStateError::Magic { found: magic });
+        }
+        let version = u16_at(bytes, 4);
+        if version != QUORUM_STATE_VERSION {
+            return Err(QuorumStateError::Version { version });
+        }
+        if bytes.len() != QUORUM_STATE_BYTES {
+            return Err(QuorumStateError::Length {
+                len_bytes: bytes.len(),
+            });
+        }
+        let flags = u16_at(bytes, 6);
         if flags & !(FLAG_LEADER | FLAG_VOTE) != 0 {
-            return Err(corrupt(format!("unknown flags {flags:#06x}")));
+            return Err(QuorumStateError::UnknownFlags { flags });
         }
         let epoch = Epoch(u64::from_le_bytes(
             bytes[8..16].try_into().expect("8 bytes"),
         ));
-        let leader_id = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes"));
-        let voted_id = u32::from_le_bytes(bytes[20..24].try_into().expect("4 bytes"));
+        let leader_id = u32_at(bytes, 16);
+        let voted_id = u32_at(bytes, 20);
         let voted_dir = Uuid(bytes[24..40].try_into().expect("16 bytes"));
         let leader = if flags & FLAG_LEADER != 0 {
             Some(NodeId(leader_id))
         } else if leader_id != 0 {
-            return Err(corrupt("leader id set without its flag".into()));
+            return Err(QuorumStateError::LeaderWithoutFlag);
         } else {
             None
         };
@@ -137,17 +169,32 @@ impl QuorumState {
                 directory_id: (!voted_dir.is_zero()).then_some(voted_dir),
             })
         } else if voted_id != 0 || !voted_dir.is_zero() {
-            return Err(corrupt("vote fields set without their flag".into()));
+            return Err(QuorumStateError::VoteWithoutFlag);
         } else {
             None
         };
         if epoch == Epoch::ZERO && (leader.is_some() || voted_for.is_some()) {
-            return Err(corrupt("a leader or vote in epoch 0".into()));
+            return Err(QuorumStateError::EpochZero);
         }
         Ok(QuorumState {
             epoch,
             leader,
             voted_for,
+        })
+    }
+
+    /// [`QuorumState::decode_bytes`] for the file at `path` (which only names it in errors).
+    pub fn decode(bytes: &[u8], path: &Path) -> Result<QuorumState, StorageError> {
+        QuorumState::decode_bytes(bytes).map_err(|e| match e {
+            QuorumStateError::Version { version } => StorageError::UnsupportedVersion {
+                path: path.to_path_buf(),
+                version: version.into(),
+                supported: QUORUM_STATE_VERSION.into(),
+            },
+            e => StorageError::Corrupt {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            },
         })
     }
 
@@ -191,30 +238,131 @@ mod tests {
             .prop_map(|(e, l, v)| state(e, l, v))
     }
 
-    /// The bytes of one state are pinned, so a layout change shows up as a failing test.
+    /// `bytes` with a valid checksum over all but its last four bytes.
+    fn reseal(mut b: Vec<u8>) -> Vec<u8> {
+        let n = b.len() - 4;
+        let crc = crc32c::crc32c(&b[..n]);
+        b[n..].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// The states whose bytes `testdata/quorum_state_v1.golden` pins.
+    fn golden_states() -> Vec<(&'static str, QuorumState)> {
+        vec![
+            ("fresh epoch, nothing known", state(1, None, None)),
+            (
+                "voted, no directory id (static quorum)",
+                state(5, None, Some((3, None))),
+            ),
+            (
+                "leader known, voted with a directory id",
+                QuorumState {
+                    epoch: Epoch(7),
+                    leader: Some(NodeId(2)),
+                    voted_for: Some(ReplicaKey {
+                        id: NodeId(2),
+                        directory_id: Some(Uuid([0xab; 16])),
+                    }),
+                },
+            ),
+            (
+                "largest values",
+                QuorumState {
+                    epoch: Epoch(u64::MAX),
+                    leader: Some(NodeId(u32::MAX)),
+                    voted_for: Some(ReplicaKey {
+                        id: NodeId(u32::MAX),
+                        directory_id: Some(Uuid([0xff; 16])),
+                    }),
+                },
+            ),
+        ]
+    }
+
+    /// Fields of the layout: offset, size, name (as the module doc's table).
+    const FIELDS: [(usize, usize, &str); 8] = [
+        (0, 4, "magic"),
+        (4, 2, "version"),
+        (6, 2, "flags"),
+        (8, 8, "epoch"),
+        (16, 4, "leader id"),
+        (20, 4, "voted-for id"),
+        (24, 16, "voted-for directory id"),
+        (40, 4, "crc32c of bytes 0..40"),
+    ];
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The golden file's text: each state's bytes, one line per field.
+    fn golden_text() -> String {
+        let mut text = String::from(
+            "# quorum-state v1 (44 bytes, little-endian): one block per state, one line per\n\
+             # field: offset, bytes in hex, field. The bytes of a written file never change;\n\
+             # CORUM_REWRITE=1 rewrites this file after an intended change to the format.\n",
+        );
+        for (name, s) in golden_states() {
+            text.push_str(&format!("\nstate {name}: {s:?}\n"));
+            let b = s.encode();
+            for (at, len, field) in FIELDS {
+                text.push_str(&format!("{at:>2} {:<32} {field}\n", hex(&b[at..at + len])));
+            }
+        }
+        text
+    }
+
+    /// The bytes of each state in the golden file's text, in order.
+    fn golden_bytes_of(text: &str) -> Vec<Vec<u8>> {
+        let mut states: Vec<Vec<u8>> = Vec::new();
+        for line in text.lines() {
+            if line.starts_with("state ") {
+                states.push(Vec::new());
+            } else if let Some(hex) = line.split_whitespace().nth(1) {
+                if line.starts_with('#') {
+                    continue;
+                }
+                let current = states
+                    .last_mut()
+                    .expect("a field line follows a state line");
+                for i in (0..hex.len()).step_by(2) {
+                    current.push(u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"));
+                }
+            }
+        }
+        states
+    }
+
+    /// The bytes of a few states are pinned by `testdata/quorum_state_v1.golden` (so a layout
+    /// change shows as a diff), and the bytes in that file decode to those states (so files
+    /// written by earlier builds stay readable).
     #[test]
-    fn golden_bytes() {
-        let s = QuorumState {
-            epoch: Epoch(7),
-            leader: Some(NodeId(2)),
-            voted_for: Some(ReplicaKey {
-                id: NodeId(2),
-                directory_id: Some(Uuid([0xab; 16])),
-            }),
-        };
-        let b = s.encode();
-        let mut want = Vec::new();
-        want.extend_from_slice(b"CQST");
-        want.extend_from_slice(&[1, 0, 3, 0]);
-        want.extend_from_slice(&[7, 0, 0, 0, 0, 0, 0, 0]);
-        want.extend_from_slice(&[2, 0, 0, 0, 2, 0, 0, 0]);
-        want.extend_from_slice(&[0xab; 16]);
-        want.extend_from_slice(&crc32c::crc32c(&want).to_le_bytes());
-        assert_eq!(b.to_vec(), want);
+    fn golden_file() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/testdata/quorum_state_v1.golden"
+        );
+        let text = golden_text();
+        if std::env::var("CORUM_REWRITE").is_ok_and(|v| v == "1") {
+            std::fs::write(path, &text).unwrap();
+        }
+        let golden =
+            std::fs::read_to_string(path).expect("golden file present (CORUM_REWRITE=1 writes it)");
         assert_eq!(
-            crc32c::crc32c(&want[..40]),
+            text, golden,
+            "quorum-state bytes changed: a written file would no longer read back"
+        );
+        let bytes = golden_bytes_of(&golden);
+        let states = golden_states();
+        assert_eq!(bytes.len(), states.len());
+        for (b, (name, s)) in bytes.iter().zip(states) {
+            assert_eq!(b.len(), QUORUM_STATE_BYTES, "{name}");
+            assert_eq!(QuorumState::decode_bytes(b), Ok(s), "{name}");
+        }
+        assert_eq!(
+            crc32c::crc32c(&bytes[2][..40]),
             0xc080_b3bf,
-            "checksum of the golden state"
+            "checksum of the leader-and-vote state"
         );
     }
 
@@ -235,39 +383,45 @@ mod tests {
         assert_eq!(QuorumState::default().encode().len(), QUORUM_STATE_BYTES);
     }
 
-    /// Each structural error is reported, not defaulted.
+    /// Each structural error is reported with its own reason, not defaulted; a sealed file of
+    /// another version is unsupported, not corrupt.
     #[test]
     fn rejects_bad_states() {
-        let p = Path::new("quorum-state");
-        let good = state(4, Some(2), Some((2, Some(5)))).encode();
-        let reseal = |mut b: [u8; QUORUM_STATE_BYTES]| {
-            let crc = crc32c::crc32c(&b[..40]);
-            b[40..44].copy_from_slice(&crc.to_le_bytes());
-            b
+        use QuorumStateError as E;
+        let good = state(4, Some(2), Some((2, Some(5)))).encode().to_vec();
+        let with = |at: usize, byte: u8, from: &[u8]| {
+            let mut b = from.to_vec();
+            b[at] = byte;
+            reseal(b)
         };
-        let err = |b: &[u8]| QuorumState::decode(b, p).unwrap_err().to_string();
-        assert!(err(&good[..3]).contains("shorter than the header"));
-        assert!(err(&good[..43]).contains("torn or truncated"));
-        let mut b = good;
-        b[0] = b'X';
-        assert!(err(&b).contains("bad magic"));
-        let mut b = good;
-        b[4] = 2;
-        assert!(err(&reseal(b)).contains("unsupported format version 2"));
-        let mut b = good;
-        b[6] = 4;
-        assert!(err(&reseal(b)).contains("unknown flags"));
-        let mut b = state(4, None, None).encode();
-        b[16] = 1;
-        assert!(err(&reseal(b)).contains("leader id set without its flag"));
-        let mut b = state(4, None, None).encode();
-        b[30] = 1;
-        assert!(err(&reseal(b)).contains("vote fields"));
-        let b = state(0, Some(1), None).encode();
-        assert!(err(&b).contains("epoch 0"));
-        let mut b = good;
-        b[9] ^= 1;
-        assert!(err(&b).contains("checksum mismatch"));
+        let err = |b: &[u8]| QuorumState::decode_bytes(b).unwrap_err();
+        assert_eq!(err(&good[..3]), E::TooShort { len_bytes: 3 });
+        assert!(matches!(err(&good[..43]), E::Checksum { .. }));
+        assert_eq!(err(&with(0, b'X', &good)), E::Magic { found: *b"XQST" });
+        assert_eq!(err(&with(4, 2, &good)), E::Version { version: 2 });
+        assert_eq!(
+            err(&reseal(good[..40].to_vec())),
+            E::Length { len_bytes: 40 }
+        );
+        let mut longer = good.clone();
+        longer.extend_from_slice(&[0; 4]);
+        assert_eq!(err(&reseal(longer)), E::Length { len_bytes: 48 });
+        assert_eq!(err(&with(6, 4, &good)), E::UnknownFlags { flags: 4 });
+        let empty = state(4, None, None).encode();
+        assert_eq!(err(&with(16, 1, &empty)), E::LeaderWithoutFlag);
+        assert_eq!(err(&with(20, 1, &empty)), E::VoteWithoutFlag);
+        assert_eq!(err(&with(30, 1, &empty)), E::VoteWithoutFlag);
+        assert_eq!(err(&state(0, Some(1), None).encode()), E::EpochZero);
+        let p = Path::new("quorum-state");
+        assert!(matches!(
+            QuorumState::decode(&with(4, 2, &good), p),
+            Err(StorageError::UnsupportedVersion { version: 2, .. })
+        ));
+        let e = QuorumState::decode(&good[..20], p).unwrap_err().to_string();
+        assert!(
+            e.contains("quorum-state") && e.contains("checksum mismatch"),
+            "{e}"
+        );
     }
 
     /// A crash while writing never replaces a good state: a partial or torn tmp file is ignored
@@ -316,25 +470,66 @@ mod tests {
         /// Every state round-trips.
         #[test]
         fn round_trip(s in arb_state()) {
-            prop_assert_eq!(QuorumState::decode(&s.encode(), Path::new("q")).unwrap(), s);
+            prop_assert_eq!(QuorumState::decode_bytes(&s.encode()), Ok(s));
         }
 
-        /// Random bytes never panic the decoder, and are accepted only with a valid checksum.
+        /// Random bytes never panic the decoder, and are accepted only with a valid checksum
+        /// and the exact length.
         #[test]
         fn random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
-            if QuorumState::decode(&bytes, Path::new("q")).is_ok() {
+            if QuorumState::decode_bytes(&bytes).is_ok() {
                 prop_assert_eq!(bytes.len(), QUORUM_STATE_BYTES);
                 let stored = u32::from_le_bytes(bytes[40..44].try_into().unwrap());
                 prop_assert_eq!(stored, crc32c::crc32c(&bytes[..40]));
             }
         }
 
-        /// Changing any one byte of a valid state is always detected.
+        /// Every single bit flip of a valid state, anywhere (the version and the checksum
+        /// included), is reported as a checksum mismatch.
         #[test]
-        fn mutation_detected(s in arb_state(), at in 0..QUORUM_STATE_BYTES, x in 1u8..) {
+        fn every_bit_flip_is_rejected(s in arb_state()) {
+            let good = s.encode();
+            for bit in 0..QUORUM_STATE_BYTES * 8 {
+                let mut b = good;
+                b[bit / 8] ^= 1 << (bit % 8);
+                prop_assert!(
+                    matches!(QuorumState::decode_bytes(&b), Err(QuorumStateError::Checksum { .. })),
+                    "bit {} of {:?}", bit, s
+                );
+            }
+        }
+
+        /// Any change within one byte (up to eight flipped bits) is rejected too.
+        #[test]
+        fn byte_damage_is_rejected(s in arb_state(), at in 0..QUORUM_STATE_BYTES, x in 1u8..) {
             let mut b = s.encode();
             b[at] ^= x;
-            prop_assert!(QuorumState::decode(&b, Path::new("q")).is_err());
+            prop_assert!(QuorumState::decode_bytes(&b).is_err());
+        }
+
+        /// Every truncation of a valid state, and every extension of it, is rejected as a torn
+        /// file (too short, checksum or length), never read and never taken for another
+        /// version.
+        #[test]
+        fn every_truncation_and_extension_is_rejected(
+            s in arb_state(),
+            tail in proptest::collection::vec(any::<u8>(), 1..16),
+        ) {
+            let good = s.encode();
+            let torn = |e: &QuorumStateError| matches!(
+                e,
+                QuorumStateError::TooShort { .. }
+                    | QuorumStateError::Checksum { .. }
+                    | QuorumStateError::Length { .. }
+            );
+            for len in 0..QUORUM_STATE_BYTES {
+                let e = QuorumState::decode_bytes(&good[..len]).unwrap_err();
+                prop_assert!(torn(&e), "{} bytes: {:?}", len, e);
+            }
+            let mut longer = good.to_vec();
+            longer.extend_from_slice(&tail);
+            let e = QuorumState::decode_bytes(&longer).unwrap_err();
+            prop_assert!(torn(&e), "{} bytes: {:?}", longer.len(), e);
         }
     }
 }

@@ -68,12 +68,14 @@ use crate::protocol::{
 };
 use corum_raft::Message;
 
-/// Settings of an [`RpcServer`].
+/// Settings of an [`RpcServer`], derived from the node's configuration by
+/// [`crate::config::components::rpc_server`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RpcServerConfig {
     /// Largest request payload accepted (`socket.request.max.bytes`).
     pub request_bytes_max: u32,
-    /// Largest response payload sent; a larger answer is replaced by `ResponseTooLarge`.
+    /// Largest response payload sent (`corum.socket.response.max.bytes`); a larger answer is
+    /// replaced by `ResponseTooLarge`.
     pub response_bytes_max: u32,
     /// Client connections open at once; more are closed on accept.
     pub connections_max: usize,
@@ -86,19 +88,6 @@ pub struct RpcServerConfig {
 }
 
 impl RpcServerConfig {
-    /// Defaults: 1 MiB requests, 16 MiB responses, 4096 connections, 1024 requests in flight
-    /// per connection.
-    pub fn new(cluster_id: Uuid, node_id: NodeId) -> Self {
-        RpcServerConfig {
-            request_bytes_max: 1 << 20,
-            response_bytes_max: 16 << 20,
-            connections_max: 4096,
-            in_flight_per_connection_max: 1024,
-            cluster_id,
-            node_id,
-        }
-    }
-
     /// Refuses zero limits.
     pub fn validate(&self) -> Result<(), RpcServerError> {
         let zero = |field: &'static str| RpcServerError::Config {
@@ -542,7 +531,10 @@ mod tests {
     /// Zero limits are refused, naming the field; the defaults pass.
     #[test]
     fn configs_validate() {
-        let c = RpcServerConfig::new(Uuid([1; 16]), NodeId(1));
+        let c = crate::config::components::rpc_server(
+            &crate::config::NodeConfig::for_tests(),
+            Uuid([1; 16]),
+        );
         c.validate().unwrap();
         let bad = RpcServerConfig {
             in_flight_per_connection_max: 0,

@@ -1,6 +1,8 @@
 //! Limits and timeouts of the Raft core, all checked by [`Config::validate`].
 
-use crate::error::{Error, Result};
+use std::fmt;
+
+use crate::error::ConfigError;
 
 /// Timeouts are in milliseconds of the driver's clock (passed to `tick`). Byte limits count
 /// payload bytes.
@@ -52,44 +54,137 @@ impl Default for Config {
     }
 }
 
+/// A field of [`Config`], named in [`ConfigError`] so a caller that sets it from a key of its
+/// own (the node's `controller.quorum.*` and `corum.raft.*`) can name that key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConfigField {
+    ElectionTimeoutMs,
+    FetchTimeoutMs,
+    ElectionBackoffMaxMs,
+    HeartbeatIntervalMs,
+    RequestTimeoutMs,
+    AppendInflightCountMax,
+    AppendInflightBytesMax,
+    BatchBytesMax,
+    FetchWaitMaxMs,
+    SnapshotChunkBytesMax,
+    PayloadCacheBytesMax,
+}
+
+impl ConfigField {
+    /// Every field, in declaration order.
+    pub const ALL: [ConfigField; 11] = [
+        ConfigField::ElectionTimeoutMs,
+        ConfigField::FetchTimeoutMs,
+        ConfigField::ElectionBackoffMaxMs,
+        ConfigField::HeartbeatIntervalMs,
+        ConfigField::RequestTimeoutMs,
+        ConfigField::AppendInflightCountMax,
+        ConfigField::AppendInflightBytesMax,
+        ConfigField::BatchBytesMax,
+        ConfigField::FetchWaitMaxMs,
+        ConfigField::SnapshotChunkBytesMax,
+        ConfigField::PayloadCacheBytesMax,
+    ];
+
+    /// The field's name in [`Config`].
+    pub fn name(self) -> &'static str {
+        match self {
+            ConfigField::ElectionTimeoutMs => "election_timeout_ms",
+            ConfigField::FetchTimeoutMs => "fetch_timeout_ms",
+            ConfigField::ElectionBackoffMaxMs => "election_backoff_max_ms",
+            ConfigField::HeartbeatIntervalMs => "heartbeat_interval_ms",
+            ConfigField::RequestTimeoutMs => "request_timeout_ms",
+            ConfigField::AppendInflightCountMax => "append_inflight_count_max",
+            ConfigField::AppendInflightBytesMax => "append_inflight_bytes_max",
+            ConfigField::BatchBytesMax => "batch_bytes_max",
+            ConfigField::FetchWaitMaxMs => "fetch_wait_max_ms",
+            ConfigField::SnapshotChunkBytesMax => "snapshot_chunk_bytes_max",
+            ConfigField::PayloadCacheBytesMax => "payload_cache_bytes_max",
+        }
+    }
+}
+
+impl fmt::Display for ConfigField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl Config {
-    pub fn validate(&self) -> Result<()> {
-        if self.election_timeout_ms == 0 {
-            return Err(Error::Config("election_timeout_ms must be > 0"));
+    /// The value of `field`, widened to `u64` for error reports.
+    pub fn value_of(&self, field: ConfigField) -> u64 {
+        let wide = |v: usize| v as u64;
+        match field {
+            ConfigField::ElectionTimeoutMs => self.election_timeout_ms,
+            ConfigField::FetchTimeoutMs => self.fetch_timeout_ms,
+            ConfigField::ElectionBackoffMaxMs => self.election_backoff_max_ms,
+            ConfigField::HeartbeatIntervalMs => self.heartbeat_interval_ms,
+            ConfigField::RequestTimeoutMs => self.request_timeout_ms,
+            ConfigField::AppendInflightCountMax => wide(self.append_inflight_count_max),
+            ConfigField::AppendInflightBytesMax => wide(self.append_inflight_bytes_max),
+            ConfigField::BatchBytesMax => wide(self.batch_bytes_max),
+            ConfigField::FetchWaitMaxMs => self.fetch_wait_max_ms,
+            ConfigField::SnapshotChunkBytesMax => wide(self.snapshot_chunk_bytes_max),
+            ConfigField::PayloadCacheBytesMax => wide(self.payload_cache_bytes_max),
         }
-        if self.fetch_timeout_ms < self.election_timeout_ms {
-            return Err(Error::Config(
-                "fetch_timeout_ms must be >= election_timeout_ms",
-            ));
+    }
+
+    /// Checks every rule; the error names the field to change (the first of the rule's
+    /// fields) and the other field the rule relates it to.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        use ConfigField as F;
+        for field in [
+            F::ElectionTimeoutMs,
+            F::ElectionBackoffMaxMs,
+            F::HeartbeatIntervalMs,
+            F::RequestTimeoutMs,
+            F::AppendInflightCountMax,
+            F::BatchBytesMax,
+            F::SnapshotChunkBytesMax,
+        ] {
+            if self.value_of(field) == 0 {
+                return Err(ConfigError::Zero { field });
+            }
         }
-        if self.election_backoff_max_ms == 0 {
-            return Err(Error::Config("election_backoff_max_ms must be > 0"));
+        let related = |field, other| (field, self.value_of(field), other, self.value_of(other));
+        let (field, value, other, other_value) = related(F::FetchTimeoutMs, F::ElectionTimeoutMs);
+        if value < other_value {
+            return Err(ConfigError::BelowOther {
+                field,
+                value,
+                other,
+                other_value,
+            });
         }
-        if self.heartbeat_interval_ms == 0
-            || self.heartbeat_interval_ms * 2 > self.election_timeout_ms
-        {
-            return Err(Error::Config(
-                "heartbeat_interval_ms must be in (0, election_timeout_ms / 2]",
-            ));
+        let (field, value, other, other_value) =
+            related(F::HeartbeatIntervalMs, F::ElectionTimeoutMs);
+        if value.saturating_mul(2) > other_value {
+            return Err(ConfigError::AboveHalfOfOther {
+                field,
+                value,
+                other,
+                other_value,
+            });
         }
-        if self.request_timeout_ms == 0 {
-            return Err(Error::Config("request_timeout_ms must be > 0"));
+        let (field, value, other, other_value) =
+            related(F::BatchBytesMax, F::AppendInflightBytesMax);
+        if value > other_value {
+            return Err(ConfigError::AboveOther {
+                field,
+                value,
+                other,
+                other_value,
+            });
         }
-        if self.append_inflight_count_max == 0 {
-            return Err(Error::Config("append_inflight_count_max must be > 0"));
-        }
-        if self.batch_bytes_max == 0 || self.append_inflight_bytes_max < self.batch_bytes_max {
-            return Err(Error::Config(
-                "need 0 < batch_bytes_max <= append_inflight_bytes_max",
-            ));
-        }
-        if self.fetch_wait_max_ms >= self.fetch_timeout_ms {
-            return Err(Error::Config(
-                "fetch_wait_max_ms must be < fetch_timeout_ms",
-            ));
-        }
-        if self.snapshot_chunk_bytes_max == 0 {
-            return Err(Error::Config("snapshot_chunk_bytes_max must be > 0"));
+        let (field, value, other, other_value) = related(F::FetchWaitMaxMs, F::FetchTimeoutMs);
+        if value >= other_value {
+            return Err(ConfigError::NotBelowOther {
+                field,
+                value,
+                other,
+                other_value,
+            });
         }
         Ok(())
     }
@@ -99,38 +194,144 @@ impl Config {
 mod tests {
     use super::*;
 
-    /// The defaults are valid and each rule rejects a broken value.
+    /// The defaults are valid, and each rule rejects a broken value with an error naming the
+    /// field to change and the field it is measured against.
     #[test]
     fn validate_rules() {
         Config::default().validate().unwrap();
-        let bad = [
-            Config {
-                election_timeout_ms: 0,
-                ..Config::default()
-            },
-            Config {
-                fetch_timeout_ms: 10,
-                ..Config::default()
-            },
-            Config {
-                heartbeat_interval_ms: 900,
-                ..Config::default()
-            },
-            Config {
-                append_inflight_count_max: 0,
-                ..Config::default()
-            },
-            Config {
-                batch_bytes_max: 1 << 30,
-                ..Config::default()
-            },
-            Config {
-                fetch_wait_max_ms: 5_000,
-                ..Config::default()
-            },
+        let d = Config::default;
+        let cases = [
+            (
+                Config {
+                    election_timeout_ms: 0,
+                    ..d()
+                },
+                ConfigError::Zero {
+                    field: ConfigField::ElectionTimeoutMs,
+                },
+            ),
+            (
+                Config {
+                    election_backoff_max_ms: 0,
+                    ..d()
+                },
+                ConfigError::Zero {
+                    field: ConfigField::ElectionBackoffMaxMs,
+                },
+            ),
+            (
+                Config {
+                    request_timeout_ms: 0,
+                    ..d()
+                },
+                ConfigError::Zero {
+                    field: ConfigField::RequestTimeoutMs,
+                },
+            ),
+            (
+                Config {
+                    append_inflight_count_max: 0,
+                    ..d()
+                },
+                ConfigError::Zero {
+                    field: ConfigField::AppendInflightCountMax,
+                },
+            ),
+            (
+                Config {
+                    snapshot_chunk_bytes_max: 0,
+                    ..d()
+                },
+                ConfigError::Zero {
+                    field: ConfigField::SnapshotChunkBytesMax,
+                },
+            ),
+            (
+                Config {
+                    heartbeat_interval_ms: 0,
+                    ..d()
+                },
+                ConfigError::Zero {
+                    field: ConfigField::HeartbeatIntervalMs,
+                },
+            ),
+            (
+                Config {
+                    fetch_timeout_ms: 10,
+                    ..d()
+                },
+                ConfigError::BelowOther {
+                    field: ConfigField::FetchTimeoutMs,
+                    value: 10,
+                    other: ConfigField::ElectionTimeoutMs,
+                    other_value: 1_000,
+                },
+            ),
+            (
+                Config {
+                    heartbeat_interval_ms: 900,
+                    ..d()
+                },
+                ConfigError::AboveHalfOfOther {
+                    field: ConfigField::HeartbeatIntervalMs,
+                    value: 900,
+                    other: ConfigField::ElectionTimeoutMs,
+                    other_value: 1_000,
+                },
+            ),
+            (
+                Config {
+                    batch_bytes_max: 1 << 30,
+                    ..d()
+                },
+                ConfigError::AboveOther {
+                    field: ConfigField::BatchBytesMax,
+                    value: 1 << 30,
+                    other: ConfigField::AppendInflightBytesMax,
+                    other_value: 8 << 20,
+                },
+            ),
+            (
+                Config {
+                    fetch_wait_max_ms: 5_000,
+                    ..d()
+                },
+                ConfigError::NotBelowOther {
+                    field: ConfigField::FetchWaitMaxMs,
+                    value: 5_000,
+                    other: ConfigField::FetchTimeoutMs,
+                    other_value: 2_000,
+                },
+            ),
         ];
-        for c in bad {
-            assert!(c.validate().is_err(), "{c:?}");
+        for (config, want) in cases {
+            assert_eq!(config.validate(), Err(want), "{config:?}");
+            assert!(want.to_string().contains(want.field().name()), "{want}");
         }
+    }
+
+    /// Every field has a distinct name, and `value_of` reads the field it names.
+    #[test]
+    fn fields_name_themselves() {
+        let c = Config {
+            election_timeout_ms: 1,
+            fetch_timeout_ms: 2,
+            election_backoff_max_ms: 3,
+            heartbeat_interval_ms: 4,
+            request_timeout_ms: 5,
+            append_inflight_count_max: 6,
+            append_inflight_bytes_max: 7,
+            batch_bytes_max: 8,
+            fetch_wait_max_ms: 9,
+            snapshot_chunk_bytes_max: 10,
+            payload_cache_bytes_max: 11,
+        };
+        let mut names: Vec<&str> = ConfigField::ALL.iter().map(|f| f.name()).collect();
+        for (i, f) in ConfigField::ALL.iter().enumerate() {
+            assert_eq!(c.value_of(*f), i as u64 + 1, "{f}");
+        }
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ConfigField::ALL.len());
     }
 }

@@ -2,6 +2,8 @@
 
 use corum_types::{Epoch, LogOffset, NodeId};
 
+use crate::config::ConfigField;
+
 /// Why a voter change (AddVoter / RemoveVoter / UpdateVoter) was refused. Also the error code of
 /// [`crate::message::VoterChangeResponse`], so it is archivable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -45,7 +47,7 @@ pub enum Error {
     #[error("voter change refused: {0}")]
     VoterChange(VoterChangeError),
     #[error("invalid config: {0}")]
-    Config(&'static str),
+    Config(#[from] ConfigError),
     #[error("invalid voter set: {0}")]
     VoterSet(&'static str),
     #[error("cannot decode {what}: {reason}")]
@@ -74,6 +76,55 @@ pub enum Error {
         log_start: LogOffset,
         hwm: LogOffset,
     },
+}
+
+/// A [`crate::Config`] that breaks one of [`crate::Config::validate`]'s rules. `field` is the
+/// one to change; `other` (when the rule relates two fields) is what it is measured against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{field} must be > 0")]
+    Zero { field: ConfigField },
+    #[error("{field} ({value}) must be >= {other} ({other_value})")]
+    BelowOther {
+        field: ConfigField,
+        value: u64,
+        other: ConfigField,
+        other_value: u64,
+    },
+    #[error("{field} ({value}) must be at most half of {other} ({other_value})")]
+    AboveHalfOfOther {
+        field: ConfigField,
+        value: u64,
+        other: ConfigField,
+        other_value: u64,
+    },
+    #[error("{field} ({value}) must be <= {other} ({other_value})")]
+    AboveOther {
+        field: ConfigField,
+        value: u64,
+        other: ConfigField,
+        other_value: u64,
+    },
+    #[error("{field} ({value}) must be < {other} ({other_value})")]
+    NotBelowOther {
+        field: ConfigField,
+        value: u64,
+        other: ConfigField,
+        other_value: u64,
+    },
+}
+
+impl ConfigError {
+    /// The field to change.
+    pub fn field(&self) -> ConfigField {
+        match *self {
+            ConfigError::Zero { field }
+            | ConfigError::BelowOther { field, .. }
+            | ConfigError::AboveHalfOfOther { field, .. }
+            | ConfigError::AboveOther { field, .. }
+            | ConfigError::NotBelowOther { field, .. } => field,
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

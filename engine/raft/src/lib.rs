@@ -47,9 +47,9 @@ pub mod ready;
 pub mod sim;
 pub mod types;
 
-pub use crate::config::Config;
+pub use crate::config::{Config, ConfigField};
 pub use crate::core::{RaftCore, ReplicaProgress, Restore, RestoredBatch, Role, Stats, Status};
-pub use crate::error::{Error, Result, VoterChangeError};
+pub use crate::error::{ConfigError, Error, Result, VoterChangeError};
 pub use crate::message::Message;
 pub use crate::ready::{LogRead, Ready};
 pub use crate::types::{

@@ -217,35 +217,15 @@ pub struct Snapshot {
     pub data: Payload,
 }
 
-/// What the driver persists as the `quorum-state` file: the epoch, the leader known for it and
-/// the vote cast in it (voter id and directory id).
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
-)]
-#[rkyv(derive(Debug))]
+/// The election state that must survive a restart: the epoch, the leader known for it and the
+/// vote cast in it (voter id and directory id, [`Uuid::ZERO`] for none). The core hands it out
+/// in [`crate::Ready::quorum_state`] and takes it back in [`crate::Restore`]; how it is stored
+/// is the driver's business (the node's `quorum-state` file has its own byte format).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QuorumStateRecord {
     pub epoch: Epoch,
     pub leader: Option<NodeId>,
     pub voted_for: Option<ReplicaKey>,
-}
-
-impl QuorumStateRecord {
-    /// rkyv bytes for the quorum-state file.
-    pub fn encode(&self) -> Vec<u8> {
-        rkyv::to_bytes::<rkyv::rancor::Error>(self)
-            .expect("serialising a fixed-size record cannot fail")
-            .to_vec()
-    }
-
-    /// Validates (bytecheck) and decodes bytes written by [`Self::encode`].
-    pub fn decode(bytes: &[u8]) -> Result<Self> {
-        let mut aligned = rkyv::util::AlignedVec::<16>::new();
-        aligned.extend_from_slice(bytes);
-        rkyv::from_bytes::<Self, rkyv::rancor::Error>(&aligned).map_err(|e| Error::Decode {
-            what: "quorum state",
-            reason: e.to_string(),
-        })
-    }
 }
 
 /// A proposal appended by the leader: committed once the high watermark reaches `end_offset`
@@ -330,21 +310,6 @@ mod tests {
             let a: Vec<u32> = a.into_iter().collect();
             let b: Vec<u32> = b.into_iter().collect();
             prop_assert_eq!(set(&a).majorities_intersect(&set(&b)), naive_intersect(&a, &b));
-        }
-
-        /// Quorum state survives encode/decode, and random bytes never decode to garbage silently
-        /// (they either fail or decode to some valid record without panicking).
-        #[test]
-        fn quorum_state_round_trip(epoch in any::<u64>(), leader in any::<Option<u32>>(),
-                                   vote in any::<Option<(u32, [u8; 16])>>(),
-                                   junk in proptest::collection::vec(any::<u8>(), 0..64)) {
-            let r = QuorumStateRecord {
-                epoch: Epoch(epoch),
-                leader: leader.map(NodeId),
-                voted_for: vote.map(|(i, d)| ReplicaKey { id: NodeId(i), directory_id: Uuid(d) }),
-            };
-            prop_assert_eq!(QuorumStateRecord::decode(&r.encode()).unwrap(), r);
-            let _ = QuorumStateRecord::decode(&junk);
         }
     }
 

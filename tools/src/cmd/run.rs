@@ -1,10 +1,14 @@
 //! `corum run`: runs one controller node until SIGTERM/SIGINT.
 //!
 //! The configuration comes from `--config FILE` and/or repeated `--set key=value` (the keys of
-//! `corum format`; `corum run --help-config` lists them). Placement: `corum.cores`,
-//! `corum.controller.core`, `corum.no.pin` in the configuration, overridden by `--cores`,
-//! `--controller-core`, `--no-pin`. The node refuses to start on a directory `corum format` did
-//! not prepare for it, or one formatted for another cluster than `--cluster-id` (when given).
+//! `corum format`; `corum run --help-config` lists them with their types, ranges, defaults and
+//! readers). Placement: `corum.cores`, `corum.controller.core`, `corum.no.pin` in the
+//! configuration, overridden by `--cores`, `--controller-core`, `--no-pin`; a node runs at most
+//! two shards (a worker and the controller), so a set of more cores is refused, and with none
+//! named it takes two of the cores it may use
+//! ([`corum_node::config::components::placement`]). The node refuses to start on a directory
+//! `corum format` did not prepare for it, or one formatted for another cluster than
+//! `--cluster-id` (when given).
 //!
 //! Once its sockets are bound and its log recovered, it prints one line on stdout:
 //! `corum: node N ready: raft HOST:PORT, clients HOST:PORT`. Logs go to stderr.
@@ -13,10 +17,9 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
+use corum_node::config::components;
 use corum_node::node::{run_node, NodePlan, NodeReady};
-use corum_runtime::{
-    placement::online_cores, CoreId, PlacementArgs, PlacementSpec, Runtime, RuntimeConfig,
-};
+use corum_runtime::{placement::online_cores, PlacementArgs, Runtime};
 use corum_types::Uuid;
 
 use super::format::{load_config, parse_key_value};
@@ -53,19 +56,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("--cluster-id {s:?}: {e}"))
         })
         .transpose()?;
-    let from_config = PlacementSpec {
-        cores: config
-            .cores
-            .as_ref()
-            .map(|c| c.0.iter().map(|&n| CoreId(n as usize)).collect()),
-        controller_core: config.controller_core.map(|n| CoreId(n as usize)),
-        no_pin: config.no_pin,
-    };
-    let spec = from_config.overridden_by(&args.placement.spec());
     let online = online_cores().context("listing the online cores")?;
+    let spec = components::placement(&config, &args.placement.spec(), &online)?;
     let placement = spec.resolve(&online).context("resolving the placement")?;
+    let runtime_config = components::runtime(&config)?;
     let plan = NodePlan::prepare(config, cluster_id).context("checking the node")?;
-    let runtime = Runtime::new(placement.clone(), runtime_config(&plan.config))?;
+    let runtime = Runtime::new(placement.clone(), runtime_config)?;
     runtime
         .shutdown_handle()
         .install_signal_handlers()
@@ -86,17 +82,71 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The runtime settings a node's configuration chooses.
-fn runtime_config(config: &corum_node::config::NodeConfig) -> RuntimeConfig {
-    RuntimeConfig {
-        spin_before_park_us: config.spin_before_park_us,
-        ..RuntimeConfig::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: Args,
+    }
+
+    /// `--help-config` lists every key of the table, each with its type, default and readers
+    /// and its doc, in the table's order.
+    #[test]
+    fn help_config_lists_every_key() {
+        let help = corum_node::config::help_text();
+        let mut at = 0;
+        for key in corum_node::config::CONFIG_KEYS {
+            let line = format!("{}  ({}; ", key.name, key.value_type);
+            let found = help[at..]
+                .find(&line)
+                .unwrap_or_else(|| panic!("{} missing or out of order", key.name));
+            at += found + line.len();
+            assert!(help[at..].contains(key.doc), "{}", key.name);
+        }
+        let args = Cli::try_parse_from(["run", "--help-config"]).unwrap().run;
+        assert!(args.help_config);
+    }
+
+    /// `--cores` beyond the two shards a node runs is refused naming the key and the flag,
+    /// and so is `corum.cores` in the configuration, before anything starts.
+    #[test]
+    fn too_many_cores_are_refused() {
+        let sets = |extra: &[(&str, &str)]| -> Vec<(String, String)> {
+            [
+                ("node.id", "1"),
+                ("process.roles", "controller"),
+                (
+                    "listeners",
+                    "CONTROLLER://127.0.0.1:9093,CLIENT://127.0.0.1:9092",
+                ),
+                ("controller.listener.names", "CONTROLLER"),
+                ("controller.quorum.voters", "1@127.0.0.1:9093"),
+                ("metadata.log.dir", "/nonexistent/corum"),
+            ]
+            .iter()
+            .chain(extra)
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+        };
+        let run_with = |argv: &[&str], extra: &[(&str, &str)]| {
+            let mut args = Cli::try_parse_from(std::iter::once("run").chain(argv.iter().copied()))
+                .unwrap()
+                .run;
+            args.set = sets(extra);
+            run(args).unwrap_err()
+        };
+        let err = format!("{:#}", run_with(&["--cores", "0-2", "--no-pin"], &[]));
+        assert!(err.contains("--cores"), "{err}");
+        assert!(err.contains("corum.cores"), "{err}");
+        assert!(err.contains("at most 2 shards"), "{err}");
+        let err = format!("{:#}", run_with(&[], &[("corum.cores", "0,1,2")]));
+        assert!(err.contains("corum.cores"), "{err}");
+        assert!(err.contains("at most 2 shards"), "{err}");
+    }
 
     /// Proves `corum.spin.before.park.us` reaches the shards' executors, within the runtime's
     /// limit, and that a value above it is refused naming the key.
@@ -120,9 +170,8 @@ mod tests {
             .collect()
         };
         let config = corum_node::config::NodeConfig::load(None, &sets("40")).unwrap();
-        let rc = runtime_config(&config);
+        let rc = components::runtime(&config).unwrap();
         assert_eq!(rc.spin_before_park_us, 40);
-        rc.validate().unwrap();
         let err = corum_node::config::NodeConfig::load(None, &sets("20000"))
             .unwrap_err()
             .to_string();

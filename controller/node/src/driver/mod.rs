@@ -102,19 +102,13 @@ use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 pub mod calls;
 mod service_link;
 
-use crate::bootstrap::BootstrapVoters;
-use crate::config::NodeConfig;
-use crate::error::{ConfigError, DriverError, StorageError};
+use crate::error::{DriverError, StorageError};
 use crate::histogram::LatencyHistogram;
-use crate::meta_properties::MetaProperties;
 use crate::peer::{Inbound, PeerInbox, PeerNetwork, PeerStats};
 use crate::port::{DriverEnd, Proposal, Refusal, ToService};
 use crate::protocol::{LeaderHint, RequestFrame, ResponseFrame, RpcError};
 use crate::quorum_state::QuorumState;
-use crate::raft_config::{
-    bootstrap_voter_set, from_raft_quorum_state, local_replica, raft_config, static_voter_set,
-    to_raft_quorum_state,
-};
+use crate::raft_config::{from_raft_quorum_state, to_raft_quorum_state};
 use crate::snapshot_store;
 
 use self::calls::CallStats;
@@ -131,17 +125,18 @@ const SNAPSHOTS_KEPT: usize = 2;
 
 pub type Result<T, E = DriverError> = std::result::Result<T, E>;
 
-/// Everything [`RaftDriver::start`] needs besides the bound network.
+/// Everything [`RaftDriver::start`] needs besides the bound network, derived from the node's
+/// configuration by [`crate::config::components::raft_driver`].
 #[derive(Clone, Debug)]
 pub struct RaftDriverConfig {
     /// `metadata.log.dir`: holds `quorum-state` and the log in [`METADATA_LOG_DIR`].
     pub data_dir: PathBuf,
     pub raft: corum_raft::Config,
     /// This replica (node id and directory id) and its endpoints (`RaftCore::new`'s `me` and
-    /// `endpoints`; see [`crate::raft_config::local_replica`]).
+    /// `endpoints`; see [`crate::config::components::local_replica`]).
     pub me: ReplicaKey,
     pub endpoints: Vec<Endpoint>,
-    /// The voter set before any VotersRecord: [`crate::raft_config::static_voter_set`] or
+    /// The voter set before any VotersRecord: [`crate::config::components::static_voter_set`] or
     /// [`crate::raft_config::bootstrap_voter_set`].
     pub bootstrap_voters: VoterSet,
     /// The listener name under which voters publish the endpoint peers connect to.
@@ -161,7 +156,7 @@ pub struct RaftDriverConfig {
     /// Client requests queued on their way to the service before [`RaftHandle::call`] waits
     /// (`corum.controller.queue.capacity`).
     pub call_queue_capacity: usize,
-    /// Timeout of a request that gives 0 (`controller.quorum.request.timeout.ms`), and the
+    /// Timeout of a request that gives 0 (`corum.controller.request.timeout.ms`), and the
     /// most any request may wait, whatever it asks. The call table answers `Timeout` then.
     pub request_timeout_default_ms: u64,
     pub request_timeout_max_ms: u64,
@@ -176,105 +171,6 @@ pub struct RaftDriverConfig {
 }
 
 impl RaftDriverConfig {
-    /// A config with the defaults of a node: 5 ms ticks, the log's default sizes, 1024 queued
-    /// proposals and calls, 2 s default and 30 s maximum request timeouts.
-    pub fn new(
-        data_dir: PathBuf,
-        raft: corum_raft::Config,
-        me: ReplicaKey,
-        endpoints: Vec<Endpoint>,
-        bootstrap_voters: VoterSet,
-        listener_name: String,
-    ) -> Self {
-        Self {
-            data_dir,
-            raft,
-            me,
-            endpoints,
-            bootstrap_voters,
-            listener_name,
-            log: LogConfig::default(),
-            tick_interval_ms: 5,
-            seed: u64::from(me.id.get()),
-            proposal_queue_capacity: 1024,
-            uncommitted_records_max: 4096,
-            call_queue_capacity: 1024,
-            request_timeout_default_ms: 2_000,
-            request_timeout_max_ms: 30_000,
-            resign_send_wait_ms_max: 500,
-            log_retention_bytes: Some(100 << 20),
-        }
-    }
-
-    /// The driver's config for a formatted node: Raft settings from `config`
-    /// ([`crate::raft_config::raft_config`]), this replica from `meta` and the controller
-    /// listener, the voter set from the dynamic quorum's `bootstrap` checkpoint when it has one
-    /// (kraft.version 1) or else from `controller.quorum.voters`, log segments of
-    /// `metadata.log.segment.bytes` with frames big enough for `corum.raft.batch.bytes.max`.
-    /// The seed mixes `corum.controller.seed` with the node id, so voters draw different
-    /// election jitter.
-    pub fn for_node(
-        config: &NodeConfig,
-        meta: &MetaProperties,
-        bootstrap: Option<&BootstrapVoters>,
-    ) -> crate::Result<Self> {
-        let raft = raft_config(config)?;
-        let dynamic = match bootstrap {
-            Some(b) => bootstrap_voter_set(b)
-                .map_err(|reason| crate::error::StorageError::InvalidVoters { reason })?,
-            None => None,
-        };
-        // A static quorum (kraft.version 0) names voters without directory ids, so this
-        // replica goes by its id alone too, as Kafka's replicas do before KIP-853; a dynamic
-        // quorum tells replicas apart by the directory id `corum format` drew.
-        let directory_id = if dynamic.is_some() {
-            meta.directory_id
-        } else {
-            corum_types::Uuid::ZERO
-        };
-        let (me, endpoints) = local_replica(config, directory_id);
-        let bootstrap_voters = match dynamic {
-            Some(v) => v,
-            None => static_voter_set(config)?,
-        };
-        let frame_bytes_max = corum_engine::record::frame_bytes_for_payload(
-            usize::try_from(config.raft_batch_bytes_max).expect("u32 fits in usize"),
-        );
-        let defaults = LogConfig::default();
-        let log = LogConfig {
-            segment_bytes: config.metadata_log_segment_bytes,
-            frame_bytes_max: u32::try_from(frame_bytes_max)
-                .unwrap_or(u32::MAX)
-                .max(defaults.frame_bytes_max),
-            buffered_bytes_max: defaults.buffered_bytes_max.max(4 * frame_bytes_max),
-            durable_write_bytes_max: usize::try_from(config.log_durable_write_bytes_max)
-                .expect("at most 64 MiB"),
-            ..defaults
-        };
-        log.validate().map_err(|e| ConfigError::Invalid {
-            key: "metadata.log.segment.bytes",
-            reason: e.to_string(),
-        })?;
-        let mut driver = RaftDriverConfig::new(
-            config.metadata_log_dir.clone(),
-            raft,
-            me,
-            endpoints,
-            bootstrap_voters,
-            config.controller_listener().name.clone(),
-        );
-        driver.log = log;
-        driver.log_retention_bytes = u64::try_from(config.metadata_retention_bytes_max).ok();
-        driver.seed = config.controller_seed ^ u64::from(me.id.get()).rotate_left(32);
-        driver.call_queue_capacity =
-            usize::try_from(config.controller_queue_capacity.max(1)).expect("u32 fits in usize");
-        driver.request_timeout_default_ms = config.request_timeout_ms.max(1);
-        driver.request_timeout_max_ms = driver
-            .request_timeout_max_ms
-            .max(driver.request_timeout_default_ms);
-        Ok(driver)
-    }
-
     /// The metadata log's directory.
     pub fn log_dir(&self) -> PathBuf {
         metadata_log_dir(&self.data_dir)
@@ -1654,98 +1550,6 @@ impl DriverStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bootstrap::{BootstrapEndpoint, BootstrapVoter};
-    use corum_types::Uuid;
-
-    fn node_config(extra: &[(&str, &str)]) -> NodeConfig {
-        let mut overrides: Vec<(String, String)> = vec![
-            ("node.id".into(), "2".into()),
-            ("process.roles".into(), "controller".into()),
-            ("listeners".into(), "CONTROLLER://127.0.0.2:9093".into()),
-            ("controller.listener.names".into(), "CONTROLLER".into()),
-            (
-                "controller.quorum.voters".into(),
-                "1@127.0.0.1:9093,2@127.0.0.2:9093,3@127.0.0.3:9093".into(),
-            ),
-            ("metadata.log.dir".into(), "/var/corum".into()),
-        ];
-        overrides.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        NodeConfig::load(None, &overrides).unwrap()
-    }
-
-    fn meta() -> MetaProperties {
-        MetaProperties {
-            cluster_id: Uuid([1; 16]),
-            node_id: NodeId(2),
-            directory_id: Uuid([2; 16]),
-        }
-    }
-
-    /// A static quorum's driver config takes the voters of `controller.quorum.voters`, no
-    /// directory id for this replica (static voters have none, so a replica with one would
-    /// not recognise itself as a voter), the log under `metadata.log.dir`, frames
-    /// that hold the largest Raft batch, and a seed that differs between nodes.
-    #[test]
-    fn for_node_uses_the_static_voters_and_node_settings() {
-        let c = node_config(&[
-            ("metadata.log.segment.bytes", "16777216"),
-            ("corum.raft.append.inflight.bytes.max", "33554432"),
-            ("corum.raft.batch.bytes.max", "16777216"),
-        ]);
-        let d = RaftDriverConfig::for_node(&c, &meta(), None).unwrap();
-        assert_eq!(d.me.id, NodeId(2));
-        assert_eq!(d.me.directory_id, Uuid::ZERO);
-        assert!(d.bootstrap_voters.contains_key(&d.me));
-        assert_eq!(d.endpoints[0].host, "127.0.0.2");
-        assert_eq!(d.listener_name, "CONTROLLER");
-        assert_eq!(
-            d.bootstrap_voters.ids().collect::<Vec<_>>(),
-            vec![NodeId(1), NodeId(2), NodeId(3)]
-        );
-        assert_eq!(d.log_dir(), PathBuf::from("/var/corum/@metadata-0"));
-        assert_eq!(d.log.segment_bytes, 16 << 20);
-        assert!(d.log.frame_bytes_max as usize >= (16 << 20) + corum_engine::record::HEADER_BYTES);
-        d.log.validate().unwrap();
-        let other = node_config(&[
-            ("node.id", "3"),
-            ("listeners", "CONTROLLER://127.0.0.3:9093"),
-        ]);
-        let mut m = meta();
-        m.node_id = NodeId(3);
-        let d3 = RaftDriverConfig::for_node(&other, &m, None).unwrap();
-        assert_ne!(d.seed, d3.seed);
-    }
-
-    /// A dynamic quorum's bootstrap checkpoint (kraft.version 1) wins over the static list;
-    /// a static checkpoint (kraft.version 0) does not.
-    #[test]
-    fn for_node_prefers_a_dynamic_bootstrap_checkpoint() {
-        let c = node_config(&[]);
-        let voter = |id: u32| BootstrapVoter {
-            id: NodeId(id),
-            directory_id: Uuid([id as u8; 16]),
-            endpoints: vec![BootstrapEndpoint {
-                name: "CONTROLLER".into(),
-                host: format!("127.0.0.{id}"),
-                port: 9093,
-            }],
-        };
-        let dynamic = BootstrapVoters {
-            kraft_version: 1,
-            voters: vec![voter(2), voter(5)],
-        };
-        let d = RaftDriverConfig::for_node(&c, &meta(), Some(&dynamic)).unwrap();
-        assert_eq!(
-            d.bootstrap_voters.ids().collect::<Vec<_>>(),
-            vec![NodeId(2), NodeId(5)]
-        );
-        let static_one = BootstrapVoters {
-            kraft_version: 0,
-            voters: vec![],
-        };
-        let d = RaftDriverConfig::for_node(&c, &meta(), Some(&static_one)).unwrap();
-        assert_eq!(d.bootstrap_voters.len(), 3);
-    }
 
     /// A log on a simulated disk holding `batches` (epoch, record count) from offset 0.
     async fn sim_log(

@@ -621,14 +621,15 @@ mod tests {
     const ME: NodeId = NodeId(1);
 
     fn core() -> ServiceCore {
-        let mut config = ControllerServiceConfig::new(
-            ME,
-            vec![LeaderHint {
-                id: NodeId(2),
-                host: "n2".into(),
-                port: 9093,
-            }],
-        );
+        let node = crate::config::NodeConfig::for_tests();
+        let voters = crate::config::components::static_voter_set(&node).unwrap();
+        let mut config = crate::config::components::controller_service(&node, &voters);
+        config.node_id = ME;
+        config.leader_endpoints = vec![LeaderHint {
+            id: NodeId(2),
+            host: "n2".into(),
+            port: 9093,
+        }];
         config.idle_noop_interval_ms = 500;
         config.snapshot_bytes_between = 0;
         ServiceCore::new(

@@ -24,7 +24,6 @@ use corum_runtime::ShutdownSignal;
 use corum_types::{Epoch, LogOffset, NodeId};
 use futures_lite::future::or;
 
-use crate::config::NodeConfig;
 use crate::error::ServiceError;
 use crate::histogram::LatencyHistogram;
 use crate::port::{ServiceEnd, ToDriver, ToService, ITEMS_PER_MESSAGE_MAX};
@@ -34,7 +33,8 @@ use self::core::ServiceCore;
 
 pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
 
-/// Settings of a [`ControllerService`].
+/// Settings of a [`ControllerService`], derived from the node's configuration by
+/// [`crate::config::components::controller_service`].
 #[derive(Clone, Debug)]
 pub struct ControllerServiceConfig {
     /// This node (to recognise its own leadership in the driver's status).
@@ -57,44 +57,6 @@ pub struct ControllerServiceConfig {
     /// (`metadata.max.idle.interval.ms`; 0: never), so observers see the high watermark move
     /// and can tell a live controller from a silent one. Resolves to the tick interval.
     pub idle_noop_interval_ms: u64,
-}
-
-impl ControllerServiceConfig {
-    /// Defaults of a node: ticks every 100 ms, batches of up to 10,000 records and 1 MiB.
-    pub fn new(node_id: NodeId, leader_endpoints: Vec<LeaderHint>) -> Self {
-        ControllerServiceConfig {
-            node_id,
-            leader_endpoints,
-            controller_tick_interval_ms: 100,
-            batch_records_max: 10_000,
-            batch_bytes_max: 1 << 20,
-            batch_requests_max: 1024,
-            snapshot_bytes_between: 20 << 20,
-            idle_noop_interval_ms: 0,
-        }
-    }
-}
-
-impl ControllerServiceConfig {
-    /// The service's settings for a node: leader hints from `voters` on the controller
-    /// listener, and a tick every broker heartbeat interval but at least every 100 ms (lease
-    /// expiry resolves to it).
-    pub fn for_node(config: &NodeConfig, voters: &VoterSet) -> Self {
-        let mut c = ControllerServiceConfig::new(
-            config.node_id,
-            leader_endpoints(voters, &config.controller_listener().name),
-        );
-        c.controller_tick_interval_ms = config.broker_heartbeat_interval_ms.clamp(1, 100);
-        c.batch_records_max = usize::try_from(config.controller_records_per_batch_max.max(1))
-            .expect("u32 fits in usize");
-        // An eighth of the Raft batch limit is left for the batch's own archive overhead,
-        // which a group's sum of per-request encodings does not count.
-        let raft_batch = usize::try_from(config.raft_batch_bytes_max).expect("u32 fits in usize");
-        c.batch_bytes_max = (raft_batch - raft_batch / 8).max(1);
-        c.snapshot_bytes_between = config.metadata_log_record_bytes_between_snapshots_max;
-        c.idle_noop_interval_ms = config.metadata_idle_interval_ms_max;
-        c
-    }
 }
 
 /// Each voter's endpoint on `listener`, as leader hints.
@@ -412,35 +374,6 @@ mod tests {
     use super::*;
     use crate::driver::CommittedBatch;
     use corum_types::Epoch;
-
-    /// A node's settings carry over: node id, a tick no slower than 100 ms, leader hints on
-    /// the controller listener.
-    #[test]
-    fn for_node_takes_the_node_settings() {
-        let overrides: Vec<(String, String)> = [
-            ("node.id", "2"),
-            ("process.roles", "controller"),
-            ("listeners", "CONTROLLER://127.0.0.2:9093"),
-            ("controller.listener.names", "CONTROLLER"),
-            (
-                "controller.quorum.voters",
-                "1@127.0.0.1:9093,2@127.0.0.2:9093,3@127.0.0.3:9093",
-            ),
-            ("metadata.log.dir", "/var/corum"),
-            ("controller.quorum.request.timeout.ms", "1500"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        let config = NodeConfig::load(None, &overrides).unwrap();
-        let voters = crate::raft_config::static_voter_set(&config).unwrap();
-        let c = ControllerServiceConfig::for_node(&config, &voters);
-        assert_eq!(c.node_id, NodeId(2));
-        assert!(c.controller_tick_interval_ms <= 100);
-        assert_eq!(c.leader_endpoints.len(), 3);
-        assert_eq!(c.leader_endpoints[1].host, "127.0.0.2");
-        assert_eq!(c.leader_endpoints[1].port, 9093);
-    }
 
     /// Leader hints come from each voter's endpoint on the named listener.
     #[test]

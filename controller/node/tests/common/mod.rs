@@ -27,9 +27,9 @@ use corum_controller::control::config_control::{
 use corum_controller::image::ConfigResource;
 use corum_engine::disk::executor_builder;
 use corum_engine::log::LogConfig;
+use corum_node::config::components::{self, RaftReplica};
 use corum_node::peer::{PeerInbox, PeerNetwork, PeerNetworkConfig};
-use corum_node::service::leader_endpoints;
-use corum_node::{ControllerServiceConfig, RaftDriverConfig, RequestBody};
+use corum_node::{ControllerServiceConfig, NodeConfig, RaftDriverConfig, RequestBody};
 use corum_raft::{Config, Endpoint, ReplicaKey, Voter, VoterSet};
 use corum_runtime::{BackoffConfig, Placement, Runtime, RuntimeConfig, ShutdownSignal};
 use corum_types::{NodeId, Uuid};
@@ -140,6 +140,14 @@ pub fn raft_config() -> Config {
     }
 }
 
+/// Node `id`'s configuration: every key at the key table's default
+/// ([`NodeConfig::for_tests`], whose controller listener is [`LISTENER`]).
+pub fn node_config(id: u32) -> NodeConfig {
+    let mut config = NodeConfig::for_tests();
+    config.node_id = NodeId(id);
+    config
+}
+
 /// Peer network config for node `id` of `cluster` listening on `listen`, with a fast
 /// reconnect backoff seeded by `id`.
 pub fn peer_config(cluster: Uuid, id: u32, listen: SocketAddr) -> PeerNetworkConfig {
@@ -149,7 +157,7 @@ pub fn peer_config(cluster: Uuid, id: u32, listen: SocketAddr) -> PeerNetworkCon
             cap: Duration::from_millis(20),
             seed: u64::from(id),
         },
-        ..PeerNetworkConfig::new(cluster, NodeId(id), listen, 1 << 20)
+        ..components::peer_network(&node_config(id), cluster, listen)
     }
 }
 
@@ -162,7 +170,7 @@ pub fn bind(cluster: Uuid, id: u32, addr: SocketAddr) -> (PeerNetwork, PeerInbox
 pub async fn rebind(cluster: Uuid, id: u32, addr: SocketAddr) -> (PeerNetwork, PeerInbox) {
     let start = Instant::now();
     loop {
-        let cfg = PeerNetworkConfig::new(cluster, NodeId(id), addr, 1 << 20);
+        let cfg = components::peer_network(&node_config(id), cluster, addr);
         match PeerNetwork::bind(cfg, &ShutdownSignal::detached()) {
             Ok(net) => return net,
             Err(e) => {
@@ -206,14 +214,15 @@ fn small_segments() -> LogConfig {
 /// The driver config of node `id` with its metadata log in `dir`, reachable at `addr`, in
 /// the cluster of `voters`: [`raft_config`] timings and [`small_segments`].
 pub fn driver_config(id: u32, dir: &Path, addr: SocketAddr, voters: &VoterSet) -> RaftDriverConfig {
-    let mut config = RaftDriverConfig::new(
-        dir.to_path_buf(),
-        raft_config(),
-        key(id),
-        vec![endpoint(addr)],
-        voters.clone(),
-        LISTENER.into(),
-    );
+    let mut node = node_config(id);
+    node.metadata_log_dir = dir.to_path_buf();
+    let replica = RaftReplica {
+        me: key(id),
+        endpoints: vec![endpoint(addr)],
+        bootstrap_voters: voters.clone(),
+    };
+    let mut config = components::raft_driver(&node, replica).unwrap();
+    config.raft = raft_config();
     config.log = small_segments();
     // A snapshot lets the log prefix go at once (tests that snapshot want it gone).
     config.log_retention_bytes = Some(0);
@@ -222,7 +231,7 @@ pub fn driver_config(id: u32, dir: &Path, addr: SocketAddr, voters: &VoterSet) -
 
 /// The controller service config of node `id` among `voters`, ticking every 20 ms.
 pub fn service_config(id: u32, voters: &VoterSet) -> ControllerServiceConfig {
-    let mut config = ControllerServiceConfig::new(NodeId(id), leader_endpoints(voters, LISTENER));
+    let mut config = components::controller_service(&node_config(id), voters);
     config.controller_tick_interval_ms = 20;
     config
 }
@@ -436,7 +445,7 @@ pub async fn rpc_cluster(
         .map(|&id| {
             let config = corum_node::RpcServerConfig {
                 request_bytes_max,
-                ..corum_node::RpcServerConfig::new(cluster, NodeId(id))
+                ..components::rpc_server(&node_config(id), cluster)
             };
             corum_node::RpcServer::bind(loopback(), config).unwrap()
         })

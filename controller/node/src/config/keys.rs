@@ -1,0 +1,826 @@
+//! The key table: [`CONFIG_KEYS`] has one row per key — its name, type and range, default (or
+//! "required"), doc string, which components read it, and how to parse it into its
+//! [`NodeConfig`] field and print it back. Defaults live here and nowhere else: the node's
+//! components get every value from a [`NodeConfig`] ([`super::components`]), and a
+//! [`NodeConfig`] starts from these defaults ([`super::load`]).
+
+use std::fmt;
+use std::path::PathBuf;
+
+use corum_types::NodeId;
+
+use super::node_config::{NodeConfig, NODE_SHARDS_MAX};
+use super::values::{join, list_items, parse_listeners, parse_roles, parse_voters, HostPort};
+use crate::error::ValueError;
+
+/// The type of a key's value, for validation messages and `--help-config`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueType {
+    /// An integer in `min..=max`.
+    Int {
+        min: i64,
+        max: i64,
+    },
+    Bool,
+    Path,
+    /// A comma-separated list; the text says of what.
+    List(&'static str),
+    /// A single value of the named form.
+    Text(&'static str),
+}
+
+impl fmt::Display for ValueType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValueType::Int { min, max } if *max == i64::MAX => write!(f, "int >= {min}"),
+            ValueType::Int { min, max } => write!(f, "int in [{min}, {max}]"),
+            ValueType::Bool => f.write_str("true|false"),
+            ValueType::Path => f.write_str("path"),
+            ValueType::List(of) => write!(f, "list of {of}"),
+            ValueType::Text(what) => f.write_str(what),
+        }
+    }
+}
+
+/// What reads a key: a component whose configuration [`super::components`] derives from it,
+/// or the node itself (start-up checks, `corum format`, the metrics endpoint).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reader {
+    /// The node's start-up and format checks, the client and metrics listeners.
+    Node,
+    /// The Raft core ([`corum_raft::Config`]).
+    Raft,
+    /// The Raft driver ([`crate::driver::RaftDriverConfig`]): this replica, its voters,
+    /// its directory and limits.
+    RaftDriver,
+    /// The metadata log ([`corum_engine::log::LogConfig`]).
+    Log,
+    /// The controller-to-controller transport ([`crate::peer::PeerNetworkConfig`]).
+    PeerNetwork,
+    /// The controller service ([`crate::service::ControllerServiceConfig`]).
+    ControllerService,
+    /// The controller state machine ([`corum_controller::ControllerConfig`]).
+    Controller,
+    /// The client-facing RPC server ([`crate::rpc_server::RpcServerConfig`]).
+    RpcServer,
+    /// The shards: placement ([`corum_runtime::PlacementSpec`]) and executors
+    /// ([`corum_runtime::RuntimeConfig`]).
+    Runtime,
+}
+
+impl fmt::Display for Reader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Reader::Node => "node",
+            Reader::Raft => "raft",
+            Reader::RaftDriver => "raft driver",
+            Reader::Log => "log",
+            Reader::PeerNetwork => "peer network",
+            Reader::ControllerService => "controller service",
+            Reader::Controller => "controller",
+            Reader::RpcServer => "rpc server",
+            Reader::Runtime => "runtime",
+        })
+    }
+}
+
+/// One configuration key: the single description every other part of the configuration is
+/// driven by.
+pub struct ConfigKey {
+    pub name: &'static str,
+    pub value_type: ValueType,
+    /// The default as text, or `None` if the key is required.
+    pub default: Option<&'static str>,
+    pub doc: &'static str,
+    /// Who reads the value (see [`Reader`]).
+    pub readers: &'static [Reader],
+    pub(super) set: fn(&mut NodeConfig, &str) -> Result<(), ValueError>,
+    get: fn(&NodeConfig) -> String,
+}
+
+impl ConfigKey {
+    pub fn is_required(&self) -> bool {
+        self.default.is_none()
+    }
+
+    /// The value of this key in `config`, as properties text.
+    pub fn value_of(&self, config: &NodeConfig) -> String {
+        (self.get)(config)
+    }
+}
+
+impl fmt::Debug for ConfigKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConfigKey")
+            .field("name", &self.name)
+            .field("value_type", &self.value_type)
+            .field("default", &self.default)
+            .field("readers", &self.readers)
+            .finish()
+    }
+}
+
+fn parse_int<T>(v: &str, min: i64, max: i64) -> Result<T, ValueError>
+where
+    T: TryFrom<i64>,
+{
+    let n: i64 = v
+        .trim()
+        .parse()
+        .map_err(|_| ValueError::NotAnInteger { min, max })?;
+    if n < min || n > max {
+        return Err(ValueError::OutOfRange { min, max });
+    }
+    T::try_from(n).map_err(|_| ValueError::OutOfRange { min, max })
+}
+
+fn parse_bool(v: &str) -> Result<bool, ValueError> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(ValueError::NotABool),
+    }
+}
+
+/// An integer key: `$name` parsed into field `$field` of type `$ty` within `[$min, $max]`.
+macro_rules! int_key {
+    ($name:literal, $field:ident, $ty:ty, $min:expr, $max:expr, $default:literal, $readers:expr, $doc:literal) => {
+        ConfigKey {
+            name: $name,
+            value_type: ValueType::Int {
+                min: $min as i64,
+                max: $max as i64,
+            },
+            default: Some($default),
+            doc: $doc,
+            readers: $readers,
+            set: |c, v| {
+                c.$field = parse_int::<$ty>(v, $min as i64, $max as i64)?;
+                Ok(())
+            },
+            get: |c| c.$field.to_string(),
+        }
+    };
+}
+
+const MIB: i64 = 1 << 20;
+const HOUR_MS: i64 = 3_600_000;
+
+use Reader::{
+    Controller as CONTROLLER, ControllerService as SERVICE, Log as LOG, Node as NODE,
+    PeerNetwork as PEER, Raft as RAFT, RaftDriver as DRIVER, RpcServer as SERVER,
+    Runtime as RUNTIME,
+};
+
+/// Every key a node accepts, in the order `--help-config` prints them.
+pub const CONFIG_KEYS: &[ConfigKey] = &[
+    ConfigKey {
+        name: "node.id",
+        value_type: ValueType::Int {
+            min: 0,
+            max: u32::MAX as i64,
+        },
+        default: None,
+        doc: "This node's id; controllers and brokers share one id space.",
+        readers: &[NODE, DRIVER, SERVICE, PEER, SERVER],
+        set: |c, v| {
+            c.node_id = NodeId(parse_int::<u32>(v, 0, u32::MAX as i64)?);
+            Ok(())
+        },
+        get: |c| c.node_id.to_string(),
+    },
+    ConfigKey {
+        name: "process.roles",
+        value_type: ValueType::List("roles (controller)"),
+        default: None,
+        doc: "What this node does. Only `controller` is supported: brokers are separate processes.",
+        readers: &[NODE],
+        set: |c, v| {
+            c.process_roles = parse_roles(v)?;
+            Ok(())
+        },
+        get: |c| join(&c.process_roles),
+    },
+    ConfigKey {
+        name: "listeners",
+        value_type: ValueType::List("NAME://HOST:PORT"),
+        default: None,
+        doc: "Addresses this node listens on, e.g. CONTROLLER://127.0.0.1:9093 (an empty host means every interface).",
+        readers: &[NODE, DRIVER],
+        set: |c, v| {
+            c.listeners = parse_listeners(v)?;
+            Ok(())
+        },
+        get: |c| join(&c.listeners),
+    },
+    ConfigKey {
+        name: "controller.listener.names",
+        value_type: ValueType::List("listener names"),
+        default: None,
+        doc: "Which of `listeners` serve the controller protocol (Raft and controller RPCs); the first is advertised to voters.",
+        readers: &[NODE, DRIVER, SERVICE],
+        set: |c, v| {
+            let names: Vec<String> = list_items(v).map(str::to_ascii_uppercase).collect();
+            if names.is_empty() {
+                return Err(ValueError::Empty {
+                    expected: "name at least one listener",
+                });
+            }
+            c.controller_listener_names = names;
+            Ok(())
+        },
+        get: |c| c.controller_listener_names.join(","),
+    },
+    ConfigKey {
+        name: "corum.client.listener.name",
+        value_type: ValueType::Text("listener name"),
+        default: Some("CLIENT"),
+        doc: "Which of `listeners` serves broker and admin RPCs (`corum run` needs it; it must not be a controller listener, which carries Raft).",
+        readers: &[NODE],
+        set: |c, v| {
+            let name = v.trim().to_ascii_uppercase();
+            if name.is_empty() {
+                return Err(ValueError::Empty {
+                    expected: "name a listener",
+                });
+            }
+            c.client_listener_name = name;
+            Ok(())
+        },
+        get: |c| c.client_listener_name.clone(),
+    },
+    ConfigKey {
+        name: "controller.quorum.voters",
+        value_type: ValueType::List("ID@HOST:PORT[:DIRECTORY_ID]"),
+        default: Some(""),
+        doc: "A static voter set. Leave empty for a dynamic quorum (KIP-853), whose voters come from the bootstrap checkpoint written by `corum format` and later VotersRecords.",
+        readers: &[NODE, DRIVER],
+        set: |c, v| {
+            c.quorum_voters = parse_voters(v)?;
+            Ok(())
+        },
+        get: |c| join(&c.quorum_voters),
+    },
+    ConfigKey {
+        name: "controller.quorum.bootstrap.servers",
+        value_type: ValueType::List("HOST:PORT"),
+        default: Some(""),
+        doc: "Controller endpoints to ask for the current leader (dynamic quorum, KIP-853).",
+        readers: &[NODE],
+        set: |c, v| {
+            c.quorum_bootstrap_servers = list_items(v)
+                .map(str::parse::<HostPort>)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(())
+        },
+        get: |c| join(&c.quorum_bootstrap_servers),
+    },
+    ConfigKey {
+        name: "metadata.log.dir",
+        value_type: ValueType::Path,
+        default: None,
+        doc: "Directory of meta.properties, quorum-state and the @metadata-0 log.",
+        readers: &[NODE, DRIVER],
+        set: |c, v| {
+            if v.trim().is_empty() {
+                return Err(ValueError::Empty {
+                    expected: "name a directory",
+                });
+            }
+            c.metadata_log_dir = PathBuf::from(v.trim());
+            Ok(())
+        },
+        get: |c| c.metadata_log_dir.display().to_string(),
+    },
+    int_key!(
+        "controller.quorum.election.timeout.ms",
+        election_timeout_ms,
+        u64,
+        1,
+        HOUR_MS,
+        "1000",
+        &[RAFT],
+        "Base election timeout: a voter that hears from no leader waits a random time in [t, 2t) before a pre-vote."
+    ),
+    int_key!(
+        "controller.quorum.fetch.timeout.ms",
+        fetch_timeout_ms,
+        u64,
+        1,
+        HOUR_MS,
+        "2000",
+        &[RAFT],
+        "Check-quorum: a leader that has not heard from a majority within this resigns; a follower that has not heard from its leader starts an election."
+    ),
+    int_key!(
+        "controller.quorum.election.backoff.max.ms",
+        election_backoff_max_ms,
+        u64,
+        1,
+        HOUR_MS,
+        "1000",
+        &[RAFT],
+        "Longest random back-off after a lost election round."
+    ),
+    int_key!(
+        "controller.quorum.request.timeout.ms",
+        quorum_request_timeout_ms,
+        u64,
+        1,
+        HOUR_MS,
+        "2000",
+        &[RAFT],
+        "A Raft request between controllers unanswered for this long is given up (an append sends its follower back to probing; a fetch is sent again). Client requests have their own deadline: corum.controller.request.timeout.ms."
+    ),
+    int_key!(
+        "broker.session.timeout.ms",
+        broker_session_timeout_ms,
+        u64,
+        1,
+        HOUR_MS,
+        "9000",
+        &[CONTROLLER],
+        "A broker is fenced when it has not heartbeated for this long; also the lease in heartbeat responses."
+    ),
+    int_key!(
+        "broker.heartbeat.interval.ms",
+        broker_heartbeat_interval_ms,
+        u64,
+        1,
+        HOUR_MS,
+        "2000",
+        &[CONTROLLER, SERVICE],
+        "How often brokers should heartbeat; the active controller's periodic tick (fencing) runs this often too, but at least every 100 ms."
+    ),
+    int_key!(
+        "metadata.log.segment.bytes",
+        metadata_log_segment_bytes,
+        u64,
+        MIB,
+        i64::MAX,
+        "1073741824",
+        &[LOG],
+        "Size at which a log segment is rolled; a multiple of 4096."
+    ),
+    int_key!(
+        "corum.log.durable.write.bytes.max",
+        log_durable_write_bytes_max,
+        u64,
+        0,
+        64 * MIB,
+        "524288",
+        &[LOG],
+        "A group-commit round of the metadata log writing at most this many bytes makes them durable with one O_DSYNC write instead of a write and then an fdatasync (one disk request per commit instead of two in a row); larger rounds write in parallel and fdatasync once. 0: always fdatasync."
+    ),
+    int_key!(
+        "metadata.log.max.record.bytes.between.snapshots",
+        metadata_log_record_bytes_between_snapshots_max,
+        u64,
+        1,
+        i64::MAX,
+        "20971520",
+        &[SERVICE],
+        "Bytes of records appended since the last snapshot that trigger a new one."
+    ),
+    int_key!(
+        "metadata.max.retention.bytes",
+        metadata_retention_bytes_max,
+        i64,
+        -1,
+        i64::MAX,
+        "104857600",
+        &[DRIVER],
+        "Once the whole log segments below the newest snapshot hold more than this many bytes, the log start moves up to the snapshot and they are deleted (replicas and brokers behind it load the snapshot instead). -1: the log is never deleted (snapshots still shorten restarts)."
+    ),
+    int_key!(
+        "metadata.max.idle.interval.ms",
+        metadata_idle_interval_ms_max,
+        u64,
+        0,
+        HOUR_MS,
+        "500",
+        &[SERVICE],
+        "The active controller appends a NoOp record when the log has been idle this long, so brokers see the HWM advance (0: never)."
+    ),
+    int_key!(
+        "socket.request.max.bytes",
+        socket_request_bytes_max,
+        u32,
+        1024,
+        i32::MAX,
+        "104857600",
+        &[SERVER],
+        "Largest request frame accepted; a larger one is answered RequestTooLarge and its connection closed."
+    ),
+    int_key!(
+        "corum.socket.response.max.bytes",
+        socket_response_bytes_max,
+        u32,
+        1024,
+        i32::MAX,
+        "16777216",
+        &[SERVER],
+        "Largest response frame sent to a client; a larger answer is replaced by an error."
+    ),
+    int_key!(
+        "num.partitions",
+        num_partitions,
+        u32,
+        1,
+        1_000_000,
+        "1",
+        &[CONTROLLER],
+        "Partitions of a topic created with a partition count of -1."
+    ),
+    int_key!(
+        "default.replication.factor",
+        default_replication_factor,
+        u16,
+        1,
+        i16::MAX,
+        "1",
+        &[CONTROLLER],
+        "Replicas per partition of a topic created with a replication factor of -1."
+    ),
+    ConfigKey {
+        name: "corum.cores",
+        value_type: ValueType::List("cores or ranges (0-1), at most 2"),
+        default: Some(""),
+        doc: "CPU cores of this node's shards: two cores give a worker shard (network, Raft, the log) and a controller shard; one core runs both on one shard. A node has no work for more. Empty: two of the cores the process may use (the lowest and the highest), or the one it has.",
+        readers: &[RUNTIME],
+        set: |c, v| {
+            c.cores = if v.trim().is_empty() {
+                None
+            } else {
+                let cores: super::values::CoreSet = v.parse()?;
+                if cores.0.len() > NODE_SHARDS_MAX {
+                    return Err(ValueError::TooManyCores {
+                        count: cores.0.len(),
+                        max: NODE_SHARDS_MAX,
+                    });
+                }
+                Some(cores)
+            };
+            Ok(())
+        },
+        get: |c| c.cores.as_ref().map(ToString::to_string).unwrap_or_default(),
+    },
+    ConfigKey {
+        name: "corum.controller.core",
+        value_type: ValueType::Text("a core id, or empty"),
+        default: Some(""),
+        doc: "The core of the controller state machine's shard (empty: the highest of corum.cores).",
+        readers: &[RUNTIME],
+        set: |c, v| {
+            c.controller_core = if v.trim().is_empty() {
+                None
+            } else {
+                Some(parse_int::<u32>(
+                    v,
+                    0,
+                    super::values::CORE_MAX.into(),
+                )?)
+            };
+            Ok(())
+        },
+        get: |c| c.controller_core.map(|n| n.to_string()).unwrap_or_default(),
+    },
+    ConfigKey {
+        name: "corum.no.pin",
+        value_type: ValueType::Bool,
+        default: Some("false"),
+        doc: "Run shards unpinned (tests, laptops, CI).",
+        readers: &[RUNTIME],
+        set: |c, v| {
+            c.no_pin = parse_bool(v)?;
+            Ok(())
+        },
+        get: |c| c.no_pin.to_string(),
+    },
+    int_key!(
+        "corum.spin.before.park.us",
+        spin_before_park_us,
+        u64,
+        0,
+        10_000,
+        "0",
+        &[RUNTIME],
+        "Microseconds an idle shard polls for work before it sleeps. Saves the wake-up of a sleeping core on each request (tens of microseconds on virtual machines) where every shard has a core of its own; on shared cores it steals time from the others (three nodes on two cores: 50 us took the 1-client p50 from 730 to 960 us)."
+    ),
+    int_key!(
+        "corum.raft.heartbeat.interval.ms",
+        raft_heartbeat_interval_ms,
+        u64,
+        1,
+        HOUR_MS,
+        "250",
+        &[RAFT],
+        "The Raft leader sends an empty append to an idle follower this often (at most half the election timeout)."
+    ),
+    int_key!(
+        "corum.raft.append.inflight.count.max",
+        raft_append_inflight_count_max,
+        u32,
+        1,
+        65_536,
+        "16",
+        &[RAFT],
+        "Appends in flight per follower (pipelining depth)."
+    ),
+    int_key!(
+        "corum.raft.append.inflight.bytes.max",
+        raft_append_inflight_bytes_max,
+        u64,
+        1024,
+        i64::MAX,
+        "8388608",
+        &[RAFT],
+        "Payload bytes in flight per follower."
+    ),
+    int_key!(
+        "corum.raft.batch.bytes.max",
+        raft_batch_bytes_max,
+        u32,
+        1024,
+        i32::MAX,
+        "1048576",
+        &[RAFT, LOG, PEER, SERVICE],
+        "Payload bytes per proposed batch and per append or fetch response; the log's frames and the peer connections' frames are sized for it."
+    ),
+    int_key!(
+        "corum.raft.fetch.wait.max.ms",
+        raft_fetch_wait_ms_max,
+        u64,
+        0,
+        HOUR_MS,
+        "500",
+        &[RAFT],
+        "Longest time the leader holds a caught-up observer's Fetch (long-poll); below the fetch timeout."
+    ),
+    int_key!(
+        "corum.raft.snapshot.chunk.bytes.max",
+        raft_snapshot_chunk_bytes_max,
+        u32,
+        1024,
+        i32::MAX,
+        "1048576",
+        &[RAFT, PEER],
+        "Bytes of snapshot per FetchSnapshot response (to a follower or an observer)."
+    ),
+    int_key!(
+        "corum.raft.payload.cache.bytes.max",
+        raft_payload_cache_bytes_max,
+        u64,
+        0,
+        i64::MAX,
+        "67108864",
+        &[RAFT],
+        "Payload bytes of recent batches the Raft core keeps in memory to send to followers and observers; older batches are read back from the log."
+    ),
+    int_key!(
+        "corum.raft.uncommitted.records.max",
+        raft_uncommitted_records_max,
+        u64,
+        1,
+        1 << 30,
+        "4096",
+        &[DRIVER],
+        "The leader takes no new proposal while this many records are appended but not committed (proposers wait): a leader flooded faster than it replicates would otherwise starve its followers and lose leadership."
+    ),
+    int_key!(
+        "corum.controller.request.timeout.ms",
+        controller_request_timeout_ms,
+        u64,
+        1,
+        HOUR_MS,
+        "2000",
+        &[DRIVER],
+        "Deadline of a client request that gives none (timeout 0): the call table answers a request still waiting then Timeout (its records may still commit)."
+    ),
+    int_key!(
+        "corum.controller.request.timeout.max.ms",
+        controller_request_timeout_ms_max,
+        u64,
+        1,
+        HOUR_MS,
+        "30000",
+        &[DRIVER],
+        "No client request waits longer than this, whatever timeout it gives."
+    ),
+    int_key!(
+        "corum.controller.queue.capacity",
+        controller_queue_capacity,
+        u32,
+        1,
+        1_048_576,
+        "4096",
+        &[DRIVER],
+        "Client requests queued on their way from the connections to the call table and the controller before the connections wait (then stop reading: back-pressure)."
+    ),
+    int_key!(
+        "corum.connection.inflight.requests.max",
+        connection_inflight_requests_max,
+        u32,
+        1,
+        65_536,
+        "256",
+        &[SERVER],
+        "Requests one connection may have outstanding (pipelined) before its reads pause."
+    ),
+    int_key!(
+        "corum.connections.max",
+        connections_max,
+        u32,
+        1,
+        1_048_576,
+        "20000",
+        &[SERVER],
+        "Client connections accepted at once; more are refused."
+    ),
+    int_key!(
+        "corum.controller.partitions.per.topic.max",
+        controller_partitions_per_topic_max,
+        u32,
+        1,
+        1_000_000,
+        "100000",
+        &[CONTROLLER],
+        "Most partitions one topic may have."
+    ),
+    int_key!(
+        "corum.controller.replication.factor.max",
+        controller_replication_factor_max,
+        u16,
+        1,
+        i16::MAX,
+        "16",
+        &[CONTROLLER],
+        "Most replicas per partition."
+    ),
+    int_key!(
+        "corum.controller.records.per.batch.max",
+        controller_records_per_batch_max,
+        u32,
+        8,
+        1_000_000,
+        "10000",
+        &[CONTROLLER, SERVICE],
+        "Most records one request may turn into (one Raft proposal), and most records of one batch of requests."
+    ),
+    int_key!(
+        "corum.controller.producer.id.block.size",
+        controller_producer_id_block_size,
+        u64,
+        1,
+        1_048_576,
+        "1000",
+        &[CONTROLLER],
+        "Producer ids handed out per AllocateProducerIds request."
+    ),
+    int_key!(
+        "corum.controller.seed",
+        controller_seed,
+        u64,
+        0,
+        i64::MAX,
+        "109330312817920",
+        &[CONTROLLER, DRIVER],
+        "Seed of the controller's deterministic generator (topic ids, placement start); the same on every node. Mixed with node.id, it also seeds Raft's election jitter."
+    ),
+    ConfigKey {
+        name: "corum.metrics.listener",
+        value_type: ValueType::Text("HOST:PORT, or empty"),
+        default: Some(""),
+        doc: "Where Prometheus metrics are served over HTTP (empty: no metrics endpoint).",
+        readers: &[NODE],
+        set: |c, v| {
+            c.metrics_listener = if v.trim().is_empty() {
+                None
+            } else {
+                Some(v.parse()?)
+            };
+            Ok(())
+        },
+        get: |c| {
+            c.metrics_listener
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        },
+    },
+];
+
+/// The key named `name`, if it exists.
+pub fn config_key(name: &str) -> Option<&'static ConfigKey> {
+    CONFIG_KEYS.iter().find(|k| k.name == name)
+}
+
+/// The known key closest to an unknown one (for "did you mean"), if any is close.
+pub(super) fn suggest(name: &str) -> Option<&'static str> {
+    fn distance(a: &str, b: &str) -> usize {
+        let b: Vec<char> = b.chars().collect();
+        let mut prev: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut cur = vec![i + 1; b.len() + 1];
+            for (j, cb) in b.iter().enumerate() {
+                let sub = prev[j] + usize::from(ca != *cb);
+                cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+            }
+            prev = cur;
+        }
+        prev[b.len()]
+    }
+    CONFIG_KEYS
+        .iter()
+        .map(|k| (distance(name, k.name), k.name))
+        .filter(|(d, k)| *d <= 3.max(k.len() / 6))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// The table of keys as text: name, type and range, default, readers, doc (for
+/// `corum run --help-config`).
+pub fn help_text() -> String {
+    let mut out = String::new();
+    for key in CONFIG_KEYS {
+        let default = match key.default {
+            None => "required".to_owned(),
+            Some("") => "empty".to_owned(),
+            Some(d) => format!("default {d}"),
+        };
+        out.push_str(&format!(
+            "{}  ({}; {}; read by {})\n    {}\n",
+            key.name,
+            key.value_type,
+            default,
+            key.readers
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            key.doc
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every key is listed once, has a doc and at least one reader, and every built-in default
+    /// parses and prints back as itself.
+    #[test]
+    fn table_is_consistent() {
+        let mut c = NodeConfig::for_tests();
+        for key in CONFIG_KEYS {
+            assert!(!key.doc.is_empty(), "{}", key.name);
+            assert!(!key.readers.is_empty(), "{}", key.name);
+            if let Some(d) = key.default {
+                (key.set)(&mut c, d).unwrap_or_else(|e| panic!("{}: {e}", key.name));
+                assert_eq!(key.value_of(&c), d, "key {}", key.name);
+            }
+            if let ValueType::Int { min, max } = key.value_type {
+                assert!(min <= max, "{}", key.name);
+            }
+        }
+        let mut names: Vec<_> = CONFIG_KEYS.iter().map(|k| k.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), CONFIG_KEYS.len(), "a key is listed twice");
+    }
+
+    /// `--help-config` prints every key with its type, range, default and readers.
+    #[test]
+    fn help_lists_every_key() {
+        let help = help_text();
+        assert!(
+            help.contains("node.id  (int in [0, 4294967295]; required; read by node, raft driver, controller service, peer network, rpc server)"),
+            "{help}"
+        );
+        assert!(help.contains(
+            "controller.quorum.request.timeout.ms  (int in [1, 3600000]; default 2000; read by raft)"
+        ));
+        assert!(help.contains(
+            "corum.controller.request.timeout.ms  (int in [1, 3600000]; default 2000; read by raft driver)"
+        ));
+        for key in CONFIG_KEYS {
+            assert!(help.contains(&format!("\n{}  (", key.name)) || help.starts_with(key.name));
+            assert!(help.contains(key.doc), "{}", key.name);
+        }
+    }
+
+    /// Suggestions find a near miss and nothing for a far one.
+    #[test]
+    fn suggestions() {
+        assert_eq!(
+            suggest("controller.quorum.election.timeout"),
+            Some("controller.quorum.election.timeout.ms")
+        );
+        assert_eq!(
+            suggest("corum.raft.batch.byte.max"),
+            Some("corum.raft.batch.bytes.max")
+        );
+        assert_eq!(suggest("zzz"), None);
+    }
+}
