@@ -43,14 +43,20 @@ pub struct RpcConnectionConfig {
     pub request_bytes_max: u32,
     /// Largest response accepted.
     pub response_bytes_max: u32,
+    /// Requests queued for the writer task before a call waits for room (its wait counts
+    /// toward its timeout): a server that stops reading pushes back on the callers instead
+    /// of letting the queue grow.
+    pub outgoing_queue_capacity: usize,
 }
 
 impl Default for RpcConnectionConfig {
-    /// 1 MiB requests (the server's default `socket.request.max.bytes`), 16 MiB responses.
+    /// 1 MiB requests (the server's default `socket.request.max.bytes`), 16 MiB responses,
+    /// 1024 queued requests.
     fn default() -> Self {
         RpcConnectionConfig {
             request_bytes_max: 1 << 20,
             response_bytes_max: 16 << 20,
+            outgoing_queue_capacity: 1024,
         }
     }
 }
@@ -59,8 +65,9 @@ impl RpcConnectionConfig {
     /// Refuses zero size limits.
     pub fn validate(&self) -> Result<(), RpcConnectionError> {
         for (field, v) in [
-            ("request_bytes_max", self.request_bytes_max),
-            ("response_bytes_max", self.response_bytes_max),
+            ("request_bytes_max", self.request_bytes_max as usize),
+            ("response_bytes_max", self.response_bytes_max as usize),
+            ("outgoing_queue_capacity", self.outgoing_queue_capacity),
         ] {
             if v == 0 {
                 return Err(RpcConnectionError::Config {
@@ -113,7 +120,8 @@ impl RpcConnection {
         let (reader, writer) = conn.into_split();
         let pending: Pending = Rc::default();
         let broken: Rc<RefCell<Option<String>>> = Rc::default();
-        let (outgoing, requests) = local_channel::new_unbounded::<EncodedFrame>();
+        let (outgoing, requests) =
+            local_channel::new_bounded::<EncodedFrame>(config.outgoing_queue_capacity);
         {
             let broken = broken.clone();
             glommio::spawn_local(async move {
@@ -171,6 +179,11 @@ impl RpcConnection {
         self.addr
     }
 
+    /// Requests waiting for the writer task (at most `outgoing_queue_capacity`).
+    pub fn queued_requests(&self) -> usize {
+        self.outgoing.len()
+    }
+
     /// Whether the connection broke (every call now fails with `ConnectionLost`).
     pub fn is_broken(&self) -> bool {
         self.broken.borrow().is_some()
@@ -223,11 +236,14 @@ impl RpcConnection {
         }
         let (reply, answer) = local_channel::new_bounded(1);
         self.pending.borrow_mut().insert(id, reply);
-        if self.outgoing.try_send(payload).is_err() {
-            self.pending.borrow_mut().remove(&id);
-            return Err(self.lost());
-        }
-        let waited = futures_lite::future::or(async { Some(answer.recv().await) }, async {
+        // Waiting for room in the queue counts toward the timeout, like waiting for the answer.
+        let sent_and_answered = async {
+            if self.outgoing.send(payload).await.is_err() {
+                return Some(None);
+            }
+            Some(answer.recv().await)
+        };
+        let waited = futures_lite::future::or(sent_and_answered, async {
             glommio::timer::sleep(timeout).await;
             None
         })
@@ -238,7 +254,10 @@ impl RpcConnection {
                 addr: self.addr,
                 source,
             }),
-            Some(None) => Err(self.lost()),
+            Some(None) => {
+                self.pending.borrow_mut().remove(&id);
+                Err(self.lost())
+            }
             None => {
                 self.pending.borrow_mut().remove(&id);
                 Err(RpcConnectionError::NoAnswer {

@@ -325,6 +325,13 @@ fn requests_over_the_limit_are_not_sent_and_zero_limits_are_refused() {
         );
         for (field, bad) in [
             (
+                "outgoing_queue_capacity",
+                RpcConnectionConfig {
+                    outgoing_queue_capacity: 0,
+                    ..RpcConnectionConfig::default()
+                },
+            ),
+            (
                 "request_bytes_max",
                 RpcConnectionConfig {
                     request_bytes_max: 0,
@@ -346,5 +353,66 @@ fn requests_over_the_limit_are_not_sent_and_zero_limits_are_refused() {
             }
         }
         stop.fire();
+    });
+}
+
+#[test]
+fn a_server_that_stops_reading_pushes_back_on_callers() {
+    // The server accepts and never reads: the writer task fills the socket's buffers and
+    // blocks, the outgoing queue fills to its capacity and stays there, and further calls wait
+    // for room (never growing the queue) until their timeout answers them NoAnswer.
+    on_executor(|| async {
+        // A plain socket on a thread of its own: accepted, held, never read.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (release, released) = mpsc::channel::<()>();
+        let server = std::thread::spawn(move || {
+            let (_held, _) = listener.accept().unwrap();
+            let _ = released.recv();
+        });
+        const CAPACITY: usize = 4;
+        let config = RpcConnectionConfig {
+            outgoing_queue_capacity: CAPACITY,
+            ..RpcConnectionConfig::default()
+        };
+        let conn = std::rc::Rc::new(RpcConnection::connect(addr, config).await.unwrap());
+        let big = || {
+            RequestBody::CreateTopics(CreateTopicsRequest {
+                topics: vec![CreatableTopic::new(&"x".repeat(8_000), 1, 1)],
+                validate_only: false,
+            })
+        };
+        let calls: Vec<_> = (0..3_000)
+            .map(|_| {
+                let conn = conn.clone();
+                glommio::spawn_local(async move { conn.call(big(), Duration::from_secs(3)).await })
+                    .detach()
+            })
+            .collect();
+        let start = std::time::Instant::now();
+        let mut full_seen = 0;
+        while full_seen < 50 {
+            let queued = conn.queued_requests();
+            assert!(!conn.is_broken(), "the connection broke");
+            assert!(queued <= CAPACITY, "{queued} requests queued");
+            if queued == CAPACITY {
+                full_seen += 1;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(3),
+                "the queue never filled: the socket took everything"
+            );
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
+        for c in calls {
+            let answer = c.await.unwrap();
+            assert!(
+                matches!(answer, Err(RpcConnectionError::NoAnswer { .. })),
+                "{answer:?}"
+            );
+        }
+        assert!(conn.queued_requests() <= CAPACITY);
+        release.send(()).unwrap();
+        server.join().unwrap();
     });
 }
