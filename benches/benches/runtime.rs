@@ -1,23 +1,28 @@
-//! Runtime benches: cross-shard message round trip and throughput, TCP frame round trip on
-//! loopback, and frame encode + validate per payload size.
+//! Runtime benches: the cross-shard link the node's shard bridge uses (a pair of
+//! [`corum_runtime::bounded`] channels between the worker and the controller shard), TCP frame
+//! round trip on loopback, and frame encode + validate per payload size.
 //!
 //! Shards run unpinned (`Placement::unpinned`), so the figures are meaningful anywhere but
 //! include scheduler noise on a busy machine. Each shard-based bench keeps its runtime alive for
 //! the whole group: the criterion thread hands an iteration count to a driver shard over a
 //! crossbeam channel, the driver shard times the loop itself and reports the elapsed time back
 //! (criterion's `iter_custom`), so the hand-off between threads is not measured.
+//!
+//! | bench (`runtime/cross_shard/...`) | one iteration | throughput unit |
+//! |---|---|---|
+//! | `round_trip/spin_{0,100}us` | one message up to the controller shard and its answer down (a request crossing an idle link and back) | messages up |
+//! | `batch_round_trip/spin_{0,100}us` | one `Vec` of [`BATCH_ITEMS`] items up and one `Vec` of their answers down, as the bridge batches what is ready at once | items |
+//! | `one_way_stream/spin_{0,100}us` | one message up, never waited for (the stream's last one is acknowledged) | messages up |
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use corum_runtime::channel::ShardLinks;
+use corum_runtime::channel::{LinkReceiver, LinkSender};
 use corum_runtime::message::{decode_frame, encode_frame};
 use corum_runtime::transport::{connect, ConnectionConfig, Listener};
-use corum_runtime::{
-    ChannelConfig, Placement, Runtime, RuntimeConfig, ShardChannels, ShardContext, ShardId,
-};
+use corum_runtime::{bounded, Placement, Runtime, RuntimeConfig, ShardContext, ShardId};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender};
 use rkyv::util::AlignedVec;
 
 /// A message whose archived size is about `body.len()` plus a few bytes of header.
@@ -95,88 +100,118 @@ impl Drop for Harness {
     }
 }
 
+/// Worker → controller traffic.
 #[derive(Debug)]
 enum Up {
     Ping(u64),
+    /// Several items in one message, as the bridge moves everything ready at once.
+    Batch(Vec<u64>),
     /// One-way stream; the controller acknowledges only the last one.
     Stream {
         last: bool,
     },
 }
 
+/// Controller → worker traffic.
 #[derive(Debug)]
 enum Down {
     Pong(u64),
+    Batch(Vec<u64>),
     StreamDone,
 }
 
+/// Items per message of the batched round trip (the bridge moves up to 512).
+const BATCH_ITEMS: usize = 64;
+/// Messages queued on each link (the bridge's capacity).
+const LINK_CAPACITY: usize = 256;
+
 const CROSS_SHARD_ROUND_TRIP: usize = 0;
-const CROSS_SHARD_STREAM: usize = 1;
+const CROSS_SHARD_BATCH_ROUND_TRIP: usize = 1;
+const CROSS_SHARD_STREAM: usize = 2;
+
+/// One shard's ends of the worker ↔ controller link.
+enum Ends {
+    Worker(LinkSender<Up>, LinkReceiver<Down>),
+    Controller(LinkReceiver<Up>, LinkSender<Down>),
+}
+
+/// The controller shard: answers every message until the worker closes its link.
+async fn controller_loop(up: LinkReceiver<Up>, down: LinkSender<Down>) {
+    // Both sides connect the up link first (see `corum_runtime::channel`).
+    let (up, down) = (up.connect().await, down.connect().await);
+    while let Some(msg) = up.recv().await {
+        let answer = match msg {
+            Up::Ping(n) => Some(Down::Pong(n)),
+            Up::Batch(items) => Some(Down::Batch(items.into_iter().map(|n| n + 1).collect())),
+            Up::Stream { last: true } => Some(Down::StreamDone),
+            Up::Stream { last: false } => None,
+        };
+        if let Some(a) = answer {
+            down.send(a).await.unwrap();
+        }
+    }
+}
 
 /// Two unpinned shards: shard 0 (worker) drives, shard 1 (controller) answers.
 fn cross_shard_harness(config: RuntimeConfig) -> Harness {
-    let (jobs_tx, jobs_rx) = bounded::<Job>(1);
-    let (elapsed_tx, elapsed_rx) = bounded::<Duration>(1);
+    let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<Job>(1);
+    let (elapsed_tx, elapsed_rx) = crossbeam_channel::bounded::<Duration>(1);
     let thread = std::thread::spawn(move || {
-        let placement = Placement::unpinned(2).unwrap();
-        let channels = ShardChannels::<Up, Down>::new(
-            &placement,
-            ChannelConfig {
-                up_capacity: 256,
-                down_capacity: 256,
-            },
-        )
-        .unwrap();
-        let mut links = channels.into_per_shard(2);
-        let outcomes = Runtime::new(placement, config)
+        let (up_tx, up_rx) = bounded::<Up>(LINK_CAPACITY).unwrap();
+        let (down_tx, down_rx) = bounded::<Down>(LINK_CAPACITY).unwrap();
+        let mut ends = [
+            Some(Ends::Worker(up_tx, down_rx)),
+            Some(Ends::Controller(up_rx, down_tx)),
+        ];
+        let outcomes = Runtime::new(Placement::unpinned(2).unwrap(), config)
             .unwrap()
             .run(|spec| {
-                let link = links[spec.id.0].take().unwrap();
+                let end = ends[spec.id.0].take().unwrap();
                 let jobs = jobs_rx.clone();
                 let elapsed = elapsed_tx.clone();
                 move |_ctx: ShardContext| async move {
-                    match link {
-                        ShardLinks::Controller(c) => {
-                            let mut ports = c.connect().await;
-                            while let Some((from, msg)) = ports.recv().await {
-                                match msg {
-                                    Up::Ping(n) => {
-                                        ports.send_to(from, Down::Pong(n)).await.unwrap()
-                                    }
-                                    Up::Stream { last: true } => {
-                                        ports.send_to(from, Down::StreamDone).await.unwrap()
-                                    }
-                                    Up::Stream { last: false } => {}
-                                }
-                            }
-                        }
-                        ShardLinks::Worker(w) => {
-                            let ports = w.connect().await;
+                    match end {
+                        Ends::Controller(up, down) => controller_loop(up, down).await,
+                        Ends::Worker(up, down) => {
+                            let (up, down) = (up.connect().await, down.connect().await);
+                            let batch: Vec<u64> = (0..BATCH_ITEMS as u64).collect();
                             // Blocking on the job channel is fine: nothing else runs here.
                             while let Ok(Job::Run { kind, iters }) = jobs.recv() {
                                 let start = Instant::now();
-                                if kind == CROSS_SHARD_ROUND_TRIP {
-                                    for i in 0..iters {
-                                        ports.send(Up::Ping(i)).await.unwrap();
-                                        let Some(Down::Pong(n)) = ports.recv().await else {
-                                            panic!("expected a pong")
-                                        };
-                                        assert_eq!(n, i);
+                                match kind {
+                                    CROSS_SHARD_ROUND_TRIP => {
+                                        for i in 0..iters {
+                                            up.send(Up::Ping(i)).await.unwrap();
+                                            let Some(Down::Pong(n)) = down.recv().await else {
+                                                panic!("expected a pong")
+                                            };
+                                            assert_eq!(n, i);
+                                        }
                                     }
-                                } else {
-                                    for i in 0..iters {
-                                        ports
-                                            .send(Up::Stream {
-                                                last: i + 1 == iters,
-                                            })
-                                            .await
-                                            .unwrap();
+                                    CROSS_SHARD_BATCH_ROUND_TRIP => {
+                                        for _ in 0..iters {
+                                            up.send(Up::Batch(batch.clone())).await.unwrap();
+                                            let Some(Down::Batch(answers)) = down.recv().await
+                                            else {
+                                                panic!("expected a batch of answers")
+                                            };
+                                            assert_eq!(answers.len(), BATCH_ITEMS);
+                                        }
                                     }
-                                    assert!(matches!(ports.recv().await, Some(Down::StreamDone)));
+                                    _ => {
+                                        for i in 0..iters {
+                                            let last = i + 1 == iters;
+                                            up.send(Up::Stream { last }).await.unwrap();
+                                        }
+                                        assert!(matches!(
+                                            down.recv().await,
+                                            Some(Down::StreamDone)
+                                        ));
+                                    }
                                 }
                                 elapsed.send(start.elapsed()).unwrap();
                             }
-                            ports.close();
+                            up.close();
                         }
                     }
                 }
@@ -195,7 +230,6 @@ fn cross_shard_harness(config: RuntimeConfig) -> Harness {
 
 fn cross_shard(c: &mut Criterion) {
     let mut g = c.benchmark_group("runtime/cross_shard");
-    g.throughput(Throughput::Elements(1));
     // Parking idle shards (the default) versus spinning 100 us before parking, which keeps the
     // receiving shard awake between messages at the cost of CPU.
     for spin_us in [0u64, 100] {
@@ -203,9 +237,15 @@ fn cross_shard(c: &mut Criterion) {
             spin_before_park_us: spin_us,
             ..RuntimeConfig::default()
         });
+        g.throughput(Throughput::Elements(1));
         g.bench_function(format!("round_trip/spin_{spin_us}us"), |b| {
             b.iter_custom(|iters| harness.measure(CROSS_SHARD_ROUND_TRIP, iters))
         });
+        g.throughput(Throughput::Elements(BATCH_ITEMS as u64));
+        g.bench_function(format!("batch_round_trip/spin_{spin_us}us"), |b| {
+            b.iter_custom(|iters| harness.measure(CROSS_SHARD_BATCH_ROUND_TRIP, iters))
+        });
+        g.throughput(Throughput::Elements(1));
         g.bench_function(format!("one_way_stream/spin_{spin_us}us"), |b| {
             b.iter_custom(|iters| harness.measure(CROSS_SHARD_STREAM, iters.max(1)))
         });
@@ -216,9 +256,9 @@ fn cross_shard(c: &mut Criterion) {
 /// Two unpinned shards: shard 1 runs an echo server on 127.0.0.1, shard 0 a client driven by
 /// jobs; `kind` indexes [`PAYLOAD_SIZES`].
 fn tcp_harness() -> Harness {
-    let (jobs_tx, jobs_rx) = bounded::<Job>(1);
-    let (elapsed_tx, elapsed_rx) = bounded::<Duration>(1);
-    let (addr_tx, addr_rx) = bounded::<SocketAddr>(1);
+    let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<Job>(1);
+    let (elapsed_tx, elapsed_rx) = crossbeam_channel::bounded::<Duration>(1);
+    let (addr_tx, addr_rx) = crossbeam_channel::bounded::<SocketAddr>(1);
     let thread = std::thread::spawn(move || {
         let config = ConnectionConfig {
             payload_bytes_max: 1 << 20,

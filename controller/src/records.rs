@@ -455,7 +455,7 @@ pub(crate) mod tests {
         let bytes = encode_batch(&one_of_each());
         let hex = to_hex(&bytes);
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/records_v1.golden");
-        if std::env::var_os("CORUM_REWRITE").is_some() {
+        if corum_types::golden::rewrite_requested() {
             std::fs::write(path, &hex).unwrap();
         }
         let golden =

@@ -66,11 +66,6 @@ pub enum Error {
         start: LogOffset,
         end: LogOffset,
     },
-    #[error("frame base offset {found} does not continue the log at {expected}")]
-    NonContiguous {
-        expected: LogOffset,
-        found: LogOffset,
-    },
     #[error("frame epoch {found} is below the log's last epoch {last}")]
     EpochRegression { last: u64, found: u64 },
     #[error("the log failed earlier and refuses further writes: {reason}")]

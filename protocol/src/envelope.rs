@@ -1040,7 +1040,7 @@ mod tests {
     }
 
     /// The bytes of a few frames are pinned by `testdata/protocol_v1.golden`; set
-    /// `CORUM_REWRITE_GOLDEN=1` to regenerate it after an intended change and review the diff.
+    /// `CORUM_REWRITE=1` to regenerate it after an intended change and review the diff.
     #[test]
     fn golden_bytes() {
         let (requests, responses) = golden_frames();
@@ -1071,12 +1071,12 @@ mod tests {
             text.push_str(&format!("response {} {}\n", r.correlation_id, hex(&b)));
         }
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/protocol_v1.golden");
-        if std::env::var("CORUM_REWRITE_GOLDEN").as_deref() == Ok("1") {
+        if corum_types::golden::rewrite_requested() {
             std::fs::create_dir_all(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata")).unwrap();
             std::fs::write(path, &text).unwrap();
         }
         let golden = std::fs::read_to_string(path)
-            .expect("golden file missing: run with CORUM_REWRITE_GOLDEN=1 once");
+            .expect("golden file missing: run with CORUM_REWRITE=1 once");
         assert_eq!(
             text, golden,
             "protocol bytes changed; see the module doc on versioning"

@@ -94,14 +94,6 @@ pub enum Error {
     #[error("connection to {peer} was closed earlier: {reason}")]
     ConnectionBroken { peer: SocketAddr, reason: String },
 
-    /// The other end of a cross-shard channel is gone.
-    #[error("cross-shard channel closed")]
-    ChannelClosed,
-
-    /// No channel leads to that shard.
-    #[error("no channel to shard {shard}")]
-    NoSuchShard { shard: ShardId },
-
     /// Shutdown was triggered while waiting.
     #[error("shutting down")]
     ShuttingDown,

@@ -9,10 +9,6 @@
 //! `Rc`/`Cell`; between shards, messages travel over **bounded** channels that push back when
 //! full ([`channel`]).
 //!
-//! Inside a shard, work is split into two task queues: *latency* (ticks, appends, heartbeats,
-//! requests) and *background* (segment roll, snapshots), so background work can't delay a
-//! heartbeat.
-//!
 //! Between nodes and to clients, bytes travel as **frames** ([`frame`], pure): a 16-byte
 //! header (magic, version, flags, length, crc32c) and an 8-byte-aligned rkyv payload. A
 //! receiver checks the frame and validates the archive exactly once ([`message::Validated`]),
@@ -20,8 +16,8 @@
 //! a bad frame closes only its own connection, with a logged reason; outbound peers reconnect
 //! with capped, jittered backoff ([`backoff`]).
 //!
-//! **Time** comes from [`timer`] (glommio timers and a drift-free ticker); the pure cores
-//! receive it as an argument. **Shutdown** ([`shutdown`]) is one trigger (SIGINT, SIGTERM, a
+//! **Time** comes from [`timer`] (glommio's timers); the pure cores receive it as an
+//! argument. **Shutdown** ([`shutdown`]) is one trigger (SIGINT, SIGTERM, a
 //! failed shard, or a test) observed by every shard, which drains and returns;
 //! [`Runtime::run`] joins every shard thread and returns what each returned.
 //!
@@ -44,17 +40,13 @@ pub mod timer;
 pub mod transport;
 
 pub use backoff::{Backoff, BackoffConfig};
-pub use channel::{
-    bounded, ChannelConfig, ControllerPorts, FanIn, Receiver, Sender, ShardChannels, ShardLinks,
-    TrySendError, WorkerPorts,
-};
+pub use channel::{bounded, LinkReceiver, LinkSender, Receiver, Sender, TrySendError};
 pub use error::{Error, Result};
 pub use frame::FrameError;
 pub use message::{Validated, WireMessage};
 pub use placement::{CoreId, Placement, PlacementArgs, PlacementSpec, ShardId, ShardRole};
-pub use shard::{Runtime, RuntimeConfig, ShardContext, ShardOutcome, TaskQueues};
+pub use shard::{Runtime, RuntimeConfig, ShardContext, ShardOutcome};
 pub use shutdown::{Shutdown, ShutdownSignal};
-pub use timer::Ticker;
 pub use transport::{
     ConnectionConfig, FramedConnection, Listener, PeerConfig, ReconnectingPeer, TcpConnection,
 };

@@ -15,16 +15,12 @@
 //! kernel skips the accounting for processes with `CAP_IPC_LOCK`, e.g. root; glommio's own
 //! check that the limit is at least 512 KiB applies to everyone.)
 //!
-//! **Task queues.** Each shard gets two queues: `latency` (ticks, appends, heartbeats, request
-//! handling; 4x the shares by default) and `background` (segment roll, snapshots).
-//! [`ShardContext::spawn_latency`] and [`ShardContext::spawn_background`] pick one. Long
-//! background loops call `glommio::yield_if_needed().await`.
-//!
-//! Both queues are `Latency::NotImportant` and glommio's preemption timer keeps its default:
-//! with glommio 0.9, arming short preemption timers (`Latency::Matters(1ms)`, or
-//! `preempt_timer(1ms)`) made cross-shard channel connects hang in roughly one run in ten of
-//! this crate's channel tests (an executor parked with a woken task never run). Until that is
-//! understood, the queues are separated by shares only.
+//! **Tasks.** A shard's code runs on glommio's default task queue: its entry future, and every
+//! task it spawns with `glommio::spawn_local`. (There are no separate latency and background
+//! queues: nothing ran on a second one. With glommio 0.9, arming short preemption timers,
+//! `Latency::Matters(1ms)` or `preempt_timer(1ms)`, made cross-shard channel connects hang in
+//! about one run in ten, so a queue that matters for latency would need that understood
+//! first.)
 //!
 //! **Shutdown.** Every shard gets a [`ShutdownSignal`]. Shard code is expected to observe it,
 //! drain and return; when a shard panics, the runtime triggers shutdown so the others stop too.
@@ -33,7 +29,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::mpsc;
 
-use glommio::{Latency, LocalExecutorBuilder, Shares, TaskQueueHandle};
+use glommio::LocalExecutorBuilder;
 
 use crate::error::{Error, Result};
 use crate::placement::{CoreId, Placement, ShardId, ShardRole, ShardSpec};
@@ -47,10 +43,6 @@ pub struct RuntimeConfig {
     pub io_memory_bytes: usize,
     /// io_uring submission queue depth per ring.
     pub ring_depth: usize,
-    /// Shares of the latency queue.
-    pub latency_shares: usize,
-    /// Shares of the background queue.
-    pub background_shares: usize,
     /// Busy-poll this long before an idle shard parks in the kernel (glommio's
     /// `spin_before_park`). 0 parks at once: cheapest on shared machines; a dedicated host can
     /// trade a core's idle time for lower cross-shard wake-up latency.
@@ -62,8 +54,6 @@ impl Default for RuntimeConfig {
         RuntimeConfig {
             io_memory_bytes: 256 << 10,
             ring_depth: 128,
-            latency_shares: 1000,
-            background_shares: 250,
             spin_before_park_us: 0,
         }
     }
@@ -99,30 +89,14 @@ impl RuntimeConfig {
                 format!("must be at most {}", Self::SPIN_BEFORE_PARK_US_MAX),
             );
         }
-        if self.latency_shares == 0 || self.background_shares == 0 {
-            return bad(
-                "latency_shares/background_shares",
-                "must be positive".into(),
-            );
-        }
         Ok(())
     }
 }
 
-/// The two task queues of a shard.
-#[derive(Clone, Copy, Debug)]
-pub struct TaskQueues {
-    /// Ticks, appends, heartbeats, request handling.
-    pub latency: TaskQueueHandle,
-    /// Segment roll, snapshots, compaction.
-    pub background: TaskQueueHandle,
-}
-
-/// What a shard's code gets: who it is, its task queues and its shutdown signal.
+/// What a shard's code gets: who it is and its shutdown signal.
 #[derive(Clone, Debug)]
 pub struct ShardContext {
     spec: ShardSpec,
-    queues: TaskQueues,
     shutdown: ShutdownSignal,
     global_shutdown: Shutdown,
 }
@@ -151,29 +125,6 @@ impl ShardContext {
     /// The process-wide handle, to stop every shard from here.
     pub fn global_shutdown(&self) -> &Shutdown {
         &self.global_shutdown
-    }
-
-    /// This shard's task queues.
-    pub fn queues(&self) -> TaskQueues {
-        self.queues
-    }
-
-    /// Spawns a task on the latency queue.
-    pub fn spawn_latency<T: 'static>(
-        &self,
-        fut: impl Future<Output = T> + 'static,
-    ) -> glommio::Task<T> {
-        glommio::spawn_local_into(fut, self.queues.latency)
-            .expect("the latency queue is created at shard start and never removed")
-    }
-
-    /// Spawns a task on the background queue.
-    pub fn spawn_background<T: 'static>(
-        &self,
-        fut: impl Future<Output = T> + 'static,
-    ) -> glommio::Task<T> {
-        glommio::spawn_local_into(fut, self.queues.background)
-            .expect("the background queue is created at shard start and never removed")
     }
 }
 
@@ -381,31 +332,13 @@ where
     let global = shutdown.clone();
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
         executor.run(async move {
-            let latency = glommio::executor().create_task_queue(
-                Shares::Static(config.latency_shares),
-                Latency::NotImportant,
-                "latency",
-            );
-            let background = glommio::executor().create_task_queue(
-                Shares::Static(config.background_shares),
-                Latency::NotImportant,
-                "background",
-            );
             let signal = shutdown.subscribe()?;
             let ctx = ShardContext {
                 spec,
-                queues: TaskQueues {
-                    latency,
-                    background,
-                },
                 shutdown: signal,
                 global_shutdown: shutdown,
             };
-            // The entry future itself runs on the latency queue: it is usually the shard's
-            // main loop.
-            let task = glommio::spawn_local_into(entry(ctx), latency)
-                .expect("the latency queue was just created");
-            Ok(task.await)
+            Ok(entry(ctx).await)
         })
     }));
     match outcome {
@@ -437,14 +370,6 @@ mod tests {
             },
             RuntimeConfig {
                 io_memory_bytes: usize::MAX,
-                ..Default::default()
-            },
-            RuntimeConfig {
-                latency_shares: 0,
-                ..Default::default()
-            },
-            RuntimeConfig {
-                background_shares: 0,
                 ..Default::default()
             },
             RuntimeConfig {

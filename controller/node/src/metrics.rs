@@ -22,6 +22,7 @@
 //! | `corum_log_sync_duration_seconds` | histogram | driver status: each group-commit round of the log (one O_DSYNC write, or writes + fdatasync), the disk's share of every commit |
 //! | `corum_brokers{state="active"|"fenced"|"shutting_down"}`, `corum_topics`, `corum_partitions` | gauge | committed image |
 //! | `corum_rpc_connections_open`, `corum_rpc_connections_accepted_total`, `corum_rpc_connections_refused_total`, `corum_rpc_requests_total`, `corum_rpc_malformed_total` | gauge/counter | RPC server |
+//! | `process_cpu_seconds_total`, `process_start_time_seconds`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_threads`, `process_open_fds` | counter/gauge | `/proc` at each scrape ([`process`]) |
 //!
 //! The server reads at most 8 KiB of request head, answers one request per connection and
 //! closes it (Prometheus scrapes are one request each); anything but `GET /metrics` gets 404.
@@ -38,6 +39,8 @@ use glommio::net::TcpListener;
 use crate::driver::{DriverStatus, RaftHandle};
 use crate::rpc_server::RpcServerStats;
 use crate::service::ServiceStatus;
+
+pub mod process;
 
 pub use crate::histogram::{LatencyHistogram, LATENCY_BUCKETS_S};
 
@@ -339,7 +342,8 @@ pub async fn serve(listener: TcpListener, sources: MetricsSources, shutdown: Shu
                 }
             };
             let response = if complete && is_metrics_request(&head) {
-                let body = render(&sources.snapshot());
+                let mut body = render(&sources.snapshot());
+                process::render_into(&mut body);
                 format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                     body.len()

@@ -343,7 +343,7 @@ mod tests {
             "/testdata/quorum_state_v1.golden"
         );
         let text = golden_text();
-        if std::env::var("CORUM_REWRITE").is_ok_and(|v| v == "1") {
+        if corum_types::golden::rewrite_requested() {
             std::fs::write(path, &text).unwrap();
         }
         let golden =

@@ -301,7 +301,7 @@ fn run_script(text: &str) -> String {
 fn check_file(path: &Path) {
     let text = std::fs::read_to_string(path).unwrap();
     let actual = run_script(&text);
-    if std::env::var("CORUM_REWRITE").is_ok_and(|v| v == "1") {
+    if corum_types::golden::rewrite_requested() {
         std::fs::write(path, &actual).unwrap();
         return;
     }

@@ -26,8 +26,7 @@ use crate::buf::{align_down_block, align_up_block, AlignedBuf, BLOCK_BYTES};
 use crate::disk::{Disk, DiskFile, OpenMode};
 use crate::error::{Error, Result};
 use crate::record::{
-    decode_frame, encode_frame_append, frame_bytes_for_payload, BatchHeader, BatchMeta,
-    HEADER_BYTES,
+    encode_frame_append, frame_bytes_for_payload, BatchHeader, BatchMeta, HEADER_BYTES,
 };
 
 /// Capacity of an active segment's tail buffer: everything `buffered_bytes_max` lets the
@@ -74,26 +73,6 @@ impl<D: Disk> Log<D> {
             payload,
             self.inner.config.frame_bytes_max,
         )?;
-        Ok(self.commit_append(&mut st, &header))
-    }
-
-    /// Follower append of a frame received from the leader (already checked there; checked
-    /// again here, it is cheap). Its base offset must equal the log end offset.
-    pub fn append_frame(&self, frame: &[u8]) -> Result<(LogOffset, LogOffset)> {
-        let mut st = self.inner.state.borrow_mut();
-        st.check_failed()?;
-        let view = decode_frame(frame, self.inner.config.frame_bytes_max)?;
-        let header = *view.header();
-        if header.base_offset != st.end_offset {
-            return Err(Error::NonContiguous {
-                expected: st.end_offset,
-                found: header.base_offset,
-            });
-        }
-        let padded = header.padded_len();
-        self.admit(&mut st, header.epoch, padded)?;
-        let seg = st.segments.last_mut().expect("never empty");
-        seg.tail.extend_from_slice(view.bytes());
         Ok(self.commit_append(&mut st, &header))
     }
 
@@ -504,7 +483,7 @@ impl<D: Disk> Log<D> {
     }
 
     /// Background loop: prefill whenever the log is idle, until the log fails or is closed.
-    /// Spawn it on a low-priority task queue.
+    /// Spawn it as a task of its own on the log's shard.
     pub async fn run_prefill(&self) {
         while !self.inner.closed.get() {
             match self.prefill_step().await {

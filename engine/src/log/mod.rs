@@ -15,8 +15,8 @@
 //!
 //! # Durability contract
 //!
-//! - [`Log::append`] / [`Log::append_frame`] assign offsets and return at once; nothing is on
-//!   disk yet. The batch is readable immediately.
+//! - [`Log::append`] assigns offsets and returns at once; nothing is on disk yet. The batch is
+//!   readable immediately.
 //! - [`Log::durable_end`] is the exclusive end of what is durable: every batch below it was
 //!   written and fdatasync'ed. [`Log::wait_durable`] resolves once an offset is durable.
 //! - **Group commit:** whoever waits for durability while no IO round is running becomes the

@@ -199,36 +199,6 @@ fn epoch_helpers() {
 }
 
 #[test]
-fn append_frame_checks_continuity() {
-    // Proves a follower append must continue the log exactly and keeps the leader's bytes.
-    block_on(async {
-        let disk = SimDisk::new(4);
-        let (log, _) = open(&disk).await;
-        let meta = crate::record::BatchMeta {
-            attributes: Attributes::CONTROL,
-            base_offset: LogOffset(0),
-            epoch: Epoch(2),
-            record_count: 2,
-            first_timestamp_ms: 1,
-            max_timestamp_ms: 1,
-        };
-        let f = crate::record::encode_frame(&meta, b"leader", 4096).unwrap();
-        assert_eq!(log.append_frame(&f).unwrap(), (LogOffset(0), LogOffset(1)));
-        assert!(matches!(
-            log.append_frame(&f),
-            Err(Error::NonContiguous { .. })
-        ));
-        let mut bad = f.clone();
-        bad[70] ^= 1;
-        assert!(matches!(log.append_frame(&bad), Err(Error::Frame(_))));
-        log.flush().await.unwrap();
-        let rb = log.read(LogOffset(0), 100).await.unwrap();
-        assert_eq!(rb.bytes(), &f[..]);
-        assert!(rb.frames().next().unwrap().header().attributes.is_control());
-    });
-}
-
-#[test]
 fn fsync_failure_is_fatal() {
     // Proves a failed fdatasync fails the waiters and every later write, without retrying.
     block_on(async {

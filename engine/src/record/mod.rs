@@ -37,9 +37,7 @@
 //!
 //! [`decode_frame`] checks structure and checksum; that is the gate every byte crosses when it
 //! enters the process (recovery scan, network receive). [`FrameView::access`] additionally runs
-//! rkyv's `bytecheck` over the payload for a given record type. The only unchecked access is
-//! [`FrameView::access_trusted`], whose doc comment (and `record/access.rs`) gives the soundness
-//! argument.
+//! rkyv's `bytecheck` over the payload for a given record type; there is no unchecked access.
 
 mod access;
 
@@ -410,8 +408,7 @@ impl<'a> FrameView<'a> {
         &self.header
     }
 
-    /// The whole frame, padding included: what to send to a follower or append with
-    /// `append_frame`.
+    /// The whole frame, padding included.
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
     }

@@ -3,6 +3,10 @@
 //! Every type here is `Copy`, totally ordered where the protocol orders it, and archivable with
 //! rkyv so records and messages can carry it without conversion. Nothing here does IO or reads a
 //! clock: these types are shared by the pure cores (Raft, controller) and the drivers alike.
+//! The one exception is [`golden`], the rule every golden-file test shares (it reads an
+//! environment variable), kept here because every crate with golden files depends on this one.
+
+pub mod golden;
 
 use std::fmt;
 use std::str::FromStr;

@@ -8,7 +8,7 @@
 //! | 3 | three `corum run` children (this executable), each waited for until its ready line |
 //! | 4 | DescribeQuorum until a leader answers |
 //! | 5 | `brokers`, `topics`, `configs` workloads in-process ([`crate::cmd::loadgen::run_workload`]), `--duration-secs` each, live progress on stderr |
-//! | 6 | the summary on stdout: per workload ops/s, p50/p99, errors; leader and epoch |
+//! | 6 | the summary on stdout: per workload ops/s, p50/p99, errors, node CPU per operation (from every node's `process_cpu_seconds_total`); leader and epoch; the disk figures, measured in node 1's log directory |
 //! | 7 | SIGTERM to every node, wait for each, then the directory is removed unless `--keep` |
 //!
 //! Children die on every exit path: returning or panicking drops the cluster (each node's
@@ -246,8 +246,10 @@ fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
                 Workload::Topics => 100,
                 _ => 1_000,
             },
-            data_dir: Some(dir.join("fsync-probe")),
-            // Measured once, on the same file system as the nodes' logs.
+            // The nodes' own log directory (node 1's: all three share the file system).
+            log_dir: Some(cluster.nodes[0].data.clone()),
+            metrics: cluster.nodes.iter().map(|n| n.metrics).collect(),
+            // Measured once, before the first workload.
             raw_fsync: if raw.is_none() {
                 Duration::from_secs(1)
             } else {
@@ -305,14 +307,18 @@ pub fn render_summary(
     );
     let _ = writeln!(
         w,
-        "  {:<8} {:>7} {:>9} {:>10} {:>10} {:>10} {:>7} {:>8}",
-        "workload", "clients", "ops/s", "p50", "p99", "max", "errors", "leaders"
+        "  {:<8} {:>7} {:>9} {:>10} {:>10} {:>10} {:>7} {:>8} {:>12}",
+        "workload", "clients", "ops/s", "p50", "p99", "max", "errors", "leaders", "node cpu/op"
     );
     for r in reports {
         let clients = r.broker.as_ref().map_or(r.clients, |b| b.brokers);
+        let cpu = r
+            .cpu
+            .cpu_us_per_op
+            .map_or("-".to_owned(), |us| format!("{us:.1} µs"));
         let _ = writeln!(
             w,
-            "  {:<8} {:>7} {:>9.0} {:>10} {:>10} {:>10} {:>7} {:>8}",
+            "  {:<8} {:>7} {:>9.0} {:>10} {:>10} {:>10} {:>7} {:>8} {:>12}",
             r.workload,
             clients,
             r.ops_per_sec,
@@ -320,8 +326,12 @@ pub fn render_summary(
             format_us(r.p99_us),
             format_us(r.max_us),
             r.errors,
-            r.leader_changes
+            r.leader_changes,
+            cpu
         );
+    }
+    for r in reports {
+        let _ = writeln!(w, "  {}: {}", r.workload, r.cpu.line());
     }
     for r in reports {
         if let Some(b) = &r.broker {
@@ -369,6 +379,7 @@ pub fn render_summary(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cmd::loadgen::cpu::CpuFigures;
     use crate::cmd::loadgen::stats::BrokerFigures;
     use crate::cmd::loadgen::RawDisk;
     use corum_types::{Epoch, LogOffset, NodeId, Uuid};
@@ -427,6 +438,13 @@ mod tests {
                 rpc_round_trip_p50_us: 100,
                 commit_floor_us: 1_700,
                 p50_over_commit_floor: 1.18,
+                cpu: CpuFigures {
+                    cpu_us_per_op: Some(18.5),
+                    node_cpu_cores: Some(0.9),
+                    loadgen_cpu_us_per_op: 3.0,
+                    loadgen_cpu_cores: 0.2,
+                    ..CpuFigures::default()
+                },
                 acknowledged: Some(10),
                 lost: Some(0),
                 ..Report::default()
@@ -443,9 +461,21 @@ mod tests {
         }
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(
-            cells[cells.len() - 2..],
-            ["2", "0"],
-            "errors, leader changes: {row}"
+            cells[cells.len() - 4..],
+            ["2", "0", "18.5", "µs"],
+            "errors, leader changes, node CPU per op: {row}"
+        );
+        let brokers_row = s
+            .lines()
+            .find(|l| l.trim_start().starts_with("brokers "))
+            .unwrap();
+        assert!(
+            brokers_row.ends_with(" -"),
+            "no CPU figure: {brokers_row:?}"
+        );
+        assert!(
+            s.contains("configs: CPU per acknowledged op: nodes 18.5 µs"),
+            "{s}"
         );
         assert!(s.contains("200 of 200 unfenced"), "{s}");
         assert!(s.contains("50 created with 3 partitions"), "{s}");

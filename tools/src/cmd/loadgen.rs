@@ -7,12 +7,29 @@
 //! | `topics`  | CreateTopics of one new topic with `--partitions P` per request (a few brokers are registered and kept unfenced first) | request to acknowledgement |
 //!
 //! The `--clients` logical clients share `--connections` [`ControllerClient`]s (each one
-//! pipelined connection that follows the leader). Before the load, the raw 4 KiB write +
-//! fdatasync p50 of `--data-dir` is measured with the same code as `corum bench disk`
-//! ([`corum_engine::devbench`]), so the write latency can be read as a multiple of it. Then,
-//! with the clients connected, `--rtt-probes` DescribeCluster round trips at the active
-//! controller give one hop through corum that writes nothing; two of them plus the quorum write
-//! figure are the commit floor the report compares the p50 with (`commit_floor_us`).
+//! pipelined connection that follows the leader).
+//!
+//! # What the latency is read against
+//!
+//! - **The disk** (`--log-dir`, a controller's `metadata.log.dir`): before the load, the raw
+//!   4 KiB write + fdatasync p50, the O_DSYNC write p50 and the quorum write (that many O_DSYNC
+//!   writes at once until a majority completed) are measured in a fresh subdirectory of it,
+//!   with the same code as `corum bench disk` ([`corum_engine::devbench`]): the file system the
+//!   nodes' logs are on, not a temporary directory on another one. Without `--log-dir` the disk
+//!   is not measured.
+//! - **One hop**: with the clients connected, `--rtt-probes` DescribeQuorum round trips at the
+//!   active controller. The RPC server answers DescribeQuorum itself from the Raft driver's
+//!   status, on the shard that owns the connection, without crossing to the controller shard,
+//!   so a probe pays what a write's request and answer pay on the wire and no more.
+//! - **The commit floor** (`commit_floor_us`): two such hops (client to leader, leader to the
+//!   followers) plus the quorum write, what a commit cannot beat on this host.
+//!
+//! # CPU (`--metrics`)
+//!
+//! With `--metrics HOST:PORT,...` (every node's `corum.metrics.listener`), the nodes'
+//! `process_cpu_seconds_total` is read before and after the measured phase and the report
+//! gives `cpu_us_per_op`, node CPU per acknowledged operation summed over the nodes; the load
+//! generator's own (`loadgen_cpu_us_per_op`) is always given ([`cpu`]).
 //!
 //! # Bounds
 //!
@@ -44,6 +61,7 @@ use crate::cmd::quorum::{parse_bootstrap, Bootstrap};
 
 mod brokers;
 mod configs;
+pub mod cpu;
 pub mod stats;
 mod topics;
 
@@ -105,9 +123,15 @@ pub struct Args {
     /// Simulated broker ids are BASE, BASE+1, ...; the shared observer is BASE-1.
     #[arg(long, default_value_t = 1_000)]
     pub broker_id_base: u32,
-    /// Where the raw fdatasync latency is measured (default: a temporary directory).
+    /// A controller's `metadata.log.dir` (or any directory on the file system holding the
+    /// voters' logs): the raw disk figures and the commit floor are measured in a subdirectory
+    /// of it, removed afterwards. Without it the disk is not measured.
     #[arg(long, value_name = "DIR")]
-    pub data_dir: Option<PathBuf>,
+    pub log_dir: Option<PathBuf>,
+    /// Every node's metrics endpoint (`corum.metrics.listener`): their CPU time is read before
+    /// and after the measured phase, for `cpu_us_per_op`.
+    #[arg(long, value_name = "HOST:PORT,...", value_parser = parse_bootstrap)]
+    pub metrics: Option<Bootstrap>,
     /// Seconds of raw fdatasync sampling before the load (0 skips the measurement).
     #[arg(long, default_value_t = 1.0)]
     pub raw_fsync_seconds: f64,
@@ -115,7 +139,7 @@ pub struct Args {
     /// completed (set it to the voter count; 0 skips it).
     #[arg(long, default_value_t = 3)]
     pub raw_quorum_writers: usize,
-    /// DescribeCluster round trips to the active controller before the load (at most one
+    /// DescribeQuorum round trips to the active controller before the load (at most one
     /// second of them; 0 skips): the `rpc_round_trip_p50_us` of the commit floor.
     #[arg(long, default_value_t = 1_000)]
     pub rtt_probes: usize,
@@ -143,7 +167,9 @@ pub struct LoadConfig {
     pub brokers: usize,
     pub heartbeat_interval: Duration,
     pub broker_id_base: u32,
-    pub data_dir: Option<PathBuf>,
+    pub log_dir: Option<PathBuf>,
+    /// Metrics endpoints of the nodes (empty: node CPU not measured).
+    pub metrics: Vec<SocketAddr>,
     pub raw_fsync: Duration,
     pub raw_quorum_writers: usize,
     pub rtt_probes: usize,
@@ -176,7 +202,8 @@ impl LoadConfig {
             brokers: a.brokers,
             heartbeat_interval: Duration::from_millis(a.heartbeat_interval_ms),
             broker_id_base: a.broker_id_base,
-            data_dir: a.data_dir.clone(),
+            log_dir: a.log_dir.clone(),
+            metrics: a.metrics.as_ref().map(|m| m.0.clone()).unwrap_or_default(),
             raw_fsync: secs("--raw-fsync-seconds", a.raw_fsync_seconds)?,
             raw_quorum_writers: a.raw_quorum_writers,
             rtt_probes: a.rtt_probes,
@@ -271,6 +298,9 @@ pub(crate) struct Ctx {
     pub measuring: Rc<Cell<bool>>,
     /// The clients' leader changes before the run (finding the first leader).
     pub leader_changes_before: u64,
+    /// CPU figures when the measured phase started and ended ([`cpu`]).
+    pub cpu_before: cpu::Sample,
+    pub cpu_after: cpu::Sample,
 }
 
 impl Ctx {
@@ -300,18 +330,22 @@ fn run_nonce() -> u64 {
     1 + mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) % 8_999_999
 }
 
-/// The data directory's raw figures (0s when not measured).
+/// The raw figures of the disk under `--log-dir` (0s when not measured).
 async fn raw_disk(config: &LoadConfig) -> anyhow::Result<RawDisk> {
-    if config.raw_fsync.is_zero() {
+    let Some(log_dir) = config
+        .log_dir
+        .as_ref()
+        .filter(|_| !config.raw_fsync.is_zero())
+    else {
         return Ok(RawDisk::default());
-    }
-    let (dir, temporary) = match &config.data_dir {
-        Some(d) => (d.clone(), false),
-        None => (
-            std::env::temp_dir().join(format!("corum-loadgen-{}", std::process::id())),
-            true,
-        ),
     };
+    anyhow::ensure!(
+        log_dir.is_dir(),
+        "--log-dir {} is not a directory (give a controller's metadata.log.dir)",
+        log_dir.display()
+    );
+    // A directory of our own beside the node's files, on the same file system.
+    let dir = log_dir.join(format!("corum-loadgen-{}", std::process::id()));
     let cfg = DeviceBenchConfig {
         fsync_duration: config.raw_fsync,
         // Only the fsync figure is used: keep the bandwidth pass short.
@@ -321,10 +355,8 @@ async fn raw_disk(config: &LoadConfig) -> anyhow::Result<RawDisk> {
         ..DeviceBenchConfig::default()
     };
     let result = measure_device(&dir, &cfg).await;
-    if temporary {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-    let d = result.with_context(|| format!("measuring fdatasync under {}", dir.display()))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = result.with_context(|| format!("measuring the disk under {}", dir.display()))?;
     Ok(RawDisk {
         raw_fsync_p50_us: d.fsync_p50_us,
         raw_dsync_write_p50_us: d.dsync_write_p50_us,
@@ -333,19 +365,30 @@ async fn raw_disk(config: &LoadConfig) -> anyhow::Result<RawDisk> {
     })
 }
 
-/// The p50 of up to `probes` DescribeCluster round trips to the active controller (at most
-/// one second of them; 0 when `probes` is 0): a request through the client listener and the
-/// controller that writes nothing, the per-hop cost of the commit floor.
+/// The p50 of up to `probes` DescribeQuorum round trips to the active controller (at most
+/// one second of them; 0 when `probes` is 0): the RPC server answers it on the shard that
+/// owns the connection, from the Raft driver's status, without crossing to the controller
+/// shard (the path of a write's request and answer, without the write). Only answers the
+/// leader gave count: `client` was moved to the leader by a DescribeCluster, and after a
+/// leader change it is moved again.
 async fn rpc_round_trip(client: &ControllerClient, probes: usize) -> anyhow::Result<u64> {
     let deadline = Instant::now() + Duration::from_secs(1);
     let rec = stats::Recorder::default();
     while (rec.ops() as usize) < probes && Instant::now() < deadline {
         let t = Instant::now();
-        client
-            .describe_cluster()
+        let q = client
+            .describe_quorum()
             .await
             .context("measuring the round trip to the active controller")?;
-        rec.ok(t.elapsed());
+        let took = t.elapsed();
+        if q.leader_id == Some(q.node_id) {
+            rec.ok(took);
+        } else {
+            client
+                .describe_cluster()
+                .await
+                .context("finding the active controller again")?;
+        }
     }
     Ok(rec.percentiles().p50_us)
 }
@@ -373,6 +416,11 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
         clients.push(client);
     }
     let rpc_round_trip = rpc_round_trip(&clients[0], config.rtt_probes).await?;
+    // A wrong --metrics endpoint fails here, before any load.
+    let probe = cpu::sample(&config.metrics).await;
+    if let Some(e) = probe.nodes_error {
+        anyhow::bail!("--metrics: {e}");
+    }
     let now = Instant::now();
     let mut ctx = Ctx {
         leader_changes_before,
@@ -383,6 +431,8 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
         recorder: Rc::new(stats::Recorder::default()),
         nonce: run_nonce(),
         measuring: Rc::new(Cell::new(false)),
+        cpu_before: cpu::Sample::default(),
+        cpu_after: cpu::Sample::default(),
     };
     let mut report = Report {
         workload: ctx.config.workload.name(),
@@ -423,16 +473,32 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
     report.measured(&ctx.recorder, elapsed, raw);
     report.set_rpc_round_trip(rpc_round_trip);
     report.leader_changes = ctx.leader_changes();
+    report.log_dir = ctx.config.log_dir.as_ref().map(|d| d.display().to_string());
+    report.cpu = cpu::CpuFigures::between(&ctx.cpu_before, &ctx.cpu_after, report.ops, elapsed);
     Ok(report)
 }
 
-/// Restarts the clock of `ctx` for the measured phase (after a workload's preparation).
-pub(crate) fn start_measuring(ctx: &mut Ctx) -> Instant {
+/// Starts the measured phase (after a workload's preparation): reads the CPU figures, then
+/// restarts the clock of `ctx`. Fails when a `--metrics` endpoint cannot be read.
+pub(crate) async fn start_measuring(ctx: &mut Ctx) -> anyhow::Result<Instant> {
+    ctx.cpu_before = cpu::sample(&ctx.config.metrics).await;
+    if let Some(e) = &ctx.cpu_before.nodes_error {
+        anyhow::bail!("--metrics at the start of the measured phase: {e}");
+    }
     let now = Instant::now();
     ctx.end = now + ctx.config.duration;
     ctx.hard_end = ctx.end + ctx.config.grace;
     ctx.measuring.set(true);
-    now
+    Ok(now)
+}
+
+/// Ends the measured phase that started at `start` (the last request answered or given up):
+/// returns its length and reads the CPU figures. A node that cannot be read now leaves the
+/// node CPU figures out (with the reason) rather than failing the run.
+pub(crate) async fn stop_measuring(ctx: &mut Ctx, start: Instant) -> Duration {
+    let elapsed = start.elapsed();
+    ctx.cpu_after = cpu::sample(&ctx.config.metrics).await;
+    elapsed
 }
 
 /// Runs `count` client loops (`make(i)` builds loop `i`) until they finish or `hard_end`
@@ -509,6 +575,27 @@ mod tests {
         assert_eq!(c.connections, 1);
         assert_eq!(c.duration, Duration::from_millis(2_500));
         assert_eq!(c.heartbeat_interval, Duration::from_secs(2));
+        assert_eq!(
+            (c.log_dir, c.metrics.len()),
+            (None, 0),
+            "not measured by default"
+        );
+
+        let a = parse(&[
+            "--bootstrap",
+            "127.0.0.1:9001",
+            "--workload",
+            "configs",
+            "--log-dir",
+            "/var/tmp/corum/node1",
+            "--metrics",
+            "127.0.0.1:9291,127.0.0.1:9292,127.0.0.1:9293",
+        ])
+        .unwrap();
+        let c = LoadConfig::from_args(&a).unwrap();
+        assert_eq!(c.log_dir, Some(PathBuf::from("/var/tmp/corum/node1")));
+        assert_eq!(c.metrics.len(), 3);
+        assert_eq!(c.metrics[2], SocketAddr::from(([127, 0, 0, 1], 9293)));
 
         let a = parse(&[
             "--bootstrap",
@@ -572,6 +659,18 @@ mod tests {
             "--partitions",
         );
         bad(&["--workload", "configs", "--duration=-1"], "--duration");
+        assert!(
+            parse(&[
+                "--bootstrap",
+                "127.0.0.1:1",
+                "--workload",
+                "configs",
+                "--metrics",
+                "nowhere"
+            ])
+            .is_err(),
+            "a metrics endpoint must be HOST:PORT"
+        );
         bad(
             &["--workload", "brokers", "--heartbeat-interval-ms", "0"],
             "--heartbeat-interval-ms",

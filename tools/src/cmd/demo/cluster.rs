@@ -1,10 +1,10 @@
 //! A local quorum of `corum run` processes on loopback, for `corum demo` and the process tests
-//! (`tools/tests/common` includes this file with `#[path]`, so it depends on std, libc and
+//! (`tools/tests/tools/common` includes this file with `#[path]`, so it depends on std, libc and
 //! anyhow only).
 //!
 //! | step          | what happens                                                                |
 //! |---------------|-----------------------------------------------------------------------------|
-//! | [`LocalCluster::create`] | picks 2 free loopback ports per node (controller + `CLIENT` listener), writes `nodeN.properties` (static `controller.quorum.voters`), makes a cluster id (`corum random-uuid`) and runs `corum format` per node |
+//! | [`LocalCluster::create`] | picks 3 free loopback ports per node (controller and `CLIENT` listeners, `corum.metrics.listener`), writes `nodeN.properties` (static `controller.quorum.voters`), makes a cluster id (`corum random-uuid`) and runs `corum format` per node |
 //! | [`LocalCluster::start`]  | spawns `corum run --config nodeN.properties --no-pin`, stderr appended to `nodeN.log`, and waits for its one stdout line `corum: node N ready: raft A, clients B` |
 //! | [`LocalCluster::signal`], [`LocalCluster::kill`], [`LocalCluster::terminate`] | SIGTERM / SIGKILL a node and reap it |
 //! | drop          | every child still running is SIGKILLed and reaped                          |
@@ -174,6 +174,8 @@ pub struct NodeSlot {
     pub id: u32,
     pub raft: SocketAddr,
     pub client: SocketAddr,
+    /// Where Prometheus text is served (`corum.metrics.listener`).
+    pub metrics: SocketAddr,
     pub config: PathBuf,
     pub data: PathBuf,
     /// The node's stderr (appended across restarts).
@@ -216,10 +218,12 @@ fn write_config(spec: &ClusterSpec, n: &NodeSlot, voters: &[String]) -> anyhow::
          listeners=CONTROLLER://{raft},CLIENT://{client}\n\
          controller.listener.names=CONTROLLER\n\
          controller.quorum.voters={voters}\n\
-         metadata.log.dir={data}\n",
+         metadata.log.dir={data}\n\
+         corum.metrics.listener={metrics}\n",
         id = n.id,
         raft = n.raft,
         client = n.client,
+        metrics = n.metrics,
         voters = voters.join(","),
         data = n.data.display(),
     );
@@ -229,15 +233,17 @@ fn write_config(spec: &ClusterSpec, n: &NodeSlot, voters: &[String]) -> anyhow::
     std::fs::write(&n.config, text).with_context(|| format!("writing {}", n.config.display()))
 }
 
-/// Gives every node two new free loopback ports and (re)writes every configuration with them
-/// (the static voter set names every node's controller port). Formatting does not record
-/// ports, so a formatted cluster that never ran can move.
+/// Gives every node three new free loopback ports (controller, client, metrics) and
+/// (re)writes every configuration with them (the static voter set names every node's
+/// controller port). Formatting does not record ports, so a formatted cluster that never ran
+/// can move.
 fn assign_ports(spec: &ClusterSpec, nodes: &mut [NodeSlot]) -> anyhow::Result<()> {
-    let ports = free_loopback_ports(2 * nodes.len())?;
+    let ports = free_loopback_ports(3 * nodes.len())?;
     let addr = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
-    for (n, pair) in nodes.iter_mut().zip(ports.chunks(2)) {
-        n.raft = addr(pair[0]);
-        n.client = addr(pair[1]);
+    for (n, three) in nodes.iter_mut().zip(ports.chunks(3)) {
+        n.raft = addr(three[0]);
+        n.client = addr(three[1]);
+        n.metrics = addr(three[2]);
     }
     let voters: Vec<String> = nodes
         .iter()
@@ -268,6 +274,7 @@ impl LocalCluster {
                 id,
                 raft: unbound,
                 client: unbound,
+                metrics: unbound,
                 config: spec.dir.join(format!("node{id}.properties")),
                 data: spec.dir.join(format!("node{id}")),
                 log: spec.dir.join(format!("node{id}.log")),

@@ -16,7 +16,7 @@ use corum_types::{NodeId, Uuid};
 use hdrhistogram::Histogram;
 
 use super::stats::{error_kind, latency_histogram, BrokerFigures, Percentiles, Recorder, Report};
-use super::{run_clients, start_measuring, Ctx};
+use super::{run_clients, start_measuring, stop_measuring, Ctx};
 
 /// How long one fetch of the shared follower may wait at the leader.
 const FOLLOWER_WAIT_MAX: Duration = Duration::from_millis(500);
@@ -132,7 +132,7 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
     let follower = start_follower(ctx);
     catch_up(ctx.client(0), &follower, preparation_timeout(ctx)).await?;
     let unfenced = Rc::new(RefCell::new(latency_histogram()));
-    let start = start_measuring(ctx);
+    let start = start_measuring(ctx).await?;
     let (end, nonce, base) = (ctx.end, ctx.nonce, ctx.config.broker_id_base);
     let window = interval.min(ctx.config.duration);
     let timeout = ctx.config.duration + ctx.config.grace;
@@ -167,7 +167,7 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
         }
     })
     .await;
-    let elapsed = start.elapsed();
+    let elapsed = stop_measuring(ctx, start).await;
     if let Some(why) = follower.failure() {
         anyhow::bail!("the shared metadata follower stopped: {why}");
     }

@@ -14,7 +14,7 @@ use corum_controller::image::ConfigResource;
 use corum_controller::records::ConfigResourceType;
 
 use super::stats::{error_kind, Report};
-use super::{run_clients, start_measuring, Ctx};
+use super::{run_clients, start_measuring, stop_measuring, Ctx};
 
 /// The broker resource of client `i` is `RESOURCE_BASE + i`.
 pub const RESOURCE_BASE: u64 = 2_000_000_000;
@@ -76,7 +76,7 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
     let verify = ctx.config.verify;
     // Per client, the sequence numbers acknowledged (ascending: one request in flight).
     let acked: Rc<RefCell<Vec<Vec<u64>>>> = Rc::new(RefCell::new(vec![Vec::new(); clients]));
-    let start = start_measuring(ctx);
+    let start = start_measuring(ctx).await?;
     let (end, nonce) = (ctx.end, ctx.nonce);
     report.unfinished = run_clients(clients, ctx.hard_end, |i| {
         let client = ctx.client(i).clone();
@@ -113,7 +113,7 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
         }
     })
     .await;
-    let elapsed = start.elapsed();
+    let elapsed = stop_measuring(ctx, start).await;
     if verify {
         // The read-back gets a grace period of its own, however long the last requests took.
         let verify_end = Instant::now() + ctx.config.grace;

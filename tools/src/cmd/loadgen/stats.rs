@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use super::cpu::CpuFigures;
+
 /// Latencies above this (µs) are recorded as this: no request waits longer than a minute.
 pub const LATENCY_US_MAX: u64 = 60_000_000;
 
@@ -218,8 +220,8 @@ pub struct BrokerFigures {
     pub registration_to_unfenced_max_us: u64,
 }
 
-/// The data directory's raw figures a run's latencies are read against (measured with the
-/// same code as `corum bench disk`).
+/// The raw figures of the nodes' disk a run's latencies are read against (measured under
+/// `--log-dir` with the same code as `corum bench disk`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct RawDisk {
     /// 4 KiB write + fdatasync p50.
@@ -269,21 +271,28 @@ pub struct Report {
     pub unfinished: u64,
     /// Leader changes the clients saw (redirects and reconnections to a new leader).
     pub leader_changes: u64,
-    /// The data directory's own figures (0s when not measured).
+    /// Where the disk figures were measured (`--log-dir`; absent: not measured).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_dir: Option<String>,
+    /// The disk's own figures (0s when not measured).
     #[serde(flatten)]
     pub raw: RawDisk,
     /// `p50_us / raw_fsync_p50_us` (0 when not measured).
     pub p50_over_raw_fsync_p50: f64,
     /// `p50_us / raw_quorum_write_p50_us` (0 when not measured).
     pub p50_over_raw_quorum_write_p50: f64,
-    /// DescribeCluster round trip to the active controller before the load, p50 (0 when not
-    /// measured): one hop through corum that writes nothing.
+    /// DescribeQuorum round trip to the active controller before the load, p50 (0 when not
+    /// measured): one hop through corum's network path that writes nothing and does not cross
+    /// to the controller shard (the RPC server answers it from the Raft driver's status).
     pub rpc_round_trip_p50_us: u64,
     /// What a write cannot beat here: two such round trips (client to leader, leader to the
     /// followers) plus `raw_quorum_write_p50_us` (0 unless both are measured).
     pub commit_floor_us: u64,
     /// `p50_us / commit_floor_us` (0 when not measured).
     pub p50_over_commit_floor: f64,
+    /// CPU per acknowledged operation: the nodes' (`--metrics`) and the load generator's.
+    #[serde(flatten)]
+    pub cpu: CpuFigures,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partitions: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none", flatten)]
@@ -353,7 +362,7 @@ impl Report {
     pub fn floor_line(&self) -> Option<String> {
         (self.commit_floor_us > 0).then(|| {
             format!(
-                "commit floor: 2 round trips of a request that writes nothing ({} each) + the quorum write ({}) = {} (p50 latency = {:.2} x that)",
+                "commit floor: 2 round trips of a request answered without a write or a hop to the controller shard ({} each) + the quorum write ({}) = {} (p50 latency = {:.2} x that)",
                 format_us(self.rpc_round_trip_p50_us),
                 format_us(self.raw.raw_quorum_write_p50_us),
                 format_us(self.commit_floor_us),
@@ -392,6 +401,17 @@ impl Report {
             format_us(self.p999_us),
             format_us(self.max_us)
         );
+        match &self.log_dir {
+            Some(dir) if self.raw.raw_fsync_p50_us > 0 => {
+                let _ = writeln!(w, "  disk measured under {dir}");
+            }
+            _ => {
+                let _ = writeln!(
+                    w,
+                    "  disk not measured (--log-dir names the nodes' log directory)"
+                );
+            }
+        }
         if self.raw.raw_fsync_p50_us > 0 {
             let _ = writeln!(
                 w,
@@ -407,6 +427,7 @@ impl Report {
         if let Some(line) = self.floor_line() {
             let _ = writeln!(w, "  {line}");
         }
+        let _ = writeln!(w, "  {}", self.cpu.line());
         if let Some(b) = &self.broker {
             let _ = writeln!(
                 w,
@@ -500,12 +521,18 @@ mod tests {
         r.set_rpc_round_trip(50);
         assert_eq!(r.commit_floor_us, 2 * 50 + 400);
         assert!((r.p50_over_commit_floor - r.p50_us as f64 / 500.0).abs() < 1e-9);
+        r.log_dir = Some("/var/lib/corum/node1".into());
         let text = r.render();
+        assert!(
+            text.contains("disk measured under /var/lib/corum/node1"),
+            "{text}"
+        );
         assert!(text.contains("3 O_DSYNC writes at once"), "{text}");
         assert!(
             text.contains("(50 µs each) + the quorum write (400 µs) = 500 µs"),
             "{text}"
         );
+        assert!(text.contains("CPU per acknowledged op: loadgen"), "{text}");
         assert!(text.contains("1000 acknowledged, 500/s"), "{text}");
         assert!(text.contains("2 not the active controller"), "{text}");
     }
@@ -519,6 +546,11 @@ mod tests {
         assert_eq!(r.ops_per_sec, 0.0);
         assert_eq!(r.p50_over_raw_fsync_p50, 0.0);
         assert!(!r.render().contains("quorum write"));
+        assert!(
+            r.render().contains("disk not measured (--log-dir"),
+            "{}",
+            r.render()
+        );
         // A round trip without the quorum write makes no floor.
         r.set_rpc_round_trip(80);
         assert_eq!((r.commit_floor_us, r.p50_over_commit_floor), (0, 0.0));
@@ -549,10 +581,20 @@ mod tests {
             "rpc_round_trip_p50_us",
             "commit_floor_us",
             "p50_over_commit_floor",
+            "loadgen_cpu_us_per_op",
+            "loadgen_cpu_cores",
         ] {
             assert!(v.get(key).is_some(), "missing {key}: {v}");
         }
-        for key in ["acknowledged", "lost", "brokers", "partitions"] {
+        for key in [
+            "acknowledged",
+            "lost",
+            "brokers",
+            "partitions",
+            "log_dir",
+            "cpu_us_per_op",
+            "node_cpu",
+        ] {
             assert!(v.get(key).is_none(), "unexpected {key}: {v}");
         }
         r.acknowledged = Some(10);

@@ -9,7 +9,7 @@ use corum_controller::control::replication_control::{CreatableTopic, CreateTopic
 
 use super::brokers::{catch_up, heartbeat_until, preparation_timeout, register, start_follower};
 use super::stats::{error_kind, Report};
-use super::{run_clients, start_measuring, Ctx};
+use super::{run_clients, start_measuring, stop_measuring, Ctx};
 
 /// Brokers registered for the topics workload, at most.
 pub const TOPIC_BROKERS_MAX: usize = 3;
@@ -41,7 +41,7 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
             .map_err(|e| anyhow::anyhow!("waiting for broker {id} to be unfenced: {e}"))?;
         sessions.push(s);
     }
-    let start = start_measuring(ctx);
+    let start = start_measuring(ctx).await?;
     let (end, nonce) = (ctx.end, ctx.nonce);
     // The brokers must stay unfenced while topics are created: heartbeat them well within
     // any session timeout.
@@ -87,7 +87,7 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
         }
     })
     .await;
-    let elapsed = start.elapsed();
+    let elapsed = stop_measuring(ctx, start).await;
     drop(heartbeats);
     Ok(elapsed)
 }

@@ -3,15 +3,13 @@
 //! fencing. Clients are `corum loadgen` / `corum quorum describe` children and in-process
 //! `corum-client` clients. Every wait polls with a deadline; every child is killed by a guard.
 
-mod common;
-
 use std::process::Output;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
-#[path = "../../controller/node/tests/common/requests.rs"]
+#[path = "../../../controller/node/tests/common/requests.rs"]
 mod requests;
 use corum_client::{BrokerSession, ClientConfig, ControllerClient, MetadataFollower, ReplicaKey};
 use corum_controller::control::cluster_control::UnregisterBrokerRequest;
@@ -564,29 +562,286 @@ fn leader_sigkill_with_snapshots_and_compaction_loses_nothing() {
     );
 }
 
-/// An idle quorum still moves its high watermark: the active controller appends a NoOp
-/// record every `metadata.max.idle.interval.ms` (here 100 ms) when nothing else is written,
-/// and only then (0 turns it off).
+/// An idle quorum moves its high watermark only while `metadata.max.idle.interval.ms` is on:
+/// the active controller appends a NoOp every interval (100 ms here) when nothing else is
+/// written, and none with 0. The "none" half is judged over a window that ends with an event,
+/// not a sleep: a silent broker's session (1.5 s) expiring, which the same controller tick
+/// that would append the NoOp turns into a FenceBroker record. So the tick provably ran after
+/// a long idle stretch, and any NoOp interval below the session (the 500 ms default
+/// included) would have written a NoOp first; the records of the window are read back.
 #[test]
-fn an_idle_active_controller_appends_noops() {
+fn an_idle_active_controller_appends_noops_only_when_asked() {
     let _serial = serial();
-    let hwm_growth = |settings: &[(&str, &str)]| {
-        let tmp = tempfile::tempdir().unwrap();
-        let c = start_cluster(tmp.path(), settings);
-        leader(&c, &c.ids());
-        let hwm = || {
-            describe(&c.bootstrap(), 5_000).unwrap()["high_watermark"]
-                .as_u64()
-                .unwrap()
-        };
-        let before = hwm();
-        std::thread::sleep(Duration::from_millis(1_000));
-        hwm() - before
+    let hwm = |c: &LocalCluster| {
+        describe(&c.bootstrap(), 5_000)
+            .and_then(|d| d["high_watermark"].as_u64())
+            .expect("the leader answers DescribeQuorum")
     };
-    let grew = hwm_growth(&[("metadata.max.idle.interval.ms", "100")]);
-    assert!((2..=30).contains(&grew), "{grew} records in 1 s of idling");
-    let grew = hwm_growth(&[("metadata.max.idle.interval.ms", "0")]);
-    assert_eq!(grew, 0, "no NoOp when turned off");
+    {
+        let tmp = tempfile::tempdir().unwrap();
+        let c = start_cluster(tmp.path(), &[("metadata.max.idle.interval.ms", "100")]);
+        leader(&c, &c.ids());
+        let before = hwm(&c);
+        // Five NoOps take about 0.5 s; the deadline only bounds a failure.
+        wait_until("five idle NoOps", Duration::from_secs(15), || {
+            (hwm(&c) >= before + 5).then_some(())
+        });
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start_cluster(
+        tmp.path(),
+        &[
+            ("metadata.max.idle.interval.ms", "0"),
+            ("broker.session.timeout.ms", "1500"),
+            ("broker.heartbeat.interval.ms", "300"),
+        ],
+    );
+    leader(&c, &c.ids());
+    let config = client_config(&c);
+    let window = on_executor(Duration::from_secs(60), move || async move {
+        let client = ControllerClient::connect(config).await.unwrap();
+        let follower = Rc::new(MetadataFollower::start(
+            client.clone(),
+            ReplicaKey {
+                id: NodeId(600),
+                directory_id: Uuid([6; 16]),
+            },
+            Duration::from_millis(200),
+        ));
+        let mut session = BrokerSession::register(
+            client.clone(),
+            NodeId(601),
+            Uuid([61; 16]),
+            vec![ListenerV1 {
+                name: "PLAINTEXT".into(),
+                host: "127.0.0.1".into(),
+                port: 9092,
+            }],
+            follower.clone(),
+        )
+        .await
+        .unwrap();
+        session
+            .run_until_unfenced(Duration::from_millis(50), Duration::from_secs(15))
+            .await
+            .unwrap();
+        // From here the broker is silent and nothing else writes: the window opens at the
+        // committed end, and closes when the broker is seen fenced.
+        let from = client
+            .describe_quorum_at_leader()
+            .await
+            .unwrap()
+            .high_watermark;
+        let start = Instant::now();
+        loop {
+            let dc = client.describe_cluster().await.unwrap();
+            if dc
+                .brokers
+                .iter()
+                .any(|b| b.broker_id == NodeId(601) && b.fenced)
+            {
+                break;
+            }
+            assert!(
+                start.elapsed() < CALL_DEADLINE,
+                "the silent broker was never fenced"
+            );
+            glommio::timer::sleep(Duration::from_millis(50)).await;
+        }
+        let to = client
+            .describe_quorum_at_leader()
+            .await
+            .unwrap()
+            .high_watermark;
+        (records_between(&client, from, to).await, start.elapsed())
+    });
+    let (records, took) = window;
+    assert!(
+        took >= Duration::from_millis(1_000),
+        "fenced after only {took:?} of a 1500 ms session"
+    );
+    assert!(
+        records.iter().any(|r| r == "FenceBroker(601)"),
+        "no fence in the window: {records:?}"
+    );
+    assert!(
+        !records.iter().any(|r| r == "NoOp"),
+        "NoOp records with metadata.max.idle.interval.ms=0: {records:?}"
+    );
+}
+
+/// The state-machine records committed in `[from, to)`, read as an observer from offset 0
+/// (so the fetch position is always valid): `NoOp`, `FenceBroker(<id>)`, or the record's kind.
+async fn records_between(client: &ControllerClient, from: LogOffset, to: LogOffset) -> Vec<String> {
+    use corum_controller::records::{aligned, decode_batch, ArchivedMetadataRecord};
+    let observer = ReplicaKey {
+        id: NodeId(902),
+        directory_id: Uuid([92; 16]),
+    };
+    let (mut offset, mut last_epoch) = (LogOffset(0), Epoch(0));
+    let mut out = Vec::new();
+    while offset < to {
+        let epoch = client.describe_quorum().await.unwrap().leader_epoch;
+        let fetched = client
+            .fetch(
+                FetchRequest {
+                    epoch,
+                    replica: observer,
+                    fetch_offset: offset,
+                    last_fetched_epoch: last_epoch,
+                    high_watermark: LogOffset(0),
+                    wait_max_ms: 0,
+                },
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+        let FetchResult::Batches { batches, .. } = fetched.result else {
+            panic!(
+                "an observer fetch at {offset} answered {:?}",
+                fetched.result
+            );
+        };
+        assert!(!batches.is_empty(), "no batch at {offset}, below {to}");
+        for b in batches {
+            (offset, last_epoch) = (b.end_offset(), b.epoch);
+            if b.control || b.end_offset() <= from {
+                continue;
+            }
+            let bytes = aligned(&b.payload);
+            for r in decode_batch(&bytes).unwrap().iter() {
+                out.push(match r {
+                    ArchivedMetadataRecord::NoOp(_) => "NoOp".to_owned(),
+                    ArchivedMetadataRecord::FenceBroker(f) => {
+                        format!("FenceBroker({})", f.broker_id.0.to_native())
+                    }
+                    other => format!("{other:?}").chars().take(40).collect(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Every node serves the standard `process_*` metrics, consistent with what the kernel says
+/// about its process, and `corum loadgen --metrics --log-dir` turns them into CPU per
+/// acknowledged write and measures the disk in the nodes' log directory.
+#[test]
+fn nodes_export_process_metrics_and_loadgen_reports_cpu_per_write() {
+    let _serial = serial();
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start_cluster(tmp.path(), &[]);
+    leader(&c, &c.ids());
+    for n in &c.nodes {
+        let page = scrape_metrics(n.metrics);
+        let value = |name: &str| {
+            page.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("node {}: no {name} in\n{page}", n.id))
+        };
+        let pid = n.process.as_ref().expect("running").pid();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let start = value("process_start_time_seconds");
+        assert!(
+            start >= started - 1.0 && start <= now,
+            "node {} started at {start}, the test at {started}, now {now}",
+            n.id
+        );
+        assert!(value("process_cpu_seconds_total") > 0.0, "{page}");
+        let rss = value("process_resident_memory_bytes");
+        assert!(
+            rss > f64::from(1 << 20) && rss < f64::from(u32::MAX),
+            "rss {rss}"
+        );
+        // The kernel's own counts, read a moment later (a node's thread and descriptor counts
+        // are steady once it serves).
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let threads: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            (value("process_threads") - threads).abs() <= 2.0,
+            "{threads}\n{page}"
+        );
+        let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .count() as f64;
+        assert!(
+            (value("process_open_fds") - fds).abs() <= 8.0,
+            "{fds}\n{page}"
+        );
+    }
+    let metrics: Vec<String> = c.nodes.iter().map(|n| n.metrics.to_string()).collect();
+    let log_dir = c.node(1).data.display().to_string();
+    let out = spawn_loadgen(
+        &c.bootstrap(),
+        &[
+            "--workload",
+            "configs",
+            "--clients",
+            "4",
+            "--duration",
+            "1",
+            "--metrics",
+            &metrics.join(","),
+            "--log-dir",
+            &log_dir,
+            "--raw-fsync-seconds",
+            "0.2",
+            "--rtt-probes",
+            "50",
+        ],
+    )
+    .wait(Duration::from_secs(60));
+    let r = loadgen_json(&out);
+    assert!(out.status.success(), "{r}");
+    assert!(r["ops"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["cpu_us_per_op"].as_f64().unwrap() > 0.0, "{r}");
+    let per_node = r["node_cpu"].as_array().unwrap();
+    assert_eq!(per_node.len(), 3, "{r}");
+    assert!(
+        per_node
+            .iter()
+            .all(|n| n["cpu_seconds"].as_f64().unwrap() > 0.0),
+        "every voter works for a write: {r}"
+    );
+    assert!(r["loadgen_cpu_us_per_op"].as_f64().unwrap() > 0.0, "{r}");
+    assert_eq!(r["log_dir"].as_str(), Some(log_dir.as_str()), "{r}");
+    assert!(r["raw_quorum_write_p50_us"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["commit_floor_us"].as_u64().unwrap() > 0, "{r}");
+    // The measurement cleaned up after itself in the node's directory.
+    let left: Vec<_> = std::fs::read_dir(&c.node(1).data)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("corum-loadgen"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// The body of `GET /metrics` at `addr`.
+fn scrape_metrics(addr: std::net::SocketAddr) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: corum\r\n\r\n")
+        .unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_owned()
 }
 
 /// Waits until the leader reports follower `f` with lag 0 at or past `offset`; fails with

@@ -1,9 +1,6 @@
 //! Framed TCP over loopback: round trips, misbehaving peers, per-connection limits and
 //! reconnection. Every test runs inside one unpinned shard.
 
-mod common;
-use common::RunBounded;
-
 use std::cell::Cell;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -16,6 +13,8 @@ use corum_runtime::{
     BackoffConfig, Error, Placement, Runtime, RuntimeConfig, ShardContext, ShutdownSignal,
 };
 use glommio::channels::local_channel;
+
+use crate::common::RunBounded;
 
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Clone, PartialEq)]
 #[rkyv(derive(Debug))]

@@ -2,9 +2,6 @@
 //! [`LocalCluster`], included from the binary's sources), `corum quorum describe` and
 //! `corum loadgen` as child processes, polling with deadlines, and a glommio executor for
 //! in-process clients.
-//!
-//! Cargo compiles `tests/common/mod.rs` only as a module of each test binary that declares
-//! `mod common;`.
 
 #![allow(dead_code)]
 
@@ -16,7 +13,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-#[path = "../../src/cmd/demo/cluster.rs"]
+#[path = "../../../src/cmd/demo/cluster.rs"]
 mod cluster;
 
 pub use cluster::{ClusterSpec, LocalCluster};
@@ -169,8 +166,14 @@ impl Drop for Running {
     }
 }
 
-/// Starts `corum loadgen --json` with `args` in the background.
+/// Starts `corum loadgen --json` with `args` in the background (without a disk measurement
+/// unless `args` asks for one with `--raw-fsync-seconds`).
 pub fn spawn_loadgen(bootstrap: &str, args: &[&str]) -> Running {
+    let no_disk: &[&str] = if args.contains(&"--raw-fsync-seconds") {
+        &[]
+    } else {
+        &["--raw-fsync-seconds", "0"]
+    };
     let child = Command::new(corum_exe())
         .args([
             "loadgen",
@@ -179,7 +182,7 @@ pub fn spawn_loadgen(bootstrap: &str, args: &[&str]) -> Running {
             "--json",
             "--no-progress",
         ])
-        .args(["--raw-fsync-seconds", "0"])
+        .args(no_disk)
         .args(args)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())

@@ -1,8 +1,6 @@
 //! Property tests over random operation sequences driven through the in-memory driver.
 
-mod common;
-
-use common::{replay_log, Driver};
+use crate::common::{replay_log, Driver};
 use corum_controller::control::cluster_control::UnregisterBrokerRequest;
 use corum_controller::control::replication_control::{
     AlterIsrRequest, CreatableTopic, CreatePartitionsRequest, CreateTopicsRequest,

@@ -13,12 +13,10 @@
 //! Every mutating command proposes its records (uncommitted) through the in-memory driver;
 //! `commit` commits them, cross-checking the controller against a fresh replay of the log.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
-use common::Driver;
+use crate::common::Driver;
 use corum_controller::control::cluster_control::{TickResponse, UnregisterBrokerRequest};
 use corum_controller::control::config_control::{
     AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
@@ -694,7 +692,8 @@ fn scenarios() {
         .collect();
     files.sort();
     assert!(!files.is_empty());
-    let rewrite = std::env::var_os("CORUM_REWRITE").is_some();
+    // Only CORUM_REWRITE=1 rewrites (`corum_types::golden`); 0 or any other value checks.
+    let rewrite = corum_types::golden::rewrite_requested();
     let mut failed = vec![];
     for path in files {
         let (expected, actual) = run_file(&path);

@@ -1,0 +1,11 @@
+//! The `corum` binary's tests, one test binary (every test binary links the whole dependency
+//! graph; one binary with a module per subject links once). Each module runs the built
+//! `corum` as child processes: `dump-log`, `format` and `info`, `placement`, and whole local
+//! quorums (`quorum_process`, which holds [`common::serial`] so that one cluster runs at a
+//! time).
+
+mod common;
+mod dump_log;
+mod format_info;
+mod placement;
+mod quorum_process;
