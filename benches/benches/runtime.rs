@@ -1,5 +1,5 @@
-//! Runtime benches: the cross-shard link the node's shard bridge uses (a pair of
-//! [`corum_runtime::bounded`] channels between the worker and the controller shard), TCP frame
+//! Runtime benches: the cross-shard link the node's port uses between the driver and the service
+//! (`corum_node::port::cross_shard`: a pair of [`corum_runtime::bounded`] channels), TCP frame
 //! round trip on loopback, and frame encode + validate per payload size.
 //!
 //! Shards run unpinned (`Placement::unpinned`), so the figures are meaningful anywhere but
