@@ -97,6 +97,8 @@ pub struct PendingCalls<R> {
     held: BTreeSet<(LogOffset, CallId)>,
     deadlines: BTreeSet<(Instant, CallId)>,
     service_gone: bool,
+    /// The durable end last reported: held calls below it have their `durable` stamp.
+    durable_end: LogOffset,
     stats: CallStats,
 }
 
@@ -108,6 +110,7 @@ impl<R> Default for PendingCalls<R> {
             held: BTreeSet::new(),
             deadlines: BTreeSet::new(),
             service_gone: false,
+            durable_end: LogOffset::ZERO,
             stats: CallStats::default(),
         }
     }
@@ -204,9 +207,17 @@ impl<R> PendingCalls<R> {
         self.held.insert((batch.end_offset, id));
     }
 
-    /// This node's log is durable through `end` (exclusive) at `now`.
+    /// This node's log is durable through `end` (exclusive) at `now`. Only the batches that
+    /// became durable since the last report are looked at (all of them after a truncation).
     pub fn durable(&mut self, end: LogOffset, now: Instant) {
-        for &(_, id) in self.held.range(..=(end, CallId(u64::MAX))) {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        let from = if end < self.durable_end {
+            Unbounded
+        } else {
+            Excluded((self.durable_end, CallId(u64::MAX)))
+        };
+        self.durable_end = end;
+        for &(_, id) in self.held.range((from, Included((end, CallId(u64::MAX))))) {
             let e = self
                 .calls
                 .get_mut(&id)

@@ -829,8 +829,7 @@ impl<D: Disk> RaftDriver<D> {
     /// `NotController` (the core's own refusal: `ProposalRefused` with the reason) and the
     /// service hears of it.
     fn on_proposal(&mut self, p: Proposal) {
-        let status = self.core.status();
-        let refusal = if status.role != Role::Leader || status.epoch != p.batch.epoch {
+        let refusal = if self.core.role() != Role::Leader || self.core.epoch() != p.batch.epoch {
             Some((Refusal::NotLeader, None))
         } else if self.fenced_activation.is_some_and(|f| p.activation <= f)
             || self.core.log_end_offset() != p.batch.base_offset
@@ -890,8 +889,7 @@ impl<D: Disk> RaftDriver<D> {
     /// `NotController`, and calls past their deadline `Timeout`.
     fn settle_calls(&mut self) {
         let now = Instant::now();
-        let status = self.core.status();
-        let leading = (status.role == Role::Leader).then_some(status.epoch);
+        let leading = (self.core.role() == Role::Leader).then_some(self.core.epoch());
         let mut out = Vec::new();
         if leading != self.leading {
             self.leading = leading;
