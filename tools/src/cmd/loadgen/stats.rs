@@ -405,7 +405,10 @@ impl Report {
             Some(dir) if self.raw.raw_fsync_p50_us > 0 => {
                 let _ = writeln!(w, "  disk measured under {dir}");
             }
-            _ => {
+            Some(_) => {
+                let _ = writeln!(w, "  disk not measured (--raw-fsync-seconds 0)");
+            }
+            None => {
                 let _ = writeln!(
                     w,
                     "  disk not measured (--log-dir names the nodes' log directory)"
