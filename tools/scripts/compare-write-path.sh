@@ -115,15 +115,17 @@ for round in $(seq 1 "$ROUNDS"); do
         run_workload "$tag" 1
         if [ "${STRACE:-0}" = 1 ] && [ "$round" = 1 ]; then
             boot=$(cat "$WORK/$tag.bootstrap")
+            STRACE_PIDS=()
             for n in 0 1 2; do
                 timeout 20 strace -c -f -p "${NODE_PIDS[$n]}" -o "$WORK/$tag.strace$n" &
+                STRACE_PIDS+=($!)
             done
             sleep 1
             "$LOADGEN" loadgen --bootstrap "$boot" --workload configs --clients 1 --duration 5 --json \
                 >"$WORK/$tag.strace.json"
             sleep 1
             pkill -INT -f "strace -c -f" || true
-            wait || true
+            for p in "${STRACE_PIDS[@]}"; do wait "$p" || true; done
             ops=$(python3 -c "import json;print(json.load(open('$WORK/$tag.strace.json'))['ops'])")
             for n in 0 1 2; do
                 echo "$tag node$((n + 1)) syscalls per write (1 client, $ops writes):"
