@@ -7,6 +7,8 @@
 //! | `node_cpu_cores`        | the same sum divided by the measured phase's length: cores the nodes kept busy |
 //! | `loadgen_cpu_us_per_op` | this process's user + system CPU time over the measured phase (`getrusage(RUSAGE_SELF)`), per acknowledged operation |
 //!
+//! | `stage_mean_us`         | where a write's time went on the leader: the growth of each `corum_request_stage_seconds{stage}` sum over the growth of its count, every node together (only the leader serves writes) — `queued` (read to handed to the controller), `to_proposed`, `to_durable`, `to_committed`, `answered` |
+//!
 //! Each endpoint is read right before the measured phase starts and right after its last
 //! request was answered (before `--verify` reads back), so preparation and verification are
 //! not counted. A node whose `process_start_time_seconds` changed between the two reads
@@ -25,10 +27,13 @@ const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 const SCRAPE_BYTES_MAX: u64 = 4 << 20;
 
 /// What one node's endpoint said.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct NodeSample {
     pub cpu_seconds: f64,
     pub start_time_seconds: f64,
+    /// `corum_request_stage_seconds` per stage: (stage, sum in seconds, count); empty for a
+    /// node that does not export it.
+    pub stages: Vec<(String, f64, f64)>,
 }
 
 /// Every figure read at one moment.
@@ -71,6 +76,10 @@ pub struct CpuFigures {
     pub loadgen_cpu_us_per_op: f64,
     /// Cores the load generator kept busy on average.
     pub loadgen_cpu_cores: f64,
+    /// Mean µs a request spent in each stage on the nodes during the run (see the module
+    /// doc); empty without `--metrics` or when the nodes do not export the stages.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub stage_mean_us: std::collections::BTreeMap<String, f64>,
 }
 
 fn per_op_us(cpu_seconds: f64, ops: u64) -> f64 {
@@ -110,6 +119,7 @@ impl CpuFigures {
             after.nodes.len(),
             "samples of the same endpoints"
         );
+        f.stage_mean_us = stage_means(before, after);
         let mut total = 0.0;
         for ((addr, b), (addr_after, a)) in before.nodes.iter().zip(&after.nodes) {
             assert_eq!(addr, addr_after, "samples of the same endpoints, in order");
@@ -131,6 +141,28 @@ impl CpuFigures {
         f.cpu_us_per_op = Some(per_op_us(total, ops));
         f.node_cpu_cores = Some(cores(total, elapsed));
         f
+    }
+
+    /// Where a request's time went, when the nodes told (see the module doc).
+    pub fn stages_line(&self) -> Option<String> {
+        if self.stage_mean_us.is_empty() {
+            return None;
+        }
+        let order = [
+            "queued",
+            "to_proposed",
+            "to_durable",
+            "to_committed",
+            "answered",
+        ];
+        let parts: Vec<String> = order
+            .iter()
+            .filter_map(|s| self.stage_mean_us.get(*s).map(|us| format!("{s} {us:.0}")))
+            .collect();
+        Some(format!(
+            "where a request's time went on the leader (mean µs): {}",
+            parts.join(", ")
+        ))
     }
 
     /// The summary line.
@@ -164,6 +196,55 @@ pub fn sample_value(page: &str, name: &str) -> Option<f64> {
     })
 }
 
+/// The mean of each stage over the run: the growth of its sum over the growth of its count,
+/// every node's together (a node restarted during the run is left out by the caller).
+fn stage_means(before: &Sample, after: &Sample) -> std::collections::BTreeMap<String, f64> {
+    let mut totals: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+    for ((_, b), (_, a)) in before.nodes.iter().zip(&after.nodes) {
+        for (stage, sum, count) in &a.stages {
+            let (sum0, count0) = b
+                .stages
+                .iter()
+                .find(|(s, _, _)| s == stage)
+                .map_or((0.0, 0.0), |(_, s, c)| (*s, *c));
+            let t = totals.entry(stage.clone()).or_default();
+            t.0 += (sum - sum0).max(0.0);
+            t.1 += (count - count0).max(0.0);
+        }
+    }
+    totals
+        .into_iter()
+        .filter(|(_, (_, count))| *count > 0.0)
+        .map(|(stage, (sum, count))| (stage, sum * 1e6 / count))
+        .collect()
+}
+
+/// The `corum_request_stage_seconds` sums and counts of a page, by stage.
+fn parse_stages(page: &str) -> Vec<(String, f64, f64)> {
+    const SUM: &str = "corum_request_stage_seconds_sum{stage=\"";
+    const COUNT: &str = "corum_request_stage_seconds_count{stage=\"";
+    let value = |l: &str, prefix: &str| -> Option<(String, f64)> {
+        let rest = l.strip_prefix(prefix)?;
+        let (stage, rest) = rest.split_once("\"}")?;
+        Some((stage.to_owned(), rest.trim().parse().ok()?))
+    };
+    let mut out: Vec<(String, f64, f64)> = Vec::new();
+    for l in page.lines() {
+        if let Some((stage, sum)) = value(l, SUM) {
+            match out.iter_mut().find(|(s, _, _)| *s == stage) {
+                Some(e) => e.1 = sum,
+                None => out.push((stage, sum, 0.0)),
+            }
+        } else if let Some((stage, count)) = value(l, COUNT) {
+            match out.iter_mut().find(|(s, _, _)| *s == stage) {
+                Some(e) => e.2 = count,
+                None => out.push((stage, 0.0, count)),
+            }
+        }
+    }
+    out
+}
+
 /// The CPU figures of one node's page.
 pub fn parse_node_sample(page: &str) -> anyhow::Result<NodeSample> {
     let get = |name: &str| {
@@ -174,6 +255,7 @@ pub fn parse_node_sample(page: &str) -> anyhow::Result<NodeSample> {
     Ok(NodeSample {
         cpu_seconds: get("process_cpu_seconds_total")?,
         start_time_seconds: get("process_start_time_seconds")?,
+        stages: parse_stages(page),
     })
 }
 
@@ -277,7 +359,8 @@ mod tests {
             parse_node_sample(PAGE).unwrap(),
             NodeSample {
                 cpu_seconds: 12.5,
-                start_time_seconds: 1_700_000_000.25
+                start_time_seconds: 1_700_000_000.25,
+                stages: Vec::new(),
             }
         );
         let e = parse_node_sample("corum_raft_epoch 3\n").unwrap_err();
@@ -316,6 +399,7 @@ mod tests {
                         NodeSample {
                             cpu_seconds: cpu,
                             start_time_seconds: start,
+                            stages: Vec::new(),
                         },
                     )
                 })
@@ -410,5 +494,51 @@ mod tests {
         }
         std::hint::black_box(x);
         assert!(own_cpu_seconds() > before);
+    }
+
+    /// Proves the stage means are the growth of each stage's sum over the growth of its
+    /// count, summed over the nodes, read from the labelled samples of a real page's shape.
+    #[test]
+    fn stage_means_come_from_the_growth_of_sums_and_counts() {
+        let page = |sum_q: f64, count_q: f64, sum_c: f64, count_c: f64| {
+            format!(
+                "process_cpu_seconds_total 1\nprocess_start_time_seconds 5\n\
+                 corum_request_stage_seconds_bucket{{stage=\"queued\",le=\"0.001\"}} 3\n\
+                 corum_request_stage_seconds_sum{{stage=\"queued\"}} {sum_q}\n\
+                 corum_request_stage_seconds_count{{stage=\"queued\"}} {count_q}\n\
+                 corum_request_stage_seconds_sum{{stage=\"to_committed\"}} {sum_c}\n\
+                 corum_request_stage_seconds_count{{stage=\"to_committed\"}} {count_c}\n"
+            )
+        };
+        let node = |text: String| (addr(1), parse_node_sample(&text).unwrap());
+        let before = Sample {
+            nodes: vec![node(page(1.0, 1000.0, 2.0, 1000.0))],
+            ..Sample::default()
+        };
+        let after = Sample {
+            nodes: vec![node(page(1.1, 2000.0, 2.5, 2000.0))],
+            ..Sample::default()
+        };
+        let f = CpuFigures::between(&before, &after, 1000, Duration::from_secs(1));
+        assert!((f.stage_mean_us["queued"] - 100.0).abs() < 1e-6, "{f:?}");
+        assert!(
+            (f.stage_mean_us["to_committed"] - 500.0).abs() < 1e-6,
+            "{f:?}"
+        );
+        let line = f.stages_line().unwrap();
+        assert!(line.contains("queued 100, to_committed 500"), "{line}");
+        // A node that does not export the stages: no stage figures, no line.
+        let plain = |cpu: f64| Sample {
+            nodes: vec![(
+                addr(1),
+                parse_node_sample(&format!(
+                    "process_cpu_seconds_total {cpu}\nprocess_start_time_seconds 5\n"
+                ))
+                .unwrap(),
+            )],
+            ..Sample::default()
+        };
+        let f = CpuFigures::between(&plain(1.0), &plain(2.0), 10, Duration::from_secs(1));
+        assert!(f.stage_mean_us.is_empty() && f.stages_line().is_none());
     }
 }

@@ -431,6 +431,9 @@ impl Report {
             let _ = writeln!(w, "  {line}");
         }
         let _ = writeln!(w, "  {}", self.cpu.line());
+        if let Some(line) = self.cpu.stages_line() {
+            let _ = writeln!(w, "  {line}");
+        }
         if let Some(b) = &self.broker {
             let _ = writeln!(
                 w,
