@@ -9,13 +9,13 @@
 //!   (`corum-protocol`'s, re-exported).
 //! - [`PeerError`]: the controller-to-controller transport ([`crate::peer`]): a message that
 //!   cannot be queued, an inbound envelope that is refused, or a network setup failure.
-//! - [`DriverError`]: the Raft driver ([`crate::raft_driver`]): a refused proposal, a stopped
+//! - [`DriverError`]: the Raft driver ([`crate::driver`]): a refused proposal, a stopped
 //!   driver, or the fatal failures that stop it (log IO, quorum-state IO, a log that disagrees
 //!   with the core).
 //! - [`RpcServerError`]: the client-facing RPC server ([`crate::rpc_server`]): an unusable
 //!   setting, a bind failure. (A client's errors are `corum-protocol`'s
 //!   `RpcConnectionError`.)
-//! - [`ServiceError`]: the controller service ([`crate::controller_service`]): a committed
+//! - [`ServiceError`]: the controller service ([`crate::service`]): a committed
 //!   batch that does not decode or does not apply to the image (fatal: the log does not fit).
 
 use std::fmt;
@@ -363,7 +363,7 @@ pub enum PeerError {
     Runtime(#[from] corum_runtime::Error),
 }
 
-/// A failure of the Raft driver ([`crate::raft_driver`]) or a proposal it refused.
+/// A failure of the Raft driver ([`crate::driver`]) or a proposal it refused.
 #[derive(Debug, thiserror::Error)]
 pub enum DriverError {
     /// This node is not the leader: retry at `leader` (unknown while an election runs).
@@ -413,7 +413,7 @@ pub enum DriverError {
     SnapshotLoad(#[source] StorageError),
 }
 
-/// A fatal failure of the controller service ([`crate::controller_service`]): the committed
+/// A fatal failure of the controller service ([`crate::service`]): the committed
 /// log does not fit the state machine, so the service stops rather than serve a wrong image.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {

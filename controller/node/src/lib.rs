@@ -17,7 +17,8 @@
 //! - [`peer`]: the controller-to-controller transport of Raft messages ([`PeerNetwork`]).
 //! - [`driver`]: one Raft replica on a glommio shard: the core, the metadata log on the real
 //!   disk, the quorum-state file and the peer network, and the table of calls waiting for an
-//!   answer ([`driver::calls`]).
+//!   answer ([`calls`]).
+//! - [`calls`]: the table of calls waiting for their one answer (pure), kept by the driver.
 //! - [`port`]: the one boundary between the driver and the controller service: two message
 //!   types over a pair of bounded channels (local, or across shards).
 //! - [`snapshot_store`]: the snapshots (KIP-630) of the metadata log in `snapshots/`, one
@@ -31,6 +32,7 @@
 //!   leader hints rewritten to client endpoints).
 //! - [`error`]: one error enum per concern.
 pub mod bootstrap;
+pub mod calls;
 pub mod config;
 pub mod dispatch;
 pub mod driver;

@@ -37,8 +37,8 @@ use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpListener;
 
 use crate::driver::{DriverStatus, RaftHandle};
+use crate::port::ServiceStatus;
 use crate::rpc_server::RpcServerStats;
-use crate::service::ServiceStatus;
 
 pub mod process;
 

@@ -24,16 +24,16 @@
 //! sender wait (the publisher, the call forwarder, the service), which pushes back to the
 //! connections' readers and, through TCP, to clients.
 
-use corum_raft::{Payload, ProposalId};
+use corum_controller::MetadataImage;
+use corum_raft::{Payload, ProposalId, ReplicaProgress, Role, SnapshotId, Stats, Status};
 use corum_runtime::channel::{LinkReceiver, LinkSender, Receiver, Sender};
-use corum_types::LogOffset;
+use corum_types::{Epoch, LogOffset, NodeId};
 use futures_lite::future::poll_once;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 
-use crate::driver::calls::CallId;
-use crate::driver::{CommittedBatch, DriverStatus};
+use crate::calls::{CallId, CallStats};
+use crate::histogram::LatencyHistogram;
 use crate::protocol::{RequestFrame, ResponseBody, RpcError};
-use crate::service::ServiceStatus;
 
 /// Most items one message carries (calls, batches, answers).
 pub const ITEMS_PER_MESSAGE_MAX: usize = 512;
@@ -99,6 +99,169 @@ pub enum ToDriver {
         data: Payload,
     },
     Status(Box<ServiceStatus>),
+}
+
+/// A committed batch, in log order, as the state machine consumes it. The payload is copied
+/// out of the log's read buffer once, into a shared allocation that may cross shards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommittedBatch {
+    pub base_offset: LogOffset,
+    pub epoch: Epoch,
+    pub record_count: u32,
+    /// Raft control records (LeaderChange, VotersRecord, ...) rather than state-machine
+    /// records.
+    pub control: bool,
+    pub payload: Payload,
+    /// Not a batch of the log but a snapshot (KIP-630) of the state machine through
+    /// `base_offset`, which replaces the consumer's state: `payload` is the snapshot's data,
+    /// `epoch` its epoch, `record_count` 0 (so `end_offset` is the snapshot's end). It comes
+    /// first when the node starts from a snapshot, and when a follower installs the leader's;
+    /// the batches after it continue from its end.
+    pub snapshot: bool,
+}
+
+impl CommittedBatch {
+    /// The offset after the batch's last record.
+    pub fn end_offset(&self) -> LogOffset {
+        self.base_offset.add(u64::from(self.record_count))
+    }
+
+    /// The item that loads snapshot `id` with `data` (see [`CommittedBatch::snapshot`]).
+    pub fn load_snapshot(id: SnapshotId, data: Payload) -> CommittedBatch {
+        CommittedBatch {
+            base_offset: id.end_offset,
+            epoch: id.epoch,
+            record_count: 0,
+            control: false,
+            payload: data,
+            snapshot: true,
+        }
+    }
+}
+
+/// What the driver shows: the core's status plus the log's view and whether it runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DriverStatus {
+    pub raft: Status,
+    /// The core's counters (elections, truncations, ...).
+    pub stats: Stats,
+    /// The log's end offset and durable end (as the driver last saw them).
+    pub log_end_offset: LogOffset,
+    pub log_durable_end: LogOffset,
+    /// Group-commit rounds completed (fsync rounds of the log).
+    pub sync_rounds: u64,
+    /// How long the rounds took: the write of everything appended since the last round,
+    /// then fdatasync, or one O_DSYNC write for a small round (the disk's part of every commit;
+    /// etcd calls it the WAL fsync duration).
+    pub sync_duration: LatencyHistogram,
+    /// False once [`crate::driver::RaftDriver::run`] has returned.
+    pub running: bool,
+    /// On the leader, every voter's and fetching observer's progress
+    /// ([`corum_raft::RaftCore::replica_progress`]); empty otherwise.
+    pub replicas: Vec<ReplicaProgress>,
+    /// The core's clock when the status was taken (the clock of `replicas`' times).
+    pub now_ms: u64,
+    /// The call table's figures: per-stage latencies of the calls it answered, success
+    /// answers released at commit, timeouts ([`CallStats`]).
+    pub calls: CallStats,
+    /// Calls waiting for an answer, and those of them whose success waits for a commit.
+    pub calls_waiting: usize,
+    pub calls_held: usize,
+    /// Proposals of the service this driver appended, and those it refused (not the leader
+    /// of their epoch, not at the log end, an earlier one of their activation refused).
+    pub proposals_appended: u64,
+    pub proposals_refused: u64,
+    /// The newest durable snapshot's end offset (0: none yet): the log may be deleted below.
+    pub snapshot_end_offset: LogOffset,
+    /// Snapshots of the state machine this driver wrote (installs from the leader are in
+    /// `stats.snapshots_installed`).
+    pub snapshots_written: u64,
+}
+
+impl DriverStatus {
+    /// What is known of a driver before it reports: nothing, running.
+    pub fn starting() -> DriverStatus {
+        DriverStatus {
+            raft: Status {
+                role: Role::Unattached,
+                epoch: Epoch::ZERO,
+                leader: None,
+                voted_for: None,
+                high_watermark: LogOffset::ZERO,
+                log_start_offset: LogOffset::ZERO,
+                log_end_offset: LogOffset::ZERO,
+                durable_end_offset: LogOffset::ZERO,
+                voters: Vec::new(),
+                is_voter: false,
+            },
+            stats: Stats::default(),
+            log_end_offset: LogOffset::ZERO,
+            log_durable_end: LogOffset::ZERO,
+            sync_rounds: 0,
+            sync_duration: LatencyHistogram::default(),
+            running: true,
+            replicas: Vec::new(),
+            now_ms: 0,
+            calls: CallStats::default(),
+            calls_waiting: 0,
+            calls_held: 0,
+            proposals_appended: 0,
+            proposals_refused: 0,
+            snapshot_end_offset: LogOffset::ZERO,
+            snapshots_written: 0,
+        }
+    }
+}
+
+impl DriverStatus {
+    /// True if this replica (`me`) leads its epoch and accepts proposals.
+    pub fn is_leader(&self, me: NodeId) -> bool {
+        self.raft.role == Role::Leader && self.raft.leader == Some(me)
+    }
+}
+
+/// What the service shows (on its own shard, and sent to the driver's shard for metrics).
+#[derive(Clone, Debug)]
+pub struct ServiceStatus {
+    /// The epoch this node is the active controller of, if it is.
+    pub active_epoch: Option<Epoch>,
+    /// The offset after the last committed batch replayed (the high watermark handlers see).
+    pub committed_end: LogOffset,
+    /// The offset the next proposal will get (meaningful while active).
+    pub next_offset: LogOffset,
+    /// The committed image (O(1) to clone).
+    pub committed_image: MetadataImage,
+    /// Reads waiting for records in flight to be replayed.
+    pub waiting_requests: usize,
+    /// Times this node became the active controller.
+    pub activations: u64,
+    /// Batches proposed, and the requests whose records they carried (several requests that
+    /// arrive together share one batch).
+    pub proposals: u64,
+    pub proposed_requests: u64,
+    /// A proposal's sending to the driver → its replay here (the state machine's lag behind
+    /// the commit, plus the commit).
+    pub replay_latency: LatencyHistogram,
+    /// False once [`crate::service::ControllerService::run`] has returned.
+    pub running: bool,
+}
+
+impl ServiceStatus {
+    /// What is known of a service before it reports: nothing, running.
+    pub fn starting() -> ServiceStatus {
+        ServiceStatus {
+            active_epoch: None,
+            committed_end: LogOffset::ZERO,
+            next_offset: LogOffset::ZERO,
+            committed_image: MetadataImage::default(),
+            waiting_requests: 0,
+            activations: 0,
+            proposals: 0,
+            proposed_requests: 0,
+            replay_latency: LatencyHistogram::default(),
+            running: true,
+        }
+    }
 }
 
 /// The sending half of one direction of a port.

@@ -1,8 +1,8 @@
 //! The Raft driver: one [`RaftCore`] wired to a real metadata log ([`Log`] over [`UringDisk`]),
 //! the `quorum-state` file and the [`PeerNetwork`], on one glommio shard — the shard that owns
 //! the client connections, so it also keeps the table of calls waiting for an answer
-//! ([`calls`]) and the driver's end of the port to the controller service ([`crate::port`],
-//! [`service_link`]).
+//! ([`crate::calls`]) and the driver's end of the port to the controller service ([`crate::port`],
+//! `service_link`).
 //!
 //! # Model
 //!
@@ -26,7 +26,7 @@
 //! the log's memory and the syncer kicked, (5) messages sent at once — appends to followers
 //! leave before this node's own fsync (pipelining), (6) the high watermark handed to the
 //! publisher (kicked before the sends of (5): they do not depend on each other, and the commit
-//! should not wait for the sends), after the table released the answers it decides ([`calls`];
+//! should not wait for the sends), after the table released the answers it decides ([`crate::calls`];
 //! then the status is published and the loop yields once, so the callers' connection writers
 //! run before the sends), (7) the log prefix below the log start deleted, (8) reads served
 //! from the log. After each round the table answers held calls of an epoch this node no longer
@@ -91,27 +91,27 @@ use corum_engine::disk::{Disk, UringDisk};
 use corum_engine::log::{Log, LogConfig, NewBatch};
 use corum_engine::record::Attributes;
 use corum_raft::{
-    Batch, Endpoint, LogRead, Payload, RaftCore, Ready, ReplicaKey, ReplicaProgress, Restore,
-    RestoredBatch, Role, SnapshotId, Stats, Status, VoterSet,
+    Batch, Endpoint, LogRead, Payload, RaftCore, Ready, ReplicaKey, Restore, RestoredBatch, Role,
+    SnapshotId, VoterSet,
 };
 use corum_runtime::ShutdownSignal;
 use corum_types::{Epoch, LogOffset, NodeId};
 use futures_lite::future::or;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 
-pub mod calls;
 mod service_link;
 
+use crate::calls::CallStats;
 use crate::error::{DriverError, StorageError};
 use crate::histogram::LatencyHistogram;
 use crate::peer::{Inbound, PeerInbox, PeerNetwork, PeerStats};
+pub use crate::port::{CommittedBatch, DriverStatus};
 use crate::port::{DriverEnd, Proposal, Refusal, ToService};
 use crate::protocol::{LeaderHint, RequestFrame, ResponseFrame, RpcError};
 use crate::quorum_state::QuorumState;
 use crate::raft_config::{from_raft_quorum_state, to_raft_quorum_state};
 use crate::snapshot_store;
 
-use self::calls::CallStats;
 use self::service_link::{CallTable, IncomingCall};
 
 /// The metadata log's directory under `metadata.log.dir`.
@@ -182,118 +182,6 @@ impl RaftDriverConfig {
     }
 }
 
-/// A committed batch, in log order, as the state machine consumes it. The payload is copied
-/// out of the log's read buffer once, into a shared allocation that may cross shards.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CommittedBatch {
-    pub base_offset: LogOffset,
-    pub epoch: Epoch,
-    pub record_count: u32,
-    /// Raft control records (LeaderChange, VotersRecord, ...) rather than state-machine
-    /// records.
-    pub control: bool,
-    pub payload: Payload,
-    /// Not a batch of the log but a snapshot (KIP-630) of the state machine through
-    /// `base_offset`, which replaces the consumer's state: `payload` is the snapshot's data,
-    /// `epoch` its epoch, `record_count` 0 (so `end_offset` is the snapshot's end). It comes
-    /// first when the node starts from a snapshot, and when a follower installs the leader's;
-    /// the batches after it continue from its end.
-    pub snapshot: bool,
-}
-
-impl CommittedBatch {
-    /// The offset after the batch's last record.
-    pub fn end_offset(&self) -> LogOffset {
-        self.base_offset.add(u64::from(self.record_count))
-    }
-
-    /// The item that loads snapshot `id` with `data` (see [`CommittedBatch::snapshot`]).
-    pub fn load_snapshot(id: SnapshotId, data: Payload) -> CommittedBatch {
-        CommittedBatch {
-            base_offset: id.end_offset,
-            epoch: id.epoch,
-            record_count: 0,
-            control: false,
-            payload: data,
-            snapshot: true,
-        }
-    }
-}
-
-/// What the driver shows: the core's status plus the log's view and whether it runs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DriverStatus {
-    pub raft: Status,
-    /// The core's counters (elections, truncations, ...).
-    pub stats: Stats,
-    /// The log's end offset and durable end (as the driver last saw them).
-    pub log_end_offset: LogOffset,
-    pub log_durable_end: LogOffset,
-    /// Group-commit rounds completed (fsync rounds of the log).
-    pub sync_rounds: u64,
-    /// How long the rounds took: the write of everything appended since the last round,
-    /// then fdatasync, or one O_DSYNC write for a small round (the disk's part of every commit;
-    /// etcd calls it the WAL fsync duration).
-    pub sync_duration: LatencyHistogram,
-    /// False once [`RaftDriver::run`] has returned.
-    pub running: bool,
-    /// On the leader, every voter's and fetching observer's progress
-    /// ([`RaftCore::replica_progress`]); empty otherwise.
-    pub replicas: Vec<ReplicaProgress>,
-    /// The core's clock when the status was taken (the clock of `replicas`' times).
-    pub now_ms: u64,
-    /// The call table's figures: per-stage latencies of the calls it answered, success
-    /// answers released at commit, timeouts ([`calls::CallStats`]).
-    pub calls: CallStats,
-    /// Calls waiting for an answer, and those of them whose success waits for a commit.
-    pub calls_waiting: usize,
-    pub calls_held: usize,
-    /// Proposals of the service this driver appended, and those it refused (not the leader
-    /// of their epoch, not at the log end, an earlier one of their activation refused).
-    pub proposals_appended: u64,
-    pub proposals_refused: u64,
-    /// The newest durable snapshot's end offset (0: none yet): the log may be deleted below.
-    pub snapshot_end_offset: LogOffset,
-    /// Snapshots of the state machine this driver wrote (installs from the leader are in
-    /// `stats.snapshots_installed`).
-    pub snapshots_written: u64,
-}
-
-impl DriverStatus {
-    /// What is known of a driver before it reports: nothing, running.
-    pub fn starting() -> DriverStatus {
-        DriverStatus {
-            raft: Status {
-                role: Role::Unattached,
-                epoch: Epoch::ZERO,
-                leader: None,
-                voted_for: None,
-                high_watermark: LogOffset::ZERO,
-                log_start_offset: LogOffset::ZERO,
-                log_end_offset: LogOffset::ZERO,
-                durable_end_offset: LogOffset::ZERO,
-                voters: Vec::new(),
-                is_voter: false,
-            },
-            stats: Stats::default(),
-            log_end_offset: LogOffset::ZERO,
-            log_durable_end: LogOffset::ZERO,
-            sync_rounds: 0,
-            sync_duration: LatencyHistogram::default(),
-            running: true,
-            replicas: Vec::new(),
-            now_ms: 0,
-            calls: CallStats::default(),
-            calls_waiting: 0,
-            calls_held: 0,
-            proposals_appended: 0,
-            proposals_refused: 0,
-            snapshot_end_offset: LogOffset::ZERO,
-            snapshots_written: 0,
-        }
-    }
-}
-
 /// A Raft request of a client that is not a peer (an observer's Fetch or FetchSnapshot),
 /// stepped into the core from `from`; the core's answer addressed to `from` comes back.
 pub(crate) struct ObserverRequest {
@@ -315,7 +203,7 @@ pub struct RaftHandle {
     calls: Rc<LocalSender<IncomingCall>>,
     observers: Rc<LocalSender<ObserverRequest>>,
     status: Rc<RefCell<DriverStatus>>,
-    service_status: Rc<RefCell<crate::service::ServiceStatus>>,
+    service_status: Rc<RefCell<crate::port::ServiceStatus>>,
     watchers: StatusWatchers,
 }
 
@@ -324,7 +212,7 @@ type StatusWatchers = Rc<RefCell<Vec<LocalSender<()>>>>;
 
 impl RaftHandle {
     /// Sends a client request to the controller service and waits for its one answer from
-    /// the call table ([`calls`]): the service's verdict, its success once its records
+    /// the call table ([`crate::calls`]): the service's verdict, its success once its records
     /// commit, `Timeout` at its deadline, or `NotController` when the service is gone.
     pub async fn call(&self, frame: RequestFrame) -> ResponseFrame {
         let correlation_id = frame.correlation_id;
@@ -382,7 +270,7 @@ impl RaftHandle {
     }
 
     /// The controller service's latest status, as it last reported it over the port.
-    pub fn service_status(&self) -> crate::service::ServiceStatus {
+    pub fn service_status(&self) -> crate::port::ServiceStatus {
         self.service_status.borrow().clone()
     }
 
@@ -446,7 +334,7 @@ pub struct RaftDriver<D: Disk = UringDisk> {
     link: Option<Link>,
     /// Where committed batches, refusals and the status go.
     to_service: Rc<crate::port::PortSender<ToService>>,
-    /// Every call waiting for its answer ([`calls`]).
+    /// Every call waiting for its answer ([`crate::calls`]).
     calls: CallTable,
     /// After refusing a proposal, every later one of the same activation of the service is
     /// refused too (their records were built on it).
@@ -470,7 +358,7 @@ struct Link {
     calls: LocalReceiver<IncomingCall>,
     proposals: LocalSender<Proposal>,
     offers: LocalSender<SnapshotOffer>,
-    service_status: Rc<RefCell<crate::service::ServiceStatus>>,
+    service_status: Rc<RefCell<crate::port::ServiceStatus>>,
     handle: RaftHandle,
 }
 
@@ -594,7 +482,7 @@ impl<D: Disk> RaftDriver<D> {
             snapshot_end_offset: snapshot_end,
             snapshots_written: 0,
         }));
-        let service_status = Rc::new(RefCell::new(crate::service::ServiceStatus::starting()));
+        let service_status = Rc::new(RefCell::new(crate::port::ServiceStatus::starting()));
         let handle = RaftHandle {
             calls: Rc::new(call_tx),
             observers: Rc::new(observer_tx),
@@ -1092,7 +980,7 @@ impl<D: Disk> RaftDriver<D> {
         //    runs before the sends, so a commit reaches the state machine sooner): the
         //    publisher hands the newly committed batches on.
         if let Some(hwm) = ready.high_watermark {
-            // Held answers first ([`calls`]).
+            // Held answers first ([`crate::calls`]).
             if self.calls.borrow().held_len() > 0 {
                 let hint = self.leader_hint();
                 let log = &self.log;
@@ -1536,13 +1424,6 @@ async fn run_publisher<D: Disk>(
 /// The metadata log's directory inside a `metadata.log.dir`.
 pub fn metadata_log_dir(data_dir: &Path) -> PathBuf {
     data_dir.join(METADATA_LOG_DIR)
-}
-
-impl DriverStatus {
-    /// True if this replica (`me`) leads its epoch and accepts proposals.
-    pub fn is_leader(&self, me: NodeId) -> bool {
-        self.raft.role == Role::Leader && self.raft.leader == Some(me)
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The driver's end of the port to the controller service ([`crate::port`]): the tasks that
 //! move messages between the port, the call table and the driver's loop. They hold no
-//! policy: the table ([`super::calls`]) decides every answer, the loop decides proposals.
+//! policy: the table ([`crate::calls`]) decides every answer, the loop decides proposals.
 //!
 //! | task            | from                                   | to                                             |
 //! |-----------------|----------------------------------------|------------------------------------------------|
@@ -17,14 +17,14 @@ use std::time::{Duration, Instant};
 use futures_lite::future::{or, poll_once};
 use glommio::channels::local_channel::{LocalReceiver, LocalSender};
 
-use super::calls::{CallId, Outgoing, PendingCalls};
 use super::{DriverStatus, RaftHandle, SnapshotOffer};
+use crate::calls::{CallId, Outgoing, PendingCalls};
 use crate::dispatch::effective_timeout_ms;
+use crate::port::ServiceStatus;
 use crate::port::{
     Call, PortReceiver, PortSender, Proposal, ToDriver, ToService, ITEMS_PER_MESSAGE_MAX,
 };
 use crate::protocol::{RequestFrame, ResponseFrame};
-use crate::service::ServiceStatus;
 
 /// The call table of the driver's shard, shared by the loop and the tasks here (one shard:
 /// never borrowed across an await).

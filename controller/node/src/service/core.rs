@@ -50,12 +50,12 @@ use corum_raft::{Payload, ProposalId};
 use corum_types::{Epoch, LogOffset};
 
 use super::{ControllerServiceConfig, Result, ServiceStatus};
+use crate::calls::CallId;
 use crate::dispatch::{dispatch, Dispatch};
-use crate::driver::calls::CallId;
-use crate::driver::{CommittedBatch, DriverStatus};
 use crate::error::ServiceError;
 use crate::histogram::LatencyHistogram;
 use crate::port::{Call, Proposal, ToDriver};
+use crate::port::{CommittedBatch, DriverStatus};
 use crate::protocol::{LeaderHint, ResponseBody, RpcError};
 
 /// A read answered from records in flight, waiting for them to be replayed.

@@ -6,7 +6,7 @@
 //! the port ([`crate::port`]), feeds the core each message and the clock (the controller's
 //! tick every `controller_tick_interval_ms`), and sends what the core produced; it encodes a
 //! due snapshot on a blocking thread and offers it to the driver. It holds no caller: every
-//! answer goes to the driver's call table ([`crate::driver::calls`]) on the connections' shard.
+//! answer goes to the driver's call table ([`crate::calls`]) on the connections' shard.
 //!
 //! The service runs alone on the controller shard, or on the driver's shard when the node has
 //! one core; the port is the only difference.
@@ -21,11 +21,10 @@ use std::time::{Duration, Instant};
 use corum_controller::{encode_batch, Controller, MetadataImage};
 use corum_raft::{Payload, VoterSet};
 use corum_runtime::ShutdownSignal;
-use corum_types::{Epoch, LogOffset, NodeId};
+use corum_types::{LogOffset, NodeId};
 use futures_lite::future::or;
 
 use crate::error::ServiceError;
-use crate::histogram::LatencyHistogram;
 use crate::port::{ServiceEnd, ToDriver, ToService, ITEMS_PER_MESSAGE_MAX};
 use crate::protocol::LeaderHint;
 
@@ -77,49 +76,7 @@ pub fn leader_endpoints(voters: &VoterSet, listener: &str) -> Vec<LeaderHint> {
         .collect()
 }
 
-/// What the service shows (on its own shard, and sent to the driver's shard for metrics).
-#[derive(Clone, Debug)]
-pub struct ServiceStatus {
-    /// The epoch this node is the active controller of, if it is.
-    pub active_epoch: Option<Epoch>,
-    /// The offset after the last committed batch replayed (the high watermark handlers see).
-    pub committed_end: LogOffset,
-    /// The offset the next proposal will get (meaningful while active).
-    pub next_offset: LogOffset,
-    /// The committed image (O(1) to clone).
-    pub committed_image: MetadataImage,
-    /// Reads waiting for records in flight to be replayed.
-    pub waiting_requests: usize,
-    /// Times this node became the active controller.
-    pub activations: u64,
-    /// Batches proposed, and the requests whose records they carried (several requests that
-    /// arrive together share one batch).
-    pub proposals: u64,
-    pub proposed_requests: u64,
-    /// A proposal's sending to the driver → its replay here (the state machine's lag behind
-    /// the commit, plus the commit).
-    pub replay_latency: LatencyHistogram,
-    /// False once [`ControllerService::run`] has returned.
-    pub running: bool,
-}
-
-impl ServiceStatus {
-    /// What is known of a service before it reports: nothing, running.
-    pub fn starting() -> ServiceStatus {
-        ServiceStatus {
-            active_epoch: None,
-            committed_end: LogOffset::ZERO,
-            next_offset: LogOffset::ZERO,
-            committed_image: MetadataImage::default(),
-            waiting_requests: 0,
-            activations: 0,
-            proposals: 0,
-            proposed_requests: 0,
-            replay_latency: LatencyHistogram::default(),
-            running: true,
-        }
-    }
-}
+pub use crate::port::ServiceStatus;
 
 /// How often the service's status goes to the driver's shard besides on a change of its
 /// activity.
@@ -372,7 +329,7 @@ async fn encode_snapshot(image: MetadataImage) -> Payload {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::driver::CommittedBatch;
+    use crate::port::CommittedBatch;
     use corum_types::Epoch;
 
     /// Leader hints come from each voter's endpoint on the named listener.
