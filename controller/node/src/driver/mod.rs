@@ -948,10 +948,16 @@ impl<D: Disk> RaftDriver<D> {
 
     /// One `Ready`, in the contract's order (see [`corum_raft::Ready`]).
     async fn carry_out(&mut self, ready: Ready, state: &mut LoopState) -> Result<()> {
-        // 1. Quorum state durable before any message leaves. A blocking write + fsync of a
-        //    44-byte file: rare (votes, new epochs), and nothing may be sent before it anyway.
+        // 1. Quorum state durable before any message leaves: a write + fsync of a 44-byte file
+        //    (rare: votes, new epochs) on a blocking thread, so the shard's other tasks (the
+        //    connections, the publisher) run meanwhile; the loop waits for it, since nothing
+        //    of this round may be sent before it.
         if let Some(qs) = ready.quorum_state {
-            from_raft_quorum_state(&qs).write(&self.config.data_dir)?;
+            let state = from_raft_quorum_state(&qs);
+            let dir = self.config.data_dir.clone();
+            glommio::executor()
+                .spawn_blocking(move || state.write(&dir))
+                .await?;
         }
         // 2. A snapshot from the leader replaces the log: durable in the store before
         //    anything else (the messages below acknowledge its end), then the log restarts at
