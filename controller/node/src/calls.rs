@@ -178,10 +178,12 @@ impl<R> PendingCalls<R> {
         body: Result<ResponseBody, RpcError>,
         now: Instant,
     ) -> Option<Outgoing<R>> {
-        if matches!(body, Err(RpcError::NotController { .. })) {
+        let not_controller = matches!(body, Err(RpcError::NotController { .. }));
+        let out = self.finish(id, body, now);
+        if not_controller && out.is_some() {
             self.stats.not_controller += 1;
         }
-        self.finish(id, body, now)
+        out
     }
 
     /// Call `id` proposed its records in `batch` (just appended by this leader, at `now`): its
@@ -239,15 +241,18 @@ impl<R> PendingCalls<R> {
     /// The high watermark is `hwm` at `now`: every held batch below it is decided. It
     /// committed as predicted when the log holds a batch of its epoch at its base
     /// (`epoch_at(base)`; a leader appends at most one batch at an offset in its epoch):
-    /// success. Otherwise it was lost: `NotController` with `hint`.
+    /// success. Otherwise it was lost: `NotController` with the leader `hint` gives (asked
+    /// only then, once).
     pub fn committed(
         &mut self,
         hwm: LogOffset,
         epoch_at: impl Fn(LogOffset) -> Option<Epoch>,
-        hint: Option<&LeaderHint>,
+        hint: impl FnOnce() -> Option<LeaderHint>,
         now: Instant,
     ) -> Vec<Outgoing<R>> {
         let mut out = Vec::new();
+        let mut hint = Some(hint);
+        let mut leader: Option<Option<LeaderHint>> = None;
         while let Some(&(end, id)) = self.held.first() {
             if end > hwm {
                 break;
@@ -273,8 +278,10 @@ impl<R> PendingCalls<R> {
                 Ok(body)
             } else {
                 self.stats.not_controller += 1;
+                let hint = hint.take();
+                let leader = leader.get_or_insert_with(|| hint.and_then(|h| h()));
                 Err(RpcError::NotController {
-                    leader: hint.cloned(),
+                    leader: leader.clone(),
                 })
             };
             self.stats
@@ -490,14 +497,14 @@ mod tests {
         c.hold(d, pid(3, 13, 14), ok(), t);
         c.check_invariants();
         let epoch_at = |o: LogOffset| Some(if o.get() < 13 { Epoch(3) } else { Epoch(4) });
-        assert!(c.committed(LogOffset(11), epoch_at, None, t).is_empty());
+        assert!(c.committed(LogOffset(11), epoch_at, || None, t).is_empty());
         assert_eq!(
-            outcomes(c.committed(LogOffset(13), epoch_at, Some(&hint()), t)),
+            outcomes(c.committed(LogOffset(13), epoch_at, || Some(hint()), t)),
             vec![(1, 10, Ok(())), (2, 20, Ok(()))]
         );
         // Offset 13 holds another epoch's batch: the proposal was lost.
         assert_eq!(
-            outcomes(c.committed(LogOffset(14), epoch_at, Some(&hint()), t)),
+            outcomes(c.committed(LogOffset(14), epoch_at, || Some(hint()), t)),
             vec![(
                 3,
                 30,
@@ -532,7 +539,7 @@ mod tests {
         );
         c.hold(a, pid(1, 0, 1), ok(), t + ms(11));
         assert!(c
-            .committed(LogOffset(1), |_| Some(Epoch(1)), None, t)
+            .committed(LogOffset(1), |_| Some(Epoch(1)), || None, t)
             .is_empty());
         let e = Err(RpcError::Api(corum_controller::ApiError::NotController));
         assert_eq!(
@@ -575,7 +582,7 @@ mod tests {
         let refused = c.register(4u32, 4, 1000, t).unwrap_err();
         assert_eq!(refused.0, 4);
         assert_eq!(
-            outcomes(c.committed(LogOffset(2), |_| Some(Epoch(2)), None, t)),
+            outcomes(c.committed(LogOffset(2), |_| Some(Epoch(2)), || None, t)),
             vec![(2, 2, Ok(()))]
         );
         assert!(c.is_empty());
@@ -597,7 +604,7 @@ mod tests {
         assert_eq!(c.stats().to_durable.count, 0, "the batch ends at 7");
         c.durable(LogOffset(7), t + ms(5));
         c.durable(LogOffset(9), t + ms(6));
-        c.committed(LogOffset(7), |_| Some(Epoch(1)), None, t + ms(8));
+        c.committed(LogOffset(7), |_| Some(Epoch(1)), || None, t + ms(8));
         let s = c.stats();
         assert_eq!(
             (
@@ -684,7 +691,7 @@ mod tests {
                         }
                         Op::Durable(o) => c.durable(LogOffset(u64::from(o)), t),
                         Op::Commit(h, matches) => {
-                            let out = c.committed(LogOffset(u64::from(h)), |_| matches.then_some(Epoch(1)), None, t);
+                            let out = c.committed(LogOffset(u64::from(h)), |_| matches.then_some(Epoch(1)), || None, t);
                             count(out, &mut answered);
                         }
                         Op::Leadership(e) => {

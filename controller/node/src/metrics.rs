@@ -36,6 +36,7 @@ use corum_runtime::ShutdownSignal;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpListener;
 
+use crate::calls::CallStats;
 use crate::driver::{DriverStatus, RaftHandle};
 use crate::port::ServiceStatus;
 use crate::rpc_server::RpcServerStats;
@@ -48,6 +49,8 @@ pub use crate::histogram::{LatencyHistogram, LATENCY_BUCKETS_S};
 #[derive(Clone, Debug)]
 pub struct MetricsSnapshot {
     pub driver: DriverStatus,
+    /// The call table's figures ([`RaftHandle::call_stats`]).
+    pub calls: CallStats,
     pub service: ServiceStatus,
     pub rpc: RpcServerStats,
 }
@@ -84,7 +87,7 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(Stri
 /// The text exposition of `m`.
 pub fn render(m: &MetricsSnapshot) -> String {
     let mut out = String::with_capacity(4096);
-    let (d, s, rpc) = (&m.driver, &m.service, &m.rpc);
+    let (d, c, s, rpc) = (&m.driver, &m.calls, &m.service, &m.rpc);
     let r = &d.raft;
     let image = &s.committed_image;
     let flag = |b: bool| f64::from(u8::from(b));
@@ -102,7 +105,7 @@ pub fn render(m: &MetricsSnapshot) -> String {
         ("corum_raft_snapshots_written_total", "counter", "Snapshots of the controller's state this replica wrote.", d.snapshots_written as f64),
         ("corum_raft_snapshots_installed_total", "counter", "Snapshots this replica downloaded from the leader and installed.", d.stats.snapshots_installed as f64),
         ("corum_raft_sync_rounds_total", "counter", "Group-commit rounds (fdatasync) of the log.", d.sync_rounds as f64),
-        ("corum_raft_answers_released_at_commit_total", "counter", "Success answers the Raft driver sent the moment their batch committed (before the controller replayed it).", d.calls.released_at_commit as f64),
+        ("corum_raft_answers_released_at_commit_total", "counter", "Success answers the Raft driver sent the moment their batch committed (before the controller replayed it).", c.released_at_commit as f64),
         ("corum_raft_elections_started_total", "counter", "Elections this replica started.", d.stats.elections_started as f64),
         ("corum_raft_elections_won_total", "counter", "Elections this replica won.", d.stats.elections_won as f64),
         ("corum_raft_resignations_total", "counter", "Times this replica gave up leadership.", d.stats.resignations as f64),
@@ -112,7 +115,7 @@ pub fn render(m: &MetricsSnapshot) -> String {
         ("corum_controller_metadata_lag", "gauge", "Records committed but not yet replayed by the controller (high watermark minus replayed end).", r.high_watermark.get().saturating_sub(s.committed_end.get()) as f64),
         ("corum_controller_proposals_total", "counter", "Batches proposed by the active controller.", s.proposals as f64),
         ("corum_controller_proposed_requests_total", "counter", "Requests whose records were proposed (several share a batch).", s.proposed_requests as f64),
-        ("corum_controller_timeouts_total", "counter", "Requests answered Timeout.", d.calls.timeouts as f64),
+        ("corum_controller_timeouts_total", "counter", "Requests answered Timeout.", c.timeouts as f64),
         ("corum_raft_proposals_appended_total", "counter", "Proposals of the controller this leader appended at their predicted offsets.", d.proposals_appended as f64),
         ("corum_raft_proposals_refused_total", "counter", "Proposals of the controller this node refused (not the leader of their epoch, not at the log end, or after a refused one).", d.proposals_refused as f64),
         ("corum_requests_waiting", "gauge", "Client requests waiting for their answer.", d.calls_waiting as f64),
@@ -216,9 +219,8 @@ pub fn render(m: &MetricsSnapshot) -> String {
         &mut out,
         "corum_controller_commit_latency_seconds",
         "A proposing request read by the server to its success answer, released when its records commit.",
-        &d.calls.commit_latency,
+        &c.commit_latency,
     );
-    let c = &d.calls;
     histograms(
         &mut out,
         "corum_request_stage_seconds",
@@ -258,25 +260,7 @@ fn histograms(
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} histogram");
     for (value, h) in series {
-        let mut cumulative = 0;
-        for (i, bound) in LATENCY_BUCKETS_S.iter().enumerate() {
-            cumulative += h.counts[i];
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{{label}=\"{value}\",le=\"{bound}\"}} {cumulative}"
-            );
-        }
-        cumulative += h.counts[LATENCY_BUCKETS_S.len()];
-        let _ = writeln!(
-            out,
-            "{name}_bucket{{{label}=\"{value}\",le=\"+Inf\"}} {cumulative}"
-        );
-        let _ = writeln!(
-            out,
-            "{name}_sum{{{label}=\"{value}\"}} {}",
-            h.sum_us as f64 / 1e6
-        );
-        let _ = writeln!(out, "{name}_count{{{label}=\"{value}\"}} {}", h.count);
+        write_series(out, name, &format!("{label}=\"{value}\","), h);
     }
 }
 
@@ -284,15 +268,27 @@ fn histograms(
 fn histogram(out: &mut String, name: &str, help: &str, h: &LatencyHistogram) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} histogram");
+    write_series(out, name, "", h);
+}
+
+/// The samples of one histogram series: cumulative buckets, sum, count. `labels` is empty
+/// or ends with a comma (`stage="queued",`).
+fn write_series(out: &mut String, name: &str, labels: &str, h: &LatencyHistogram) {
     let mut cumulative = 0;
     for (i, bound) in LATENCY_BUCKETS_S.iter().enumerate() {
         cumulative += h.counts[i];
-        let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+        let _ = writeln!(out, "{name}_bucket{{{labels}le=\"{bound}\"}} {cumulative}");
     }
     cumulative += h.counts[LATENCY_BUCKETS_S.len()];
-    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
-    let _ = writeln!(out, "{name}_sum {}", h.sum_us as f64 / 1e6);
-    let _ = writeln!(out, "{name}_count {}", h.count);
+    let _ = writeln!(out, "{name}_bucket{{{labels}le=\"+Inf\"}} {cumulative}");
+    let own = labels.trim_end_matches(',');
+    let braces = if own.is_empty() {
+        String::new()
+    } else {
+        format!("{{{own}}}")
+    };
+    let _ = writeln!(out, "{name}_sum{braces} {}", h.sum_us as f64 / 1e6);
+    let _ = writeln!(out, "{name}_count{braces} {}", h.count);
 }
 
 /// Where a scrape reads its values.
@@ -306,6 +302,7 @@ impl MetricsSources {
     pub fn snapshot(&self) -> MetricsSnapshot {
         MetricsSnapshot {
             driver: self.raft.status(),
+            calls: self.raft.call_stats(),
             service: self.raft.service_status(),
             rpc: *self.rpc.borrow(),
         }
@@ -409,11 +406,15 @@ mod tests {
         let mut service = ServiceStatus::starting();
         service.proposals = 7;
         let mut driver = DriverStatus::starting();
-        driver.calls.commit_latency = h.clone();
-        driver.calls.to_durable = h;
+        let calls = CallStats {
+            commit_latency: h.clone(),
+            to_durable: h,
+            ..CallStats::default()
+        };
         driver.sync_duration.record(Duration::from_micros(180));
         let text = render(&MetricsSnapshot {
             driver,
+            calls,
             service,
             rpc: RpcServerStats::default(),
         });

@@ -31,7 +31,7 @@ use corum_types::{Epoch, LogOffset, NodeId};
 use futures_lite::future::poll_once;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 
-use crate::calls::{CallId, CallStats};
+use crate::calls::CallId;
 use crate::histogram::LatencyHistogram;
 use crate::protocol::{RequestFrame, ResponseBody, RpcError};
 
@@ -161,9 +161,6 @@ pub struct DriverStatus {
     pub replicas: Vec<ReplicaProgress>,
     /// The core's clock when the status was taken (the clock of `replicas`' times).
     pub now_ms: u64,
-    /// The call table's figures: per-stage latencies of the calls it answered, success
-    /// answers released at commit, timeouts ([`CallStats`]).
-    pub calls: CallStats,
     /// Calls waiting for an answer, and those of them whose success waits for a commit.
     pub calls_waiting: usize,
     pub calls_held: usize,
@@ -202,7 +199,6 @@ impl DriverStatus {
             running: true,
             replicas: Vec::new(),
             now_ms: 0,
-            calls: CallStats::default(),
             calls_waiting: 0,
             calls_held: 0,
             proposals_appended: 0,

@@ -22,6 +22,7 @@ use corum_raft::{Endpoint, QuorumStateRecord, ReplicaKey as RaftReplicaKey, Vote
 use corum_types::{NodeId, Uuid};
 
 use crate::bootstrap::BootstrapVoters;
+use crate::protocol::LeaderHint;
 use crate::quorum_state::{QuorumState, ReplicaKey};
 
 /// The directory id as the Raft crate writes it (`Uuid::ZERO` for none).
@@ -118,6 +119,38 @@ pub fn peer_endpoints(
                 .map(|e| (v.key.id, e.clone()))
         })
         .collect()
+}
+
+/// Each voter's endpoint on `listener`, as leader hints.
+pub fn leader_endpoints(voters: &VoterSet, listener: &str) -> Vec<LeaderHint> {
+    voters
+        .voters()
+        .iter()
+        .filter_map(|v| {
+            v.endpoints
+                .iter()
+                .find(|e| e.listener == listener)
+                .map(|e| LeaderHint {
+                    id: v.key.id,
+                    host: e.host.clone(),
+                    port: e.port,
+                })
+        })
+        .collect()
+}
+
+/// The leader `leader` as a `NotController` hint: its entry in `endpoints`, or its id alone
+/// when its endpoint is unknown (the id still helps a client that knows the node).
+pub fn leader_hint(endpoints: &[LeaderHint], leader: NodeId) -> LeaderHint {
+    endpoints
+        .iter()
+        .find(|h| h.id == leader)
+        .cloned()
+        .unwrap_or(LeaderHint {
+            id: leader,
+            host: String::new(),
+            port: 0,
+        })
 }
 
 #[cfg(test)]
@@ -236,5 +269,38 @@ mod tests {
             };
             prop_assert_eq!(to_raft_quorum_state(&from_raft_quorum_state(&r)), r);
         }
+    }
+
+    /// Leader hints come from each voter's endpoint on the named listener.
+    #[test]
+    fn leader_endpoints_use_the_listener() {
+        use corum_raft::{Endpoint, ReplicaKey, Voter};
+        use corum_types::Uuid;
+        let voter = |id: u32, listener: &str| Voter {
+            key: ReplicaKey {
+                id: NodeId(id),
+                directory_id: Uuid([id as u8; 16]),
+            },
+            endpoints: vec![Endpoint {
+                listener: listener.into(),
+                host: format!("10.0.0.{id}"),
+                port: 9093,
+            }],
+        };
+        let voters = VoterSet::new(vec![voter(1, "CONTROLLER"), voter(2, "OTHER")]).unwrap();
+        let hints = leader_endpoints(&voters, "CONTROLLER");
+        assert_eq!(
+            leader_hint(&hints, NodeId(2)).port,
+            0,
+            "no endpoint: the id alone"
+        );
+        assert_eq!(
+            hints,
+            vec![LeaderHint {
+                id: NodeId(1),
+                host: "10.0.0.1".into(),
+                port: 9093
+            }]
+        );
     }
 }

@@ -577,7 +577,6 @@ mod tests {
             running: true,
             replicas: Vec::new(),
             now_ms: 0,
-            calls: Default::default(),
             calls_waiting: 0,
             calls_held: 0,
             proposals_appended: 0,

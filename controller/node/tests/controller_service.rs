@@ -13,15 +13,18 @@ use corum_controller::control::replication_control::{CreatableTopic, CreateTopic
 use corum_controller::{ApiError, Controller, TargetState};
 use corum_node::peer::PeerNetwork;
 use corum_node::protocol::LeaderHint;
-use corum_node::{RaftHandle, RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError};
+use corum_node::{
+    ControllerServiceConfig, RaftDriverConfig, RaftHandle, RequestBody, RequestFrame, ResponseBody,
+    ResponseFrame, RpcError,
+};
 use corum_raft::VoterSet;
 use corum_types::{LogOffset, NodeId, Uuid};
 
 mod common;
 
 use common::{
-    bind_all, heartbeat, on_executor, rebind, set_retention, start_controller_node, voter_set,
-    wait_for, ControllerNode, WAIT_MAX,
+    bind_all, heartbeat, on_executor, rebind, set_retention, voter_set, wait_for, ControllerNode,
+    WAIT_MAX,
 };
 
 const TEST_DEADLINE: Duration = Duration::from_secs(120);
@@ -50,8 +53,22 @@ impl Node {
         net: (PeerNetwork, corum_node::PeerInbox),
         voters: &VoterSet,
     ) -> Node {
+        Node::start_tweaked(id, dir, net, voters, |_, _| {}).await
+    }
+
+    /// [`Node::start`] with `tweak` applied to the driver's and the service's configs.
+    async fn start_tweaked(
+        id: u32,
+        dir: &Path,
+        net: (PeerNetwork, corum_node::PeerInbox),
+        voters: &VoterSet,
+        tweak: impl FnOnce(&mut RaftDriverConfig, &mut ControllerServiceConfig),
+    ) -> Node {
         let addr = net.0.local_addr();
-        let n = start_controller_node(id, dir, net, voters, false).await;
+        let controller = corum_controller::ControllerConfig::default();
+        let n =
+            common::start_controller_node_tweaked(id, dir, net, voters, false, controller, tweak)
+                .await;
         Node {
             id,
             dir: dir.to_path_buf(),
@@ -133,13 +150,23 @@ async fn call_checked(
 /// Starts a 3-node cluster in `tmp` and waits for an active controller; returns the nodes,
 /// the voters and the index of the active one.
 async fn cluster(tmp: &Path) -> (Vec<Option<Node>>, VoterSet, usize) {
+    cluster_tweaked(tmp, |_, _| {}).await
+}
+
+/// [`cluster`] with `tweak` applied to every node's driver and service configs.
+async fn cluster_tweaked(
+    tmp: &Path,
+    tweak: impl Fn(&mut RaftDriverConfig, &mut ControllerServiceConfig),
+) -> (Vec<Option<Node>>, VoterSet, usize) {
     let ids = [1u32, 2, 3];
     let nets: Vec<_> = bind_all(CLUSTER, &ids);
     let voters = voter_set(&ids, &nets);
     let mut nodes: Vec<Option<Node>> = Vec::new();
     for (&id, net) in ids.iter().zip(nets) {
         let dir = tmp.join(format!("node-{id}"));
-        nodes.push(Some(Node::start(id, &dir, net, &voters).await));
+        nodes.push(Some(
+            Node::start_tweaked(id, &dir, net, &voters, &tweak).await,
+        ));
     }
     wait_for("an active controller", || active_of(&nodes).is_some()).await;
     let l = active_of(&nodes).unwrap();
@@ -325,9 +352,9 @@ fn services_serve_through_the_leader_answer_after_commit_and_fail_over() {
         assert_eq!(leader.service.status().waiting_requests, 0);
         // The driver sent the writes' success answers itself, as their batches committed.
         assert!(
-            leader.raft.status().calls.released_at_commit >= 64,
+            leader.raft.call_stats().released_at_commit >= 64,
             "{:?}",
-            leader.raft.status().calls
+            leader.raft.call_stats()
         );
 
         // Every node ends with the same image.
@@ -491,7 +518,7 @@ fn a_leader_without_a_quorum_never_acknowledges_its_proposal() {
         eprintln!("registration without a quorum: {:?}", answer.body);
         match answer.body {
             Err(RpcError::Timeout { timeout_ms: 100 }) => {
-                assert_eq!(leader.raft.status().calls.timeouts, 1);
+                assert_eq!(leader.raft.call_stats().timeouts, 1);
             }
             Err(RpcError::NotController { .. }) => {}
             other => panic!("a proposal without a quorum was answered {other:?}"),
@@ -607,36 +634,12 @@ fn a_flooded_leader_without_a_quorum_pushes_back_and_recovers() {
     // followers return the quorum commits again.
     on_executor("controller-service-test", TEST_DEADLINE, || async {
         let tmp = tempfile::tempdir().unwrap();
-        let ids = [1u32, 2, 3];
-        let nets: Vec<_> = bind_all(CLUSTER, &ids);
-        let voters = voter_set(&ids, &nets);
-        let mut nodes: Vec<Option<Node>> = Vec::new();
-        for (&id, net) in ids.iter().zip(nets) {
-            let dir = tmp.path().join(format!("node-{id}"));
-            let addr = net.0.local_addr();
-            let n = common::start_controller_node_tweaked(
-                id,
-                &dir,
-                net,
-                &voters,
-                false,
-                corum_controller::ControllerConfig::default(),
-                |driver, service| {
-                    driver.uncommitted_records_max = 8;
-                    driver.call_queue_capacity = 4;
-                    service.batch_records_max = 4;
-                },
-            )
-            .await;
-            nodes.push(Some(Node {
-                id,
-                dir,
-                addr,
-                node: n,
-            }));
-        }
-        wait_for("an active controller", || active_of(&nodes).is_some()).await;
-        let l = active_of(&nodes).unwrap();
+        let (mut nodes, voters, l) = cluster_tweaked(tmp.path(), |driver, service| {
+            driver.uncommitted_records_max = 8;
+            driver.call_queue_capacity = 4;
+            service.batch_records_max = 4;
+        })
+        .await;
         let leader = nodes[l].take().unwrap();
         let mut stopped = Vec::new();
         for node in nodes.into_iter().flatten() {

@@ -123,15 +123,14 @@ impl Node {
         }
     }
 
-    /// Proposes `payloads` as consecutive one-record batches at the log end of this node
-    /// (which must lead), pipelined, and waits until the driver appended or refused each.
-    /// Returns how many it appended (a refusal refuses the rest of the window too).
-    async fn propose_window(&self, payloads: &[Vec<u8>]) -> usize {
-        let status = self.handle.status();
-        let activation = self.activation.get();
-        self.activation.set(activation + 1);
-        let before = status.proposals_appended + status.proposals_refused;
-        let refused_before = self.refused.borrow().len();
+    /// Sends `payloads` as consecutive one-record proposals of `activation` predicted at the
+    /// log end and epoch of `status`; false when the driver is gone.
+    async fn send_proposals(
+        &self,
+        status: &DriverStatus,
+        activation: u64,
+        payloads: &[Vec<u8>],
+    ) -> bool {
         let mut base = status.raft.log_end_offset;
         for p in payloads {
             let batch = ProposalId {
@@ -148,8 +147,23 @@ impl Node {
                 answers: Vec::new(),
             };
             if self.port.send(ToDriver::Propose(proposal)).await.is_err() {
-                return 0;
+                return false;
             }
+        }
+        true
+    }
+
+    /// Proposes `payloads` as consecutive one-record batches at the log end of this node
+    /// (which must lead), pipelined, and waits until the driver appended or refused each.
+    /// Returns how many it appended (a refusal refuses the rest of the window too).
+    async fn propose_window(&self, payloads: &[Vec<u8>]) -> usize {
+        let status = self.handle.status();
+        let activation = self.activation.get();
+        self.activation.set(activation + 1);
+        let before = status.proposals_appended + status.proposals_refused;
+        let refused_before = self.refused.borrow().len();
+        if !self.send_proposals(&status, activation, payloads).await {
+            return 0;
         }
         let start = Instant::now();
         loop {
@@ -661,23 +675,8 @@ fn a_leader_cut_off_with_uncommitted_entries_truncates_them_when_it_returns() {
             stopped.push(f.stop().await);
         }
         let status = leader.handle.status();
-        let mut base = status.raft.log_end_offset;
-        for i in 0..10 {
-            let batch = ProposalId {
-                epoch: status.raft.epoch,
-                base_offset: base,
-                end_offset: base.next(),
-            };
-            base = base.next();
-            let proposal = Proposal {
-                batch,
-                activation: 1,
-                payload: payload(10_000 + i).into(),
-                record_count: 1,
-                answers: Vec::new(),
-            };
-            assert!(leader.port.send(ToDriver::Propose(proposal)).await.is_ok());
-        }
+        let orphans: Vec<Vec<u8>> = (0..10).map(|i| payload(10_000 + i)).collect();
+        assert!(leader.send_proposals(&status, 1, &orphans).await);
         wait_for("the admitted orphans to be durable on the leader", || {
             let s = leader.handle.status();
             s.proposals_appended >= status.proposals_appended + ORPHANS

@@ -599,32 +599,7 @@ fn an_idle_active_controller_appends_noops_only_when_asked() {
     leader(&c, &c.ids());
     let config = client_config(&c);
     let window = on_executor(Duration::from_secs(60), move || async move {
-        let client = ControllerClient::connect(config).await.unwrap();
-        let follower = Rc::new(MetadataFollower::start(
-            client.clone(),
-            ReplicaKey {
-                id: NodeId(600),
-                directory_id: Uuid([6; 16]),
-            },
-            Duration::from_millis(200),
-        ));
-        let mut session = BrokerSession::register(
-            client.clone(),
-            NodeId(601),
-            Uuid([61; 16]),
-            vec![ListenerV1 {
-                name: "PLAINTEXT".into(),
-                host: "127.0.0.1".into(),
-                port: 9092,
-            }],
-            follower.clone(),
-        )
-        .await
-        .unwrap();
-        session
-            .run_until_unfenced(Duration::from_millis(50), Duration::from_secs(15))
-            .await
-            .unwrap();
+        let (client, _follower, _session) = unfenced_broker(config, 600, 6, 601, 61).await;
         // From here the broker is silent and nothing else writes: the window opens at the
         // committed end, and closes when the broker is seen fenced.
         let from = client
@@ -969,32 +944,7 @@ fn silent_broker_is_fenced_then_unfenced_after_returning() {
     leader(&c, &c.ids());
     let config = client_config(&c);
     on_executor(Duration::from_secs(50), move || async move {
-        let client = ControllerClient::connect(config).await.unwrap();
-        let follower = Rc::new(MetadataFollower::start(
-            client.clone(),
-            ReplicaKey {
-                id: NodeId(500),
-                directory_id: Uuid([5; 16]),
-            },
-            Duration::from_millis(200),
-        ));
-        let mut session = BrokerSession::register(
-            client.clone(),
-            NodeId(501),
-            Uuid([51; 16]),
-            vec![ListenerV1 {
-                name: "PLAINTEXT".into(),
-                host: "127.0.0.1".into(),
-                port: 9092,
-            }],
-            follower.clone(),
-        )
-        .await
-        .unwrap();
-        session
-            .run_until_unfenced(Duration::from_millis(50), Duration::from_secs(15))
-            .await
-            .unwrap();
+        let (client, follower, mut session) = unfenced_broker(config, 500, 5, 501, 51).await;
         let fenced = |want: bool| {
             let client = client.clone();
             async move {
@@ -1303,4 +1253,43 @@ fn shell_shows_the_brokers_and_topics_a_workload_created() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("\"no-such-topic\""), "{err}");
+}
+
+/// A client of the quorum, an observer `observer` (directory id `[observer_dir; 16]`) following
+/// its log, and broker `broker` (incarnation `[incarnation; 16]`) registered through them and
+/// run until unfenced.
+async fn unfenced_broker(
+    config: ClientConfig,
+    observer: u32,
+    observer_dir: u8,
+    broker: u32,
+    incarnation: u8,
+) -> (ControllerClient, Rc<MetadataFollower>, BrokerSession) {
+    let client = ControllerClient::connect(config).await.unwrap();
+    let follower = Rc::new(MetadataFollower::start(
+        client.clone(),
+        ReplicaKey {
+            id: NodeId(observer),
+            directory_id: Uuid([observer_dir; 16]),
+        },
+        Duration::from_millis(200),
+    ));
+    let mut session = BrokerSession::register(
+        client.clone(),
+        NodeId(broker),
+        Uuid([incarnation; 16]),
+        vec![ListenerV1 {
+            name: "PLAINTEXT".into(),
+            host: "127.0.0.1".into(),
+            port: 9092,
+        }],
+        follower.clone(),
+    )
+    .await
+    .unwrap();
+    session
+        .run_until_unfenced(Duration::from_millis(50), Duration::from_secs(15))
+        .await
+        .unwrap();
+    (client, follower, session)
 }

@@ -38,9 +38,9 @@ use crate::bootstrap::BootstrapVoters;
 use crate::driver::RaftDriverConfig;
 use crate::error::{ConfigError, ConfigSource, RuleError, StorageError, ValueError};
 use crate::peer::{PeerNetworkConfig, ENVELOPE_OVERHEAD_BYTES};
-use crate::raft_config::bootstrap_voter_set;
+use crate::raft_config::{bootstrap_voter_set, leader_endpoints};
 use crate::rpc_server::RpcServerConfig;
-use crate::service::{leader_endpoints, ControllerServiceConfig};
+use crate::service::ControllerServiceConfig;
 
 type Result<T, E = ConfigError> = std::result::Result<T, E>;
 

@@ -109,7 +109,9 @@ pub use crate::port::{CommittedBatch, DriverStatus};
 use crate::port::{DriverEnd, Proposal, Refusal, ToService};
 use crate::protocol::{LeaderHint, RequestFrame, ResponseFrame, RpcError};
 use crate::quorum_state::QuorumState;
-use crate::raft_config::{from_raft_quorum_state, to_raft_quorum_state};
+use crate::raft_config::{
+    from_raft_quorum_state, leader_endpoints, leader_hint, to_raft_quorum_state,
+};
 use crate::snapshot_store;
 
 use self::service_link::{CallTable, IncomingCall};
@@ -201,6 +203,7 @@ pub(crate) struct SnapshotOffer {
 #[derive(Clone)]
 pub struct RaftHandle {
     calls: Rc<LocalSender<IncomingCall>>,
+    call_table: CallTable,
     observers: Rc<LocalSender<ObserverRequest>>,
     status: Rc<RefCell<DriverStatus>>,
     service_status: Rc<RefCell<crate::port::ServiceStatus>>,
@@ -267,6 +270,18 @@ impl RaftHandle {
     /// The latest status (updated after every round of the loop).
     pub fn status(&self) -> DriverStatus {
         self.status.borrow().clone()
+    }
+
+    /// What the service follows of the status: role, epoch, leader, running (read in place).
+    pub fn leadership(&self) -> (Role, Epoch, Option<NodeId>, bool) {
+        let s = self.status.borrow();
+        (s.raft.role, s.raft.epoch, s.raft.leader, s.running)
+    }
+
+    /// The call table's figures now: per-stage latencies of the calls it answered, success
+    /// answers released at commit, timeouts ([`CallStats`]).
+    pub fn call_stats(&self) -> CallStats {
+        self.call_table.borrow().stats().clone()
     }
 
     /// The controller service's latest status, as it last reported it over the port.
@@ -474,7 +489,6 @@ impl<D: Disk> RaftDriver<D> {
             running: true,
             replicas: core.replica_progress(),
             now_ms: core.now_ms(),
-            calls: CallStats::default(),
             calls_waiting: 0,
             calls_held: 0,
             proposals_appended: 0,
@@ -483,8 +497,10 @@ impl<D: Disk> RaftDriver<D> {
             snapshots_written: 0,
         }));
         let service_status = Rc::new(RefCell::new(crate::port::ServiceStatus::starting()));
+        let call_table: CallTable = Rc::default();
         let handle = RaftHandle {
             calls: Rc::new(call_tx),
+            call_table: call_table.clone(),
             observers: Rc::new(observer_tx),
             status: status.clone(),
             service_status: service_status.clone(),
@@ -520,7 +536,7 @@ impl<D: Disk> RaftDriver<D> {
             observer_waits: BTreeMap::new(),
             link: Some(link),
             to_service: Rc::new(to_service),
-            calls: Rc::default(),
+            calls: call_table,
             fenced_activation: None,
             leading: None,
             proposals_appended: 0,
@@ -802,31 +818,8 @@ impl<D: Disk> RaftDriver<D> {
     /// The leader as a `NotController` hint: its endpoint on the controller listener.
     fn leader_hint(&self) -> Option<LeaderHint> {
         let leader = self.core.status().leader?;
-        let endpoint = self
-            .core
-            .voter_set()
-            .voters()
-            .iter()
-            .find(|v| v.key.id == leader)
-            .and_then(|v| {
-                v.endpoints
-                    .iter()
-                    .find(|e| e.listener == self.config.listener_name)
-            })
-            .cloned();
-        Some(match endpoint {
-            Some(e) => LeaderHint {
-                id: leader,
-                host: e.host,
-                port: e.port,
-            },
-            // A leader whose endpoint is unknown: its id still helps the client.
-            None => LeaderHint {
-                id: leader,
-                host: String::new(),
-                port: 0,
-            },
-        })
+        let endpoints = leader_endpoints(self.core.voter_set(), &self.config.listener_name);
+        Some(leader_hint(&endpoints, leader))
     }
 
     /// Steps an observer's request into the core (see [`RaftHandle::observer_request`]).
@@ -988,12 +981,11 @@ impl<D: Disk> RaftDriver<D> {
         if let Some(hwm) = ready.high_watermark {
             // Held answers first ([`crate::calls`]).
             if self.calls.borrow().held_len() > 0 {
-                let hint = self.leader_hint();
                 let log = &self.log;
                 let out = self.calls.borrow_mut().committed(
                     hwm,
                     |o| log.epoch_at(o),
-                    hint.as_ref(),
+                    || self.leader_hint(),
                     Instant::now(),
                 );
                 let sent = out.len();
@@ -1214,7 +1206,6 @@ impl<D: Disk> RaftDriver<D> {
             running,
             replicas: self.core.replica_progress(),
             now_ms: self.core.now_ms(),
-            calls: self.calls.borrow().stats().clone(),
             calls_waiting: self.calls.borrow().len(),
             calls_held: self.calls.borrow().held_len(),
             proposals_appended: self.proposals_appended,

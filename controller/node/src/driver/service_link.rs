@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use futures_lite::future::{or, poll_once};
 use glommio::channels::local_channel::{LocalReceiver, LocalSender};
 
-use super::{DriverStatus, RaftHandle, SnapshotOffer};
+use super::{RaftHandle, SnapshotOffer};
 use crate::calls::{CallId, Outgoing, PendingCalls};
 use crate::dispatch::effective_timeout_ms;
 use crate::port::ServiceStatus;
@@ -144,15 +144,16 @@ const STATUS_REFRESH_MS: u64 = 500;
 /// running) or when the service is gone.
 pub(crate) async fn forward_status(raft: RaftHandle, port: Rc<PortSender<ToService>>) {
     let changed = raft.watch_status();
-    let key = |s: &DriverStatus| (s.raft.role, s.raft.epoch, s.raft.leader, s.running);
     let mut last = None;
     let mut next_refresh = Instant::now();
     loop {
-        let now = raft.status();
-        let running = now.running;
-        if last != Some(key(&now)) || Instant::now() >= next_refresh {
-            last = Some(key(&now));
+        // Woken by every high watermark change too: compare without copying the status.
+        let key = raft.leadership();
+        if last != Some(key) || Instant::now() >= next_refresh {
+            last = Some(key);
             next_refresh = Instant::now() + Duration::from_millis(STATUS_REFRESH_MS);
+            let now = raft.status();
+            let running = now.running;
             if port.send(ToService::Status(Box::new(now))).await.is_err() || !running {
                 return;
             }

@@ -54,9 +54,10 @@ use crate::calls::CallId;
 use crate::dispatch::{dispatch, Dispatch};
 use crate::error::ServiceError;
 use crate::histogram::LatencyHistogram;
-use crate::port::{Call, Proposal, ToDriver};
+use crate::port::{Call, Proposal, Refusal, ToDriver};
 use crate::port::{CommittedBatch, DriverStatus};
 use crate::protocol::{LeaderHint, ResponseBody, RpcError};
+use crate::raft_config::leader_hint;
 
 /// A read answered from records in flight, waiting for them to be replayed.
 #[derive(Debug)]
@@ -281,12 +282,13 @@ impl ServiceCore {
         Ok(())
     }
 
-    /// The driver did not append `batch`, proposed in activation `activation`; the log ended
-    /// at `log_end`.
+    /// The driver did not append `batch`, proposed in activation `activation`, for `reason`;
+    /// the log ended at `log_end`.
     pub fn on_refused(
         &mut self,
         batch: ProposalId,
         activation: u64,
+        reason: Refusal,
         log_end: LogOffset,
         now_ms: u64,
     ) {
@@ -297,6 +299,7 @@ impl ServiceCore {
         tracing::info!(
             predicted = %batch.base_offset,
             %log_end,
+            ?reason,
             "proposal not appended where predicted; resigning until the log end is replayed"
         );
         self.resign();
@@ -516,19 +519,7 @@ impl ServiceCore {
             return None;
         }
         let leader = self.driver.leader?;
-        Some(
-            self.config
-                .leader_endpoints
-                .iter()
-                .find(|h| h.id == leader)
-                .cloned()
-                // A leader whose endpoint is unknown: its id still helps the client.
-                .unwrap_or(LeaderHint {
-                    id: leader,
-                    host: String::new(),
-                    port: 0,
-                }),
-        )
+        Some(leader_hint(&self.config.leader_endpoints, leader))
     }
 
     /// Resigns or activates as the driver's status and the committed stream allow.
@@ -803,7 +794,7 @@ mod tests {
         c.on_calls(vec![call(1, alter(1, 5))], 10).unwrap();
         c.on_calls(vec![call(2, describe(1))], 10).unwrap();
         let _ = c.take_outbox();
-        c.on_refused(pid(3, 5, 6), 1, LogOffset(9), 11);
+        c.on_refused(pid(3, 5, 6), 1, Refusal::Elsewhere, LogOffset(9), 11);
         assert!(!c.is_active());
         assert_eq!(verdicts(&c.take_outbox()), vec![(2, false)]);
         c.check_invariants();
@@ -818,7 +809,7 @@ mod tests {
         c.on_committed(&leader_change(3, 8), 12).unwrap();
         assert!(c.is_active());
         // A late refusal of the first activation changes nothing.
-        c.on_refused(pid(3, 6, 7), 1, LogOffset(9), 13);
+        c.on_refused(pid(3, 6, 7), 1, Refusal::Elsewhere, LogOffset(9), 13);
         assert!(c.is_active());
         c.on_calls(vec![call(3, alter(1, 5))], 14).unwrap();
         assert_eq!(

@@ -19,7 +19,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use corum_controller::{encode_batch, Controller, MetadataImage};
-use corum_raft::{Payload, VoterSet};
+use corum_raft::Payload;
 use corum_runtime::ShutdownSignal;
 use corum_types::{LogOffset, NodeId};
 use futures_lite::future::or;
@@ -56,24 +56,6 @@ pub struct ControllerServiceConfig {
     /// (`metadata.max.idle.interval.ms`; 0: never), so observers see the high watermark move
     /// and can tell a live controller from a silent one. Resolves to the tick interval.
     pub idle_noop_interval_ms: u64,
-}
-
-/// Each voter's endpoint on `listener`, as leader hints.
-pub fn leader_endpoints(voters: &VoterSet, listener: &str) -> Vec<LeaderHint> {
-    voters
-        .voters()
-        .iter()
-        .filter_map(|v| {
-            v.endpoints
-                .iter()
-                .find(|e| e.listener == listener)
-                .map(|e| LeaderHint {
-                    id: v.key.id,
-                    host: e.host.clone(),
-                    port: e.port,
-                })
-        })
-        .collect()
 }
 
 pub use crate::port::ServiceStatus;
@@ -256,9 +238,10 @@ impl ControllerService {
                     batch,
                     activation,
                     log_end,
-                    ..
+                    reason,
                 } => {
-                    self.core.on_refused(batch, activation, log_end, now_ms);
+                    self.core
+                        .on_refused(batch, activation, reason, log_end, now_ms);
                     self.proposed.clear();
                 }
             }
@@ -331,33 +314,6 @@ mod tests {
     use super::*;
     use crate::port::CommittedBatch;
     use corum_types::Epoch;
-
-    /// Leader hints come from each voter's endpoint on the named listener.
-    #[test]
-    fn leader_endpoints_use_the_listener() {
-        use corum_raft::{Endpoint, ReplicaKey, Voter};
-        use corum_types::Uuid;
-        let voter = |id: u32, listener: &str| Voter {
-            key: ReplicaKey {
-                id: NodeId(id),
-                directory_id: Uuid([id as u8; 16]),
-            },
-            endpoints: vec![Endpoint {
-                listener: listener.into(),
-                host: format!("10.0.0.{id}"),
-                port: 9093,
-            }],
-        };
-        let voters = VoterSet::new(vec![voter(1, "CONTROLLER"), voter(2, "OTHER")]).unwrap();
-        assert_eq!(
-            leader_endpoints(&voters, "CONTROLLER"),
-            vec![LeaderHint {
-                id: NodeId(1),
-                host: "10.0.0.1".into(),
-                port: 9093
-            }]
-        );
-    }
 
     /// A committed batch that is not a record batch, or whose header miscounts its records,
     /// stops replay with an error naming the offset; a good one replays.
