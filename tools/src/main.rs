@@ -33,7 +33,8 @@ enum Command {
     DumpLog(cmd::dump_log::Args),
     /// Resolve --cores/--controller-core/--no-pin into shards; --start tries them on this host.
     Placement(cmd::placement::Args),
-    /// Run seeds of the deterministic Raft cluster simulator (`--seeds N --start S --voters 3|5`).
+    /// Run seeds of the whole-node simulator (`--seeds N --start S --nodes 3`), or of the Raft
+    /// cluster simulator (`--raft --voters 3|5`).
     Sim(cmd::sim::Args),
     /// Describe the quorum as its leader sees it (`quorum describe --status|--replication`).
     Quorum(cmd::quorum::Args),
@@ -46,8 +47,15 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    cmd::init_tracing();
     let cli = Cli::parse();
+    // The simulator runs thousands of nodes' lives, with faults injected on purpose: their
+    // log lines would bury its summary (violations are printed on their own).
+    let level = if matches!(cli.command, Command::Sim(_)) {
+        "off"
+    } else {
+        "info"
+    };
+    cmd::init_tracing(level);
     match run(cli.command) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

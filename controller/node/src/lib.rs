@@ -50,6 +50,7 @@ pub mod quorum_state;
 pub mod raft_config;
 pub mod rpc_server;
 pub mod service;
+pub mod sim;
 pub mod snapshot_store;
 
 pub use bootstrap::{BootstrapEndpoint, BootstrapVoter, BootstrapVoters};

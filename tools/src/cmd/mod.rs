@@ -14,10 +14,10 @@ pub mod sim;
 pub mod uuid;
 
 /// Logs go to stderr so that `--json` output on stdout stays machine-readable. `RUST_LOG`
-/// overrides the default level (`info`).
-pub fn init_tracing() {
+/// overrides the default level (`info`; `off` for `corum sim`).
+pub fn init_tracing(default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -1,11 +1,14 @@
-//! `corum sim`: runs seeds of the deterministic Raft cluster simulator and prints a summary.
-//! Exit status is non-zero if any seed violates a check; each violation names the command that
-//! replays it.
+//! `corum sim`: runs seeds of a deterministic simulator and prints a summary. By default the
+//! whole-node simulator ([`corum_node::sim`]: the driver's and the service's policy, the
+//! controller, the log engine and the node files on simulated disks, under crashes, torn
+//! writes, disk errors and network faults); with `--raft`, the Raft cluster simulator
+//! ([`corum_raft::sim`]: Raft cores alone, with voter changes). Exit status is non-zero if any
+//! seed violates a check; each violation names the command that replays it.
 
 use std::time::Instant;
 
 use anyhow::bail;
-use corum_raft::sim::chaos::{run_seed, ChaosSpec, Summary};
+use corum_node::sim::{run_seed, Faults, SimSpec, Summary};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -15,10 +18,41 @@ pub struct Args {
     /// First seed.
     #[arg(long, default_value_t = 0)]
     pub start: u64,
-    /// Voters in the initial voter set (3 or 5).
+    /// Run the Raft cluster simulator (Raft cores only, with voter changes) instead of the
+    /// whole-node one.
+    #[arg(long)]
+    pub raft: bool,
+    /// Nodes (voters) of the whole-node simulator, 1 to 5.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=5))]
+    pub nodes: u8,
+    /// Whole-node simulator: simulated milliseconds of faults per seed before the heal.
+    #[arg(long, default_value_t = 3_000)]
+    pub fault_ms: u64,
+    /// Whole-node simulator: Raft messages dropped, in percent.
+    #[arg(long, default_value_t = Faults::all().drop_pct, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub drop_pct: u32,
+    /// Whole-node simulator: Raft messages duplicated, in percent.
+    #[arg(long, default_value_t = Faults::all().duplicate_pct, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub duplicate_pct: u32,
+    /// Whole-node simulator: a message takes 1 ms to this long (reordering follows).
+    #[arg(long, default_value_t = Faults::all().delay_ms_max, value_parser = clap::value_parser!(u64).range(1..))]
+    pub delay_ms_max: u64,
+    /// Whole-node simulator: no power loss.
+    #[arg(long)]
+    pub no_crashes: bool,
+    /// Whole-node simulator: a power loss keeps nothing unsynced (no torn writes).
+    #[arg(long)]
+    pub no_torn_writes: bool,
+    /// Whole-node simulator: no failing writes or fsyncs.
+    #[arg(long)]
+    pub no_disk_errors: bool,
+    /// Whole-node simulator: no partitions.
+    #[arg(long)]
+    pub no_partitions: bool,
+    /// Raft simulator: voters in the initial voter set (3 or 5).
     #[arg(long, default_value_t = 3, value_parser = parse_voters)]
     pub voters: usize,
-    /// Simulated milliseconds of faults per seed before the heal phase.
+    /// Raft simulator: simulated milliseconds of faults per seed before the heal phase.
     #[arg(long, default_value_t = 6_000)]
     pub chaos_ms: u64,
 }
@@ -32,6 +66,63 @@ fn parse_voters(s: &str) -> Result<usize, String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.raft {
+        return run_raft(&args);
+    }
+    let started = Instant::now();
+    let template = SimSpec {
+        seed: args.start,
+        nodes: usize::from(args.nodes),
+        fault_ms: args.fault_ms,
+        faults: Faults {
+            crashes: !args.no_crashes,
+            torn_writes: !args.no_torn_writes,
+            disk_errors: !args.no_disk_errors,
+            partitions: !args.no_partitions,
+            drop_pct: args.drop_pct,
+            duplicate_pct: args.duplicate_pct,
+            delay_ms_max: args.delay_ms_max,
+        },
+        mutation: None,
+    };
+    let mut summary = Summary::default();
+    for seed in args.start..args.start.saturating_add(args.seeds) {
+        let report = run_seed(SimSpec { seed, ..template });
+        if let Some(v) = &report.violation {
+            eprintln!(
+                "VIOLATION seed {seed}: {v}\n  replay: {}",
+                report.spec.replay_command()
+            );
+        }
+        summary.add(report);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "seeds {} (from {}, {} nodes): writes {}, acknowledged {}, crashes {}, disk faults {}, \
+         partitions {}, snapshots {}, simulated {:.1} s, violations {} in {:.1} s ({:.1} seeds/s)",
+        summary.seeds,
+        args.start,
+        args.nodes,
+        summary.writes,
+        summary.acked,
+        summary.crashes,
+        summary.disk_faults,
+        summary.partitions,
+        summary.snapshots_written,
+        summary.sim_ms as f64 / 1000.0,
+        summary.failed.len(),
+        secs,
+        summary.seeds as f64 / secs.max(1e-9)
+    );
+    if !summary.failed.is_empty() {
+        bail!("{} seed(s) violated a check", summary.failed.len());
+    }
+    Ok(())
+}
+
+/// The Raft cluster simulator.
+fn run_raft(args: &Args) -> anyhow::Result<()> {
+    use corum_raft::sim::chaos::{run_seed, ChaosSpec, Summary};
     let started = Instant::now();
     let mut summary = Summary::default();
     let spec = ChaosSpec {

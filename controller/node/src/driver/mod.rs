@@ -88,30 +88,26 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use corum_engine::disk::{Disk, UringDisk};
-use corum_engine::log::{Log, LogConfig, NewBatch};
-use corum_engine::record::Attributes;
-use corum_raft::{
-    Batch, Endpoint, LogRead, Payload, RaftCore, Ready, ReplicaKey, Restore, RestoredBatch, Role,
-    SnapshotId, VoterSet,
-};
+use corum_engine::log::{Log, LogConfig};
+use corum_raft::{Endpoint, Payload, ReplicaKey, Role, SnapshotId, VoterSet};
 use corum_runtime::ShutdownSignal;
 use corum_types::{Epoch, LogOffset, NodeId};
 use futures_lite::future::or;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 
+pub mod core;
 mod service_link;
 
+use self::core::store_snapshot;
+pub use self::core::{Carried, DriverCore, ProposalOutcome, Publisher};
 use crate::calls::CallStats;
 use crate::error::{DriverError, StorageError};
 use crate::histogram::LatencyHistogram;
 use crate::peer::{Inbound, PeerInbox, PeerNetwork, PeerStats};
 pub use crate::port::{CommittedBatch, DriverStatus};
-use crate::port::{DriverEnd, Proposal, Refusal, ToService};
-use crate::protocol::{LeaderHint, RequestFrame, ResponseFrame, RpcError};
+use crate::port::{DriverEnd, Proposal, ToService};
+use crate::protocol::{RequestFrame, ResponseFrame, RpcError};
 use crate::quorum_state::QuorumState;
-use crate::raft_config::{
-    from_raft_quorum_state, leader_endpoints, leader_hint, to_raft_quorum_state,
-};
 use crate::snapshot_store;
 
 use self::service_link::{CallTable, IncomingCall};
@@ -325,24 +321,13 @@ enum Report {
 /// A Raft replica on one glommio shard. See the module doc. `D` is the log's disk:
 /// [`UringDisk`] in a node, `SimDisk` in tests that inject IO faults or power loss.
 pub struct RaftDriver<D: Disk = UringDisk> {
-    config: RaftDriverConfig,
-    core: RaftCore,
-    log: Log<D>,
+    /// Every decision: [`DriverCore`].
+    core: DriverCore<D>,
     network: PeerNetwork,
     inbox: PeerInbox,
     proposals: LocalReceiver<Proposal>,
     observers: LocalReceiver<ObserverRequest>,
     snapshot_offers: LocalReceiver<SnapshotOffer>,
-    /// The newest durable snapshot's end (0: none), and whether an offered one is being
-    /// written.
-    snapshot_end: LogOffset,
-    snapshot_writing: bool,
-    snapshots_written: u64,
-    /// The newest durable snapshot the core does not have yet: it gets it once the log below
-    /// it outgrows the retention (`RaftDriverConfig::log_retention_bytes`).
-    compactable: Option<(SnapshotId, Payload)>,
-    /// A snapshot the publisher must hand on before anything else (see `run_publisher`).
-    publisher_reset: Rc<RefCell<Option<CommittedBatch>>>,
     /// Observers waiting for the core's answer, by replica id.
     observer_waits: BTreeMap<NodeId, LocalSender<Result<corum_raft::Message>>>,
     /// The service's end of the port talks to these; taken by `run`.
@@ -351,13 +336,6 @@ pub struct RaftDriver<D: Disk = UringDisk> {
     to_service: Rc<crate::port::PortSender<ToService>>,
     /// Every call waiting for its answer ([`crate::calls`]).
     calls: CallTable,
-    /// After refusing a proposal, every later one of the same activation of the service is
-    /// refused too (their records were built on it).
-    fenced_activation: Option<u64>,
-    /// The epoch this node led when the table last heard of it.
-    leading: Option<Epoch>,
-    proposals_appended: u64,
-    proposals_refused: u64,
     status: Rc<RefCell<DriverStatus>>,
     watchers: StatusWatchers,
     shutdown: ShutdownSignal,
@@ -410,56 +388,10 @@ impl<D: Disk> RaftDriver<D> {
         );
         assert!(config.proposal_queue_capacity > 0 && config.call_queue_capacity > 0);
         assert!(config.uncommitted_records_max > 0);
-        std::fs::create_dir_all(&config.data_dir).map_err(|source| {
-            crate::error::StorageError::Io {
-                op: "create directory",
-                path: config.data_dir.clone(),
-                source,
-            }
-        })?;
-        let quorum_state = QuorumState::read(&config.data_dir)?;
-        let snapshot = snapshot_store::load_latest(&config.snapshot_dir())
-            .map_err(DriverError::SnapshotLoad)?;
-        let (log, report) = Log::open(disk, &config.log_dir(), config.log.clone()).await?;
-        let from = match &snapshot {
-            Some(s) => fit_log_to_snapshot(&log, s.id).await?,
-            None => log.start_offset(),
-        };
-        // The core starts at the snapshot and never reads below it: whole segments there go
-        // as they would have at run time, once they outgrow the retention.
-        if config
-            .log_retention_bytes
-            .is_some_and(|r| log.prefix_bytes(from) > r)
-        {
-            log.delete_prefix(from).await?;
-        }
-        let restored = restore_log(&log, from).await?;
-        let recovered = Recovered {
-            quorum_state,
-            snapshot: snapshot.as_ref().map(|s| s.id),
-            log_start_offset: log.start_offset(),
-            log_end_offset: log.end_offset(),
-            batches: restored.len(),
-            torn_tail_bytes: report.torn_tail.as_ref().map_or(0, |t| t.dropped_bytes),
-        };
-        let core = RaftCore::new(
-            config.raft.clone(),
-            config.me,
-            config.endpoints.clone(),
-            Restore {
-                quorum_state: quorum_state
-                    .as_ref()
-                    .map(to_raft_quorum_state)
-                    .unwrap_or_default(),
-                snapshot: snapshot.clone(),
-                log: restored,
-                bootstrap_voters: config.bootstrap_voters.clone(),
-            },
-            config.seed,
-            0,
-        )
-        .map_err(DriverError::Restore)?;
-        network.add_voters(core.voter_set(), &config.listener_name)?;
+        let (proposal_cap, call_cap) = (config.proposal_queue_capacity, config.call_queue_capacity);
+        let listener = config.listener_name.clone();
+        let (core, recovered) = DriverCore::recover(disk, config, 0).await?;
+        network.add_voters(core.raft().voter_set(), &listener)?;
         let queued_to = network
             .peers()
             .into_iter()
@@ -468,36 +400,18 @@ impl<D: Disk> RaftDriver<D> {
                 (id, resolved(&s) + s.queued as u64)
             })
             .collect();
-        let (proposal_tx, proposals) = local_channel::new_bounded(config.proposal_queue_capacity);
-        let (observer_tx, observers) = local_channel::new_bounded(config.proposal_queue_capacity);
-        let (call_tx, call_rx) = local_channel::new_bounded(config.call_queue_capacity);
+        let (proposal_tx, proposals) = local_channel::new_bounded(proposal_cap);
+        let (observer_tx, observers) = local_channel::new_bounded(proposal_cap);
+        let (call_tx, call_rx) = local_channel::new_bounded(call_cap);
         let (snapshot_tx, snapshot_offers) = local_channel::new_bounded(1);
-        let snapshot_end = snapshot
-            .as_ref()
-            .map_or(LogOffset::ZERO, |s| s.id.end_offset);
-        // The consumer starts from the snapshot (the publisher starts at its end).
-        let publisher_reset = Rc::new(RefCell::new(
-            snapshot.map(|s| CommittedBatch::load_snapshot(s.id, s.data)),
-        ));
-        let status = Rc::new(RefCell::new(DriverStatus {
-            raft: core.status(),
-            stats: core.stats(),
-            log_end_offset: log.end_offset(),
-            log_durable_end: log.durable_end(),
-            sync_rounds: 0,
-            sync_duration: LatencyHistogram::default(),
-            running: true,
-            replicas: core.replica_progress(),
-            now_ms: core.now_ms(),
-            calls_waiting: 0,
-            calls_held: 0,
-            proposals_appended: 0,
-            proposals_refused: 0,
-            snapshot_end_offset: snapshot_end,
-            snapshots_written: 0,
-        }));
-        let service_status = Rc::new(RefCell::new(crate::port::ServiceStatus::starting()));
         let call_table: CallTable = Rc::default();
+        let status = Rc::new(RefCell::new(core.status(
+            &call_table.borrow(),
+            0,
+            &LatencyHistogram::default(),
+            true,
+        )));
+        let service_status = Rc::new(RefCell::new(crate::port::ServiceStatus::starting()));
         let handle = RaftHandle {
             calls: Rc::new(call_tx),
             call_table: call_table.clone(),
@@ -520,27 +434,16 @@ impl<D: Disk> RaftDriver<D> {
             handle: handle.clone(),
         };
         let driver = RaftDriver {
-            config,
             core,
-            log,
             network,
             inbox,
             proposals,
             observers,
             snapshot_offers,
-            snapshot_end,
-            snapshot_writing: false,
-            snapshots_written: 0,
-            compactable: None,
-            publisher_reset,
             observer_waits: BTreeMap::new(),
             link: Some(link),
             to_service: Rc::new(to_service),
             calls: call_table,
-            fenced_activation: None,
-            leading: None,
-            proposals_appended: 0,
-            proposals_refused: 0,
             status,
             watchers,
             shutdown,
@@ -558,27 +461,32 @@ impl<D: Disk> RaftDriver<D> {
         let report_tx = Rc::new(report_tx);
         let (sync_kick, sync_kicks) = local_channel::new_bounded::<()>(1);
         let (publish_kick, publish_kicks) = local_channel::new_bounded::<()>(1);
-        let hwm = Rc::new(Cell::new(self.core.high_watermark()));
-        let syncer =
-            glommio::spawn_local(run_syncer(self.log.clone(), sync_kicks, report_tx.clone()));
+        let hwm = Rc::new(Cell::new(self.core.raft().high_watermark()));
+        let syncer = glommio::spawn_local(run_syncer(
+            self.core.log().clone(),
+            sync_kicks,
+            report_tx.clone(),
+        ));
+        let publisher = self.core.publisher();
+        let starts_from_snapshot = publisher.has_reset();
         let publisher = glommio::spawn_local(run_publisher(
-            self.log.clone(),
-            self.core.log_start_offset(),
+            self.core.log().clone(),
+            publisher,
             hwm.clone(),
             publish_kicks,
             self.to_service.clone(),
             report_tx.clone(),
-            self.publisher_reset.clone(),
         ));
         let link = self.link.take().expect("run is called once");
         // Not detached: dropping them when the loop ends cancels them, closing the port.
+        let config = self.core.config();
         let link_tasks = [
             glommio::spawn_local(service_link::forward_calls(
                 link.calls,
                 self.calls.clone(),
                 self.to_service.clone(),
-                self.config.request_timeout_default_ms,
-                self.config.request_timeout_max_ms,
+                config.request_timeout_default_ms,
+                config.request_timeout_max_ms,
             )),
             glommio::spawn_local(service_link::serve_port(
                 link.from_service,
@@ -592,7 +500,7 @@ impl<D: Disk> RaftDriver<D> {
                 self.to_service.clone(),
             )),
         ];
-        if self.publisher_reset.borrow().is_some() {
+        if starts_from_snapshot {
             // The snapshot the node starts from goes to the consumer at once.
             let _ = publish_kick.try_send(());
         }
@@ -601,16 +509,16 @@ impl<D: Disk> RaftDriver<D> {
             publish_kick,
             reports: report_tx,
             hwm,
-            sync_rounds: 0,
-            sync_duration: LatencyHistogram::default(),
+            figures: LoopFigures::default(),
         };
-        let tick = Duration::from_millis(self.config.tick_interval_ms);
+        let tick = Duration::from_millis(config.tick_interval_ms);
         let mut next_tick = Instant::now();
         let outcome = loop {
             let event = self.next_event(&reports, next_tick).await;
             let now = Instant::now();
             if now >= next_tick {
-                self.core.tick(self.now_ms());
+                let now_ms = self.now_ms();
+                self.core.tick(now_ms);
                 next_tick = now + tick;
             }
             let step = match event {
@@ -637,23 +545,15 @@ impl<D: Disk> RaftDriver<D> {
                     Ok(())
                 }
                 Event::SnapshotWritten(id, data, outcome) => {
-                    self.snapshot_written(id, data, outcome)
+                    self.core.snapshot_written(id, data, outcome)
                 }
                 Event::Synced(Ok(_), took) => {
-                    loop_state.sync_rounds += 1;
+                    loop_state.figures.sync_rounds += 1;
                     if let Some(took) = took {
-                        loop_state.sync_duration.record(took);
+                        loop_state.figures.sync_duration.record(took);
                     }
-                    if let Some(last) = self.log.durable_offset() {
-                        let epoch = self
-                            .log
-                            .epoch_at(last)
-                            .expect("a durable offset is in the log");
-                        self.core.persisted(last.next(), epoch);
-                        self.calls.borrow_mut().durable(last.next(), Instant::now());
-                    }
-                    // The log grew: a kept snapshot may now be due (cheap when none is).
-                    self.maybe_compact();
+                    self.core
+                        .synced(&mut self.calls.borrow_mut(), Instant::now());
                     Ok(())
                 }
                 Event::Synced(Err(e), _) | Event::PublishFailed(e) => Err(DriverError::Log(e)),
@@ -665,7 +565,10 @@ impl<D: Disk> RaftDriver<D> {
             if let Err(e) = step {
                 break Err(e);
             }
-            self.settle_calls();
+            let out = self
+                .core
+                .settle(&mut self.calls.borrow_mut(), Instant::now());
+            service_link::send_answers(out);
             self.update_status(&loop_state, true);
         };
         // The publisher may wait on a consumer that no longer reads: cancel it (it only reads
@@ -688,9 +591,9 @@ impl<D: Disk> RaftDriver<D> {
         // Whatever still waits gets NotController (no hint: this node is going away).
         let out = self.calls.borrow_mut().drain(Instant::now());
         service_link::send_answers(out);
-        let RaftDriver { log, network, .. } = self;
+        let RaftDriver { core, network, .. } = self;
         let closed = match outcome {
-            Ok(()) => log.close().await.map_err(DriverError::Log),
+            Ok(()) => core.into_log().close().await.map_err(DriverError::Log),
             Err(e) => Err(e),
         };
         network.close().await;
@@ -700,21 +603,18 @@ impl<D: Disk> RaftDriver<D> {
     /// Resigns leadership (so the next leader is elected without a timeout) and carries out
     /// what that produces, then flushes the log.
     async fn stop_cleanly(&mut self, state: &mut LoopState) -> Result<()> {
-        let leader = self.core.role() == Role::Leader;
-        if leader {
-            self.core.resign();
-        }
+        let leader = self.core.resign_if_leader();
         self.drain(state).await?;
         if leader {
             // Closing the network drops what its links still hold: give the EndQuorumEpoch a
             // bounded moment to leave, so a successor starts at once instead of timing out.
-            let wait = Duration::from_millis(self.config.resign_send_wait_ms_max);
+            let wait = Duration::from_millis(self.core.config().resign_send_wait_ms_max);
             let deadline = Instant::now() + wait;
             while !self.all_sent() && Instant::now() < deadline {
                 glommio::timer::sleep(Duration::from_millis(1)).await;
             }
         }
-        self.log.flush().await?;
+        self.core.log().flush().await?;
         Ok(())
     }
 
@@ -727,113 +627,29 @@ impl<D: Disk> RaftDriver<D> {
         })
     }
 
-    /// A proposal of the service: appended if this node leads its epoch, the log ends at its
-    /// predicted base and no earlier proposal of its activation was refused; then its calls'
-    /// success answers wait in the table for the commit. Otherwise refused: its calls get
-    /// `NotController` (the core's own refusal: `ProposalRefused` with the reason) and the
-    /// service hears of it.
+    /// A proposal of the service ([`DriverCore::on_proposal`]): a refusal's answers leave at
+    /// once and the service hears of it.
     fn on_proposal(&mut self, p: Proposal) {
-        let refusal = if self.core.role() != Role::Leader || self.core.epoch() != p.batch.epoch {
-            Some((Refusal::NotLeader, None))
-        } else if self.fenced_activation.is_some_and(|f| p.activation <= f)
-            || self.core.log_end_offset() != p.batch.base_offset
-        {
-            Some((Refusal::Elsewhere, None))
-        } else {
-            match self.core.propose(p.payload, p.record_count) {
-                Ok(id) => {
-                    assert_eq!(
-                        id, p.batch,
-                        "the core appends at the log end in its epoch, as checked"
-                    );
-                    None
-                }
-                Err(e) => Some((Refusal::Core, Some(e.to_string()))),
-            }
-        };
-        let now = Instant::now();
-        let Some((reason, core_error)) = refusal else {
-            self.proposals_appended += 1;
-            let mut t = self.calls.borrow_mut();
-            for (id, body) in p.answers {
-                t.hold(id, p.batch, body, now);
-            }
-            return;
-        };
-        self.proposals_refused += 1;
-        self.fenced_activation = Some(self.fenced_activation.unwrap_or(0).max(p.activation));
-        let body = match core_error {
-            Some(reason) => RpcError::ProposalRefused { reason },
-            None => RpcError::NotController {
-                leader: self.leader_hint(),
-            },
-        };
-        let out: Vec<_> = {
-            let mut t = self.calls.borrow_mut();
-            p.answers
-                .into_iter()
-                .filter_map(|(id, _)| t.answer(id, Err(body.clone()), now))
-                .collect()
-        };
-        service_link::send_answers(out);
-        let refused = ToService::Refused {
-            batch: p.batch,
-            activation: p.activation,
-            log_end: self.core.log_end_offset(),
-            reason,
-        };
-        let port = self.to_service.clone();
-        glommio::spawn_local(async move {
-            let _ = port.send(refused).await;
-        })
-        .detach();
-    }
-
-    /// The table's part of a loop round: held calls of an epoch this node no longer leads get
-    /// `NotController`, and calls past their deadline `Timeout`.
-    fn settle_calls(&mut self) {
-        let now = Instant::now();
-        let leading = (self.core.role() == Role::Leader).then_some(self.core.epoch());
-        let mut out = Vec::new();
-        if leading != self.leading {
-            self.leading = leading;
-            let hint = self.leader_hint();
-            out.extend(
-                self.calls
-                    .borrow_mut()
-                    .leadership(leading, hint.as_ref(), now),
-            );
+        let outcome = self
+            .core
+            .on_proposal(p, &mut self.calls.borrow_mut(), Instant::now());
+        service_link::send_answers(outcome.answers);
+        if let Some(refused) = outcome.refused {
+            let port = self.to_service.clone();
+            glommio::spawn_local(async move {
+                let _ = port.send(refused).await;
+            })
+            .detach();
         }
-        let due = self
-            .calls
-            .borrow()
-            .next_deadline()
-            .is_some_and(|d| d <= now);
-        if due {
-            out.extend(self.calls.borrow_mut().expire(now));
-        }
-        service_link::send_answers(out);
-    }
-
-    /// The leader as a `NotController` hint: its endpoint on the controller listener.
-    fn leader_hint(&self) -> Option<LeaderHint> {
-        let leader = self.core.status().leader?;
-        let endpoints = leader_endpoints(self.core.voter_set(), &self.config.listener_name);
-        Some(leader_hint(&endpoints, leader))
     }
 
     /// Steps an observer's request into the core (see [`RaftHandle::observer_request`]).
     fn step_observer(&mut self, r: ObserverRequest) {
-        let refuse = |reason| {
+        if let Err(reason) = self.core.observer_allowed(r.from) {
             let _ = r
                 .reply
                 .try_send(Err(DriverError::ObserverRefused { id: r.from, reason }));
-        };
-        if r.from == self.config.me.id {
-            return refuse("is this node");
-        }
-        if self.core.voter_set().contains_id(r.from) {
-            return refuse("is a voter (observers need ids of their own)");
+            return;
         }
         // A newer request replaces a waiting one: dropping the old reply answers `Stopped`.
         self.observer_waits.insert(r.from, r.reply);
@@ -887,13 +703,7 @@ impl<D: Disk> RaftDriver<D> {
                 None => Event::InboxClosed,
             }
         };
-        let uncommitted = self.core.log_end_offset().get()
-            - self
-                .core
-                .high_watermark()
-                .get()
-                .min(self.core.log_end_offset().get());
-        let admit = uncommitted < self.config.uncommitted_records_max;
+        let admit = self.core.admits_proposals();
         let proposal = async {
             if !admit {
                 // Back-pressure: wait for commits (a Synced or Message event) first.
@@ -931,66 +741,22 @@ impl<D: Disk> RaftDriver<D> {
         .await
     }
 
-    /// Carries out every pending `Ready`.
+    /// Carries out every pending `Ready` ([`DriverCore::next_ready`]): the log's part in the
+    /// core, then here the answers a new high watermark releases, the publisher's kick, the
+    /// syncer's kick and the messages (appends to followers leave before this node's own
+    /// fsync: pipelining).
     async fn drain(&mut self, state: &mut LoopState) -> Result<()> {
-        while let Some(ready) = self.core.ready() {
-            self.carry_out(ready, state).await?;
-        }
-        Ok(())
-    }
-
-    /// One `Ready`, in the contract's order (see [`corum_raft::Ready`]).
-    async fn carry_out(&mut self, ready: Ready, state: &mut LoopState) -> Result<()> {
-        // 1. Quorum state durable before any message leaves: a write + fsync of a 44-byte file
-        //    (rare: votes, new epochs) on a blocking thread, so the shard's other tasks (the
-        //    connections, the publisher) run meanwhile; the loop waits for it, since nothing
-        //    of this round may be sent before it.
-        if let Some(qs) = ready.quorum_state {
-            let state = from_raft_quorum_state(&qs);
-            let dir = self.config.data_dir.clone();
-            glommio::executor()
-                .spawn_blocking(move || state.write(&dir))
-                .await?;
-        }
-        // 2. A snapshot from the leader replaces the log: durable in the store before
-        //    anything else (the messages below acknowledge its end), then the log restarts at
-        //    its end and the consumer loads it before any later batch.
-        if let Some(s) = ready.snapshot {
-            self.install_snapshot(s, state).await?;
-        }
-        // 3. Truncation, durable when truncate_suffix returns (before the new entries).
-        if let Some(to) = ready.truncate_to {
-            let end = self.log.truncate_suffix(to).await?;
-            if end != to {
-                return Err(DriverError::Diverged {
-                    reason: format!("truncation to {to} left the log ending at {end}"),
-                });
+        while let Some(carried) = self.core.next_ready().await? {
+            if carried.appended {
+                // Full means a kick is already pending: that round will carry these batches.
+                let _ = state.sync_kick.try_send(());
             }
-        }
-        // 4. Entries: into the log's memory now, durable after the syncer's next round.
-        if !ready.entries.is_empty() {
-            for batch in &ready.entries {
-                self.append(batch).await?;
-            }
-            // Full means a kick is already pending: that round will carry these batches.
-            let _ = state.sync_kick.try_send(());
-        }
-        // 6. High watermark (before 5: the two are independent, and the publisher's task then
-        //    runs before the sends, so a commit reaches the state machine sooner): the
-        //    publisher hands the newly committed batches on.
-        if let Some(hwm) = ready.high_watermark {
-            // Held answers first ([`crate::calls`]).
-            if self.calls.borrow().held_len() > 0 {
-                let log = &self.log;
-                let out = self.calls.borrow_mut().committed(
-                    hwm,
-                    |o| log.epoch_at(o),
-                    || self.leader_hint(),
-                    Instant::now(),
-                );
-                let sent = out.len();
-                service_link::send_answers(out);
-                if sent > 0 {
+            if let Some(hwm) = carried.high_watermark {
+                let out = self
+                    .core
+                    .committed(hwm, &mut self.calls.borrow_mut(), Instant::now());
+                if !out.is_empty() {
+                    service_link::send_answers(out);
                     // The status first, so that whoever an answer wakes sees the high
                     // watermark covering it. Then a pass of the scheduler: the callers' tasks
                     // take their answers and queue them on their connections before this
@@ -1000,219 +766,39 @@ impl<D: Disk> RaftDriver<D> {
                     self.update_status(state, true);
                     futures_lite::future::yield_now().await;
                 }
+                state.hwm.set(state.hwm.get().max(hwm));
+                let _ = state.publish_kick.try_send(());
             }
-            state.hwm.set(hwm);
-            let _ = state.publish_kick.try_send(());
-        }
-        // 5. Messages, without waiting for the fsync above (pipelining).
-        self.send_messages(ready.messages);
-        // 7. Log start: everything below it is in a snapshot.
-        if let Some(start) = ready.log_start_offset {
-            self.log.delete_prefix(start).await?;
-        }
-        // 8. Reads the core needs for followers whose batches left its memory.
-        for read in ready.reads {
-            let batches = self.serve_read(&read).await?;
-            self.core.read_completed(read.id, batches);
+            self.send_messages(carried.messages);
         }
         Ok(())
     }
 
-    /// Writes an offered snapshot to the store on a blocking thread (the loop goes on); the
-    /// outcome comes back as [`Event::SnapshotWritten`]. One at a time; an offer the core
-    /// would refuse (not committed, not at a batch boundary, below the log start) or not
-    /// newer than the newest snapshot is dropped.
+    /// Stores an offered snapshot ([`DriverCore::snapshot_offer`]) in a task (the loop goes
+    /// on); the outcome comes back as [`Event::SnapshotWritten`].
     fn write_snapshot(&mut self, offer: SnapshotOffer, state: &LoopState) {
-        if self.snapshot_writing || offer.end_offset <= self.snapshot_end {
+        let Some(snapshot) = self.core.snapshot_offer(offer.end_offset, offer.data) else {
             return;
-        }
-        let (id, voters) = match self.core.snapshot_at(offer.end_offset) {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::debug!(end = %offer.end_offset, error = %e, "snapshot offer refused");
-                return;
-            }
         };
-        self.snapshot_writing = true;
-        let dir = self.config.snapshot_dir();
+        let disk = self.core.disk().clone();
+        let dir = self.core.config().snapshot_dir();
         let reports = state.reports.clone();
-        let snapshot = corum_raft::Snapshot {
-            id,
-            voters,
-            data: offer.data,
-        };
         glommio::spawn_local(async move {
-            let data = snapshot.data.clone();
-            let outcome = glommio::executor()
-                .spawn_blocking(move || store_snapshot(&dir, &snapshot))
-                .await;
+            let outcome = store_snapshot(&disk, &dir, &snapshot).await;
             let _ = reports
-                .send(Report::SnapshotWritten(id, data, outcome))
+                .send(Report::SnapshotWritten(snapshot.id, snapshot.data, outcome))
                 .await;
         })
         .detach();
     }
 
-    /// A snapshot offered by the state machine is durable: it is the one to compact to
-    /// ([`RaftDriver::maybe_compact`]). A write failure is fatal, like a log write's.
-    fn snapshot_written(
-        &mut self,
-        id: SnapshotId,
-        data: Payload,
-        outcome: Result<(), StorageError>,
-    ) -> Result<()> {
-        self.snapshot_writing = false;
-        outcome.map_err(|source| DriverError::Snapshot {
-            end_offset: id.end_offset,
-            source,
-        })?;
-        self.snapshots_written += 1;
-        self.snapshot_end = self.snapshot_end.max(id.end_offset);
-        tracing::info!(end = %id.end_offset, epoch = %id.epoch, "snapshot written");
-        self.compactable = Some((id, data));
-        self.maybe_compact();
-        Ok(())
-    }
-
-    /// Hands the newest durable snapshot to the core once the log's whole segments below it
-    /// outgrow the retention: the core serves it from then on and moves its log start up to
-    /// it, and step 7 of the next `Ready` deletes those segments.
-    fn maybe_compact(&mut self) {
-        let (Some(retention), Some((id, _))) = (self.config.log_retention_bytes, &self.compactable)
-        else {
-            return;
-        };
-        if self.log.prefix_bytes(id.end_offset) <= retention {
-            return;
-        }
-        let (id, data) = self.compactable.take().expect("checked");
-        // Refused if the core moved past it meanwhile (a leader's snapshot installed): the
-        // file stays valid (committed state never changes) and the newer one wins.
-        match self.core.snapshot_created(id.end_offset, data) {
-            Ok(_) => tracing::info!(end = %id.end_offset, "log start moves up to the snapshot"),
-            Err(e) => tracing::debug!(end = %id.end_offset, error = %e, "snapshot not taken"),
-        }
-    }
-
-    /// Installs a snapshot the leader sent (the core already replaced its log with it).
-    async fn install_snapshot(&mut self, s: corum_raft::Snapshot, state: &LoopState) -> Result<()> {
-        let id = s.id;
-        let dir = self.config.snapshot_dir();
-        let stored = s.clone();
-        glommio::executor()
-            .spawn_blocking(move || store_snapshot(&dir, &stored))
-            .await
-            .map_err(|source| DriverError::Snapshot {
-                end_offset: id.end_offset,
-                source,
-            })?;
-        self.snapshot_end = self.snapshot_end.max(id.end_offset);
-        // The core holds the installed snapshot; an older one kept for compaction is moot.
-        self.compactable = None;
-        // The publisher hands the snapshot on before anything else; set before the log
-        // changes under a read it may have in flight (it then sees the reset, not a failure).
-        *self.publisher_reset.borrow_mut() = Some(CommittedBatch::load_snapshot(id, s.data));
-        let end = id.end_offset;
-        if self.log.end_offset() > end {
-            self.log.truncate_suffix(end).await?;
-        }
-        // Restarts the log empty at `end` if it ends before; else drops whole segments below.
-        self.log.delete_prefix(end).await?;
-        if self.log.end_offset() != end {
-            return Err(DriverError::Diverged {
-                reason: format!(
-                    "installing snapshot {end}: the log ends at {}",
-                    self.log.end_offset()
-                ),
-            });
-        }
-        state.hwm.set(state.hwm.get().max(end));
-        let _ = state.publish_kick.try_send(());
-        tracing::info!(end = %end, epoch = %id.epoch, "snapshot installed from the leader");
-        Ok(())
-    }
-
-    /// Appends one batch, waiting for buffer space if the disk lags.
-    async fn append(&self, batch: &Batch) -> Result<()> {
-        let meta = NewBatch {
-            epoch: batch.epoch,
-            attributes: if batch.control {
-                Attributes::CONTROL
-            } else {
-                Attributes::empty()
-            },
-            record_count: batch.record_count,
-            first_timestamp_ms: 0,
-            max_timestamp_ms: 0,
-        };
-        let (base, _) = loop {
-            match self.log.append(&meta, &batch.payload) {
-                Err(corum_engine::Error::Backpressure { .. }) => {
-                    let frame_bytes =
-                        corum_engine::record::frame_bytes_for_payload(batch.payload.len());
-                    self.log.wait_for_space(frame_bytes).await?;
-                }
-                other => break other?,
-            }
-        };
-        if base != batch.base_offset {
-            return Err(DriverError::Diverged {
-                reason: format!(
-                    "the core appended a batch at {} but the log put it at {base}",
-                    batch.base_offset
-                ),
-            });
-        }
-        Ok(())
-    }
-
-    /// Whole batches from `read.from`, at most `bytes_max` payload bytes beyond the first;
-    /// empty if the log no longer holds `from`.
-    async fn serve_read(&self, read: &LogRead) -> Result<Vec<Batch>> {
-        if read.from < self.log.start_offset() || read.from >= self.log.end_offset() {
-            return Ok(Vec::new());
-        }
-        let chunk = self.log.read(read.from, read.bytes_max.max(1)).await?;
-        let mut out = Vec::with_capacity(chunk.len());
-        // Counted as the core counts its own reads: payload plus a per-batch overhead, so
-        // an append of many small batches stays under the peer frame limit.
-        let mut message_bytes = 0usize;
-        for frame in chunk.frames() {
-            let h = frame.header();
-            let cost = frame.payload().len() + corum_raft::BATCH_OVERHEAD_BYTES;
-            if !out.is_empty() && message_bytes + cost > read.bytes_max {
-                break;
-            }
-            message_bytes += cost;
-            out.push(Batch {
-                base_offset: h.base_offset,
-                epoch: h.epoch,
-                record_count: h.record_count,
-                control: h.attributes.is_control(),
-                payload: Payload::from(frame.payload()),
-            });
-        }
-        Ok(out)
-    }
-
     fn update_status(&self, state: &LoopState, running: bool) {
-        let status = DriverStatus {
-            raft: self.core.status(),
-            stats: self.core.stats(),
-            log_end_offset: self.log.end_offset(),
-            log_durable_end: self.log.durable_end(),
-            sync_rounds: state.sync_rounds,
-            sync_duration: state.sync_duration.clone(),
+        let status = self.core.status(
+            &self.calls.borrow(),
+            state.figures.sync_rounds,
+            &state.figures.sync_duration,
             running,
-            replicas: self.core.replica_progress(),
-            now_ms: self.core.now_ms(),
-            calls_waiting: self.calls.borrow().len(),
-            calls_held: self.calls.borrow().held_len(),
-            proposals_appended: self.proposals_appended,
-            proposals_refused: self.proposals_refused,
-            snapshot_end_offset: self.snapshot_end,
-            snapshots_written: self.snapshots_written,
-        };
+        );
         publish_status(&self.status, &self.watchers, status);
     }
 }
@@ -1238,6 +824,13 @@ fn publish_status(cell: &RefCell<DriverStatus>, watchers: &StatusWatchers, statu
     }
 }
 
+/// The loop's own figures.
+#[derive(Default)]
+struct LoopFigures {
+    sync_rounds: u64,
+    sync_duration: LatencyHistogram,
+}
+
 /// The loop's links to its helper tasks.
 struct LoopState {
     sync_kick: LocalSender<()>,
@@ -1245,73 +838,12 @@ struct LoopState {
     /// For the snapshot writer tasks' reports.
     reports: Rc<LocalSender<Report>>,
     hwm: Rc<Cell<LogOffset>>,
-    sync_rounds: u64,
-    sync_duration: LatencyHistogram,
+    figures: LoopFigures,
 }
 
 /// Messages a link is done with: written, or dropped by a failed or timed-out write.
 fn resolved(stats: &PeerStats) -> u64 {
     stats.sent + stats.send_failed + stats.send_timeouts
-}
-
-/// Makes the log continue snapshot `id` and returns where the core's log starts (the
-/// snapshot's end). Batches from the end on stay if the end is a batch boundary and they are
-/// not of an older epoch than the snapshot (else they are a suffix a crash left between
-/// installing a leader's snapshot and cutting the log: dropped); a log that ends before the
-/// snapshot restarts empty at its end. A log that starts after the snapshot's end has a gap.
-async fn fit_log_to_snapshot<D: Disk>(log: &Log<D>, id: SnapshotId) -> Result<LogOffset> {
-    let end = id.end_offset;
-    if log.start_offset() > end {
-        return Err(DriverError::Diverged {
-            reason: format!(
-                "the log starts at {} after the newest snapshot's end {end}: a gap",
-                log.start_offset()
-            ),
-        });
-    }
-    if log.end_offset() > end {
-        let chunk = log.read(end, 1).await?;
-        let fits = chunk
-            .frames()
-            .next()
-            .is_some_and(|f| f.header().base_offset == end && f.header().epoch >= id.epoch);
-        if !fits {
-            log.truncate_suffix(end).await?;
-        }
-    }
-    if log.end_offset() < end {
-        log.delete_prefix(end).await?;
-    }
-    Ok(end)
-}
-
-/// Every batch of the log from `from`, with payloads for control batches (the core rebuilds
-/// the voter set from them; other payloads are read back on demand).
-async fn restore_log<D: Disk>(log: &Log<D>, from: LogOffset) -> Result<Vec<RestoredBatch>> {
-    let mut out = Vec::new();
-    let mut at = from;
-    while at < log.end_offset() {
-        let chunk = log.read(at, READ_CHUNK_BYTES).await?;
-        let Some(end) = chunk.end_offset() else {
-            return Err(DriverError::Diverged {
-                reason: format!("reading the log at {at} returned nothing before its end"),
-            });
-        };
-        for frame in chunk.frames() {
-            let h = frame.header();
-            let control = h.attributes.is_control();
-            out.push(RestoredBatch {
-                base_offset: h.base_offset,
-                epoch: h.epoch,
-                record_count: h.record_count,
-                control,
-                payload_bytes: frame.payload().len(),
-                payload: control.then(|| Payload::from(frame.payload())),
-            });
-        }
-        at = end;
-    }
-    Ok(out)
 }
 
 /// The syncer: one group-commit round per kick; batches appended meanwhile wait for the next.
@@ -1331,88 +863,29 @@ async fn run_syncer<D: Disk>(
     }
 }
 
-/// Writes `s` durably to the snapshot store in `dir` and keeps the two newest snapshots
-/// (blocking: run it off the loop).
-fn store_snapshot(dir: &Path, s: &corum_raft::Snapshot) -> Result<(), StorageError> {
-    snapshot_store::write(dir, s)?;
-    snapshot_store::remove_older(dir, SNAPSHOTS_KEPT)?;
-    Ok(())
-}
-
-/// The publisher: committed batches from `next` up to the high watermark, in order. A
-/// snapshot put in `reset` goes out first, and publishing continues from its end (the loop
-/// sets it when the node starts from a snapshot or installs the leader's; batches read before
-/// it are not handed on after it).
+/// The publisher task: on each kick, hands the consumer what [`Publisher::next_chunk`] gives
+/// up to the high watermark. A consumer that went away no longer gets batches; Raft goes on.
 async fn run_publisher<D: Disk>(
     log: Log<D>,
-    mut next: LogOffset,
+    mut publisher: Publisher,
     hwm: Rc<Cell<LogOffset>>,
     kicks: LocalReceiver<()>,
     out: Rc<crate::port::PortSender<ToService>>,
     reports: Rc<LocalSender<Report>>,
-    reset: Rc<RefCell<Option<CommittedBatch>>>,
 ) {
-    let mut consumer_gone = false;
     while kicks.recv().await.is_some() {
         loop {
-            let snapshot = reset.borrow_mut().take();
-            if let Some(snapshot) = snapshot {
-                next = snapshot.end_offset();
-                if !consumer_gone {
-                    consumer_gone = out
-                        .send(ToService::Committed(vec![snapshot]))
-                        .await
-                        .is_err();
+            match publisher.next_chunk(&log, hwm.get()).await {
+                Ok(Some(batches)) => {
+                    if out.send(ToService::Committed(batches)).await.is_err() {
+                        publisher.consumer_gone();
+                    }
                 }
-                continue;
-            }
-            if next >= hwm.get() {
-                break;
-            }
-            let read = match log.read(next, READ_CHUNK_BYTES).await {
-                Ok(c) if !c.is_empty() => Ok(c),
-                // The log was reset under the read (a snapshot installed): start from it.
-                _ if reset.borrow().is_some() => continue,
-                Ok(_) => Err(corum_engine::Error::OffsetOutOfRange {
-                    requested: next,
-                    start: log.start_offset(),
-                    end: log.end_offset(),
-                }),
-                Err(e) => Err(e),
-            };
-            let chunk = match read {
-                Ok(c) => c,
+                Ok(None) => break,
                 Err(e) => {
                     let _ = reports.send(Report::PublishFailed(e)).await;
                     return;
                 }
-            };
-            let mut batches = Vec::new();
-            for frame in chunk.frames() {
-                let h = frame.header();
-                if h.base_offset >= hwm.get() || reset.borrow().is_some() {
-                    break;
-                }
-                next = h.end_offset();
-                if consumer_gone {
-                    continue;
-                }
-                batches.push(CommittedBatch {
-                    base_offset: h.base_offset,
-                    epoch: h.epoch,
-                    record_count: h.record_count,
-                    control: h.attributes.is_control(),
-                    payload: Payload::from(frame.payload()),
-                    snapshot: false,
-                });
-                if batches.len() == crate::port::ITEMS_PER_MESSAGE_MAX {
-                    let full = std::mem::take(&mut batches);
-                    consumer_gone = out.send(ToService::Committed(full)).await.is_err();
-                }
-            }
-            if !batches.is_empty() && !consumer_gone {
-                // A consumer that went away no longer wants batches; Raft goes on.
-                consumer_gone = out.send(ToService::Committed(batches)).await.is_err();
             }
         }
     }
@@ -1425,7 +898,10 @@ pub fn metadata_log_dir(data_dir: &Path) -> PathBuf {
 
 #[cfg(test)]
 mod tests {
+    use super::core::{fit_log_to_snapshot, restore_log};
     use super::*;
+    use corum_engine::log::NewBatch;
+    use corum_engine::record::Attributes;
 
     /// A log on a simulated disk holding `batches` (epoch, record count) from offset 0.
     async fn sim_log(

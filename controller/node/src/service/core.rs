@@ -112,6 +112,14 @@ pub struct SnapshotDue {
     pub end_offset: LogOffset,
 }
 
+impl SnapshotDue {
+    /// The snapshot's records, encoded (a whole-image pass: run it off the shard's loop).
+    pub fn encode(self) -> (LogOffset, Payload) {
+        let encoded = encode_batch(&self.image.snapshot_records());
+        (self.end_offset, Payload::from(&encoded[..]))
+    }
+}
+
 /// What the driver last said about itself, as far as the service cares.
 #[derive(Clone, Debug)]
 struct DriverView {

@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use corum_controller::{encode_batch, Controller, MetadataImage};
+use corum_controller::Controller;
 use corum_raft::Payload;
 use corum_runtime::ShutdownSignal;
 use corum_types::{LogOffset, NodeId};
@@ -273,8 +273,10 @@ impl ControllerService {
     fn offer_snapshot(&self, due: self::core::SnapshotDue) {
         let encoded = self.encoded_snapshot.clone();
         glommio::spawn_local(async move {
-            let data = encode_snapshot(due.image).await;
-            *encoded.borrow_mut() = Some((due.end_offset, data));
+            let done = glommio::executor()
+                .spawn_blocking(move || due.encode())
+                .await;
+            *encoded.borrow_mut() = Some(done);
         })
         .detach();
     }
@@ -299,20 +301,11 @@ impl ControllerService {
     }
 }
 
-/// The records of `image`'s snapshot, encoded on a blocking thread.
-async fn encode_snapshot(image: MetadataImage) -> Payload {
-    glommio::executor()
-        .spawn_blocking(move || {
-            let encoded = encode_batch(&image.snapshot_records());
-            Payload::from(&encoded[..])
-        })
-        .await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::port::CommittedBatch;
+    use corum_controller::encode_batch;
     use corum_types::Epoch;
 
     /// A committed batch that is not a record batch, or whose header miscounts its records,

@@ -51,7 +51,7 @@ pub struct SeedReport {
 
 /// The command that replays one seed.
 pub fn replay_command(seed: u64, voters: usize) -> String {
-    format!("corum sim --seeds 1 --start {seed} --voters {voters}")
+    format!("corum sim --raft --seeds 1 --start {seed} --voters {voters}")
 }
 
 /// Runs one seed; a panic inside the core (a violated assertion) is reported as a violation.
