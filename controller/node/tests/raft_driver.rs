@@ -469,7 +469,7 @@ fn three_drivers_replicate_survive_restarts_and_leader_loss_on_real_disks() {
         assert_eq!(user, expected);
         for (id, epoch) in epochs {
             let dir = &finals.iter().find(|f| f.0 == id).unwrap().1;
-            let qs = QuorumState::read(dir).unwrap().unwrap();
+            let qs = QuorumState::read(&UringDisk, dir).await.unwrap().unwrap();
             assert_eq!(qs.epoch, epoch, "node {id}'s quorum-state epoch");
         }
 

@@ -91,8 +91,8 @@ use corum_engine::disk::{Disk, UringDisk};
 use corum_engine::log::{Log, LogConfig, NewBatch};
 use corum_engine::record::Attributes;
 use corum_raft::{
-    Batch, Endpoint, LogRead, Payload, RaftCore, Ready, ReplicaKey, Restore, RestoredBatch, Role,
-    SnapshotId, VoterSet,
+    Batch, Endpoint, LogRead, Payload, RaftCore, Ready, ReplicaKey, Restore, Role, SnapshotId,
+    VoterSet,
 };
 use corum_runtime::ShutdownSignal;
 use corum_types::{Epoch, LogOffset, NodeId};
@@ -102,6 +102,7 @@ use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 mod service_link;
 
 use crate::calls::CallStats;
+use crate::data_dir::{restore_log, DataDir, Mode};
 use crate::error::{DriverError, StorageError};
 use crate::histogram::LatencyHistogram;
 use crate::peer::{Inbound, PeerInbox, PeerNetwork, PeerStats};
@@ -116,8 +117,7 @@ use crate::snapshot_store;
 
 use self::service_link::{CallTable, IncomingCall};
 
-/// The metadata log's directory under `metadata.log.dir`.
-pub const METADATA_LOG_DIR: &str = "@metadata-0";
+pub use crate::data_dir::{metadata_log_dir, METADATA_LOG_DIR};
 
 /// Bytes of frames read per `Log::read` call when restoring or publishing.
 const READ_CHUNK_BYTES: usize = 1 << 20;
@@ -410,21 +410,14 @@ impl<D: Disk> RaftDriver<D> {
         );
         assert!(config.proposal_queue_capacity > 0 && config.call_queue_capacity > 0);
         assert!(config.uncommitted_records_max > 0);
-        std::fs::create_dir_all(&config.data_dir).map_err(|source| {
-            crate::error::StorageError::Io {
-                op: "create directory",
-                path: config.data_dir.clone(),
-                source,
-            }
-        })?;
-        let quorum_state = QuorumState::read(&config.data_dir)?;
-        let snapshot = snapshot_store::load_latest(&config.snapshot_dir())
-            .map_err(DriverError::SnapshotLoad)?;
-        let (log, report) = Log::open(disk, &config.log_dir(), config.log.clone()).await?;
-        let from = match &snapshot {
-            Some(s) => fit_log_to_snapshot(&log, s.id).await?,
-            None => log.start_offset(),
-        };
+        let DataDir {
+            quorum_state,
+            snapshot,
+            log,
+            log_report: report,
+            log_start: from,
+            ..
+        } = DataDir::open(disk, &config.data_dir, config.log.clone(), Mode::Recover).await?;
         // The core starts at the snapshot and never reads below it: whole segments there go
         // as they would have at run time, once they outgrow the retention.
         if config
@@ -433,7 +426,7 @@ impl<D: Disk> RaftDriver<D> {
         {
             log.delete_prefix(from).await?;
         }
-        let restored = restore_log(&log, from).await?;
+        let restored = restore_log(&log, from, log.end_offset()).await?;
         let recovered = Recovered {
             quorum_state,
             snapshot: snapshot.as_ref().map(|s| s.id),
@@ -947,10 +940,7 @@ impl<D: Disk> RaftDriver<D> {
         //    of this round may be sent before it.
         if let Some(qs) = ready.quorum_state {
             let state = from_raft_quorum_state(&qs);
-            let dir = self.config.data_dir.clone();
-            glommio::executor()
-                .spawn_blocking(move || state.write(&dir))
-                .await?;
+            state.write(self.log.disk(), &self.config.data_dir).await?;
         }
         // 2. A snapshot from the leader replaces the log: durable in the store before
         //    anything else (the messages below acknowledge its end), then the log restarts at
@@ -1041,11 +1031,10 @@ impl<D: Disk> RaftDriver<D> {
             voters,
             data: offer.data,
         };
+        let disk = self.log.disk().clone();
         glommio::spawn_local(async move {
             let data = snapshot.data.clone();
-            let outcome = glommio::executor()
-                .spawn_blocking(move || store_snapshot(&dir, &snapshot))
-                .await;
+            let outcome = store_snapshot(&disk, &dir, &snapshot).await;
             let _ = reports
                 .send(Report::SnapshotWritten(id, data, outcome))
                 .await;
@@ -1098,9 +1087,7 @@ impl<D: Disk> RaftDriver<D> {
     async fn install_snapshot(&mut self, s: corum_raft::Snapshot, state: &LoopState) -> Result<()> {
         let id = s.id;
         let dir = self.config.snapshot_dir();
-        let stored = s.clone();
-        glommio::executor()
-            .spawn_blocking(move || store_snapshot(&dir, &stored))
+        store_snapshot(self.log.disk(), &dir, &s)
             .await
             .map_err(|source| DriverError::Snapshot {
                 end_offset: id.end_offset,
@@ -1254,66 +1241,6 @@ fn resolved(stats: &PeerStats) -> u64 {
     stats.sent + stats.send_failed + stats.send_timeouts
 }
 
-/// Makes the log continue snapshot `id` and returns where the core's log starts (the
-/// snapshot's end). Batches from the end on stay if the end is a batch boundary and they are
-/// not of an older epoch than the snapshot (else they are a suffix a crash left between
-/// installing a leader's snapshot and cutting the log: dropped); a log that ends before the
-/// snapshot restarts empty at its end. A log that starts after the snapshot's end has a gap.
-async fn fit_log_to_snapshot<D: Disk>(log: &Log<D>, id: SnapshotId) -> Result<LogOffset> {
-    let end = id.end_offset;
-    if log.start_offset() > end {
-        return Err(DriverError::Diverged {
-            reason: format!(
-                "the log starts at {} after the newest snapshot's end {end}: a gap",
-                log.start_offset()
-            ),
-        });
-    }
-    if log.end_offset() > end {
-        let chunk = log.read(end, 1).await?;
-        let fits = chunk
-            .frames()
-            .next()
-            .is_some_and(|f| f.header().base_offset == end && f.header().epoch >= id.epoch);
-        if !fits {
-            log.truncate_suffix(end).await?;
-        }
-    }
-    if log.end_offset() < end {
-        log.delete_prefix(end).await?;
-    }
-    Ok(end)
-}
-
-/// Every batch of the log from `from`, with payloads for control batches (the core rebuilds
-/// the voter set from them; other payloads are read back on demand).
-async fn restore_log<D: Disk>(log: &Log<D>, from: LogOffset) -> Result<Vec<RestoredBatch>> {
-    let mut out = Vec::new();
-    let mut at = from;
-    while at < log.end_offset() {
-        let chunk = log.read(at, READ_CHUNK_BYTES).await?;
-        let Some(end) = chunk.end_offset() else {
-            return Err(DriverError::Diverged {
-                reason: format!("reading the log at {at} returned nothing before its end"),
-            });
-        };
-        for frame in chunk.frames() {
-            let h = frame.header();
-            let control = h.attributes.is_control();
-            out.push(RestoredBatch {
-                base_offset: h.base_offset,
-                epoch: h.epoch,
-                record_count: h.record_count,
-                control,
-                payload_bytes: frame.payload().len(),
-                payload: control.then(|| Payload::from(frame.payload())),
-            });
-        }
-        at = end;
-    }
-    Ok(out)
-}
-
 /// The syncer: one group-commit round per kick; batches appended meanwhile wait for the next.
 async fn run_syncer<D: Disk>(
     log: Log<D>,
@@ -1331,11 +1258,15 @@ async fn run_syncer<D: Disk>(
     }
 }
 
-/// Writes `s` durably to the snapshot store in `dir` and keeps the two newest snapshots
-/// (blocking: run it off the loop).
-fn store_snapshot(dir: &Path, s: &corum_raft::Snapshot) -> Result<(), StorageError> {
-    snapshot_store::write(dir, s)?;
-    snapshot_store::remove_older(dir, SNAPSHOTS_KEPT)?;
+/// Writes `s` durably to the snapshot store in `dir` on `disk` and keeps the two newest
+/// snapshots.
+async fn store_snapshot<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    s: &corum_raft::Snapshot,
+) -> Result<(), StorageError> {
+    snapshot_store::write(disk, dir, s).await?;
+    snapshot_store::remove_older(disk, dir, SNAPSHOTS_KEPT).await?;
     Ok(())
 }
 
@@ -1418,115 +1349,9 @@ async fn run_publisher<D: Disk>(
     }
 }
 
-/// The metadata log's directory inside a `metadata.log.dir`.
-pub fn metadata_log_dir(data_dir: &Path) -> PathBuf {
-    data_dir.join(METADATA_LOG_DIR)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A log on a simulated disk holding `batches` (epoch, record count) from offset 0.
-    async fn sim_log(
-        disk: &corum_engine::disk::SimDisk,
-        batches: &[(u64, u32)],
-    ) -> Log<corum_engine::disk::SimDisk> {
-        let (log, _) = Log::open(disk.clone(), Path::new("/sim/log"), LogConfig::default())
-            .await
-            .unwrap();
-        for &(epoch, count) in batches {
-            let meta = NewBatch {
-                epoch: Epoch(epoch),
-                attributes: Attributes::empty(),
-                record_count: count,
-                first_timestamp_ms: 0,
-                max_timestamp_ms: 0,
-            };
-            log.append(&meta, format!("{epoch}/{count}").as_bytes())
-                .unwrap();
-        }
-        log.flush().await.unwrap();
-        log
-    }
-
-    /// (start, end, base offsets) of the log after a crash and a reopen: what is durable.
-    async fn durable_view(
-        disk: &corum_engine::disk::SimDisk,
-        log: Log<corum_engine::disk::SimDisk>,
-    ) -> (u64, u64, Vec<u64>) {
-        drop(log);
-        disk.crash();
-        let (log, _) = Log::open(disk.clone(), Path::new("/sim/log"), LogConfig::default())
-            .await
-            .unwrap();
-        let bases = restore_log(&log, log.start_offset())
-            .await
-            .unwrap()
-            .iter()
-            .map(|b| b.base_offset.get())
-            .collect();
-        (log.start_offset().get(), log.end_offset().get(), bases)
-    }
-
-    fn snap(end: u64, epoch: u64) -> SnapshotId {
-        SnapshotId {
-            end_offset: LogOffset(end),
-            epoch: Epoch(epoch),
-        }
-    }
-
-    /// Fitting the log to the snapshot a node starts from, in every state a crash can leave
-    /// between installing a leader's snapshot and cutting the log (or a compaction), durably:
-    /// the batches from the snapshot's end stay when they continue it; a suffix of an older
-    /// epoch, a batch across the end, or a log ending before it are cut (the log restarting
-    /// empty at the end); a log starting after the end is a gap.
-    #[test]
-    fn the_log_is_fitted_to_the_snapshot_it_continues() {
-        use corum_engine::disk::SimDisk;
-        futures_lite::future::block_on(async {
-            // Continues the snapshot: kept, the core's log starts at the end.
-            let disk = SimDisk::new(1);
-            let log = sim_log(&disk, &[(1, 1); 10]).await;
-            assert_eq!(
-                fit_log_to_snapshot(&log, snap(5, 1)).await.unwrap(),
-                LogOffset(5)
-            );
-            let restored = restore_log(&log, LogOffset(5)).await.unwrap();
-            assert_eq!(restored.first().unwrap().base_offset, LogOffset(5));
-            assert_eq!(durable_view(&disk, log).await.1, 10);
-
-            // The end falls inside a batch: the batch goes, the log restarts empty at the end.
-            let disk = SimDisk::new(2);
-            let log = sim_log(&disk, &[(1, 2); 5]).await;
-            assert_eq!(
-                fit_log_to_snapshot(&log, snap(5, 1)).await.unwrap(),
-                LogOffset(5)
-            );
-            assert_eq!(durable_view(&disk, log).await, (5, 5, vec![]));
-
-            // Batches of an older epoch than the snapshot's from its end on: cut there.
-            let disk = SimDisk::new(3);
-            let log = sim_log(&disk, &[(1, 1); 10]).await;
-            fit_log_to_snapshot(&log, snap(5, 2)).await.unwrap();
-            let (start, end, bases) = durable_view(&disk, log).await;
-            assert_eq!((start, end), (0, 5));
-            assert_eq!(bases, vec![0, 1, 2, 3, 4]);
-
-            // A log that ends before the snapshot: empty at its end.
-            let disk = SimDisk::new(4);
-            let log = sim_log(&disk, &[(1, 1); 3]).await;
-            fit_log_to_snapshot(&log, snap(8, 1)).await.unwrap();
-            assert_eq!(durable_view(&disk, log).await, (8, 8, vec![]));
-
-            // A log that starts after the snapshot's end: a gap, refused.
-            let disk = SimDisk::new(5);
-            let log = sim_log(&disk, &[]).await;
-            log.delete_prefix(LogOffset(20)).await.unwrap();
-            let e = fit_log_to_snapshot(&log, snap(10, 1)).await.unwrap_err();
-            assert!(e.to_string().contains("gap"), "{e}");
-        });
-    }
 
     /// A committed batch's end offset follows its record count.
     #[test]
