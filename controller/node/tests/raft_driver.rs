@@ -824,13 +824,14 @@ fn snapshots_let_the_log_prefix_go_and_a_follower_behind_it_installs_the_leaders
             nodes[l].handle.status().raft.log_start_offset == ends[l]
         })
         .await;
-        let files = std::fs::read_dir(
-            tmp.path()
-                .join(format!("node-{}", nodes[l].id))
-                .join("snapshots"),
-        )
-        .unwrap()
-        .count();
+        // The nodes' files are on their simulated disks, snapshots included.
+        let store = corum_node::snapshot_store::snapshot_dir(
+            &tmp.path().join(format!("node-{}", nodes[l].id)),
+        );
+        let files = corum_node::snapshot_store::list(&disks[nodes[l].id as usize - 1], &store)
+            .await
+            .unwrap()
+            .len();
         assert_eq!(files, 1, "one snapshot in the leader's store");
         propose_all(&nodes, 3100..3200).await;
 

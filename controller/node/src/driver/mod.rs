@@ -56,14 +56,14 @@
 //! The state machine offers a snapshot of its committed state at a batch boundary it has
 //! replayed ([`crate::port::ToDriver::Snapshot`]; the controller service does so every
 //! `metadata.log.max.record.bytes.between.snapshots` bytes of records). The driver asks the
-//! core for the snapshot's id and voter set, writes it to the [`snapshot_store`] on a blocking
-//! thread (the loop goes on). Once it is durable and the log's whole segments below it hold
+//! core for the snapshot's id and voter set, writes it to the [`snapshot_store`] through the
+//! log's disk in a task of its own (the loop goes on). Once it is durable and the log's whole segments below it hold
 //! more than `log_retention_bytes` (`metadata.max.retention.bytes`), the driver calls
 //! `snapshot_created`: the core serves it to replicas behind its log start from then on, and
 //! its `log_start_offset` lets the driver delete those segments. The store keeps the two
 //! newest snapshots.
 //!
-//! At start-up the newest snapshot in the store is the core's starting point: the log is made
+//! At start-up ([`crate::data_dir`]) the newest snapshot in the store is the core's starting point: the log is made
 //! to continue it (batches from its end on are kept if they fit; a log that ends before it
 //! restarts empty at its end) and the publisher hands it to the consumer first
 //! ([`CommittedBatch::snapshot`]), then the batches after it. A follower that falls behind the
@@ -935,9 +935,9 @@ impl<D: Disk> RaftDriver<D> {
     /// One `Ready`, in the contract's order (see [`corum_raft::Ready`]).
     async fn carry_out(&mut self, ready: Ready, state: &mut LoopState) -> Result<()> {
         // 1. Quorum state durable before any message leaves: a write + fsync of a 44-byte file
-        //    (rare: votes, new epochs) on a blocking thread, so the shard's other tasks (the
-        //    connections, the publisher) run meanwhile; the loop waits for it, since nothing
-        //    of this round may be sent before it.
+        //    (rare: votes, new epochs) through the log's disk (io_uring: the shard's other
+        //    tasks, the connections and the publisher, run meanwhile); the loop waits for it,
+        //    since nothing of this round may be sent before it.
         if let Some(qs) = ready.quorum_state {
             let state = from_raft_quorum_state(&qs);
             state.write(self.log.disk(), &self.config.data_dir).await?;
@@ -1008,7 +1008,7 @@ impl<D: Disk> RaftDriver<D> {
         Ok(())
     }
 
-    /// Writes an offered snapshot to the store on a blocking thread (the loop goes on); the
+    /// Writes an offered snapshot to the store in a task of its own (the loop goes on); the
     /// outcome comes back as [`Event::SnapshotWritten`]. One at a time; an offer the core
     /// would refuse (not committed, not at a batch boundary, below the log start) or not
     /// newer than the newest snapshot is dropped.
