@@ -11,7 +11,9 @@
 //! - [`disk`]: the small async [`disk::Disk`] trait (open, read_at, write_at, fdatasync,
 //!   allocate, truncate, remove, rename, list, sync_dir) with [`disk::UringDisk`] (glommio DMA
 //!   files: O_DIRECT, io_uring) and [`disk::SimDisk`] (in memory, seeded, with crash, torn-write,
-//!   bit-flip and EIO faults). Futures are `!Send`: one shard owns a log.
+//!   bit-flip and EIO faults), and [`disk::StdDisk`] (blocking `std::fs`, for offline tools;
+//!   read-only on request); [`disk::files`] replaces small files atomically over any of them.
+//!   Futures are `!Send`: one shard owns a log.
 //! - [`log`]: the segmented log over a `Disk`. Appends return offsets at once; durability is a
 //!   separate watermark (`durable_end`, `wait_durable`) advanced by group-commit rounds; segments
 //!   roll at `segment_bytes` with sparse indexes; suffix truncation and prefix deletion are

@@ -37,6 +37,7 @@
 
 use std::path::Path;
 
+use corum_engine::disk::Disk;
 use corum_types::{NodeId, Uuid};
 
 use crate::error::StorageError;
@@ -266,20 +267,23 @@ impl BootstrapVoters {
         parsed.map_err(corrupt)
     }
 
-    /// Reads `dir/bootstrap.checkpoint`, or `None` if there is none.
-    pub fn read(dir: &Path) -> Result<Option<BootstrapVoters>, StorageError> {
+    /// Reads `dir/bootstrap.checkpoint` on `disk`, or `None` if there is none.
+    pub async fn read<D: Disk>(
+        disk: &D,
+        dir: &Path,
+    ) -> Result<Option<BootstrapVoters>, StorageError> {
         let path = dir.join(BOOTSTRAP_FILE);
-        match fsio::read_optional(&path, BOOTSTRAP_BYTES_MAX)? {
+        match fsio::read_optional(disk, &path, BOOTSTRAP_BYTES_MAX).await? {
             None => Ok(None),
             Some(bytes) => BootstrapVoters::decode(&bytes, &path).map(Some),
         }
     }
 
-    /// Writes `dir/bootstrap.checkpoint` atomically.
-    pub fn write(&self, dir: &Path) -> Result<(), StorageError> {
+    /// Writes `dir/bootstrap.checkpoint` on `disk` atomically.
+    pub async fn write<D: Disk>(&self, disk: &D, dir: &Path) -> Result<(), StorageError> {
         self.validate()
             .map_err(|reason| StorageError::InvalidVoters { reason })?;
-        fsio::write_atomic(&dir.join(BOOTSTRAP_FILE), &self.encode())
+        fsio::write_atomic(disk, &dir.join(BOOTSTRAP_FILE), &self.encode()).await
     }
 }
 
@@ -321,6 +325,8 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use corum_engine::disk::SimDisk;
+    use futures_lite::future::block_on;
     use proptest::prelude::*;
 
     fn three() -> BootstrapVoters {
@@ -402,16 +408,19 @@ mod tests {
     /// A written set reads back; a static quorum's checkpoint holds no voters.
     #[test]
     fn write_read() {
-        let dir = tempfile::tempdir().unwrap();
-        assert_eq!(BootstrapVoters::read(dir.path()).unwrap(), None);
-        three().write(dir.path()).unwrap();
-        assert_eq!(BootstrapVoters::read(dir.path()).unwrap(), Some(three()));
+        let disk = SimDisk::new(1);
+        let dir = Path::new("/data");
+        let read = || block_on(BootstrapVoters::read(&disk, dir)).unwrap();
+        assert_eq!(read(), None);
+        block_on(three().write(&disk, dir)).unwrap();
+        assert_eq!(read(), Some(three()));
         let stat = BootstrapVoters {
             kraft_version: 0,
             voters: vec![],
         };
-        stat.write(dir.path()).unwrap();
-        assert_eq!(BootstrapVoters::read(dir.path()).unwrap(), Some(stat));
+        block_on(stat.write(&disk, dir)).unwrap();
+        assert_eq!(read(), Some(stat));
+        assert_eq!(disk.paths(), vec![dir.join(BOOTSTRAP_FILE)]);
         assert_eq!(three().voter(NodeId(2)).unwrap().endpoints[0].port, 9094);
     }
 
@@ -454,16 +463,16 @@ mod tests {
         let e = v.voters[0].endpoints[0].clone();
         v.voters[0].endpoints.push(e);
         cases.push((v, "twice"));
-        let dir = tempfile::tempdir().unwrap();
+        let disk = SimDisk::new(1);
         for (v, want) in cases {
             let err = v.validate().unwrap_err();
             assert!(err.contains(want), "{want}: {err}");
             assert!(matches!(
-                v.write(dir.path()),
+                block_on(v.write(&disk, Path::new("/data"))),
                 Err(StorageError::InvalidVoters { .. })
             ));
         }
-        assert!(!dir.path().join(BOOTSTRAP_FILE).exists());
+        assert!(disk.paths().is_empty(), "nothing written");
     }
 
     /// Structural damage is reported precisely.

@@ -26,11 +26,14 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use corum_engine::disk::{Disk, StdDisk};
+use corum_engine::log::{LogConfig, TornTail};
 use corum_raft::SnapshotId;
-use corum_types::Uuid;
+use corum_types::{LogOffset, Uuid};
 
 use crate::bootstrap::{BootstrapEndpoint, BootstrapVoter, BootstrapVoters, BOOTSTRAP_FILE};
 use crate::config::{NodeConfig, QuorumVoter};
+use crate::data_dir::{DataDir, DataDirError, LogFit, Mode};
 use crate::error::StorageError;
 use crate::meta_properties::MetaProperties;
 use crate::quorum_state::QuorumState;
@@ -224,18 +227,17 @@ fn controller_endpoints(config: &NodeConfig) -> Result<Vec<BootstrapEndpoint>, S
     Ok(out)
 }
 
-/// Writes the plan unless the directory is already formatted: then it fails, or with
-/// `ignore_formatted` leaves the directory unchanged.
-pub fn format_dir(
+/// Writes the plan on `disk` (`StdDisk` for `corum format`) unless the directory is already
+/// formatted: then it fails, or with `ignore_formatted` leaves the directory unchanged.
+pub async fn format_dir<D: Disk>(
+    disk: &D,
     plan: &FormatPlan,
     ignore_formatted: bool,
 ) -> Result<FormatOutcome, StorageError> {
-    fs::create_dir_all(&plan.dir).map_err(|source| StorageError::Io {
-        op: "create directory",
-        path: plan.dir.clone(),
-        source,
-    })?;
-    if let Some(existing) = MetaProperties::read(&plan.dir)? {
+    disk.create_dir_all(&plan.dir)
+        .await
+        .map_err(|e| crate::fsio::storage_error(e, &plan.dir))?;
+    if let Some(existing) = MetaProperties::read(disk, &plan.dir).await? {
         if ignore_formatted {
             return Ok(FormatOutcome::AlreadyFormatted {
                 dir: plan.dir.clone(),
@@ -247,8 +249,8 @@ pub fn format_dir(
             cluster_id: existing.cluster_id.to_string(),
         });
     }
-    plan.bootstrap.write(&plan.dir)?;
-    plan.meta.write(&plan.dir)?;
+    plan.bootstrap.write(disk, &plan.dir).await?;
+    plan.meta.write(disk, &plan.dir).await?;
     Ok(FormatOutcome::Formatted(plan.clone()))
 }
 
@@ -273,9 +275,25 @@ pub struct DirectoryInfo {
     pub snapshots: Result<Vec<SnapshotId>, StorageError>,
     /// Whether the newest snapshot loads (`None`: there is none), as `corum run` would load it.
     pub newest_snapshot: Option<Result<SnapshotSummary, StorageError>>,
+    /// The metadata log as recovery would find it ([`crate::data_dir`], read-only).
+    pub log: Result<LogSummary, DataDirError>,
     /// Every entry of the directory and of its subdirectories (one level, e.g. `@metadata-0/`),
     /// sorted by path.
     pub entries: Vec<DirEntry>,
+}
+
+/// The metadata log of a data directory as a start would recover it, for `corum info`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogSummary {
+    /// The offsets the node would start with: from the snapshot's end (or the log start) to
+    /// the end of the part that continues it.
+    pub start_offset: LogOffset,
+    pub end_offset: LogOffset,
+    /// What recovery would cut: a torn tail, the segments of an unfinished roll, a suffix that
+    /// does not continue the snapshot.
+    pub torn_tail: Option<TornTail>,
+    pub unfinished_segments: usize,
+    pub fit: LogFit,
 }
 
 /// What a readable snapshot holds, for `corum info`.
@@ -292,30 +310,57 @@ impl DirectoryInfo {
     }
 }
 
-/// Describes a log directory (`corum info`). Fails only if the directory cannot be listed.
+/// Describes a log directory (`corum info`) without writing anything: every file is read
+/// through a read-only `StdDisk`, the log as [`crate::data_dir`] would recover it. Fails only
+/// if the directory cannot be listed.
 pub fn inspect_dir(dir: &Path) -> Result<DirectoryInfo, StorageError> {
     let mut entries = Vec::new();
     list(dir, Path::new(""), 1, &mut entries)?;
     entries.sort_by(|a, b| a.path.cmp(&b.path));
+    futures_lite::future::block_on(describe(StdDisk::read_only(), dir, entries))
+}
+
+async fn describe<D: Disk>(
+    disk: D,
+    dir: &Path,
+    entries: Vec<DirEntry>,
+) -> Result<DirectoryInfo, StorageError> {
     let store = crate::snapshot_store::snapshot_dir(dir);
-    let listed = crate::snapshot_store::list(&store);
+    let listed = crate::snapshot_store::list(&disk, &store).await;
     let newest_snapshot = match &listed {
-        Ok(l) => l.last().map(|(_, path)| {
-            crate::snapshot_store::read(path).map(|s| SnapshotSummary {
-                id: s.id,
-                voters: s.voters.len(),
-                data_bytes: s.data.len(),
-            })
-        }),
+        Ok(l) => match l.last() {
+            Some((_, path)) => {
+                Some(
+                    crate::snapshot_store::read(&disk, path)
+                        .await
+                        .map(|s| SnapshotSummary {
+                            id: s.id,
+                            voters: s.voters.len(),
+                            data_bytes: s.data.len(),
+                        }),
+                )
+            }
+            None => None,
+        },
         Err(_) => None,
     };
+    let log = DataDir::open(disk.clone(), dir, LogConfig::default(), Mode::ReadOnly)
+        .await
+        .map(|d| LogSummary {
+            start_offset: d.log_start,
+            end_offset: d.log_end,
+            torn_tail: d.log_report.torn_tail.clone(),
+            unfinished_segments: d.log_report.removed_unfinished_segments,
+            fit: d.fit,
+        });
     Ok(DirectoryInfo {
         dir: dir.to_path_buf(),
-        meta: MetaProperties::read(dir),
-        quorum_state: QuorumState::read(dir),
-        bootstrap: BootstrapVoters::read(dir),
+        meta: MetaProperties::read(&disk, dir).await,
+        quorum_state: QuorumState::read(&disk, dir).await,
+        bootstrap: BootstrapVoters::read(&disk, dir).await,
         snapshots: listed.map(|l| l.into_iter().map(|(id, _)| id).collect()),
         newest_snapshot,
+        log,
         entries,
     })
 }
@@ -343,16 +388,17 @@ fn list(dir: &Path, rel: &Path, depth: usize, out: &mut Vec<DirEntry>) -> Result
     Ok(())
 }
 
-/// Start-up check for `corum run`: the directory is formatted for this node (and this cluster,
-/// when the caller knows it). Returns the identity and the bootstrap voters.
-pub fn check_formatted(
+/// Start-up check for `corum run`: the directory (on `disk`) is formatted for this node (and
+/// this cluster, when the caller knows it). Returns the identity and the bootstrap voters.
+pub async fn check_formatted<D: Disk>(
+    disk: &D,
     config: &NodeConfig,
     cluster_id: Option<Uuid>,
 ) -> Result<(MetaProperties, BootstrapVoters), StorageError> {
     let dir = &config.metadata_log_dir;
-    let meta = MetaProperties::read_required(dir)?;
+    let meta = MetaProperties::read_required(disk, dir).await?;
     meta.check(dir, cluster_id, config.node_id)?;
-    let bootstrap = BootstrapVoters::read(dir)?.ok_or_else(|| StorageError::Corrupt {
+    let bootstrap = BootstrapVoters::read(disk, dir).await?.ok_or_else(|| StorageError::Corrupt {
         path: dir.join(BOOTSTRAP_FILE),
         reason: "missing, though meta.properties exists: the directory was not formatted by corum format".into(),
     })?;
@@ -379,6 +425,25 @@ pub fn check_formatted(
 mod tests {
     use super::*;
     use crate::config::parse_voters;
+    use futures_lite::future::block_on;
+
+    // Formatting runs outside glommio, as `corum format` does: over `StdDisk`.
+    fn format_dir(
+        plan: &FormatPlan,
+        ignore_formatted: bool,
+    ) -> Result<FormatOutcome, StorageError> {
+        block_on(super::format_dir(&StdDisk::new(), plan, ignore_formatted))
+    }
+    fn check_formatted(
+        config: &NodeConfig,
+        cluster_id: Option<Uuid>,
+    ) -> Result<(MetaProperties, BootstrapVoters), StorageError> {
+        block_on(super::check_formatted(
+            &StdDisk::read_only(),
+            config,
+            cluster_id,
+        ))
+    }
 
     fn config(dir: &Path, extra: &[(&str, &str)]) -> NodeConfig {
         let mut sets: Vec<(String, String)> = [
@@ -428,7 +493,10 @@ mod tests {
             format_dir(&other, true).unwrap(),
             FormatOutcome::AlreadyFormatted { existing, .. } if existing == plan.meta
         ));
-        assert_eq!(MetaProperties::read(&dir).unwrap(), Some(plan.meta));
+        assert_eq!(
+            block_on(MetaProperties::read(&StdDisk::read_only(), &dir)).unwrap(),
+            Some(plan.meta)
+        );
         assert!(matches!(
             check_formatted(&c, Some(Uuid([8; 16]))),
             Err(StorageError::Mismatch {
@@ -463,7 +531,7 @@ mod tests {
                 voters: voters.clone(),
                 data: corum_raft::Payload::from(&b"state"[..]),
             };
-            crate::snapshot_store::write(&store, &s).unwrap();
+            block_on(crate::snapshot_store::write(&StdDisk::new(), &store, &s)).unwrap();
         }
         let info = inspect_dir(&dir).unwrap();
         let ends: Vec<u64> = info
@@ -596,7 +664,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let c = config(tmp.path(), &[]);
         let first = plan_format(&c, CLUSTER, &BootstrapChoice::Standalone, RANDOM).unwrap();
-        first.bootstrap.write(tmp.path()).unwrap();
+        block_on(first.bootstrap.write(&StdDisk::new(), tmp.path())).unwrap();
         // A torn meta.properties tmp file is also left behind.
         std::fs::write(
             tmp.path().join("meta.properties.tmp"),

@@ -1,151 +1,93 @@
-//! Small, durable file replacement for the node's own files (`meta.properties`, `quorum-state`,
-//! `bootstrap.checkpoint`), which are rewritten whole and must never be seen half-written.
+//! The node's files over the engine's [`Disk`] seam: [`corum_engine::disk::files`] (atomic
+//! replace through `NAME.tmp`, bounded reads) with its errors turned into [`StorageError`]s
+//! naming the file. The write steps and what a crash at each leaves are documented there.
 //!
-//! [`write_atomic`] does, in order:
-//!
-//! | step                                   | a crash here leaves                                  |
-//! |----------------------------------------|------------------------------------------------------|
-//! | write `NAME.tmp` (create, truncate)    | the old `NAME`, and a partial tmp file readers ignore |
-//! | fsync `NAME.tmp`                       | the old `NAME`                                        |
-//! | read `NAME.tmp` back, compare          | the old `NAME` (a short or torn tmp is never renamed)  |
-//! | rename `NAME.tmp` -> `NAME`            | the old or the new `NAME`, both complete              |
-//! | fsync the directory                    | the new `NAME`, durably                               |
-//!
-//! Readers only ever open `NAME`; a stale `NAME.tmp` is overwritten by the next write.
+//! Every node file goes through a `Disk`: `UringDisk` in a running node (no blocking call on
+//! the reactor), `SimDisk` in the simulators and crash tests, `StdDisk` in the offline tools
+//! and `corum format`.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use corum_engine::disk::files::{self, ReadError};
+use corum_engine::disk::Disk;
 
 use crate::error::StorageError;
 
-fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> StorageError + 'a {
-    move |source| StorageError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
+/// A disk error as a storage error. The disk seam reports IO errors only; anything else is
+/// named with `path` and kept as its text.
+pub(crate) fn storage_error(e: corum_engine::Error, path: &Path) -> StorageError {
+    match e {
+        corum_engine::Error::Io { op, path, source } => StorageError::Io { op, path, source },
+        other => StorageError::Corrupt {
+            path: path.to_path_buf(),
+            reason: other.to_string(),
+        },
     }
 }
 
-/// The temporary name `path` is written under before the rename.
-pub fn tmp_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    path.with_file_name(name)
+/// Reads `path` whole, or `None` if it does not exist. Refuses files above `max_bytes` (as
+/// [`StorageError::Corrupt`]): every file read here is small, so a big one is not ours.
+pub async fn read_optional<D: Disk>(
+    disk: &D,
+    path: &Path,
+    max_bytes: u64,
+) -> Result<Option<Vec<u8>>, StorageError> {
+    files::read_optional(disk, path, max_bytes)
+        .await
+        .map_err(|e| match e {
+            ReadError::Disk(e) => storage_error(e, path),
+            ReadError::TooLarge { size_bytes, .. } => StorageError::Corrupt {
+                path: path.to_path_buf(),
+                reason: format!("{size_bytes} bytes, larger than {max_bytes} bytes"),
+            },
+        })
 }
 
-/// Replaces `path` with `bytes` durably and atomically (see the module doc).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StorageError> {
-    write_atomic_with(path, bytes, &|_| {})
-}
-
-/// [`write_atomic`] with a hook run on the tmp file's path after it is synced and before it is
-/// verified and renamed: crash-safety tests use it to tear the tmp file.
-pub(crate) fn write_atomic_with(
+/// Replaces `path` with `bytes` durably and atomically ([`files::write_atomic`]).
+pub async fn write_atomic<D: Disk>(
+    disk: &D,
     path: &Path,
     bytes: &[u8],
-    before_verify: &dyn Fn(&Path),
 ) -> Result<(), StorageError> {
-    let tmp = tmp_path(path);
-    {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(io("create", &tmp))?;
-        f.write_all(bytes).map_err(io("write", &tmp))?;
-        f.sync_all().map_err(io("fsync", &tmp))?;
-    }
-    before_verify(&tmp);
-    let written = fs::read(&tmp).map_err(io("read back", &tmp))?;
-    if written != bytes {
-        return Err(StorageError::Corrupt {
-            path: tmp,
-            reason: format!(
-                "read back {} bytes that differ from the {} written; {} left unchanged",
-                written.len(),
-                bytes.len(),
-                path.display()
-            ),
-        });
-    }
-    fs::rename(&tmp, path).map_err(io("rename", &tmp))?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
-}
-
-/// Fsyncs a directory so that a rename or create in it is durable.
-pub fn sync_dir(dir: &Path) -> Result<(), StorageError> {
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io("fsync directory", dir))
-}
-
-/// Reads `path` whole, or `None` if it does not exist. Refuses files above `max_bytes`: every
-/// file read here is small, so a big one is not ours.
-pub fn read_optional(path: &Path, max_bytes: u64) -> Result<Option<Vec<u8>>, StorageError> {
-    let f = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io("open", path)(e)),
-    };
-    let mut bytes = Vec::new();
-    f.take(max_bytes + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io("read", path))?;
-    if bytes.len() as u64 > max_bytes {
-        return Err(StorageError::Corrupt {
-            path: path.to_path_buf(),
-            reason: format!("larger than {max_bytes} bytes"),
-        });
-    }
-    Ok(Some(bytes))
+    files::write_atomic(disk, path, bytes)
+        .await
+        .map_err(|e| storage_error(e, path))
 }
 
 #[cfg(test)]
 mod tests {
+    use corum_engine::disk::{SimDisk, SimFault};
+    use futures_lite::future::block_on;
+
     use super::*;
 
-    /// A write replaces the whole file and leaves no tmp file behind.
+    /// A write replaces the whole file and leaves no tmp file behind; a bounded read refuses a
+    /// larger file; a missing file is `None`; an EIO is an IO error naming the file.
     #[test]
     fn replaces_whole_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("f");
-        write_atomic(&p, b"a long first version").unwrap();
-        write_atomic(&p, b"short").unwrap();
-        assert_eq!(fs::read(&p).unwrap(), b"short");
-        assert!(!tmp_path(&p).exists());
-        assert_eq!(read_optional(&p, 5).unwrap().unwrap(), b"short");
-        assert!(read_optional(&p, 4).is_err());
-        assert!(read_optional(&dir.path().join("none"), 4)
-            .unwrap()
-            .is_none());
-    }
-
-    /// A tmp file torn after its sync (short write, bad sector) is never renamed over the good
-    /// file: the write fails and the old contents stay.
-    #[test]
-    fn torn_tmp_is_not_renamed() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("f");
-        write_atomic(&p, b"good contents").unwrap();
-        let err = write_atomic_with(&p, b"new contents", &|tmp| {
-            let f = OpenOptions::new().write(true).open(tmp).unwrap();
-            f.set_len(4).unwrap();
-        })
-        .unwrap_err();
-        assert!(matches!(err, StorageError::Corrupt { .. }), "{err}");
-        assert_eq!(fs::read(&p).unwrap(), b"good contents");
-        let err = write_atomic_with(&p, b"new contents", &|tmp| {
-            fs::write(tmp, b"new contentX").unwrap();
-        })
-        .unwrap_err();
-        assert!(err.to_string().contains("left unchanged"), "{err}");
-        assert_eq!(fs::read(&p).unwrap(), b"good contents");
+        block_on(async {
+            let disk = SimDisk::new(1);
+            let p = Path::new("/d/f");
+            write_atomic(&disk, p, b"a long first version")
+                .await
+                .unwrap();
+            write_atomic(&disk, p, b"short").await.unwrap();
+            assert_eq!(disk.paths(), vec![p.to_path_buf()]);
+            assert_eq!(read_optional(&disk, p, 5).await.unwrap().unwrap(), b"short");
+            let e = read_optional(&disk, p, 4).await.unwrap_err();
+            assert!(matches!(e, StorageError::Corrupt { .. }), "{e}");
+            assert!(e.to_string().contains("larger than 4 bytes"), "{e}");
+            assert!(read_optional(&disk, Path::new("/d/none"), 4)
+                .await
+                .unwrap()
+                .is_none());
+            disk.inject(SimFault::FailNextSync);
+            let e = write_atomic(&disk, p, b"new").await.unwrap_err();
+            assert!(
+                matches!(&e, StorageError::Io { op: "fdatasync", path, .. } if path.ends_with("f.tmp")),
+                "{e}"
+            );
+            assert_eq!(read_optional(&disk, p, 5).await.unwrap().unwrap(), b"short");
+        });
     }
 }

@@ -5,7 +5,11 @@
 //!   for placement and limits), one table of keys driving parsing, defaults and help, and
 //!   every component's settings derived from it ([`config::components`]).
 //! - [`meta_properties`] and [`quorum_state`]: the node's own files in `metadata.log.dir`, written
-//!   atomically by [`fsio`] (tmp file, fsync, verify, rename, fsync directory).
+//!   atomically over the engine's `Disk` seam by [`fsio`] (tmp file, fsync, rename, fsync
+//!   directory), so simulated disk faults reach them.
+//! - [`data_dir`]: a data directory opened over any `Disk`: the quorum state, the newest
+//!   snapshot and the metadata log fitted to continue it; recovery at start-up, or read-only
+//!   for the offline tools.
 //! - [`bootstrap`]: the initial voter set `corum format` decides (`bootstrap.checkpoint`), and
 //!   [`format`](mod@format): formatting (`corum format`) and describing (`corum info`) a log directory.
 //! - [`protocol`]: the `corum-protocol` crate (the RPC envelope, its errors, the client
@@ -34,6 +38,7 @@
 pub mod bootstrap;
 pub mod calls;
 pub mod config;
+pub mod data_dir;
 pub mod dispatch;
 pub mod driver;
 pub mod error;

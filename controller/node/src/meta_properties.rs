@@ -11,12 +11,13 @@
 //! ```
 //!
 //! Its presence is what "formatted" means. It is written once, by `corum format`, atomically
-//! ([`crate::fsio::write_atomic`]); `corum run` refuses a directory without it or with another
+//! ([`crate::fsio::write_atomic`], over any `Disk`); `corum run` refuses a directory without it or with another
 //! cluster id or node id. Every key is required, none may repeat, unknown keys are rejected, and
 //! the ids must be valid non-zero UUIDs: anything else is [`StorageError::Corrupt`].
 
 use std::path::Path;
 
+use corum_engine::disk::Disk;
 use corum_types::{NodeId, Uuid};
 
 use crate::config::parse_properties;
@@ -108,10 +109,13 @@ impl MetaProperties {
         })
     }
 
-    /// Reads `dir/meta.properties`, or `None` if the directory is not formatted.
-    pub fn read(dir: &Path) -> Result<Option<MetaProperties>, StorageError> {
+    /// Reads `dir/meta.properties` on `disk`, or `None` if the directory is not formatted.
+    pub async fn read<D: Disk>(
+        disk: &D,
+        dir: &Path,
+    ) -> Result<Option<MetaProperties>, StorageError> {
         let path = dir.join(META_PROPERTIES_FILE);
-        let Some(bytes) = fsio::read_optional(&path, META_PROPERTIES_BYTES_MAX)? else {
+        let Some(bytes) = fsio::read_optional(disk, &path, META_PROPERTIES_BYTES_MAX).await? else {
             return Ok(None);
         };
         let text = std::str::from_utf8(&bytes).map_err(|e| StorageError::Corrupt {
@@ -122,15 +126,25 @@ impl MetaProperties {
     }
 
     /// Reads `dir/meta.properties`, failing if the directory is not formatted.
-    pub fn read_required(dir: &Path) -> Result<MetaProperties, StorageError> {
-        MetaProperties::read(dir)?.ok_or_else(|| StorageError::NotFormatted {
-            dir: dir.to_path_buf(),
-        })
+    pub async fn read_required<D: Disk>(
+        disk: &D,
+        dir: &Path,
+    ) -> Result<MetaProperties, StorageError> {
+        MetaProperties::read(disk, dir)
+            .await?
+            .ok_or_else(|| StorageError::NotFormatted {
+                dir: dir.to_path_buf(),
+            })
     }
 
-    /// Writes `dir/meta.properties` atomically.
-    pub fn write(&self, dir: &Path) -> Result<(), StorageError> {
-        fsio::write_atomic(&dir.join(META_PROPERTIES_FILE), self.to_text().as_bytes())
+    /// Writes `dir/meta.properties` on `disk` atomically.
+    pub async fn write<D: Disk>(&self, disk: &D, dir: &Path) -> Result<(), StorageError> {
+        fsio::write_atomic(
+            disk,
+            &dir.join(META_PROPERTIES_FILE),
+            self.to_text().as_bytes(),
+        )
+        .await
     }
 
     /// Checks that a formatted directory belongs to this node of this cluster (start-up check).
@@ -166,6 +180,8 @@ impl MetaProperties {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use corum_engine::disk::{SimDisk, StdDisk};
+    use futures_lite::future::block_on;
     use proptest::prelude::*;
 
     fn sample() -> MetaProperties {
@@ -179,27 +195,34 @@ mod tests {
     /// What is written reads back the same; a missing file reads as "not formatted".
     #[test]
     fn write_read() {
-        let dir = tempfile::tempdir().unwrap();
-        assert_eq!(MetaProperties::read(dir.path()).unwrap(), None);
+        let disk = SimDisk::new(1);
+        let dir = Path::new("/data");
+        assert_eq!(block_on(MetaProperties::read(&disk, dir)).unwrap(), None);
         assert!(matches!(
-            MetaProperties::read_required(dir.path()),
+            block_on(MetaProperties::read_required(&disk, dir)),
             Err(StorageError::NotFormatted { .. })
         ));
-        sample().write(dir.path()).unwrap();
-        assert_eq!(MetaProperties::read(dir.path()).unwrap(), Some(sample()));
-        let m = MetaProperties::read_required(dir.path()).unwrap();
-        m.check(dir.path(), Some(sample().cluster_id), NodeId(3))
-            .unwrap();
-        m.check(dir.path(), None, NodeId(3)).unwrap();
+        block_on(sample().write(&disk, dir)).unwrap();
+        assert_eq!(
+            block_on(MetaProperties::read(&disk, dir)).unwrap(),
+            Some(sample())
+        );
+        assert_eq!(
+            disk.contents(&dir.join(META_PROPERTIES_FILE)).unwrap(),
+            sample().to_text().as_bytes()
+        );
+        let m = block_on(MetaProperties::read_required(&disk, dir)).unwrap();
+        m.check(dir, Some(sample().cluster_id), NodeId(3)).unwrap();
+        m.check(dir, None, NodeId(3)).unwrap();
         assert!(matches!(
-            m.check(dir.path(), None, NodeId(4)),
+            m.check(dir, None, NodeId(4)),
             Err(StorageError::Mismatch {
                 field: "node.id",
                 ..
             })
         ));
         assert!(matches!(
-            m.check(dir.path(), Some(Uuid::from_random_bits(9)), NodeId(3)),
+            m.check(dir, Some(Uuid::from_random_bits(9)), NodeId(3)),
             Err(StorageError::Mismatch {
                 field: "cluster.id",
                 ..
@@ -244,19 +267,22 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(META_PROPERTIES_FILE), [0xff, 0xfe]).unwrap();
-        assert!(MetaProperties::read(dir.path())
-            .unwrap_err()
-            .to_string()
-            .contains("UTF-8"));
+        assert!(
+            block_on(MetaProperties::read(&StdDisk::read_only(), dir.path()))
+                .unwrap_err()
+                .to_string()
+                .contains("UTF-8")
+        );
     }
 
     proptest! {
         /// Arbitrary bytes never panic the reader.
         #[test]
         fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
-            let dir = tempfile::tempdir().unwrap();
-            std::fs::write(dir.path().join(META_PROPERTIES_FILE), &bytes).unwrap();
-            let _ = MetaProperties::read(dir.path());
+            let disk = SimDisk::new(1);
+            let dir = Path::new("/data");
+            block_on(corum_engine::disk::files::write_atomic(&disk, &dir.join(META_PROPERTIES_FILE), &bytes)).unwrap();
+            let _ = block_on(MetaProperties::read(&disk, dir));
         }
 
         /// Every identity round-trips through the text form.

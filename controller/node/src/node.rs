@@ -32,7 +32,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use corum_controller::{Controller, ControllerConfig};
-use corum_engine::disk::UringDisk;
+use corum_engine::disk::{StdDisk, UringDisk};
 use corum_raft::VoterSet;
 use corum_runtime::{Placement, Runtime, ShardContext, ShardRole};
 use corum_types::{NodeId, Uuid};
@@ -91,7 +91,12 @@ impl NodePlan {
         })?;
         let client_addr = listen_addr(&client.endpoint)?;
         let raft_addr = listen_addr(&config.controller_listener().endpoint)?;
-        let (meta, bootstrap) = check_formatted(&config, cluster_id)?;
+        // Before any shard runs (outside glommio): the blocking disk, read-only.
+        let (meta, bootstrap) = futures_lite::future::block_on(check_formatted(
+            &StdDisk::read_only(),
+            &config,
+            cluster_id,
+        ))?;
         let replica = components::raft_replica(&config, meta.directory_id, Some(&bootstrap))?;
         let driver = components::raft_driver(&config, replica)?;
         let service = components::controller_service(&config, &driver.bootstrap_voters);

@@ -1,6 +1,8 @@
 //! `quorum-state`: the Raft election state that must survive a restart (KIP-595): the current
 //! epoch, the leader known for it, and the vote cast in it. Raft persists it **before** sending a
-//! vote or acting on a new epoch; it is rewritten whole with [`crate::fsio::write_atomic`].
+//! vote or acting on a new epoch; it is rewritten whole with [`crate::fsio::write_atomic`]
+//! over the node's [`Disk`] (in a node the io_uring disk, so the write does not block the
+//! shard; crash tests and the simulators use `SimDisk`).
 //!
 //! This byte layout is the file's one encoding (the Raft crate's
 //! [`corum_raft::QuorumStateRecord`] is the same state in memory, converted by
@@ -29,6 +31,7 @@
 
 use std::path::Path;
 
+use corum_engine::disk::Disk;
 use corum_types::{Epoch, NodeId, Uuid};
 
 use crate::error::StorageError;
@@ -198,24 +201,26 @@ impl QuorumState {
         })
     }
 
-    /// Reads `dir/quorum-state`, or `None` if it was never written (a fresh node).
-    pub fn read(dir: &Path) -> Result<Option<QuorumState>, StorageError> {
+    /// Reads `dir/quorum-state` on `disk`, or `None` if it was never written (a fresh node).
+    pub async fn read<D: Disk>(disk: &D, dir: &Path) -> Result<Option<QuorumState>, StorageError> {
         let path = dir.join(QUORUM_STATE_FILE);
-        match fsio::read_optional(&path, 4096)? {
+        match fsio::read_optional(disk, &path, 4096).await? {
             None => Ok(None),
             Some(bytes) => QuorumState::decode(&bytes, &path).map(Some),
         }
     }
 
-    /// Replaces `dir/quorum-state` durably and atomically.
-    pub fn write(&self, dir: &Path) -> Result<(), StorageError> {
-        fsio::write_atomic(&dir.join(QUORUM_STATE_FILE), &self.encode())
+    /// Replaces `dir/quorum-state` on `disk` durably and atomically.
+    pub async fn write<D: Disk>(&self, disk: &D, dir: &Path) -> Result<(), StorageError> {
+        fsio::write_atomic(disk, &dir.join(QUORUM_STATE_FILE), &self.encode()).await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use corum_engine::disk::{SimDisk, SimFault, StdDisk};
+    use futures_lite::future::block_on;
     use proptest::prelude::*;
 
     fn state(epoch: u64, leader: Option<u32>, vote: Option<(u32, Option<u128>)>) -> QuorumState {
@@ -369,18 +374,26 @@ mod tests {
     /// Written states read back; a missing file is `None`.
     #[test]
     fn write_read() {
-        let dir = tempfile::tempdir().unwrap();
-        assert_eq!(QuorumState::read(dir.path()).unwrap(), None);
-        for s in [
-            state(1, None, None),
-            state(2, Some(1), None),
-            state(3, None, Some((2, None))),
-            state(4, Some(2), Some((2, Some(5)))),
-        ] {
-            s.write(dir.path()).unwrap();
-            assert_eq!(QuorumState::read(dir.path()).unwrap(), Some(s));
-        }
-        assert_eq!(QuorumState::default().encode().len(), QUORUM_STATE_BYTES);
+        block_on(async {
+            let disk = SimDisk::new(1);
+            let dir = Path::new("/data");
+            assert_eq!(QuorumState::read(&disk, dir).await.unwrap(), None);
+            for s in [
+                state(1, None, None),
+                state(2, Some(1), None),
+                state(3, None, Some((2, None))),
+                state(4, Some(2), Some((2, Some(5)))),
+            ] {
+                s.write(&disk, dir).await.unwrap();
+                assert_eq!(QuorumState::read(&disk, dir).await.unwrap(), Some(s));
+                assert_eq!(
+                    disk.contents(&dir.join(QUORUM_STATE_FILE)).unwrap(),
+                    s.encode(),
+                    "the file holds exactly the encoding (no block padding)"
+                );
+            }
+            assert_eq!(QuorumState::default().encode().len(), QUORUM_STATE_BYTES);
+        });
     }
 
     /// Each structural error is reported with its own reason, not defaulted; a sealed file of
@@ -424,46 +437,86 @@ mod tests {
         );
     }
 
-    /// A crash while writing never replaces a good state: a partial or torn tmp file is ignored
-    /// by readers and never renamed, and a truncated state file is reported, not read as empty.
+    /// A crash at any step of a write (all unsynced state lost, or a torn prefix of it kept)
+    /// leaves the old state or the new one, never a mix and never "no state"; an EIO on the
+    /// write or the sync is reported and the old state stays; a leftover tmp file is ignored by
+    /// readers and overwritten by the next write.
     #[test]
     fn crash_safety() {
-        let dir = tempfile::tempdir().unwrap();
+        use corum_engine::disk::files::{tmp_path, write_atomic_via, WriteStep};
+        let dir = Path::new("/data");
+        let path = dir.join(QUORUM_STATE_FILE);
         let good = state(5, Some(1), Some((1, Some(9))));
-        good.write(dir.path()).unwrap();
-        let path = dir.path().join(QUORUM_STATE_FILE);
-        let tmp = fsio::tmp_path(&path);
-        let newer = state(6, None, Some((3, None))).encode();
-        // A crash after writing part of the tmp file: every prefix, the old state stays.
-        for len in 0..=newer.len() {
-            std::fs::write(&tmp, &newer[..len]).unwrap();
-            assert_eq!(QuorumState::read(dir.path()).unwrap(), Some(good));
+        let newer = state(6, None, Some((3, None)));
+        for seed in 0..30 {
+            for stop in WriteStep::ALL.map(Some).into_iter().chain([None]) {
+                for torn in [false, true] {
+                    block_on(async {
+                        let disk = SimDisk::new(seed);
+                        good.write(&disk, dir).await.unwrap();
+                        let done = write_atomic_via(
+                            &disk,
+                            &path,
+                            &tmp_path(&path),
+                            &[&newer.encode()],
+                            stop,
+                        )
+                        .await
+                        .unwrap();
+                        assert_eq!(done, stop.is_none());
+                        if torn {
+                            disk.crash_torn();
+                        } else {
+                            disk.crash();
+                        }
+                        let found = QuorumState::read(&disk, dir).await.unwrap();
+                        let what = format!("seed {seed} stop {stop:?} torn {torn}");
+                        match stop {
+                            None => assert_eq!(found, Some(newer), "{what}"),
+                            Some(WriteStep::SyncDir) => {
+                                assert!(found == Some(good) || found == Some(newer), "{what}")
+                            }
+                            Some(_) => assert_eq!(found, Some(good), "{what}"),
+                        }
+                        let next = state(7, Some(3), None);
+                        next.write(&disk, dir).await.unwrap();
+                        assert_eq!(QuorumState::read(&disk, dir).await.unwrap(), Some(next));
+                    });
+                }
+            }
         }
-        // A tmp file torn after its sync is caught before the rename.
-        for len in [0, 1, 20, 43] {
-            let err = fsio::write_atomic_with(&path, &newer, &|t| {
-                let f = std::fs::OpenOptions::new().write(true).open(t).unwrap();
+        for fault in [SimFault::FailNextWrite, SimFault::FailNextSync] {
+            block_on(async {
+                let disk = SimDisk::new(3);
+                good.write(&disk, dir).await.unwrap();
+                disk.inject(fault);
+                let e = newer.write(&disk, dir).await.unwrap_err();
+                assert!(matches!(e, StorageError::Io { .. }), "{fault:?}: {e}");
+                assert_eq!(QuorumState::read(&disk, dir).await.unwrap(), Some(good));
+                disk.crash_torn();
+                assert_eq!(QuorumState::read(&disk, dir).await.unwrap(), Some(good));
+            });
+        }
+    }
+
+    /// A state file truncated behind our back (a broken disk) is an error, never "no state".
+    #[test]
+    fn truncated_file_is_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let disk = StdDisk::new();
+        let path = tmp.path().join(QUORUM_STATE_FILE);
+        let s = state(7, Some(3), None);
+        block_on(async {
+            for len in 0..QUORUM_STATE_BYTES as u64 {
+                s.write(&disk, tmp.path()).await.unwrap();
+                let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
                 f.set_len(len).unwrap();
-            })
-            .unwrap_err();
-            assert!(matches!(err, StorageError::Corrupt { .. }));
-            assert_eq!(QuorumState::read(dir.path()).unwrap(), Some(good));
-        }
-        // The next successful write replaces the stale tmp and the state.
-        let next = state(7, Some(3), None);
-        next.write(dir.path()).unwrap();
-        assert_eq!(QuorumState::read(dir.path()).unwrap(), Some(next));
-        assert!(!tmp.exists());
-        // A state file truncated behind our back (a broken disk) is an error, never "no state".
-        for len in 0..QUORUM_STATE_BYTES as u64 {
-            let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-            f.set_len(len).unwrap();
-            assert!(matches!(
-                QuorumState::read(dir.path()),
-                Err(StorageError::Corrupt { .. })
-            ));
-            next.write(dir.path()).unwrap();
-        }
+                assert!(matches!(
+                    QuorumState::read(&disk, tmp.path()).await,
+                    Err(StorageError::Corrupt { .. })
+                ));
+            }
+        });
     }
 
     proptest! {

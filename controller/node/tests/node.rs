@@ -77,7 +77,12 @@ fn format(config: &NodeConfig) {
         Uuid([0x11; 16]),
     )
     .unwrap();
-    format_dir(&plan, false).unwrap();
+    futures_lite::future::block_on(format_dir(
+        &corum_engine::disk::StdDisk::new(),
+        &plan,
+        false,
+    ))
+    .unwrap();
 }
 
 /// The broker config resource of broker `id` (it need not be registered).

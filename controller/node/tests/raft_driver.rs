@@ -469,7 +469,7 @@ fn three_drivers_replicate_survive_restarts_and_leader_loss_on_real_disks() {
         assert_eq!(user, expected);
         for (id, epoch) in epochs {
             let dir = &finals.iter().find(|f| f.0 == id).unwrap().1;
-            let qs = QuorumState::read(dir).unwrap().unwrap();
+            let qs = QuorumState::read(&UringDisk, dir).await.unwrap().unwrap();
             assert_eq!(qs.epoch, epoch, "node {id}'s quorum-state epoch");
         }
 
@@ -824,13 +824,14 @@ fn snapshots_let_the_log_prefix_go_and_a_follower_behind_it_installs_the_leaders
             nodes[l].handle.status().raft.log_start_offset == ends[l]
         })
         .await;
-        let files = std::fs::read_dir(
-            tmp.path()
-                .join(format!("node-{}", nodes[l].id))
-                .join("snapshots"),
-        )
-        .unwrap()
-        .count();
+        // The nodes' files are on their simulated disks, snapshots included.
+        let store = corum_node::snapshot_store::snapshot_dir(
+            &tmp.path().join(format!("node-{}", nodes[l].id)),
+        );
+        let files = corum_node::snapshot_store::list(&disks[nodes[l].id as usize - 1], &store)
+            .await
+            .unwrap()
+            .len();
         assert_eq!(files, 1, "one snapshot in the leader's store");
         propose_all(&nodes, 3100..3200).await;
 

@@ -8,6 +8,11 @@
 //!   a glommio executor (see [`executor_builder`]).
 //! - [`SimDisk`]: in memory, deterministic (seeded), with injectable faults. Its futures are
 //!   always ready, so it runs under any executor, including `futures_lite::future::block_on`.
+//! - [`StdDisk`]: blocking `std::fs` (page cache, no O_DIRECT), futures ready at once: for the
+//!   offline tools outside glommio; [`StdDisk::read_only`] refuses every change.
+//!
+//! [`files`] writes and reads small files whole over any of them (atomic replace: temporary
+//! file, sync, rename, directory sync), for the node's own files and snapshots.
 //!
 //! # Contract (what the log relies on)
 //!
@@ -25,12 +30,15 @@
 //! - Any `Err` from `sync` means the state of the unsynced data is unknown; the log treats it
 //!   as fatal.
 
+pub mod files;
 pub mod sim;
+pub mod std_fs;
 pub mod uring;
 
 use std::path::{Path, PathBuf};
 
 pub use sim::{SimDisk, SimFault};
+pub use std_fs::StdDisk;
 pub use uring::{executor_builder, UringDisk};
 
 use crate::buf::AlignedBuf;

@@ -141,6 +141,12 @@ impl Disk for UringDisk {
     }
 
     async fn sync_dir(&self, dir: &Path) -> Result<()> {
+        // `""` (the parent of a bare file name) is the current directory.
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
         let d = glommio::io::Directory::open(dir)
             .await
             .map_err(|e| io_err("open dir", dir, e.into()))?;

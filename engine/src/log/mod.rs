@@ -39,6 +39,8 @@
 //! - On [`Log::open`], everything that was durable is recovered. A torn or unsynced tail of the
 //!   last segment is cut off and reported in the [`RecoveryReport`]. Damage followed by valid
 //!   frames, or anywhere in a sealed segment, is [`Error::Corruption`]: never skipped.
+//!   [`Log::open_read_only`] reads the same log without writing anything (offline tools): its
+//!   report says what `open` would cut, and the log refuses writes.
 //!
 //! # Physical layout decisions
 //!
@@ -302,6 +304,8 @@ pub(crate) struct Inner<D: Disk> {
     pub appended: Notify,
     pub io: IoLock,
     pub closed: Cell<bool>,
+    /// Opened with [`Log::open_read_only`]: nothing is ever written.
+    pub read_only: bool,
     pub stats: Cell<LogStats>,
 }
 
@@ -342,6 +346,16 @@ impl<D: Disk> Clone for Log<D> {
 impl<D: Disk> Log<D> {
     pub fn dir(&self) -> &Path {
         &self.inner.dir
+    }
+
+    /// The disk the log is on (the node writes its other files there too).
+    pub fn disk(&self) -> &D {
+        &self.inner.disk
+    }
+
+    /// Whether the log was opened with [`Log::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
     }
 
     pub fn config(&self) -> &LogConfig {

@@ -217,18 +217,57 @@ fn entries_of(
 impl<D: Disk> Log<D> {
     /// Open (or create) the log in `dir`, recovering what is on disk.
     pub async fn open(disk: D, dir: &Path, config: LogConfig) -> Result<(Self, RecoveryReport)> {
+        Self::open_with(disk, dir, config, false).await
+    }
+
+    /// Open the log in `dir` without writing anything (for offline tools, on a read-only or
+    /// full directory, over [`crate::disk::StdDisk::read_only`]): the log [`Log::open`] would
+    /// recover, read from the files as they are. The [`RecoveryReport`] says what `open` would
+    /// cut (a torn tail it would zero, the segments of an unfinished roll it would remove);
+    /// nothing is zeroed, removed, synced or created. A missing directory is an empty log.
+    /// The log refuses every write ([`Log::failure`] says why); [`Log::close`] only closes.
+    pub async fn open_read_only(
+        disk: D,
+        dir: &Path,
+        config: LogConfig,
+    ) -> Result<(Self, RecoveryReport)> {
+        Self::open_with(disk, dir, config, true).await
+    }
+
+    async fn open_with(
+        disk: D,
+        dir: &Path,
+        config: LogConfig,
+        read_only: bool,
+    ) -> Result<(Self, RecoveryReport)> {
         config.validate()?;
-        disk.create_dir_all(dir).await?;
-        for name in disk.list(dir).await? {
-            if name.ends_with(".tmp") {
-                disk.remove(&dir.join(&name)).await?;
+        if !read_only {
+            disk.create_dir_all(dir).await?;
+        }
+        let listed = match disk.list(dir).await {
+            Ok(names) => names,
+            Err(e) if read_only && crate::disk::files::is_not_found(&e) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        if !read_only {
+            for name in &listed {
+                if name.ends_with(".tmp") {
+                    disk.remove(&dir.join(name)).await?;
+                }
             }
         }
-        let names = segment_names(&disk, dir).await?;
+        let mut names: Vec<_> = listed
+            .iter()
+            .filter_map(|n| parse_segment_name(n).map(|b| (b, n.clone())))
+            .collect();
+        names.sort();
         let mut report = RecoveryReport::default();
         let mut segments: Vec<Segment<D>> = Vec::new();
         let mut last_epoch = Epoch::ZERO;
-        if names.is_empty() {
+        if names.is_empty() && read_only {
+            // What `open` would create: an empty log at 0 (no file: nothing is ever read).
+            segments.push(Segment::new_empty(dir, LogOffset::ZERO));
+        } else if names.is_empty() {
             let mut seg = Segment::new_empty(dir, LogOffset::ZERO);
             let f = disk.open(&seg.path, OpenMode::Create).await?;
             f.allocate(config.segment_bytes).await?;
@@ -237,7 +276,9 @@ impl<D: Disk> Log<D> {
             seg.file = Some(Rc::new(f));
             segments.push(seg);
         } else {
-            let names = Self::drop_unfinished_roll(&disk, dir, &config, names, &mut report).await?;
+            let names =
+                Self::drop_unfinished_roll(&disk, dir, &config, names, read_only, &mut report)
+                    .await?;
             let last_i = names.len() - 1;
             for (i, (base, name)) in names.iter().enumerate() {
                 let path = dir.join(name);
@@ -255,16 +296,33 @@ impl<D: Disk> Log<D> {
                 }
                 let file = disk.open(&path, OpenMode::Existing).await?;
                 let seg = if i < last_i {
-                    Self::load_sealed(&disk, dir, &config, *base, file, last_epoch, &mut report)
-                        .await?
+                    Self::load_sealed(
+                        &disk,
+                        &config,
+                        *base,
+                        file,
+                        last_epoch,
+                        read_only,
+                        &mut report,
+                    )
+                    .await?
                 } else {
                     let index_path = dir.join(index_file_name(*base));
-                    if disk.list(dir).await?.contains(&index_file_name(*base)) {
+                    if !read_only && disk.list(dir).await?.contains(&index_file_name(*base)) {
                         // A stale index of a segment that became active again (truncation).
                         disk.remove(&index_path).await?;
                         disk.sync_dir(dir).await?;
                     }
-                    Self::recover_active(dir, &config, *base, file, last_epoch, &mut report).await?
+                    Self::recover_active(
+                        dir,
+                        &config,
+                        *base,
+                        file,
+                        last_epoch,
+                        read_only,
+                        &mut report,
+                    )
+                    .await?
                 };
                 if let Some(e) = seg.last_epoch() {
                     last_epoch = e;
@@ -279,7 +337,12 @@ impl<D: Disk> Log<D> {
             }
         }
         let end = segments.last().expect("at least one segment").end_offset;
-        let free = Self::load_free(&disk, dir, &config, segments[0].base).await?;
+        // A read-only log never rolls: it keeps no free files (and removes none).
+        let free = if read_only {
+            Vec::new()
+        } else {
+            Self::load_free(&disk, dir, &config, segments[0].base).await?
+        };
         report.segments = segments.len();
         report.start_offset = segments[0].base;
         report.end_offset = end;
@@ -290,7 +353,12 @@ impl<D: Disk> Log<D> {
             last_epoch,
             epochs,
             buffered_bytes: 0,
-            failed: None,
+            failed: read_only.then(|| {
+                format!(
+                    "{} was opened read-only (an offline view): it takes no writes",
+                    dir.display()
+                )
+            }),
             free,
             spare: Vec::new(),
         };
@@ -304,10 +372,11 @@ impl<D: Disk> Log<D> {
                 appended: Notify::default(),
                 io: IoLock::default(),
                 closed: std::cell::Cell::new(false),
+                read_only,
                 stats: std::cell::Cell::new(super::LogStats::default()),
             }),
         };
-        if let Some(t) = &report.torn_tail {
+        if let Some(t) = report.torn_tail.as_ref().filter(|_| !read_only) {
             tracing::warn!(segment = %t.segment.display(), position = t.position, dropped_bytes = t.dropped_bytes, reason = %t.reason, "recovery cut off a torn tail");
         }
         Ok((log, report))
@@ -335,6 +404,7 @@ impl<D: Disk> Log<D> {
         dir: &Path,
         config: &LogConfig,
         mut names: Vec<(LogOffset, String)>,
+        read_only: bool,
         report: &mut RecoveryReport,
     ) -> Result<Vec<(LogOffset, String)>> {
         let listed = disk.list(dir).await?;
@@ -382,15 +452,20 @@ impl<D: Disk> Log<D> {
             ));
         }
         for (later, later_name) in names[i + 1..].iter().rev() {
+            report.removed_unfinished_segments += 1;
+            if read_only {
+                continue;
+            }
             let path = dir.join(later_name);
             tracing::warn!(segment = %path.display(), "removing a segment of an unfinished roll");
             disk.remove(&path).await?;
             if listed.contains(&index_file_name(*later)) {
                 disk.remove(&dir.join(index_file_name(*later))).await?;
             }
-            report.removed_unfinished_segments += 1;
         }
-        disk.sync_dir(dir).await?;
+        if !read_only {
+            disk.sync_dir(dir).await?;
+        }
         names.truncate(i + 1);
         Ok(names)
     }
@@ -435,14 +510,17 @@ impl<D: Disk> Log<D> {
 
     async fn load_sealed(
         disk: &D,
-        dir: &Path,
         config: &LogConfig,
         base: LogOffset,
         file: D::File,
         prev_epoch: Epoch,
+        read_only: bool,
         report: &mut RecoveryReport,
     ) -> Result<Segment<D>> {
         let path = file.path().to_path_buf();
+        let dir = path
+            .parent()
+            .expect("a segment file is in the log directory");
         let index_path = dir.join(index_file_name(base));
         let loaded = match disk.open(&index_path, OpenMode::Existing).await {
             Ok(f) => {
@@ -483,7 +561,9 @@ impl<D: Disk> Log<D> {
                 report.rebuilt_indexes += 1;
                 // The frames may have been written but never synced (the round that sealed the
                 // segment died before its fdatasync): sync before relying on them.
-                file.sync().await?;
+                if !read_only {
+                    file.sync().await?;
+                }
                 rebuilt = true;
                 SealedIndex {
                     base_offset: base,
@@ -513,6 +593,7 @@ impl<D: Disk> Log<D> {
         base: LogOffset,
         file: D::File,
         prev_epoch: Epoch,
+        read_only: bool,
         report: &mut RecoveryReport,
     ) -> Result<Segment<D>> {
         let path = file.path().to_path_buf();
@@ -603,9 +684,11 @@ impl<D: Disk> Log<D> {
             // stale frame of a recycled file destroy nothing that is data).
             let header = (HEADER_BYTES as u64).min(file_size.saturating_sub(p));
             let zero_end = align_up_block(p + dropped.max(header));
-            let mut fix = AlignedBuf::zeroed((zero_end - block_start) as usize);
-            fix[..rel].copy_from_slice(&region[..rel]);
-            file.write_at(block_start, &fix).await?;
+            if !read_only {
+                let mut fix = AlignedBuf::zeroed((zero_end - block_start) as usize);
+                fix[..rel].copy_from_slice(&region[..rel]);
+                file.write_at(block_start, &fix).await?;
+            }
             report.torn_tail = Some(TornTail {
                 segment: path.clone(),
                 position: p,
@@ -615,7 +698,9 @@ impl<D: Disk> Log<D> {
         }
         // What we recovered may have been written but never synced (the process died before
         // its fdatasync): sync now, before calling it durable.
-        file.sync().await?;
+        if !read_only {
+            file.sync().await?;
+        }
         let mut seg = Segment::new_empty(dir, base);
         let (entries, since) = entries_of(&s.batches, config.index_interval_bytes);
         seg.entries = entries;

@@ -426,6 +426,97 @@ fn torn_tail_is_cut_and_reported() {
 }
 
 #[test]
+fn read_only_open_reports_what_open_would_cut_and_writes_nothing() {
+    // Proves a read-only open sees the log `open` would recover (batches over several
+    // segments, a torn tail cut) and reports the cut, without a single write, sync, create or
+    // remove; the log refuses appends; a missing directory is an empty log.
+    block_on(async {
+        let disk = SimDisk::new(11);
+        let (log, _) = open(&disk).await;
+        for i in 0..40 {
+            log.append(&batch(1 + i / 20, 1), &payload(i, 700)).unwrap();
+        }
+        log.flush().await.unwrap();
+        assert!(log.segment_count() > 1, "the test needs sealed segments");
+        let last = log
+            .inner
+            .state
+            .borrow()
+            .segments
+            .last()
+            .unwrap()
+            .path
+            .clone();
+        let end = log.inner.state.borrow().segments.last().unwrap().size_bytes as usize;
+        let expected = read_all(&log).await;
+        drop(log);
+        // Garbage where the next frame would start: a torn tail.
+        let mut image = disk.contents(&last).unwrap();
+        image[end..end + 24].copy_from_slice(&[0xab; 24]);
+        let f = disk
+            .open(&last, crate::disk::OpenMode::Existing)
+            .await
+            .unwrap();
+        f.write_at(
+            0,
+            &image[..crate::buf::align_up_block(end as u64 + 24) as usize],
+        )
+        .await
+        .unwrap();
+        f.sync().await.unwrap();
+        disk.sync_dir(&dir()).await.unwrap();
+        let before: Vec<_> = disk
+            .paths()
+            .iter()
+            .map(|p| (p.clone(), disk.contents(p)))
+            .collect();
+        let (writes, syncs) = (disk.write_count(), disk.sync_count());
+
+        let (ro, report) = Log::open_read_only(disk.clone(), &dir(), small_config())
+            .await
+            .unwrap();
+        let torn = report.torn_tail.clone().expect("the torn tail is reported");
+        assert_eq!(
+            (torn.segment.clone(), torn.position),
+            (last.clone(), end as u64)
+        );
+        assert_eq!(read_all(&ro).await, expected);
+        assert!(ro.is_read_only());
+        assert!(ro.failure().unwrap().contains("read-only"));
+        assert!(matches!(
+            ro.append(&batch(2, 1), b"x"),
+            Err(Error::Failed { .. })
+        ));
+        assert!(ro.truncate_suffix(LogOffset(1)).await.is_err());
+        ro.close().await.unwrap();
+        let after: Vec<_> = disk
+            .paths()
+            .iter()
+            .map(|p| (p.clone(), disk.contents(p)))
+            .collect();
+        assert_eq!(after, before, "no file changed, appeared or vanished");
+        assert_eq!((disk.write_count(), disk.sync_count()), (writes, syncs));
+
+        // The real open cuts what the read-only one reported.
+        let (log, cut) = open(&disk).await;
+        assert_eq!(cut.torn_tail, report.torn_tail);
+        assert_eq!(read_all(&log).await, expected);
+
+        let empty = SimDisk::new(12);
+        let (ro, report) = Log::open_read_only(empty.clone(), &dir(), small_config())
+            .await
+            .unwrap();
+        assert_eq!(
+            (ro.start_offset(), ro.end_offset()),
+            (LogOffset(0), LogOffset(0))
+        );
+        assert!(ro.read(LogOffset(0), 100).await.unwrap().is_empty());
+        assert_eq!(report.torn_tail, None);
+        assert!(empty.paths().is_empty());
+    });
+}
+
+#[test]
 fn flipped_bit_in_synced_data_is_corruption() {
     // Proves damage to a synced batch that has valid batches after it fails the open with
     // Corruption naming the segment and position, in the active and in a sealed segment.

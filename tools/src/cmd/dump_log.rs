@@ -3,11 +3,13 @@
 //! Every frame is checked (header, length, CRC-32C, padding) and offsets must continue across
 //! segments. With `--verify` the command exits non-zero when it finds corruption; a torn tail
 //! of the last segment (which opening the log cuts off) is reported but is not corruption.
+//! The directory is read through a read-only `StdDisk`: nothing in it is ever written, so it
+//! works on a read-only mount.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use corum_engine::disk::{executor_builder, UringDisk};
+use corum_engine::disk::StdDisk;
 use corum_engine::log::inspect_dir;
 use corum_engine::record::DEFAULT_FRAME_BYTES_MAX;
 
@@ -30,17 +32,17 @@ pub struct Args {
 
 pub fn run(mut args: Args) -> anyhow::Result<()> {
     // A node's data directory holds its metadata log in @metadata-0: read that one.
-    let nested = corum_node::driver::metadata_log_dir(&args.dir);
+    let nested = corum_node::data_dir::metadata_log_dir(&args.dir);
     if args.dir.join("meta.properties").exists() && nested.is_dir() {
         args.dir = nested;
     }
-    let dir = args.dir.clone();
-    let frame_max = args.frame_bytes_max;
-    let segments = executor_builder("corum-dump-log")
-        .make()
-        .map_err(|e| anyhow::anyhow!("starting the glommio executor: {e}"))?
-        .run(async move { inspect_dir(&UringDisk, &dir, frame_max).await })
-        .with_context(|| format!("reading log directory {}", args.dir.display()))?;
+    // Blocking reads through a read-only disk: no executor, nothing written into the directory.
+    let segments = futures_lite::future::block_on(inspect_dir(
+        &StdDisk::read_only(),
+        &args.dir,
+        args.frame_bytes_max,
+    ))
+    .with_context(|| format!("reading log directory {}", args.dir.display()))?;
     let mut corrupt = 0usize;
     let mut batches = 0usize;
     for seg in &segments {

@@ -11,6 +11,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use corum_engine::disk::StdDisk;
 use corum_node::config::{parse_voters, NodeConfig};
 use corum_node::format::{format_dir, plan_format, BootstrapChoice, FormatOutcome};
 use corum_types::Uuid;
@@ -83,7 +84,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, false) => BootstrapChoice::StaticFromConfig,
     };
     let plan = plan_format(&config, cluster_id, &choice, super::uuid::random_uuid()?)?;
-    match format_dir(&plan, args.ignore_formatted)? {
+    // Outside glommio: the blocking disk.
+    let disk = StdDisk::new();
+    match futures_lite::future::block_on(format_dir(&disk, &plan, args.ignore_formatted))? {
         FormatOutcome::Formatted(p) => {
             println!(
                 "Formatted {} for cluster {} node {} directory {} (kraft.version {}, {} bootstrap voter(s))",

@@ -1,12 +1,15 @@
 //! `corum info --dir DIR`: what a log directory holds: whether it is formatted, its identity
 //! (cluster, node and directory ids), the bootstrap voter set, the persisted quorum state, and
-//! every file with its size. A damaged node file is shown with its error; the command fails
-//! only if the directory cannot be listed.
+//! the metadata log as a start would recover it (and what recovery would cut), and every file
+//! with its size. Nothing is written: every file is read through a read-only disk. A damaged
+//! node file is shown with its error; the command fails only if the directory cannot be
+//! listed.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Context;
+use corum_node::data_dir::LogFit;
 use corum_node::format::{inspect_dir, DirectoryInfo};
 
 #[derive(clap::Args, Debug)]
@@ -122,6 +125,61 @@ pub fn render(info: &DirectoryInfo) -> String {
                 }
                 None => {}
             }
+        }
+    }
+    match &info.log {
+        Ok(l) => {
+            let _ = writeln!(
+                w,
+                "metadata log: offsets {} to {} as a start would recover it",
+                l.start_offset.get(),
+                l.end_offset.get()
+            );
+            if let Some(t) = &l.torn_tail {
+                let _ = writeln!(
+                    w,
+                    "  recovery would cut a torn tail: {} bytes at byte {} of {}: {}",
+                    t.dropped_bytes,
+                    t.position,
+                    t.segment.display(),
+                    t.reason
+                );
+            }
+            if l.unfinished_segments > 0 {
+                let _ = writeln!(
+                    w,
+                    "  recovery would remove {} segment(s) of an unfinished roll",
+                    l.unfinished_segments
+                );
+            }
+            match l.fit {
+                LogFit::Continues => {}
+                LogFit::SuffixCut {
+                    snapshot_end,
+                    log_end,
+                } => {
+                    let _ = writeln!(
+                        w,
+                        "  recovery would cut offsets {} to {}: they do not continue the snapshot",
+                        snapshot_end.get(),
+                        log_end.get()
+                    );
+                }
+                LogFit::Restarted {
+                    log_end,
+                    snapshot_end,
+                } => {
+                    let _ = writeln!(
+                        w,
+                        "  the log ends at {}, before the snapshot's end {}: it restarts empty there",
+                        log_end.get(),
+                        snapshot_end.get()
+                    );
+                }
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(w, "metadata log: DOES NOT RECOVER: {e}");
         }
     }
     let _ = writeln!(w, "files:");

@@ -47,18 +47,16 @@ use corum_controller::image::{BrokerRegistration, PartitionImage, TopicImage};
 use corum_controller::records::ConfigResourceType;
 use corum_controller::MetadataImage;
 use corum_controller::{aligned, decode_batch};
-use corum_engine::disk::{executor_builder, UringDisk};
-use corum_engine::log::inspect_dir;
-use corum_engine::record::{decode_frame, DEFAULT_FRAME_BYTES_MAX};
-use corum_node::driver::metadata_log_dir;
-use corum_node::snapshot_store;
-use corum_types::LogOffset;
+use corum_engine::disk::{executor_builder, StdDisk};
+use corum_engine::log::LogConfig;
+use corum_node::data_dir::{DataDir, Mode};
 use corum_types::{NodeId, Uuid};
-use rkyv::util::AlignedVec;
 use serde::Serialize;
 
 use crate::cmd::quorum::{describe_leader, parse_bootstrap, Bootstrap};
 
+/// Bytes of frames read per call when reading a data directory's log.
+const READ_CHUNK_BYTES: usize = 1 << 20;
 /// How long one fetch of the observer may wait at the leader.
 const FOLLOWER_WAIT_MAX: Duration = Duration::from_millis(500);
 /// Per-call timeout of the observer's client (a fetch adds its long-poll wait to it).
@@ -165,17 +163,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let timeout = Duration::from_millis(args.timeout_ms);
     let observer = NodeId(args.observer_id.unwrap_or_else(default_observer_id));
     let bootstrap = args.bootstrap.as_ref().map(|b| b.0.clone());
-    let dir = args.dir.clone();
-    let (image, source) = executor_builder("corum-shell")
-        .make()
-        .map_err(|e| anyhow::anyhow!("starting the glommio executor: {e}"))?
-        .run(async move {
-            match (bootstrap, dir) {
-                (_, Some(dir)) => read_directory(&dir).await,
-                (Some(bootstrap), None) => read_image(&bootstrap, observer, timeout).await,
-                (None, None) => anyhow::bail!("give --bootstrap or --dir"),
-            }
-        })?;
+    let (image, source) = match (bootstrap, &args.dir) {
+        // Offline: blocking reads, no executor (and nothing written into the directory).
+        (_, Some(dir)) => futures_lite::future::block_on(read_directory(dir))?,
+        (Some(bootstrap), None) => executor_builder("corum-shell")
+            .make()
+            .map_err(|e| anyhow::anyhow!("starting the glommio executor: {e}"))?
+            .run(async move { read_image(&bootstrap, observer, timeout).await })?,
+        (None, None) => anyhow::bail!("give --bootstrap or --dir"),
+    };
     let out = if args.json {
         render_json(&image, &source, &view)?
     } else {
@@ -192,56 +188,48 @@ fn default_observer_id() -> u32 {
 }
 
 /// The image a node's `metadata.log.dir` holds: its newest snapshot, then every data record
-/// of its log after it (read only: leftover part files and torn tails stay as they are; a
-/// corrupt frame ends the log there, as opening it would). Control batches advance the offset
-/// only.
+/// of its log after it, as a start would recover them ([`corum_node::data_dir`], read-only over
+/// a read-only `StdDisk`: leftover part files and torn tails stay as they are, and a suffix that
+/// does not continue the snapshot is left out). Control batches advance the offset only.
 pub async fn read_directory(dir: &Path) -> anyhow::Result<(MetadataImage, Source)> {
-    let store = snapshot_store::snapshot_dir(dir);
-    let listed = snapshot_store::list(&store)
-        .with_context(|| format!("listing the snapshots in {}", store.display()))?;
-    let (mut image, snapshot_end) = match listed.last() {
-        Some((_, path)) => {
-            let snap = snapshot_store::read(path)
-                .with_context(|| format!("reading the newest snapshot {}", path.display()))?;
-            let data = aligned(&snap.data);
-            let image = decode_batch(&data)
+    let data = DataDir::open(
+        StdDisk::read_only(),
+        dir,
+        LogConfig::default(),
+        Mode::ReadOnly,
+    )
+    .await
+    .with_context(|| format!("reading the data directory {}", dir.display()))?;
+    let (mut image, snapshot_end) = match &data.snapshot {
+        Some(snap) => {
+            let bytes = aligned(&snap.data);
+            let image = decode_batch(&bytes)
                 .map_err(anyhow::Error::from)
                 .and_then(|batch| Ok(MetadataImage::from_snapshot(snap.id.end_offset, batch)?))
-                .with_context(|| format!("loading snapshot {}", path.display()))?;
+                .with_context(|| format!("loading the snapshot through {}", snap.id.end_offset))?;
             (image, Some(snap.id.end_offset))
         }
         None => (MetadataImage::default(), None),
     };
-    let log_dir = metadata_log_dir(dir);
-    let segments = inspect_dir(&UringDisk, &log_dir, DEFAULT_FRAME_BYTES_MAX)
-        .await
-        .with_context(|| format!("reading the metadata log in {}", log_dir.display()))?;
-    let mut next = snapshot_end.unwrap_or(LogOffset(0));
-    for seg in &segments {
-        let file = std::fs::File::open(&seg.path)
-            .with_context(|| format!("opening {}", seg.path.display()))?;
-        for (position, h) in &seg.batches {
-            if h.end_offset() <= next {
-                continue;
+    let mut next = data.log_start;
+    while next < data.log_end {
+        let chunk = data
+            .log
+            .read(next, READ_CHUNK_BYTES)
+            .await
+            .with_context(|| format!("reading the metadata log at {next}"))?;
+        let end = chunk
+            .end_offset()
+            .with_context(|| format!("the metadata log returned nothing at {next}"))?;
+        for frame in chunk.frames() {
+            let h = frame.header();
+            if h.base_offset >= data.log_end {
+                break;
             }
-            anyhow::ensure!(
-                h.base_offset == next,
-                "{}: the log continues at offset {} but the image ends at {next} (a gap after \
-                 the snapshot)",
-                seg.path.display(),
-                h.base_offset
-            );
-            next = h.end_offset();
             if h.attributes.is_control() {
                 continue;
             }
-            let mut frame = AlignedVec::<16>::with_capacity(h.padded_len());
-            frame.resize(h.padded_len(), 0);
-            std::os::unix::fs::FileExt::read_exact_at(&file, &mut frame, *position)
-                .with_context(|| format!("reading {} at {position}", seg.path.display()))?;
-            let view = decode_frame(&frame, DEFAULT_FRAME_BYTES_MAX)
-                .map_err(|e| anyhow::anyhow!("{} at {position}: {e}", seg.path.display()))?;
-            let payload = aligned(view.payload());
+            let payload = aligned(frame.payload());
             let batch = decode_batch(&payload)
                 .with_context(|| format!("batch at offset {}", h.base_offset))?;
             for (i, record) in batch.iter().enumerate() {
@@ -249,9 +237,7 @@ pub async fn read_directory(dir: &Path) -> anyhow::Result<(MetadataImage, Source
                 image.replay(h.base_offset.add(i as u64), record)?;
             }
         }
-        if seg.problem.is_some() {
-            break;
-        }
+        next = end.min(data.log_end);
     }
     image.end_offset = image.end_offset.max(next);
     let source = Source::Directory {

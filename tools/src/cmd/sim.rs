@@ -37,6 +37,10 @@ pub struct Args {
     /// Whole-node simulator: a message takes 1 ms to this long (reordering follows).
     #[arg(long, default_value_t = Faults::all().delay_ms_max, value_parser = clap::value_parser!(u64).range(1..))]
     pub delay_ms_max: u64,
+    /// Whole-node simulator: a message between a node's driver and its controller service
+    /// takes 0 ms to this long (in order).
+    #[arg(long, default_value_t = Faults::all().port_delay_ms_max)]
+    pub port_delay_ms_max: u64,
     /// Whole-node simulator: no power loss.
     #[arg(long)]
     pub no_crashes: bool,
@@ -49,6 +53,9 @@ pub struct Args {
     /// Whole-node simulator: no partitions.
     #[arg(long)]
     pub no_partitions: bool,
+    /// Whole-node simulator: no stalled controller shards.
+    #[arg(long)]
+    pub no_stalls: bool,
     /// Raft simulator: voters in the initial voter set (3 or 5).
     #[arg(long, default_value_t = 3, value_parser = parse_voters)]
     pub voters: usize,
@@ -79,9 +86,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             torn_writes: !args.no_torn_writes,
             disk_errors: !args.no_disk_errors,
             partitions: !args.no_partitions,
+            stalls: !args.no_stalls,
             drop_pct: args.drop_pct,
             duplicate_pct: args.duplicate_pct,
             delay_ms_max: args.delay_ms_max,
+            port_delay_ms_max: args.port_delay_ms_max,
         },
         mutation: None,
     };
@@ -99,7 +108,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let secs = started.elapsed().as_secs_f64();
     println!(
         "seeds {} (from {}, {} nodes): writes {}, acknowledged {}, crashes {}, disk faults {}, \
-         partitions {}, snapshots {}, simulated {:.1} s, violations {} in {:.1} s ({:.1} seeds/s)",
+         partitions {}, stalls {}, snapshots written {}, installed {}, truncations {}, proposals refused {}, \
+         simulated {:.1} s, violations {} in {:.1} s ({:.1} seeds/s)",
         summary.seeds,
         args.start,
         args.nodes,
@@ -108,7 +118,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         summary.crashes,
         summary.disk_faults,
         summary.partitions,
+        summary.stalls,
         summary.snapshots_written,
+        summary.installs,
+        summary.truncations,
+        summary.proposals_refused,
         summary.sim_ms as f64 / 1000.0,
         summary.failed.len(),
         secs,

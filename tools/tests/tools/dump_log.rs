@@ -1,5 +1,7 @@
 //! `corum dump-log` through the binary: it lists the batches of a real log, `--verify` passes on
 //! a healthy log, and a flipped byte in a sealed segment makes `--verify` fail naming the segment.
+//! The offline tools (`dump-log`, `info`, `shell --dir`) write nothing into the directory they
+//! read, even one whose log recovery would cut.
 
 use std::path::Path;
 use std::process::Command;
@@ -12,6 +14,10 @@ use corum_types::Epoch;
 const BATCHES: u32 = 40;
 
 fn write_log(dir: &Path) {
+    write_log_with(dir, Attributes::empty());
+}
+
+fn write_log_with(dir: &Path, attributes: Attributes) {
     let dir = dir.to_path_buf();
     executor_builder("dump-log-test")
         .make()
@@ -25,7 +31,7 @@ fn write_log(dir: &Path) {
             for i in 0..BATCHES {
                 let meta = NewBatch {
                     epoch: Epoch(1 + u64::from(i / 20)),
-                    attributes: Attributes::empty(),
+                    attributes,
                     record_count: 1 + i % 3,
                     first_timestamp_ms: 0,
                     max_timestamp_ms: 0,
@@ -109,4 +115,125 @@ fn dump_lists_batches_and_verify_catches_a_flipped_byte() {
         .into_owned();
     assert!(all.contains(&name), "{all}");
     assert!(all.contains("CORRUPTION"), "{all}");
+}
+
+/// Every file under `dir`: (path, length, modification time), sorted.
+fn tree(dir: &Path) -> Vec<(std::path::PathBuf, u64, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).expect("read dir") {
+            let e = e.expect("entry");
+            let md = e.metadata().expect("stat");
+            if md.is_dir() {
+                todo.push(e.path());
+            }
+            out.push((e.path(), md.len(), md.modified().expect("mtime")));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `dump-log`, `info` and `shell --dir` on a formatted node directory whose log has a torn
+/// tail (which a node's start would zero): each succeeds, `info` reports what recovery would
+/// cut, and afterwards no file changed (contents, length, modification time), appeared or
+/// vanished.
+#[test]
+fn offline_tools_write_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let config = tmp.path().join("node.properties");
+    std::fs::write(
+        &config,
+        format!(
+            "node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:19191\n\
+             controller.listener.names=CONTROLLER\n\
+             controller.quorum.voters=1@127.0.0.1:19191\nmetadata.log.dir={}\n",
+            data.display()
+        ),
+    )
+    .expect("write config");
+    let format = Command::new(env!("CARGO_BIN_EXE_corum"))
+        .args(["format", "--config"])
+        .arg(&config)
+        .args(["--cluster-id", "MkU3OEVBNTcwNTJENDM2Qg"])
+        .output()
+        .expect("run corum format");
+    assert!(
+        format.status.success(),
+        "{}",
+        String::from_utf8_lossy(&format.stderr)
+    );
+    let log_dir = data.join("@metadata-0");
+    // Control batches: the shell skips them (their payloads are not records).
+    write_log_with(&log_dir, Attributes::CONTROL);
+    // A torn tail: garbage right after the last frame of the last segment.
+    let segments = futures_lite::future::block_on(corum_engine::log::inspect_dir(
+        &corum_engine::disk::StdDisk::read_only(),
+        &log_dir,
+        corum_engine::record::DEFAULT_FRAME_BYTES_MAX,
+    ))
+    .expect("inspect");
+    let last = segments.last().expect("a segment");
+    let mut bytes = std::fs::read(&last.path).expect("read segment");
+    let at = last.end_position as usize;
+    bytes[at..at + 24].copy_from_slice(&[0xab; 24]);
+    std::fs::write(&last.path, &bytes).expect("write segment");
+    let before = tree(tmp.path());
+    let contents: Vec<Vec<u8>> = before
+        .iter()
+        .filter(|(p, _, _)| p.is_file())
+        .map(|(p, _, _)| std::fs::read(p).expect("read"))
+        .collect();
+
+    let run = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_corum"))
+            .args(args)
+            .arg(&data)
+            .env("RUST_LOG", "warn")
+            .output()
+            .expect("run corum");
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(
+            o.status.success(),
+            "{args:?}: {out}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        out
+    };
+    let dump = run(&["dump-log", "--verify", "--dir"]);
+    assert!(dump.contains("torn tail"), "{dump}");
+    let info = run(&["info", "--dir"]);
+    assert!(
+        info.contains(&format!(
+            "metadata log: offsets 0 to {}",
+            last_end(&segments)
+        )),
+        "{info}"
+    );
+    assert!(info.contains("recovery would cut a torn tail"), "{info}");
+    let shell = run(&["shell", "--json", "--dir"]);
+    assert!(shell.contains("directory"), "{shell}");
+
+    assert_eq!(
+        tree(tmp.path()),
+        before,
+        "a file changed, appeared or vanished"
+    );
+    let after: Vec<Vec<u8>> = before
+        .iter()
+        .filter(|(p, _, _)| p.is_file())
+        .map(|(p, _, _)| std::fs::read(p).expect("read"))
+        .collect();
+    assert!(after == contents, "a file's contents changed");
+}
+
+fn last_end(segments: &[corum_engine::log::SegmentReport]) -> u64 {
+    let (_, h) = segments
+        .iter()
+        .flat_map(|s| s.batches.iter())
+        .last()
+        .expect("a batch");
+    h.end_offset().get()
 }

@@ -234,16 +234,16 @@ fn info_quorum_state_and_damage() {
     assert!(o.status.success(), "{}", stderr(&o));
     let data = tmp.path().join("data1");
     let dir_id = Uuid([0x42; 16]);
-    QuorumState {
+    let state = QuorumState {
         epoch: Epoch(7),
         leader: Some(NodeId(2)),
         voted_for: Some(ReplicaKey {
             id: NodeId(2),
             directory_id: Some(dir_id),
         }),
-    }
-    .write(&data)
-    .unwrap();
+    };
+    futures_lite::future::block_on(state.write(&corum_engine::disk::StdDisk::new(), &data))
+        .unwrap();
     std::fs::create_dir(data.join("@metadata-0")).unwrap();
     std::fs::write(
         data.join("@metadata-0/00000000000000000000.log"),

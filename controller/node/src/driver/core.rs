@@ -27,13 +27,12 @@ use std::time::Instant;
 use corum_engine::disk::Disk;
 use corum_engine::log::{Log, NewBatch};
 use corum_engine::record::Attributes;
-use corum_raft::{
-    Batch, LogRead, Message, Payload, RaftCore, Restore, RestoredBatch, Role, SnapshotId,
-};
+use corum_raft::{Batch, LogRead, Message, Payload, RaftCore, Restore, Role, SnapshotId};
 use corum_types::{Epoch, LogOffset, NodeId};
 
 use super::{RaftDriverConfig, Recovered, Result, READ_CHUNK_BYTES, SNAPSHOTS_KEPT};
 use crate::calls::{Outgoing, PendingCalls};
+use crate::data_dir::{restore_log, DataDir, Mode};
 use crate::error::{DriverError, StorageError};
 use crate::histogram::LatencyHistogram;
 use crate::port::{
@@ -43,6 +42,7 @@ use crate::protocol::{LeaderHint, RpcError};
 use crate::raft_config::{
     from_raft_quorum_state, leader_endpoints, leader_hint, to_raft_quorum_state,
 };
+use crate::snapshot_store;
 
 /// What one carried-out [`corum_raft::Ready`] leaves for the shell: messages to send (after
 /// the answers the new high watermark releases, see [`DriverCore::committed`]), whether the
@@ -102,16 +102,20 @@ impl<D: Disk> DriverCore<D> {
         config: RaftDriverConfig,
         now_ms: u64,
     ) -> Result<(DriverCore<D>, Recovered)> {
-        disk.create_dir_all(&config.data_dir).await?;
-        let quorum_state = files::read_quorum_state(&disk, &config.data_dir).await?;
-        let snapshot = files::load_latest_snapshot(&disk, &config.snapshot_dir())
-            .await
-            .map_err(DriverError::SnapshotLoad)?;
-        let (log, report) = Log::open(disk.clone(), &config.log_dir(), config.log.clone()).await?;
-        let from = match &snapshot {
-            Some(s) => fit_log_to_snapshot(&log, s.id).await?,
-            None => log.start_offset(),
-        };
+        let DataDir {
+            quorum_state,
+            snapshot,
+            log,
+            log_report: report,
+            log_start: from,
+            ..
+        } = DataDir::open(
+            disk.clone(),
+            &config.data_dir,
+            config.log.clone(),
+            Mode::Recover,
+        )
+        .await?;
         // The core starts at the snapshot and never reads below it: whole segments there go
         // as they would have at run time, once they outgrow the retention.
         if config
@@ -120,7 +124,7 @@ impl<D: Disk> DriverCore<D> {
         {
             log.delete_prefix(from).await?;
         }
-        let restored = restore_log(&log, from).await?;
+        let restored = restore_log(&log, from, log.end_offset()).await?;
         let recovered = Recovered {
             quorum_state,
             snapshot: snapshot.as_ref().map(|s| s.id),
@@ -366,12 +370,9 @@ impl<D: Disk> DriverCore<D> {
         };
         // 1. Quorum state durable before any message leaves (rare: votes, new epochs).
         if let Some(qs) = ready.quorum_state {
-            files::write_quorum_state(
-                &self.disk,
-                &self.config.data_dir,
-                &from_raft_quorum_state(&qs),
-            )
-            .await?;
+            from_raft_quorum_state(&qs)
+                .write(&self.disk, &self.config.data_dir)
+                .await?;
         }
         // 2. A snapshot from the leader replaces the log: durable in the store before
         //    anything else (the messages acknowledge its end), then the log restarts at its
@@ -742,123 +743,7 @@ pub async fn store_snapshot<D: Disk>(
     dir: &std::path::Path,
     s: &corum_raft::Snapshot,
 ) -> Result<(), StorageError> {
-    files::write_snapshot(disk, dir, s).await?;
-    files::remove_older_snapshots(disk, dir, SNAPSHOTS_KEPT).await?;
+    snapshot_store::write(disk, dir, s).await?;
+    snapshot_store::remove_older(disk, dir, SNAPSHOTS_KEPT).await?;
     Ok(())
-}
-
-/// TEMPORARY bridge until the node files go behind the Disk seam (helper branch node-files).
-mod files {
-    use std::path::Path;
-
-    use corum_engine::disk::Disk;
-
-    use crate::error::StorageError;
-    use crate::quorum_state::QuorumState;
-    use crate::snapshot_store;
-
-    pub(super) async fn read_quorum_state<D: Disk>(
-        _disk: &D,
-        dir: &Path,
-    ) -> Result<Option<QuorumState>, StorageError> {
-        QuorumState::read(dir)
-    }
-
-    pub(super) async fn write_quorum_state<D: Disk>(
-        _disk: &D,
-        dir: &Path,
-        s: &QuorumState,
-    ) -> Result<(), StorageError> {
-        let _ = std::fs::create_dir_all(dir);
-        s.write(dir)
-    }
-
-    pub(super) async fn load_latest_snapshot<D: Disk>(
-        _disk: &D,
-        dir: &Path,
-    ) -> Result<Option<corum_raft::Snapshot>, StorageError> {
-        snapshot_store::load_latest(dir)
-    }
-
-    pub(super) async fn write_snapshot<D: Disk>(
-        _disk: &D,
-        dir: &Path,
-        s: &corum_raft::Snapshot,
-    ) -> Result<(), StorageError> {
-        snapshot_store::write(dir, s).map(|_| ())
-    }
-
-    pub(super) async fn remove_older_snapshots<D: Disk>(
-        _disk: &D,
-        dir: &Path,
-        keep: usize,
-    ) -> Result<(), StorageError> {
-        snapshot_store::remove_older(dir, keep).map(|_| ())
-    }
-}
-
-/// Makes the log continue snapshot `id` and returns where the core's log starts (the
-/// snapshot's end). Batches from the end on stay if the end is a batch boundary and they are
-/// not of an older epoch than the snapshot (else they are a suffix a crash left between
-/// installing a leader's snapshot and cutting the log: dropped); a log that ends before the
-/// snapshot restarts empty at its end. A log that starts after the snapshot's end has a gap.
-pub(crate) async fn fit_log_to_snapshot<D: Disk>(
-    log: &Log<D>,
-    id: SnapshotId,
-) -> Result<LogOffset> {
-    let end = id.end_offset;
-    if log.start_offset() > end {
-        return Err(DriverError::Diverged {
-            reason: format!(
-                "the log starts at {} after the newest snapshot's end {end}: a gap",
-                log.start_offset()
-            ),
-        });
-    }
-    if log.end_offset() > end {
-        let chunk = log.read(end, 1).await?;
-        let fits = chunk
-            .frames()
-            .next()
-            .is_some_and(|f| f.header().base_offset == end && f.header().epoch >= id.epoch);
-        if !fits {
-            log.truncate_suffix(end).await?;
-        }
-    }
-    if log.end_offset() < end {
-        log.delete_prefix(end).await?;
-    }
-    Ok(end)
-}
-
-/// Every batch of the log from `from`, with payloads for control batches (the core rebuilds
-/// the voter set from them; other payloads are read back on demand).
-pub(crate) async fn restore_log<D: Disk>(
-    log: &Log<D>,
-    from: LogOffset,
-) -> Result<Vec<RestoredBatch>> {
-    let mut out = Vec::new();
-    let mut at = from;
-    while at < log.end_offset() {
-        let chunk = log.read(at, READ_CHUNK_BYTES).await?;
-        let Some(end) = chunk.end_offset() else {
-            return Err(DriverError::Diverged {
-                reason: format!("reading the log at {at} returned nothing before its end"),
-            });
-        };
-        for frame in chunk.frames() {
-            let h = frame.header();
-            let control = h.attributes.is_control();
-            out.push(RestoredBatch {
-                base_offset: h.base_offset,
-                epoch: h.epoch,
-                record_count: h.record_count,
-                control,
-                payload_bytes: frame.payload().len(),
-                payload: control.then(|| Payload::from(frame.payload())),
-            });
-        }
-        at = end;
-    }
-    Ok(out)
 }

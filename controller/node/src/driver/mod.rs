@@ -56,14 +56,14 @@
 //! The state machine offers a snapshot of its committed state at a batch boundary it has
 //! replayed ([`crate::port::ToDriver::Snapshot`]; the controller service does so every
 //! `metadata.log.max.record.bytes.between.snapshots` bytes of records). The driver asks the
-//! core for the snapshot's id and voter set, writes it to the [`snapshot_store`] on a blocking
-//! thread (the loop goes on). Once it is durable and the log's whole segments below it hold
+//! core for the snapshot's id and voter set, writes it to the [`snapshot_store`] through the
+//! log's disk in a task of its own (the loop goes on). Once it is durable and the log's whole segments below it hold
 //! more than `log_retention_bytes` (`metadata.max.retention.bytes`), the driver calls
 //! `snapshot_created`: the core serves it to replicas behind its log start from then on, and
 //! its `log_start_offset` lets the driver delete those segments. The store keeps the two
 //! newest snapshots.
 //!
-//! At start-up the newest snapshot in the store is the core's starting point: the log is made
+//! At start-up ([`crate::data_dir`]) the newest snapshot in the store is the core's starting point: the log is made
 //! to continue it (batches from its end on are kept if they fit; a log that ends before it
 //! restarts empty at its end) and the publisher hands it to the consumer first
 //! ([`CommittedBatch::snapshot`]), then the batches after it. A follower that falls behind the
@@ -83,7 +83,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -112,8 +112,7 @@ use crate::snapshot_store;
 
 use self::service_link::{CallTable, IncomingCall};
 
-/// The metadata log's directory under `metadata.log.dir`.
-pub const METADATA_LOG_DIR: &str = "@metadata-0";
+pub use crate::data_dir::{metadata_log_dir, METADATA_LOG_DIR};
 
 /// Bytes of frames read per `Log::read` call when restoring or publishing.
 const READ_CHUNK_BYTES: usize = 1 << 20;
@@ -891,118 +890,12 @@ async fn run_publisher<D: Disk>(
     }
 }
 
-/// The metadata log's directory inside a `metadata.log.dir`.
-pub fn metadata_log_dir(data_dir: &Path) -> PathBuf {
-    data_dir.join(METADATA_LOG_DIR)
-}
-
 #[cfg(test)]
 mod tests {
     use super::core::{fit_log_to_snapshot, restore_log};
     use super::*;
     use corum_engine::log::NewBatch;
     use corum_engine::record::Attributes;
-
-    /// A log on a simulated disk holding `batches` (epoch, record count) from offset 0.
-    async fn sim_log(
-        disk: &corum_engine::disk::SimDisk,
-        batches: &[(u64, u32)],
-    ) -> Log<corum_engine::disk::SimDisk> {
-        let (log, _) = Log::open(disk.clone(), Path::new("/sim/log"), LogConfig::default())
-            .await
-            .unwrap();
-        for &(epoch, count) in batches {
-            let meta = NewBatch {
-                epoch: Epoch(epoch),
-                attributes: Attributes::empty(),
-                record_count: count,
-                first_timestamp_ms: 0,
-                max_timestamp_ms: 0,
-            };
-            log.append(&meta, format!("{epoch}/{count}").as_bytes())
-                .unwrap();
-        }
-        log.flush().await.unwrap();
-        log
-    }
-
-    /// (start, end, base offsets) of the log after a crash and a reopen: what is durable.
-    async fn durable_view(
-        disk: &corum_engine::disk::SimDisk,
-        log: Log<corum_engine::disk::SimDisk>,
-    ) -> (u64, u64, Vec<u64>) {
-        drop(log);
-        disk.crash();
-        let (log, _) = Log::open(disk.clone(), Path::new("/sim/log"), LogConfig::default())
-            .await
-            .unwrap();
-        let bases = restore_log(&log, log.start_offset())
-            .await
-            .unwrap()
-            .iter()
-            .map(|b| b.base_offset.get())
-            .collect();
-        (log.start_offset().get(), log.end_offset().get(), bases)
-    }
-
-    fn snap(end: u64, epoch: u64) -> SnapshotId {
-        SnapshotId {
-            end_offset: LogOffset(end),
-            epoch: Epoch(epoch),
-        }
-    }
-
-    /// Fitting the log to the snapshot a node starts from, in every state a crash can leave
-    /// between installing a leader's snapshot and cutting the log (or a compaction), durably:
-    /// the batches from the snapshot's end stay when they continue it; a suffix of an older
-    /// epoch, a batch across the end, or a log ending before it are cut (the log restarting
-    /// empty at the end); a log starting after the end is a gap.
-    #[test]
-    fn the_log_is_fitted_to_the_snapshot_it_continues() {
-        use corum_engine::disk::SimDisk;
-        futures_lite::future::block_on(async {
-            // Continues the snapshot: kept, the core's log starts at the end.
-            let disk = SimDisk::new(1);
-            let log = sim_log(&disk, &[(1, 1); 10]).await;
-            assert_eq!(
-                fit_log_to_snapshot(&log, snap(5, 1)).await.unwrap(),
-                LogOffset(5)
-            );
-            let restored = restore_log(&log, LogOffset(5)).await.unwrap();
-            assert_eq!(restored.first().unwrap().base_offset, LogOffset(5));
-            assert_eq!(durable_view(&disk, log).await.1, 10);
-
-            // The end falls inside a batch: the batch goes, the log restarts empty at the end.
-            let disk = SimDisk::new(2);
-            let log = sim_log(&disk, &[(1, 2); 5]).await;
-            assert_eq!(
-                fit_log_to_snapshot(&log, snap(5, 1)).await.unwrap(),
-                LogOffset(5)
-            );
-            assert_eq!(durable_view(&disk, log).await, (5, 5, vec![]));
-
-            // Batches of an older epoch than the snapshot's from its end on: cut there.
-            let disk = SimDisk::new(3);
-            let log = sim_log(&disk, &[(1, 1); 10]).await;
-            fit_log_to_snapshot(&log, snap(5, 2)).await.unwrap();
-            let (start, end, bases) = durable_view(&disk, log).await;
-            assert_eq!((start, end), (0, 5));
-            assert_eq!(bases, vec![0, 1, 2, 3, 4]);
-
-            // A log that ends before the snapshot: empty at its end.
-            let disk = SimDisk::new(4);
-            let log = sim_log(&disk, &[(1, 1); 3]).await;
-            fit_log_to_snapshot(&log, snap(8, 1)).await.unwrap();
-            assert_eq!(durable_view(&disk, log).await, (8, 8, vec![]));
-
-            // A log that starts after the snapshot's end: a gap, refused.
-            let disk = SimDisk::new(5);
-            let log = sim_log(&disk, &[]).await;
-            log.delete_prefix(LogOffset(20)).await.unwrap();
-            let e = fit_log_to_snapshot(&log, snap(10, 1)).await.unwrap_err();
-            assert!(e.to_string().contains("gap"), "{e}");
-        });
-    }
 
     /// A committed batch's end offset follows its record count.
     #[test]

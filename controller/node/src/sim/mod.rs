@@ -79,11 +79,16 @@ pub struct Faults {
     pub disk_errors: bool,
     /// A node cut off from the others, both ways or one way.
     pub partitions: bool,
+    /// A node's controller shard stops for up to 600 ms (its port delivers nothing meanwhile).
+    pub stalls: bool,
     /// Of every Raft message, in percent.
     pub drop_pct: u32,
     pub duplicate_pct: u32,
     /// Messages take 1 ms to this long (different delays reorder them).
     pub delay_ms_max: u64,
+    /// A message between a node's driver and its service takes 0 ms to this long (in order):
+    /// a slow controller shard, which proposals may outlive the leadership they were made in.
+    pub port_delay_ms_max: u64,
 }
 
 impl Faults {
@@ -93,9 +98,11 @@ impl Faults {
             torn_writes: true,
             disk_errors: true,
             partitions: true,
+            stalls: true,
             drop_pct: 5,
             duplicate_pct: 2,
             delay_ms_max: 20,
+            port_delay_ms_max: 10,
         }
     }
 
@@ -105,9 +112,11 @@ impl Faults {
             torn_writes: false,
             disk_errors: false,
             partitions: false,
+            stalls: false,
             drop_pct: 0,
             duplicate_pct: 0,
             delay_ms_max: 1,
+            port_delay_ms_max: 1,
         }
     }
 }
@@ -151,14 +160,21 @@ impl SimSpec {
         let f = &self.faults;
         let mut cmd = format!(
             "corum sim --nodes {} --start {} --seeds 1 --fault-ms {} --drop-pct {} \
-             --duplicate-pct {} --delay-ms-max {}",
-            self.nodes, self.seed, self.fault_ms, f.drop_pct, f.duplicate_pct, f.delay_ms_max
+             --duplicate-pct {} --delay-ms-max {} --port-delay-ms-max {}",
+            self.nodes,
+            self.seed,
+            self.fault_ms,
+            f.drop_pct,
+            f.duplicate_pct,
+            f.delay_ms_max,
+            f.port_delay_ms_max
         );
         for (on, flag) in [
             (f.crashes, "--no-crashes"),
             (f.torn_writes, "--no-torn-writes"),
             (f.disk_errors, "--no-disk-errors"),
             (f.partitions, "--no-partitions"),
+            (f.stalls, "--no-stalls"),
         ] {
             if !on {
                 cmd.push(' ');
@@ -181,9 +197,13 @@ pub struct SeedReport {
     pub crashes: u64,
     pub disk_faults: u64,
     pub partitions: u64,
+    pub stalls: u64,
     /// The highest epoch any node reached.
     pub epoch_max: u64,
     pub snapshots_written: u64,
+    pub installs: u64,
+    pub truncations: u64,
+    pub proposals_refused: u64,
     pub committed_end: u64,
     pub sim_ms: u64,
 }
@@ -205,8 +225,12 @@ pub fn run_seed(spec: SimSpec) -> SeedReport {
         crashes: 0,
         disk_faults: 0,
         partitions: 0,
+        stalls: 0,
         epoch_max: 0,
         snapshots_written: 0,
+        installs: 0,
+        truncations: 0,
+        proposals_refused: 0,
         committed_end: 0,
         sim_ms: 0,
     };
@@ -241,7 +265,11 @@ pub struct Summary {
     pub crashes: u64,
     pub disk_faults: u64,
     pub partitions: u64,
+    pub stalls: u64,
     pub snapshots_written: u64,
+    pub installs: u64,
+    pub truncations: u64,
+    pub proposals_refused: u64,
     pub sim_ms: u64,
 }
 
@@ -253,7 +281,11 @@ impl Summary {
         self.crashes += r.crashes;
         self.disk_faults += r.disk_faults;
         self.partitions += r.partitions;
+        self.stalls += r.stalls;
         self.snapshots_written += r.snapshots_written;
+        self.installs += r.installs;
+        self.truncations += r.truncations;
+        self.proposals_refused += r.proposals_refused;
         self.sim_ms += r.sim_ms;
         if !r.ok() {
             self.failed.push(r);
@@ -301,7 +333,11 @@ struct Sim {
     crashes: u64,
     disk_faults: u64,
     partitions: u64,
+    stalls: u64,
     snapshots_written: u64,
+    installs: u64,
+    truncations: u64,
+    proposals_refused: u64,
     epoch_max: u64,
 }
 
@@ -323,7 +359,7 @@ impl Sim {
         .map_err(|e| e.to_string())?;
         let timing = NodeTiming {
             fsync_ms_max: 3,
-            port_delay_ms_max: 1,
+            port_delay_ms_max: spec.faults.port_delay_ms_max,
         };
         let mut nodes = BTreeMap::new();
         for &id in &ids {
@@ -374,7 +410,11 @@ impl Sim {
             crashes: 0,
             disk_faults: 0,
             partitions: 0,
+            stalls: 0,
             snapshots_written: 0,
+            installs: 0,
+            truncations: 0,
+            proposals_refused: 0,
             epoch_max: 0,
         };
         for n in sim.nodes.values_mut() {
@@ -595,6 +635,9 @@ impl Sim {
             if let Some(run) = node.run.as_ref() {
                 self.epoch_max = self.epoch_max.max(run.driver.raft().epoch().get());
             }
+            self.installs += out.installs;
+            self.truncations += out.truncations;
+            self.proposals_refused += out.refused;
             for (batch, calls) in &out.appended {
                 self.checker.appended(id, *batch, calls);
             }
@@ -643,8 +686,18 @@ impl Sim {
         if up.is_empty() {
             return;
         }
-        let victim = up[self.rng.gen_range(0..up.len())];
-        match self.rng.gen_range(0..4) {
+        // Half of the faults hit the leader, if there is one.
+        let leader = up.iter().copied().find(|id| {
+            self.nodes[id]
+                .run
+                .as_ref()
+                .is_some_and(|r| r.driver.raft().role() == Role::Leader)
+        });
+        let victim = match leader {
+            Some(l) if self.rng.gen_bool(0.5) => l,
+            _ => up[self.rng.gen_range(0..up.len())],
+        };
+        match self.rng.gen_range(0..5) {
             0 if f.crashes => {
                 let torn = f.torn_writes && self.rng.gen_bool(0.5);
                 self.crashes += 1;
@@ -676,6 +729,14 @@ impl Sim {
                     }
                 }
                 self.heal_partition_at = Some(self.now_ms + self.rng.gen_range(200..1_500));
+            }
+            3 if f.stalls => {
+                self.stalls += 1;
+                let until = self.now_ms + self.rng.gen_range(50..600);
+                self.nodes
+                    .get_mut(&victim)
+                    .expect("a node of the cluster")
+                    .stall(until);
             }
             _ => {}
         }
@@ -784,7 +845,11 @@ impl Sim {
         r.crashes = self.crashes;
         r.disk_faults = self.disk_faults;
         r.partitions = self.partitions;
+        r.stalls = self.stalls;
         r.epoch_max = self.epoch_max;
+        r.installs = self.installs;
+        r.truncations = self.truncations;
+        r.proposals_refused = self.proposals_refused;
         r.snapshots_written = self.snapshots_written
             + self
                 .nodes
@@ -906,7 +971,13 @@ mod tests {
             );
         }
         assert!(summary.acked > count * 20, "{summary:?}");
+        // The faults happened, and reached the paths they exist for.
         assert!(summary.crashes > 0 && summary.disk_faults > 0 && summary.partitions > 0);
+        assert!(
+            summary.installs > 0 && summary.truncations > 0,
+            "{summary:?}"
+        );
+        assert!(summary.proposals_refused > 0, "{summary:?}");
     }
 
     /// Answers released at append instead of commit are caught at the first one.

@@ -36,6 +36,11 @@ pub struct NodeOutput {
     pub answers: Vec<Outgoing<Route>>,
     /// Proposals the driver appended: the batch and the calls whose answers it holds.
     pub appended: Vec<(ProposalId, Vec<CallId>)>,
+    /// Proposals the driver refused.
+    pub refused: u64,
+    /// Snapshots installed from the leader, and suffixes truncated.
+    pub installs: u64,
+    pub truncations: u64,
 }
 
 /// How the node's disk and port behave (drawn per event from the simulation's generator).
@@ -87,6 +92,8 @@ pub struct Running {
     /// Leadership as last told to the service, and when it is told again regardless.
     told: Option<(Role, Epoch, Option<NodeId>)>,
     next_status: u64,
+    /// Nothing crosses the port before this time (a stalled controller shard).
+    stalled_until: u64,
 }
 
 /// How often the driver's status goes to the service besides on a change (as the node's
@@ -158,6 +165,7 @@ impl SimNode {
             next_service_tick: now_ms,
             told: None,
             next_status: now_ms,
+            stalled_until: 0,
         });
         self.note_durable()?;
         Ok(())
@@ -177,6 +185,20 @@ impl SimNode {
     /// The next write or fsync of this node's disk fails.
     pub fn inject(&self, fault: SimFault) {
         self.disk.inject(fault);
+    }
+
+    /// The port stalls until `until` (a controller shard that stops running for a while):
+    /// what is queued on it and what is sent meanwhile is delivered then, in order.
+    pub fn stall(&mut self, until: u64) {
+        if let Some(run) = self.run.as_mut() {
+            run.stalled_until = run.stalled_until.max(until);
+            for (t, _) in run.to_service.iter_mut() {
+                *t = (*t).max(until);
+            }
+            for (t, _) in run.to_driver.iter_mut() {
+                *t = (*t).max(until);
+            }
+        }
     }
 
     /// A client's request arrives: registered in the call table (`None`: the node is down;
@@ -206,8 +228,9 @@ impl SimNode {
                 if let Some((_, ToService::Calls(calls))) = run.to_service.back_mut() {
                     calls.push(Call { id, frame });
                 } else {
+                    let at = now_ms.max(run.stalled_until);
                     run.to_service
-                        .push_back((now_ms, ToService::Calls(vec![Call { id, frame }])));
+                        .push_back((at, ToService::Calls(vec![Call { id, frame }])));
                 }
                 Ok(Some(id))
             }
@@ -332,12 +355,12 @@ impl SimNode {
             if let Some(due) = run.service.take_snapshot_due() {
                 let (end_offset, data) = due.encode();
                 run.service.snapshot_taken();
-                let at = deliver_at(&run.to_driver, now_ms, rng, timing);
+                let at = deliver_at(&run.to_driver, now_ms, run.stalled_until, rng, timing);
                 run.to_driver
                     .push_back((at, ToDriver::Snapshot { end_offset, data }));
             }
             for m in run.service.take_outbox() {
-                let at = deliver_at(&run.to_driver, now_ms, rng, timing);
+                let at = deliver_at(&run.to_driver, now_ms, run.stalled_until, rng, timing);
                 run.to_driver.push_back((at, m));
             }
             // The driver's side of the port.
@@ -373,7 +396,9 @@ impl SimNode {
                 out.answers.extend(outcome.answers);
                 match outcome.refused {
                     Some(refused) => {
-                        let at = deliver_at(&run.to_service, now_ms, rng, timing);
+                        out.refused += 1;
+                        let at =
+                            deliver_at(&run.to_service, now_ms, run.stalled_until, rng, timing);
                         run.to_service.push_back((at, refused));
                     }
                     None => {
@@ -396,10 +421,12 @@ impl SimNode {
             {
                 progress = true;
                 if let Some(to) = carried.truncated_to {
+                    out.truncations += 1;
                     self.durable.split_off(&to);
                     run.durable_seen = run.durable_seen.min(to);
                 }
                 if let Some(id) = carried.installed {
+                    out.installs += 1;
                     self.durable.split_off(&id.end_offset);
                     run.durable_seen = id.end_offset;
                 }
@@ -422,7 +449,7 @@ impl SimNode {
                 .map_err(|e| format!("publisher: {e}"))?
             {
                 progress = true;
-                let at = deliver_at(&run.to_service, now_ms, rng, timing);
+                let at = deliver_at(&run.to_service, now_ms, run.stalled_until, rng, timing);
                 run.to_service
                     .push_back((at, ToService::Committed(batches)));
             }
@@ -439,7 +466,7 @@ impl SimNode {
                     &LatencyHistogram::default(),
                     true,
                 );
-                let at = deliver_at(&run.to_service, now_ms, rng, timing);
+                let at = deliver_at(&run.to_service, now_ms, run.stalled_until, rng, timing);
                 run.to_service
                     .push_back((at, ToService::Status(Box::new(status))));
                 progress = true;
@@ -494,9 +521,10 @@ impl SimNode {
 fn deliver_at<T>(
     queue: &VecDeque<(u64, T)>,
     now_ms: u64,
+    stalled_until: u64,
     rng: &mut ChaCha8Rng,
     timing: NodeTiming,
 ) -> u64 {
-    let at = now_ms + rng.gen_range(0..=timing.port_delay_ms_max);
+    let at = (now_ms + rng.gen_range(0..=timing.port_delay_ms_max)).max(stalled_until);
     queue.back().map_or(at, |(last, _)| at.max(*last))
 }
