@@ -3,6 +3,7 @@
 use corum_types::{Epoch, LogOffset, NodeId};
 
 use crate::config::ConfigField;
+use crate::types::SnapshotId;
 
 /// Why a voter change (AddVoter / RemoveVoter / UpdateVoter) was refused. Also the error code of
 /// [`crate::message::VoterChangeResponse`], so it is archivable.
@@ -125,6 +126,38 @@ impl ConfigError {
             | ConfigError::NotBelowOther { field, .. } => field,
         }
     }
+}
+
+/// Why a FetchSnapshot answer does not continue a [`crate::follower::SnapshotDownload`]. The
+/// download is unchanged; a leader never sends these, so the caller drops the download and
+/// fetches again after a pause (the Raft core counts them in
+/// [`crate::Stats::snapshot_downloads_abandoned`] and keeps the last one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotChunkError {
+    /// The chunk belongs to another snapshot than the one asked for.
+    #[error("asked for snapshot {asked:?}, got a chunk of {got:?}")]
+    OtherSnapshot { asked: SnapshotId, got: SnapshotId },
+    /// The chunk does not start where the bytes received so far end.
+    #[error("chunk at position {position}, expected {received}")]
+    Position { position: u64, received: u64 },
+    /// The snapshot's total size changed between chunks.
+    #[error("snapshot size changed from {was} to {now} bytes")]
+    SizeChanged { was: u64, now: u64 },
+    /// The chunk at `position` states another voter set than the first chunk.
+    #[error("the chunk at position {position} states another voter set than the first")]
+    VotersChanged { position: u64 },
+    /// The snapshot is larger than the download accepts (`snapshot_bytes_max`).
+    #[error("snapshot of {size_total} bytes exceeds the limit of {size_max} bytes")]
+    TooLarge { size_total: u64, size_max: u64 },
+    /// The chunk holds bytes beyond the snapshot's total size.
+    #[error("chunk ends at {end}, beyond the snapshot's {size_total} bytes")]
+    BeyondSize { end: u64, size_total: u64 },
+    /// An empty chunk of a snapshot not yet complete (or after it completed).
+    #[error("empty chunk at position {position} of {size_total} bytes")]
+    NoProgress { position: u64, size_total: u64 },
+    /// The finished snapshot states a voter set that breaks [`crate::VoterSet::validate`].
+    #[error("the snapshot's voter set is invalid: {reason}")]
+    InvalidVoters { reason: &'static str },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -506,9 +506,7 @@ impl RaftCore {
         };
         if let Some(d) = &f.download {
             if now.saturating_sub(d.sent_ms) >= self.config.request_timeout_ms {
-                let id = d.id;
-                f.download = None;
-                self.start_download(id);
+                self.resend_download_request();
             }
             return;
         }
@@ -559,7 +557,9 @@ impl RaftCore {
         let State::Follower(f) = &mut self.state else {
             return;
         };
-        if f.download.is_some() {
+        if f.download.is_some() || now < f.retry_at_ms {
+            // Downloading, or pausing after a failed download: the tick fetches once the
+            // pause is over (no fetch is outstanding).
             return;
         }
         f.fetch = Some((req.fetch_offset, req.last_fetched_epoch, now));
