@@ -160,4 +160,44 @@ pub enum SnapshotChunkError {
     InvalidVoters { reason: &'static str },
 }
 
+/// A Fetch answer that breaks the pull-replication rules ([`crate::follower::fetch_step`]). A
+/// leader never sends one: the follower drops the answer (the Raft core then fetches again
+/// after the request timeout; the client's observer log stops, its image cannot follow).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FetchAnswerError {
+    /// A batch does not start where the log (or the batch before) ends.
+    #[error("batch at {base_offset} does not continue the log at {expected}")]
+    NotContinuing {
+        base_offset: LogOffset,
+        expected: LogOffset,
+    },
+    /// A batch of no record.
+    #[error("empty batch at {base_offset}")]
+    EmptyBatch { base_offset: LogOffset },
+    /// A batch's epoch is below the one before it.
+    #[error("batch at {base_offset} has epoch {epoch} below the previous {previous}")]
+    EpochBackwards {
+        base_offset: LogOffset,
+        epoch: Epoch,
+        previous: Epoch,
+    },
+    /// A batch's epoch is above the answering leader's.
+    #[error("batch at {base_offset} has epoch {epoch} above the leader's {leader_epoch}")]
+    EpochAboveLeader {
+        base_offset: LogOffset,
+        epoch: Epoch,
+        leader_epoch: Epoch,
+    },
+    /// A snapshot named with an epoch above the answering leader's.
+    #[error("snapshot {snapshot:?} has an epoch above the leader's {leader_epoch}")]
+    SnapshotEpochAboveLeader {
+        snapshot: SnapshotId,
+        leader_epoch: Epoch,
+    },
+    /// A divergence that would truncate committed entries (committed data never diverges in
+    /// Raft: a leader or log bug).
+    #[error("the leader asks to truncate to {to}, below the committed end {committed}")]
+    CommittedTruncation { to: LogOffset, committed: LogOffset },
+}
+
 pub type Result<T> = std::result::Result<T, Error>;

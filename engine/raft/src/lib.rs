@@ -52,7 +52,9 @@ pub mod types;
 
 pub use crate::config::{Config, ConfigField};
 pub use crate::core::{RaftCore, ReplicaProgress, Restore, RestoredBatch, Role, Stats, Status};
-pub use crate::error::{ConfigError, Error, Result, SnapshotChunkError, VoterChangeError};
+pub use crate::error::{
+    ConfigError, Error, FetchAnswerError, Result, SnapshotChunkError, VoterChangeError,
+};
 pub use crate::message::Message;
 pub use crate::ready::{LogRead, Ready};
 pub use crate::types::{

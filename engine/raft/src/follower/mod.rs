@@ -5,6 +5,7 @@
 //!
 //! | piece | what |
 //! |---|---|
+//! | [`fetch_step`] | what a follower's log ([`FollowerLog`]) does with one Fetch answer: append, truncate (Kafka's divergence rule), download a snapshot, or nothing; every answer checked |
 //! | [`SnapshotDownload`] | one leader snapshot's FetchSnapshot chunks checked and put back together, bounded by a size limit |
 //! | [`Backoff`] | the pause before fetching again after a fetch or a download that gave nothing: doubling per failure in a row, capped |
 //!
@@ -27,8 +28,10 @@
 //! above, the snapshot download and the pause are what they share.
 
 mod download;
+mod fetch;
 
 pub use download::{DownloadStep, SnapshotDownload, SNAPSHOT_BYTES_MAX};
+pub use fetch::{fetch_request, fetch_step, FetchStep, FollowerLog};
 
 /// Failures in a row and the pause they call for: `base_ms` after the first, doubled per
 /// further failure, at most `cap_ms`. A success resets it. Used wherever a follower would
