@@ -12,20 +12,33 @@
 //! # The follower's fetch loop
 //!
 //! ```text
-//!             Fetch(end, last epoch) ──────────────┐
-//!   ┌──────── answer ◄─────────────────────────────┘
-//!   │ Batches    → append, HWM up           → fetch again at once
-//!   │ Diverging  → truncate to min(leader's end, my end for that epoch) → fetch again
-//!   │ NotLeader  → learn the epoch/leader    → fetch again (after a pause if nothing learnt)
-//!   │ SnapshotNeeded(id) → SnapshotDownload(id): FetchSnapshot(position) until Complete
-//!   │        Complete            → install, fetch from the snapshot's end at once
-//!   │        NotFound / NotLeader / refused chunk → drop it, pause (Backoff), fetch again
-//!   └ a lost request: ask the same thing again after the request timeout
+//!   Fetch(end, last epoch, HWM)          fetch_request
+//!     answer ─► fetch_step ─► Append     → append, HWM up, fetch again
+//!                          ─► Truncate   → drop the diverging suffix, fetch again
+//!                          ─► Snapshot   → SnapshotDownload: FetchSnapshot(position) ...
+//!                          │                 Complete → install, fetch from its end
+//!                          │                 NotFound / NotLeader / refused chunk
+//!                          │                          → drop it, pause (Backoff), fetch again
+//!                          ─► Stale / NotLeader → nothing (see below)
+//!                          ─► error      → the answer is dropped
 //! ```
 //!
-//! Both followers keep their own log (the core an index of the replicated log, the client an
-//! applied image plus a buffer of uncommitted batches) and apply the answer to it; the rules
-//! above, the snapshot download and the pause are what they share.
+//! Shared: the request ([`fetch_request`]), what an answer does to the log ([`fetch_step`],
+//! over each follower's [`FollowerLog`] view), the snapshot download and the pause. Not
+//! shared, because the two followers differ there by design:
+//!
+//! - the log itself: the core keeps an index of the replicated log (durable end, voter sets,
+//!   payload cache) and appends through the same code as pushed appends; the client keeps a
+//!   metadata image of the committed prefix and a buffer of uncommitted batches;
+//! - the epoch and leader: the core's role state machine (a higher epoch makes it follow or
+//!   go unattached, an observer rediscovers a silent leader) versus the client's highest epoch
+//!   seen;
+//! - when to ask again: the core answers from its tick (one outstanding fetch, re-sent after
+//!   the long-poll wait plus the request timeout; a dropped answer waits for that) and only
+//!   the answer to the outstanding fetch moves it; the client's task is one request at a time
+//!   and pauses with a [`Backoff`] after an answer that taught nothing;
+//! - what a broken answer means: the core drops it and asks again later; the client's image
+//!   cannot follow such a log and stops.
 
 mod download;
 mod fetch;
