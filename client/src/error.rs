@@ -12,7 +12,10 @@
 //! | [`ClientError::Api`] | typed helpers with one item (`alter_config`, `create_topic`): the item's own error | act on the [`ApiError`] |
 //! | [`ClientError::Timeout`] | waits of [`crate::BrokerSession`] | the cluster is slow or the follower stalled |
 //! | [`ObserverError`] | [`crate::ObserverLog::on_response`], [`crate::ObserverLog::install_snapshot`] | the follower stops: its image cannot follow this log |
-//! | [`SnapshotChunkError`] | [`crate::SnapshotDownload::on_result`] | drop the download, fetch again (the follower does so after a backoff) |
+//!
+//! A snapshot chunk the download refuses is corum-raft's [`corum_raft::SnapshotChunkError`]
+//! (re-exported as [`crate::SnapshotChunkError`]): the follower drops the download and fetches
+//! again after a backoff.
 
 use std::net::SocketAddr;
 
@@ -101,28 +104,4 @@ pub enum ObserverError {
         snapshot: SnapshotId,
         reason: String,
     },
-}
-
-/// Why a FetchSnapshot answer does not continue a [`crate::SnapshotDownload`]. The download
-/// is unchanged; a leader never sends these, so the caller drops it and starts over.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum SnapshotChunkError {
-    /// The chunk belongs to another snapshot than the one asked for.
-    #[error("asked for snapshot {asked:?}, got a chunk of {got:?}")]
-    OtherSnapshot { asked: SnapshotId, got: SnapshotId },
-    /// The chunk does not start where the bytes received so far end.
-    #[error("chunk at position {position}, expected {received}")]
-    Position { position: u64, received: u64 },
-    /// The snapshot's total size changed between chunks.
-    #[error("snapshot size changed from {was} to {now} bytes")]
-    SizeChanged { was: u64, now: u64 },
-    /// The snapshot is larger than the download accepts.
-    #[error("snapshot of {size_total} bytes exceeds the limit of {size_max} bytes")]
-    TooLarge { size_total: u64, size_max: u64 },
-    /// The chunk holds bytes beyond the snapshot's total size.
-    #[error("chunk ends at {end}, beyond the snapshot's {size_total} bytes")]
-    BeyondSize { end: u64, size_total: u64 },
-    /// An empty chunk of a snapshot not yet complete (or after it completed).
-    #[error("empty chunk at position {position} of {size_total} bytes")]
-    NoProgress { position: u64, size_total: u64 },
 }

@@ -16,17 +16,17 @@
 //! [`corum_controller::MetadataImage`], and drops uncommitted data a new leader truncates. The
 //! buffering and applying rules live in the pure [`ObserverLog`], tested with synthetic fetch
 //! responses. A leader deletes its log below its latest snapshot (KIP-630); an observer behind
-//! that point downloads the snapshot with `FetchSnapshot` ([`SnapshotDownload`], pure too),
+//! that point downloads the snapshot with `FetchSnapshot` ([`SnapshotDownload`], pure too, and
+//! the same type the Raft core's own followers use: it lives in [`corum_raft::follower`]),
 //! rebuilds its image from it and fetches on from its end.
 //!
 //! | module | what |
 //! |---|---|
 //! | [`controller_client`] | [`ClientConfig`], [`ControllerClient`]: leader following, retries, typed request helpers |
 //! | [`observer_log`] | [`ObserverLog`]: applied prefix + buffered suffix, HWM, divergence, snapshot install (pure) |
-//! | [`snapshot_download`] | [`SnapshotDownload`]: a snapshot's chunks checked and put back together (pure) |
 //! | [`metadata_follower`] | [`MetadataFollower`]: the fetch loop in a background glommio task |
 //! | [`broker_session`] | [`BrokerSession`]: register, heartbeat, wait until unfenced, controlled shutdown |
-//! | [`error`] | [`ClientError`], [`ObserverError`], [`SnapshotChunkError`] |
+//! | [`error`] | [`ClientError`], [`ObserverError`] (a refused snapshot chunk is corum-raft's [`SnapshotChunkError`]) |
 //!
 //! Everything here is glommio-local (`Rc`, `Cell`): create and use it on one executor.
 pub mod broker_session;
@@ -34,14 +34,16 @@ pub mod controller_client;
 pub mod error;
 pub mod metadata_follower;
 pub mod observer_log;
-pub mod snapshot_download;
 
 pub use broker_session::{BrokerIdentity, BrokerSession};
 pub use controller_client::{parse_bootstrap, ClientConfig, ClientStats, ControllerClient};
-pub use error::{ClientError, ObserverError, Result, SnapshotChunkError};
+pub use error::{ClientError, ObserverError, Result};
 pub use metadata_follower::{FollowerStats, MetadataFollower};
 pub use observer_log::{AppliedBatch, ObserverLog, ObserverStats, Progress, SnapshotInstall};
-pub use snapshot_download::{DownloadStep, SnapshotDownload, SNAPSHOT_BYTES_MAX};
+
+// The follower's snapshot download is the Raft crate's, shared with the Raft core's followers.
+pub use corum_raft::follower::{DownloadStep, SnapshotDownload, SNAPSHOT_BYTES_MAX};
+pub use corum_raft::SnapshotChunkError;
 
 // Types callers need to use the API, re-exported so they need not depend on every crate.
 pub use corum_controller::records::{ListenerV1, SupportedFeatureV1};

@@ -11,7 +11,8 @@
 //! | [`ObserverError`] | stops; [`MetadataFollower::failure`] says why, waiters wake |
 //!
 //! A snapshot is downloaded with `FetchSnapshot`, one chunk at a time from the position
-//! received so far ([`SnapshotDownload`] checks each), in the leader epoch the observer knows;
+//! received so far ([`SnapshotDownload`], the Raft core's own followers' download, checks
+//! each), in the leader epoch the observer knows;
 //! each call waits up to the client's `request_timeout` (the leader answers at once). The
 //! download holds the whole snapshot in memory, at most [`SNAPSHOT_BYTES_MAX`].
 //!
@@ -46,12 +47,13 @@ use glommio::task::JoinHandle;
 use crate::controller_client::ControllerClient;
 use crate::error::{ClientError, ObserverError};
 use crate::observer_log::{ObserverLog, ObserverStats, SnapshotInstall};
-use crate::snapshot_download::{DownloadStep, SnapshotDownload, SNAPSHOT_BYTES_MAX};
+use corum_raft::follower::{Backoff, DownloadStep, SnapshotDownload, SNAPSHOT_BYTES_MAX};
 
-/// First pause after a fetch that did not progress; doubled per such fetch in a row.
-const PAUSE_BASE: Duration = Duration::from_millis(5);
-/// Largest pause between two fetches.
-const PAUSE_CAP: Duration = Duration::from_millis(200);
+/// First pause (ms) after a fetch that did not progress; doubled per such fetch in a row
+/// ([`Backoff`]).
+const PAUSE_BASE_MS: u64 = 5;
+/// Largest pause (ms) between two fetches.
+const PAUSE_CAP_MS: u64 = 200;
 /// Calls of one snapshot chunk that may fail with a [`ClientError`] in a row before the
 /// download is dropped (each after the client's own retries of leaders).
 pub const SNAPSHOT_CHUNK_ATTEMPTS_MAX: u32 = 4;
@@ -277,8 +279,12 @@ impl Future for Reached<'_> {
     }
 }
 
-fn pause(n: u32) -> Duration {
-    PAUSE_BASE.saturating_mul(1u32 << n.min(16)).min(PAUSE_CAP)
+fn backoff() -> Backoff {
+    Backoff::new(PAUSE_BASE_MS, PAUSE_CAP_MS)
+}
+
+async fn pause(backoff: &mut Backoff) {
+    glommio::timer::sleep(Duration::from_millis(backoff.failed())).await;
 }
 
 /// The follower's task: fetch, apply (or download and install a snapshot), repeat.
@@ -292,7 +298,7 @@ async fn follow(
     // The leader holds a caught-up fetch up to `wait_max`; the answer may then take a request
     // timeout more.
     let timeout = wait_max + client.config().request_timeout;
-    let mut idle = 0u32;
+    let mut idle = backoff();
     loop {
         let req = shared.log.borrow().fetch_request(replica, wait_max_ms);
         let epoch_before = req.epoch;
@@ -327,10 +333,9 @@ async fn follow(
             }
         };
         if progressed {
-            idle = 0;
+            idle.succeeded();
         } else {
-            glommio::timer::sleep(pause(idle)).await;
-            idle += 1;
+            pause(&mut idle).await;
         }
     }
 }
@@ -354,7 +359,7 @@ async fn download_snapshot(
     // The leader answers a FetchSnapshot at once: no long-poll time to add.
     let timeout = client.config().request_timeout;
     let mut download = SnapshotDownload::new(id, SNAPSHOT_BYTES_MAX);
-    let mut failures = 0u32;
+    let mut failures = backoff();
     let dropped = |why: &str| {
         bump(&shared.snapshot_downloads_dropped, 1);
         tracing::debug!(?replica, snapshot = ?id, why, "snapshot download dropped");
@@ -369,16 +374,15 @@ async fn download_snapshot(
                 bump(&shared.snapshot_fetch_errors, 1);
                 tracing::debug!(?replica, error = %e, "snapshot fetch failed");
                 *shared.last_error.borrow_mut() = Some(e);
-                failures += 1;
-                if failures >= SNAPSHOT_CHUNK_ATTEMPTS_MAX {
+                if failures.failures() + 1 >= SNAPSHOT_CHUNK_ATTEMPTS_MAX {
                     dropped("calls kept failing");
                     return Ok(false);
                 }
-                glommio::timer::sleep(pause(failures - 1)).await;
+                pause(&mut failures).await;
                 continue;
             }
         };
-        failures = 0;
+        failures.succeeded();
         let stale = shared
             .log
             .borrow_mut()

@@ -24,6 +24,10 @@
 //! HWM), the image is rebuilt from its records, the buffer is dropped, and fetching goes on
 //! from the snapshot's end.
 //!
+//! What a response does to the log is decided by the follower's fetch rules,
+//! [`corum_raft::follower::fetch_step`], the ones the Raft core's own followers and observers
+//! follow (this log's applied end is its committed end); the table is what they mean here.
+//!
 //! | response (echoing the current end and last epoch)  | effect |
 //! |---|---|
 //! | epoch below the highest seen                       | ignored (a deposed leader) |
@@ -50,8 +54,9 @@
 use std::collections::VecDeque;
 
 use corum_controller::{aligned, decode_batch, MetadataImage};
-use corum_raft::message::{FetchRequest, FetchResponse, FetchResult};
-use corum_raft::{Batch, ReplicaKey, SnapshotId};
+use corum_raft::follower::{fetch_request, fetch_step, FetchStep, FollowerLog};
+use corum_raft::message::{FetchRequest, FetchResponse};
+use corum_raft::{Batch, FetchAnswerError, ReplicaKey, SnapshotId};
 use corum_types::{Epoch, LogOffset, NodeId};
 
 use crate::error::ObserverError;
@@ -207,14 +212,18 @@ impl ObserverLog {
 
     /// The next fetch of `replica`, long-polling up to `wait_max_ms`.
     pub fn fetch_request(&self, replica: ReplicaKey, wait_max_ms: u64) -> FetchRequest {
-        FetchRequest {
-            epoch: self.epoch,
+        fetch_request(
+            &self.view(),
+            self.epoch,
             replica,
-            fetch_offset: self.end(),
-            last_fetched_epoch: self.last_epoch(),
-            high_watermark: self.high_watermark,
+            self.high_watermark,
             wait_max_ms,
-        }
+        )
+    }
+
+    /// This log as the follower's fetch rules see it: committed up to the applied end.
+    fn view(&self) -> View<'_> {
+        View(self)
     }
 
     /// Takes one fetch response (see the module doc). On error nothing was changed except
@@ -228,66 +237,42 @@ impl ObserverLog {
             self.stats.ignored_responses += 1;
             return Ok(progress);
         }
-        let current = (self.end(), self.last_epoch());
-        match resp.result {
-            FetchResult::NotLeader => {
+        let step = fetch_step(&self.view(), resp.epoch, resp.result).map_err(|e| match e {
+            FetchAnswerError::CommittedTruncation { to, committed } => {
+                ObserverError::CommittedTruncation {
+                    to,
+                    applied: committed,
+                }
+            }
+            other => ObserverError::InvalidResponse {
+                reason: other.to_string(),
+            },
+        })?;
+        match step {
+            FetchStep::NotLeader => {
                 progress.ignored = true;
                 progress.not_leader = true;
                 self.stats.ignored_responses += 1;
             }
-            FetchResult::SnapshotNeeded { snapshot } => {
-                if snapshot.epoch > resp.epoch {
-                    return Err(ObserverError::InvalidResponse {
-                        reason: format!(
-                            "snapshot {snapshot:?} has an epoch above the leader's {}",
-                            resp.epoch
-                        ),
-                    });
-                }
-                if snapshot.end_offset < self.applied_end {
-                    progress.ignored = true;
-                    self.stats.ignored_responses += 1;
-                    return Ok(progress);
-                }
+            FetchStep::Stale => {
+                progress.ignored = true;
+                self.stats.ignored_responses += 1;
+            }
+            FetchStep::Snapshot(snapshot) => {
                 self.stats.snapshots_needed += 1;
                 progress.snapshot_needed = Some(snapshot);
             }
-            FetchResult::Batches {
-                fetch_offset,
-                last_fetched_epoch,
+            FetchStep::Append {
                 batches,
                 high_watermark,
             } => {
-                if (fetch_offset, last_fetched_epoch) != current {
-                    progress.ignored = true;
-                    self.stats.ignored_responses += 1;
-                    return Ok(progress);
-                }
-                check_batches(fetch_offset, last_fetched_epoch, resp.epoch, &batches)?;
                 progress.fetched_batches = batches.len();
                 self.buffered.extend(batches);
                 self.high_watermark = self.high_watermark.max(high_watermark);
                 self.apply(&mut progress)?;
             }
-            FetchResult::Diverging {
-                fetch_offset,
-                last_fetched_epoch,
-                epoch,
-                end_offset,
-            } => {
-                if (fetch_offset, last_fetched_epoch) != current {
-                    progress.ignored = true;
-                    self.stats.ignored_responses += 1;
-                    return Ok(progress);
-                }
+            FetchStep::Truncate { to } => {
                 self.stats.diverging += 1;
-                let to = end_offset.min(self.end_for_epoch(epoch));
-                if to < self.applied_end {
-                    return Err(ObserverError::CommittedTruncation {
-                        to,
-                        applied: self.applied_end,
-                    });
-                }
                 progress.truncated_records = self.truncate(to);
             }
         }
@@ -322,17 +307,6 @@ impl ObserverLog {
             records,
             dropped_records,
         })
-    }
-
-    /// Kafka's OffsetForLeaderEpoch on this log: the end of the last batch whose epoch is at
-    /// most `epoch`; the applied end if no buffered one is and the applied prefix ends in such
-    /// an epoch, else 0 (below anything applied: the caller refuses to truncate there).
-    fn end_for_epoch(&self, epoch: Epoch) -> LogOffset {
-        match self.buffered.iter().rposition(|b| b.epoch <= epoch) {
-            Some(i) => self.buffered[i].end_offset(),
-            None if self.applied_last_epoch <= epoch => self.applied_end,
-            None => LogOffset(0),
-        }
     }
 
     /// Drops buffered batches ending after `to` (a batch straddling `to` goes whole: it is
@@ -404,44 +378,34 @@ impl ObserverLog {
     }
 }
 
-/// Batches of an answer must continue the log at `start`, be non-empty, and carry epochs
-/// from the log's last epoch up to the answering leader's.
-fn check_batches(
-    start: LogOffset,
-    last_epoch: Epoch,
-    leader_epoch: Epoch,
-    batches: &[Batch],
-) -> Result<(), ObserverError> {
-    let mut at = start;
-    let mut epoch = last_epoch;
-    for b in batches {
-        let reason = if b.base_offset != at {
-            Some(format!(
-                "batch at {} does not continue the log at {at}",
-                b.base_offset
-            ))
-        } else if b.record_count == 0 {
-            Some(format!("empty batch at {at}"))
-        } else if b.epoch < epoch {
-            Some(format!(
-                "batch at {at} has epoch {} below the previous {epoch}",
-                b.epoch
-            ))
-        } else if b.epoch > leader_epoch {
-            Some(format!(
-                "batch at {at} has epoch {} above the leader's {leader_epoch}",
-                b.epoch
-            ))
-        } else {
-            None
-        };
-        if let Some(reason) = reason {
-            return Err(ObserverError::InvalidResponse { reason });
-        }
-        at = b.end_offset();
-        epoch = b.epoch;
+/// An [`ObserverLog`] seen by the follower's fetch rules ([`FollowerLog`]): its applied prefix
+/// is committed.
+struct View<'a>(&'a ObserverLog);
+
+impl FollowerLog for View<'_> {
+    fn end(&self) -> LogOffset {
+        self.0.end()
     }
-    Ok(())
+
+    fn last_epoch(&self) -> Epoch {
+        self.0.last_epoch()
+    }
+
+    /// The end of the last batch whose epoch is at most `epoch`; the applied end if no
+    /// buffered one is and the applied prefix ends in such an epoch, else 0 (below anything
+    /// applied: the rules refuse to truncate there).
+    fn end_for_epoch(&self, epoch: Epoch) -> LogOffset {
+        let log = self.0;
+        match log.buffered.iter().rposition(|b| b.epoch <= epoch) {
+            Some(i) => log.buffered[i].end_offset(),
+            None if log.applied_last_epoch <= epoch => log.applied_end,
+            None => LogOffset(0),
+        }
+    }
+
+    fn committed_end(&self) -> LogOffset {
+        self.0.applied_end
+    }
 }
 
 /// The image a snapshot's records rebuild (KIP-630: replayed at offsets 0, 1, ... into an
@@ -492,7 +456,7 @@ mod tests {
     use super::*;
     use corum_controller::image::ConfigResource;
     use corum_controller::records::{ConfigResourceType, MetadataRecord, UnfenceBrokerRecordV1};
-    use corum_raft::message::{FetchResponse, FetchSnapshotResult};
+    use corum_raft::message::{FetchResponse, FetchResult, FetchSnapshotResult};
     use corum_types::{BrokerEpoch, Uuid};
     use proptest::prelude::*;
     use rkyv::util::AlignedVec;

@@ -31,6 +31,13 @@ pub struct Config {
     pub fetch_wait_max_ms: u64,
     /// Bytes of snapshot per FetchSnapshot response.
     pub snapshot_chunk_bytes_max: usize,
+    /// The largest snapshot a follower downloads (it holds the whole snapshot in memory before
+    /// installing it): a larger one is refused at its first chunk.
+    pub snapshot_bytes_max: u64,
+    /// A follower pauses this long before fetching again after a snapshot download ended
+    /// without a snapshot (refused chunk, snapshot no longer served); doubled per such failure
+    /// in a row, at most `request_timeout_ms` (Kafka's `controller.quorum.retry.backoff.ms`).
+    pub retry_backoff_ms: u64,
     /// Committed payloads kept in memory beyond this are dropped; older batches are then read
     /// back through [`crate::Ready::reads`].
     pub payload_cache_bytes_max: usize,
@@ -49,6 +56,8 @@ impl Default for Config {
             batch_bytes_max: 1 << 20,
             fetch_wait_max_ms: 500,
             snapshot_chunk_bytes_max: 1 << 20,
+            snapshot_bytes_max: crate::follower::SNAPSHOT_BYTES_MAX,
+            retry_backoff_ms: 20,
             payload_cache_bytes_max: 64 << 20,
         }
     }
@@ -68,12 +77,14 @@ pub enum ConfigField {
     BatchBytesMax,
     FetchWaitMaxMs,
     SnapshotChunkBytesMax,
+    SnapshotBytesMax,
+    RetryBackoffMs,
     PayloadCacheBytesMax,
 }
 
 impl ConfigField {
     /// Every field, in declaration order.
-    pub const ALL: [ConfigField; 11] = [
+    pub const ALL: [ConfigField; 13] = [
         ConfigField::ElectionTimeoutMs,
         ConfigField::FetchTimeoutMs,
         ConfigField::ElectionBackoffMaxMs,
@@ -84,6 +95,8 @@ impl ConfigField {
         ConfigField::BatchBytesMax,
         ConfigField::FetchWaitMaxMs,
         ConfigField::SnapshotChunkBytesMax,
+        ConfigField::SnapshotBytesMax,
+        ConfigField::RetryBackoffMs,
         ConfigField::PayloadCacheBytesMax,
     ];
 
@@ -100,6 +113,8 @@ impl ConfigField {
             ConfigField::BatchBytesMax => "batch_bytes_max",
             ConfigField::FetchWaitMaxMs => "fetch_wait_max_ms",
             ConfigField::SnapshotChunkBytesMax => "snapshot_chunk_bytes_max",
+            ConfigField::SnapshotBytesMax => "snapshot_bytes_max",
+            ConfigField::RetryBackoffMs => "retry_backoff_ms",
             ConfigField::PayloadCacheBytesMax => "payload_cache_bytes_max",
         }
     }
@@ -126,6 +141,8 @@ impl Config {
             ConfigField::BatchBytesMax => wide(self.batch_bytes_max),
             ConfigField::FetchWaitMaxMs => self.fetch_wait_max_ms,
             ConfigField::SnapshotChunkBytesMax => wide(self.snapshot_chunk_bytes_max),
+            ConfigField::SnapshotBytesMax => self.snapshot_bytes_max,
+            ConfigField::RetryBackoffMs => self.retry_backoff_ms,
             ConfigField::PayloadCacheBytesMax => wide(self.payload_cache_bytes_max),
         }
     }
@@ -142,6 +159,8 @@ impl Config {
             F::AppendInflightCountMax,
             F::BatchBytesMax,
             F::SnapshotChunkBytesMax,
+            F::SnapshotBytesMax,
+            F::RetryBackoffMs,
         ] {
             if self.value_of(field) == 0 {
                 return Err(ConfigError::Zero { field });
@@ -169,6 +188,15 @@ impl Config {
         }
         let (field, value, other, other_value) =
             related(F::BatchBytesMax, F::AppendInflightBytesMax);
+        if value > other_value {
+            return Err(ConfigError::AboveOther {
+                field,
+                value,
+                other,
+                other_value,
+            });
+        }
+        let (field, value, other, other_value) = related(F::RetryBackoffMs, F::RequestTimeoutMs);
         if value > other_value {
             return Err(ConfigError::AboveOther {
                 field,
@@ -244,6 +272,36 @@ mod tests {
                 },
                 ConfigError::Zero {
                     field: ConfigField::SnapshotChunkBytesMax,
+                },
+            ),
+            (
+                Config {
+                    snapshot_bytes_max: 0,
+                    ..d()
+                },
+                ConfigError::Zero {
+                    field: ConfigField::SnapshotBytesMax,
+                },
+            ),
+            (
+                Config {
+                    retry_backoff_ms: 0,
+                    ..d()
+                },
+                ConfigError::Zero {
+                    field: ConfigField::RetryBackoffMs,
+                },
+            ),
+            (
+                Config {
+                    retry_backoff_ms: 2_001,
+                    ..d()
+                },
+                ConfigError::AboveOther {
+                    field: ConfigField::RetryBackoffMs,
+                    value: 2_001,
+                    other: ConfigField::RequestTimeoutMs,
+                    other_value: 2_000,
                 },
             ),
             (
@@ -324,7 +382,9 @@ mod tests {
             batch_bytes_max: 8,
             fetch_wait_max_ms: 9,
             snapshot_chunk_bytes_max: 10,
-            payload_cache_bytes_max: 11,
+            snapshot_bytes_max: 11,
+            retry_backoff_ms: 12,
+            payload_cache_bytes_max: 13,
         };
         let mut names: Vec<&str> = ConfigField::ALL.iter().map(|f| f.name()).collect();
         for (i, f) in ConfigField::ALL.iter().enumerate() {

@@ -3,6 +3,7 @@
 use corum_types::{Epoch, LogOffset, NodeId};
 
 use crate::config::ConfigField;
+use crate::types::SnapshotId;
 
 /// Why a voter change (AddVoter / RemoveVoter / UpdateVoter) was refused. Also the error code of
 /// [`crate::message::VoterChangeResponse`], so it is archivable.
@@ -125,6 +126,78 @@ impl ConfigError {
             | ConfigError::NotBelowOther { field, .. } => field,
         }
     }
+}
+
+/// Why a FetchSnapshot answer does not continue a [`crate::follower::SnapshotDownload`]. The
+/// download is unchanged; a leader never sends these, so the caller drops the download and
+/// fetches again after a pause (the Raft core counts them in
+/// [`crate::Stats::snapshot_downloads_abandoned`] and keeps the last one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotChunkError {
+    /// The chunk belongs to another snapshot than the one asked for.
+    #[error("asked for snapshot {asked:?}, got a chunk of {got:?}")]
+    OtherSnapshot { asked: SnapshotId, got: SnapshotId },
+    /// The chunk does not start where the bytes received so far end.
+    #[error("chunk at position {position}, expected {received}")]
+    Position { position: u64, received: u64 },
+    /// The snapshot's total size changed between chunks.
+    #[error("snapshot size changed from {was} to {now} bytes")]
+    SizeChanged { was: u64, now: u64 },
+    /// The chunk at `position` states another voter set than the first chunk.
+    #[error("the chunk at position {position} states another voter set than the first")]
+    VotersChanged { position: u64 },
+    /// The snapshot is larger than the download accepts (`snapshot_bytes_max`).
+    #[error("snapshot of {size_total} bytes exceeds the limit of {size_max} bytes")]
+    TooLarge { size_total: u64, size_max: u64 },
+    /// The chunk holds bytes beyond the snapshot's total size.
+    #[error("chunk ends at {end}, beyond the snapshot's {size_total} bytes")]
+    BeyondSize { end: u64, size_total: u64 },
+    /// An empty chunk of a snapshot not yet complete (or after it completed).
+    #[error("empty chunk at position {position} of {size_total} bytes")]
+    NoProgress { position: u64, size_total: u64 },
+    /// The finished snapshot states a voter set that breaks [`crate::VoterSet::validate`].
+    #[error("the snapshot's voter set is invalid: {reason}")]
+    InvalidVoters { reason: &'static str },
+}
+
+/// A Fetch answer that breaks the pull-replication rules ([`crate::follower::fetch_step`]). A
+/// leader never sends one: the follower drops the answer (the Raft core then fetches again
+/// after the request timeout; the client's observer log stops, its image cannot follow).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FetchAnswerError {
+    /// A batch does not start where the log (or the batch before) ends.
+    #[error("batch at {base_offset} does not continue the log at {expected}")]
+    NotContinuing {
+        base_offset: LogOffset,
+        expected: LogOffset,
+    },
+    /// A batch of no record.
+    #[error("empty batch at {base_offset}")]
+    EmptyBatch { base_offset: LogOffset },
+    /// A batch's epoch is below the one before it.
+    #[error("batch at {base_offset} has epoch {epoch} below the previous {previous}")]
+    EpochBackwards {
+        base_offset: LogOffset,
+        epoch: Epoch,
+        previous: Epoch,
+    },
+    /// A batch's epoch is above the answering leader's.
+    #[error("batch at {base_offset} has epoch {epoch} above the leader's {leader_epoch}")]
+    EpochAboveLeader {
+        base_offset: LogOffset,
+        epoch: Epoch,
+        leader_epoch: Epoch,
+    },
+    /// A snapshot named with an epoch above the answering leader's.
+    #[error("snapshot {snapshot:?} has an epoch above the leader's {leader_epoch}")]
+    SnapshotEpochAboveLeader {
+        snapshot: SnapshotId,
+        leader_epoch: Epoch,
+    },
+    /// A divergence that would truncate committed entries (committed data never diverges in
+    /// Raft: a leader or log bug).
+    #[error("the leader asks to truncate to {to}, below the committed end {committed}")]
+    CommittedTruncation { to: LogOffset, committed: LogOffset },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

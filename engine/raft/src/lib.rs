@@ -13,7 +13,9 @@
 //! The log holds batches with opaque payloads (the engine stores each as one frame); the core
 //! keeps their offsets and epochs in memory and payloads of recent batches for pipelined sends.
 //! Raft's own records (LeaderChange, VotersRecord, KRaftVersion) are control batches encoded
-//! by [`control`].
+//! by [`control`]. A follower's side of pull replication (the snapshot download and the pause
+//! after a fruitless fetch) lives in [`follower`], shared with the broker-side metadata follower
+//! of `corum-client`.
 
 //!
 //! # Driver contract (what the node wiring does)
@@ -40,6 +42,7 @@ pub mod config;
 pub mod control;
 mod core;
 pub mod error;
+pub mod follower;
 mod log;
 pub mod message;
 pub mod quorum;
@@ -49,7 +52,9 @@ pub mod types;
 
 pub use crate::config::{Config, ConfigField};
 pub use crate::core::{RaftCore, ReplicaProgress, Restore, RestoredBatch, Role, Stats, Status};
-pub use crate::error::{ConfigError, Error, Result, VoterChangeError};
+pub use crate::error::{
+    ConfigError, Error, FetchAnswerError, Result, SnapshotChunkError, VoterChangeError,
+};
 pub use crate::message::Message;
 pub use crate::ready::{LogRead, Ready};
 pub use crate::types::{

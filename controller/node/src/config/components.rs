@@ -84,6 +84,8 @@ pub fn raft_key(field: ConfigField) -> &'static str {
         ConfigField::BatchBytesMax => "corum.raft.batch.bytes.max",
         ConfigField::FetchWaitMaxMs => "corum.raft.fetch.wait.max.ms",
         ConfigField::SnapshotChunkBytesMax => "corum.raft.snapshot.chunk.bytes.max",
+        ConfigField::SnapshotBytesMax => "corum.raft.snapshot.bytes.max",
+        ConfigField::RetryBackoffMs => "controller.quorum.retry.backoff.ms",
         ConfigField::PayloadCacheBytesMax => "corum.raft.payload.cache.bytes.max",
     }
 }
@@ -114,6 +116,8 @@ pub fn raft(config: &NodeConfig) -> Result<corum_raft::Config> {
             "corum.raft.snapshot.chunk.bytes.max",
             config.raft_snapshot_chunk_bytes_max.into(),
         )?,
+        snapshot_bytes_max: config.raft_snapshot_bytes_max,
+        retry_backoff_ms: config.quorum_retry_backoff_ms,
         payload_cache_bytes_max: usize_of(
             "corum.raft.payload.cache.bytes.max",
             config.raft_payload_cache_bytes_max,
@@ -625,6 +629,12 @@ mod tests {
                 |d, v| d.raft.request_timeout_ms == num::<u64>(v),
             ),
             (
+                "controller.quorum.retry.backoff.ms",
+                Raft,
+                &[("controller.quorum.retry.backoff.ms", "50")],
+                |d, v| d.raft.retry_backoff_ms == num::<u64>(v),
+            ),
+            (
                 "broker.session.timeout.ms",
                 Controller,
                 &[("broker.session.timeout.ms", "12000")],
@@ -793,6 +803,12 @@ mod tests {
                 Raft,
                 &[("corum.raft.snapshot.chunk.bytes.max", "65536")],
                 |d, v| d.raft.snapshot_chunk_bytes_max == num::<usize>(v),
+            ),
+            (
+                "corum.raft.snapshot.bytes.max",
+                Raft,
+                &[("corum.raft.snapshot.bytes.max", "1048576")],
+                |d, v| d.raft.snapshot_bytes_max == num::<u64>(v),
             ),
             (
                 "corum.raft.snapshot.chunk.bytes.max",

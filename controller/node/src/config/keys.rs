@@ -333,6 +333,16 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "A Raft request between controllers unanswered for this long is given up (an append sends its follower back to probing; a fetch is sent again). Client requests have their own deadline: corum.controller.request.timeout.ms."
     ),
     int_key!(
+        "controller.quorum.retry.backoff.ms",
+        quorum_retry_backoff_ms,
+        u64,
+        1,
+        HOUR_MS,
+        "20",
+        &[RAFT],
+        "A follower whose snapshot download ended without a snapshot (a refused chunk, a snapshot the leader no longer has) waits this long before fetching again, doubled per such download in a row, at most controller.quorum.request.timeout.ms."
+    ),
+    int_key!(
         "broker.session.timeout.ms",
         broker_session_timeout_ms,
         u64,
@@ -566,6 +576,16 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "1048576",
         &[RAFT, PEER],
         "Bytes of snapshot per FetchSnapshot response (to a follower or an observer)."
+    ),
+    int_key!(
+        "corum.raft.snapshot.bytes.max",
+        raft_snapshot_bytes_max,
+        u64,
+        1024,
+        1_i64 << 30,
+        "1073741824",
+        &[RAFT],
+        "The largest snapshot a follower downloads from the leader (it is held in memory until installed); a larger one is refused at its first chunk. At most the snapshot file limit, 1 GiB."
     ),
     int_key!(
         "corum.raft.payload.cache.bytes.max",

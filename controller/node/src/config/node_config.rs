@@ -42,6 +42,9 @@ pub struct NodeConfig {
     /// controllers unanswered this long is given up. Not the deadline of client requests
     /// (`controller_request_timeout_ms`).
     pub quorum_request_timeout_ms: u64,
+    /// `controller.quorum.retry.backoff.ms`: Kafka's meaning, the pause before a failed Raft
+    /// fetch is tried again (here: after a snapshot download that gave nothing).
+    pub quorum_retry_backoff_ms: u64,
     // Brokers (KIP-631).
     pub broker_session_timeout_ms: u64,
     pub broker_heartbeat_interval_ms: u64,
@@ -69,6 +72,7 @@ pub struct NodeConfig {
     pub raft_batch_bytes_max: u32,
     pub raft_fetch_wait_ms_max: u64,
     pub raft_snapshot_chunk_bytes_max: u32,
+    pub raft_snapshot_bytes_max: u64,
     pub raft_payload_cache_bytes_max: u64,
     pub raft_uncommitted_records_max: u64,
     // The controller service and the state machine (corum.controller.*).
@@ -176,6 +180,17 @@ impl NodeConfig {
                     value: self.raft_fetch_wait_ms_max,
                     other: "controller.quorum.fetch.timeout.ms",
                     other_value: self.fetch_timeout_ms,
+                },
+            );
+        }
+        if self.quorum_retry_backoff_ms > self.quorum_request_timeout_ms {
+            return invalid(
+                "controller.quorum.retry.backoff.ms",
+                RuleError::AboveOther {
+                    value: self.quorum_retry_backoff_ms,
+                    other: "controller.quorum.request.timeout.ms",
+                    other_value: self.quorum_request_timeout_ms,
+                    why: ": the pause after a failed fetch stops doubling at the request timeout",
                 },
             );
         }

@@ -892,10 +892,7 @@ async fn run_publisher<D: Disk>(
 
 #[cfg(test)]
 mod tests {
-    use super::core::{fit_log_to_snapshot, restore_log};
     use super::*;
-    use corum_engine::log::NewBatch;
-    use corum_engine::record::Attributes;
 
     /// A committed batch's end offset follows its record count.
     #[test]

@@ -57,7 +57,8 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::config::Config;
 use crate::control::{self, ControlRecord};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SnapshotChunkError};
+use crate::follower::{Backoff, SnapshotDownload};
 use crate::log::{IndexedBatch, LogIndex};
 use crate::message::{FetchRequest, Message};
 use crate::ready::{LogRead, Ready};
@@ -160,6 +161,11 @@ pub struct Stats {
     pub resignations: u64,
     pub truncations: u64,
     pub snapshots_installed: u64,
+    /// Snapshot downloads dropped before their install: a refused chunk, `SnapshotNotFound`,
+    /// `NotLeader`, a finished snapshot with an invalid voter set.
+    pub snapshot_downloads_abandoned: u64,
+    /// Why the last refused chunk was refused.
+    pub last_snapshot_chunk_error: Option<SnapshotChunkError>,
     pub reads_requested: u64,
 }
 
@@ -249,10 +255,10 @@ pub(crate) struct LeaderState {
     pub pending_change: Option<PendingChange>,
 }
 
+/// A snapshot being downloaded from the leader, and when its last request left.
 #[derive(Debug)]
 pub(crate) struct Download {
-    pub id: SnapshotId,
-    pub buf: Vec<u8>,
+    pub chunks: SnapshotDownload,
     pub sent_ms: u64,
 }
 
@@ -275,6 +281,10 @@ pub(crate) struct FollowerState {
     /// An outstanding fetch: its offset, last fetched epoch and send time.
     pub fetch: Option<(LogOffset, Epoch, u64)>,
     pub download: Option<Download>,
+    /// Snapshot downloads that ended without a snapshot, in a row, and the pause they call for.
+    pub retry: Backoff,
+    /// No fetch and no new download before this (the pause after a failed download).
+    pub retry_at_ms: u64,
     pub update_voter_at_ms: u64,
     /// The leader resigned (EndQuorumEpoch): it no longer counts as live for pre-votes.
     pub leader_ended: bool,
@@ -906,6 +916,8 @@ impl RaftCore {
             acked_durable: LogOffset::ZERO,
             fetch: None,
             download: None,
+            retry: Backoff::new(self.config.retry_backoff_ms, self.config.request_timeout_ms),
+            retry_at_ms: 0,
             update_voter_at_ms: self.now_ms,
             leader_ended: false,
             heard: pushed,

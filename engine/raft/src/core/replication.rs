@@ -12,7 +12,8 @@
 use corum_types::{Epoch, LogOffset, NodeId};
 
 use super::{HeldFetch, RaftCore, ReadPurpose, State};
-use crate::log::Gap;
+use crate::follower::{fetch_request, fetch_step, FetchStep, FollowerLog};
+use crate::log::{Gap, LogIndex};
 use crate::message::{
     AppendRequest, AppendResponse, AppendResult, FetchRequest, FetchResponse, FetchResult, Message,
     UpdateVoterRequest,
@@ -506,9 +507,7 @@ impl RaftCore {
         };
         if let Some(d) = &f.download {
             if now.saturating_sub(d.sent_ms) >= self.config.request_timeout_ms {
-                let id = d.id;
-                f.download = None;
-                self.start_download(id);
+                self.resend_download_request();
             }
             return;
         }
@@ -546,20 +545,29 @@ impl RaftCore {
 
     // ----- fetch (pull) -----
 
+    /// This replica's log as the follower's fetch rules see it: committed up to the HWM.
+    fn follower_log(&self) -> CoreLog<'_> {
+        CoreLog {
+            log: &self.log,
+            hwm: self.hwm,
+        }
+    }
+
     pub(crate) fn send_fetch(&mut self) {
         let now = self.now_ms;
-        let req = FetchRequest {
-            epoch: self.epoch,
-            replica: self.me,
-            fetch_offset: self.log.end(),
-            last_fetched_epoch: self.log.last_epoch(),
-            high_watermark: self.hwm,
-            wait_max_ms: self.config.fetch_wait_max_ms,
-        };
+        let req = fetch_request(
+            &self.follower_log(),
+            self.epoch,
+            self.me,
+            self.hwm,
+            self.config.fetch_wait_max_ms,
+        );
         let State::Follower(f) = &mut self.state else {
             return;
         };
-        if f.download.is_some() {
+        if f.download.is_some() || now < f.retry_at_ms {
+            // Downloading, or pausing after a failed download: the tick fetches once the
+            // pause is over (no fetch is outstanding).
             return;
         }
         f.fetch = Some((req.fetch_offset, req.last_fetched_epoch, now));
@@ -755,25 +763,34 @@ impl RaftCore {
         f.live_until_ms = live_until;
         f.heard = true;
         // Only the answer to the outstanding fetch moves the fetch loop on: a late or
-        // duplicated answer is dropped, so duplicates never start a second fetch loop.
+        // duplicated answer is dropped, so duplicates never start a second fetch loop. The
+        // rules for the answer itself are the follower's, shared with the client's observer.
         let Some(outstanding) = f.fetch else { return };
-        let current = (self.log.end(), self.log.last_epoch());
-        let answers =
-            |asked: (LogOffset, Epoch)| (outstanding.0, outstanding.1) == asked && asked == current;
-        match resp.result {
-            FetchResult::Batches {
-                fetch_offset,
-                last_fetched_epoch,
+        let log = self.follower_log();
+        let current = (log.end(), log.last_epoch());
+        let step = match fetch_step(&log, resp.epoch, resp.result) {
+            Ok(step) => step,
+            // A leader never sends this: the fetch stays outstanding and is sent again after
+            // the request timeout (never in a loop with the leader).
+            Err(_) => return,
+        };
+        // Data and divergence answers echo the fetch; they apply only if it is the
+        // outstanding one and the log is still as it was when fetched (same end and last
+        // epoch, then the same prefix by log matching).
+        let data = matches!(step, FetchStep::Append { .. } | FetchStep::Truncate { .. });
+        if data && (outstanding.0, outstanding.1) != current {
+            return;
+        }
+        let State::Follower(f) = &mut self.state else {
+            unreachable!("checked above");
+        };
+        match step {
+            FetchStep::Append {
                 batches,
                 high_watermark,
             } => {
-                // The answer applies to the log as it was when fetched: same end and last epoch
-                // (then the same prefix, by log matching).
-                if !answers((fetch_offset, last_fetched_epoch)) {
-                    return;
-                }
                 f.fetch = None;
-                let prev_epoch = self.log.last_epoch();
+                let (fetch_offset, prev_epoch) = (self.log.end(), self.log.last_epoch());
                 if let Ok(matched) = self.accept_entries(fetch_offset, prev_epoch, &batches) {
                     if let State::Follower(f) = &mut self.state {
                         f.matched_end = f.matched_end.max(matched);
@@ -781,30 +798,17 @@ impl RaftCore {
                     self.follower_set_hwm(high_watermark);
                 }
             }
-            FetchResult::Diverging {
-                fetch_offset,
-                last_fetched_epoch,
-                epoch,
-                end_offset,
-            } => {
-                if !answers((fetch_offset, last_fetched_epoch)) {
-                    return;
-                }
+            FetchStep::Truncate { to } => {
                 f.fetch = None;
-                let mine = self
-                    .log
-                    .end_for_epoch(epoch)
-                    .map_or(self.log.start(), |(_, e)| e);
-                let to = end_offset.min(mine);
                 if to < self.log.end() {
                     self.truncate(to);
                 }
             }
-            FetchResult::SnapshotNeeded { snapshot } => {
+            FetchStep::Snapshot(snapshot) => {
                 f.fetch = None;
                 self.start_download(snapshot);
             }
-            FetchResult::NotLeader => return,
+            FetchStep::Stale | FetchStep::NotLeader => return,
         }
         let pull = match &self.state {
             State::Follower(f) => !f.pushed || !self.is_voter(),
@@ -813,5 +817,31 @@ impl RaftCore {
         if pull {
             self.send_fetch();
         }
+    }
+}
+
+/// The core's log index seen as a follower's log ([`FollowerLog`]).
+struct CoreLog<'a> {
+    log: &'a LogIndex,
+    hwm: LogOffset,
+}
+
+impl FollowerLog for CoreLog<'_> {
+    fn end(&self) -> LogOffset {
+        self.log.end()
+    }
+
+    fn last_epoch(&self) -> Epoch {
+        self.log.last_epoch()
+    }
+
+    fn end_for_epoch(&self, epoch: Epoch) -> LogOffset {
+        self.log
+            .end_for_epoch(epoch)
+            .map_or(self.log.start(), |(_, end)| end)
+    }
+
+    fn committed_end(&self) -> LogOffset {
+        self.hwm
     }
 }

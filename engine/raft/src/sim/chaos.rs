@@ -45,6 +45,8 @@ pub struct SeedReport {
     pub crashes: u64,
     pub voter_changes: u64,
     pub snapshots: u64,
+    /// Snapshots downloaded from a leader in chunks and installed.
+    pub snapshots_installed: u64,
     pub reads: u64,
     pub violation: Option<String>,
 }
@@ -315,6 +317,7 @@ fn chaos_and_heal(
     report.committed_batches = c.checker.committed_batches();
     report.messages = c.delivered;
     report.reads = c.reads_served;
+    report.snapshots_installed = c.snapshots_installed;
     Ok(())
 }
 
@@ -368,6 +371,8 @@ pub struct Summary {
     pub crashes: u64,
     pub voter_changes: u64,
     pub snapshots: u64,
+    /// Snapshots downloaded from a leader in chunks and installed.
+    pub snapshots_installed: u64,
     pub reads: u64,
     pub violations: Vec<String>,
 }
@@ -381,6 +386,7 @@ impl Summary {
         self.crashes += r.crashes;
         self.voter_changes += r.voter_changes;
         self.snapshots += r.snapshots;
+        self.snapshots_installed += r.snapshots_installed;
         self.reads += r.reads;
         if let Some(v) = &r.violation {
             self.violations.push(v.clone());

@@ -111,6 +111,8 @@ impl ClusterSpec {
             batch_bytes_max: 512,
             fetch_wait_max_ms: 100,
             snapshot_chunk_bytes_max: 64,
+            snapshot_bytes_max: 1 << 20,
+            retry_backoff_ms: 10,
             payload_cache_bytes_max: 1 << 20,
         }
     }
@@ -161,6 +163,8 @@ pub struct Cluster {
     pub delivered: u64,
     /// Log reads served for evicted payloads ([`Ready::reads`]).
     pub reads_served: u64,
+    /// Snapshots downloaded from a leader and installed ([`Ready::snapshot`]).
+    pub snapshots_installed: u64,
     /// When set, every delivered message is appended here (scenario traces).
     pub trace: Option<Vec<String>>,
 }
@@ -206,6 +210,7 @@ impl Cluster {
             bootstrap,
             delivered: 0,
             reads_served: 0,
+            snapshots_installed: 0,
             trace: None,
         };
         let ids: Vec<NodeId> = c.nodes.keys().copied().collect();
@@ -352,6 +357,7 @@ impl Cluster {
         }
         // 2. Snapshot replaces the log, durable at once.
         if let Some(s) = r.snapshot {
+            self.snapshots_installed += 1;
             self.checker.on_snapshot_installed(id, &s);
             node.disk.log.clear();
             node.disk.synced_end = s.id.end_offset;

@@ -1,6 +1,10 @@
 //! [`SnapshotDownload`]: the chunks of one leader snapshot (KIP-630 FetchSnapshot) put back
-//! together, pure (no IO, no clock). [`crate::MetadataFollower`] sends the requests it makes
-//! and feeds it the answers; the finished bytes go to [`crate::ObserverLog::install_snapshot`].
+//! together, pure (no IO, no clock). Its caller sends the requests it makes and feeds it the
+//! answers: the Raft core's follower and observer ([`crate::RaftCore`], which installs the
+//! finished snapshot itself) and the client's metadata follower (`corum-client`, which hands
+//! the bytes to its observer log). The caller owns the policy around it: when to re-ask after a
+//! lost request, and the pause before fetching again after a download ended without a snapshot
+//! ([`super::Backoff`]).
 //!
 //! # Model
 //!
@@ -17,23 +21,28 @@
 //!
 //! | answer | checked | effect |
 //! |---|---|---|
-//! | `Chunk { snapshot, size_total, position, bytes, .. }` | `snapshot` is the id asked for; `size_total` at most the limit and the same in every chunk; `position == received`; `position + len <= size_total`; non-empty unless the snapshot is (first chunk of a 0-byte snapshot) | bytes appended: [`DownloadStep::Next`] at the new position, or [`DownloadStep::Complete`] once `received == size_total` |
+//! | `Chunk { snapshot, voters, size_total, position, bytes }` | `snapshot` is the id asked for; `size_total` at most the limit and the same in every chunk; `voters` the same in every chunk; `position == received`; `position + len <= size_total`; non-empty unless the snapshot is (first chunk of a 0-byte snapshot) | bytes appended: [`DownloadStep::Next`] at the new position, or [`DownloadStep::Complete`] once `received == size_total` |
 //! | `SnapshotNotFound`                                    | — | [`DownloadStep::NotFound`] |
 //! | `NotLeader`                                           | — | [`DownloadStep::NotLeader`] |
 //! | a chunk failing a check                               | — | [`SnapshotChunkError`]; nothing changed |
 //!
+//! A refused chunk is a [`SnapshotChunkError`] naming the check it failed; a leader never
+//! sends one, so the caller drops the download and fetches again after a pause. An empty chunk
+//! before the end is refused too ([`SnapshotChunkError::NoProgress`]): re-asking the same
+//! position at once would loop as fast as the leader answers.
+//!
 //! Invariants: `received <= size_total <= size_max` once a chunk arrived, and nothing was
 //! received before.
 
-use corum_raft::message::{FetchSnapshotRequest, FetchSnapshotResult};
-use corum_raft::{ReplicaKey, SnapshotId};
 use corum_types::Epoch;
 use rkyv::util::AlignedVec;
 
 use crate::error::SnapshotChunkError;
+use crate::message::{FetchSnapshotRequest, FetchSnapshotResult};
+use crate::types::{Payload, ReplicaKey, Snapshot, SnapshotId, VoterSet};
 
-/// The largest snapshot a [`crate::MetadataFollower`] downloads (1 GiB): the whole snapshot
-/// is held in memory before it is installed.
+/// The default largest snapshot a follower downloads (1 GiB, [`crate::Config::snapshot_bytes_max`]):
+/// the whole snapshot is held in memory before it is installed.
 pub const SNAPSHOT_BYTES_MAX: u64 = 1 << 30;
 
 /// What the caller does after an answer.
@@ -57,6 +66,8 @@ pub struct SnapshotDownload {
     size_max: u64,
     /// The total size every chunk states (`None` before the first chunk).
     size_total: Option<u64>,
+    /// The voter set every chunk states (`None` before the first chunk).
+    voters: Option<VoterSet>,
     /// Aligned for rkyv, so the finished snapshot decodes without a copy.
     data: AlignedVec<16>,
 }
@@ -68,6 +79,7 @@ impl SnapshotDownload {
             snapshot,
             size_max,
             size_total: None,
+            voters: None,
             data: AlignedVec::new(),
         }
     }
@@ -107,12 +119,27 @@ impl SnapshotDownload {
         &self.data
     }
 
+    /// The voter set at the snapshot's end, as its chunks state it (after the first chunk).
+    pub fn voters(&self) -> Option<&VoterSet> {
+        self.voters.as_ref()
+    }
+
+    /// The finished snapshot (`None` before every byte arrived); copies the bytes once.
+    pub fn snapshot_complete(&self) -> Option<Snapshot> {
+        let voters = self.voters.clone().filter(|_| self.is_complete())?;
+        Some(Snapshot {
+            id: self.snapshot,
+            voters,
+            data: Payload::from(&self.data[..]),
+        })
+    }
+
     /// Takes one answer (see the module doc). On error nothing changed.
     pub fn on_result(
         &mut self,
         result: FetchSnapshotResult,
     ) -> Result<DownloadStep, SnapshotChunkError> {
-        let (snapshot, size_total, position, bytes) = match result {
+        let (snapshot, size_total, position, bytes, voters) = match result {
             FetchSnapshotResult::SnapshotNotFound => return Ok(DownloadStep::NotFound),
             FetchSnapshotResult::NotLeader => return Ok(DownloadStep::NotLeader),
             FetchSnapshotResult::Chunk {
@@ -120,8 +147,8 @@ impl SnapshotDownload {
                 size_total,
                 position,
                 bytes,
-                voters: _,
-            } => (snapshot, size_total, position, bytes),
+                voters,
+            } => (snapshot, size_total, position, bytes, voters),
         };
         let received = self.received();
         if snapshot != self.snapshot {
@@ -142,6 +169,9 @@ impl SnapshotDownload {
                 now: size_total,
             });
         }
+        if self.voters.as_ref().is_some_and(|was| *was != voters) {
+            return Err(SnapshotChunkError::VotersChanged { position });
+        }
         if position != received {
             return Err(SnapshotChunkError::Position { position, received });
         }
@@ -161,6 +191,9 @@ impl SnapshotDownload {
             });
         }
         self.size_total = Some(size_total);
+        if self.voters.is_none() {
+            self.voters = Some(voters);
+        }
         self.data.extend_from_slice(&bytes);
         let received = self.received();
         assert!(received <= size_total && size_total <= self.size_max);
@@ -175,7 +208,7 @@ impl SnapshotDownload {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use corum_raft::{Payload, VoterSet};
+    use crate::types::Voter;
     use corum_types::{LogOffset, NodeId, Uuid};
     use proptest::prelude::*;
 
@@ -388,6 +421,62 @@ mod tests {
         assert_eq!(d.received(), 2);
     }
 
+    fn one_voter(id: u32) -> VoterSet {
+        VoterSet::new(vec![Voter {
+            key: ReplicaKey {
+                id: NodeId(id),
+                directory_id: Uuid([id as u8; 16]),
+            },
+            endpoints: vec![],
+        }])
+        .expect("one voter is a valid set")
+    }
+
+    fn with_voters(result: FetchSnapshotResult, set: VoterSet) -> FetchSnapshotResult {
+        match result {
+            FetchSnapshotResult::Chunk {
+                snapshot,
+                size_total,
+                position,
+                bytes,
+                voters: _,
+            } => FetchSnapshotResult::Chunk {
+                snapshot,
+                voters: set,
+                size_total,
+                position,
+                bytes,
+            },
+            other => other,
+        }
+    }
+
+    /// A chunk stating another voter set than the first chunk is refused; the finished
+    /// snapshot carries the chunks' voter set and bytes, and nothing before it is finished.
+    #[test]
+    fn chunks_agree_on_the_voter_set() {
+        let mut d = SnapshotDownload::new(id(10, 2), SNAPSHOT_BYTES_MAX);
+        assert_eq!(d.snapshot_complete(), None);
+        d.on_result(with_voters(chunk(id(10, 2), 4, 0, b"ab"), one_voter(1)))
+            .unwrap();
+        assert_eq!(d.voters(), Some(&one_voter(1)));
+        assert_eq!(d.snapshot_complete(), None, "two bytes are missing");
+        assert_eq!(
+            d.on_result(with_voters(chunk(id(10, 2), 4, 2, b"cd"), one_voter(2))),
+            Err(SnapshotChunkError::VotersChanged { position: 2 })
+        );
+        assert_eq!(d.received(), 2);
+        assert_eq!(
+            d.on_result(with_voters(chunk(id(10, 2), 4, 2, b"cd"), one_voter(1))),
+            Ok(DownloadStep::Complete)
+        );
+        let s = d.snapshot_complete().expect("complete");
+        assert_eq!(
+            (s.id, s.voters, &s.data[..]),
+            (id(10, 2), one_voter(1), &b"abcd"[..])
+        );
+    }
+
     fn arb_result() -> impl Strategy<Value = FetchSnapshotResult> {
         let ids = prop_oneof![Just(id(10, 2)), Just(id(11, 2)), Just(id(10, 1))];
         prop_oneof![
@@ -398,15 +487,18 @@ mod tests {
                 prop_oneof![0u64..40, Just(u64::MAX)],
                 prop_oneof![0u64..40, Just(u64::MAX)],
                 proptest::collection::vec(any::<u8>(), 0..16),
+                prop_oneof![Just(1u32), Just(2u32)],
             )
-                .prop_map(|(s, size, pos, bytes)| chunk(s, size, pos, &bytes)),
+                .prop_map(|(s, size, pos, bytes, voter)| {
+                    with_voters(chunk(s, size, pos, &bytes), one_voter(voter))
+                }),
         ]
     }
 
     proptest! {
         /// Arbitrary answers never panic; what is accepted keeps `received <= size_total <=
-        /// size_max` with a constant size, and an accepted chunk's bytes are exactly what
-        /// was appended.
+        /// size_max` with a constant size and voter set, and an accepted chunk's bytes are
+        /// exactly what was appended.
         #[test]
         fn arbitrary_answers_never_break_the_download(
             results in proptest::collection::vec(arb_result(), 0..40),
@@ -414,16 +506,22 @@ mod tests {
             let mut d = SnapshotDownload::new(id(10, 2), 32);
             let mut expect: Vec<u8> = Vec::new();
             let mut size: Option<u64> = None;
+            let mut voters: Option<VoterSet> = None;
             for r in results {
-                let bytes = match &r {
-                    FetchSnapshotResult::Chunk { bytes, .. } => bytes.to_vec(),
-                    _ => Vec::new(),
+                let (bytes, set) = match &r {
+                    FetchSnapshotResult::Chunk { bytes, voters, .. } => {
+                        (bytes.to_vec(), Some(voters.clone()))
+                    }
+                    _ => (Vec::new(), None),
                 };
                 if let Ok(DownloadStep::Next { .. } | DownloadStep::Complete) = d.on_result(r) {
                     expect.extend_from_slice(&bytes);
                     prop_assert!(size.is_none() || size == d.size_total());
                     size = d.size_total();
+                    prop_assert!(voters.is_none() || voters == set);
+                    voters = set;
                 }
+                prop_assert_eq!(d.voters(), voters.as_ref());
                 prop_assert_eq!(d.data(), &expect[..]);
                 if let Some(total) = d.size_total() {
                     prop_assert!(d.received() <= total && total <= 32);
