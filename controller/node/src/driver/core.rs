@@ -747,3 +747,227 @@ pub async fn store_snapshot<D: Disk>(
     snapshot_store::remove_older(disk, dir, SNAPSHOTS_KEPT).await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use corum_controller::control::config_control::IncrementalAlterConfigsResponse;
+    use corum_engine::disk::SimDisk;
+    use corum_raft::{ProposalId, Voter, VoterSet};
+    use futures_lite::future::block_on;
+
+    use super::*;
+    use crate::calls::CallId;
+    use crate::protocol::{ResponseBody, ResponseFrame};
+
+    type Calls = PendingCalls<u64>;
+
+    /// A one-voter node on a simulated disk, driven until it leads and its LeaderChange
+    /// commits; returns it with its call table and the simulated clock.
+    fn leader() -> (DriverCore<SimDisk>, Calls, Instant, u64) {
+        let voters = VoterSet::new(vec![Voter {
+            key: crate::sim::replica_key(1),
+            endpoints: vec![crate::sim::endpoint(1)],
+        }])
+        .unwrap();
+        let (config, _) = crate::sim::node_configs(1, &voters, 7).unwrap();
+        let (mut d, _) = block_on(DriverCore::recover(SimDisk::new(7), config, 0)).unwrap();
+        let mut calls = Calls::default();
+        let base = Instant::now();
+        let mut now_ms = 0;
+        while d.raft().role() != Role::Leader || d.raft().high_watermark() == LogOffset::ZERO {
+            now_ms += 5;
+            assert!(now_ms < 10_000, "a one-voter node leads");
+            d.tick(now_ms);
+            round(&mut d, &mut calls, base + Duration::from_millis(now_ms));
+        }
+        (d, calls, base, now_ms)
+    }
+
+    /// Carries out every `Ready`, syncing the log after each (a group-commit round), and
+    /// returns the answers released.
+    fn round(d: &mut DriverCore<SimDisk>, calls: &mut Calls, now: Instant) -> Vec<Outgoing<u64>> {
+        let mut out = Vec::new();
+        while let Some(c) = block_on(d.next_ready()).unwrap() {
+            if c.appended {
+                block_on(d.log().flush_now()).unwrap();
+                d.synced(calls, now);
+            }
+            if let Some(hwm) = c.high_watermark {
+                out.extend(d.committed(hwm, calls, now));
+            }
+        }
+        out.extend(d.settle(calls, now));
+        d.check_invariants();
+        calls.check_invariants();
+        out
+    }
+
+    fn proposal(
+        d: &DriverCore<SimDisk>,
+        base: LogOffset,
+        activation: u64,
+        calls: &[CallId],
+    ) -> Proposal {
+        let body = ResponseBody::IncrementalAlterConfigs(IncrementalAlterConfigsResponse {
+            resources: vec![],
+        });
+        Proposal {
+            batch: ProposalId {
+                epoch: d.raft().epoch(),
+                base_offset: base,
+                end_offset: base.add(1),
+            },
+            activation,
+            payload: Payload::from(&b"record"[..]),
+            record_count: 1,
+            answers: calls.iter().map(|&id| (id, body.clone())).collect(),
+        }
+    }
+
+    fn call(calls: &mut Calls, n: u64, now: Instant) -> CallId {
+        calls.register(n, n, 10_000, now).unwrap()
+    }
+
+    /// A proposal is appended only at the log end in this node's epoch; a refusal answers its
+    /// calls `NotController`, tells the service where the log ended, and fences the rest of
+    /// its activation; a proposal of a later activation at the right offset is appended, and
+    /// its answer leaves only once the batch is durable and committed.
+    #[test]
+    fn proposals_are_appended_only_where_predicted_and_answered_at_commit() {
+        let (mut d, mut calls, base, now_ms) = leader();
+        let now = base + Duration::from_millis(now_ms);
+        let end = d.raft().log_end_offset();
+
+        // Predicted one past the end: refused, its call answered, the service told.
+        let c1 = call(&mut calls, 1, now);
+        let out = d.on_proposal(proposal(&d, end.add(1), 1, &[c1]), &mut calls, now);
+        assert!(matches!(
+            out.answers.as_slice(),
+            [(
+                1,
+                ResponseFrame {
+                    body: Err(RpcError::NotController { .. }),
+                    ..
+                }
+            )]
+        ));
+        let Some(ToService::Refused {
+            reason,
+            log_end,
+            activation,
+            ..
+        }) = out.refused
+        else {
+            panic!("refused: {:?}", out.refused);
+        };
+        assert_eq!((reason, log_end, activation), (Refusal::Elsewhere, end, 1));
+
+        // The same activation at the right offset: still refused (fenced).
+        let c2 = call(&mut calls, 2, now);
+        let out = d.on_proposal(proposal(&d, end, 1, &[c2]), &mut calls, now);
+        assert!(out.refused.is_some() && out.answers.len() == 1);
+
+        // Another epoch: refused as not led.
+        let c3 = call(&mut calls, 3, now);
+        let mut p = proposal(&d, end, 2, &[c3]);
+        p.batch.epoch = Epoch(d.raft().epoch().get() + 1);
+        let out = d.on_proposal(p, &mut calls, now);
+        assert!(matches!(
+            out.refused,
+            Some(ToService::Refused {
+                reason: Refusal::NotLeader,
+                ..
+            })
+        ));
+
+        // The next activation at the log end: appended, its answer held until the commit.
+        let c4 = call(&mut calls, 4, now);
+        let out = d.on_proposal(proposal(&d, end, 3, &[c4]), &mut calls, now);
+        assert!(out.refused.is_none() && out.answers.is_empty());
+        assert_eq!(calls.held_len(), 1);
+        assert_eq!(d.proposals(), (1, 3));
+        let answers = round(&mut d, &mut calls, now);
+        assert!(
+            matches!(answers.as_slice(), [(4, ResponseFrame { body: Ok(_), .. })]),
+            "{answers:?}"
+        );
+        assert_eq!(d.raft().high_watermark(), end.add(1));
+        assert!(calls.is_empty());
+    }
+
+    /// No new proposal is admitted while `uncommitted_records_max` records wait for the commit.
+    #[test]
+    fn admission_stops_at_the_uncommitted_limit() {
+        let (mut d, mut calls, base, now_ms) = leader();
+        let now = base + Duration::from_millis(now_ms);
+        d.config.uncommitted_records_max = 2;
+        for i in 0..2u64 {
+            assert!(d.admits_proposals());
+            let end = d.raft().log_end_offset();
+            let out = d.on_proposal(proposal(&d, end, 1, &[]), &mut calls, now);
+            assert!(out.refused.is_none(), "proposal {i}");
+        }
+        assert!(!d.admits_proposals());
+        round(&mut d, &mut calls, now);
+        assert!(d.admits_proposals(), "the commit frees the window");
+    }
+
+    /// A snapshot offer is taken only at a committed batch boundary above the newest one, one
+    /// at a time; once written and the log below it outgrows the retention (0 here), the log
+    /// start moves up to it.
+    #[test]
+    fn snapshot_offers_and_compaction() {
+        let (mut d, mut calls, base, now_ms) = leader();
+        let now = base + Duration::from_millis(now_ms);
+        // Fill a few segments' worth of committed batches.
+        for _ in 0..200 {
+            let end = d.raft().log_end_offset();
+            let mut p = proposal(&d, end, 1, &[]);
+            p.payload = Payload::from(&[7u8; 300][..]);
+            assert!(d.on_proposal(p, &mut calls, now).refused.is_none());
+            round(&mut d, &mut calls, now);
+        }
+        let hwm = d.raft().high_watermark();
+        assert!(
+            d.snapshot_offer(hwm.add(1), Payload::from(&b"s"[..]))
+                .is_none(),
+            "uncommitted"
+        );
+        let s = d
+            .snapshot_offer(hwm, Payload::from(&b"s"[..]))
+            .expect("taken");
+        assert!(
+            d.snapshot_offer(hwm, Payload::from(&b"s"[..])).is_none(),
+            "one at a time"
+        );
+        let dir = d.config().snapshot_dir();
+        let written = block_on(store_snapshot(d.disk(), &dir, &s));
+        d.snapshot_written(s.id, s.data, written).unwrap();
+        assert_eq!(d.snapshot_end(), hwm);
+        assert!(
+            d.snapshot_offer(hwm, Payload::from(&b"s"[..])).is_none(),
+            "not newer"
+        );
+        round(&mut d, &mut calls, now);
+        assert_eq!(d.raft().log_start_offset(), hwm, "the log start moved up");
+        assert!(
+            d.log().start_offset() > LogOffset::ZERO,
+            "whole segments went"
+        );
+
+        // A restart continues from the snapshot.
+        let config = d.config().clone();
+        let disk = d.disk().clone();
+        drop(d);
+        disk.crash();
+        let (d, recovered) = block_on(DriverCore::recover(disk, config, 0)).unwrap();
+        assert_eq!(recovered.snapshot, Some(s.id));
+        assert_eq!(d.raft().log_start_offset(), hwm);
+        assert!(
+            d.publisher().has_reset(),
+            "the consumer loads the snapshot first"
+        );
+    }
+}

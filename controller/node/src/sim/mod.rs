@@ -868,14 +868,14 @@ impl Sim {
     }
 }
 
-fn replica_key(id: u32) -> ReplicaKey {
+pub(crate) fn replica_key(id: u32) -> ReplicaKey {
     ReplicaKey {
         id: NodeId(id),
         directory_id: Uuid([id as u8; 16]),
     }
 }
 
-fn endpoint(id: u32) -> Endpoint {
+pub(crate) fn endpoint(id: u32) -> Endpoint {
     Endpoint {
         listener: "CONTROLLER".into(),
         host: format!("sim-{id}"),
@@ -886,7 +886,7 @@ fn endpoint(id: u32) -> Endpoint {
 /// The node's own configuration path for simulated node `id`: the node config's defaults
 /// through [`components`], with timeouts, segments and snapshots scaled down so that a few
 /// simulated seconds see elections, compaction and snapshot installs.
-fn node_configs(
+pub(crate) fn node_configs(
     id: u32,
     voters: &VoterSet,
     seed: u64,
