@@ -9,7 +9,7 @@
 //!
 //! | event (driver call)              | image                              | in-flight snapshots             |
 //! |----------------------------------|------------------------------------|---------------------------------|
-//! | `on_proposed(base, batch)`       | replays the batch at `base..`      | pushes (base, image before)     |
+//! | `on_proposed(base, records)`     | applies the records at `base..`    | pushes (base, image before)     |
 //! | `replay(offset, rec)`, own batch | unchanged (already applied)        | drops those with base <= offset |
 //! | `replay(offset, rec)`, other     | replays the record                 | must be none (else an error)    |
 //! | `on_resign()`                    | reverts to the oldest snapshot     | cleared; leases dropped         |
@@ -17,15 +17,18 @@
 //!
 //! The committed image is the oldest snapshot if any, else the image. Handlers read the image
 //! (committed + in flight) and never mutate it; the only mutation of the image is replay of
-//! archived records, either committed ones or the controller's own proposals.
+//! records: committed ones from their archived (validated) bytes, the controller's own proposals
+//! from the records its handlers built ([`MetadataImage::apply`], the same changes as
+//! [`MetadataImage::replay`]).
 //!
 //! # Driver obligations
 //!
 //! - Call a handler with a [`RequestContext`]: `next_offset` = the log end offset including every
 //!   proposed batch, `high_watermark` = the commit offset last learned, `now_ms` monotonic.
-//! - If the result has records: encode them ([`crate::encode_batch`]) as one batch, propose it,
-//!   and call `on_proposed(base_offset, batch)` before handling the next request; answer the
-//!   response once the batch is committed. With no records answer at once.
+//! - If the result has records: encode them ([`crate::encode_batch`], or part by part with a
+//!   [`crate::BatchBuilder`]) as one batch, propose it, and call `on_proposed(base_offset,
+//!   records)` (the records themselves: nothing to decode) before handling the next request;
+//!   answer the response once the batch is committed. With no records answer at once.
 //! - Feed every committed record, in order, to `replay` (the leader too).
 //! - On losing leadership call `on_resign` before replaying anything else; on winning it call
 //!   `on_become_active` (after replaying everything committed).
@@ -55,7 +58,7 @@ use crate::control::replication_control::{
 use crate::control::{ControllerResult, RequestContext, View};
 use crate::error::{ApiError, ConfigError, ReplayError};
 use crate::image::{ConfigResource, MetadataImage};
-use crate::records::{ArchivedBatch, ArchivedMetadataRecord};
+use crate::records::{ArchivedBatch, ArchivedMetadataRecord, MetadataRecord};
 
 type HandlerResult<R> = Result<ControllerResult<R>, ApiError>;
 
@@ -225,15 +228,21 @@ impl Controller {
     }
 
     /// Applies this controller's own proposal (not yet committed) so later requests see it.
+    ///
+    /// It takes the records the handlers built, not their encoding: the batch proposed is
+    /// encoded from these very records, so decoding (and bytechecking) bytes this node just
+    /// wrote would prove nothing; [`MetadataImage::apply`] makes exactly the changes
+    /// [`MetadataImage::replay`] makes of the encoded records, which the followers (and this
+    /// node, after a restart) replay.
     pub fn on_proposed(
         &mut self,
         base_offset: LogOffset,
-        batch: &ArchivedBatch,
+        records: &[MetadataRecord],
     ) -> Result<(), ReplayError> {
         assert!(self.active, "only the active controller proposes");
         let before = self.image.clone();
-        for (i, record) in batch.iter().enumerate() {
-            if let Err(e) = self.image.replay(base_offset.add(i as u64), record) {
+        for (i, record) in records.iter().enumerate() {
+            if let Err(e) = self.image.apply(base_offset.add(i as u64), record) {
                 self.image = before;
                 return Err(e);
             }
@@ -253,15 +262,15 @@ impl Controller {
     pub fn on_proposed_more(
         &mut self,
         base_offset: LogOffset,
-        batch: &ArchivedBatch,
+        records: &[MetadataRecord],
     ) -> Result<(), ReplayError> {
         assert!(self.active, "only the active controller proposes");
         assert!(
             !self.inflight.is_empty(),
             "on_proposed_more continues a batch begun by on_proposed"
         );
-        for (i, record) in batch.iter().enumerate() {
-            self.image.replay(base_offset.add(i as u64), record)?;
+        for (i, record) in records.iter().enumerate() {
+            self.image.apply(base_offset.add(i as u64), record)?;
         }
         Ok(())
     }
@@ -451,8 +460,7 @@ mod tests {
 
     fn propose(c: &mut Controller, records: &[MetadataRecord]) -> LogOffset {
         let base = c.image().end_offset;
-        let bytes = encode_batch(records);
-        c.on_proposed(base, decode_batch(&bytes).unwrap()).unwrap();
+        c.on_proposed(base, records).unwrap();
         base
     }
 
@@ -676,12 +684,10 @@ mod tests {
         for id in 1..4 {
             let r = c.broker_heartbeat(&register(id, 1), &ctx(&c, 0)).unwrap();
             let at = c.image().end_offset;
-            let bytes = encode_batch(&r.records);
-            let batch = decode_batch(&bytes).unwrap();
             if all.is_empty() {
-                c.on_proposed(at, batch).unwrap();
+                c.on_proposed(at, &r.records).unwrap();
             } else {
-                c.on_proposed_more(at, batch).unwrap();
+                c.on_proposed_more(at, &r.records).unwrap();
             }
             all.extend(r.records);
         }

@@ -37,5 +37,6 @@ pub use error::{ApiError, ConfigError, DecodeError, Error, Reason, ReplayError, 
 pub use ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
 pub use image::MetadataImage;
 pub use records::{
-    aligned, decode_batch, encode_batch, ArchivedBatch, ArchivedMetadataRecord, MetadataRecord,
+    aligned, decode_batch, encode_batch, ArchivedBatch, ArchivedMetadataRecord, BatchBuilder,
+    MetadataRecord,
 };

@@ -17,9 +17,11 @@
 //! # Batches
 //!
 //! One log entry (one Raft proposal) carries a batch: a `Vec<MetadataRecord>` archived as one rkyv
-//! payload. [`encode_batch`] produces the payload; [`decode_batch`] validates untrusted bytes with
-//! bytecheck (every relative pointer, length, UTF-8 string, enum tag and bool) and returns a
-//! zero-copy view. After that, [`crate::Controller::replay`] works directly on
+//! payload. [`encode_batch`] produces the payload, or [`BatchBuilder`] part by part as requests
+//! arrive (the same bytes; the exact length known after each part, so a batch is cut before it
+//! outgrows its limit without encoding anything twice); [`decode_batch`] validates untrusted
+//! bytes with bytecheck (every relative pointer, length, UTF-8 string, enum tag and bool) and
+//! returns a zero-copy view. After that, [`crate::Controller::replay`] works directly on
 //! `&ArchivedMetadataRecord` without copying.
 //!
 //! Byte layout of a batch (rkyv 0.8, little-endian, 8-byte aligned buffer): the record bodies
@@ -291,6 +293,167 @@ where
     }
 }
 
+/// A batch encoded part by part as its records arrive: what [`encode_batch`] makes of all of
+/// them, byte for byte, with each record encoded once.
+///
+/// An rkyv batch is the records' bodies (strings, vectors) in record order, then the array of
+/// fixed-size archived records pointing back into them, then the root. [`BatchBuilder::push`]
+/// writes a part's bodies at once, at their final positions, and keeps each record with the
+/// rkyv resolver (the positions of its bodies) that the array entry is later built from;
+/// [`BatchBuilder::finish`] writes the array and the root. So the exact encoded length is
+/// known after every part ([`BatchBuilder::encoded_len`]), and a part that would take the
+/// batch over a limit is taken back out ([`BatchBuilder::push_within`]) before anything else
+/// is written.
+pub struct BatchBuilder {
+    /// The bodies of `records`, in order, from position 0 of the batch.
+    bytes: EncodedBatch,
+    records: Vec<MetadataRecord>,
+    /// `resolvers[i]` is what serializing `records[i]`'s bodies into `bytes` returned.
+    resolvers: Vec<<MetadataRecord as rkyv::Archive>::Resolver>,
+}
+
+/// A part [`BatchBuilder::push_within`] gave back: with it the batch would have been
+/// `encoded_len` bytes.
+#[derive(Debug)]
+pub struct PartTooLarge {
+    pub records: Vec<MetadataRecord>,
+    pub encoded_len: usize,
+}
+
+/// The serializer a [`BatchBuilder`] writes through: into its buffer, scratch space from
+/// rkyv's arena, no shared pointers (records have none).
+type BuilderSerializer<'a, 'b> = rancor::Strategy<
+    rkyv::ser::Serializer<
+        &'a mut EncodedBatch,
+        rkyv::ser::allocator::ArenaHandle<'b>,
+        rkyv::ser::sharing::Unshare,
+    >,
+    rancor::Error,
+>;
+
+impl Default for BatchBuilder {
+    fn default() -> Self {
+        BatchBuilder::new()
+    }
+}
+
+impl BatchBuilder {
+    pub fn new() -> BatchBuilder {
+        BatchBuilder {
+            bytes: EncodedBatch::new(),
+            records: Vec::new(),
+            resolvers: Vec::new(),
+        }
+    }
+
+    /// The records pushed so far, in order.
+    pub fn records(&self) -> &[MetadataRecord] {
+        &self.records
+    }
+
+    /// How many records were pushed.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// The length of the batch [`BatchBuilder::finish`] would produce now: the bodies, the
+    /// array of archived records (aligned) and the root (aligned).
+    pub fn encoded_len(&self) -> usize {
+        let array_at = self
+            .bytes
+            .len()
+            .next_multiple_of(std::mem::align_of::<ArchivedMetadataRecord>());
+        let array_end =
+            array_at + self.records.len() * std::mem::size_of::<ArchivedMetadataRecord>();
+        array_end.next_multiple_of(std::mem::align_of::<ArchivedBatch>())
+            + std::mem::size_of::<ArchivedBatch>()
+    }
+
+    /// Appends `records`, encoding their bodies now.
+    pub fn push(&mut self, records: Vec<MetadataRecord>) {
+        let bytes = &mut self.bytes;
+        let resolvers = &mut self.resolvers;
+        rkyv::util::with_arena(|arena| {
+            let mut serializer =
+                rkyv::ser::Serializer::new(bytes, arena.acquire(), rkyv::ser::sharing::Unshare);
+            let s: &mut BuilderSerializer<'_, '_> = rancor::Strategy::wrap(&mut serializer);
+            for r in &records {
+                // As in `encode_batch`: writing owned values into memory cannot fail.
+                let resolver = rkyv::Serialize::serialize(r, s)
+                    .expect("archiving owned records into memory cannot fail");
+                resolvers.push(resolver);
+            }
+        });
+        self.records.extend(records);
+    }
+
+    /// Appends `records` if the batch then stays within `bytes_max` encoded bytes; otherwise
+    /// gives them back, with the batch as it was (their bodies' bytes dropped).
+    pub fn push_within(
+        &mut self,
+        records: Vec<MetadataRecord>,
+        bytes_max: usize,
+    ) -> Result<(), PartTooLarge> {
+        let (bytes_before, records_before) = (self.bytes.len(), self.records.len());
+        self.push(records);
+        let encoded_len = self.encoded_len();
+        if encoded_len <= bytes_max {
+            return Ok(());
+        }
+        self.bytes.resize(bytes_before, 0);
+        self.resolvers.truncate(records_before);
+        Err(PartTooLarge {
+            records: self.records.split_off(records_before),
+            encoded_len,
+        })
+    }
+
+    /// The encoded batch: exactly [`encode_batch`] of [`BatchBuilder::records`].
+    pub fn finish(self) -> EncodedBatch {
+        use rkyv::ser::WriterExt;
+        let BatchBuilder {
+            mut bytes,
+            records,
+            resolvers,
+        } = self;
+        assert_eq!(records.len(), resolvers.len(), "one resolver per record");
+        rkyv::util::with_arena(|arena| {
+            let mut serializer = rkyv::ser::Serializer::new(
+                &mut bytes,
+                arena.acquire(),
+                rkyv::ser::sharing::Unshare,
+            );
+            let s: &mut BuilderSerializer<'_, '_> = rancor::Strategy::wrap(&mut serializer);
+            let write = |s: &mut BuilderSerializer<'_, '_>| -> Result<(), rancor::Error> {
+                let array_at = s.align_for::<ArchivedMetadataRecord>()?;
+                for (r, resolver) in records.iter().zip(resolvers) {
+                    // SAFETY: `resolver` is what serializing `r`'s bodies into these bytes
+                    // returned (`push` keeps them pairwise, `push_within` drops both), and
+                    // the position is aligned for an archived record just above; each entry
+                    // is a whole archived record, so the next one stays aligned.
+                    unsafe { s.resolve_aligned(r, resolver)? };
+                }
+                s.align_for::<ArchivedBatch>()?;
+                // SAFETY: the root of a vector is resolved from the position of its array,
+                // written just above, and the position is aligned for it.
+                unsafe {
+                    s.resolve_aligned(
+                        &BatchRef(&records),
+                        rkyv::vec::VecResolver::from_pos(array_at),
+                    )?
+                };
+                Ok(())
+            };
+            write(s).expect("archiving owned records into memory cannot fail");
+        });
+        bytes
+    }
+}
+
 /// Bytes aligned for [`decode_batch`]: borrowed when they already are (payload allocations
 /// normally are), else an aligned copy ([`aligned`]).
 pub enum Aligned<'a> {
@@ -512,6 +675,163 @@ pub(crate) mod tests {
             one_of_each().len()
         );
         assert!(matches!(aligned(&bytes), Aligned::Borrowed(_)));
+    }
+
+    /// Records of every kind with strings of 0 to 20 bytes (short ones are stored inline by
+    /// rkyv, longer ones out of line) and vectors of 0 to 5 items, so bodies of every length
+    /// and alignment meet.
+    fn any_record() -> impl Strategy<Value = MetadataRecord> {
+        let text = || "[a-z.]{0,20}";
+        let nodes = || proptest::collection::vec((0..9u32).prop_map(NodeId), 0..5);
+        let topic_id = || any::<[u8; 16]>().prop_map(|b| TopicId(Uuid(b)));
+        prop_oneof![
+            (
+                text(),
+                proptest::collection::vec((text(), text(), any::<u16>()), 0..3),
+                proptest::collection::vec(text(), 0..3),
+                proptest::option::of(text())
+            )
+                .prop_map(|(host, listeners, features, rack)| {
+                    MetadataRecord::RegisterBroker(RegisterBrokerRecordV1 {
+                        broker_id: NodeId(host.len() as u32),
+                        incarnation_id: Uuid([3; 16]),
+                        broker_epoch: BrokerEpoch(7),
+                        listeners: listeners
+                            .into_iter()
+                            .map(|(name, host, port)| ListenerV1 { name, host, port })
+                            .collect(),
+                        features: features
+                            .into_iter()
+                            .map(|name| SupportedFeatureV1 {
+                                name,
+                                min_level: 1,
+                                max_level: 2,
+                            })
+                            .collect(),
+                        rack,
+                    })
+                }),
+            (text(), topic_id(), any::<bool>()).prop_map(|(name, topic_id, deleting)| {
+                MetadataRecord::Topic(TopicRecordV1 {
+                    name,
+                    topic_id,
+                    deleting,
+                })
+            }),
+            (topic_id(), nodes(), nodes(), proptest::option::of(0..9u32)).prop_map(
+                |(topic_id, replicas, isr, leader)| {
+                    MetadataRecord::Partition(PartitionRecordV1 {
+                        topic_id,
+                        partition_id: PartitionId(replicas.len() as u32),
+                        replicas,
+                        isr,
+                        leader: leader.map(NodeId),
+                        leader_epoch: LeaderEpoch(1),
+                        partition_epoch: PartitionEpoch(2),
+                    })
+                }
+            ),
+            (topic_id(), nodes()).prop_map(|(topic_id, isr)| {
+                MetadataRecord::PartitionIsrChange(PartitionIsrChangeRecordV1 {
+                    topic_id,
+                    partition_id: PartitionId(0),
+                    isr,
+                    partition_epoch: PartitionEpoch(3),
+                })
+            }),
+            (any::<bool>(), text(), text(), proptest::option::of(text())).prop_map(
+                |(topic, resource_name, key, value)| {
+                    MetadataRecord::Config(ConfigRecordV1 {
+                        resource_type: if topic {
+                            ConfigResourceType::Topic
+                        } else {
+                            ConfigResourceType::Broker
+                        },
+                        resource_name,
+                        key,
+                        value,
+                    })
+                }
+            ),
+            (text(), any::<u16>()).prop_map(|(name, max_level)| {
+                MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
+                    name,
+                    min_level: 1,
+                    max_level,
+                })
+            }),
+            Just(MetadataRecord::NoOp(NoOpRecordV1 {})),
+            (0..9u32).prop_map(|b| MetadataRecord::FenceBroker(FenceBrokerRecordV1 {
+                broker_id: NodeId(b),
+                broker_epoch: BrokerEpoch(u64::from(b)),
+            })),
+        ]
+    }
+
+    /// The parts of a batch: each a few records.
+    fn parts() -> impl Strategy<Value = Vec<Vec<MetadataRecord>>> {
+        proptest::collection::vec(proptest::collection::vec(any_record(), 0..6), 0..12)
+    }
+
+    /// An empty builder finishes as the empty batch.
+    #[test]
+    fn an_empty_builder_is_the_empty_batch() {
+        let b = BatchBuilder::new();
+        assert_eq!(b.encoded_len(), encode_batch(&[]).len());
+        assert_eq!(&b.finish()[..], &encode_batch(&[])[..]);
+    }
+
+    proptest! {
+        /// A batch built part by part is byte for byte `encode_batch` of all its records, and
+        /// `encoded_len` is its exact length after every part.
+        #[test]
+        fn built_batches_are_encode_batch(parts in parts()) {
+            let mut b = BatchBuilder::new();
+            let mut all = Vec::new();
+            for part in parts {
+                all.extend(part.iter().cloned());
+                b.push(part);
+                prop_assert_eq!(b.records(), &all[..]);
+                prop_assert_eq!(b.encoded_len(), encode_batch(&all).len());
+            }
+            let built = b.finish();
+            prop_assert_eq!(&built[..], &encode_batch(&all)[..]);
+            prop_assert_eq!(decode_batch(&built).unwrap().len(), all.len());
+        }
+
+        /// Parts pushed within a byte limit: a refused part leaves the batch exactly as it
+        /// was (the batch goes on as if it had never been offered) and reports the length the
+        /// batch would have had; what is accepted never takes the batch over the limit; and a
+        /// part that fits after others fits alone (records never encode shorter after others),
+        /// which is why a group refuses by a part's length alone only when it is empty.
+        #[test]
+        fn parts_within_a_limit(parts in parts(), bytes_max in 8usize..2_000) {
+            let mut b = BatchBuilder::new();
+            let mut accepted = Vec::new();
+            for part in parts {
+                let before = b.encoded_len();
+                let alone = encode_batch(&part).len();
+                let mut with = accepted.clone();
+                with.extend(part.iter().cloned());
+                match b.push_within(part.clone(), bytes_max) {
+                    Ok(()) => {
+                        prop_assert!(b.encoded_len() <= bytes_max);
+                        prop_assert!(alone <= b.encoded_len());
+                        accepted = with;
+                    }
+                    Err(refused) => {
+                        prop_assert_eq!(&refused.records, &part);
+                        prop_assert_eq!(refused.encoded_len, encode_batch(&with).len());
+                        prop_assert!(refused.encoded_len > bytes_max);
+                        prop_assert_eq!(b.encoded_len(), before);
+                    }
+                }
+                prop_assert_eq!(b.records(), &accepted[..]);
+            }
+            let built = b.finish();
+            prop_assert!(built.len() <= bytes_max.max(encode_batch(&[]).len()));
+            prop_assert_eq!(&built[..], &encode_batch(&accepted)[..]);
+        }
     }
 
     proptest! {

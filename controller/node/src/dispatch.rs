@@ -152,7 +152,7 @@ mod tests {
     };
     use corum_controller::image::ConfigResource;
     use corum_controller::records::{ListenerV1, SupportedFeatureV1};
-    use corum_controller::{decode_batch, encode_batch, ControllerConfig};
+    use corum_controller::ControllerConfig;
     use corum_types::{LogOffset, NodeId, Uuid};
 
     fn ctx(next: u64) -> RequestContext {
@@ -225,9 +225,7 @@ mod tests {
             panic!("wrong response kind");
         };
         assert_eq!(hb.target_state, TargetState::Fenced);
-        let batch = encode_batch(&records);
-        c.on_proposed(LogOffset(0), decode_batch(&batch).unwrap())
-            .unwrap();
+        c.on_proposed(LogOffset(0), &records).unwrap();
         // No unfenced broker: the topic fails per item and nothing is proposed.
         let create = RequestBody::CreateTopics(CreateTopicsRequest {
             topics: vec![CreatableTopic::new("t", 1, 1)],

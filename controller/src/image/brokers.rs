@@ -20,7 +20,9 @@ use corum_types::{BrokerEpoch, LogOffset, NodeId, Uuid};
 use imbl::OrdMap;
 
 use crate::error::ReplayError;
-use crate::records::{ArchivedRegisterBrokerRecordV1, ListenerV1, SupportedFeatureV1};
+use crate::records::{
+    ArchivedRegisterBrokerRecordV1, ListenerV1, RegisterBrokerRecordV1, SupportedFeatureV1,
+};
 
 /// A broker's registration as the image holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,6 +39,50 @@ pub struct BrokerRegistration {
 }
 
 impl BrokerRegistration {
+    /// The registration a RegisterBroker record makes (fenced; features not yet sorted).
+    pub(crate) fn from_archived(r: &ArchivedRegisterBrokerRecordV1) -> BrokerRegistration {
+        BrokerRegistration {
+            broker_id: NodeId::from(&r.broker_id),
+            incarnation_id: Uuid::from(&r.incarnation_id),
+            broker_epoch: BrokerEpoch::from(&r.broker_epoch),
+            listeners: r
+                .listeners
+                .iter()
+                .map(|l| ListenerV1 {
+                    name: l.name.as_str().to_owned(),
+                    host: l.host.as_str().to_owned(),
+                    port: l.port.to_native(),
+                })
+                .collect(),
+            features: r
+                .features
+                .iter()
+                .map(|f| SupportedFeatureV1 {
+                    name: f.name.as_str().to_owned(),
+                    min_level: f.min_level.to_native(),
+                    max_level: f.max_level.to_native(),
+                })
+                .collect(),
+            rack: r.rack.as_ref().map(|s| Arc::from(s.as_str())),
+            fenced: true,
+            in_controlled_shutdown: false,
+        }
+    }
+
+    /// [`BrokerRegistration::from_archived`] of an owned record.
+    pub(crate) fn from_record(r: &RegisterBrokerRecordV1) -> BrokerRegistration {
+        BrokerRegistration {
+            broker_id: r.broker_id,
+            incarnation_id: r.incarnation_id,
+            broker_epoch: r.broker_epoch,
+            listeners: r.listeners.clone(),
+            features: r.features.clone(),
+            rack: r.rack.as_deref().map(Arc::from),
+            fenced: true,
+            in_controlled_shutdown: false,
+        }
+    }
+
     /// Unfenced and not shutting down: may lead partitions and join ISRs.
     #[inline]
     pub fn is_eligible(&self) -> bool {
@@ -89,39 +135,10 @@ impl BrokersImage {
         self.get(broker_id).is_some_and(|b| !b.fenced)
     }
 
-    pub(crate) fn replay_register(
-        &mut self,
-        _offset: LogOffset,
-        r: &ArchivedRegisterBrokerRecordV1,
-    ) {
-        let mut features: Vec<SupportedFeatureV1> = r
-            .features
-            .iter()
-            .map(|f| SupportedFeatureV1 {
-                name: f.name.as_str().to_owned(),
-                min_level: f.min_level.to_native(),
-                max_level: f.max_level.to_native(),
-            })
-            .collect();
-        features.sort_by(|a, b| a.name.cmp(&b.name));
-        let reg = BrokerRegistration {
-            broker_id: NodeId::from(&r.broker_id),
-            incarnation_id: Uuid::from(&r.incarnation_id),
-            broker_epoch: BrokerEpoch::from(&r.broker_epoch),
-            listeners: r
-                .listeners
-                .iter()
-                .map(|l| ListenerV1 {
-                    name: l.name.as_str().to_owned(),
-                    host: l.host.as_str().to_owned(),
-                    port: l.port.to_native(),
-                })
-                .collect(),
-            features,
-            rack: r.rack.as_ref().map(|s| Arc::from(s.as_str())),
-            fenced: true,
-            in_controlled_shutdown: false,
-        };
+    /// Registers `reg` (made by [`BrokerRegistration::from_archived`] or `from_record`),
+    /// replacing any earlier registration of its broker.
+    pub(crate) fn replay_register(&mut self, _offset: LogOffset, mut reg: BrokerRegistration) {
+        reg.features.sort_by(|a, b| a.name.cmp(&b.name));
         self.by_id.insert(reg.broker_id, Arc::new(reg));
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use imbl::OrdMap;
 
-use crate::records::{ArchivedConfigRecordV1, ArchivedConfigResourceType, ConfigResourceType};
+use crate::records::ConfigResourceType;
 
 /// What a set of configs belongs to. For brokers `name` is the id in decimal, or empty for the
 /// cluster-wide default.
@@ -59,23 +59,26 @@ impl ConfigsImage {
         self.by_resource.iter().map(|(k, v)| (k, &**v))
     }
 
-    pub(crate) fn replay(&mut self, r: &ArchivedConfigRecordV1) {
-        let resource_type = match r.resource_type {
-            ArchivedConfigResourceType::Topic => ConfigResourceType::Topic,
-            ArchivedConfigResourceType::Broker => ConfigResourceType::Broker,
-        };
+    /// Sets (`value` is `Some`) or deletes one key of one resource.
+    pub(crate) fn replay(
+        &mut self,
+        resource_type: ConfigResourceType,
+        resource_name: &str,
+        key: &str,
+        value: Option<&str>,
+    ) {
         let resource = ConfigResource {
             resource_type,
-            name: r.resource_name.as_str().to_owned(),
+            name: resource_name.to_owned(),
         };
-        match r.value.as_ref() {
+        match value {
             Some(v) => {
                 let entry = self.by_resource.entry(resource).or_default();
-                Arc::make_mut(entry).insert(r.key.as_str().to_owned(), v.as_str().to_owned());
+                Arc::make_mut(entry).insert(key.to_owned(), v.to_owned());
             }
             None => {
                 if let Some(map) = self.by_resource.get_mut(&resource) {
-                    Arc::make_mut(map).remove(r.key.as_str());
+                    Arc::make_mut(map).remove(key);
                     if map.is_empty() {
                         self.by_resource.remove(&resource);
                     }

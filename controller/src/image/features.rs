@@ -4,7 +4,6 @@
 use imbl::OrdMap;
 
 use crate::error::ReplayError;
-use crate::records::ArchivedFeatureLevelRecordV1;
 use corum_types::LogOffset;
 
 /// A finalized range of feature levels, `1 <= min_level <= max_level`.
@@ -41,10 +40,10 @@ impl FeaturesImage {
     pub(crate) fn replay(
         &mut self,
         offset: LogOffset,
-        r: &ArchivedFeatureLevelRecordV1,
+        name: &str,
+        min_level: u16,
+        max_level: u16,
     ) -> Result<(), ReplayError> {
-        let (min_level, max_level) = (r.min_level.to_native(), r.max_level.to_native());
-        let name = r.name.as_str();
         if max_level == 0 {
             self.by_name.remove(name);
             return Ok(());

@@ -1,6 +1,9 @@
 //! The metadata image: the state that replaying the log produces.
 //!
-//! [`MetadataImage::replay`] is the only code that changes it. Every part is a persistent
+//! [`MetadataImage::replay`] (an archived record: committed ones) and [`MetadataImage::apply`]
+//! (an owned record: the active controller's own proposals) are the only code that changes it;
+//! both extract the record's fields and hand them to the same per-domain replay functions
+//! (`brokers`, `topics`, ...), so they check and change exactly the same things. Every part is a persistent
 //! (structurally shared) map, so `clone()` is O(1): readers (describe handlers, a snapshot writer,
 //! the in-flight snapshots of [`crate::Controller`]) take a clone and keep a consistent view while
 //! replay goes on; a write after a clone copies only the B-tree path to the changed entry and the
@@ -15,12 +18,12 @@ pub mod topics;
 use corum_types::{BrokerEpoch, LogOffset, NodeId};
 
 use crate::error::ReplayError;
-use crate::ids::PartitionId;
-use crate::ids::TopicId;
+use crate::ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
 use crate::records::{
-    ArchivedBatch, ArchivedMetadataRecord, BrokerRegistrationChangeRecordV1, ConfigRecordV1,
-    FeatureLevelRecordV1, MetadataRecord, PartitionRecordV1, ProducerIdsRecordV1,
-    RegisterBrokerRecordV1, TopicRecordV1, UnfenceBrokerRecordV1,
+    ArchivedBatch, ArchivedConfigResourceType, ArchivedMetadataRecord,
+    BrokerRegistrationChangeRecordV1, ConfigRecordV1, ConfigResourceType, FeatureLevelRecordV1,
+    MetadataRecord, PartitionRecordV1, ProducerIdsRecordV1, RegisterBrokerRecordV1, TopicRecordV1,
+    UnfenceBrokerRecordV1,
 };
 
 pub use brokers::{BrokerRegistration, BrokersImage};
@@ -49,63 +52,217 @@ impl MetadataImage {
         offset: LogOffset,
         record: &ArchivedMetadataRecord,
     ) -> Result<(), ReplayError> {
+        use ArchivedMetadataRecord as R;
+        self.check_offset(offset)?;
+        match record {
+            R::RegisterBroker(r) => self
+                .brokers
+                .replay_register(offset, BrokerRegistration::from_archived(r)),
+            R::UnregisterBroker(r) => self.brokers.replay_unregister(
+                offset,
+                NodeId::from(&r.broker_id),
+                BrokerEpoch::from(&r.broker_epoch),
+            )?,
+            R::FenceBroker(r) => self.fence(
+                offset,
+                NodeId::from(&r.broker_id),
+                BrokerEpoch::from(&r.broker_epoch),
+            )?,
+            R::UnfenceBroker(r) => self.unfence(
+                offset,
+                NodeId::from(&r.broker_id),
+                BrokerEpoch::from(&r.broker_epoch),
+            )?,
+            R::BrokerRegistrationChange(r) => self.registration_change(
+                offset,
+                NodeId::from(&r.broker_id),
+                BrokerEpoch::from(&r.broker_epoch),
+                r.in_controlled_shutdown,
+            )?,
+            R::Topic(r) => self.topics.replay_topic(
+                offset,
+                TopicId::from_archived(&r.topic_id),
+                r.name.as_str(),
+                r.deleting,
+            )?,
+            R::RemoveTopic(r) => self.remove_topic(offset, TopicId::from_archived(&r.topic_id))?,
+            R::Partition(r) => self.topics.replay_partition(
+                offset,
+                TopicId::from_archived(&r.topic_id),
+                PartitionId::from_archived(&r.partition_id),
+                PartitionImage {
+                    replicas: topics::ids_from(&r.replicas),
+                    isr: topics::ids_from(&r.isr),
+                    leader: topics::leader_from(&r.leader),
+                    leader_epoch: LeaderEpoch::from_archived(&r.leader_epoch),
+                    partition_epoch: PartitionEpoch::from_archived(&r.partition_epoch),
+                },
+            )?,
+            R::PartitionLeaderChange(r) => self.topics.replay_leader_change(
+                offset,
+                TopicId::from_archived(&r.topic_id),
+                PartitionId::from_archived(&r.partition_id),
+                topics::leader_from(&r.leader),
+                LeaderEpoch::from_archived(&r.leader_epoch),
+                PartitionEpoch::from_archived(&r.partition_epoch),
+            )?,
+            R::PartitionIsrChange(r) => self.topics.replay_isr_change(
+                offset,
+                TopicId::from_archived(&r.topic_id),
+                PartitionId::from_archived(&r.partition_id),
+                topics::ids_from(&r.isr),
+                PartitionEpoch::from_archived(&r.partition_epoch),
+            )?,
+            R::Config(r) => self.configs.replay(
+                match r.resource_type {
+                    ArchivedConfigResourceType::Topic => ConfigResourceType::Topic,
+                    ArchivedConfigResourceType::Broker => ConfigResourceType::Broker,
+                },
+                r.resource_name.as_str(),
+                r.key.as_str(),
+                r.value.as_ref().map(|v| v.as_str()),
+            ),
+            R::FeatureLevel(r) => self.features.replay(
+                offset,
+                r.name.as_str(),
+                r.min_level.to_native(),
+                r.max_level.to_native(),
+            )?,
+            R::ProducerIds(r) => self.producer_ids.replay(
+                offset,
+                NodeId::from(&r.broker_id),
+                BrokerEpoch::from(&r.broker_epoch),
+                r.next_producer_id.to_native(),
+            )?,
+            R::NoOp(_) => {}
+        }
+        self.end_offset = offset.next();
+        Ok(())
+    }
+
+    /// [`MetadataImage::replay`] of an owned record: the same checks and the same changes
+    /// (a property test holds the two equal), for the active controller's own proposals,
+    /// which it applies from the records it built rather than from bytes it would have to
+    /// decode (see [`crate::Controller::on_proposed`]).
+    pub fn apply(&mut self, offset: LogOffset, record: &MetadataRecord) -> Result<(), ReplayError> {
+        use MetadataRecord as R;
+        self.check_offset(offset)?;
+        match record {
+            R::RegisterBroker(r) => self
+                .brokers
+                .replay_register(offset, BrokerRegistration::from_record(r)),
+            R::UnregisterBroker(r) => {
+                self.brokers
+                    .replay_unregister(offset, r.broker_id, r.broker_epoch)?
+            }
+            R::FenceBroker(r) => self.fence(offset, r.broker_id, r.broker_epoch)?,
+            R::UnfenceBroker(r) => self.unfence(offset, r.broker_id, r.broker_epoch)?,
+            R::BrokerRegistrationChange(r) => self.registration_change(
+                offset,
+                r.broker_id,
+                r.broker_epoch,
+                r.in_controlled_shutdown,
+            )?,
+            R::Topic(r) => self
+                .topics
+                .replay_topic(offset, r.topic_id, &r.name, r.deleting)?,
+            R::RemoveTopic(r) => self.remove_topic(offset, r.topic_id)?,
+            R::Partition(r) => self.topics.replay_partition(
+                offset,
+                r.topic_id,
+                r.partition_id,
+                PartitionImage {
+                    replicas: ReplicaList::from_slice(&r.replicas),
+                    isr: ReplicaList::from_slice(&r.isr),
+                    leader: r.leader,
+                    leader_epoch: r.leader_epoch,
+                    partition_epoch: r.partition_epoch,
+                },
+            )?,
+            R::PartitionLeaderChange(r) => self.topics.replay_leader_change(
+                offset,
+                r.topic_id,
+                r.partition_id,
+                r.leader,
+                r.leader_epoch,
+                r.partition_epoch,
+            )?,
+            R::PartitionIsrChange(r) => self.topics.replay_isr_change(
+                offset,
+                r.topic_id,
+                r.partition_id,
+                ReplicaList::from_slice(&r.isr),
+                r.partition_epoch,
+            )?,
+            R::Config(r) => self.configs.replay(
+                r.resource_type,
+                &r.resource_name,
+                &r.key,
+                r.value.as_deref(),
+            ),
+            R::FeatureLevel(r) => {
+                self.features
+                    .replay(offset, &r.name, r.min_level, r.max_level)?
+            }
+            R::ProducerIds(r) => {
+                self.producer_ids
+                    .replay(offset, r.broker_id, r.broker_epoch, r.next_producer_id)?
+            }
+            R::NoOp(_) => {}
+        }
+        self.end_offset = offset.next();
+        Ok(())
+    }
+
+    fn check_offset(&self, offset: LogOffset) -> Result<(), ReplayError> {
         if offset < self.end_offset {
             return Err(ReplayError::OffsetNotIncreasing {
                 offset,
                 applied: self.end_offset,
             });
         }
-        match record {
-            ArchivedMetadataRecord::RegisterBroker(r) => self.brokers.replay_register(offset, r),
-            ArchivedMetadataRecord::UnregisterBroker(r) => self.brokers.replay_unregister(
-                offset,
-                NodeId::from(&r.broker_id),
-                BrokerEpoch::from(&r.broker_epoch),
-            )?,
-            ArchivedMetadataRecord::FenceBroker(r) => self.brokers.replay_change(
-                offset,
-                NodeId::from(&r.broker_id),
-                BrokerEpoch::from(&r.broker_epoch),
-                |b| {
-                    b.fenced = true;
-                    b.in_controlled_shutdown = false;
-                },
-            )?,
-            ArchivedMetadataRecord::UnfenceBroker(r) => self.brokers.replay_change(
-                offset,
-                NodeId::from(&r.broker_id),
-                BrokerEpoch::from(&r.broker_epoch),
-                |b| b.fenced = false,
-            )?,
-            ArchivedMetadataRecord::BrokerRegistrationChange(r) => {
-                let shutdown = r.in_controlled_shutdown;
-                self.brokers.replay_change(
-                    offset,
-                    NodeId::from(&r.broker_id),
-                    BrokerEpoch::from(&r.broker_epoch),
-                    |b| b.in_controlled_shutdown = shutdown,
-                )?
-            }
-            ArchivedMetadataRecord::Topic(r) => self.topics.replay_topic(offset, r)?,
-            ArchivedMetadataRecord::RemoveTopic(r) => {
-                let name = self
-                    .topics
-                    .replay_remove(offset, TopicId::from_archived(&r.topic_id))?;
-                self.configs.remove_topic(&name);
-            }
-            ArchivedMetadataRecord::Partition(r) => self.topics.replay_partition(offset, r)?,
-            ArchivedMetadataRecord::PartitionLeaderChange(r) => {
-                self.topics.replay_leader_change(offset, r)?
-            }
-            ArchivedMetadataRecord::PartitionIsrChange(r) => {
-                self.topics.replay_isr_change(offset, r)?
-            }
-            ArchivedMetadataRecord::Config(r) => self.configs.replay(r),
-            ArchivedMetadataRecord::FeatureLevel(r) => self.features.replay(offset, r)?,
-            ArchivedMetadataRecord::ProducerIds(r) => self.producer_ids.replay(offset, r)?,
-            ArchivedMetadataRecord::NoOp(_) => {}
-        }
-        self.end_offset = offset.next();
+        Ok(())
+    }
+
+    fn fence(
+        &mut self,
+        offset: LogOffset,
+        broker_id: NodeId,
+        broker_epoch: BrokerEpoch,
+    ) -> Result<(), ReplayError> {
+        self.brokers
+            .replay_change(offset, broker_id, broker_epoch, |b| {
+                b.fenced = true;
+                b.in_controlled_shutdown = false;
+            })
+    }
+
+    fn unfence(
+        &mut self,
+        offset: LogOffset,
+        broker_id: NodeId,
+        broker_epoch: BrokerEpoch,
+    ) -> Result<(), ReplayError> {
+        self.brokers
+            .replay_change(offset, broker_id, broker_epoch, |b| b.fenced = false)
+    }
+
+    fn registration_change(
+        &mut self,
+        offset: LogOffset,
+        broker_id: NodeId,
+        broker_epoch: BrokerEpoch,
+        in_controlled_shutdown: bool,
+    ) -> Result<(), ReplayError> {
+        self.brokers
+            .replay_change(offset, broker_id, broker_epoch, |b| {
+                b.in_controlled_shutdown = in_controlled_shutdown
+            })
+    }
+
+    fn remove_topic(&mut self, offset: LogOffset, topic_id: TopicId) -> Result<(), ReplayError> {
+        let name = self.topics.replay_remove(offset, topic_id)?;
+        self.configs.remove_topic(&name);
         Ok(())
     }
 
@@ -303,6 +460,50 @@ mod tests {
                     rack: None,
                 }
             )),
+            (node(), epoch(), proptest::option::of("[ab]{0,2}")).prop_map(
+                |(broker_id, broker_epoch, rack)| MetadataRecord::RegisterBroker(
+                    RegisterBrokerRecordV1 {
+                        broker_id,
+                        incarnation_id: Uuid([broker_id.0 as u8; 16]),
+                        broker_epoch,
+                        listeners: vec![ListenerV1 {
+                            name: "PLAINTEXT".into(),
+                            host: format!("b{broker_id}"),
+                            port: 9092,
+                        }],
+                        // Out of order: replay sorts them.
+                        features: ["z.version", "metadata.version"]
+                            .into_iter()
+                            .map(|name| SupportedFeatureV1 {
+                                name: name.into(),
+                                min_level: 1,
+                                max_level: 2,
+                            })
+                            .collect(),
+                        rack,
+                    }
+                )
+            ),
+            (node(), epoch(), any::<bool>()).prop_map(|(broker_id, broker_epoch, shutdown)| {
+                MetadataRecord::BrokerRegistrationChange(BrokerRegistrationChangeRecordV1 {
+                    broker_id,
+                    broker_epoch,
+                    in_controlled_shutdown: shutdown,
+                })
+            }),
+            (any::<bool>(), 0..3u8, 0..2u8, proptest::option::of(0..3u8)).prop_map(
+                |(topic, name, key, value)| MetadataRecord::Config(ConfigRecordV1 {
+                    resource_type: if topic {
+                        ConfigResourceType::Topic
+                    } else {
+                        ConfigResourceType::Broker
+                    },
+                    resource_name: format!("n{name}"),
+                    key: format!("k{key}"),
+                    value: value.map(|v| v.to_string()),
+                })
+            ),
+            Just(MetadataRecord::NoOp(NoOpRecordV1 {})),
             (node(), epoch()).prop_map(|(broker_id, broker_epoch)| MetadataRecord::UnfenceBroker(
                 UnfenceBrokerRecordV1 {
                     broker_id,
@@ -403,6 +604,35 @@ mod tests {
                 prop_assert_eq!(&a, &b);
             }
             a.check_invariants_structural();
+        }
+    }
+
+    proptest! {
+        /// Applying owned records (the active controller's own proposals) checks and changes
+        /// exactly what replaying their encoding does: the same result for every record, the
+        /// same image after each, whatever the (possibly inconsistent) sequence.
+        #[test]
+        fn apply_is_replay_of_the_encoding(records in proptest::collection::vec(record(), 0..60)) {
+            let bytes = encode_batch(&records);
+            let batch = decode_batch(&bytes).unwrap();
+            let mut replayed = MetadataImage::default();
+            let mut applied = MetadataImage::default();
+            for (i, (owned, archived)) in records.iter().zip(batch.iter()).enumerate() {
+                let offset = LogOffset(i as u64);
+                prop_assert_eq!(
+                    applied.apply(offset, owned),
+                    replayed.replay(offset, archived),
+                    "record {} {:?}", i, owned
+                );
+                prop_assert_eq!(&applied, &replayed);
+            }
+            // And both refuse an offset already applied.
+            if let Some(r) = records.first() {
+                let past = LogOffset(0);
+                if applied.end_offset > past {
+                    prop_assert!(applied.apply(past, r).is_err());
+                }
+            }
         }
     }
 

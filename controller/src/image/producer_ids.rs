@@ -4,7 +4,6 @@
 use corum_types::{BrokerEpoch, LogOffset, NodeId};
 
 use crate::error::ReplayError;
-use crate::records::ArchivedProducerIdsRecordV1;
 
 /// The next producer id to hand out, and who got the last block.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -17,9 +16,10 @@ impl ProducerIdsImage {
     pub(crate) fn replay(
         &mut self,
         offset: LogOffset,
-        r: &ArchivedProducerIdsRecordV1,
+        broker_id: NodeId,
+        broker_epoch: BrokerEpoch,
+        next: u64,
     ) -> Result<(), ReplayError> {
-        let next = r.next_producer_id.to_native();
         if next <= self.next_producer_id {
             return Err(ReplayError::ProducerIdsBackwards {
                 offset,
@@ -28,10 +28,7 @@ impl ProducerIdsImage {
             });
         }
         self.next_producer_id = next;
-        self.last_block_owner = Some((
-            NodeId::from(&r.broker_id),
-            BrokerEpoch::from(&r.broker_epoch),
-        ));
+        self.last_block_owner = Some((broker_id, broker_epoch));
         Ok(())
     }
 }

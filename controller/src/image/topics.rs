@@ -18,11 +18,6 @@ use smallvec::SmallVec;
 
 use crate::error::ReplayError;
 use crate::ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
-use crate::records::{
-    ArchivedPartitionIsrChangeRecordV1, ArchivedPartitionLeaderChangeRecordV1,
-    ArchivedPartitionRecordV1, ArchivedTopicRecordV1,
-};
-use corum_types::Uuid;
 use rkyv::option::ArchivedOption;
 
 /// A list of broker ids stored inline up to 4 entries.
@@ -60,11 +55,11 @@ pub struct TopicsImage {
     leaderless_count: usize,
 }
 
-fn ids_from(a: &rkyv::vec::ArchivedVec<corum_types::ArchivedNodeId>) -> ReplicaList {
+pub(crate) fn ids_from(a: &rkyv::vec::ArchivedVec<corum_types::ArchivedNodeId>) -> ReplicaList {
     a.iter().map(NodeId::from).collect()
 }
 
-fn leader_from(a: &ArchivedOption<corum_types::ArchivedNodeId>) -> Option<NodeId> {
+pub(crate) fn leader_from(a: &ArchivedOption<corum_types::ArchivedNodeId>) -> Option<NodeId> {
     a.as_ref().map(NodeId::from)
 }
 
@@ -131,10 +126,10 @@ impl TopicsImage {
     pub(crate) fn replay_topic(
         &mut self,
         offset: LogOffset,
-        r: &ArchivedTopicRecordV1,
+        topic_id: TopicId,
+        name: &str,
+        deleting: bool,
     ) -> Result<(), ReplayError> {
-        let topic_id = TopicId(Uuid::from(&r.topic_id.0));
-        let name = r.name.as_str();
         if let Some(existing) = self.by_name.get(name) {
             if *existing != topic_id {
                 return Err(ReplayError::TopicNameTaken {
@@ -154,7 +149,7 @@ impl TopicsImage {
                         existing: topic_id,
                     });
                 }
-                Arc::make_mut(topic).deleting = r.deleting;
+                Arc::make_mut(topic).deleting = deleting;
             }
             None => {
                 let name: Arc<str> = Arc::from(name);
@@ -164,13 +159,13 @@ impl TopicsImage {
                     Arc::new(TopicImage {
                         topic_id,
                         name,
-                        deleting: r.deleting,
+                        deleting,
                         partitions: Vec::new(),
                     }),
                 );
             }
         }
-        if r.deleting {
+        if deleting {
             self.deleting.insert(topic_id);
         } else {
             self.deleting.remove(&topic_id);
@@ -213,21 +208,16 @@ impl TopicsImage {
     pub(crate) fn replay_partition(
         &mut self,
         offset: LogOffset,
-        r: &ArchivedPartitionRecordV1,
+        topic_id: TopicId,
+        pid: PartitionId,
+        partition: PartitionImage,
     ) -> Result<(), ReplayError> {
-        let topic_id = TopicId::from_archived(&r.topic_id);
-        let pid = PartitionId::from_archived(&r.partition_id);
-        let replicas = ids_from(&r.replicas);
-        let isr = ids_from(&r.isr);
-        let leader = leader_from(&r.leader);
-        validate_partition(offset, &replicas, &isr, leader)?;
-        let partition = PartitionImage {
-            replicas,
-            isr,
-            leader,
-            leader_epoch: LeaderEpoch::from_archived(&r.leader_epoch),
-            partition_epoch: PartitionEpoch::from_archived(&r.partition_epoch),
-        };
+        validate_partition(
+            offset,
+            &partition.replicas,
+            &partition.isr,
+            partition.leader,
+        )?;
         let leaderless = usize::from(partition.leader.is_none());
         let topic = self.topic_mut(offset, topic_id)?;
         let count = topic.partitions.len();
@@ -273,11 +263,12 @@ impl TopicsImage {
     pub(crate) fn replay_leader_change(
         &mut self,
         offset: LogOffset,
-        r: &ArchivedPartitionLeaderChangeRecordV1,
+        topic_id: TopicId,
+        pid: PartitionId,
+        leader: Option<NodeId>,
+        leader_epoch: LeaderEpoch,
+        partition_epoch: PartitionEpoch,
     ) -> Result<(), ReplayError> {
-        let topic_id = TopicId::from_archived(&r.topic_id);
-        let pid = PartitionId::from_archived(&r.partition_id);
-        let leader = leader_from(&r.leader);
         let p = self.partition_mut(offset, topic_id, pid)?;
         if let Some(l) = leader {
             if !p.replicas.contains(&l) {
@@ -289,8 +280,8 @@ impl TopicsImage {
         }
         let was = usize::from(p.leader.is_none());
         p.leader = leader;
-        p.leader_epoch = LeaderEpoch::from_archived(&r.leader_epoch);
-        p.partition_epoch = PartitionEpoch::from_archived(&r.partition_epoch);
+        p.leader_epoch = leader_epoch;
+        p.partition_epoch = partition_epoch;
         self.leaderless_count = self.leaderless_count - was + usize::from(leader.is_none());
         Ok(())
     }
@@ -298,12 +289,12 @@ impl TopicsImage {
     pub(crate) fn replay_isr_change(
         &mut self,
         offset: LogOffset,
-        r: &ArchivedPartitionIsrChangeRecordV1,
+        topic_id: TopicId,
+        pid: PartitionId,
+        isr: ReplicaList,
+        partition_epoch: PartitionEpoch,
     ) -> Result<(), ReplayError> {
-        let topic_id = TopicId::from_archived(&r.topic_id);
-        let pid = PartitionId::from_archived(&r.partition_id);
         let p = self.partition_mut(offset, topic_id, pid)?;
-        let isr = ids_from(&r.isr);
         if isr.is_empty() || has_duplicates(&isr) || isr.iter().any(|b| !p.replicas.contains(b)) {
             return Err(ReplayError::InvalidPartition {
                 offset,
@@ -311,7 +302,7 @@ impl TopicsImage {
             });
         }
         p.isr = isr;
-        p.partition_epoch = PartitionEpoch::from_archived(&r.partition_epoch);
+        p.partition_epoch = partition_epoch;
         Ok(())
     }
 }

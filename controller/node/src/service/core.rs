@@ -32,6 +32,17 @@
 //! then each proposal's end) and proposes without waiting; the driver appends a proposal only
 //! at the predicted offsets in the predicted epoch.
 //!
+//! # Records encoded once
+//!
+//! A write's records join the group of calls handled together through a
+//! [`BatchBuilder`]: encoded there once, at their place in the batch the group becomes, which
+//! gives the group's exact encoded length after each call (a group is cut before it would
+//! outgrow `batch_bytes_max`; a call over the limit alone is refused `RecordsTooLarge` with its
+//! exact length). The controller applies them as in flight from the records themselves
+//! ([`Controller::on_proposed`]), so nothing this core encoded is decoded or bytechecked here;
+//! a committed batch is validated once, when replayed (`replay_committed`), as on every
+//! node.
+//!
 //! # Answers
 //!
 //! The core never holds a caller: each call gets one verdict from it, in a
@@ -45,7 +56,9 @@ use std::collections::VecDeque;
 
 use corum_controller::records::{MetadataRecord, NoOpRecordV1};
 use corum_controller::RequestContext;
-use corum_controller::{aligned, decode_batch, encode_batch, Controller, MetadataImage};
+use corum_controller::{
+    aligned, decode_batch, encode_batch, BatchBuilder, Controller, MetadataImage,
+};
 use corum_raft::{Payload, ProposalId};
 use corum_types::{Epoch, LogOffset};
 
@@ -67,12 +80,12 @@ struct Deferred {
     body: ResponseBody,
 }
 
-/// Records of calls handled together, to be proposed as one batch from `base`.
-#[derive(Debug)]
+/// Records of calls handled together, to be proposed as one batch from `base`: encoded as
+/// each call's records join (once: the builder's bytes become the proposal's payload), so the
+/// group knows its exact encoded length at every step.
 struct Group {
     base: LogOffset,
-    records: Vec<MetadataRecord>,
-    bytes: usize,
+    batch: BatchBuilder,
     answers: Vec<(CallId, ResponseBody)>,
     /// Calls whose records are in the group (the others of `answers` are reads of them).
     proposing: usize,
@@ -82,8 +95,7 @@ impl Group {
     fn new(base: LogOffset) -> Group {
         Group {
             base,
-            records: Vec::new(),
-            bytes: 0,
+            batch: BatchBuilder::new(),
             answers: Vec::new(),
             proposing: 0,
         }
@@ -91,15 +103,11 @@ impl Group {
 
     /// The offset after the group's records.
     fn end(&self) -> LogOffset {
-        self.base.add(self.records.len() as u64)
+        self.base.add(self.batch.len() as u64)
     }
 
-    /// Whether `records` records of `bytes` encoded bytes still fit (an empty group takes any
-    /// part that fits a batch on its own).
-    fn fits(&self, records: usize, bytes: usize, config: &ControllerServiceConfig) -> bool {
-        self.records.is_empty()
-            || (self.records.len() + records <= config.batch_records_max
-                && self.bytes + bytes <= config.batch_bytes_max)
+    fn is_empty(&self) -> bool {
+        self.batch.is_empty()
     }
 }
 
@@ -348,7 +356,7 @@ impl ServiceCore {
                 Ok(Dispatch::Answer(body)) if group.end() <= self.committed_end => {
                     self.answers.push((id, Ok(body)));
                 }
-                Ok(Dispatch::Answer(body)) if !group.records.is_empty() => {
+                Ok(Dispatch::Answer(body)) if !group.is_empty() => {
                     // Read from records in flight, the newest of them in this group: it
                     // leaves with the group's batch and is released when that commits.
                     group.answers.push((id, body));
@@ -361,36 +369,48 @@ impl ServiceCore {
                     });
                 }
                 Ok(Dispatch::Propose { records, response }) => {
-                    let encoded = encode_batch(&records);
-                    if encoded.len() > self.config.batch_bytes_max {
+                    let count = records.len();
+                    let (records_max, bytes_max) =
+                        (self.config.batch_records_max, self.config.batch_bytes_max);
+                    // An empty group takes any number of records (the handlers cap a
+                    // request's), never more bytes than `batch_bytes_max`.
+                    if !group.is_empty() && group.batch.len() + count > records_max {
+                        self.close_group(epoch, &mut group, now_ms);
+                    }
+                    let joined = match group.batch.push_within(records, bytes_max) {
+                        Err(part) if !group.is_empty() => {
+                            // The group is full: it leaves, and the call starts the next one.
+                            self.close_group(epoch, &mut group, now_ms);
+                            group.batch.push_within(part.records, bytes_max)
+                        }
+                        joined => joined,
+                    };
+                    if let Err(part) = joined {
+                        // Over the limit alone in a batch, by its exact encoded length. (A
+                        // part that fits a group fits alone: its records encode no shorter
+                        // after others, whose bytes only come before them.)
                         self.answers.push((
                             id,
                             Err(RpcError::RecordsTooLarge {
-                                bytes: encoded.len() as u64,
-                                max: self.config.batch_bytes_max as u64,
+                                bytes: part.encoded_len as u64,
+                                max: bytes_max as u64,
                             }),
                         ));
                         continue;
                     }
-                    if !group.fits(records.len(), encoded.len(), &self.config) {
-                        let full = std::mem::replace(&mut group, Group::new(LogOffset::ZERO));
-                        self.propose(epoch, full, now_ms);
-                        group = Group::new(self.next_offset);
-                    }
-                    let base = group.end();
-                    let batch = decode_batch(&encoded).expect("a batch just encoded decodes");
+                    let start = group.batch.len() - count;
+                    let base = group.base.add(start as u64);
+                    let part = &group.batch.records()[start..];
                     // One revert point per batch: the first request's; the others continue it.
-                    let applied = if group.records.is_empty() {
-                        self.controller.on_proposed(base, batch)
+                    let applied = if start == 0 {
+                        self.controller.on_proposed(base, part)
                     } else {
-                        self.controller.on_proposed_more(base, batch)
+                        self.controller.on_proposed_more(base, part)
                     };
                     applied.map_err(|source| ServiceError::Replay {
                         offset: base,
                         source,
                     })?;
-                    group.records.extend(records);
-                    group.bytes += encoded.len();
                     group.answers.push((id, response));
                     group.proposing += 1;
                 }
@@ -424,18 +444,17 @@ impl ServiceCore {
         if records.is_empty() {
             return Ok(());
         }
-        let encoded = encode_batch(&records);
         let base = self.next_offset;
-        let batch = decode_batch(&encoded).expect("a batch just encoded decodes");
         self.controller
-            .on_proposed(base, batch)
+            .on_proposed(base, &records)
             .map_err(|source| ServiceError::Replay {
                 offset: base,
                 source,
             })?;
+        // The tick's records go out whole (the controller caps them per tick, as a handler
+        // caps a request's).
         let mut group = Group::new(base);
-        group.bytes = encoded.len();
-        group.records = records;
+        group.batch.push(records);
         self.propose(epoch, group, now_ms);
         Ok(())
     }
@@ -496,14 +515,13 @@ impl ServiceCore {
     /// Proposes a group's records (already applied as in flight) as one batch at the
     /// predicted offsets, with its success answers.
     fn propose(&mut self, epoch: Epoch, group: Group, now_ms: u64) {
-        if group.records.is_empty() {
+        if group.is_empty() {
             debug_assert!(group.answers.is_empty(), "answers travel with records");
             return;
         }
         let end = group.end();
-        let record_count =
-            u32::try_from(group.records.len()).expect("records per batch fit in u32");
-        let encoded = encode_batch(&group.records);
+        let record_count = u32::try_from(group.batch.len()).expect("records per batch fit in u32");
+        let encoded = group.batch.finish();
         self.next_offset = end;
         self.last_proposal_ms = now_ms;
         self.proposals += 1;
@@ -519,6 +537,13 @@ impl ServiceCore {
             record_count,
             answers: group.answers,
         }));
+    }
+
+    /// Proposes `group` and puts an empty one in its place, from the offset after it.
+    fn close_group(&mut self, epoch: Epoch, group: &mut Group, now_ms: u64) {
+        let full = std::mem::replace(group, Group::new(LogOffset::ZERO));
+        self.propose(epoch, full, now_ms);
+        *group = Group::new(self.next_offset);
     }
 
     /// The leader hint of a `NotController` answer, from the driver's view of the leader.
@@ -852,5 +877,104 @@ mod tests {
         c.tick(900).unwrap();
         assert!(proposals(&c.take_outbox()).is_empty());
         c.check_invariants();
+    }
+
+    /// IncrementalAlterConfigs setting `log.retention.ms` of each (broker, value) given.
+    fn alter_many(sets: &[(u32, String)]) -> RequestBody {
+        RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
+            resources: sets
+                .iter()
+                .map(|(broker, value)| AlterConfigsResource {
+                    resource: ConfigResource {
+                        resource_type: ConfigResourceType::Broker,
+                        name: broker.to_string(),
+                    },
+                    configs: vec![AlterableConfig {
+                        key: "log.retention.ms".into(),
+                        op: AlterConfigOp::Set,
+                        value: value.clone(),
+                    }],
+                })
+                .collect(),
+            validate_only: false,
+        })
+    }
+
+    proptest::proptest! {
+        /// Calls handled together under random batch limits: every proposal, once encoded,
+        /// is within `batch_bytes_max` (and `batch_records_max` unless one call's records
+        /// alone exceed it), holds exactly the records its calls were applied with (a follower
+        /// replaying the proposals gets the leader's image), the proposals follow each other
+        /// in the log, and a call is refused `RecordsTooLarge` exactly when its records
+        /// encoded alone are over the limit, with that exact length.
+        #[test]
+        fn groups_stay_within_the_batch_limits(
+            requests in proptest::collection::vec(
+                proptest::collection::vec((0..1_000_000u32, "[1-9][0-9]{0,17}"), 1..30),
+                1..40,
+            ),
+            bytes_max in 64usize..3_000,
+            records_max in 1usize..12,
+        ) {
+            let mut c = active();
+            c.config.batch_bytes_max = bytes_max;
+            c.config.batch_records_max = records_max;
+            let mut follower = Controller::new(ControllerConfig::default(), NodeId(2)).unwrap();
+            let mut expected_sizes = Vec::new();
+            let mut calls = Vec::new();
+            for (i, sets) in requests.iter().enumerate() {
+                let body = alter_many(sets);
+                // This request's records, from a copy of the controller (configs being set
+                // do not depend on the image).
+                let ctx = RequestContext { now_ms: 10, next_offset: LogOffset(5), high_watermark: LogOffset(5) };
+                let Ok(Dispatch::Propose { records, .. }) =
+                    dispatch(&mut c.controller().clone(), &body, &ctx) else {
+                    panic!("an alter of a broker config is proposed");
+                };
+                expected_sizes.push(encode_batch(&records).len());
+                calls.push(call(i as u64, body));
+            }
+            c.on_calls(calls, 10).unwrap();
+            c.check_invariants();
+            let out = c.take_outbox();
+            let mut next = LogOffset(5);
+            let mut proposed = Vec::new();
+            for m in &out {
+                let ToDriver::Propose(p) = m else { continue };
+                proptest::prop_assert!(p.payload.len() <= bytes_max);
+                proptest::prop_assert_eq!(p.batch.base_offset, next);
+                let bytes = aligned(&p.payload);
+                let batch = decode_batch(&bytes).unwrap();
+                proptest::prop_assert_eq!(batch.len(), p.record_count as usize);
+                proptest::prop_assert!(
+                    batch.len() <= records_max || p.answers.len() == 1,
+                    "{} records from {} calls", batch.len(), p.answers.len()
+                );
+                follower.replay_batch(next, batch).unwrap();
+                next = p.batch.end_offset;
+                proposed.extend(p.answers.iter().map(|(id, _)| id.0));
+            }
+            proptest::prop_assert_eq!(follower.image(), c.controller().image());
+            let mut refused = Vec::new();
+            for m in &out {
+                let ToDriver::Answers(a) = m else { continue };
+                for (id, answer) in a {
+                    let Err(RpcError::RecordsTooLarge { bytes, max }) = answer else {
+                        panic!("unexpected answer {answer:?}");
+                    };
+                    proptest::prop_assert_eq!(*bytes as usize, expected_sizes[id.0 as usize]);
+                    proptest::prop_assert_eq!(*max as usize, bytes_max);
+                    refused.push(id.0);
+                }
+            }
+            for (i, size) in expected_sizes.iter().enumerate() {
+                let i = i as u64;
+                proptest::prop_assert_eq!(
+                    (proposed.contains(&i), refused.contains(&i)),
+                    (*size <= bytes_max, *size > bytes_max),
+                    "call {} of {} bytes", i, size
+                );
+            }
+        }
     }
 }

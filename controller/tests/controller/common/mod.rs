@@ -58,7 +58,7 @@ impl Driver {
         let base = self.log_end();
         let bytes = encode_batch(records);
         self.controller
-            .on_proposed(base, decode_batch(&bytes).unwrap())
+            .on_proposed(base, records)
             .expect("own proposal applies");
         self.pending.push((base, bytes));
         self.controller.check_invariants();
