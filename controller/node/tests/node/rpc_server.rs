@@ -20,9 +20,7 @@ use corum_runtime::transport::{connect, ConnectionConfig};
 use corum_runtime::ShutdownSignal;
 use corum_types::{LogOffset, NodeId, Uuid};
 
-mod common;
-
-use common::{heartbeat, on_executor, rpc_cluster, set_retention, wait_for, RpcNode};
+use crate::common::{heartbeat, on_executor, rpc_cluster, set_retention, wait_for, RpcNode};
 
 const TEST_DEADLINE: Duration = Duration::from_secs(120);
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -332,7 +330,7 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
                 in_flight_per_connection_max: 1,
                 response_bytes_max: RESPONSE_BYTES_MAX,
                 ..corum_node::config::components::rpc_server(
-                    &common::node_config(leader.id),
+                    &crate::common::node_config(leader.id),
                     CLUSTER,
                 )
             },

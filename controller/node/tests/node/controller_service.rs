@@ -20,9 +20,7 @@ use corum_node::{
 use corum_raft::VoterSet;
 use corum_types::{LogOffset, NodeId, Uuid};
 
-mod common;
-
-use common::{
+use crate::common::{
     bind_all, heartbeat, on_executor, rebind, set_retention, voter_set, wait_for, ControllerNode,
     WAIT_MAX,
 };
@@ -66,9 +64,10 @@ impl Node {
     ) -> Node {
         let addr = net.0.local_addr();
         let controller = corum_controller::ControllerConfig::default();
-        let n =
-            common::start_controller_node_tweaked(id, dir, net, voters, false, controller, tweak)
-                .await;
+        let n = crate::common::start_controller_node_tweaked(
+            id, dir, net, voters, false, controller, tweak,
+        )
+        .await;
         Node {
             id,
             dir: dir.to_path_buf(),
@@ -98,7 +97,7 @@ enum Kind {
 
 async fn call_checked(
     raft: &RaftHandle,
-    service: &common::ServiceView,
+    service: &crate::common::ServiceView,
     correlation_id: u64,
     body: RequestBody,
 ) -> ResponseFrame {
@@ -779,9 +778,9 @@ fn oversized_and_refused_proposals_get_their_own_errors() {
         let mut nets = bind_all(CLUSTER, &[1]);
         let voters = voter_set(&[1], &nets);
         let net = nets.pop().unwrap();
-        let service_batch_bytes_max = common::service_config(1, &voters).batch_bytes_max;
+        let service_batch_bytes_max = crate::common::service_config(1, &voters).batch_bytes_max;
         assert!(service_batch_bytes_max > 2 * RAFT_BATCH_BYTES_MAX);
-        let node = common::start_controller_node_tweaked(
+        let node = crate::common::start_controller_node_tweaked(
             1,
             &tmp.path().join("node-1"),
             net,
