@@ -107,7 +107,8 @@ async fn call_checked(
         RequestBody::IncrementalAlterConfigs(_) => Kind::Config,
         _ => Kind::Other,
     };
-    let predicted = service.status().next_offset;
+    let before = service.status();
+    let predicted = before.next_offset;
     let frame = RequestFrame {
         correlation_id,
         timeout_ms: 10_000,
@@ -130,18 +131,21 @@ async fn call_checked(
             hwm > predicted,
             "answered before its batch at {predicted} committed (high watermark {hwm})"
         );
-        // Requests here are sequential and no tick proposes anything (the broker heartbeats
-        // well within its session): the batch ends where the next proposal would start.
         let after = service.status();
         let batch_end = after.next_offset;
         assert!(batch_end > predicted);
+        // Requests here are sequential: when this request's batch is the only one proposed
+        // since, it ends where the next proposal would start. (A tick may propose beside it: an
+        // idle NoOp when a slow machine spaces the calls wider than the idle interval.)
         // Committed, not necessarily replayed yet: the driver sends a success answer the
         // moment the high watermark passes its batch.
-        assert!(
-            hwm >= batch_end,
-            "answered before its batch {predicted}..{batch_end} committed (high watermark {hwm}, replayed {})",
-            after.committed_end
-        );
+        if after.proposals == before.proposals + 1 {
+            assert!(
+                hwm >= batch_end,
+                "answered before its batch {predicted}..{batch_end} committed (high watermark {hwm}, replayed {})",
+                after.committed_end
+            );
+        }
     }
     answer
 }
@@ -224,10 +228,24 @@ fn services_serve_through_the_leader_answer_after_commit_and_fail_over() {
         let leader = nodes[l].as_ref().unwrap();
         assert!(leader.raft.status().is_leader(NodeId(leader.id)));
 
-        // A follower redirects to the leader, with its endpoint.
+        // A follower redirects to the leader, with its endpoint. It learns the leader from
+        // BeginQuorumEpoch or a fetch answer, which may come after the leader is active (the
+        // leader and the other follower are a majority): until then it answers without a
+        // hint, so ask until it names one.
         let f = (l + 1) % 3;
         let follower = nodes[f].as_ref().unwrap();
-        let answer = follower.call(1, RequestBody::DescribeCluster).await;
+        let asked = Instant::now();
+        let answer = loop {
+            let answer = follower.call(1, RequestBody::DescribeCluster).await;
+            if answer.body != Err(RpcError::NotController { leader: None }) {
+                break answer;
+            }
+            assert!(
+                asked.elapsed() < WAIT_MAX,
+                "node {f} never learned the leader"
+            );
+            glommio::timer::sleep(Duration::from_millis(5)).await;
+        };
         assert_eq!(
             answer.body,
             Err(RpcError::NotController {
