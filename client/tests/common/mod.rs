@@ -1,16 +1,15 @@
 //! Harness of the client tests: the corum-node integration tests' own harness (deadline-guarded
-//! runners, polling, keys, Raft configs, peer networks, `start_controller_node`), included from
-//! `controller/node/tests/common/mod.rs` so there is one copy, plus nodes serving clients over
-//! RPC and a 3-node cluster.
+//! runners, polling, keys, Raft configs, peer networks, `start_controller_node_with`, nodes
+//! serving RPC), included from `controller/node/tests/common/mod.rs` so there is one copy, plus a
+//! 3-node cluster and client configs over it.
 //!
-//! Cargo compiles `tests/common/mod.rs` only as a module of each test binary that declares
-//! `mod common;`, never as a test binary of its own.
-
-// Each test binary uses a different subset of these helpers, so whatever one binary leaves
-// unused would otherwise warn (and fail `clippy -D warnings`).
-#![allow(dead_code)]
+//! Cargo compiles `tests/common/mod.rs` only as a module of the test binary that declares it
+//! (`tests/client/main.rs`), never as a test binary of its own.
 
 pub mod config_batches;
+// The node's harness is checked for dead code in the node's own test binary, which uses every
+// helper of it; the client's tests use a part, so what they leave unused is not dead.
+#[allow(dead_code)]
 #[path = "../../../controller/node/tests/common/mod.rs"]
 mod node_harness;
 pub use node_harness::*;

@@ -1,17 +1,13 @@
-//! Harness shared by the integration tests in this directory: deadline-guarded executor
+//! Harness of the node's integration tests (`tests/node/`): deadline-guarded executor
 //! runners, condition polling, and the small constructors for keys, endpoints, Raft configs
-//! and peer networks that every cluster test needs.
+//! and peer networks that every cluster test needs, and controller nodes (driver + service,
+//! with or without an RPC server) on real logs.
 //!
-//! Cargo compiles `tests/common/mod.rs` only as a module of each test binary that declares
-//! `mod common;`, never as a test binary of its own.
-
-// Each test binary uses a different subset of these helpers, so whatever one binary leaves
-// unused would otherwise warn (and fail `clippy -D warnings`).
-#![allow(dead_code)]
+//! Cargo compiles `tests/common/mod.rs` only as a module of the test binaries that include it
+//! (`tests/node/main.rs`, and the client's tests by path), never as a test binary of its own.
+//! Every helper here is used by the node's tests, so that binary checks it for dead code.
 
 mod requests;
-// Test binaries that include this harness use different parts of it.
-#[allow(unused_imports)]
 pub use requests::heartbeat;
 
 use std::future::Future;
@@ -291,21 +287,10 @@ impl ControllerNode {
     }
 }
 
-/// Starts node `id` with its log under `dir`. With `service_follows_stop` the service stops on
-/// the same signal as the driver; without it, the service runs until the driver's end of the
-/// port goes away (the tests that check what a service returns when its driver goes away).
-pub async fn start_controller_node(
-    id: u32,
-    dir: &Path,
-    net: (PeerNetwork, PeerInbox),
-    voters: &VoterSet,
-    service_follows_stop: bool,
-) -> ControllerNode {
-    let controller = corum_controller::ControllerConfig::default();
-    start_controller_node_with(id, dir, net, voters, service_follows_stop, controller).await
-}
-
-/// [`start_controller_node`] with the controller's own settings (session timeout, ...).
+/// Starts node `id` with its log under `dir` and the controller's own settings (session
+/// timeout, ...). With `service_follows_stop` the service stops on the same signal as the
+/// driver; without it, the service runs until the driver's end of the port goes away (the tests
+/// that check what a service returns when its driver goes away).
 pub async fn start_controller_node_with(
     id: u32,
     dir: &Path,

@@ -15,9 +15,7 @@ use corum_runtime::transport::{connect, ConnectionConfig, Listener};
 use corum_runtime::{BackoffConfig, Error as RuntimeError, ShutdownSignal};
 use corum_types::{Epoch, LogOffset, NodeId, Uuid};
 
-mod common;
-
-use common::{bind, loopback, on_shard, peer_config};
+use crate::common::{bind, loopback, on_shard, peer_config};
 
 const CLUSTER: Uuid = Uuid([0xC1; 16]);
 

@@ -12,9 +12,7 @@ use corum_client::{ClientConfig, ClientError, ControllerClient};
 use corum_controller::image::ConfigResource;
 use corum_controller::records::ConfigResourceType;
 
-mod common;
-
-use common::{client_config, cluster, on_executor, stop_all, wait_for};
+use crate::common::{client_config, cluster, on_executor, stop_all, wait_for};
 
 const TEST_DEADLINE: Duration = Duration::from_secs(30);
 
@@ -144,7 +142,7 @@ fn calls_survive_the_leaders_shutdown() {
         assert!(errors.is_empty(), "writes failed: {errors:?}");
         assert!(client.leader_changes() >= 1);
         assert_ne!(client.current_server(), Some(old_addr));
-        let leader = nodes.iter().position(common::Node::active).unwrap();
+        let leader = nodes.iter().position(crate::common::Node::active).unwrap();
         assert_eq!(client.current_server(), Some(nodes[leader].rpc_addr));
         // The last acknowledged write is what the new leader holds.
         let described = client.describe_config(broker_resource(1)).await.unwrap();

@@ -22,9 +22,9 @@ use corum_runtime::ShutdownSignal;
 use corum_types::{LogOffset, NodeId, Uuid};
 use glommio::task::JoinHandle;
 
-mod common;
-
-use common::{bind, bind_all, driver_config, on_executor, rebind, voter_set, wait_for, WAIT_MAX};
+use crate::common::{
+    bind, bind_all, driver_config, on_executor, rebind, voter_set, wait_for, WAIT_MAX,
+};
 
 const TEST_DEADLINE: Duration = Duration::from_secs(150);
 const CLUSTER: Uuid = Uuid([0x5a; 16]);

@@ -21,9 +21,7 @@ use corum_protocol::{RpcConnection, RpcConnectionConfig};
 use corum_runtime::{Placement, Runtime, RuntimeConfig};
 use corum_types::Uuid;
 
-mod common;
-
-use common::{heartbeat, on_executor};
+use crate::common::{heartbeat, on_executor};
 
 const CLUSTER: Uuid = Uuid([0x5e; 16]);
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);

@@ -12,9 +12,7 @@ use corum_raft::{Batch, RaftCore, Restore, Role};
 use corum_types::{LogOffset, NodeId, Uuid};
 use glommio::channels::local_channel::{self, LocalSender};
 
-mod common;
-
-use common::{bind_all, endpoint, key, on_shard, raft_config, voter_set, LISTENER};
+use crate::common::{bind_all, endpoint, key, on_shard, raft_config, voter_set, LISTENER};
 
 const TEST_DEADLINE: Duration = Duration::from_secs(120);
 const CLUSTER: Uuid = Uuid([0x42; 16]);

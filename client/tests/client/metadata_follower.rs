@@ -26,10 +26,8 @@ use corum_raft::{Batch, Payload, ReplicaKey, SnapshotId, Voter, VoterSet};
 use corum_runtime::transport::{ConnectionConfig, Listener};
 use corum_types::{Epoch, LogOffset, NodeId, Uuid};
 
-mod common;
-
-use common::config_batches::batch;
-use common::{on_executor, wait_for};
+use crate::common::config_batches::batch;
+use crate::common::{on_executor, wait_for};
 
 const TEST_DEADLINE: Duration = Duration::from_secs(30);
 const WAIT: Duration = Duration::from_secs(10);

@@ -20,9 +20,7 @@ use corum_node::{
 use corum_raft::VoterSet;
 use corum_types::{LogOffset, NodeId, Uuid};
 
-mod common;
-
-use common::{
+use crate::common::{
     bind_all, heartbeat, on_executor, rebind, set_retention, voter_set, wait_for, ControllerNode,
     WAIT_MAX,
 };
@@ -66,9 +64,10 @@ impl Node {
     ) -> Node {
         let addr = net.0.local_addr();
         let controller = corum_controller::ControllerConfig::default();
-        let n =
-            common::start_controller_node_tweaked(id, dir, net, voters, false, controller, tweak)
-                .await;
+        let n = crate::common::start_controller_node_tweaked(
+            id, dir, net, voters, false, controller, tweak,
+        )
+        .await;
         Node {
             id,
             dir: dir.to_path_buf(),
@@ -98,7 +97,7 @@ enum Kind {
 
 async fn call_checked(
     raft: &RaftHandle,
-    service: &common::ServiceView,
+    service: &crate::common::ServiceView,
     correlation_id: u64,
     body: RequestBody,
 ) -> ResponseFrame {
@@ -108,7 +107,8 @@ async fn call_checked(
         RequestBody::IncrementalAlterConfigs(_) => Kind::Config,
         _ => Kind::Other,
     };
-    let predicted = service.status().next_offset;
+    let before = service.status();
+    let predicted = before.next_offset;
     let frame = RequestFrame {
         correlation_id,
         timeout_ms: 10_000,
@@ -131,18 +131,21 @@ async fn call_checked(
             hwm > predicted,
             "answered before its batch at {predicted} committed (high watermark {hwm})"
         );
-        // Requests here are sequential and no tick proposes anything (the broker heartbeats
-        // well within its session): the batch ends where the next proposal would start.
         let after = service.status();
         let batch_end = after.next_offset;
         assert!(batch_end > predicted);
+        // Requests here are sequential: when this request's batch is the only one proposed
+        // since, it ends where the next proposal would start. (A tick may propose beside it: an
+        // idle NoOp when a slow machine spaces the calls wider than the idle interval.)
         // Committed, not necessarily replayed yet: the driver sends a success answer the
         // moment the high watermark passes its batch.
-        assert!(
-            hwm >= batch_end,
-            "answered before its batch {predicted}..{batch_end} committed (high watermark {hwm}, replayed {})",
-            after.committed_end
-        );
+        if after.proposals == before.proposals + 1 {
+            assert!(
+                hwm >= batch_end,
+                "answered before its batch {predicted}..{batch_end} committed (high watermark {hwm}, replayed {})",
+                after.committed_end
+            );
+        }
     }
     answer
 }
@@ -225,10 +228,24 @@ fn services_serve_through_the_leader_answer_after_commit_and_fail_over() {
         let leader = nodes[l].as_ref().unwrap();
         assert!(leader.raft.status().is_leader(NodeId(leader.id)));
 
-        // A follower redirects to the leader, with its endpoint.
+        // A follower redirects to the leader, with its endpoint. It learns the leader from
+        // BeginQuorumEpoch or a fetch answer, which may come after the leader is active (the
+        // leader and the other follower are a majority): until then it answers without a
+        // hint, so ask until it names one.
         let f = (l + 1) % 3;
         let follower = nodes[f].as_ref().unwrap();
-        let answer = follower.call(1, RequestBody::DescribeCluster).await;
+        let asked = Instant::now();
+        let answer = loop {
+            let answer = follower.call(1, RequestBody::DescribeCluster).await;
+            if answer.body != Err(RpcError::NotController { leader: None }) {
+                break answer;
+            }
+            assert!(
+                asked.elapsed() < WAIT_MAX,
+                "node {f} never learned the leader"
+            );
+            glommio::timer::sleep(Duration::from_millis(5)).await;
+        };
         assert_eq!(
             answer.body,
             Err(RpcError::NotController {
@@ -779,9 +796,9 @@ fn oversized_and_refused_proposals_get_their_own_errors() {
         let mut nets = bind_all(CLUSTER, &[1]);
         let voters = voter_set(&[1], &nets);
         let net = nets.pop().unwrap();
-        let service_batch_bytes_max = common::service_config(1, &voters).batch_bytes_max;
+        let service_batch_bytes_max = crate::common::service_config(1, &voters).batch_bytes_max;
         assert!(service_batch_bytes_max > 2 * RAFT_BATCH_BYTES_MAX);
-        let node = common::start_controller_node_tweaked(
+        let node = crate::common::start_controller_node_tweaked(
             1,
             &tmp.path().join("node-1"),
             net,

@@ -15,9 +15,7 @@ use corum_controller::records::ConfigResourceType;
 use corum_raft::ReplicaKey;
 use corum_types::{LogOffset, NodeId, Uuid};
 
-mod common;
-
-use common::{client_config, cluster, heartbeat, on_executor, stop_all, wait_for};
+use crate::common::{client_config, cluster, heartbeat, on_executor, stop_all, wait_for};
 
 const TEST_DEADLINE: Duration = Duration::from_secs(30);
 const WAIT: Duration = Duration::from_secs(10);
@@ -238,7 +236,7 @@ fn a_broker_whose_lease_expired_registers_again() {
             heartbeat_interval_ms: 100,
             ..corum_controller::ControllerConfig::default()
         };
-        let (nodes, _) = common::cluster_with(tmp.path(), false, controller).await;
+        let (nodes, _) = crate::common::cluster_with(tmp.path(), false, controller).await;
         let client = ControllerClient::connect(client_config(&nodes, &[0, 1, 2]))
             .await
             .unwrap();
