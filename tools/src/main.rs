@@ -46,11 +46,6 @@ enum Command {
     Demo(cmd::demo::Args),
 }
 
-/// mimalloc instead of glibc's malloc: under load, glibc's allocator (malloc, free, chunk
-/// consolidation) took about a fifth of a leader's CPU (perf, `docs/PERFORMANCE.md`).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // The simulator runs thousands of nodes' lives, with faults injected on purpose: their
