@@ -78,6 +78,7 @@ pub fn raft_key(field: ConfigField) -> &'static str {
         ConfigField::FetchTimeoutMs => "controller.quorum.fetch.timeout.ms",
         ConfigField::ElectionBackoffMaxMs => "controller.quorum.election.backoff.max.ms",
         ConfigField::HeartbeatIntervalMs => "corum.raft.heartbeat.interval.ms",
+        ConfigField::HwmLingerMs => "corum.raft.high.watermark.linger.ms",
         ConfigField::RequestTimeoutMs => "controller.quorum.request.timeout.ms",
         ConfigField::AppendInflightCountMax => "corum.raft.append.inflight.count.max",
         ConfigField::AppendInflightBytesMax => "corum.raft.append.inflight.bytes.max",
@@ -98,6 +99,7 @@ pub fn raft(config: &NodeConfig) -> Result<corum_raft::Config> {
         fetch_timeout_ms: config.fetch_timeout_ms,
         election_backoff_max_ms: config.election_backoff_max_ms,
         heartbeat_interval_ms: config.raft_heartbeat_interval_ms,
+        hwm_linger_ms: config.raft_hwm_linger_ms,
         request_timeout_ms: config.quorum_request_timeout_ms,
         append_inflight_count_max: usize_of(
             "corum.raft.append.inflight.count.max",
@@ -740,6 +742,12 @@ mod tests {
                 Raft,
                 &[("corum.raft.heartbeat.interval.ms", "100")],
                 |d, v| d.raft.heartbeat_interval_ms == num::<u64>(v),
+            ),
+            (
+                "corum.raft.high.watermark.linger.ms",
+                Raft,
+                &[("corum.raft.high.watermark.linger.ms", "7")],
+                |d, v| d.raft.hwm_linger_ms == num::<u64>(v),
             ),
             (
                 "corum.raft.append.inflight.count.max",

@@ -528,6 +528,16 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "The Raft leader sends an empty append to an idle follower this often (at most half the election timeout)."
     ),
     int_key!(
+        "corum.raft.high.watermark.linger.ms",
+        raft_hwm_linger_ms,
+        u64,
+        0,
+        HOUR_MS,
+        "10",
+        &[RAFT],
+        "A newer high watermark with no entries to send goes to a follower this long after it moved, unless the next entries carry it sooner (0: at once). At low load this halves the Raft messages per commit; a follower then learns of a commit up to this late, which only delays its own replay (clients are answered by the leader at commit). At most corum.raft.heartbeat.interval.ms."
+    ),
+    int_key!(
         "corum.raft.append.inflight.count.max",
         raft_append_inflight_count_max,
         u32,

@@ -49,6 +49,7 @@ impl NodeConfig {
             election_backoff_max_ms: 0,
             quorum_request_timeout_ms: 0,
             quorum_retry_backoff_ms: 0,
+            raft_hwm_linger_ms: 0,
             broker_session_timeout_ms: 0,
             broker_heartbeat_interval_ms: 0,
             metadata_log_segment_bytes: 0,

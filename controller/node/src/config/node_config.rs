@@ -45,6 +45,8 @@ pub struct NodeConfig {
     /// `controller.quorum.retry.backoff.ms`: Kafka's meaning, the pause before a failed Raft
     /// fetch is tried again (here: after a snapshot download that gave nothing).
     pub quorum_retry_backoff_ms: u64,
+    /// `corum.raft.high.watermark.linger.ms` (Raft's `hwm_linger_ms`).
+    pub raft_hwm_linger_ms: u64,
     // Brokers (KIP-631).
     pub broker_session_timeout_ms: u64,
     pub broker_heartbeat_interval_ms: u64,
@@ -191,6 +193,17 @@ impl NodeConfig {
                     other: "controller.quorum.request.timeout.ms",
                     other_value: self.quorum_request_timeout_ms,
                     why: ": the pause after a failed fetch stops doubling at the request timeout",
+                },
+            );
+        }
+        if self.raft_hwm_linger_ms > self.raft_heartbeat_interval_ms {
+            return invalid(
+                "corum.raft.high.watermark.linger.ms",
+                RuleError::AboveOther {
+                    value: self.raft_hwm_linger_ms,
+                    other: "corum.raft.heartbeat.interval.ms",
+                    other_value: self.raft_heartbeat_interval_ms,
+                    why: ": a heartbeat carries the high watermark anyway",
                 },
             );
         }

@@ -190,6 +190,10 @@ pub(crate) struct Progress {
     pub snapshot_needed: bool,
     pub last_sent_ms: u64,
     pub last_sent_hwm: LogOffset,
+    /// When an append carrying only a newer high watermark is due (`hwm_linger_ms` after the
+    /// high watermark first passed `last_sent_hwm`), unless an append with entries carries it
+    /// first.
+    pub hwm_due_ms: Option<u64>,
     pub last_heard_ms: u64,
     /// When a response from the follower last arrived (for status; `last_heard_ms` starts at
     /// the epoch start for check-quorum).
@@ -214,6 +218,7 @@ impl Progress {
             snapshot_needed: false,
             last_sent_ms: 0,
             last_sent_hwm: LogOffset::ZERO,
+            hwm_due_ms: None,
             last_heard_ms: now_ms,
             last_response_ms: None,
             last_caught_up_ms: None,

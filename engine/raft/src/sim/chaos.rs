@@ -98,6 +98,10 @@ fn run_inner(seed: u64, spec: ChaosSpec, report: &mut SeedReport) -> Result<(), 
         delay_max_ms: delay_max,
     };
     let small_cache = rng.gen_range(0..4) == 0;
+    // Half of the seeds let a newer high watermark wait for entries to carry it.
+    if rng.gen_bool(0.5) {
+        cs.raft.hwm_linger_ms = rng.gen_range(1..=cs.raft.heartbeat_interval_ms);
+    }
     if small_cache {
         cs.raft.payload_cache_bytes_max = 256;
     }

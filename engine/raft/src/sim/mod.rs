@@ -105,6 +105,7 @@ impl ClusterSpec {
             fetch_timeout_ms: 300,
             election_backoff_max_ms: 100,
             heartbeat_interval_ms: 50,
+            hwm_linger_ms: 0,
             request_timeout_ms: 200,
             append_inflight_count_max: 4,
             append_inflight_bytes_max: 4096,
