@@ -1,6 +1,6 @@
 //! The `corum` binary's tests, one test binary (every test binary links the whole dependency
 //! graph; one binary with a module per subject links once). Each module runs the built
-//! `corum` as child processes: `dump-log`, `format` and `info`, `placement`, and whole local
+//! `corum` as child processes: `dump-log`, `format` and `info`, `placement`, `sim`, and whole local
 //! quorums (`quorum_process`, which holds [`common::serial`] so that one cluster runs at a
 //! time).
 
@@ -9,3 +9,4 @@ mod dump_log;
 mod format_info;
 mod placement;
 mod quorum_process;
+mod sim;

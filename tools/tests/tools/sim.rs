@@ -1,0 +1,34 @@
+//! `corum sim`: the whole-node simulator and the Raft cluster simulator from the command line.
+
+use std::process::{Command, Output};
+
+fn corum_sim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_corum"))
+        .arg("sim")
+        .args(args)
+        .output()
+        .expect("corum runs")
+}
+
+/// The whole-node simulator runs seeds under faults and prints what happened; the Raft one
+/// runs with `--raft`; a bad flag is refused.
+#[test]
+fn sim_runs_both_simulators_and_reports() {
+    let o = corum_sim(&["--seeds", "4", "--start", "10", "--nodes", "3"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("seeds 4 (from 10, 3 nodes)"), "{out}");
+    assert!(out.contains("violations 0"), "{out}");
+
+    let o = corum_sim(&["--raft", "--seeds", "2", "--voters", "3"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("3 voters"), "{out}");
+
+    let o = corum_sim(&["--nodes", "7"]);
+    assert!(!o.status.success());
+}
