@@ -13,9 +13,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use corum_controller::records::{
-    EncodedBatch, ListenerV1, PartitionIsrChangeRecordV1, PartitionLeaderChangeRecordV1,
-    PartitionRecordV1, RegisterBrokerRecordV1, SupportedFeatureV1, TopicRecordV1,
-    UnfenceBrokerRecordV1,
+    ConfigRecordV1, ConfigResourceType, EncodedBatch, ListenerV1, PartitionIsrChangeRecordV1,
+    PartitionLeaderChangeRecordV1, PartitionRecordV1, RegisterBrokerRecordV1, SupportedFeatureV1,
+    TopicRecordV1, UnfenceBrokerRecordV1,
 };
 use corum_controller::{
     decode_batch, encode_batch, BrokerHeartbeatRequest, Controller, ControllerConfig, LeaderEpoch,
@@ -192,6 +192,41 @@ fn bench_replay(c: &mut Criterion) {
     g.finish();
 }
 
+fn bench_replay_configs(c: &mut Criterion) {
+    // The configs workload's records as a follower replays them: `log.retention.ms` set on
+    // 1,000 broker resources, 100 times each, over a base that already holds them.
+    let record = |broker: u32, value: u64| {
+        MetadataRecord::Config(ConfigRecordV1 {
+            resource_type: ConfigResourceType::Broker,
+            resource_name: broker.to_string(),
+            key: "log.retention.ms".into(),
+            value: Some(value.to_string()),
+        })
+    };
+    let base_records: Vec<_> = (1..=1_000).map(|b| record(b, 1)).collect();
+    let mut base = MetadataImage::default();
+    replay_all(&mut base, &encode_all(&base_records), 0);
+    let load: Vec<_> = (0..100_000u32)
+        .map(|i| record(1 + i % 1_000, 1_000_000 + u64::from(i)))
+        .collect();
+    let batches = encode_all(&load);
+    let first = base.end_offset.0;
+    let mut g = c.benchmark_group("controller");
+    g.throughput(Throughput::Elements(load.len() as u64));
+    g.sample_size(10);
+    g.bench_function("replay_configs", |b| {
+        b.iter_batched(
+            || base.clone(),
+            |mut image| {
+                assert_eq!(replay_all(&mut image, &batches, first), load.len());
+                image
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
+
 fn bench_heartbeats(c: &mut Criterion) {
     const BROKERS: u32 = 10_000;
     let records: Vec<MetadataRecord> = (0..BROKERS)
@@ -346,6 +381,7 @@ fn bench_fence(c: &mut Criterion) {
 criterion_group!(
     benches,
     bench_replay,
+    bench_replay_configs,
     bench_heartbeats,
     bench_image_build,
     bench_fence

@@ -74,7 +74,18 @@ impl ConfigsImage {
         match value {
             Some(v) => {
                 let entry = self.by_resource.entry(resource).or_default();
-                Arc::make_mut(entry).insert(key.to_owned(), v.to_owned());
+                let map = Arc::make_mut(entry);
+                // A key set again (the common case) keeps its allocations: no new key, and
+                // the value's buffer is reused.
+                match map.get_mut(key) {
+                    Some(old) => {
+                        old.clear();
+                        old.push_str(v);
+                    }
+                    None => {
+                        map.insert(key.to_owned(), v.to_owned());
+                    }
+                }
             }
             None => {
                 if let Some(map) = self.by_resource.get_mut(&resource) {
