@@ -980,6 +980,29 @@ mod tests {
         assert!(summary.proposals_refused > 0, "{summary:?}");
     }
 
+    /// Five nodes (two may fail) and one node (no replication at all) under the same faults.
+    #[test]
+    fn seeds_with_five_nodes_and_with_one() {
+        for nodes in [5, 1] {
+            let summary = run_seeds(
+                SimSpec {
+                    nodes,
+                    ..SimSpec::new(20_000)
+                },
+                100,
+            );
+            if let Some(f) = summary.failed.first() {
+                panic!(
+                    "{nodes} nodes: seed {}: {}\nreplay: {}",
+                    f.spec.seed,
+                    f.violation.as_deref().unwrap_or(""),
+                    f.spec.replay_command()
+                );
+            }
+            assert!(summary.acked > 100 * 20, "{nodes} nodes: {summary:?}");
+        }
+    }
+
     /// Answers released at append instead of commit are caught at the first one.
     #[test]
     fn the_checks_catch_an_answer_released_before_its_commit() {
