@@ -198,6 +198,28 @@ fn epoch_helpers() {
     });
 }
 
+/// Cut back to its start, the log holds no batch and takes any epoch next: a follower that
+/// restarted at a snapshot, appended a deposed leader's epoch-2 batch and truncated it takes
+/// the new leader's epoch-1 batch at the same offset. (Found by the whole-node simulator.)
+#[test]
+fn a_log_cut_back_to_its_start_takes_any_epoch() {
+    block_on(async {
+        let disk = SimDisk::new(41);
+        let (log, _) = open(&disk).await;
+        log.delete_prefix(LogOffset(10)).await.unwrap();
+        log.append(&batch(2, 1), b"deposed").unwrap();
+        assert_eq!(log.last_epoch(), Epoch(2));
+        assert_eq!(
+            log.truncate_suffix(LogOffset(10)).await.unwrap(),
+            LogOffset(10)
+        );
+        assert_eq!(log.append(&batch(1, 1), b"kept").unwrap().0, LogOffset(10));
+        log.flush().await.unwrap();
+        assert_eq!(log.last_epoch(), Epoch(1));
+        log.check_invariants();
+    });
+}
+
 #[test]
 fn fsync_failure_is_fatal() {
     // Proves a failed fdatasync fails the waiters and every later write, without retrying.

@@ -168,9 +168,13 @@ impl<D: Disk> Log<D> {
         st.end_offset = new_end;
         st.durable_end = st.durable_end.min(new_end);
         st.epochs.retain(|e| e.1 < new_end);
-        if let Some(last) = st.epochs.last() {
-            st.last_epoch = last.0;
-        }
+        // A log cut back to its start holds no batch: any epoch may come next (a follower
+        // dropping a deposed leader's batch right after a snapshot, then taking an older
+        // epoch's batch from the new leader).
+        st.last_epoch = st
+            .epochs
+            .last()
+            .map_or(corum_types::Epoch::ZERO, |last| last.0);
         Ok(new_end)
     }
 
@@ -319,6 +323,7 @@ impl<D: Disk> Log<D> {
         st.durable_end = before;
         st.buffered_bytes = 0;
         st.epochs.clear();
+        st.last_epoch = corum_types::Epoch::ZERO;
         Ok(before)
     }
 }

@@ -497,6 +497,13 @@ impl<D: Disk> DriverCore<D> {
         if self.log.end_offset() > end {
             self.log.truncate_suffix(end).await?;
         }
+        // Batches below the end of a newer epoch than the snapshot's are a deposed leader's,
+        // which the snapshot replaced: keeping them (in a segment that also holds the end)
+        // would put the leader's older-epoch batches after them. The whole log goes; it
+        // restarts empty at the end.
+        if self.log.last_epoch() > id.epoch {
+            self.log.truncate_suffix(self.log.start_offset()).await?;
+        }
         // Restarts the log empty at `end` if it ends before; else drops whole segments below.
         self.log.delete_prefix(end).await?;
         if self.log.end_offset() != end {
@@ -632,10 +639,6 @@ impl<D: Disk> DriverCore<D> {
             raft.log_start_offset()
         );
         assert!(self.log.durable_end() <= self.log.end_offset());
-        assert!(
-            raft.log_start_offset() <= self.snapshot_end.max(raft.log_start_offset()),
-            "the log starts at a snapshot or at 0"
-        );
         if raft.log_start_offset() > LogOffset::ZERO {
             assert!(
                 self.snapshot_end >= raft.log_start_offset(),

@@ -442,9 +442,9 @@ impl Sim {
         self.checker.close();
         self.checker.check_final(&before)?;
         // Every node loses power at once and restarts from its disk.
-        for n in self.nodes.values_mut() {
-            self.snapshots_written += n.run.as_ref().map_or(0, |r| r.driver.snapshots_written());
-            n.crash(false);
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        for id in ids {
+            self.power_off(id, false);
         }
         let now = self.now_ms;
         for n in self.nodes.values_mut() {
@@ -648,10 +648,13 @@ impl Sim {
                 self.on_answer(route, frame)?;
             }
             if let Err(fatal) = pumped {
-                // The node's process stops on a fatal error; it is restarted like a crash.
-                if !self.faulting && self.disk_faults == 0 {
+                // The node's process stops on a fatal error, which only an injected disk fault
+                // may cause; it is restarted like a crash.
+                let node = self.nodes.get_mut(&id).expect("listed");
+                if node.faults_owed == 0 {
                     return Err(format!("{id} stopped without an injected fault: {fatal}"));
                 }
+                node.faults_owed -= 1;
                 self.stop_node(id, false);
             }
         }
@@ -660,18 +663,23 @@ impl Sim {
 
     fn stop_node(&mut self, id: NodeId, torn: bool) {
         let delay = self.rng.gen_range(50..1_500);
-        let node = self.nodes.get_mut(&id).expect("a node of the cluster");
-        self.snapshots_written += node
-            .run
-            .as_ref()
-            .map_or(0, |r| r.driver.snapshots_written());
-        node.crash(torn);
+        self.power_off(id, torn);
         let at = if self.faulting {
             self.now_ms + delay
         } else {
             self.now_ms
         };
         self.restarts.insert(id, at);
+    }
+
+    /// Node `id` loses power; the snapshots its process wrote are counted first.
+    fn power_off(&mut self, id: NodeId, torn: bool) {
+        let node = self.nodes.get_mut(&id).expect("a node of the cluster");
+        self.snapshots_written += node
+            .run
+            .as_ref()
+            .map_or(0, |r| r.driver.snapshots_written());
+        node.crash(torn);
     }
 
     /// One fault of the seeded schedule (or none).
@@ -710,7 +718,10 @@ impl Sim {
                 } else {
                     SimFault::FailNextSync
                 };
-                self.nodes[&victim].inject(fault);
+                self.nodes
+                    .get_mut(&victim)
+                    .expect("a node of the cluster")
+                    .inject(fault);
             }
             2 if f.partitions && self.heal_partition_at.is_none() && self.nodes.len() > 1 => {
                 self.partitions += 1;
@@ -1001,6 +1012,22 @@ mod tests {
             }
             assert!(summary.acked > 100 * 20, "{nodes} nodes: {summary:?}");
         }
+    }
+
+    /// Seeds that once failed, replayed as they were found.
+    #[test]
+    fn seeds_that_found_bugs() {
+        // A follower with a deposed leader's epoch-2 batches installed the leader's snapshot and
+        // then refused the leader's epoch-1 batch after it ("frame epoch 1 is below the log's
+        // last epoch 2"): the snapshot install now drops such batches with the whole log.
+        let r = run_seed(SimSpec::new(1791));
+        assert!(
+            r.ok(),
+            "{:?}\nreplay: {}",
+            r.violation,
+            r.spec.replay_command()
+        );
+        assert!(r.installs > 0, "{r:?}");
     }
 
     /// Answers released at append instead of commit are caught at the first one.

@@ -62,7 +62,9 @@ pub struct SimNode {
     /// Batches this node's disk durably holds (base → epoch), for the checker: added after
     /// each group-commit round, cut by truncations; what a crash cannot take away.
     pub durable: BTreeMap<LogOffset, Epoch>,
-    pub incarnations: u64,
+    /// Faults injected into this node's disk that no fatal error has answered yet: a node may
+    /// stop on an error only if one is owed.
+    pub faults_owed: u64,
     mutation: Option<Mutation>,
     /// [`Mutation::SkipCommittedBatch`] did its skip.
     skipped: bool,
@@ -118,7 +120,7 @@ impl SimNode {
             timing,
             run: None,
             durable: BTreeMap::new(),
-            incarnations: 0,
+            faults_owed: 0,
             mutation,
             skipped: false,
         }
@@ -146,7 +148,6 @@ impl SimNode {
         let start = driver.log().start_offset();
         self.durable.split_off(&start);
         let durable_seen = start;
-        self.incarnations += 1;
         self.run = Some(Running {
             hwm: driver.raft().high_watermark(),
             driver,
@@ -183,7 +184,8 @@ impl SimNode {
     }
 
     /// The next write or fsync of this node's disk fails.
-    pub fn inject(&self, fault: SimFault) {
+    pub fn inject(&mut self, fault: SimFault) {
+        self.faults_owed += 1;
         self.disk.inject(fault);
     }
 
@@ -511,7 +513,8 @@ impl SimNode {
         Ok(())
     }
 
-    /// Whether this node's disk durably holds the batch `batch` (or a snapshot past it).
+    /// Whether this node's disk durably holds the batch `batch` (its entry stays when a
+    /// snapshot covers it and the log prefix goes).
     pub fn holds(&self, batch: ProposalId) -> bool {
         self.durable.get(&batch.base_offset) == Some(&batch.epoch)
     }
