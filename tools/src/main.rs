@@ -46,6 +46,11 @@ enum Command {
     Demo(cmd::demo::Args),
 }
 
+/// Allocations of 1 GiB or more only reserve address space: a Kafka request's lying array
+/// length must not abort the node (see `corum_kafka::alloc`).
+#[global_allocator]
+static ALLOC: corum_kafka::alloc::NoReserveLarge = corum_kafka::alloc::NoReserveLarge;
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // The simulator runs thousands of nodes' lives, with faults injected on purpose: their

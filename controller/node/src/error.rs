@@ -176,6 +176,16 @@ pub enum ValueError {
 /// Why values that each parse do not work together, or why a component refuses them.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RuleError {
+    #[error("listener {name} has no entry in listener.security.protocol.map")]
+    UnmappedListener { name: String },
+    #[error(
+        "listener {name} is mapped to {protocol}: only PLAINTEXT listeners are supported so far"
+    )]
+    UnsupportedSecurityProtocol { name: String, protocol: String },
+    #[error("listener {name} cannot speak Kafka's protocol: it is the controller or the client listener")]
+    ListenerServesTwo { name: String },
+    #[error("{listener}: an advertised listener needs a host and a port clients can reach")]
+    NotReachable { listener: String },
     #[error("must be exactly `controller` (the only role corum supports)")]
     NotControllerOnly,
     #[error("at least one listener is needed")]

@@ -29,23 +29,29 @@
 //! returned.
 
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
+use corum_controller::control::cluster_control::RegisterControllerRequest;
+use corum_controller::records::ControllerEndpointV1;
 use corum_controller::{Controller, ControllerConfig};
 use corum_engine::disk::{StdDisk, UringDisk};
 use corum_raft::VoterSet;
 use corum_runtime::{Placement, Runtime, ShardContext, ShardRole};
 use corum_types::{NodeId, Uuid};
 
-use crate::config::{components, HostPort, NodeConfig};
+use crate::config::{components, HostPort, NodeConfig, SecurityProtocol};
 use crate::driver::{RaftDriver, RaftDriverConfig, Recovered};
 use crate::error::{ConfigError, NodeError, RuleError};
 use crate::format::check_formatted;
+use crate::forward::{ForwardConfig, NodeBackend};
+use crate::kafka_server::KafkaServer;
 use crate::meta_properties::MetaProperties;
 use crate::metrics::{self, MetricsSources};
 use crate::peer::{resolve, PeerNetwork, PeerNetworkConfig};
 use crate::port::{self, DriverLink, ServiceLink};
 use crate::protocol::LeaderHint;
+use crate::registration;
 use crate::rpc_server::{RpcServer, RpcServerConfig};
 use crate::service::{ControllerService, ControllerServiceConfig};
 
@@ -63,6 +69,8 @@ pub struct NodePlan {
     pub controller: ControllerConfig,
     /// Where clients connect (`corum.client.listener.name`).
     pub client_addr: SocketAddr,
+    /// The Kafka listeners (`corum.kafka.listener.names`): name and address to bind.
+    pub kafka_listeners: Vec<(String, SocketAddr)>,
 }
 
 /// Where to listen for `endpoint` (an empty host means every interface).
@@ -91,6 +99,10 @@ impl NodePlan {
         })?;
         let client_addr = listen_addr(&client.endpoint)?;
         let raft_addr = listen_addr(&config.controller_listener().endpoint)?;
+        let kafka_listeners = config
+            .kafka_listeners()
+            .map(|l| Ok((l.name.clone(), listen_addr(&l.endpoint)?)))
+            .collect::<Result<Vec<_>>>()?;
         // Before any shard runs (outside glommio): the blocking disk, read-only.
         let (meta, bootstrap) = futures_lite::future::block_on(check_formatted(
             &StdDisk::read_only(),
@@ -114,6 +126,7 @@ impl NodePlan {
             peer,
             controller,
             client_addr,
+            kafka_listeners,
         })
     }
 
@@ -129,6 +142,8 @@ pub struct NodeReady {
     pub node_id: NodeId,
     pub raft_addr: SocketAddr,
     pub client_addr: SocketAddr,
+    /// Each Kafka listener's name and bound address.
+    pub kafka_addrs: Vec<(String, SocketAddr)>,
     /// Where Prometheus scrapes `/metrics`, when `corum.metrics.listener` is set.
     pub metrics_addr: Option<SocketAddr>,
     pub recovered: Recovered,
@@ -221,6 +236,23 @@ async fn worker_shard(
     let mut server = RpcServer::bind(plan.client_addr, plan.server.clone())?;
     server.set_raft_endpoints(plan.service.leader_endpoints.clone());
     let client_addr = server.local_addr();
+    let host = host_name();
+    let mut kafka_servers = Vec::new();
+    for (name, addr) in &plan.kafka_listeners {
+        let advertised = plan
+            .config
+            .advertised(name, 0, &host)
+            .expect("a Kafka listener is one of `listeners`");
+        let config =
+            components::kafka_server(&plan.config, plan.meta.cluster_id, name, &advertised);
+        kafka_servers.push(KafkaServer::bind(*addr, config)?);
+    }
+    let kafka_addrs: Vec<(String, SocketAddr)> = plan
+        .kafka_listeners
+        .iter()
+        .zip(&kafka_servers)
+        .map(|((name, _), s)| (name.clone(), s.local_addr()))
+        .collect();
     let metrics_listener = match &plan.config.metrics_listener {
         Some(hp) => {
             let addr = resolve(&hp.host, hp.port)?;
@@ -285,6 +317,7 @@ async fn worker_shard(
         node_id: plan.config.node_id,
         raft_addr,
         client_addr,
+        kafka_addrs,
         metrics_addr,
         recovered,
     });
@@ -295,6 +328,28 @@ async fn worker_shard(
         };
         glommio::spawn_local(metrics::serve(listener, sources, stop.clone())).detach();
     }
+    let backend = Rc::new(NodeBackend::new(
+        raft.clone(),
+        ForwardConfig {
+            cluster_id: plan.meta.cluster_id,
+            node_id: plan.config.node_id,
+            request_timeout_ms: request_timeout_ms(plan),
+            request_bytes_max: plan.config.socket_request_bytes_max,
+            client_listener_name: plan.config.client_listener_name.clone(),
+        },
+    ));
+    let registration = registration_request(plan, &host, raft_addr, client_addr, &kafka_addrs);
+    glommio::spawn_local(registration::keep_registered(
+        backend.clone(),
+        registration,
+        request_timeout_ms(plan),
+        stop.clone(),
+    ))
+    .detach();
+    let kafka_tasks: Vec<_> = kafka_servers
+        .into_iter()
+        .map(|k| glommio::spawn_local(k.run(backend.clone(), stop.clone())))
+        .collect();
     let server_task = glommio::spawn_local(server.run(raft, stop.clone()));
     let driver_result = driver.run().await;
     if driver_result.is_err() {
@@ -305,6 +360,15 @@ async fn worker_shard(
         Some(t) => t.await.map(|_| ()).map_err(NodeError::Service),
         None => Ok(()),
     };
+    for task in kafka_tasks {
+        let stats = task.await;
+        tracing::info!(
+            accepted = stats.accepted,
+            requests = stats.requests,
+            forwarded = stats.forwarded,
+            "Kafka listener stopped"
+        );
+    }
     let stats = server_task.await;
     tracing::info!(
         accepted = stats.accepted,
@@ -313,6 +377,68 @@ async fn worker_shard(
     );
     driver_result?;
     service_result
+}
+
+fn request_timeout_ms(plan: &NodePlan) -> u32 {
+    u32::try_from(plan.config.controller_request_timeout_ms).unwrap_or(u32::MAX)
+}
+
+/// This node's registration: every listener at its advertised endpoint (the bound port where
+/// the configuration says 0).
+fn registration_request(
+    plan: &NodePlan,
+    host: &str,
+    raft_addr: SocketAddr,
+    client_addr: SocketAddr,
+    kafka_addrs: &[(String, SocketAddr)],
+) -> RegisterControllerRequest {
+    let config = &plan.config;
+    let bound = |name: &str| -> u16 {
+        if name == config.controller_listener().name {
+            raft_addr.port()
+        } else if name == config.client_listener_name {
+            client_addr.port()
+        } else {
+            kafka_addrs
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(0, |(_, a)| a.port())
+        }
+    };
+    let end_points = config
+        .listeners
+        .iter()
+        .filter_map(|l| {
+            let advertised = config.advertised(&l.name, bound(&l.name), host)?;
+            Some(ControllerEndpointV1 {
+                name: l.name.clone(),
+                host: advertised.host,
+                port: advertised.port,
+                security_protocol: config
+                    .security_protocol(&l.name)
+                    .map_or(0, SecurityProtocol::code),
+            })
+        })
+        .filter(|e| e.port != 0)
+        .collect();
+    RegisterControllerRequest {
+        controller_id: config.node_id,
+        incarnation_id: registration::incarnation_id(),
+        end_points,
+        features: corum_controller::control::feature_control::supported_features(),
+    }
+}
+
+/// This machine's host name: what an empty or wildcard listener host advertises.
+pub fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    match std::str::from_utf8(&buf[..end]) {
+        Ok(name) if rc == 0 && !name.is_empty() => name.to_owned(),
+        _ => "localhost".to_owned(),
+    }
 }
 
 /// A fresh (standby) controller with the node's settings.

@@ -33,10 +33,11 @@ use corum_runtime::{BackoffConfig, CoreId, PlacementSpec, RuntimeConfig};
 use corum_types::Uuid;
 
 use super::node_config::{NodeConfig, NODE_SHARDS_MAX};
-use super::values::QuorumVoter;
+use super::values::{HostPort, QuorumVoter};
 use crate::bootstrap::BootstrapVoters;
 use crate::driver::RaftDriverConfig;
 use crate::error::{ConfigError, ConfigSource, RuleError, StorageError, ValueError};
+use crate::kafka_server::KafkaServerConfig;
 use crate::peer::{PeerNetworkConfig, ENVELOPE_OVERHEAD_BYTES};
 use crate::raft_config::{bootstrap_voter_set, leader_endpoints};
 use crate::rpc_server::RpcServerConfig;
@@ -417,6 +418,29 @@ pub fn rpc_server(config: &NodeConfig, cluster_id: Uuid) -> RpcServerConfig {
             .expect("u32 fits in usize"),
         cluster_id,
         node_id: config.node_id,
+    }
+}
+
+/// The settings of the Kafka listener `listener` (one of [`NodeConfig::kafka_listeners`]),
+/// advertised at `advertised` (see [`NodeConfig::advertised`]).
+pub fn kafka_server(
+    config: &NodeConfig,
+    cluster_id: Uuid,
+    listener: &str,
+    advertised: &HostPort,
+) -> KafkaServerConfig {
+    KafkaServerConfig {
+        listener_name: listener.to_owned(),
+        advertised_host: advertised.host.clone(),
+        advertised_port: advertised.port,
+        request_bytes_max: config.socket_request_bytes_max,
+        connections_max: usize::try_from(config.connections_max).expect("u32 fits in usize"),
+        in_flight_per_connection_max: usize::try_from(config.connection_inflight_requests_max)
+            .expect("u32 fits in usize"),
+        request_timeout_ms: u32::try_from(config.controller_request_timeout_ms).unwrap_or(u32::MAX),
+        cluster_id,
+        node_id: config.node_id,
+        client_listener_name: config.client_listener_name.clone(),
     }
 }
 

@@ -10,7 +10,9 @@ use std::path::PathBuf;
 use corum_types::NodeId;
 
 use super::node_config::{NodeConfig, NODE_SHARDS_MAX};
-use super::values::{join, list_items, parse_listeners, parse_roles, parse_voters, HostPort};
+use super::values::{
+    join, list_items, parse_listeners, parse_protocol_map, parse_roles, parse_voters, HostPort,
+};
 use crate::error::ValueError;
 
 /// The type of a key's value, for validation messages and `--help-config`.
@@ -248,6 +250,52 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
             Ok(())
         },
         get: |c| c.client_listener_name.clone(),
+    },
+    ConfigKey {
+        name: "corum.kafka.listener.names",
+        value_type: ValueType::List("listener names"),
+        default: Some("KAFKA"),
+        doc: "Which of `listeners` speak Kafka's wire protocol (admin APIs for Kafka's clients and tools); a name not among `listeners` opens nothing.",
+        readers: &[NODE],
+        set: |c, v| {
+            c.kafka_listener_names = list_items(v).map(str::to_ascii_uppercase).collect();
+            Ok(())
+        },
+        get: |c| c.kafka_listener_names.join(","),
+    },
+    ConfigKey {
+        name: "advertised.listeners",
+        value_type: ValueType::List("NAME://HOST:PORT"),
+        default: Some(""),
+        doc: "Where clients reach this node's listeners, when that differs from `listeners` (a host of 0.0.0.0 cannot be reached); empty means `listeners`, with an empty or wildcard host replaced by this machine's host name.",
+        readers: &[NODE],
+        set: |c, v| {
+            c.advertised_listeners = if v.trim().is_empty() {
+                Vec::new()
+            } else {
+                parse_listeners(v)?
+            };
+            Ok(())
+        },
+        get: |c| join(&c.advertised_listeners),
+    },
+    ConfigKey {
+        name: "listener.security.protocol.map",
+        value_type: ValueType::List("NAME:PROTOCOL"),
+        default: Some("CONTROLLER:PLAINTEXT,CLIENT:PLAINTEXT,KAFKA:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+        doc: "The security protocol of each listener name (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), as in Kafka; every listener must be mapped.",
+        readers: &[NODE],
+        set: |c, v| {
+            c.listener_security_protocols = parse_protocol_map(v)?;
+            Ok(())
+        },
+        get: |c| {
+            c.listener_security_protocols
+                .iter()
+                .map(|(n, p)| format!("{n}:{p}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        },
     },
     ConfigKey {
         name: "controller.quorum.voters",

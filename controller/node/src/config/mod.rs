@@ -43,4 +43,6 @@ pub mod values;
 pub use keys::{config_key, help_text, ConfigKey, Reader, ValueType, CONFIG_KEYS};
 pub use node_config::{NodeConfig, NODE_SHARDS_MAX};
 pub use properties::{escape_value, parse_properties, PropertyEntry};
-pub use values::{parse_voters, CoreSet, HostPort, Listener, ProcessRole, QuorumVoter};
+pub use values::{
+    parse_voters, CoreSet, HostPort, Listener, ProcessRole, QuorumVoter, SecurityProtocol,
+};

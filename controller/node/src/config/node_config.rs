@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use corum_types::NodeId;
 
-use super::values::{CoreSet, HostPort, Listener, ProcessRole, QuorumVoter};
+use super::values::{CoreSet, HostPort, Listener, ProcessRole, QuorumVoter, SecurityProtocol};
 use crate::error::{ConfigError, RuleError};
 
 type Result<T, E = ConfigError> = std::result::Result<T, E>;
@@ -31,6 +31,12 @@ pub struct NodeConfig {
     pub listeners: Vec<Listener>,
     pub controller_listener_names: Vec<String>,
     pub client_listener_name: String,
+    /// `corum.kafka.listener.names`: listeners that speak Kafka's wire protocol.
+    pub kafka_listener_names: Vec<String>,
+    /// `advertised.listeners`: where clients reach each listener (empty: as `listeners`).
+    pub advertised_listeners: Vec<Listener>,
+    /// `listener.security.protocol.map`: each listener name's security protocol.
+    pub listener_security_protocols: Vec<(String, SecurityProtocol)>,
     pub quorum_voters: Vec<QuorumVoter>,
     pub quorum_bootstrap_servers: Vec<HostPort>,
     pub metadata_log_dir: PathBuf,
@@ -128,6 +134,56 @@ impl NodeConfig {
                     name: self.client_listener_name.clone(),
                 },
             );
+        }
+        for l in &self.listeners {
+            match self.security_protocol(&l.name) {
+                None => {
+                    return invalid(
+                        "listener.security.protocol.map",
+                        RuleError::UnmappedListener {
+                            name: l.name.clone(),
+                        },
+                    )
+                }
+                Some(SecurityProtocol::Plaintext) => {}
+                Some(protocol) => {
+                    return invalid(
+                        "listener.security.protocol.map",
+                        RuleError::UnsupportedSecurityProtocol {
+                            name: l.name.clone(),
+                            protocol: protocol.to_string(),
+                        },
+                    )
+                }
+            }
+        }
+        for name in &self.kafka_listener_names {
+            if self.controller_listener_names.contains(name) || *name == self.client_listener_name {
+                return invalid(
+                    "corum.kafka.listener.names",
+                    RuleError::ListenerServesTwo { name: name.clone() },
+                );
+            }
+        }
+        for a in &self.advertised_listeners {
+            if !self.listeners.iter().any(|l| l.name == a.name) {
+                return invalid(
+                    "advertised.listeners",
+                    RuleError::NotAListener {
+                        name: a.name.clone(),
+                        listeners: self.listeners.iter().map(|l| l.name.clone()).collect(),
+                    },
+                );
+            }
+            let host = a.endpoint.host.trim_matches(['[', ']']);
+            if host.is_empty() || host == "0.0.0.0" || host == "::" || a.endpoint.port == 0 {
+                return invalid(
+                    "advertised.listeners",
+                    RuleError::NotReachable {
+                        listener: a.to_string(),
+                    },
+                );
+            }
         }
         if self.quorum_voters.is_empty() && self.quorum_bootstrap_servers.is_empty() {
             return invalid("controller.quorum.voters", RuleError::NoQuorum);
@@ -345,6 +401,43 @@ impl NodeConfig {
 
     /// The listener serving broker and admin RPCs (`corum.client.listener.name`), if
     /// `listeners` has it.
+    /// The security protocol `listener.security.protocol.map` gives listener `name`.
+    pub fn security_protocol(&self, name: &str) -> Option<SecurityProtocol> {
+        self.listener_security_protocols
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|&(_, p)| p)
+    }
+
+    /// The listeners that speak Kafka's protocol (`corum.kafka.listener.names`).
+    pub fn kafka_listeners(&self) -> impl Iterator<Item = &Listener> {
+        self.listeners
+            .iter()
+            .filter(|l| self.kafka_listener_names.contains(&l.name))
+    }
+
+    /// Where clients reach listener `name`: its `advertised.listeners` entry, else its own
+    /// address with an empty or wildcard host replaced by `host_name` and port 0 by
+    /// `bound_port` (the port the node actually bound).
+    pub fn advertised(&self, name: &str, bound_port: u16, host_name: &str) -> Option<HostPort> {
+        if let Some(a) = self.advertised_listeners.iter().find(|l| l.name == name) {
+            return Some(a.endpoint.clone());
+        }
+        let l = self.listeners.iter().find(|l| l.name == name)?;
+        let host = l.endpoint.host.trim_matches(['[', ']']);
+        let host = if host.is_empty() || host == "0.0.0.0" || host == "::" {
+            host_name.to_owned()
+        } else {
+            l.endpoint.host.clone()
+        };
+        let port = if l.endpoint.port == 0 {
+            bound_port
+        } else {
+            l.endpoint.port
+        };
+        Some(HostPort { host, port })
+    }
+
     pub fn client_listener(&self) -> Option<&Listener> {
         self.listeners
             .iter()

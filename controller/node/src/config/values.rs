@@ -334,6 +334,79 @@ pub(crate) fn list_items(s: &str) -> impl Iterator<Item = &str> {
 }
 
 /// Items printed as a comma-separated list.
+/// A listener's security protocol (`listener.security.protocol.map`), Kafka's names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    /// Kafka's code for the protocol (as carried in registrations).
+    pub fn code(self) -> i16 {
+        match self {
+            SecurityProtocol::Plaintext => 0,
+            SecurityProtocol::Ssl => 1,
+            SecurityProtocol::SaslPlaintext => 2,
+            SecurityProtocol::SaslSsl => 3,
+        }
+    }
+}
+
+impl fmt::Display for SecurityProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
+        })
+    }
+}
+
+impl FromStr for SecurityProtocol {
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<Self, ValueError> {
+        match s.trim().to_ascii_uppercase().as_str() {
+            "PLAINTEXT" => Ok(SecurityProtocol::Plaintext),
+            "SSL" => Ok(SecurityProtocol::Ssl),
+            "SASL_PLAINTEXT" => Ok(SecurityProtocol::SaslPlaintext),
+            "SASL_SSL" => Ok(SecurityProtocol::SaslSsl),
+            _ => Err(ValueError::Malformed {
+                text: s.trim().to_owned(),
+                expected: "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+            }),
+        }
+    }
+}
+
+/// `NAME:PROTOCOL,...` (`listener.security.protocol.map`), each name once.
+pub fn parse_protocol_map(s: &str) -> Result<Vec<(String, SecurityProtocol)>, ValueError> {
+    let mut out: Vec<(String, SecurityProtocol)> = Vec::new();
+    for item in list_items(s) {
+        let (name, protocol) = item.split_once(':').ok_or_else(|| ValueError::Malformed {
+            text: item.to_owned(),
+            expected: "NAME:PROTOCOL",
+        })?;
+        let name = name.trim().to_ascii_uppercase();
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(ValueError::ListenerName {
+                text: item.to_owned(),
+            });
+        }
+        if out.iter().any(|(n, _)| *n == name) {
+            return Err(ValueError::Twice {
+                what: "listener name",
+                item: name,
+            });
+        }
+        out.push((name, protocol.parse()?));
+    }
+    Ok(out)
+}
+
 pub(crate) fn join<T: fmt::Display>(items: &[T]) -> String {
     items
         .iter()

@@ -11,6 +11,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod controller_service;
+mod kafka_listener;
 mod module_graph;
 mod node;
 mod peer_network;

@@ -1,0 +1,161 @@
+//! The node's one call path as seen from its edges (the Kafka listener, the controller
+//! registration): a request goes to the driver's call table; a write (or a DescribeQuorum)
+//! that reaches a standby controller is forwarded to the active controller over the private
+//! protocol, at the leader's client listener as its registration names it
+//! (`DescribeControllers`). When the leader or its endpoint is unknown the caller gets
+//! `NotController` and retries as Kafka's clients do.
+
+use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use corum_kafka::Backend;
+use corum_protocol::{RpcConnection, RpcConnectionConfig};
+use corum_types::{NodeId, Uuid};
+
+use crate::driver::RaftHandle;
+use crate::protocol::{RequestBody, RequestFrame, ResponseBody, RpcError};
+use crate::rpc_server::describe_quorum;
+
+/// What a [`NodeBackend`] needs to know about its node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForwardConfig {
+    pub cluster_id: Uuid,
+    pub node_id: NodeId,
+    /// The wait of a lookup (`DescribeControllers`) and of a request naming none.
+    pub request_timeout_ms: u32,
+    /// `socket.request.max.bytes`: the largest request forwarded.
+    pub request_bytes_max: u32,
+    /// The client listener's name on every controller.
+    pub client_listener_name: String,
+}
+
+/// The driver's call path, and a connection to the active controller for what a standby
+/// forwards.
+pub struct NodeBackend {
+    raft: RaftHandle,
+    config: ForwardConfig,
+    leader_connection: RefCell<Option<(NodeId, Rc<RpcConnection>)>>,
+    forwarded: Cell<u64>,
+}
+
+impl NodeBackend {
+    pub fn new(raft: RaftHandle, config: ForwardConfig) -> NodeBackend {
+        NodeBackend {
+            raft,
+            config,
+            leader_connection: RefCell::default(),
+            forwarded: Cell::new(0),
+        }
+    }
+
+    /// Requests forwarded to the active controller so far.
+    pub fn forwarded(&self) -> u64 {
+        self.forwarded.get()
+    }
+
+    fn leads(&self) -> bool {
+        self.raft.status().raft.leader == Some(self.config.node_id)
+    }
+
+    /// The active controller's client endpoint, from its registration.
+    async fn leader_client_addr(&self, leader: NodeId) -> Option<SocketAddr> {
+        let frame = RequestFrame {
+            correlation_id: 0,
+            timeout_ms: self.config.request_timeout_ms,
+            body: RequestBody::DescribeControllers,
+        };
+        let Ok(ResponseBody::DescribeControllers(r)) = self.raft.call(frame).await.body else {
+            return None;
+        };
+        let c = r.controllers.iter().find(|c| c.controller_id == leader)?;
+        let e = c.end_points.iter().find(|e| {
+            e.name
+                .eq_ignore_ascii_case(&self.config.client_listener_name)
+        })?;
+        crate::peer::resolve(&e.host, e.port).ok()
+    }
+
+    /// Sends `body` to the active controller over the private protocol.
+    async fn forward(&self, body: RequestBody, timeout_ms: u32) -> Result<ResponseBody, RpcError> {
+        let not_controller = || RpcError::NotController { leader: None };
+        let leader = self
+            .raft
+            .status()
+            .raft
+            .leader
+            .filter(|&l| l != self.config.node_id)
+            .ok_or_else(not_controller)?;
+        let cached = self
+            .leader_connection
+            .borrow()
+            .as_ref()
+            .filter(|(id, c)| *id == leader && !c.is_broken())
+            .map(|(_, c)| c.clone());
+        let connection = match cached {
+            Some(c) => c,
+            None => {
+                let addr = self
+                    .leader_client_addr(leader)
+                    .await
+                    .ok_or_else(not_controller)?;
+                let config = RpcConnectionConfig {
+                    request_bytes_max: self.config.request_bytes_max,
+                    ..RpcConnectionConfig::default()
+                };
+                let c = Rc::new(
+                    RpcConnection::connect(addr, config)
+                        .await
+                        .map_err(|_| not_controller())?,
+                );
+                *self.leader_connection.borrow_mut() = Some((leader, c.clone()));
+                c
+            }
+        };
+        self.forwarded.set(self.forwarded.get() + 1);
+        connection
+            .call(body, Duration::from_millis(u64::from(timeout_ms.max(1))))
+            .await
+            .map_err(|e| match e {
+                corum_protocol::error::RpcConnectionError::Rpc(e) => e,
+                _ => not_controller(),
+            })
+    }
+}
+
+impl Backend for NodeBackend {
+    async fn call(&self, body: RequestBody, timeout_ms: u32) -> Result<ResponseBody, RpcError> {
+        if matches!(body, RequestBody::DescribeQuorum) {
+            if self.leads() || self.raft.status().raft.leader.is_none() {
+                return Ok(ResponseBody::DescribeQuorum(Box::new(describe_quorum(
+                    self.config.cluster_id,
+                    self.config.node_id,
+                    &self.raft.status(),
+                ))));
+            }
+            return self.forward(body, timeout_ms).await;
+        }
+        let frame = RequestFrame {
+            correlation_id: 0,
+            timeout_ms,
+            body: body.clone(),
+        };
+        match self.raft.call(frame).await.body {
+            Err(RpcError::NotController { .. }) if !self.leads() => {
+                self.forward(body, timeout_ms).await
+            }
+            other => other,
+        }
+    }
+
+    fn leader(&self) -> Option<NodeId> {
+        self.raft.status().raft.leader
+    }
+
+    fn wall_clock_ms(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    }
+}

@@ -1,0 +1,282 @@
+//! A Kafka listener (`corum.kafka.listener.names`): Kafka's wire protocol for Kafka's clients
+//! and tools, on the worker shard. `corum-kafka` parses and translates each request; this
+//! module moves the bytes and gives it a [`Backend`] over the node's one call path.
+//!
+//! # Connections
+//!
+//! One task per connection, at most [`KafkaServerConfig::connections_max`] at once (more are
+//! closed on accept). The reader reads a size prefix (checked against
+//! `socket.request.max.bytes` before anything is buffered), then the request, which must
+//! arrive within the request timeout; parses it (header and body, once) and starts serving
+//! it in its own task. Up to [`KafkaServerConfig::in_flight_per_connection_max`] requests of
+//! a connection are served at once — Kafka's clients pipeline — and the writer sends their
+//! answers **in request order**, as Kafka's clients require. At the cap the reader stops
+//! reading and TCP pushes back.
+//!
+//! | input | effect |
+//! |---|---|
+//! | a served request | answered in order |
+//! | ApiVersions above the served versions | a v0 answer with UNSUPPORTED_VERSION (KIP-511), kept open |
+//! | a size above `socket.request.max.bytes`, negative, or below a header | logged with the peer, closed |
+//! | an unknown API key, an API or version not served, a body that does not decode | logged with the peer, closed after the answers before it |
+//! | a request that does not arrive within the request timeout | logged, closed |
+//!
+//! # Any node answers
+//!
+//! Reads (Metadata, DescribeConfigs, DescribeCluster, ...) are served by any controller from
+//! its replayed image. A write reaching a standby controller is forwarded to the active one
+//! over the private protocol, to the leader's client listener as its registration names it
+//! (`DescribeControllers`); when the leader or its endpoint is unknown the client gets
+//! NOT_CONTROLLER and retries as Kafka's clients do. DescribeQuorum is answered by the
+//! leader the same way.
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use corum_kafka::{ListenerContext, Outcome};
+use corum_runtime::ShutdownSignal;
+use corum_types::{NodeId, Uuid};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::channels::local_channel;
+use glommio::net::{TcpListener, TcpStream};
+
+use crate::error::RpcServerError;
+use crate::forward::NodeBackend;
+
+/// Settings of a [`KafkaServer`], derived from the node's configuration by
+/// [`crate::config::components::kafka_server`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KafkaServerConfig {
+    /// The listener's name (`KAFKA`).
+    pub listener_name: String,
+    /// Where clients reach this listener (`advertised.listeners`).
+    pub advertised_host: String,
+    pub advertised_port: u16,
+    /// `socket.request.max.bytes`.
+    pub request_bytes_max: u32,
+    pub connections_max: usize,
+    pub in_flight_per_connection_max: usize,
+    /// The wait of a request naming none, and the longest a request may take to arrive.
+    pub request_timeout_ms: u32,
+    pub cluster_id: Uuid,
+    pub node_id: NodeId,
+    /// The name of the client listener on every controller: writes a standby receives are
+    /// forwarded to the leader's endpoint of this name.
+    pub client_listener_name: String,
+}
+
+/// Counters of a [`KafkaServer`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KafkaServerStats {
+    pub accepted: u64,
+    pub refused: u64,
+    pub open: u64,
+    pub requests: u64,
+    /// Connections closed on a request that could not be served (logged with the reason).
+    pub closed_on_bad_request: u64,
+}
+
+/// A bound Kafka listener. See the module doc.
+pub struct KafkaServer {
+    listener: TcpListener,
+    local: SocketAddr,
+    config: KafkaServerConfig,
+    stats: Rc<RefCell<KafkaServerStats>>,
+}
+
+impl KafkaServer {
+    /// Binds `addr` (port 0 picks one). Must run inside a shard. An advertised port of 0 is
+    /// replaced by the bound one.
+    pub fn bind(
+        addr: SocketAddr,
+        mut config: KafkaServerConfig,
+    ) -> Result<KafkaServer, RpcServerError> {
+        let bind_err = |e: glommio::GlommioError<()>| RpcServerError::Bind {
+            addr,
+            reason: e.to_string(),
+        };
+        let listener = TcpListener::bind(addr).map_err(bind_err)?;
+        let local = listener.local_addr().map_err(bind_err)?;
+        if config.advertised_port == 0 {
+            config.advertised_port = local.port();
+        }
+        Ok(KafkaServer {
+            listener,
+            local,
+            config,
+            stats: Rc::default(),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    pub fn stats(&self) -> Rc<RefCell<KafkaServerStats>> {
+        self.stats.clone()
+    }
+
+    /// Serves until `shutdown` over `backend` (the node's call path, shared with its other
+    /// edges); returns the final counters.
+    pub async fn run(self, backend: Rc<NodeBackend>, shutdown: ShutdownSignal) -> KafkaServerStats {
+        let ctx = Rc::new(ListenerContext {
+            listener_name: self.config.listener_name.clone(),
+            cluster_id: self.config.cluster_id,
+            node_id: self.config.node_id,
+            advertised_host: self.config.advertised_host.clone(),
+            advertised_port: self.config.advertised_port,
+            default_timeout_ms: self.config.request_timeout_ms,
+            served: corum_kafka::ServedApis::controller(),
+        });
+        loop {
+            let stream = match shutdown.run_until(self.listener.accept()).await {
+                None => break,
+                Some(Ok(s)) => s,
+                Some(Err(e)) => {
+                    tracing::warn!(addr = %self.local, error = %e, "accept failed");
+                    let pause = glommio::timer::sleep(Duration::from_millis(10));
+                    if shutdown.run_until(pause).await.is_none() {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            {
+                let mut stats = self.stats.borrow_mut();
+                if stats.open >= self.config.connections_max as u64 {
+                    stats.refused += 1;
+                    continue;
+                }
+                stats.accepted += 1;
+                stats.open += 1;
+            }
+            let (ctx, backend, stats) = (ctx.clone(), backend.clone(), self.stats.clone());
+            let config = self.config.clone();
+            let shutdown = shutdown.clone();
+            glommio::spawn_local(async move {
+                serve_connection(stream, &config, ctx, backend, &stats, shutdown).await;
+                stats.borrow_mut().open -= 1;
+            })
+            .detach();
+        }
+        let stats = *self.stats.borrow();
+        stats
+    }
+}
+
+/// Reads `buf.len()` bytes within `timeout`; `None` on timeout.
+async fn read_within(
+    reader: &mut (impl futures_lite::AsyncRead + Unpin),
+    buf: &mut [u8],
+    timeout: Duration,
+) -> Option<std::io::Result<()>> {
+    futures_lite::future::or(async { Some(reader.read_exact(buf).await) }, async {
+        glommio::timer::sleep(timeout).await;
+        None
+    })
+    .await
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    config: &KafkaServerConfig,
+    ctx: Rc<ListenerContext>,
+    backend: Rc<NodeBackend>,
+    stats: &Rc<RefCell<KafkaServerStats>>,
+    shutdown: ShutdownSignal,
+) {
+    let unknown: SocketAddr = ([0, 0, 0, 0], 0).into();
+    let peer = stream.peer_addr().unwrap_or(unknown);
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
+    }
+    let (mut reader, writer) = futures_lite::io::split(stream.buffered());
+    // Answers in request order: the writer awaits each request's task in turn.
+    let (tx, rx) =
+        local_channel::new_bounded::<glommio::Task<Outcome>>(config.in_flight_per_connection_max);
+    let writer_task = glommio::spawn_local(write_answers(writer, rx, peer));
+    let arrival = Duration::from_millis(u64::from(config.request_timeout_ms));
+    loop {
+        let mut prefix = [0u8; corum_kafka::frame::SIZE_PREFIX_BYTES];
+        // Between requests a connection may stay idle; shutdown ends the wait.
+        match shutdown.run_until(reader.read_exact(&mut prefix)).await {
+            None | Some(Err(_)) => break,
+            Some(Ok(())) => {}
+        }
+        let len = match corum_kafka::frame::request_len(prefix, config.request_bytes_max) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(%peer, listener = %config.listener_name, error = %e, "closing a Kafka connection");
+                stats.borrow_mut().closed_on_bad_request += 1;
+                break;
+            }
+        };
+        let mut body = vec![0u8; len];
+        match read_within(&mut reader, &mut body, arrival).await {
+            Some(Ok(())) => {}
+            Some(Err(_)) => break,
+            None => {
+                tracing::warn!(%peer, listener = %config.listener_name, len, timeout_ms = config.request_timeout_ms,
+                    "closing a Kafka connection: the request did not arrive in time");
+                stats.borrow_mut().closed_on_bad_request += 1;
+                break;
+            }
+        }
+        let parsed = match corum_kafka::parse(Bytes::from(body), &ctx.served) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(%peer, listener = %config.listener_name, error = %e, "closing a Kafka connection");
+                stats.borrow_mut().closed_on_bad_request += 1;
+                break;
+            }
+        };
+        stats.borrow_mut().requests += 1;
+        let (ctx, backend) = (ctx.clone(), backend.clone());
+        let task = glommio::spawn_local(async move {
+            let answer = corum_kafka::service::serve(&ctx, &*backend, parsed).await;
+            match corum_kafka::response::encode(
+                answer.api,
+                answer.version,
+                answer.correlation_id,
+                &answer.body,
+            ) {
+                Ok(bytes) => Outcome::Reply(bytes),
+                Err(e) => Outcome::Close(e.to_string()),
+            }
+        });
+        if tx.send(task).await.is_err() {
+            break;
+        }
+    }
+    drop(tx);
+    let _ = writer_task.await;
+}
+
+async fn write_answers(
+    mut writer: impl futures_lite::AsyncWrite + Unpin,
+    rx: local_channel::LocalReceiver<glommio::Task<Outcome>>,
+    peer: SocketAddr,
+) {
+    while let Some(task) = rx.recv().await {
+        match task.await {
+            Outcome::Reply(bytes) => {
+                if writer.write_all(&bytes).await.is_err() {
+                    break;
+                }
+                // Flush when nothing else is ready to go with it.
+                if rx.is_empty() && writer.flush().await.is_err() {
+                    break;
+                }
+            }
+            Outcome::Close(reason) => {
+                tracing::warn!(%peer, %reason, "closing a Kafka connection");
+                break;
+            }
+        }
+    }
+    let _ = writer.flush().await;
+    let _ = writer.close().await;
+}

@@ -1,0 +1,165 @@
+//! DescribeCluster (KIP-919 endpoint types) and DescribeQuorum (the metadata log's one
+//! partition, as `kafka-metadata-quorum describe --status/--replication` shows it).
+
+use corum_protocol::{DescribeQuorumResponse as CorumQuorum, RequestBody, ResponseBody};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::describe_quorum_response::{
+    Listener, Node, PartitionData, ReplicaState, TopicData,
+};
+use kafka_protocol::messages::{
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, DescribeQuorumResponse, TopicName,
+};
+
+use super::nodes::{self, NodeEndpoint};
+use super::{kafka_uuid, text};
+use crate::backend::{Backend, ListenerContext};
+use crate::errors::KafkaError;
+use crate::service::call;
+
+/// The metadata log's name, as Kafka names it.
+pub const METADATA_TOPIC: &str = "__cluster_metadata";
+
+/// Kafka's endpoint types (KIP-919).
+const ENDPOINT_BROKER: i8 = 1;
+const ENDPOINT_CONTROLLER: i8 = 2;
+
+/// "Authorized operations were not asked for" (Kafka's sentinel).
+pub const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
+
+fn described(n: &NodeEndpoint) -> DescribeClusterBroker {
+    DescribeClusterBroker::default()
+        .with_broker_id(BrokerId(n.id))
+        .with_host(text(&n.host))
+        .with_port(n.port)
+        .with_rack(n.rack.as_deref().map(text))
+        .with_is_fenced(n.fenced)
+}
+
+/// DescribeCluster: brokers (with the controllers, which clients must reach) or, for endpoint
+/// type 2, the controllers alone.
+pub async fn describe_cluster<B: Backend>(
+    ctx: &ListenerContext,
+    backend: &B,
+    request: DescribeClusterRequest,
+) -> DescribeClusterResponse {
+    let mut response = DescribeClusterResponse::default()
+        .with_cluster_id(text(&ctx.cluster_id_text()))
+        .with_endpoint_type(request.endpoint_type)
+        .with_cluster_authorized_operations(OPERATIONS_NOT_REQUESTED);
+    let controllers = nodes::controllers(ctx, backend).await;
+    response.controller_id = BrokerId(nodes::controller_id(ctx, backend, &controllers));
+    match request.endpoint_type {
+        ENDPOINT_CONTROLLER => {
+            response.brokers = controllers.iter().map(described).collect();
+        }
+        ENDPOINT_BROKER => {
+            let brokers = call(
+                backend,
+                RequestBody::DescribeCluster,
+                ctx.default_timeout_ms,
+                |r| match r {
+                    ResponseBody::DescribeCluster(r) => Some(r.brokers),
+                    _ => None,
+                },
+            )
+            .await;
+            match brokers {
+                Ok(brokers) => {
+                    let listed = brokers
+                        .iter()
+                        .filter(|b| request.include_fenced_brokers || !b.fenced)
+                        .filter_map(|b| nodes::broker(ctx, b))
+                        .collect();
+                    response.brokers = nodes::merged(listed, &controllers)
+                        .iter()
+                        .map(described)
+                        .collect();
+                }
+                Err(e) => {
+                    let e = KafkaError::rpc(&e);
+                    response.error_code = e.code;
+                    response.error_message = e.message.as_deref().map(text);
+                }
+            }
+        }
+        other => {
+            response.error_code = ResponseError::UnsupportedEndpointType.code();
+            response.error_message = Some(text(&format!("unknown endpoint type {other}")));
+        }
+    }
+    response
+}
+
+fn replica(r: &corum_protocol::ReplicaState, now_ms: i64) -> ReplicaState {
+    let at = |age: Option<u64>| age.map_or(-1, |a| now_ms.saturating_sub(a as i64));
+    ReplicaState::default()
+        .with_replica_id(BrokerId(r.replica_id.0 as i32))
+        .with_replica_directory_id(r.directory_id.map(kafka_uuid).unwrap_or_default())
+        .with_log_end_offset(r.log_end_offset.map_or(-1, |o| o.0 as i64))
+        .with_last_fetch_timestamp(at(r.last_fetch_age_ms))
+        .with_last_caught_up_timestamp(at(r.last_caught_up_age_ms))
+}
+
+/// DescribeQuorum of the metadata log. Answered by the leader (a node that does not lead
+/// forwards it, or answers NOT_LEADER_OR_FOLLOWER on the partition, as Kafka does).
+pub async fn describe_quorum<B: Backend>(
+    ctx: &ListenerContext,
+    backend: &B,
+) -> DescribeQuorumResponse {
+    let quorum = call(
+        backend,
+        RequestBody::DescribeQuorum,
+        ctx.default_timeout_ms,
+        |r| match r {
+            ResponseBody::DescribeQuorum(q) => Some(q),
+            _ => None,
+        },
+    )
+    .await;
+    let q: Box<CorumQuorum> = match quorum {
+        Ok(q) => q,
+        Err(e) => {
+            let e = KafkaError::rpc(&e);
+            return DescribeQuorumResponse::default()
+                .with_error_code(e.code)
+                .with_error_message(e.message.as_deref().map(text));
+        }
+    };
+    let now_ms = backend.wall_clock_ms();
+    let mut partition = PartitionData::default()
+        .with_partition_index(0)
+        .with_leader_id(BrokerId(q.leader_id.map_or(-1, |l| l.0 as i32)))
+        .with_leader_epoch(q.leader_epoch.0 as i32)
+        .with_high_watermark(q.high_watermark.0 as i64)
+        .with_current_voters(q.voters.iter().map(|r| replica(r, now_ms)).collect())
+        .with_observers(q.observers.iter().map(|r| replica(r, now_ms)).collect());
+    if q.leader_id != Some(q.node_id) {
+        partition.error_code = ResponseError::NotLeaderOrFollower.code();
+        partition.error_message = Some(text(&format!(
+            "node {} does not lead the metadata log",
+            q.node_id
+        )));
+    }
+    let controllers = nodes::controllers(ctx, backend).await;
+    let listed = |id: i32| {
+        controllers.iter().find(|c| c.id == id).map(|c| {
+            Node::default()
+                .with_node_id(BrokerId(id))
+                .with_listeners(vec![Listener::default()
+                    .with_name(text(&ctx.listener_name))
+                    .with_host(text(&c.host))
+                    .with_port(c.port as u16)])
+        })
+    };
+    let nodes = q
+        .voters
+        .iter()
+        .filter_map(|r| listed(r.replica_id.0 as i32))
+        .collect();
+    DescribeQuorumResponse::default()
+        .with_topics(vec![TopicData::default()
+            .with_topic_name(TopicName(text(METADATA_TOPIC)))
+            .with_partitions(vec![partition])])
+        .with_nodes(nodes)
+}

@@ -1,0 +1,28 @@
+//! One module per group of Kafka APIs: each turns a Kafka request into corum requests through
+//! the [`crate::Backend`] and the answers into the Kafka response at the request's version.
+
+pub mod api_versions;
+pub mod cluster;
+pub mod configs;
+pub mod features;
+pub mod metadata;
+pub mod nodes;
+pub mod topics;
+
+use corum_types::Uuid;
+use kafka_protocol::protocol::StrBytes;
+
+/// A Kafka string.
+pub(crate) fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+
+/// A Kafka UUID.
+pub(crate) fn kafka_uuid(id: Uuid) -> uuid::Uuid {
+    uuid::Uuid::from_bytes(id.0)
+}
+
+/// corum's UUID of a Kafka one.
+pub(crate) fn corum_uuid(id: uuid::Uuid) -> Uuid {
+    Uuid(*id.as_bytes())
+}

@@ -1,0 +1,491 @@
+//! CreateTopics, DeleteTopics, CreatePartitions and ElectLeaders.
+//!
+//! What a Kafka request can say that corum's request cannot is checked here, per item, with
+//! Kafka's errors: a topic named twice in one request (INVALID_REQUEST for each), explicit
+//! assignments that do not number partitions `0..n` (INVALID_REPLICA_ASSIGNMENT), negative
+//! broker ids, null config values (INVALID_REQUEST). The rest goes to the controller as one
+//! request, so a batch of topics is one proposal.
+
+use std::collections::HashMap;
+
+use corum_controller::control::replication_control::{
+    CreatableTopic, CreatePartitionsRequest as CorumCreatePartitions,
+    CreateTopicsRequest as CorumCreateTopics, DeleteTopicsV2Request,
+    ElectLeadersRequest as CorumElectLeaders, ElectionType, PartitionsIncrease, TopicRef,
+};
+use corum_controller::{PartitionId, TopicId};
+use corum_protocol::{RequestBody, ResponseBody};
+use corum_types::NodeId;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
+use kafka_protocol::messages::{
+    BrokerId, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest,
+    ElectLeadersResponse, TopicName,
+};
+
+use super::{corum_uuid, kafka_uuid, text};
+use crate::backend::{Backend, ListenerContext};
+use crate::errors::KafkaError;
+use crate::service::call;
+
+fn topic_name(name: &str) -> TopicName {
+    TopicName(text(name))
+}
+
+/// Broker ids as corum's node ids; `None` when one is negative.
+fn node_ids(ids: &[BrokerId]) -> Option<Vec<NodeId>> {
+    ids.iter()
+        .map(|b| u32::try_from(b.0).ok().map(NodeId))
+        .collect()
+}
+
+/// Names that occur more than once in `names`.
+fn duplicates<'a>(names: impl Iterator<Item = &'a str>) -> HashMap<&'a str, usize> {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for n in names {
+        *counts.entry(n).or_default() += 1;
+    }
+    counts.retain(|_, c| *c > 1);
+    counts
+}
+
+/// A topic's explicit assignments in partition order, or why they are not `0..n`.
+fn ordered_assignments(
+    assignments: &[kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment],
+) -> Result<Vec<Vec<NodeId>>, KafkaError> {
+    let mut by_index: Vec<Option<Vec<NodeId>>> = vec![None; assignments.len()];
+    for a in assignments {
+        let index = usize::try_from(a.partition_index)
+            .ok()
+            .filter(|&i| i < assignments.len())
+            .ok_or_else(|| {
+                KafkaError::new(
+                    ResponseError::InvalidReplicaAssignment,
+                    format!(
+                        "partitions must be numbered 0..{}; got {}",
+                        assignments.len(),
+                        a.partition_index
+                    ),
+                )
+            })?;
+        if by_index[index].is_some() {
+            return Err(KafkaError::new(
+                ResponseError::InvalidReplicaAssignment,
+                format!("partition {index} is assigned twice"),
+            ));
+        }
+        let replicas = node_ids(&a.broker_ids).ok_or_else(|| {
+            KafkaError::new(
+                ResponseError::InvalidReplicaAssignment,
+                format!("partition {index} names a negative broker id"),
+            )
+        })?;
+        by_index[index] = Some(replicas);
+    }
+    Ok(by_index.into_iter().flatten().collect())
+}
+
+fn create_error(name: &str, e: KafkaError) -> CreatableTopicResult {
+    CreatableTopicResult::default()
+        .with_name(topic_name(name))
+        .with_error_code(e.code)
+        .with_error_message(e.message.map(|m| text(&m)))
+        .with_num_partitions(-1)
+        .with_replication_factor(-1)
+        .with_configs(None)
+}
+
+/// CreateTopics at any served version.
+pub async fn create_topics<B: Backend>(
+    ctx: &ListenerContext,
+    backend: &B,
+    request: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
+    let repeated = duplicates(request.topics.iter().map(|t| t.name.0.as_str()));
+    // Per topic: an early verdict, or its index in the request to the controller.
+    let mut slots: Vec<Result<usize, KafkaError>> = Vec::with_capacity(request.topics.len());
+    let mut topics = Vec::new();
+    for t in &request.topics {
+        let name = t.name.0.as_str();
+        let checked = if repeated.contains_key(name) {
+            Err(KafkaError::new(
+                ResponseError::InvalidRequest,
+                format!("topic {name:?} is named more than once in the request"),
+            ))
+        } else {
+            ordered_assignments(&t.assignments).and_then(|assignments| {
+                let configs = t
+                    .configs
+                    .iter()
+                    .map(|c| match &c.value {
+                        Some(v) => Ok((c.name.as_str().to_owned(), v.as_str().to_owned())),
+                        None => Err(KafkaError::new(
+                            ResponseError::InvalidRequest,
+                            format!("config {:?} has a null value", c.name.as_str()),
+                        )),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(CreatableTopic {
+                    name: name.to_owned(),
+                    num_partitions: t.num_partitions,
+                    replication_factor: t.replication_factor,
+                    assignments,
+                    configs,
+                })
+            })
+        };
+        slots.push(checked.map(|topic| {
+            topics.push(topic);
+            topics.len() - 1
+        }));
+    }
+    let mut answers: Vec<Option<Result<_, KafkaError>>> = vec![None; topics.len()];
+    if !topics.is_empty() {
+        let body = RequestBody::CreateTopics(CorumCreateTopics {
+            topics,
+            validate_only: request.validate_only,
+        });
+        let result = call(
+            backend,
+            body,
+            ctx.timeout_ms(request.timeout_ms),
+            |r| match r {
+                ResponseBody::CreateTopics(r) => Some(r),
+                _ => None,
+            },
+        )
+        .await;
+        match result {
+            Ok(r) => {
+                for (slot, (_, result)) in answers.iter_mut().zip(r.topics) {
+                    *slot = Some(result.map_err(|e| KafkaError::api(&e)));
+                }
+            }
+            Err(e) => {
+                let e = KafkaError::rpc(&e);
+                answers.iter_mut().for_each(|a| *a = Some(Err(e.clone())));
+            }
+        }
+    }
+    let results = request
+        .topics
+        .iter()
+        .zip(slots)
+        .map(|(t, slot)| {
+            let name = t.name.0.as_str();
+            let outcome = slot.and_then(|i| {
+                answers[i].clone().unwrap_or_else(|| {
+                    Err(KafkaError::new(
+                        ResponseError::UnknownServerError,
+                        "the controller did not answer for this topic",
+                    ))
+                })
+            });
+            match outcome {
+                Ok(created) => {
+                    let mut r = CreatableTopicResult::default()
+                        .with_name(topic_name(name))
+                        .with_num_partitions(created.num_partitions as i32)
+                        .with_replication_factor(created.replication_factor as i16)
+                        .with_configs(if version >= 5 { Some(Vec::new()) } else { None });
+                    if !request.validate_only {
+                        r.topic_id = kafka_uuid(created.topic_id.0);
+                    }
+                    r
+                }
+                Err(e) => create_error(name, e),
+            }
+        })
+        .collect();
+    CreateTopicsResponse::default().with_topics(results)
+}
+
+/// DeleteTopics at any served version: by name (v0-5) or by name or id (v6), as one corum
+/// request whose answers come back in the request's order.
+pub async fn delete_topics<B: Backend>(
+    ctx: &ListenerContext,
+    backend: &B,
+    request: DeleteTopicsRequest,
+    version: i16,
+) -> DeleteTopicsResponse {
+    let refs: Vec<TopicRef> = if version >= 6 {
+        request
+            .topics
+            .iter()
+            .map(|t| match &t.name {
+                Some(n) if t.topic_id.is_nil() => TopicRef::Name(n.0.as_str().to_owned()),
+                _ => TopicRef::Id(TopicId(corum_uuid(t.topic_id))),
+            })
+            .collect()
+    } else {
+        request
+            .topic_names
+            .iter()
+            .map(|n| TopicRef::Name(n.0.as_str().to_owned()))
+            .collect()
+    };
+    let answers = if refs.is_empty() {
+        Ok(Vec::new())
+    } else {
+        call(
+            backend,
+            RequestBody::DeleteTopicsV2(DeleteTopicsV2Request {
+                topics: refs.clone(),
+            }),
+            ctx.timeout_ms(request.timeout_ms),
+            |r| match r {
+                ResponseBody::DeleteTopicsV2(r) => Some(r.topics),
+                _ => None,
+            },
+        )
+        .await
+    };
+    let mut answers = answers.map(Vec::into_iter);
+    let responses = refs
+        .iter()
+        .map(|named| {
+            let mut r = DeletableTopicResult::default();
+            match named {
+                TopicRef::Name(n) => r.name = Some(topic_name(n)),
+                TopicRef::Id(id) => {
+                    r.name = None;
+                    r.topic_id = kafka_uuid(id.0);
+                }
+            }
+            match &mut answers {
+                Ok(it) => match it.next() {
+                    Some((_, Ok(deleted))) => {
+                        r.name = Some(topic_name(&deleted.name));
+                        r.topic_id = kafka_uuid(deleted.topic_id.0);
+                    }
+                    Some((_, Err(e))) => set_delete_error(&mut r, &KafkaError::api(&e)),
+                    None => set_delete_error(&mut r, &missing()),
+                },
+                Err(e) => set_delete_error(&mut r, &KafkaError::rpc(e)),
+            }
+            r
+        })
+        .collect();
+    DeleteTopicsResponse::default().with_responses(responses)
+}
+
+fn missing() -> KafkaError {
+    KafkaError::new(
+        ResponseError::UnknownServerError,
+        "the controller did not answer for this topic",
+    )
+}
+
+fn set_delete_error(r: &mut DeletableTopicResult, e: &KafkaError) {
+    // A topic being deleted is, to DeleteTopics, already gone.
+    r.error_code = if e.code == ResponseError::TopicAlreadyExists.code() {
+        ResponseError::UnknownTopicOrPartition.code()
+    } else {
+        e.code
+    };
+    r.error_message = e.message.as_deref().map(text);
+}
+
+/// CreatePartitions at any served version.
+pub async fn create_partitions<B: Backend>(
+    ctx: &ListenerContext,
+    backend: &B,
+    request: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let repeated = duplicates(request.topics.iter().map(|t| t.name.0.as_str()));
+    let mut slots: Vec<Result<usize, KafkaError>> = Vec::new();
+    let mut increases = Vec::new();
+    for t in &request.topics {
+        let name = t.name.0.as_str();
+        let checked = if repeated.contains_key(name) {
+            Err(KafkaError::new(
+                ResponseError::InvalidRequest,
+                format!("topic {name:?} is named more than once in the request"),
+            ))
+        } else if t.count < 0 {
+            Err(KafkaError::new(
+                ResponseError::InvalidPartitions,
+                format!("partition count {} is negative", t.count),
+            ))
+        } else {
+            let assignments = match &t.assignments {
+                None => Ok(Vec::new()),
+                Some(list) => list
+                    .iter()
+                    .map(|a| {
+                        node_ids(&a.broker_ids).ok_or_else(|| {
+                            KafkaError::new(
+                                ResponseError::InvalidReplicaAssignment,
+                                "an assignment names a negative broker id",
+                            )
+                        })
+                    })
+                    .collect(),
+            };
+            assignments.map(|assignments| PartitionsIncrease {
+                name: name.to_owned(),
+                count: t.count as u32,
+                assignments,
+            })
+        };
+        slots.push(checked.map(|inc| {
+            increases.push(inc);
+            increases.len() - 1
+        }));
+    }
+    let mut answers: Vec<Option<Result<u32, KafkaError>>> = vec![None; increases.len()];
+    if !increases.is_empty() {
+        let body = RequestBody::CreatePartitions(CorumCreatePartitions {
+            topics: increases,
+            validate_only: request.validate_only,
+        });
+        let result = call(
+            backend,
+            body,
+            ctx.timeout_ms(request.timeout_ms),
+            |r| match r {
+                ResponseBody::CreatePartitions(r) => Some(r),
+                _ => None,
+            },
+        )
+        .await;
+        match result {
+            Ok(r) => {
+                for (slot, (_, result)) in answers.iter_mut().zip(r.topics) {
+                    *slot = Some(result.map_err(|e| KafkaError::api(&e)));
+                }
+            }
+            Err(e) => {
+                let e = KafkaError::rpc(&e);
+                answers.iter_mut().for_each(|a| *a = Some(Err(e.clone())));
+            }
+        }
+    }
+    let results = request
+        .topics
+        .iter()
+        .zip(slots)
+        .map(|(t, slot)| {
+            let outcome = slot.and_then(|i| answers[i].clone().unwrap_or_else(|| Err(missing())));
+            let mut r = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+            if let Err(e) = outcome {
+                r.error_code = e.code;
+                r.error_message = e.message.as_deref().map(text);
+            }
+            r
+        })
+        .collect();
+    CreatePartitionsResponse::default().with_results(results)
+}
+
+/// ElectLeaders at any served version (v0 is always a preferred election).
+pub async fn elect_leaders<B: Backend>(
+    ctx: &ListenerContext,
+    backend: &B,
+    request: ElectLeadersRequest,
+    version: i16,
+) -> ElectLeadersResponse {
+    let election_type = match (version, request.election_type) {
+        (0, _) | (_, 0) => Ok(ElectionType::Preferred),
+        (_, 1) => Ok(ElectionType::Unclean),
+        (_, other) => Err(KafkaError::new(
+            ResponseError::InvalidRequest,
+            format!("unknown election type {other}"),
+        )),
+    };
+    let partitions: Option<Vec<(String, PartitionId)>> =
+        request.topic_partitions.as_ref().map(|topics| {
+            topics
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .filter(|&&p| p >= 0)
+                        .map(move |&p| (t.topic.0.as_str().to_owned(), PartitionId(p as u32)))
+                })
+                .collect()
+        });
+    let negative: Vec<(String, i32)> = request
+        .topic_partitions
+        .iter()
+        .flatten()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .filter(|&&p| p < 0)
+                .map(move |&p| (t.topic.0.as_str().to_owned(), p))
+        })
+        .collect();
+    let outcome = match election_type {
+        Err(e) => Err(e),
+        Ok(election_type) => call(
+            backend,
+            RequestBody::ElectLeaders(CorumElectLeaders {
+                election_type,
+                partitions,
+            }),
+            ctx.timeout_ms(request.timeout_ms),
+            |r| match r {
+                ResponseBody::ElectLeaders(r) => Some(r),
+                _ => None,
+            },
+        )
+        .await
+        .map_err(|e| KafkaError::rpc(&e)),
+    };
+    let mut response = ElectLeadersResponse::default();
+    let mut by_topic: Vec<ReplicaElectionResult> = Vec::new();
+    let mut push = |topic: &str, partition: i32, error: Option<KafkaError>| {
+        let mut p = PartitionResult::default().with_partition_id(partition);
+        if let Some(e) = error {
+            p.error_code = e.code;
+            p.error_message = e.message.as_deref().map(text);
+        }
+        match by_topic.iter_mut().find(|r| r.topic.0.as_str() == topic) {
+            Some(r) => r.partition_result.push(p),
+            None => by_topic.push(
+                ReplicaElectionResult::default()
+                    .with_topic(topic_name(topic))
+                    .with_partition_result(vec![p]),
+            ),
+        }
+    };
+    match outcome {
+        Ok(r) => {
+            for (topic, partition, result) in r.partitions {
+                push(
+                    &topic,
+                    partition.0 as i32,
+                    result.err().map(|e| KafkaError::api(&e)),
+                );
+            }
+        }
+        Err(e) => {
+            if version >= 1 {
+                response.error_code = e.code;
+            }
+            for t in request.topic_partitions.iter().flatten() {
+                for &p in &t.partitions {
+                    push(t.topic.0.as_str(), p, Some(e.clone()));
+                }
+            }
+        }
+    }
+    for (topic, p) in negative {
+        push(
+            &topic,
+            p,
+            Some(KafkaError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("partition {p} does not exist"),
+            )),
+        );
+    }
+    response.replica_election_results = by_topic;
+    response
+}

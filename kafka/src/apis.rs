@@ -1,0 +1,80 @@
+//! Which Kafka APIs a corum listener serves, at which versions: every version the codec crate
+//! knows for each API listed in [`SERVED`]. ApiVersions advertises exactly this table, and
+//! [`crate::request::parse`] refuses anything outside it.
+
+use kafka_protocol::messages::ApiKey;
+
+/// The APIs a corum Kafka listener serves, each at every version the codec supports.
+pub const SERVED: &[ApiKey] = &[
+    ApiKey::Metadata,
+    ApiKey::ApiVersions,
+    ApiKey::CreateTopics,
+    ApiKey::DeleteTopics,
+    ApiKey::DescribeConfigs,
+    ApiKey::AlterConfigs,
+    ApiKey::CreatePartitions,
+    ApiKey::ElectLeaders,
+    ApiKey::IncrementalAlterConfigs,
+    ApiKey::DescribeQuorum,
+    ApiKey::UpdateFeatures,
+    ApiKey::DescribeCluster,
+    ApiKey::DescribeTopicPartitions,
+];
+
+/// A table of served APIs and their version ranges, sorted by API key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServedApis {
+    entries: Vec<(ApiKey, i16, i16)>,
+}
+
+impl ServedApis {
+    /// The APIs of [`SERVED`], each at the codec's whole range.
+    pub fn controller() -> ServedApis {
+        ServedApis::of(SERVED)
+    }
+
+    /// The given APIs at the codec's whole range.
+    pub fn of(apis: &[ApiKey]) -> ServedApis {
+        let mut entries: Vec<(ApiKey, i16, i16)> = apis
+            .iter()
+            .map(|&api| {
+                let range = api.valid_versions();
+                (api, range.min, range.max)
+            })
+            .collect();
+        entries.sort_by_key(|&(api, _, _)| api as i16);
+        entries.dedup_by_key(|e| e.0);
+        ServedApis { entries }
+    }
+
+    /// The served versions of `api`, `None` when it is not served.
+    pub fn range(&self, api: ApiKey) -> Option<(i16, i16)> {
+        self.entries
+            .iter()
+            .find(|e| e.0 == api)
+            .map(|&(_, min, max)| (min, max))
+    }
+
+    /// Every served API with its range, by API key.
+    pub fn iter(&self) -> impl Iterator<Item = (ApiKey, i16, i16)> + '_ {
+        self.entries.iter().copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_holds_each_served_api_at_the_codecs_range() {
+        let served = ServedApis::controller();
+        assert_eq!(served.iter().count(), SERVED.len());
+        assert_eq!(served.range(ApiKey::ApiVersions), Some((0, 4)));
+        assert_eq!(served.range(ApiKey::Metadata), Some((0, 13)));
+        assert_eq!(served.range(ApiKey::Produce), None);
+        let keys: Vec<i16> = served.iter().map(|(k, _, _)| k as i16).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        assert_eq!(keys, sorted, "ApiVersions lists keys in order");
+    }
+}

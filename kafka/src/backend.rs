@@ -1,0 +1,59 @@
+//! What the Kafka handlers need from the node they run in.
+
+use std::future::Future;
+
+use corum_protocol::{RequestBody, ResponseBody, RpcError};
+use corum_types::{NodeId, Uuid};
+
+use crate::apis::ServedApis;
+
+/// One corum request through the node's one call path (the call table, the controller
+/// service, an answer at commit). A node that cannot serve it (a standby controller for a
+/// write) forwards it to the active controller or answers `NotController`.
+pub trait Backend {
+    fn call(
+        &self,
+        body: RequestBody,
+        timeout_ms: u32,
+    ) -> impl Future<Output = Result<ResponseBody, RpcError>>;
+
+    /// The active controller as this node knows it (the Raft leader), if any.
+    fn leader(&self) -> Option<NodeId>;
+
+    /// Wall-clock milliseconds since the Unix epoch (DescribeQuorum reports times as such).
+    fn wall_clock_ms(&self) -> i64;
+}
+
+/// The listener a request came in on, and the node behind it.
+#[derive(Clone, Debug)]
+pub struct ListenerContext {
+    /// The listener's name (`KAFKA` in `listeners=KAFKA://…`): Metadata lists each node's
+    /// endpoint of the same name, as Kafka does.
+    pub listener_name: String,
+    pub cluster_id: Uuid,
+    pub node_id: NodeId,
+    /// Where clients reach this node on this listener (`advertised.listeners`): listed in
+    /// Metadata and DescribeCluster when the controllers' registrations do not name it yet.
+    pub advertised_host: String,
+    pub advertised_port: u16,
+    /// The wait of a request that names none (or 0): `controller.quorum.request.timeout.ms`.
+    pub default_timeout_ms: u32,
+    pub served: ServedApis,
+}
+
+impl ListenerContext {
+    /// The wait for a request carrying `timeout_ms` (Kafka's field; 0 or less means the
+    /// default). The node's call table caps it at its own maximum.
+    pub fn timeout_ms(&self, timeout_ms: i32) -> u32 {
+        if timeout_ms > 0 {
+            timeout_ms as u32
+        } else {
+            self.default_timeout_ms
+        }
+    }
+
+    /// The cluster id as Kafka prints it (base64url, no padding).
+    pub fn cluster_id_text(&self) -> String {
+        self.cluster_id.to_string()
+    }
+}

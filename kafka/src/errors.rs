@@ -1,0 +1,112 @@
+//! corum's errors as Kafka error codes and messages.
+//!
+//! Every [`ApiError`] variant has the code a Kafka client acts on (the match is exhaustive, so
+//! a new variant cannot be added without choosing one). Whole-request [`RpcError`]s use
+//! [`RpcError::kafka_error_code`].
+
+use corum_controller::ApiError;
+use corum_protocol::RpcError;
+use kafka_protocol::error::ResponseError as K;
+
+/// A Kafka error code with the message a client shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KafkaError {
+    pub code: i16,
+    pub message: Option<String>,
+}
+
+impl KafkaError {
+    pub fn new(code: K, message: impl Into<String>) -> KafkaError {
+        KafkaError {
+            code: code.code(),
+            message: Some(message.into()),
+        }
+    }
+
+    /// The error of a per-item controller failure.
+    pub fn api(e: &ApiError) -> KafkaError {
+        KafkaError {
+            code: api_error_code(e).code(),
+            message: Some(e.to_string()),
+        }
+    }
+
+    /// The error of a whole request that failed.
+    pub fn rpc(e: &RpcError) -> KafkaError {
+        match e {
+            RpcError::Api(api) => KafkaError::api(api),
+            other => KafkaError {
+                code: other
+                    .kafka_error_code()
+                    .unwrap_or(K::UnknownServerError.code()),
+                message: Some(other.to_string()),
+            },
+        }
+    }
+}
+
+/// The Kafka error a client expects for `e`.
+pub fn api_error_code(e: &ApiError) -> K {
+    match e {
+        ApiError::NotController => K::NotController,
+        ApiError::UnknownTopic { .. } => K::UnknownTopicOrPartition,
+        ApiError::UnknownTopicId { .. } => K::UnknownTopicId,
+        ApiError::UnknownPartition { .. } => K::UnknownTopicOrPartition,
+        ApiError::InvalidTopicName { .. } => K::InvalidTopicException,
+        ApiError::TopicAlreadyExists { .. } => K::TopicAlreadyExists,
+        // Kafka answers a create of a topic still being deleted as already existing.
+        ApiError::TopicDeletionInProgress { .. } => K::TopicAlreadyExists,
+        ApiError::InvalidReplicationFactor { .. } => K::InvalidReplicationFactor,
+        ApiError::InvalidPartitions { .. } => K::InvalidPartitions,
+        ApiError::InvalidReplicaAssignment { .. } => K::InvalidReplicaAssignment,
+        ApiError::StaleBrokerEpoch { .. }
+        | ApiError::StaleHeartbeat { .. }
+        | ApiError::BrokerLeaseExpired { .. } => K::StaleBrokerEpoch,
+        // AlterPartition answers a stale partition epoch with INVALID_UPDATE_VERSION.
+        ApiError::StalePartitionEpoch { .. } => K::InvalidUpdateVersion,
+        ApiError::FencedLeaderEpoch { .. } => K::FencedLeaderEpoch,
+        ApiError::NotLeader { .. } => K::NotLeaderOrFollower,
+        ApiError::IneligibleReplica { .. } => K::IneligibleReplica,
+        ApiError::InvalidIsr { .. } => K::InvalidRequest,
+        ApiError::InvalidConfig { .. } => K::InvalidConfig,
+        ApiError::InvalidConfigResource { .. } => K::InvalidRequest,
+        ApiError::FeatureLevelOutOfRange { .. } => K::InvalidUpdateVersion,
+        ApiError::UnsupportedFeatures { .. } => K::UnsupportedVersion,
+        ApiError::BrokerIdNotRegistered { .. } => K::BrokerIdNotRegistered,
+        ApiError::DuplicateBrokerRegistration { .. } => K::DuplicateBrokerRegistration,
+        ApiError::BrokerNotFenced { .. } => K::InvalidRequest,
+        ApiError::ElectionNotNeeded { .. } => K::ElectionNotNeeded,
+        ApiError::PreferredLeaderNotAvailable { .. } => K::PreferredLeaderNotAvailable,
+        ApiError::EligibleLeadersNotAvailable { .. } => K::EligibleLeadersNotAvailable,
+        ApiError::TooManyRecords { .. } => K::PolicyViolation,
+        ApiError::InvalidRequest { .. } => K::InvalidRequest,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_codes_clients_act_on() {
+        assert_eq!(api_error_code(&ApiError::NotController).code(), 41);
+        assert_eq!(
+            api_error_code(&ApiError::UnknownTopic { name: "t".into() }).code(),
+            3
+        );
+        assert_eq!(
+            api_error_code(&ApiError::TopicAlreadyExists { name: "t".into() }).code(),
+            36
+        );
+        let e = KafkaError::rpc(&RpcError::NotController { leader: None });
+        assert_eq!(e.code, 41);
+        let e = KafkaError::rpc(&RpcError::Timeout { timeout_ms: 5 });
+        assert_eq!(e.code, 7);
+        let e = KafkaError::rpc(&RpcError::Api(ApiError::InvalidConfig {
+            key: "k".into(),
+            reason: "bad".into(),
+        }));
+        assert_eq!(e.code, 40);
+        assert!(e.message.unwrap().contains("bad"));
+    }
+}

@@ -1,0 +1,124 @@
+//! One parsed Kafka request in, its response out: the dispatch over the served APIs and the
+//! translation of each into corum's own requests ([`RequestBody`]) and back.
+//!
+//! | Kafka API | corum request(s) | notes |
+//! |---|---|---|
+//! | ApiVersions | `DescribeFeatures` (v3+) | the served table ([`crate::apis`]); KIP-511 fallback |
+//! | Metadata | `DescribeTopics`, `DescribeCluster`, `DescribeControllers` | see [`crate::api::metadata`] |
+//! | CreateTopics | `CreateTopics` | duplicates refused; assignments must number partitions `0..n` |
+//! | DeleteTopics | `DeleteTopics` | by name (v0-5) or by name or id (v6) |
+//! | CreatePartitions | `CreatePartitions` | |
+//! | DescribeConfigs, AlterConfigs, IncrementalAlterConfigs | `DescribeConfigs`, `IncrementalAlterConfigs` | see [`crate::api::configs`] |
+//! | DescribeCluster | `DescribeCluster`, `DescribeControllers` | endpoint type broker or controller (KIP-919) |
+//! | DescribeQuorum | `DescribeQuorum` | the metadata log's one partition |
+//! | UpdateFeatures | `UpdateFeatures` | upgrade / safe / unsafe downgrade, validate_only |
+//! | ElectLeaders | `ElectLeaders` | preferred and unclean |
+//! | DescribeTopicPartitions | `DescribeTopics` | |
+//!
+//! A whole request that fails (not the controller, timed out) is answered with that error on
+//! every item, as Kafka does, so each client's own retry rules apply.
+
+use corum_protocol::{RequestBody, ResponseBody, RpcError};
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+
+use crate::api;
+use crate::backend::{Backend, ListenerContext};
+use crate::request::{Parsed, RequestHead};
+
+/// What to send back for one request.
+#[derive(Debug)]
+pub struct Answer {
+    pub api: ApiKey,
+    pub version: i16,
+    pub correlation_id: i32,
+    pub body: ResponseKind,
+}
+
+/// Serves one parsed request.
+pub async fn serve<B: Backend>(ctx: &ListenerContext, backend: &B, parsed: Parsed) -> Answer {
+    match parsed {
+        Parsed::ApiVersionsTooNew { head } => Answer {
+            api: ApiKey::ApiVersions,
+            version: 0,
+            correlation_id: head.correlation_id,
+            body: ResponseKind::ApiVersions(api::api_versions::too_new(&ctx.served)),
+        },
+        Parsed::Request { head, body } => {
+            let version = head.api_version;
+            let response = dispatch(ctx, backend, &head, body).await;
+            Answer {
+                api: head.api_key,
+                version,
+                correlation_id: head.correlation_id,
+                body: response,
+            }
+        }
+    }
+}
+
+async fn dispatch<B: Backend>(
+    ctx: &ListenerContext,
+    backend: &B,
+    head: &RequestHead,
+    body: RequestKind,
+) -> ResponseKind {
+    let v = head.api_version;
+    match body {
+        RequestKind::ApiVersions(_) => {
+            ResponseKind::ApiVersions(api::api_versions::serve(ctx, backend, v).await)
+        }
+        RequestKind::Metadata(r) => {
+            ResponseKind::Metadata(api::metadata::metadata(ctx, backend, r, v).await)
+        }
+        RequestKind::DescribeTopicPartitions(r) => ResponseKind::DescribeTopicPartitions(
+            api::metadata::describe_topic_partitions(ctx, backend, r).await,
+        ),
+        RequestKind::CreateTopics(r) => {
+            ResponseKind::CreateTopics(api::topics::create_topics(ctx, backend, r, v).await)
+        }
+        RequestKind::DeleteTopics(r) => {
+            ResponseKind::DeleteTopics(api::topics::delete_topics(ctx, backend, r, v).await)
+        }
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(api::topics::create_partitions(ctx, backend, r).await)
+        }
+        RequestKind::DescribeConfigs(r) => {
+            ResponseKind::DescribeConfigs(api::configs::describe_configs(ctx, backend, r, v).await)
+        }
+        RequestKind::AlterConfigs(r) => {
+            ResponseKind::AlterConfigs(api::configs::alter_configs(ctx, backend, r).await)
+        }
+        RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
+            api::configs::incremental_alter_configs(ctx, backend, r).await,
+        ),
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(api::cluster::describe_cluster(ctx, backend, r).await)
+        }
+        RequestKind::DescribeQuorum(_) => {
+            ResponseKind::DescribeQuorum(api::cluster::describe_quorum(ctx, backend).await)
+        }
+        RequestKind::UpdateFeatures(r) => {
+            ResponseKind::UpdateFeatures(api::features::update_features(ctx, backend, r, v).await)
+        }
+        RequestKind::ElectLeaders(r) => {
+            ResponseKind::ElectLeaders(api::topics::elect_leaders(ctx, backend, r, v).await)
+        }
+        // `request::parse` admits only the APIs of `apis::SERVED`, each matched above.
+        _ => unreachable!("request::parse admits only served APIs"),
+    }
+}
+
+/// Calls `backend` and unwraps the expected response variant; an unexpected variant is an
+/// internal error (the node answered another request).
+pub(crate) async fn call<B: Backend, T>(
+    backend: &B,
+    body: RequestBody,
+    timeout_ms: u32,
+    pick: impl FnOnce(ResponseBody) -> Option<T>,
+) -> Result<T, RpcError> {
+    let kind = body.kind();
+    let response = backend.call(body, timeout_ms).await?;
+    pick(response).ok_or_else(|| RpcError::Internal {
+        reason: format!("the node answered {kind} with another response"),
+    })
+}
