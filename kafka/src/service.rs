@@ -18,7 +18,7 @@
 //! A whole request that fails (not the controller, timed out) is answered with that error on
 //! every item, as Kafka does, so each client's own retry rules apply.
 
-use corum_protocol::{RequestBody, ResponseBody, RpcError};
+use corum_protocol::{LocalRead, RequestBody, ResponseBody, RpcError};
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
 use crate::api;
@@ -121,4 +121,10 @@ pub(crate) async fn call<B: Backend, T>(
     pick(response).ok_or_else(|| RpcError::Internal {
         reason: format!("the node answered {kind} with another response"),
     })
+}
+
+/// A read any node answers from the image it replayed (Kafka's clients send reads to whichever
+/// node they reach).
+pub(crate) fn local(read: LocalRead) -> RequestBody {
+    RequestBody::LocalRead(Box::new(read))
 }

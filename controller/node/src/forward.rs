@@ -15,7 +15,7 @@ use corum_protocol::{RpcConnection, RpcConnectionConfig};
 use corum_types::{NodeId, Uuid};
 
 use crate::driver::RaftHandle;
-use crate::protocol::{RequestBody, RequestFrame, ResponseBody, RpcError};
+use crate::protocol::{LocalRead, RequestBody, RequestFrame, ResponseBody, RpcError};
 use crate::rpc_server::describe_quorum;
 
 /// What a [`NodeBackend`] needs to know about its node.
@@ -64,7 +64,7 @@ impl NodeBackend {
         let frame = RequestFrame {
             correlation_id: 0,
             timeout_ms: self.config.request_timeout_ms,
-            body: RequestBody::DescribeControllers,
+            body: RequestBody::LocalRead(Box::new(LocalRead::DescribeControllers)),
         };
         let Ok(ResponseBody::DescribeControllers(r)) = self.raft.call(frame).await.body else {
             return None;

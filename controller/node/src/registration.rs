@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use corum_controller::control::cluster_control::RegisterControllerRequest;
 use corum_kafka::Backend;
-use corum_protocol::{RequestBody, ResponseBody};
+use corum_protocol::{LocalRead, RequestBody, ResponseBody};
 use corum_runtime::ShutdownSignal;
 
 use crate::forward::NodeBackend;
@@ -35,7 +35,7 @@ pub async fn keep_registered(
 ) {
     loop {
         let registered = matches!(
-            backend.call(RequestBody::DescribeControllers, timeout_ms).await,
+            backend.call(RequestBody::LocalRead(Box::new(LocalRead::DescribeControllers)), timeout_ms).await,
             Ok(ResponseBody::DescribeControllers(r)) if r.controllers.iter().any(|c| {
                 c.controller_id == request.controller_id
                     && c.incarnation_id == request.incarnation_id

@@ -2,7 +2,7 @@
 //! tagged fields. A too-new request gets the KIP-511 answer: v0, UNSUPPORTED_VERSION, and
 //! ApiVersions' own range, so the client retries at a version both know.
 
-use corum_protocol::{RequestBody, ResponseBody};
+use corum_protocol::{LocalRead, RequestBody, ResponseBody};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
@@ -12,7 +12,7 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 use super::text;
 use crate::apis::ServedApis;
 use crate::backend::{Backend, ListenerContext};
-use crate::service::call;
+use crate::service::{call, local};
 
 fn api_keys(served: &ServedApis) -> Vec<ApiVersion> {
     served
@@ -51,7 +51,7 @@ pub async fn serve<B: Backend>(
     }
     let features = call(
         backend,
-        RequestBody::DescribeFeatures,
+        local(LocalRead::DescribeFeatures),
         ctx.default_timeout_ms,
         |r| match r {
             ResponseBody::DescribeFeatures(f) => Some(f),

@@ -1,7 +1,7 @@
 //! DescribeCluster (KIP-919 endpoint types) and DescribeQuorum (the metadata log's one
 //! partition, as `kafka-metadata-quorum describe --status/--replication` shows it).
 
-use corum_protocol::{DescribeQuorumResponse as CorumQuorum, RequestBody, ResponseBody};
+use corum_protocol::{LocalRead, DescribeQuorumResponse as CorumQuorum, RequestBody, ResponseBody};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::describe_quorum_response::{
@@ -15,7 +15,7 @@ use super::nodes::{self, NodeEndpoint};
 use super::{kafka_uuid, text};
 use crate::backend::{Backend, ListenerContext};
 use crate::errors::KafkaError;
-use crate::service::call;
+use crate::service::{call, local};
 
 /// The metadata log's name, as Kafka names it.
 pub const METADATA_TOPIC: &str = "__cluster_metadata";
@@ -56,7 +56,7 @@ pub async fn describe_cluster<B: Backend>(
         ENDPOINT_BROKER => {
             let brokers = call(
                 backend,
-                RequestBody::DescribeCluster,
+                local(LocalRead::DescribeCluster),
                 ctx.default_timeout_ms,
                 |r| match r {
                     ResponseBody::DescribeCluster(r) => Some(r.brokers),

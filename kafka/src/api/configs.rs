@@ -18,7 +18,7 @@ use corum_controller::control::config_control::{
 use corum_controller::image::configs::ConfigResource;
 use corum_controller::records::ConfigResourceType;
 use corum_controller::ApiError;
-use corum_protocol::{RequestBody, ResponseBody, RpcError};
+use corum_protocol::{LocalRead, RequestBody, ResponseBody, RpcError};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -31,7 +31,7 @@ use kafka_protocol::messages::{
 use super::text;
 use crate::backend::{Backend, ListenerContext};
 use crate::errors::KafkaError;
-use crate::service::call;
+use crate::service::{call, local};
 
 /// Kafka's resource type codes.
 pub const RESOURCE_TOPIC: i8 = 2;
@@ -87,7 +87,7 @@ async fn describe<B: Backend>(
 ) -> Result<Vec<Result<Vec<DescribedConfig>, ApiError>>, RpcError> {
     let r = call(
         backend,
-        RequestBody::DescribeConfigs(CorumDescribe { resources }),
+        local(LocalRead::DescribeConfigs(CorumDescribe { resources })),
         ctx.default_timeout_ms,
         |r| match r {
             ResponseBody::DescribeConfigs(r) => Some(r.resources),

@@ -17,7 +17,7 @@ use corum_controller::control::replication_control::{
     DescribeTopicsRequest, DescribedTopic, TopicRef,
 };
 use corum_controller::TopicId;
-use corum_protocol::{RequestBody, ResponseBody, RpcError};
+use corum_protocol::{LocalRead, RequestBody, ResponseBody, RpcError};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_topic_partitions_response::{
     Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
@@ -35,7 +35,7 @@ use super::nodes::{self, NodeEndpoint};
 use super::{corum_uuid, kafka_uuid, text};
 use crate::backend::{Backend, ListenerContext};
 use crate::errors::KafkaError;
-use crate::service::call;
+use crate::service::{call, local};
 
 /// One requested topic: described, or why not (with what the request named).
 type TopicOutcome = Result<DescribedTopic, (TopicRef, KafkaError)>;
@@ -47,7 +47,7 @@ async fn describe_topics<B: Backend>(
 ) -> Result<Vec<TopicOutcome>, RpcError> {
     let answer = call(
         backend,
-        RequestBody::DescribeTopics(DescribeTopicsRequest { topics }),
+        local(LocalRead::DescribeTopics(DescribeTopicsRequest { topics })),
         ctx.default_timeout_ms,
         |r| match r {
             ResponseBody::DescribeTopics(r) => Some(r.topics),
@@ -67,7 +67,7 @@ async fn brokers<B: Backend>(
 ) -> Result<Vec<DescribedBroker>, RpcError> {
     call(
         backend,
-        RequestBody::DescribeCluster,
+        local(LocalRead::DescribeCluster),
         ctx.default_timeout_ms,
         |r| match r {
             ResponseBody::DescribeCluster(r) => Some(r.brokers),

@@ -3,10 +3,10 @@
 //! name as the controller.
 
 use corum_controller::control::cluster_control::DescribedBroker;
-use corum_protocol::{RequestBody, ResponseBody};
+use corum_protocol::{LocalRead, RequestBody, ResponseBody};
 
 use crate::backend::{Backend, ListenerContext};
-use crate::service::call;
+use crate::service::{call, local};
 
 /// One node as Metadata and DescribeCluster list it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,7 +25,7 @@ pub struct NodeEndpoint {
 pub async fn controllers<B: Backend>(ctx: &ListenerContext, backend: &B) -> Vec<NodeEndpoint> {
     let registered = call(
         backend,
-        RequestBody::DescribeControllers,
+        local(LocalRead::DescribeControllers),
         ctx.default_timeout_ms,
         |r| match r {
             ResponseBody::DescribeControllers(r) => Some(r.controllers),

@@ -209,13 +209,19 @@ fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
     cluster.start_all()?;
     for n in &cluster.nodes {
         eprintln!(
-            "corum demo: node {} running (raft {}, clients {}, log {})",
+            "corum demo: node {} running (raft {}, clients {}, kafka {}, log {})",
             n.id,
             n.raft,
             n.client,
+            n.kafka,
             n.log.display()
         );
     }
+    let kafka: Vec<String> = cluster.nodes.iter().map(|n| n.kafka.to_string()).collect();
+    eprintln!(
+        "corum demo: see the cluster with a Kafka tool: kcat -L -b {}",
+        kafka.join(",")
+    );
     let bootstrap: Vec<SocketAddr> = cluster.nodes.iter().map(|n| n.client).collect();
     let first = describe(&bootstrap, Duration::from_secs(20)).context("waiting for a leader")?;
     eprintln!(

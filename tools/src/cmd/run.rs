@@ -11,7 +11,8 @@
 //! `--cluster-id` (when given).
 //!
 //! Once its sockets are bound and its log recovered, it prints one line on stdout:
-//! `corum: node N ready: raft HOST:PORT, clients HOST:PORT`. Logs go to stderr.
+//! `corum: node N ready: raft HOST:PORT, clients HOST:PORT[, kafka HOST:PORT]` (the first Kafka
+//! listener, when the node has one). Logs go to stderr.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -70,9 +71,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let mut out = std::io::stdout().lock();
         // The parent of a node (demo, tests) waits for this line; a closed stdout is its
         // business, not a reason to stop the node.
+        let kafka = ready
+            .kafka_addrs
+            .first()
+            .map(|(_, a)| format!(", kafka {a}"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "corum: node {} ready: raft {}, clients {}",
+            "corum: node {} ready: raft {}, clients {}{kafka}",
             ready.node_id, ready.raft_addr, ready.client_addr
         );
         let _ = out.flush();

@@ -4,8 +4,8 @@
 //!
 //! | step          | what happens                                                                |
 //! |---------------|-----------------------------------------------------------------------------|
-//! | [`LocalCluster::create`] | picks 3 free loopback ports per node (controller and `CLIENT` listeners, `corum.metrics.listener`), writes `nodeN.properties` (static `controller.quorum.voters`), makes a cluster id (`corum random-uuid`) and runs `corum format` per node |
-//! | [`LocalCluster::start`]  | spawns `corum run --config nodeN.properties --no-pin`, stderr appended to `nodeN.log`, and waits for its one stdout line `corum: node N ready: raft A, clients B` |
+//! | [`LocalCluster::create`] | picks 4 free loopback ports per node (controller, `CLIENT` and `KAFKA` listeners, `corum.metrics.listener`), writes `nodeN.properties` (static `controller.quorum.voters`), makes a cluster id (`corum random-uuid`) and runs `corum format` per node |
+//! | [`LocalCluster::start`]  | spawns `corum run --config nodeN.properties --no-pin`, stderr appended to `nodeN.log`, and waits for its one stdout line `corum: node N ready: raft A, clients B, kafka C` |
 //! | [`LocalCluster::signal`], [`LocalCluster::kill`], [`LocalCluster::terminate`] | SIGTERM / SIGKILL a node and reap it |
 //! | drop          | every child still running is SIGKILLed and reaped                          |
 //!
@@ -62,17 +62,25 @@ pub struct ReadyLine {
     pub node_id: u32,
     pub raft: SocketAddr,
     pub clients: SocketAddr,
+    /// The first Kafka listener, when the node has one.
+    pub kafka: Option<SocketAddr>,
 }
 
-/// Parses `corum: node N ready: raft HOST:PORT, clients HOST:PORT`; `None` for any other line.
+/// Parses `corum: node N ready: raft HOST:PORT, clients HOST:PORT[, kafka HOST:PORT]`; `None`
+/// for any other line.
 pub fn parse_ready_line(line: &str) -> Option<ReadyLine> {
     let rest = line.trim().strip_prefix("corum: node ")?;
     let (id, rest) = rest.split_once(" ready: raft ")?;
-    let (raft, clients) = rest.split_once(", clients ")?;
+    let (raft, rest) = rest.split_once(", clients ")?;
+    let (clients, kafka) = match rest.split_once(", kafka ") {
+        Some((clients, kafka)) => (clients, Some(kafka.trim().parse().ok()?)),
+        None => (rest, None),
+    };
     Some(ReadyLine {
         node_id: id.parse().ok()?,
         raft: raft.trim().parse().ok()?,
         clients: clients.trim().parse().ok()?,
+        kafka,
     })
 }
 
@@ -174,6 +182,8 @@ pub struct NodeSlot {
     pub id: u32,
     pub raft: SocketAddr,
     pub client: SocketAddr,
+    /// The `KAFKA` listener (Kafka's wire protocol).
+    pub kafka: SocketAddr,
     /// Where Prometheus text is served (`corum.metrics.listener`).
     pub metrics: SocketAddr,
     pub config: PathBuf,
@@ -215,7 +225,7 @@ fn write_config(spec: &ClusterSpec, n: &NodeSlot, voters: &[String]) -> anyhow::
         "# corum local cluster node {id}\n\
          node.id={id}\n\
          process.roles=controller\n\
-         listeners=CONTROLLER://{raft},CLIENT://{client}\n\
+         listeners=CONTROLLER://{raft},CLIENT://{client},KAFKA://{kafka}\n\
          controller.listener.names=CONTROLLER\n\
          controller.quorum.voters={voters}\n\
          metadata.log.dir={data}\n\
@@ -223,6 +233,7 @@ fn write_config(spec: &ClusterSpec, n: &NodeSlot, voters: &[String]) -> anyhow::
         id = n.id,
         raft = n.raft,
         client = n.client,
+        kafka = n.kafka,
         metrics = n.metrics,
         voters = voters.join(","),
         data = n.data.display(),
@@ -233,17 +244,18 @@ fn write_config(spec: &ClusterSpec, n: &NodeSlot, voters: &[String]) -> anyhow::
     std::fs::write(&n.config, text).with_context(|| format!("writing {}", n.config.display()))
 }
 
-/// Gives every node three new free loopback ports (controller, client, metrics) and
+/// Gives every node four new free loopback ports (controller, client, Kafka, metrics) and
 /// (re)writes every configuration with them (the static voter set names every node's
 /// controller port). Formatting does not record ports, so a formatted cluster that never ran
 /// can move.
 fn assign_ports(spec: &ClusterSpec, nodes: &mut [NodeSlot]) -> anyhow::Result<()> {
-    let ports = free_loopback_ports(3 * nodes.len())?;
+    let ports = free_loopback_ports(4 * nodes.len())?;
     let addr = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
-    for (n, three) in nodes.iter_mut().zip(ports.chunks(3)) {
-        n.raft = addr(three[0]);
-        n.client = addr(three[1]);
-        n.metrics = addr(three[2]);
+    for (n, four) in nodes.iter_mut().zip(ports.chunks(4)) {
+        n.raft = addr(four[0]);
+        n.client = addr(four[1]);
+        n.kafka = addr(four[2]);
+        n.metrics = addr(four[3]);
     }
     let voters: Vec<String> = nodes
         .iter()
@@ -274,6 +286,7 @@ impl LocalCluster {
                 id,
                 raft: unbound,
                 client: unbound,
+                kafka: unbound,
                 metrics: unbound,
                 config: spec.dir.join(format!("node{id}.properties")),
                 data: spec.dir.join(format!("node{id}")),
