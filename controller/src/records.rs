@@ -774,6 +774,21 @@ pub(crate) mod tests {
         assert_eq!(decode_batch(&empty).unwrap().len(), 0);
     }
 
+    /// Kafka's security protocol codes map to their names and back; other codes name none.
+    #[test]
+    fn security_protocols_are_kafkas_codes() {
+        let names: Vec<&str> = (0..4)
+            .map(|c| {
+                let p = SecurityProtocol::from_code(c).expect("a Kafka code");
+                assert_eq!(p as i16, c);
+                p.name()
+            })
+            .collect();
+        assert_eq!(names, ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]);
+        assert_eq!(SecurityProtocol::from_code(-1), None);
+        assert_eq!(SecurityProtocol::from_code(4), None);
+    }
+
     /// Short and misaligned inputs are rejected with a precise error.
     #[test]
     fn rejects_short_and_misaligned() {
