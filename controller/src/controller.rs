@@ -40,22 +40,26 @@ use corum_types::{LogOffset, NodeId};
 
 use crate::config::ControllerConfig;
 use crate::control::cluster_control::{
-    self, BrokerHeartbeatRequest, BrokerHeartbeatResponse, DescribeClusterResponse, Leases,
-    TickResponse, UnregisterBrokerRequest,
+    self, BrokerHeartbeatRequest, BrokerHeartbeatResponse, DescribeClusterResponse,
+    DescribeControllersResponse, Leases, RegisterControllerRequest, TickResponse,
+    UnregisterBrokerRequest,
 };
 use crate::control::config_control::{
     self, DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
-use crate::control::feature_control::{self, UpdateFeaturesRequest, UpdateFeaturesResponse};
+use crate::control::feature_control::{
+    self, DescribeFeaturesResponse, UpdateFeaturesRequest, UpdateFeaturesResponse,
+};
 use crate::control::producer_id_control::{
     self, AllocateProducerIdsRequest, AllocateProducerIdsResponse,
 };
 use crate::control::replication_control::{
     self, AlterIsrRequest, AlterIsrResponse, CreatePartitionsRequest, CreatePartitionsResponse,
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    DeleteTopicsV2Request, DeleteTopicsV2Response, DescribeTopicsRequest, DescribeTopicsResponse,
     ElectLeadersRequest, ElectLeadersResponse,
 };
-use crate::control::{ControllerResult, RequestContext, View};
+use crate::control::{ControllerResult, ImageReads, RequestContext, View};
 use crate::error::{ApiError, ConfigError, ReplayError};
 use crate::image::{ConfigResource, MetadataImage};
 use crate::records::{ArchivedBatch, ArchivedMetadataRecord, MetadataRecord};
@@ -118,6 +122,12 @@ impl Controller {
     /// The committed image (O(1) to clone and keep).
     pub fn committed_image(&self) -> &MetadataImage {
         self.inflight.front().map_or(&self.image, |s| &s.before)
+    }
+
+    /// Reads of the committed image, which any node answers whether it is active or not (a
+    /// standby's committed image is everything it replayed). They see no in-flight record.
+    pub fn committed_reads(&self) -> ImageReads<'_> {
+        ImageReads::new(self.committed_image())
     }
 
     /// The offset after the last committed record replayed.
@@ -360,6 +370,24 @@ impl Controller {
         Ok(replication_control::delete_topics(self.view(), req))
     }
 
+    /// DeleteTopics naming topics by name or by id (Kafka's DeleteTopics v6).
+    pub fn delete_topics_v2(
+        &self,
+        req: &DeleteTopicsV2Request,
+    ) -> HandlerResult<DeleteTopicsV2Response> {
+        self.require_active()?;
+        Ok(replication_control::delete_topics_v2(self.view(), req))
+    }
+
+    /// Reads the image (including in-flight changes); needs no records.
+    pub fn describe_topics(
+        &self,
+        req: &DescribeTopicsRequest,
+    ) -> Result<DescribeTopicsResponse, ApiError> {
+        self.require_active()?;
+        Ok(ImageReads::new(&self.image).describe_topics(req))
+    }
+
     pub fn create_partitions(
         &self,
         req: &CreatePartitionsRequest,
@@ -419,6 +447,24 @@ impl Controller {
     pub fn describe_cluster(&self) -> Result<DescribeClusterResponse, ApiError> {
         self.require_active()?;
         Ok(cluster_control::describe_cluster(&self.image, self.node_id))
+    }
+
+    /// Registers a controller (KIP-919); an unchanged registration writes nothing.
+    pub fn register_controller(&self, req: &RegisterControllerRequest) -> HandlerResult<()> {
+        self.require_active()?;
+        cluster_control::register_controller(self.view(), req)
+    }
+
+    /// Reads the image (including in-flight changes); needs no records.
+    pub fn describe_controllers(&self) -> Result<DescribeControllersResponse, ApiError> {
+        self.require_active()?;
+        Ok(ImageReads::new(&self.image).describe_controllers())
+    }
+
+    /// Reads the image (including in-flight changes); needs no records.
+    pub fn describe_features(&self) -> Result<DescribeFeaturesResponse, ApiError> {
+        self.require_active()?;
+        Ok(ImageReads::new(&self.image).describe_features())
     }
 
     /// O(image) invariant checks of both the committed and the in-flight image.

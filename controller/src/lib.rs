@@ -2,8 +2,8 @@
 //!
 //! # Model
 //!
-//! The metadata of a cluster (brokers, topics, partitions, configs, features, producer ids) is the
-//! result of replaying the `@metadata` log: an ordered list of [`records`]. Every node replays
+//! The metadata of a cluster (brokers, controllers' registrations, topics, partitions, configs,
+//! features, producer ids) is the result of replaying the `@metadata` log: an ordered list of [`records`]. Every node replays
 //! the same committed records into a [`MetadataImage`] and so holds the same image.
 //!
 //! The active controller (the Raft leader) turns requests into records. Handlers ([`Controller`]'s
@@ -13,6 +13,8 @@
 //! image; [`Controller::replay`] (committed records) and [`Controller::on_proposed`] (own
 //! proposals, revertible with [`Controller::on_resign`]) are the only mutators. A rejected
 //! request returns an [`ApiError`] and no records; batch requests report one result per item.
+//! Reads are pure functions of an image ([`control::ImageReads`]): the active controller's see
+//! its in-flight proposals, [`Controller::committed_reads`] (what any node may answer) do not.
 //!
 //! Nothing here reads a clock or the OS: time comes in as a monotonic `now_ms`, the log position
 //! as `next_offset`, randomness (topic ids, placement start) from a ChaCha generator seeded from

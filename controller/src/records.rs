@@ -212,6 +212,63 @@ pub struct ProducerIdsRecordV1 {
 #[rkyv(derive(Debug))]
 pub struct NoOpRecordV1 {}
 
+/// One listener of a controller (KIP-919 `EndPoints` of Kafka's RegisterControllerRecord).
+/// `security_protocol` is Kafka's code: see [`SecurityProtocol`].
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct ControllerEndpointV1 {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    pub security_protocol: i16,
+}
+
+/// Kafka's security protocols by their wire codes (`SecurityProtocol` in Kafka), the values a
+/// [`ControllerEndpointV1::security_protocol`] may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i16)]
+pub enum SecurityProtocol {
+    Plaintext = 0,
+    Ssl = 1,
+    SaslPlaintext = 2,
+    SaslSsl = 3,
+}
+
+impl SecurityProtocol {
+    /// The protocol of Kafka code `code`, if it names one.
+    pub fn from_code(code: i16) -> Option<SecurityProtocol> {
+        Some(match code {
+            0 => SecurityProtocol::Plaintext,
+            1 => SecurityProtocol::Ssl,
+            2 => SecurityProtocol::SaslPlaintext,
+            3 => SecurityProtocol::SaslSsl,
+            _ => return None,
+        })
+    }
+
+    /// Kafka's name of the protocol (as `listener.security.protocol.map` spells it).
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
+        }
+    }
+}
+
+/// A controller registered itself (KIP-919's RegisterControllerRecord): where it listens and
+/// the feature levels it supports. A later registration of the same id replaces it.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct RegisterControllerRecordV1 {
+    pub controller_id: NodeId,
+    /// Random per process start: tells a re-sent registration from a restarted process.
+    pub incarnation_id: Uuid,
+    pub end_points: Vec<ControllerEndpointV1>,
+    pub features: Vec<SupportedFeatureV1>,
+}
+
 /// Every metadata record. Append new variants (and new versions) at the end only; see the module
 /// doc.
 #[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -231,6 +288,7 @@ pub enum MetadataRecord {
     FeatureLevel(FeatureLevelRecordV1),
     ProducerIds(ProducerIdsRecordV1),
     NoOp(NoOpRecordV1),
+    RegisterController(RegisterControllerRecordV1),
 }
 
 impl MetadataRecord {
@@ -251,6 +309,7 @@ impl MetadataRecord {
             MetadataRecord::FeatureLevel(_) => "FeatureLevel",
             MetadataRecord::ProducerIds(_) => "ProducerIds",
             MetadataRecord::NoOp(_) => "NoOp",
+            MetadataRecord::RegisterController(_) => "RegisterController",
         }
     }
 }
@@ -599,6 +658,44 @@ pub(crate) mod tests {
         ]
     }
 
+    /// Records appended to [`MetadataRecord`] after the first V1 set, one of each, in variant
+    /// order. The golden file pins each alone in a batch, after the first set's batch, so the
+    /// first set's lines never change.
+    pub(crate) fn appended() -> Vec<MetadataRecord> {
+        vec![MetadataRecord::RegisterController(
+            RegisterControllerRecordV1 {
+                controller_id: NodeId(3000),
+                incarnation_id: Uuid([0x33; 16]),
+                end_points: vec![
+                    ControllerEndpointV1 {
+                        name: "CONTROLLER".into(),
+                        host: "c3.example".into(),
+                        port: 9093,
+                        security_protocol: SecurityProtocol::Plaintext as i16,
+                    },
+                    ControllerEndpointV1 {
+                        name: "KAFKA".into(),
+                        host: "c3.example".into(),
+                        port: 9092,
+                        security_protocol: SecurityProtocol::SaslSsl as i16,
+                    },
+                ],
+                features: vec![SupportedFeatureV1 {
+                    name: "metadata.version".into(),
+                    min_level: 7,
+                    max_level: 27,
+                }],
+            },
+        )]
+    }
+
+    /// Every kind of record: the first set and the appended ones.
+    fn all_kinds() -> Vec<MetadataRecord> {
+        let mut all = one_of_each();
+        all.extend(appended());
+        all
+    }
+
     fn to_hex(bytes: &[u8]) -> String {
         let mut s = String::new();
         for (i, chunk) in bytes.chunks(32).enumerate() {
@@ -616,7 +713,11 @@ pub(crate) mod tests {
     #[test]
     fn golden_bytes_of_v1_records() {
         let bytes = encode_batch(&one_of_each());
-        let hex = to_hex(&bytes);
+        let mut hex = to_hex(&bytes);
+        for r in appended() {
+            hex.push_str(&format!("# {}, alone in a batch\n", r.kind()));
+            hex.push_str(&to_hex(&encode_batch(std::slice::from_ref(&r))));
+        }
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/records_v1.golden");
         if corum_types::golden::rewrite_requested() {
             std::fs::write(path, &hex).unwrap();
@@ -632,6 +733,15 @@ pub(crate) mod tests {
         let back: Vec<MetadataRecord> =
             rkyv::deserialize::<Vec<MetadataRecord>, rancor::Error>(batch).unwrap();
         assert_eq!(back, one_of_each());
+        for r in appended() {
+            let bytes = encode_batch(std::slice::from_ref(&r));
+            let back: Vec<MetadataRecord> =
+                rkyv::deserialize::<Vec<MetadataRecord>, rancor::Error>(
+                    decode_batch(&bytes).unwrap(),
+                )
+                .unwrap();
+            assert_eq!(back, vec![r]);
+        }
     }
 
     /// Encoding then decoding gives back the same records, and the tag order is the variant order.
@@ -649,8 +759,34 @@ pub(crate) mod tests {
             batch[recs.len() - 1],
             ArchivedMetadataRecord::NoOp(_)
         ));
+        // The appended variants take the tags after NoOp's (13), in order.
+        let bytes = encode_batch(&appended());
+        let batch = decode_batch(&bytes).unwrap();
+        assert!(matches!(
+            batch[0],
+            ArchivedMetadataRecord::RegisterController(_)
+        ));
+        let all = all_kinds();
+        let kinds: std::collections::BTreeSet<&str> =
+            all.iter().map(MetadataRecord::kind).collect();
+        assert_eq!(kinds.len(), 15, "a record of each of the 15 kinds");
         let empty = encode_batch(&[]);
         assert_eq!(decode_batch(&empty).unwrap().len(), 0);
+    }
+
+    /// Kafka's security protocol codes map to their names and back; other codes name none.
+    #[test]
+    fn security_protocols_are_kafkas_codes() {
+        let names: Vec<&str> = (0..4)
+            .map(|c| {
+                let p = SecurityProtocol::from_code(c).expect("a Kafka code");
+                assert_eq!(p as i16, c);
+                p.name()
+            })
+            .collect();
+        assert_eq!(names, ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]);
+        assert_eq!(SecurityProtocol::from_code(-1), None);
+        assert_eq!(SecurityProtocol::from_code(4), None);
     }
 
     /// Short and misaligned inputs are rejected with a precise error.
@@ -761,6 +897,36 @@ pub(crate) mod tests {
                 })
             }),
             Just(MetadataRecord::NoOp(NoOpRecordV1 {})),
+            (
+                any::<u32>(),
+                proptest::collection::vec((text(), text(), any::<u16>(), any::<i16>()), 0..3),
+                proptest::collection::vec((text(), any::<u16>(), any::<u16>()), 0..3),
+            )
+                .prop_map(|(id, end_points, features)| {
+                    MetadataRecord::RegisterController(RegisterControllerRecordV1 {
+                        controller_id: NodeId(id),
+                        incarnation_id: Uuid([id as u8; 16]),
+                        end_points: end_points
+                            .into_iter()
+                            .map(
+                                |(name, host, port, security_protocol)| ControllerEndpointV1 {
+                                    name,
+                                    host,
+                                    port,
+                                    security_protocol,
+                                },
+                            )
+                            .collect(),
+                        features: features
+                            .into_iter()
+                            .map(|(name, min_level, max_level)| SupportedFeatureV1 {
+                                name,
+                                min_level,
+                                max_level,
+                            })
+                            .collect(),
+                    })
+                }),
             (0..9u32).prop_map(|b| MetadataRecord::FenceBroker(FenceBrokerRecordV1 {
                 broker_id: NodeId(b),
                 broker_epoch: BrokerEpoch(u64::from(b)),
@@ -854,7 +1020,7 @@ pub(crate) mod tests {
             cut in any::<prop::sample::Index>(),
             truncate in any::<bool>(),
         ) {
-            let bytes = encode_batch(&one_of_each());
+            let bytes = encode_batch(&all_kinds());
             let mut buf = AlignedVec::<16>::new();
             buf.extend_from_slice(&bytes);
             let i = pos.index(buf.len());

@@ -56,22 +56,48 @@
 //! `FetchResponse` the core addresses to that id. rkyv validation checks their bytes; a client
 //! also calls [`ResponseBody::validate_raft`] on a decoded response to apply the Raft crate's
 //! own rules ([`corum_raft::Message::validate`]: contiguous batches, sorted voter sets).
+//!
+//! # What the Kafka listener needs (appended after `UpdateVoter`)
+//!
+//! | request | response | Kafka API it serves |
+//! |---|---|---|
+//! | `RegisterController(RegisterControllerRequest)` | `RegisterController` | ControllerRegistration (KIP-919) |
+//! | `DescribeControllers` | `DescribeControllers(DescribeControllersResponse)` | DescribeCluster with endpoint type controller |
+//! | `DescribeTopics(DescribeTopicsRequest)` | `DescribeTopics(DescribeTopicsResponse)` | Metadata, DescribeTopicPartitions |
+//! | `DescribeFeatures` | `DescribeFeatures(DescribeFeaturesResponse)` | ApiVersions' feature fields, DescribeFeatures |
+//! | `DeleteTopicsV2(DeleteTopicsV2Request)` | `DeleteTopicsV2(DeleteTopicsV2Response)` | DeleteTopics v6 (topics by name or id) |
+//! | `LocalRead(Box<LocalRead>)` | the read's own response | any of the reads above, at any node |
+//!
+//! # Where a request is answered
+//!
+//! Every request but the Raft ones ([`RequestBody::is_raft`]) is the active controller's: a
+//! write is proposed there, a read sees its records in flight and is answered once they are
+//! committed, and any other node answers `NotController` naming the leader. A
+//! [`RequestBody::LocalRead`] ([`RequestBody::is_local_read`]) is the exception, for clients
+//! that, like Kafka's, send reads to whichever node they reach: the active controller serves
+//! it like the same read sent alone, and any other node answers it at once from the image it
+//! replayed (every committed batch it has learned of: it may lag the leader's by the time the
+//! commit takes to reach it). corum's own tools keep sending the plain reads, so that a read
+//! after an acknowledged write sees it.
 
 use corum_controller::control::cluster_control::{
     BrokerHeartbeatRequest, BrokerHeartbeatResponse, DescribeClusterResponse,
-    UnregisterBrokerRequest,
+    DescribeControllersResponse, RegisterControllerRequest, UnregisterBrokerRequest,
 };
 use corum_controller::control::config_control::{
     DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 };
-use corum_controller::control::feature_control::{UpdateFeaturesRequest, UpdateFeaturesResponse};
+use corum_controller::control::feature_control::{
+    DescribeFeaturesResponse, UpdateFeaturesRequest, UpdateFeaturesResponse,
+};
 use corum_controller::control::producer_id_control::{
     AllocateProducerIdsRequest, AllocateProducerIdsResponse,
 };
 use corum_controller::control::replication_control::{
     AlterIsrRequest, AlterIsrResponse, CreatePartitionsRequest, CreatePartitionsResponse,
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    DeleteTopicsV2Request, DeleteTopicsV2Response, DescribeTopicsRequest, DescribeTopicsResponse,
     ElectLeadersRequest, ElectLeadersResponse,
 };
 use corum_raft::message::{
@@ -119,6 +145,43 @@ pub enum RequestBody {
     AddVoter(AddVoterRequest),
     RemoveVoter(RemoveVoterRequest),
     UpdateVoter(UpdateVoterRequest),
+    /// A controller registers itself (KIP-919); an unchanged registration writes nothing.
+    RegisterController(RegisterControllerRequest),
+    DescribeControllers,
+    DescribeTopics(DescribeTopicsRequest),
+    DescribeFeatures,
+    /// DeleteTopics naming topics by name or by id.
+    DeleteTopicsV2(DeleteTopicsV2Request),
+    /// A read any node answers (see the module doc).
+    LocalRead(Box<LocalRead>),
+}
+
+/// The reads any node answers from the image it replayed, each the same read as the
+/// [`RequestBody`] variant of its name, answered with that variant's response. Append new
+/// variants at the end only.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub enum LocalRead {
+    /// Its `controller_id` is the Raft leader the answering node knows; a node that knows none
+    /// answers `NotController` without a hint.
+    DescribeCluster,
+    DescribeConfigs(DescribeConfigsRequest),
+    DescribeTopics(DescribeTopicsRequest),
+    DescribeControllers,
+    DescribeFeatures,
+}
+
+impl LocalRead {
+    /// The read's name (that of the [`RequestBody`] variant it reads like).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LocalRead::DescribeCluster => "DescribeCluster",
+            LocalRead::DescribeConfigs(_) => "DescribeConfigs",
+            LocalRead::DescribeTopics(_) => "DescribeTopics",
+            LocalRead::DescribeControllers => "DescribeControllers",
+            LocalRead::DescribeFeatures => "DescribeFeatures",
+        }
+    }
 }
 
 /// The response to one request.
@@ -151,6 +214,11 @@ pub enum ResponseBody {
     AddVoter(VoterChangeResponse),
     RemoveVoter(VoterChangeResponse),
     UpdateVoter(VoterChangeResponse),
+    RegisterController,
+    DescribeControllers(DescribeControllersResponse),
+    DescribeTopics(DescribeTopicsResponse),
+    DescribeFeatures(DescribeFeaturesResponse),
+    DeleteTopicsV2(DeleteTopicsV2Response),
 }
 
 impl RequestBody {
@@ -175,7 +243,21 @@ impl RequestBody {
             RequestBody::AddVoter(_) => "AddVoter",
             RequestBody::RemoveVoter(_) => "RemoveVoter",
             RequestBody::UpdateVoter(_) => "UpdateVoter",
+            RequestBody::RegisterController(_) => "RegisterController",
+            RequestBody::DescribeControllers => "DescribeControllers",
+            RequestBody::DescribeTopics(_) => "DescribeTopics",
+            RequestBody::DescribeFeatures => "DescribeFeatures",
+            RequestBody::DeleteTopicsV2(_) => "DeleteTopicsV2",
+            RequestBody::LocalRead(read) => read.kind(),
         }
+    }
+
+    /// Whether any node answers this request from the image it replayed, whether it is the
+    /// active controller or not: [`RequestBody::LocalRead`] (see the module doc). The node's
+    /// service answers these while inactive; a listener that forwards writes to the active
+    /// controller serves these where they arrive.
+    pub fn is_local_read(&self) -> bool {
+        matches!(self, RequestBody::LocalRead(_))
     }
 
     /// Whether the Raft layer serves this request (DescribeQuorum, Fetch, FetchSnapshot and the
@@ -215,6 +297,11 @@ impl ResponseBody {
             ResponseBody::AddVoter(_) => "AddVoter",
             ResponseBody::RemoveVoter(_) => "RemoveVoter",
             ResponseBody::UpdateVoter(_) => "UpdateVoter",
+            ResponseBody::RegisterController => "RegisterController",
+            ResponseBody::DescribeControllers(_) => "DescribeControllers",
+            ResponseBody::DescribeTopics(_) => "DescribeTopics",
+            ResponseBody::DescribeFeatures(_) => "DescribeFeatures",
+            ResponseBody::DeleteTopicsV2(_) => "DeleteTopicsV2",
         }
     }
 
@@ -367,16 +454,21 @@ pub fn rpc_error_for(err: &ProtocolError) -> RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use corum_controller::control::cluster_control::{DescribedBroker, TargetState};
+    use corum_controller::control::cluster_control::{
+        DescribedBroker, DescribedController, TargetState,
+    };
     use corum_controller::control::config_control::{
         AlterConfigOp, AlterConfigsResource, AlterableConfig, ConfigSource, DescribedConfig,
     };
-    use corum_controller::control::feature_control::FeatureUpdate;
+    use corum_controller::control::feature_control::{FeatureUpdate, FinalizedFeatureLevel};
     use corum_controller::control::replication_control::{
-        CreatableTopic, CreatedTopic, ElectionType, IsrUpdate, IsrUpdated, PartitionsIncrease,
+        CreatableTopic, CreatedTopic, DeletedTopic, DescribedPartition, DescribedTopic,
+        ElectionType, IsrUpdate, IsrUpdated, PartitionsIncrease, TopicRef,
     };
     use corum_controller::image::ConfigResource;
-    use corum_controller::records::{ConfigResourceType, ListenerV1, SupportedFeatureV1};
+    use corum_controller::records::{
+        ConfigResourceType, ControllerEndpointV1, ListenerV1, SupportedFeatureV1,
+    };
     use corum_controller::{ApiError, LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
     use corum_raft::message::{FetchResult, FetchSnapshotResult};
     use corum_raft::{Batch, Endpoint, ReplicaKey, SnapshotId, Voter, VoterChangeError, VoterSet};
@@ -621,6 +713,74 @@ mod tests {
             )),
             Just(RequestBody::DescribeCluster),
             arb_raft_request(),
+            arb_listener_request(),
+        ]
+    }
+
+    fn arb_topic_ref() -> impl Strategy<Value = TopicRef> {
+        prop_oneof![
+            arb_name().prop_map(TopicRef::Name),
+            any::<u128>().prop_map(|t| TopicRef::Id(TopicId(Uuid(t.to_be_bytes())))),
+        ]
+    }
+
+    fn arb_topic_refs() -> impl Strategy<Value = Option<Vec<TopicRef>>> {
+        proptest::option::of(proptest::collection::vec(arb_topic_ref(), 0..4))
+    }
+
+    /// The requests appended for the Kafka listener.
+    fn arb_listener_request() -> impl Strategy<Value = RequestBody> {
+        let register = (
+            any::<u32>(),
+            any::<u128>(),
+            proptest::collection::vec((arb_name(), arb_name(), any::<u16>(), any::<i16>()), 0..3),
+            proptest::collection::vec((arb_name(), any::<u16>(), any::<u16>()), 0..3),
+        )
+            .prop_map(|(id, inc, es, fs)| {
+                RequestBody::RegisterController(RegisterControllerRequest {
+                    controller_id: NodeId(id),
+                    incarnation_id: Uuid(inc.to_be_bytes()),
+                    end_points: es
+                        .into_iter()
+                        .map(
+                            |(name, host, port, security_protocol)| ControllerEndpointV1 {
+                                name,
+                                host,
+                                port,
+                                security_protocol,
+                            },
+                        )
+                        .collect(),
+                    features: fs
+                        .into_iter()
+                        .map(|(name, min_level, max_level)| SupportedFeatureV1 {
+                            name,
+                            min_level,
+                            max_level,
+                        })
+                        .collect(),
+                })
+            });
+        let local = prop_oneof![
+            Just(LocalRead::DescribeCluster),
+            proptest::collection::vec(arb_resource(), 0..3).prop_map(|resources| {
+                LocalRead::DescribeConfigs(DescribeConfigsRequest { resources })
+            }),
+            arb_topic_refs()
+                .prop_map(|topics| LocalRead::DescribeTopics(DescribeTopicsRequest { topics })),
+            Just(LocalRead::DescribeControllers),
+            Just(LocalRead::DescribeFeatures),
+        ]
+        .prop_map(|read| RequestBody::LocalRead(Box::new(read)));
+        prop_oneof![
+            register,
+            Just(RequestBody::DescribeControllers),
+            arb_topic_refs()
+                .prop_map(|topics| RequestBody::DescribeTopics(DescribeTopicsRequest { topics })),
+            Just(RequestBody::DescribeFeatures),
+            proptest::collection::vec(arb_topic_ref(), 0..4)
+                .prop_map(|topics| RequestBody::DeleteTopicsV2(DeleteTopicsV2Request { topics })),
+            local,
         ]
     }
 
@@ -1070,6 +1230,16 @@ mod tests {
             let b = encode_response(r, MAX).unwrap();
             text.push_str(&format!("response {} {}\n", r.correlation_id, hex(&b)));
         }
+        // The Kafka listener's requests and responses, appended after the errors.
+        let (requests, responses) = golden_listener_frames();
+        for r in &requests {
+            let b = encode_request(r, MAX).unwrap();
+            text.push_str(&format!("request {} {}\n", r.correlation_id, hex(&b)));
+        }
+        for r in &responses {
+            let b = encode_response(r, MAX).unwrap();
+            text.push_str(&format!("response {} {}\n", r.correlation_id, hex(&b)));
+        }
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/protocol_v1.golden");
         if corum_types::golden::rewrite_requested() {
             std::fs::create_dir_all(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata")).unwrap();
@@ -1371,7 +1541,158 @@ mod tests {
         ]
         .into_iter()
         .chain(one_of_each_raft_response_body())
+        .chain(one_of_each_listener_response_body(errors))
         .collect()
+    }
+
+    /// One response of each kind appended for the Kafka listener, with per-item errors drawn
+    /// from `errors` (cycled).
+    fn one_of_each_listener_response_body(errors: &[ApiError]) -> Vec<ResponseBody> {
+        let mut e = errors.iter().cycle().cloned();
+        let mut err = move || e.next().expect("cycle of a non-empty list");
+        let t = TopicId(Uuid([9; 16]));
+        vec![
+            ResponseBody::RegisterController,
+            ResponseBody::DescribeControllers(DescribeControllersResponse {
+                controllers: vec![DescribedController {
+                    controller_id: NodeId(1),
+                    incarnation_id: Uuid([1; 16]),
+                    end_points: vec![
+                        ControllerEndpointV1 {
+                            name: "CONTROLLER".into(),
+                            host: "10.0.0.1".into(),
+                            port: 9093,
+                            security_protocol: 0,
+                        },
+                        ControllerEndpointV1 {
+                            name: "KAFKA".into(),
+                            host: "10.0.0.1".into(),
+                            port: 9092,
+                            security_protocol: 0,
+                        },
+                    ],
+                    features: vec![SupportedFeatureV1 {
+                        name: "metadata.version".into(),
+                        min_level: 7,
+                        max_level: 27,
+                    }],
+                }],
+            }),
+            ResponseBody::DescribeTopics(DescribeTopicsResponse {
+                topics: vec![
+                    (
+                        TopicRef::Name("orders".into()),
+                        Ok(DescribedTopic {
+                            topic_id: t,
+                            name: "orders".into(),
+                            partitions: vec![
+                                DescribedPartition {
+                                    partition_id: PartitionId(0),
+                                    leader: Some(NodeId(2)),
+                                    leader_epoch: LeaderEpoch(3),
+                                    partition_epoch: PartitionEpoch(5),
+                                    replicas: vec![NodeId(2), NodeId(1)],
+                                    isr: vec![NodeId(2)],
+                                    offline_replicas: vec![NodeId(1)],
+                                },
+                                DescribedPartition {
+                                    partition_id: PartitionId(1),
+                                    leader: None,
+                                    leader_epoch: LeaderEpoch(1),
+                                    partition_epoch: PartitionEpoch(1),
+                                    replicas: vec![NodeId(1)],
+                                    isr: vec![NodeId(1)],
+                                    offline_replicas: vec![NodeId(1)],
+                                },
+                            ],
+                        }),
+                    ),
+                    (TopicRef::Id(TopicId(Uuid([0xee; 16]))), Err(err())),
+                ],
+            }),
+            ResponseBody::DescribeFeatures(DescribeFeaturesResponse {
+                finalized: vec![FinalizedFeatureLevel {
+                    name: "metadata.version".into(),
+                    min_level: 7,
+                    max_level: 27,
+                }],
+                finalized_epoch: Some(LogOffset(41)),
+                supported: vec![SupportedFeatureV1 {
+                    name: "metadata.version".into(),
+                    min_level: 7,
+                    max_level: 27,
+                }],
+            }),
+            ResponseBody::DeleteTopicsV2(DeleteTopicsV2Response {
+                topics: vec![
+                    (
+                        TopicRef::Id(t),
+                        Ok(DeletedTopic {
+                            topic_id: t,
+                            name: "orders".into(),
+                        }),
+                    ),
+                    (TopicRef::Name("gone".into()), Err(err())),
+                ],
+            }),
+        ]
+    }
+
+    /// Requests appended for the Kafka listener, pinned by the golden file (after the
+    /// distinct errors), with the answers to the first five.
+    fn golden_listener_frames() -> (Vec<RequestFrame>, Vec<ResponseFrame>) {
+        let t = TopicId(Uuid([9; 16]));
+        let bodies = vec![
+            RequestBody::RegisterController(RegisterControllerRequest {
+                controller_id: NodeId(1),
+                incarnation_id: Uuid([0x44; 16]),
+                end_points: vec![ControllerEndpointV1 {
+                    name: "CONTROLLER".into(),
+                    host: "10.0.0.1".into(),
+                    port: 9093,
+                    security_protocol: 0,
+                }],
+                features: vec![SupportedFeatureV1 {
+                    name: "metadata.version".into(),
+                    min_level: 7,
+                    max_level: 27,
+                }],
+            }),
+            RequestBody::DescribeControllers,
+            RequestBody::DescribeTopics(DescribeTopicsRequest {
+                topics: Some(vec![TopicRef::Name("orders".into()), TopicRef::Id(t)]),
+            }),
+            RequestBody::DescribeFeatures,
+            RequestBody::DeleteTopicsV2(DeleteTopicsV2Request {
+                topics: vec![TopicRef::Id(t), TopicRef::Name("gone".into())],
+            }),
+            RequestBody::LocalRead(Box::new(LocalRead::DescribeCluster)),
+            RequestBody::LocalRead(Box::new(LocalRead::DescribeTopics(DescribeTopicsRequest {
+                topics: None,
+            }))),
+            RequestBody::LocalRead(Box::new(LocalRead::DescribeControllers)),
+            RequestBody::LocalRead(Box::new(LocalRead::DescribeFeatures)),
+        ];
+        let requests = bodies
+            .into_iter()
+            .zip(301..)
+            .map(|(body, correlation_id)| RequestFrame {
+                correlation_id,
+                timeout_ms: 1_000,
+                body,
+            })
+            .collect();
+        let responses = one_of_each_listener_response_body(&[ApiError::UnknownTopicId {
+            topic_id: TopicId(Uuid([0xee; 16])),
+        }])
+        .into_iter()
+        .zip(301..)
+        .map(|(body, correlation_id)| ResponseFrame {
+            correlation_id,
+            body: Ok(body),
+        })
+        .collect();
+        (requests, responses)
     }
 
     /// Every ApiError variant, every RpcError variant and every response body kind survives
@@ -1400,7 +1721,7 @@ mod tests {
         );
         let bodies = one_of_each_response_body(&errors);
         let kinds: Vec<&str> = bodies.iter().map(ResponseBody::kind).collect();
-        assert_eq!(kinds.len(), 18);
+        assert_eq!(kinds.len(), 23);
         frames.extend(bodies.into_iter().map(|b| ResponseFrame {
             correlation_id: 2,
             body: Ok(b),
@@ -1436,6 +1757,48 @@ mod tests {
         }
         let (old, _) = golden_frames();
         assert!(old.iter().all(|q| !q.body.is_raft()));
+    }
+
+    /// The listener's frames round-trip; each of the first five responses answers the request
+    /// of the same kind; only `LocalRead` is a local read, answered by its read's kind; none is
+    /// a Raft request.
+    #[test]
+    fn listener_frames_round_trip_and_pair_up() {
+        let (requests, responses) = golden_listener_frames();
+        for q in &requests {
+            let b = encode_request(q, MAX).unwrap();
+            assert_eq!(
+                &RequestFrame::from_archived(decode_request(&b, MAX).unwrap()),
+                q
+            );
+            assert!(!q.body.is_raft());
+            assert_eq!(
+                q.body.is_local_read(),
+                matches!(q.body, RequestBody::LocalRead(_)),
+                "{}",
+                q.body.kind()
+            );
+        }
+        for (q, r) in requests.iter().zip(&responses) {
+            let b = encode_response(r, MAX).unwrap();
+            let back = ResponseFrame::from_archived(decode_response(&b, MAX).unwrap());
+            assert_eq!(&back, r);
+            assert_eq!(back.body.unwrap().kind(), q.body.kind());
+        }
+        // A local read names the read it carries, which names its response.
+        let local: Vec<&str> = requests[5..].iter().map(|q| q.body.kind()).collect();
+        assert_eq!(
+            local,
+            [
+                "DescribeCluster",
+                "DescribeTopics",
+                "DescribeControllers",
+                "DescribeFeatures"
+            ]
+        );
+        let (old, _) = golden_frames();
+        let (raft, _) = golden_raft_frames();
+        assert!(old.iter().chain(&raft).all(|q| !q.body.is_local_read()));
     }
 
     /// A fetch response whose batches skip an offset passes rkyv validation but fails

@@ -36,8 +36,8 @@ pub use connection::{RpcConnection, RpcConnectionConfig};
 pub use describe_quorum::{DescribeQuorumResponse, ReplicaState};
 pub use envelope::{
     decode_request, decode_response, encode_request, encode_response, peek_correlation_id,
-    rpc_error_for, ArchivedRequestFrame, ArchivedResponseFrame, EncodedFrame, RequestBody,
-    RequestFrame, ResponseBody, ResponseFrame,
+    rpc_error_for, ArchivedRequestFrame, ArchivedResponseFrame, EncodedFrame, LocalRead,
+    RequestBody, RequestFrame, ResponseBody, ResponseFrame,
 };
 pub use error::{ProtocolError, RpcConnectionError};
 pub use rpc_error::{LeaderHint, RpcError};

@@ -12,12 +12,17 @@
 //!
 //! Per-item errors (one topic of a CreateTopics, ...) are inside the response body, as the
 //! handlers return them.
+//!
+//! A [`RequestBody::LocalRead`] is dispatched here like the read it carries (the active
+//! controller's answer). A node that is not the active controller answers it with
+//! [`local_read`] instead: from its committed image, at once.
 
 use corum_controller::control::cluster_control::TickResponse;
 use corum_controller::records::MetadataRecord;
 use corum_controller::{ApiError, Controller, ControllerResult, RequestContext};
+use corum_types::NodeId;
 
-use crate::protocol::{RequestBody, ResponseBody, RpcError};
+use crate::protocol::{LocalRead, RequestBody, ResponseBody, RpcError};
 
 /// What the driver does with a request the controller accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,10 +108,22 @@ pub fn dispatch(
             controller.allocate_producer_ids(r),
             ResponseBody::AllocateProducerIds,
         ),
-        RequestBody::DescribeCluster => controller
-            .describe_cluster()
-            .map(|resp| Dispatch::Answer(ResponseBody::DescribeCluster(resp)))
+        RequestBody::DescribeCluster => read(controller, &LocalRead::DescribeCluster),
+        RequestBody::RegisterController(r) => {
+            Dispatch::from_result(controller.register_controller(r), |()| {
+                ResponseBody::RegisterController
+            })
+        }
+        RequestBody::DescribeControllers => read(controller, &LocalRead::DescribeControllers),
+        RequestBody::DescribeTopics(r) => controller
+            .describe_topics(r)
+            .map(|resp| Dispatch::Answer(ResponseBody::DescribeTopics(resp)))
             .map_err(rpc_error),
+        RequestBody::DescribeFeatures => read(controller, &LocalRead::DescribeFeatures),
+        RequestBody::DeleteTopicsV2(r) => {
+            Dispatch::from_result(controller.delete_topics_v2(r), ResponseBody::DeleteTopicsV2)
+        }
+        RequestBody::LocalRead(r) => read(controller, r),
         // Served by the Raft shard, never by the controller (`RequestBody::is_raft` routes
         // them); answered as not implemented here rather than panicking on a routing mistake.
         RequestBody::DescribeQuorum
@@ -118,6 +135,54 @@ pub fn dispatch(
             api: body.kind().into(),
         }),
     }
+}
+
+/// The active controller's answer to `read` (its image with in-flight records).
+fn read(controller: &Controller, read: &LocalRead) -> Result<Dispatch, RpcError> {
+    let body = match read {
+        LocalRead::DescribeCluster => controller
+            .describe_cluster()
+            .map(ResponseBody::DescribeCluster),
+        LocalRead::DescribeConfigs(r) => controller
+            .describe_configs(&r.resources)
+            .map(ResponseBody::DescribeConfigs),
+        LocalRead::DescribeTopics(r) => controller
+            .describe_topics(r)
+            .map(ResponseBody::DescribeTopics),
+        LocalRead::DescribeControllers => controller
+            .describe_controllers()
+            .map(ResponseBody::DescribeControllers),
+        LocalRead::DescribeFeatures => controller
+            .describe_features()
+            .map(ResponseBody::DescribeFeatures),
+    };
+    body.map(Dispatch::Answer).map_err(rpc_error)
+}
+
+/// The answer of a node that is not the active controller to `read`: from its committed
+/// image (everything it replayed), at once. DescribeCluster names `leader`, the Raft leader
+/// the node knows, as the active controller; with none known it is `NotController` (no hint:
+/// an election is running).
+pub fn local_read(
+    controller: &Controller,
+    read: &LocalRead,
+    leader: Option<NodeId>,
+) -> Result<ResponseBody, RpcError> {
+    let reads = controller.committed_reads();
+    Ok(match read {
+        LocalRead::DescribeCluster => {
+            let leader = leader.ok_or(RpcError::NotController { leader: None })?;
+            ResponseBody::DescribeCluster(reads.describe_cluster(leader))
+        }
+        LocalRead::DescribeConfigs(r) => {
+            ResponseBody::DescribeConfigs(reads.describe_configs(&r.resources))
+        }
+        LocalRead::DescribeTopics(r) => ResponseBody::DescribeTopics(reads.describe_topics(r)),
+        LocalRead::DescribeControllers => {
+            ResponseBody::DescribeControllers(reads.describe_controllers())
+        }
+        LocalRead::DescribeFeatures => ResponseBody::DescribeFeatures(reads.describe_features()),
+    })
 }
 
 /// The periodic tick of the active controller (fencing, leader election, topic removal): the
@@ -144,15 +209,16 @@ pub fn effective_timeout_ms(timeout_ms: u32, default_ms: u64, max_ms: u64) -> u6
 mod tests {
     use super::*;
     use corum_controller::control::cluster_control::{
-        BrokerHeartbeatRequest, TargetState, UnregisterBrokerRequest,
+        BrokerHeartbeatRequest, RegisterControllerRequest, TargetState, UnregisterBrokerRequest,
     };
     use corum_controller::control::config_control::DescribeConfigsRequest;
     use corum_controller::control::replication_control::{
-        CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest,
+        CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest, DeleteTopicsV2Request,
+        DescribeTopicsRequest, TopicRef,
     };
     use corum_controller::image::ConfigResource;
-    use corum_controller::records::{ListenerV1, SupportedFeatureV1};
-    use corum_controller::ControllerConfig;
+    use corum_controller::records::{ControllerEndpointV1, ListenerV1, SupportedFeatureV1};
+    use corum_controller::{ControllerConfig, TopicId};
     use corum_types::{LogOffset, NodeId, Uuid};
 
     fn ctx(next: u64) -> RequestContext {
@@ -198,6 +264,14 @@ mod tests {
             RequestBody::DeleteTopics(DeleteTopicsRequest { names: vec![] }),
             RequestBody::DescribeConfigs(DescribeConfigsRequest { resources: vec![] }),
             RequestBody::DescribeCluster,
+            RequestBody::RegisterController(register_controller(1)),
+            RequestBody::DescribeControllers,
+            RequestBody::DescribeTopics(DescribeTopicsRequest { topics: None }),
+            RequestBody::DescribeFeatures,
+            RequestBody::DeleteTopicsV2(DeleteTopicsV2Request { topics: vec![] }),
+            // Dispatch is the active controller's path, local reads included: the service
+            // answers them with `local_read` when it is not active.
+            RequestBody::LocalRead(Box::new(LocalRead::DescribeFeatures)),
         ];
         for b in &bodies {
             assert_eq!(
@@ -264,6 +338,138 @@ mod tests {
                 broker_id: NodeId(99)
             }))
         );
+    }
+
+    fn register_controller(id: u32) -> RegisterControllerRequest {
+        RegisterControllerRequest {
+            controller_id: NodeId(id),
+            incarnation_id: Uuid([id as u8; 16]),
+            end_points: vec![ControllerEndpointV1 {
+                name: "CONTROLLER".into(),
+                host: "c".into(),
+                port: 9093,
+                security_protocol: 0,
+            }],
+            features: vec![],
+        }
+    }
+
+    /// The requests appended for the Kafka listener: a registration is proposed (and an
+    /// invalid one refused whole), reads are answered at once, a deletion by an unknown id
+    /// fails per item; a local read at the active controller answers what the same read sent
+    /// alone does.
+    #[test]
+    fn active_dispatch_of_listener_requests() {
+        let mut c = Controller::new(ControllerConfig::default(), NodeId(1)).unwrap();
+        c.on_become_active(0);
+        let d = dispatch(
+            &mut c,
+            &RequestBody::RegisterController(register_controller(2)),
+            &ctx(0),
+        )
+        .unwrap();
+        let Dispatch::Propose { records, response } = d else {
+            panic!("a registration is proposed: {d:?}");
+        };
+        assert_eq!(response, ResponseBody::RegisterController);
+        c.on_proposed(LogOffset(0), &records).unwrap();
+        let mut bad = register_controller(3);
+        bad.end_points[0].port = 0;
+        assert!(matches!(
+            dispatch(&mut c, &RequestBody::RegisterController(bad), &ctx(1)),
+            Err(RpcError::Api(ApiError::InvalidRequest { .. }))
+        ));
+        for (plain, read) in [
+            (
+                RequestBody::DescribeControllers,
+                LocalRead::DescribeControllers,
+            ),
+            (RequestBody::DescribeFeatures, LocalRead::DescribeFeatures),
+            (RequestBody::DescribeCluster, LocalRead::DescribeCluster),
+            (
+                RequestBody::DescribeTopics(DescribeTopicsRequest { topics: None }),
+                LocalRead::DescribeTopics(DescribeTopicsRequest { topics: None }),
+            ),
+        ] {
+            let alone = dispatch(&mut c, &plain, &ctx(1)).unwrap();
+            assert!(matches!(alone, Dispatch::Answer(_)), "{}", plain.kind());
+            let local = RequestBody::LocalRead(Box::new(read));
+            assert_eq!(dispatch(&mut c, &local, &ctx(1)).unwrap(), alone);
+        }
+        let Dispatch::Answer(ResponseBody::DescribeControllers(dc)) =
+            dispatch(&mut c, &RequestBody::DescribeControllers, &ctx(1)).unwrap()
+        else {
+            unreachable!()
+        };
+        assert_eq!(
+            dc.controllers.len(),
+            1,
+            "in flight, seen by the active reads"
+        );
+        let unknown = TopicRef::Id(TopicId(Uuid([9; 16])));
+        let d = dispatch(
+            &mut c,
+            &RequestBody::DeleteTopicsV2(DeleteTopicsV2Request {
+                topics: vec![unknown.clone()],
+            }),
+            &ctx(1),
+        )
+        .unwrap();
+        let Dispatch::Answer(ResponseBody::DeleteTopicsV2(r)) = d else {
+            panic!("nothing to delete: answered at once: {d:?}");
+        };
+        assert_eq!(
+            r.topics,
+            vec![(
+                unknown,
+                Err(ApiError::UnknownTopicId {
+                    topic_id: TopicId(Uuid([9; 16]))
+                })
+            )]
+        );
+    }
+
+    /// A node that is not active answers local reads from its committed image: nothing in
+    /// flight shows, and DescribeCluster names the leader given, or is NotController without
+    /// one.
+    #[test]
+    fn local_reads_answer_from_the_committed_image() {
+        let mut c = Controller::new(ControllerConfig::default(), NodeId(1)).unwrap();
+        c.on_become_active(0);
+        let Dispatch::Propose { records, .. } = dispatch(
+            &mut c,
+            &RequestBody::RegisterController(register_controller(2)),
+            &ctx(0),
+        )
+        .unwrap() else {
+            panic!("a registration is proposed");
+        };
+        c.on_proposed(LogOffset(0), &records).unwrap();
+        let Ok(ResponseBody::DescribeControllers(dc)) =
+            local_read(&c, &LocalRead::DescribeControllers, Some(NodeId(1)))
+        else {
+            panic!("DescribeControllers answers");
+        };
+        assert!(
+            dc.controllers.is_empty(),
+            "the registration is not committed"
+        );
+        assert_eq!(
+            local_read(&c, &LocalRead::DescribeCluster, None),
+            Err(RpcError::NotController { leader: None })
+        );
+        let Ok(ResponseBody::DescribeCluster(cluster)) =
+            local_read(&c, &LocalRead::DescribeCluster, Some(NodeId(7)))
+        else {
+            panic!("DescribeCluster answers with a leader known");
+        };
+        assert_eq!(cluster.controller_id, NodeId(7));
+        let Ok(ResponseBody::DescribeFeatures(f)) =
+            local_read(&c, &LocalRead::DescribeFeatures, None)
+        else {
+            panic!("DescribeFeatures answers");
+        };
+        assert_eq!(f.finalized_epoch, None, "nothing committed");
     }
 
     /// 0 means the server default; nothing exceeds the server maximum.

@@ -1,4 +1,5 @@
-//! Brokers: registration and heartbeats, leases, fencing, unfencing, controlled shutdown.
+//! Brokers: registration and heartbeats, leases, fencing, unfencing, controlled shutdown; and
+//! controllers' registrations (KIP-919), at the end of the file.
 //!
 //! Heartbeat handling (KIP-631 as the thread settled it), for a heartbeat arriving at `now_ms`:
 //!
@@ -34,10 +35,11 @@ use corum_types::{BrokerEpoch, LogOffset, NodeId, Uuid};
 use super::replication_control::{elect_for_unfenced, leadership_count, move_off_brokers};
 use super::{ControllerResult, RequestContext, View};
 use crate::error::ApiError;
-use crate::image::{BrokerRegistration, MetadataImage};
+use crate::image::{BrokerRegistration, ControllerRegistration, MetadataImage};
 use crate::records::{
-    BrokerRegistrationChangeRecordV1, FenceBrokerRecordV1, ListenerV1, MetadataRecord,
-    RegisterBrokerRecordV1, SupportedFeatureV1, UnfenceBrokerRecordV1, UnregisterBrokerRecordV1,
+    BrokerRegistrationChangeRecordV1, ControllerEndpointV1, FenceBrokerRecordV1, ListenerV1,
+    MetadataRecord, RegisterBrokerRecordV1, RegisterControllerRecordV1, SupportedFeatureV1,
+    UnfenceBrokerRecordV1, UnregisterBrokerRecordV1,
 };
 
 /// One broker's lease: soft state of the active controller.
@@ -473,7 +475,8 @@ pub struct DescribedBroker {
 #[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[rkyv(derive(Debug))]
 pub struct DescribeClusterResponse {
-    /// This controller's id (the driver answers NotController before calling when not active).
+    /// The active controller's id: the answering controller's own when it is active; in a
+    /// read any node answers from its committed image, the Raft leader that node knows.
     pub controller_id: NodeId,
     pub brokers: Vec<DescribedBroker>,
     pub topic_count: usize,
@@ -500,5 +503,92 @@ pub(crate) fn describe_cluster(
             .collect(),
         topic_count: image.topics.len(),
         partition_count: image.topics.partition_count(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Controller registration (KIP-919).
+//
+// | request                                           | image (incl. in flight)           | outcome                         |
+// |---------------------------------------------------|-----------------------------------|---------------------------------|
+// | invalid (`ControllerRegistration::invalid_reason`) | any                               | InvalidRequest naming the rule  |
+// | valid                                             | holds exactly this registration   | no records (a re-sent request)  |
+// | valid                                             | none, or a different one          | RegisterController              |
+//
+// Any id is accepted: the controller does not know the voter set (Raft keeps it). Comparing
+// lists ignores their order (both are kept in name order).
+
+/// A controller's registration (Kafka's ControllerRegistration request): its id, the
+/// incarnation of its process, its listeners and the feature ranges it supports. Nodes send it
+/// again after every start and may re-send it at will: an unchanged registration writes
+/// nothing.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct RegisterControllerRequest {
+    pub controller_id: NodeId,
+    pub incarnation_id: Uuid,
+    pub end_points: Vec<ControllerEndpointV1>,
+    pub features: Vec<SupportedFeatureV1>,
+}
+
+pub(crate) fn register_controller(
+    view: View<'_>,
+    req: &RegisterControllerRequest,
+) -> Result<ControllerResult<()>, ApiError> {
+    let reg = ControllerRegistration {
+        controller_id: req.controller_id,
+        incarnation_id: req.incarnation_id,
+        end_points: req.end_points.clone(),
+        features: req.features.clone(),
+    }
+    .sorted();
+    if let Some(reason) = reg.invalid_reason() {
+        return Err(ApiError::InvalidRequest {
+            reason: format!("controller {}: {reason}", req.controller_id).into(),
+        });
+    }
+    if view.image.controllers.get(req.controller_id) == Some(&reg) {
+        return Ok(ControllerResult::new(Vec::new(), ()));
+    }
+    let record = MetadataRecord::RegisterController(RegisterControllerRecordV1 {
+        controller_id: reg.controller_id,
+        incarnation_id: reg.incarnation_id,
+        end_points: reg.end_points,
+        features: reg.features,
+    });
+    Ok(ControllerResult::new(vec![record], ()))
+}
+
+/// One registered controller as DescribeControllers shows it.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DescribedController {
+    pub controller_id: NodeId,
+    pub incarnation_id: Uuid,
+    /// In name order.
+    pub end_points: Vec<ControllerEndpointV1>,
+    /// In name order.
+    pub features: Vec<SupportedFeatureV1>,
+}
+
+/// Every registered controller, in id order.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DescribeControllersResponse {
+    pub controllers: Vec<DescribedController>,
+}
+
+pub(crate) fn describe_controllers(image: &MetadataImage) -> DescribeControllersResponse {
+    DescribeControllersResponse {
+        controllers: image
+            .controllers
+            .iter()
+            .map(|c| DescribedController {
+                controller_id: c.controller_id,
+                incarnation_id: c.incarnation_id,
+                end_points: c.end_points.clone(),
+                features: c.features.clone(),
+            })
+            .collect(),
     }
 }

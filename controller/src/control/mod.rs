@@ -2,6 +2,12 @@
 //! records and a response by reading a `View` of the image; none of them mutates anything.
 //! Shared types: [`RequestContext`] (inputs every handler gets) and [`ControllerResult`].
 //!
+//! Reads are pure functions of one image, gathered in [`ImageReads`]: the active controller
+//! answers them from its image with in-flight records ([`crate::Controller`]'s read methods),
+//! and any node, active or not, may answer them from its committed image
+//! ([`crate::Controller::committed_reads`]), as Kafka's brokers answer Metadata,
+//! DescribeCluster, DescribeConfigs and ApiVersions from the image they replayed.
+//!
 //! Every public request and response type (and [`crate::ApiError`]) derives rkyv, so the node's RPC
 //! protocol (`corum-protocol`) sends them as they are. Their field and variant order is
 //! therefore a wire format: add fields only in a new request version, append enum variants only.
@@ -12,11 +18,16 @@ pub mod feature_control;
 pub mod producer_id_control;
 pub mod replication_control;
 
-use corum_types::LogOffset;
+use corum_types::{LogOffset, NodeId};
 
 use crate::config::ControllerConfig;
-use crate::image::MetadataImage;
+use crate::image::{ConfigResource, MetadataImage};
 use crate::records::MetadataRecord;
+
+use cluster_control::{DescribeClusterResponse, DescribeControllersResponse};
+use config_control::DescribeConfigsResponse;
+use feature_control::DescribeFeaturesResponse;
+use replication_control::{DescribeTopicsRequest, DescribeTopicsResponse};
 
 pub use cluster_control::Leases;
 
@@ -56,4 +67,47 @@ pub(crate) struct View<'a> {
     /// Committed records only.
     pub committed: &'a MetadataImage,
     pub leases: &'a Leases,
+}
+
+/// The reads of one image: each a pure function of it (no records, no state). See the module
+/// doc for which image a node reads.
+#[derive(Clone, Copy)]
+pub struct ImageReads<'a> {
+    image: &'a MetadataImage,
+}
+
+impl<'a> ImageReads<'a> {
+    pub fn new(image: &'a MetadataImage) -> ImageReads<'a> {
+        ImageReads { image }
+    }
+
+    /// The image these reads answer from.
+    pub fn image(&self) -> &'a MetadataImage {
+        self.image
+    }
+
+    /// Topics and their partitions (Kafka's Metadata and DescribeTopicPartitions).
+    pub fn describe_topics(&self, req: &DescribeTopicsRequest) -> DescribeTopicsResponse {
+        replication_control::describe_topics(self.image, req)
+    }
+
+    /// Every controller registration (KIP-919: DescribeCluster for endpoint type controller).
+    pub fn describe_controllers(&self) -> DescribeControllersResponse {
+        cluster_control::describe_controllers(self.image)
+    }
+
+    /// Finalized features with their epoch, and the supported ranges (ApiVersions).
+    pub fn describe_features(&self) -> DescribeFeaturesResponse {
+        feature_control::describe_features(self.image)
+    }
+
+    /// Configs of `resources`.
+    pub fn describe_configs(&self, resources: &[ConfigResource]) -> DescribeConfigsResponse {
+        config_control::describe_configs(self.image, resources)
+    }
+
+    /// Brokers and counts, naming `controller_id` as the active controller.
+    pub fn describe_cluster(&self, controller_id: NodeId) -> DescribeClusterResponse {
+        cluster_control::describe_cluster(self.image, controller_id)
+    }
 }

@@ -589,6 +589,49 @@ fn create_one_topic(
 }
 
 // ---------------------------------------------------------------------------------------------
+// Naming topics: by name or by id (KIP-516).
+
+/// A topic as a client names it: by name, or by its id (Kafka's DeleteTopics v6 and Metadata
+/// v10+ take either).
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub enum TopicRef {
+    Name(String),
+    Id(TopicId),
+}
+
+impl TopicRef {
+    /// The topic this names in `image`, including one being deleted. An unknown name is
+    /// `UnknownTopic` (Kafka's UNKNOWN_TOPIC_OR_PARTITION), an unknown id `UnknownTopicId`
+    /// (Kafka's UNKNOWN_TOPIC_ID).
+    fn resolve<'a>(&self, image: &'a MetadataImage) -> Result<&'a TopicImage, ApiError> {
+        match self {
+            TopicRef::Name(name) => image
+                .topics
+                .get_by_name(name)
+                .ok_or_else(|| ApiError::UnknownTopic { name: name.clone() }),
+            TopicRef::Id(topic_id) => image.topics.get(*topic_id).ok_or(ApiError::UnknownTopicId {
+                topic_id: *topic_id,
+            }),
+        }
+    }
+
+    /// [`TopicRef::resolve`] that hides a topic being deleted, as admin reads do (it is
+    /// unknown to them).
+    fn resolve_visible<'a>(&self, image: &'a MetadataImage) -> Result<&'a TopicImage, ApiError> {
+        match self.resolve(image)? {
+            t if !t.deleting => Ok(t),
+            t => Err(match self {
+                TopicRef::Name(name) => ApiError::UnknownTopic { name: name.clone() },
+                TopicRef::Id(_) => ApiError::UnknownTopicId {
+                    topic_id: t.topic_id,
+                },
+            }),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // DeleteTopics.
 
 #[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -604,44 +647,102 @@ pub struct DeleteTopicsResponse {
     pub topics: Vec<(String, Result<TopicId, ApiError>)>,
 }
 
+/// DeleteTopics naming each topic by name or by id (Kafka's DeleteTopics v6): the same
+/// deletion as [`DeleteTopicsRequest`], whose results are keyed back by what was sent.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DeleteTopicsV2Request {
+    pub topics: Vec<TopicRef>,
+}
+
+/// A topic marked for deletion: both its id and its name, whichever the request named it by.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DeletedTopic {
+    pub topic_id: TopicId,
+    pub name: String,
+}
+
+/// One result per requested topic, in request order, keyed by the request's own reference.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DeleteTopicsV2Response {
+    pub topics: Vec<(TopicRef, Result<DeletedTopic, ApiError>)>,
+}
+
 /// Phase one of deletion: a `Topic{deleting: true}` record per topic. Phase two (`RemoveTopic`)
 /// is written by [`remove_deleted_topics`] once the intent is committed.
 pub(crate) fn delete_topics(
     view: View<'_>,
     req: &DeleteTopicsRequest,
 ) -> ControllerResult<DeleteTopicsResponse> {
+    let refs: Vec<TopicRef> = req.names.iter().cloned().map(TopicRef::Name).collect();
+    let (records, results) = mark_deleting(view, &refs);
+    let topics = req
+        .names
+        .iter()
+        .cloned()
+        .zip(results)
+        .map(|(name, r)| (name, r.map(|d| d.topic_id)))
+        .collect();
+    ControllerResult::new(records, DeleteTopicsResponse { topics })
+}
+
+/// [`delete_topics`] with topics named by name or id.
+pub(crate) fn delete_topics_v2(
+    view: View<'_>,
+    req: &DeleteTopicsV2Request,
+) -> ControllerResult<DeleteTopicsV2Response> {
+    let (records, results) = mark_deleting(view, &req.topics);
+    let topics = req.topics.iter().cloned().zip(results).collect();
+    ControllerResult::new(records, DeleteTopicsV2Response { topics })
+}
+
+/// The deletion records of `refs` and one result per reference, in order. A topic named twice
+/// (the same reference again, or by its name and by its id) fails the second time.
+fn mark_deleting(
+    view: View<'_>,
+    refs: &[TopicRef],
+) -> (Vec<MetadataRecord>, Vec<Result<DeletedTopic, ApiError>>) {
+    let twice = || ApiError::InvalidRequest {
+        reason: "topic named more than once in the request".into(),
+    };
     let mut records = Vec::new();
-    let mut results = Vec::with_capacity(req.names.len());
-    for (i, name) in req.names.iter().enumerate() {
-        let result = if req.names[..i].contains(name) {
-            Err(ApiError::InvalidRequest {
-                reason: "topic named more than once in the request".into(),
-            })
+    let mut marked = BTreeSet::new();
+    let mut results = Vec::with_capacity(refs.len());
+    for (i, r) in refs.iter().enumerate() {
+        let result = if refs[..i].contains(r) {
+            Err(twice())
         } else {
-            match view.image.topics.get_by_name(name) {
-                None => Err(ApiError::UnknownTopic { name: name.clone() }),
-                Some(t) if t.deleting => {
-                    Err(ApiError::TopicDeletionInProgress { name: name.clone() })
-                }
-                Some(_) if records.len() >= view.config.records_per_batch_max => {
+            match r.resolve(view.image) {
+                Err(e) => Err(e),
+                Ok(t) if t.deleting => Err(ApiError::TopicDeletionInProgress {
+                    name: t.name.to_string(),
+                }),
+                Ok(t) if marked.contains(&t.topic_id) => Err(twice()),
+                Ok(_) if records.len() >= view.config.records_per_batch_max => {
                     Err(ApiError::TooManyRecords {
                         records: records.len() + 1,
                         max: view.config.records_per_batch_max,
                     })
                 }
-                Some(t) => {
+                Ok(t) => {
+                    marked.insert(t.topic_id);
                     records.push(MetadataRecord::Topic(TopicRecordV1 {
-                        name: name.clone(),
+                        name: t.name.to_string(),
                         topic_id: t.topic_id,
                         deleting: true,
                     }));
-                    Ok(t.topic_id)
+                    Ok(DeletedTopic {
+                        topic_id: t.topic_id,
+                        name: t.name.to_string(),
+                    })
                 }
             }
         };
-        results.push((name.clone(), result));
+        results.push(result);
     }
-    ControllerResult::new(records, DeleteTopicsResponse { topics: results })
+    (records, results)
 }
 
 /// Phase two of deletion: `RemoveTopic` for every topic whose deletion intent is committed and
@@ -660,6 +761,116 @@ pub(crate) fn remove_deleted_topics(
                 crate::records::RemoveTopicRecordV1 { topic_id },
             ));
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// DescribeTopics: what Kafka's Metadata (v10+) and DescribeTopicPartitions answers need.
+
+/// The topics to describe: `None` describes every topic (Kafka's "all topics" Metadata).
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DescribeTopicsRequest {
+    pub topics: Option<Vec<TopicRef>>,
+}
+
+/// One partition's replication state.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DescribedPartition {
+    pub partition_id: PartitionId,
+    /// `None` when the partition has no leader (Kafka: leader -1, LEADER_NOT_AVAILABLE).
+    pub leader: Option<NodeId>,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: PartitionEpoch,
+    /// Assigned replicas; the first is the preferred leader.
+    pub replicas: Vec<NodeId>,
+    pub isr: Vec<NodeId>,
+    /// Replicas on a broker that is not registered or is fenced (Kafka's `offline_replicas`,
+    /// which a broker also fills with replicas on a broker without the request's listener or
+    /// on an offline log directory: the listener knows the former, corum has no log
+    /// directories). corum keeps no eligible leader replicas (KIP-966): a
+    /// DescribeTopicPartitions answer lists none.
+    pub offline_replicas: Vec<NodeId>,
+}
+
+/// A topic and its partitions, in partition id order.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DescribedTopic {
+    pub topic_id: TopicId,
+    pub name: String,
+    pub partitions: Vec<DescribedPartition>,
+}
+
+/// One result per requested topic, in request order, keyed by the request's reference; for
+/// "all topics", every topic not being deleted, in name order, keyed by name. A topic being
+/// deleted is unknown here, as to every admin request.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DescribeTopicsResponse {
+    pub topics: Vec<(TopicRef, Result<DescribedTopic, ApiError>)>,
+}
+
+/// Describes the topics of `req` as `image` holds them (a read: no records).
+pub(crate) fn describe_topics(
+    image: &MetadataImage,
+    req: &DescribeTopicsRequest,
+) -> DescribeTopicsResponse {
+    let topics = match &req.topics {
+        Some(refs) => refs
+            .iter()
+            .map(|r| {
+                let described = r
+                    .resolve_visible(image)
+                    .map(|t| describe_topic(&image.brokers, t));
+                (r.clone(), described)
+            })
+            .collect(),
+        None => image
+            .topics
+            .names()
+            .filter_map(|(name, id)| {
+                image
+                    .topics
+                    .get(id)
+                    .filter(|t| !t.deleting)
+                    .map(|t| (name, t))
+            })
+            .map(|(name, t)| {
+                (
+                    TopicRef::Name(name.to_owned()),
+                    Ok(describe_topic(&image.brokers, t)),
+                )
+            })
+            .collect(),
+    };
+    DescribeTopicsResponse { topics }
+}
+
+fn describe_topic(brokers: &BrokersImage, t: &TopicImage) -> DescribedTopic {
+    DescribedTopic {
+        topic_id: t.topic_id,
+        name: t.name.to_string(),
+        partitions: t
+            .partitions
+            .iter()
+            .enumerate()
+            .map(|(i, p)| DescribedPartition {
+                partition_id: PartitionId(i as u32),
+                leader: p.leader,
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                replicas: p.replicas.to_vec(),
+                isr: p.isr.to_vec(),
+                offline_replicas: p
+                    .replicas
+                    .iter()
+                    .copied()
+                    .filter(|b| !brokers.is_unfenced(*b))
+                    .collect(),
+            })
+            .collect(),
     }
 }
 

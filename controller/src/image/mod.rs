@@ -11,6 +11,7 @@
 
 pub mod brokers;
 pub mod configs;
+pub mod controllers;
 pub mod features;
 pub mod producer_ids;
 pub mod topics;
@@ -28,6 +29,7 @@ use crate::records::{
 
 pub use brokers::{BrokerRegistration, BrokersImage};
 pub use configs::{ConfigResource, ConfigsImage};
+pub use controllers::{ControllerRegistration, ControllersImage};
 pub use features::{FeaturesImage, FinalizedFeature};
 pub use producer_ids::ProducerIdsImage;
 pub use topics::{PartitionImage, ReplicaList, TopicImage, TopicsImage};
@@ -42,6 +44,8 @@ pub struct MetadataImage {
     pub configs: ConfigsImage,
     pub features: FeaturesImage,
     pub producer_ids: ProducerIdsImage,
+    /// Registered controllers (KIP-919).
+    pub controllers: ControllersImage,
 }
 
 impl MetadataImage {
@@ -135,6 +139,9 @@ impl MetadataImage {
                 r.next_producer_id.to_native(),
             )?,
             R::NoOp(_) => {}
+            R::RegisterController(r) => self
+                .controllers
+                .replay_register(ControllerRegistration::from_archived(r)),
         }
         self.end_offset = offset.next();
         Ok(())
@@ -209,6 +216,9 @@ impl MetadataImage {
                     .replay(offset, r.broker_id, r.broker_epoch, r.next_producer_id)?
             }
             R::NoOp(_) => {}
+            R::RegisterController(r) => self
+                .controllers
+                .replay_register(ControllerRegistration::from_record(r)),
         }
         self.end_offset = offset.next();
         Ok(())
@@ -283,8 +293,8 @@ impl MetadataImage {
 
     /// Records that rebuild this image from an empty one (the body of a KIP-630 snapshot):
     /// replaying them in order gives an image equal to this one except for `end_offset`.
-    /// Brokers first (so features and partitions can refer to them), then features, topics with
-    /// their partitions, configs, and the producer-id high-water mark.
+    /// Brokers first (so features and partitions can refer to them), then controllers,
+    /// features, topics with their partitions, configs, and the producer-id high-water mark.
     pub fn snapshot_records(&self) -> Vec<MetadataRecord> {
         let mut out = Vec::new();
         for b in self.brokers.iter() {
@@ -312,6 +322,9 @@ impl MetadataImage {
                     },
                 ));
             }
+        }
+        for c in self.controllers.iter() {
+            out.push(MetadataRecord::RegisterController(c.to_record()));
         }
         for (name, f) in self.features.iter() {
             out.push(MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
@@ -364,7 +377,9 @@ impl MetadataImage {
     /// - every partition's replicas and ISR are duplicate-free, the ISR is a non-empty subset of
     ///   the replicas, and the leader (if any) is in the ISR and on a registered unfenced broker;
     /// - the name and id indexes and the deleting set agree with the topics;
-    /// - every finalized feature range is valid.
+    /// - every finalized feature range is valid;
+    /// - every controller registration is filed under its id, its lists in name order, and
+    ///   valid (`ControllerRegistration::invalid_reason`).
     pub fn check_invariants(&self) {
         self.check_structure(true);
     }
@@ -375,7 +390,7 @@ impl MetadataImage {
         self.check_structure(false);
     }
 
-    fn check_structure(&self, leaders_eligible: bool) {
+    fn check_structure(&self, written_by_controller: bool) {
         let mut partitions = 0;
         let mut leaderless = 0;
         for topic in self.topics.iter() {
@@ -414,7 +429,7 @@ impl MetadataImage {
                         at()
                     );
                 }
-                if let Some(leader) = p.leader.filter(|_| leaders_eligible) {
+                if let Some(leader) = p.leader.filter(|_| written_by_controller) {
                     assert!(p.isr.contains(&leader), "leader not in ISR at {}", at());
                     assert!(
                         self.brokers.is_unfenced(leader),
@@ -433,6 +448,7 @@ impl MetadataImage {
                 "feature {name}: {f:?}"
             );
         }
+        self.controllers.check_structure(written_by_controller);
     }
 }
 
@@ -580,6 +596,35 @@ mod tests {
                     next_producer_id
                 }
             )),
+            (
+                node(),
+                0..3u8,
+                proptest::collection::vec((0..3u8, 0..3u16), 0..3)
+            )
+                .prop_map(|(controller_id, incarnation, features)| {
+                    MetadataRecord::RegisterController(RegisterControllerRecordV1 {
+                        controller_id,
+                        incarnation_id: Uuid([incarnation; 16]),
+                        // Out of order: replay sorts them.
+                        end_points: ["KAFKA", "CONTROLLER"]
+                            .into_iter()
+                            .map(|name| ControllerEndpointV1 {
+                                name: name.into(),
+                                host: format!("c{controller_id}"),
+                                port: 9093,
+                                security_protocol: 0,
+                            })
+                            .collect(),
+                        features: features
+                            .into_iter()
+                            .map(|(f, max_level)| SupportedFeatureV1 {
+                                name: format!("f{f}"),
+                                min_level: 0,
+                                max_level,
+                            })
+                            .collect(),
+                    })
+                }),
         ]
     }
 

@@ -1,12 +1,16 @@
 //! Property tests over random operation sequences driven through the in-memory driver.
 
 use crate::common::{replay_log, Driver};
-use corum_controller::control::cluster_control::UnregisterBrokerRequest;
+use corum_controller::control::cluster_control::{
+    RegisterControllerRequest, UnregisterBrokerRequest,
+};
 use corum_controller::control::replication_control::{
     AlterIsrRequest, CreatableTopic, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteTopicsRequest, ElectLeadersRequest, ElectionType, IsrUpdate, PartitionsIncrease,
+    DeleteTopicsRequest, DeleteTopicsV2Request, DescribeTopicsRequest, ElectLeadersRequest,
+    ElectionType, IsrUpdate, PartitionsIncrease, TopicRef,
 };
-use corum_controller::records::{ListenerV1, SupportedFeatureV1};
+use corum_controller::control::ImageReads;
+use corum_controller::records::{ControllerEndpointV1, ListenerV1, SupportedFeatureV1};
 use corum_controller::{
     decode_batch, encode_batch, BrokerHeartbeatRequest, ControllerConfig, PartitionId,
 };
@@ -54,6 +58,16 @@ enum Op {
     Unregister {
         broker: u32,
     },
+    /// A controller registers (again), with one of two ports and feature ranges.
+    RegisterController {
+        controller: u32,
+        incarnation: u8,
+        variant: bool,
+    },
+    /// DeleteTopics naming the topic by its id.
+    DeleteTopicById {
+        name: u8,
+    },
     Commit,
     FailOver,
 }
@@ -72,6 +86,9 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0..4u8, 0..5u32, any::<u8>()).prop_map(|(name, partition, mask)| Op::AlterIsr { name, partition, mask }),
         1 => any::<bool>().prop_map(|unclean| Op::Elect { unclean }),
         1 => (1..6u32).prop_map(|broker| Op::Unregister { broker }),
+        1 => (1..4u32, 0..2u8, any::<bool>())
+            .prop_map(|(controller, incarnation, variant)| Op::RegisterController { controller, incarnation, variant }),
+        1 => (0..4u8).prop_map(|name| Op::DeleteTopicById { name }),
         4 => Just(Op::Commit),
         1 => Just(Op::FailOver),
     ]
@@ -267,6 +284,50 @@ fn apply(d: &mut Driver, op: &Op) {
                 .map(|r| r.records)
                 .unwrap_or_default()
         }
+        Op::RegisterController {
+            controller,
+            incarnation,
+            variant,
+        } => {
+            let req = RegisterControllerRequest {
+                controller_id: NodeId(*controller),
+                incarnation_id: Uuid([*incarnation; 16]),
+                end_points: vec![ControllerEndpointV1 {
+                    name: "CONTROLLER".into(),
+                    host: format!("c{controller}"),
+                    port: if *variant { 9093 } else { 19093 },
+                    security_protocol: 0,
+                }],
+                features: vec![SupportedFeatureV1 {
+                    name: "metadata.version".into(),
+                    min_level: 7,
+                    max_level: if *variant { 27 } else { 20 },
+                }],
+            };
+            let r = d.controller.register_controller(&req).unwrap();
+            // Registering what the image already holds writes nothing.
+            let again = d
+                .controller
+                .image()
+                .controllers
+                .get(req.controller_id)
+                .is_some_and(|c| {
+                    c.incarnation_id == req.incarnation_id
+                        && c.end_points == req.end_points
+                        && c.features == req.features
+                });
+            assert_eq!(r.records.is_empty(), again, "{op:?}");
+            r.records
+        }
+        Op::DeleteTopicById { name } => {
+            let Some(t) = d.controller.image().topics.get_by_name(&format!("t{name}")) else {
+                return;
+            };
+            let req = DeleteTopicsV2Request {
+                topics: vec![TopicRef::Id(t.topic_id)],
+            };
+            d.controller.delete_topics_v2(&req).unwrap().records
+        }
         Op::Commit => {
             d.commit();
             return;
@@ -302,6 +363,36 @@ proptest! {
         for op in &ops {
             apply(&mut d, op);
             d.controller.check_invariants();
+            // A standby that replayed the committed log answers every local read as the
+            // active controller's committed reads do.
+            if matches!(op, Op::Commit) {
+                let standby = replay_log(&d.log);
+                let (ours, theirs) = (d.controller.committed_reads(), ImageReads::new(&standby));
+                let all = DescribeTopicsRequest { topics: None };
+                prop_assert_eq!(ours.describe_topics(&all), theirs.describe_topics(&all));
+                prop_assert_eq!(ours.describe_controllers(), theirs.describe_controllers());
+                prop_assert_eq!(ours.describe_features(), theirs.describe_features());
+                prop_assert_eq!(ours.describe_cluster(NodeId(1)), theirs.describe_cluster(NodeId(1)));
+                // "All topics" are those not being deleted, each as the image holds it.
+                let described = theirs.describe_topics(&all).topics;
+                let visible: Vec<&str> = standby.topics.names()
+                    .filter(|(_, id)| !standby.topics.get(*id).unwrap().deleting)
+                    .map(|(n, _)| n)
+                    .collect();
+                prop_assert_eq!(described.len(), visible.len());
+                for ((r, t), name) in described.iter().zip(visible) {
+                    prop_assert_eq!(r, &TopicRef::Name(name.to_owned()));
+                    let t = t.as_ref().unwrap();
+                    let image = standby.topics.get(t.topic_id).unwrap();
+                    prop_assert_eq!(t.partitions.len(), image.partitions.len());
+                    for (p, ip) in t.partitions.iter().zip(&image.partitions) {
+                        prop_assert_eq!(&p.replicas[..], &ip.replicas[..]);
+                        prop_assert_eq!(&p.isr[..], &ip.isr[..]);
+                        prop_assert_eq!(p.leader, ip.leader);
+                        prop_assert!(p.offline_replicas.iter().all(|b| !standby.brokers.is_unfenced(*b)));
+                    }
+                }
+            }
         }
         d.commit();
         let a = replay_log(&d.log);

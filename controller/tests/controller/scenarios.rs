@@ -17,7 +17,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use crate::common::Driver;
-use corum_controller::control::cluster_control::{TickResponse, UnregisterBrokerRequest};
+use corum_controller::control::cluster_control::{
+    RegisterControllerRequest, TickResponse, UnregisterBrokerRequest,
+};
 use corum_controller::control::config_control::{
     AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
 };
@@ -25,10 +27,14 @@ use corum_controller::control::feature_control::{FeatureUpdate, UpdateFeaturesRe
 use corum_controller::control::producer_id_control::AllocateProducerIdsRequest;
 use corum_controller::control::replication_control::{
     AlterIsrRequest, CreatableTopic, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteTopicsRequest, ElectLeadersRequest, ElectionType, IsrUpdate, PartitionsIncrease,
+    DeleteTopicsRequest, DeleteTopicsV2Request, DescribeTopicsRequest, DescribedTopic,
+    ElectLeadersRequest, ElectionType, IsrUpdate, PartitionsIncrease, TopicRef,
 };
+use corum_controller::control::ImageReads;
 use corum_controller::image::ConfigResource;
-use corum_controller::records::{ConfigResourceType, ListenerV1, SupportedFeatureV1};
+use corum_controller::records::{
+    ConfigResourceType, ControllerEndpointV1, ListenerV1, SupportedFeatureV1,
+};
 use corum_controller::{
     BrokerHeartbeatRequest, ControllerConfig, ControllerResult, MetadataRecord, PartitionId,
     TopicId,
@@ -97,6 +103,41 @@ fn fmt_ids(v: &[NodeId]) -> String {
 fn fmt_leader(l: Option<NodeId>) -> String {
     l.map_or("none".into(), |n| n.to_string())
 }
+
+/// `name:lo-hi,...` as supported feature ranges.
+fn features(list: &str) -> Vec<SupportedFeatureV1> {
+    list.split(',')
+        .filter(|f| !f.is_empty())
+        .map(|f| {
+            let (name, range) = f.split_once(':').unwrap();
+            let (lo, hi) = range.split_once('-').unwrap();
+            SupportedFeatureV1 {
+                name: name.into(),
+                min_level: lo.parse().unwrap(),
+                max_level: hi.parse().unwrap(),
+            }
+        })
+        .collect()
+}
+
+fn fmt_features(fs: &[SupportedFeatureV1]) -> String {
+    let inner: Vec<String> = fs
+        .iter()
+        .map(|f| format!("{}:{}-{}", f.name, f.min_level, f.max_level))
+        .collect();
+    format!("[{}]", inner.join(","))
+}
+
+fn fmt_end_points(es: &[ControllerEndpointV1]) -> String {
+    let inner: Vec<String> = es
+        .iter()
+        .map(|e| format!("{}://{}:{}/{}", e.name, e.host, e.port, e.security_protocol))
+        .collect();
+    format!("[{}]", inner.join(","))
+}
+
+/// A topic id no topic has.
+const UNKNOWN_TOPIC_ID: TopicId = TopicId(Uuid([0xee; 16]));
 
 impl Scenario {
     fn new() -> Self {
@@ -187,7 +228,69 @@ impl Scenario {
                 r.broker_id, r.next_producer_id
             ),
             MetadataRecord::NoOp(_) => "NoOp".into(),
+            MetadataRecord::RegisterController(r) => format!(
+                "RegisterController controller={} incarnation={} end_points={} features={}",
+                r.controller_id,
+                r.incarnation_id.0[0],
+                fmt_end_points(&r.end_points),
+                fmt_features(&r.features)
+            ),
         }
+    }
+
+    /// `name` or `id:name` (the id of the topic once named so; `id:unknown` is an id no topic
+    /// has) as a topic reference.
+    fn topic_ref(&self, word: &str) -> TopicRef {
+        match word.strip_prefix("id:") {
+            Some("unknown") => TopicRef::Id(UNKNOWN_TOPIC_ID),
+            Some(name) => TopicRef::Id(
+                self.names
+                    .iter()
+                    .find(|(_, n)| n.as_str() == name)
+                    .map(|(id, _)| *id)
+                    .unwrap_or_else(|| panic!("no topic was ever named {name:?}")),
+            ),
+            None => TopicRef::Name(word.to_owned()),
+        }
+    }
+
+    fn fmt_ref(&self, r: &TopicRef) -> String {
+        match r {
+            TopicRef::Name(name) => name.clone(),
+            TopicRef::Id(id) if *id == UNKNOWN_TOPIC_ID => "id:unknown".into(),
+            TopicRef::Id(id) => format!("id:{}", self.tname(*id)),
+        }
+    }
+
+    fn fmt_described_topic(&self, out: &mut String, t: &DescribedTopic) {
+        writeln!(out, "  topic {} partitions={}", t.name, t.partitions.len()).unwrap();
+        for p in &t.partitions {
+            writeln!(
+                out,
+                "  {}/{} leader={} le={} pe={} replicas={} isr={} offline={}",
+                t.name,
+                p.partition_id.0,
+                fmt_leader(p.leader),
+                p.leader_epoch.0,
+                p.partition_epoch.0,
+                fmt_ids(&p.replicas),
+                fmt_ids(&p.isr),
+                fmt_ids(&p.offline_replicas)
+            )
+            .unwrap();
+        }
+    }
+
+    /// The reads a command asks for: the active controller's (in-flight records included),
+    /// or with `committed` the committed image's, as any node answers them.
+    fn reads(&self, committed: bool) -> ImageReads<'_> {
+        if committed {
+            return self.driver.controller.committed_reads();
+        }
+        // The active controller's read methods are these plus the check that it is active
+        // (the driver keeps it active).
+        assert!(self.driver.controller.is_active());
+        ImageReads::new(self.driver.controller.image())
     }
 
     /// Proposes the records and prints them and the response.
@@ -217,7 +320,7 @@ impl Scenario {
         for (id, name) in &self.names {
             s = s.replace(&format!("TopicId(Uuid({id}))"), name);
         }
-        s
+        s.replace(&format!("TopicId(Uuid({UNKNOWN_TOPIC_ID}))"), "unknown")
     }
 
     fn heartbeat_request(&self, a: &Args<'_>) -> BrokerHeartbeatRequest {
@@ -238,18 +341,7 @@ impl Scenario {
             })
         };
         let features = match a.kv.get("features") {
-            Some(list) => list
-                .split(',')
-                .map(|f| {
-                    let (name, range) = f.split_once(':').unwrap();
-                    let (lo, hi) = range.split_once('-').unwrap();
-                    SupportedFeatureV1 {
-                        name: name.into(),
-                        min_level: lo.parse().unwrap(),
-                        max_level: hi.parse().unwrap(),
-                    }
-                })
-                .collect(),
+            Some(list) => features(list),
             None => vec![SupportedFeatureV1 {
                 name: "metadata.version".into(),
                 min_level: 1,
@@ -396,6 +488,152 @@ impl Scenario {
                 };
                 let r = self.driver.controller.delete_topics(&req);
                 self.outcome(r)
+            }
+            "delete-topics-v2" => {
+                // delete-topics-v2 orders id:events id:unknown
+                let req = DeleteTopicsV2Request {
+                    topics: rest.iter().map(|w| self.topic_ref(w)).collect(),
+                };
+                let r = self.driver.controller.delete_topics_v2(&req);
+                let mut out = String::new();
+                match r {
+                    Err(e) => writeln!(out, "error: {e:?}").unwrap(),
+                    Ok(r) => {
+                        for rec in &r.records {
+                            let line = self.fmt_record(rec);
+                            writeln!(out, "{line}").unwrap();
+                        }
+                        self.driver.propose(&r.records);
+                        for (reference, result) in &r.response.topics {
+                            let shown = match result {
+                                Ok(d) => format!(
+                                    "deleting {} ({})",
+                                    d.name,
+                                    self.fmt_ref(&TopicRef::Id(d.topic_id))
+                                ),
+                                Err(e) => self.rename_ids(&format!("{e:?}")),
+                            };
+                            writeln!(out, "{}: {shown}", self.fmt_ref(reference)).unwrap();
+                        }
+                    }
+                }
+                out
+            }
+            "describe-topics" => {
+                // describe-topics [committed] [name | id:name | id:unknown ...]; no topic: all
+                let committed = rest.first() == Some(&"committed");
+                let words = &rest[usize::from(committed)..];
+                let req = DescribeTopicsRequest {
+                    topics: (!words.is_empty())
+                        .then(|| words.iter().map(|w| self.topic_ref(w)).collect()),
+                };
+                let response = self
+                    .driver
+                    .controller
+                    .describe_topics(&req)
+                    .expect("the driver keeps the controller active");
+                let response = if committed {
+                    self.reads(true).describe_topics(&req)
+                } else {
+                    assert_eq!(response, self.reads(false).describe_topics(&req));
+                    response
+                };
+                let mut out = String::new();
+                for (reference, result) in &response.topics {
+                    match result {
+                        Ok(t) => {
+                            writeln!(out, "{}:", self.fmt_ref(reference)).unwrap();
+                            self.fmt_described_topic(&mut out, t);
+                        }
+                        Err(e) => writeln!(
+                            out,
+                            "{}: error {}",
+                            self.fmt_ref(reference),
+                            self.rename_ids(&format!("{e:?}"))
+                        )
+                        .unwrap(),
+                    }
+                }
+                if out.is_empty() {
+                    out.push_str("no topics\n");
+                }
+                out
+            }
+            "register-controller" => {
+                // register-controller id=1 incarnation=1 end-points=CONTROLLER:h1:9093:0,... features=metadata.version:7-27
+                let end_points =
+                    a.kv.get("end-points")
+                        .map(|list| {
+                            list.split(',')
+                                .filter(|e| !e.is_empty())
+                                .map(|e| {
+                                    let parts: Vec<&str> = e.split(':').collect();
+                                    ControllerEndpointV1 {
+                                        name: parts[0].into(),
+                                        host: parts[1].into(),
+                                        port: parts[2].parse().unwrap(),
+                                        security_protocol: parts[3].parse().unwrap(),
+                                    }
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                let controller_id = a.node("id");
+                let req = RegisterControllerRequest {
+                    controller_id,
+                    incarnation_id: Uuid(
+                        [a.u64("incarnation").unwrap_or(u64::from(controller_id.0)) as u8; 16],
+                    ),
+                    end_points,
+                    features: a.kv.get("features").map_or_else(Vec::new, |l| features(l)),
+                };
+                let r = self.driver.controller.register_controller(&req);
+                self.outcome(r)
+            }
+            "describe-controllers" => {
+                let committed = a.flag("committed");
+                let response = match self.driver.controller.describe_controllers() {
+                    Err(e) => return format!("error: {e:?}\n"),
+                    Ok(r) if !committed => r,
+                    Ok(_) => self.reads(true).describe_controllers(),
+                };
+                let mut out = String::new();
+                for c in &response.controllers {
+                    writeln!(
+                        out,
+                        "controller {} incarnation={} end_points={} features={}",
+                        c.controller_id,
+                        c.incarnation_id.0[0],
+                        fmt_end_points(&c.end_points),
+                        fmt_features(&c.features)
+                    )
+                    .unwrap();
+                }
+                if out.is_empty() {
+                    out.push_str("no controllers\n");
+                }
+                out
+            }
+            "describe-features" => {
+                let committed = a.flag("committed");
+                let response = match self.driver.controller.describe_features() {
+                    Err(e) => return format!("error: {e:?}\n"),
+                    Ok(r) if !committed => r,
+                    Ok(_) => self.reads(true).describe_features(),
+                };
+                let finalized: Vec<String> = response
+                    .finalized
+                    .iter()
+                    .map(|f| format!("{}:{}-{}", f.name, f.min_level, f.max_level))
+                    .collect();
+                format!(
+                    "finalized=[{}] epoch={} supported={}\n",
+                    finalized.join(","),
+                    response
+                        .finalized_epoch
+                        .map_or("none".into(), |e| e.0.to_string()),
+                    fmt_features(&response.supported)
+                )
             }
             "create-partitions" => {
                 let topics = a
@@ -638,6 +876,15 @@ impl Scenario {
                 }
                 for (name, f) in image.features.iter() {
                     writeln!(out, "feature {name} [{}, {}]", f.min_level, f.max_level).unwrap();
+                }
+                for c in image.controllers.iter() {
+                    writeln!(
+                        out,
+                        "controller {} end_points={}",
+                        c.controller_id,
+                        fmt_end_points(&c.end_points)
+                    )
+                    .unwrap();
                 }
                 if out.is_empty() {
                     out.push_str("empty\n");

@@ -9,8 +9,9 @@
 //! | [`ServiceCore::on_committed`]: a control batch     | its epoch and end noted                                                |
 //! | [`ServiceCore::on_committed`]: a snapshot          | resignation, then the controller's state is the snapshot's             |
 //! | a committed batch of another epoch than the active one | resignation first (the controller's rule), then as above           |
-//! | [`ServiceCore::on_calls`] while inactive           | `NotController` with the leader's hint                                 |
-//! | [`ServiceCore::on_calls`]: a read                  | answered now, or — when it read records still in flight — with the batch holding them, or after they are replayed |
+//! | [`ServiceCore::on_calls`] while inactive: a local read (`RequestBody::is_local_read`) | answered now from the committed image (`dispatch::local_read`): DescribeCluster, DescribeConfigs, DescribeTopics, DescribeControllers, DescribeFeatures |
+//! | [`ServiceCore::on_calls`] while inactive: any other call | `NotController` with the leader's hint                          |
+//! | [`ServiceCore::on_calls`]: a read (a local read too) | answered now, or — when it read records still in flight — with the batch holding them, or after they are replayed |
 //! | [`ServiceCore::on_calls`]: a write                 | its records applied as in flight and proposed with the others that arrived together; its success answer travels with the proposal |
 //! | [`ServiceCore::on_refused`]: a proposal of this activation the driver did not append | resignation (in-flight state reverted), activation held back until the log end at the refusal is replayed |
 //! | [`ServiceCore::tick`] while active                 | the controller's tick (fencing, ...); a NoOp after `idle_noop_interval_ms` without a proposal |
@@ -43,6 +44,14 @@
 //! a committed batch is validated once, when replayed (`replay_committed`), as on every
 //! node.
 //!
+//! # Reads at a standby
+//!
+//! A core that is not active replays every committed batch the driver publishes, whether
+//! this node leads, follows or is still catching up before an activation (`on_committed` does
+//! not look at the role), so its committed image is the log's committed prefix as far as this
+//! node has learned it. Local reads are answered from it; nothing is in flight there, so
+//! there is nothing to wait for.
+//!
 //! # Answers
 //!
 //! The core never holds a caller: each call gets one verdict from it, in a
@@ -64,12 +73,12 @@ use corum_types::{Epoch, LogOffset};
 
 use super::{ControllerServiceConfig, Result, ServiceStatus};
 use crate::calls::CallId;
-use crate::dispatch::{dispatch, Dispatch};
+use crate::dispatch::{dispatch, local_read, Dispatch};
 use crate::error::ServiceError;
 use crate::histogram::LatencyHistogram;
 use crate::port::{Call, Proposal, Refusal, ToDriver};
 use crate::port::{CommittedBatch, DriverStatus};
-use crate::protocol::{LeaderHint, ResponseBody, RpcError};
+use crate::protocol::{LeaderHint, RequestBody, ResponseBody, RpcError};
 use crate::raft_config::leader_hint;
 
 /// A read answered from records in flight, waiting for them to be replayed.
@@ -328,14 +337,16 @@ impl ServiceCore {
     /// when the batch limits are reached).
     pub fn on_calls(&mut self, calls: Vec<Call>, now_ms: u64) -> Result<()> {
         let Some(epoch) = self.active_epoch else {
-            let leader = self.leader_hint();
+            let hint = self.leader_hint();
+            let leader = hint.as_ref().map(|h| h.id);
             for c in calls {
-                self.answers.push((
-                    c.id,
-                    Err(RpcError::NotController {
-                        leader: leader.clone(),
+                let answer = match &c.frame.body {
+                    RequestBody::LocalRead(read) => local_read(&self.controller, read, leader),
+                    _ => Err(RpcError::NotController {
+                        leader: hint.clone(),
                     }),
-                ));
+                };
+                self.answers.push((c.id, answer));
             }
             return Ok(());
         };
@@ -629,18 +640,25 @@ pub(crate) fn replay_committed(controller: &mut Controller, b: &CommittedBatch) 
 
 #[cfg(test)]
 mod tests {
+    use corum_controller::control::cluster_control::{
+        DescribeControllersResponse, RegisterControllerRequest,
+    };
     use corum_controller::control::config_control::{
         AlterConfigOp, AlterConfigsResource, AlterableConfig, DescribeConfigsRequest,
         IncrementalAlterConfigsRequest,
     };
+    use corum_controller::control::replication_control::DescribeTopicsRequest;
     use corum_controller::image::configs::ConfigResource;
-    use corum_controller::records::ConfigResourceType;
-    use corum_controller::ControllerConfig;
+    use corum_controller::records::{
+        ConfigResourceType, ControllerEndpointV1, PartitionRecordV1, RegisterControllerRecordV1,
+        TopicRecordV1,
+    };
+    use corum_controller::{ControllerConfig, LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
     use corum_raft::Role;
-    use corum_types::NodeId;
+    use corum_types::{NodeId, Uuid};
 
     use super::*;
-    use crate::protocol::RequestFrame;
+    use crate::protocol::{LocalRead, RequestFrame};
 
     const ME: NodeId = NodeId(1);
 
@@ -876,6 +894,245 @@ mod tests {
         assert_eq!(proposals(&c.take_outbox()), vec![(pid(3, 5, 6), 1, vec![])]);
         c.tick(900).unwrap();
         assert!(proposals(&c.take_outbox()).is_empty());
+        c.check_invariants();
+    }
+
+    /// A committed data batch of `epoch` at `base` holding `records`.
+    fn data(epoch: u64, base: u64, records: &[MetadataRecord]) -> CommittedBatch {
+        CommittedBatch {
+            base_offset: LogOffset(base),
+            epoch: Epoch(epoch),
+            record_count: records.len() as u32,
+            control: false,
+            payload: Payload::from(&encode_batch(records)[..]),
+            snapshot: false,
+        }
+    }
+
+    fn register_controller(id: u32, port: u16) -> RegisterControllerRequest {
+        RegisterControllerRequest {
+            controller_id: NodeId(id),
+            incarnation_id: Uuid([id as u8; 16]),
+            end_points: vec![ControllerEndpointV1 {
+                name: "CONTROLLER".into(),
+                host: format!("c{id}"),
+                port,
+                security_protocol: 0,
+            }],
+            features: corum_controller::control::feature_control::supported_features(),
+        }
+    }
+
+    /// The records of a topic `name` (one partition on broker 1) and of a registration of
+    /// controller `controller`.
+    fn topic_and_controller(name: &str, controller: u32) -> Vec<MetadataRecord> {
+        let topic_id = TopicId(Uuid([name.len() as u8; 16]));
+        let RegisterControllerRequest {
+            controller_id,
+            incarnation_id,
+            end_points,
+            features,
+        } = register_controller(controller, 9093);
+        vec![
+            MetadataRecord::Topic(TopicRecordV1 {
+                name: name.into(),
+                topic_id,
+                deleting: false,
+            }),
+            MetadataRecord::Partition(PartitionRecordV1 {
+                topic_id,
+                partition_id: PartitionId(0),
+                replicas: vec![NodeId(1)],
+                isr: vec![NodeId(1)],
+                leader: None,
+                leader_epoch: LeaderEpoch(0),
+                partition_epoch: PartitionEpoch(0),
+            }),
+            MetadataRecord::RegisterController(RegisterControllerRecordV1 {
+                controller_id,
+                incarnation_id,
+                end_points,
+                features,
+            }),
+        ]
+    }
+
+    fn local(read: LocalRead) -> RequestBody {
+        RequestBody::LocalRead(Box::new(read))
+    }
+
+    fn all_topics() -> LocalRead {
+        LocalRead::DescribeTopics(DescribeTopicsRequest { topics: None })
+    }
+
+    /// The answers of the Answers messages in `out`, by call id.
+    fn answers(out: Vec<ToDriver>) -> Vec<(u64, std::result::Result<ResponseBody, RpcError>)> {
+        out.into_iter()
+            .filter_map(|m| match m {
+                ToDriver::Answers(a) => Some(a.into_iter().map(|(id, b)| (id.0, b))),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    /// Proves an inactive core answers each local read at once from what it replayed (a
+    /// standby replays every committed batch: here of an epoch it does not lead, before it
+    /// ever was active), DescribeCluster naming the leader it knows, while writes and plain
+    /// reads are still refused NotController with the leader's hint; with no leader known,
+    /// only DescribeCluster is refused (no hint).
+    #[test]
+    fn an_inactive_core_answers_local_reads_from_its_committed_image() {
+        let mut c = core();
+        c.on_calls(
+            vec![
+                call(1, local(LocalRead::DescribeCluster)),
+                call(2, local(all_topics())),
+            ],
+            0,
+        )
+        .unwrap();
+        let a = answers(c.take_outbox());
+        assert_eq!(a[0], (1, Err(RpcError::NotController { leader: None })));
+        let (_, Ok(ResponseBody::DescribeTopics(t))) = &a[1] else {
+            panic!("expected DescribeTopics: {a:?}");
+        };
+        assert!(t.topics.is_empty());
+
+        c.on_status(&status(Some(2), 4, 10), 0);
+        let records = topic_and_controller("orders", 2);
+        c.on_committed(&data(4, 0, &records), 1).unwrap();
+        assert!(!c.is_active());
+        let mut standby = Controller::new(ControllerConfig::default(), NodeId(3)).unwrap();
+        standby
+            .replay_batch(LogOffset(0), decode_batch(&encode_batch(&records)).unwrap())
+            .unwrap();
+        let theirs = standby.committed_reads();
+        let describe_configs = DescribeConfigsRequest {
+            resources: vec![ConfigResource {
+                resource_type: ConfigResourceType::Broker,
+                name: "1".into(),
+            }],
+        };
+        c.on_calls(
+            vec![
+                call(3, local(LocalRead::DescribeCluster)),
+                call(
+                    4,
+                    local(LocalRead::DescribeConfigs(describe_configs.clone())),
+                ),
+                call(5, local(all_topics())),
+                call(6, local(LocalRead::DescribeControllers)),
+                call(7, local(LocalRead::DescribeFeatures)),
+                call(8, alter(1, 5)),
+                call(9, RequestBody::DescribeCluster),
+                call(10, RequestBody::DescribeControllers),
+            ],
+            2,
+        )
+        .unwrap();
+        let out = c.take_outbox();
+        assert!(proposals(&out).is_empty(), "a standby proposes nothing");
+        let a = answers(out);
+        assert_eq!(
+            a[..5],
+            [
+                (
+                    3,
+                    Ok(ResponseBody::DescribeCluster(
+                        theirs.describe_cluster(NodeId(2))
+                    ))
+                ),
+                (
+                    4,
+                    Ok(ResponseBody::DescribeConfigs(
+                        theirs.describe_configs(&describe_configs.resources)
+                    ))
+                ),
+                (
+                    5,
+                    Ok(ResponseBody::DescribeTopics(
+                        theirs.describe_topics(&DescribeTopicsRequest { topics: None })
+                    ))
+                ),
+                (
+                    6,
+                    Ok(ResponseBody::DescribeControllers(
+                        theirs.describe_controllers()
+                    ))
+                ),
+                (
+                    7,
+                    Ok(ResponseBody::DescribeFeatures(theirs.describe_features()))
+                ),
+            ]
+        );
+        let Ok(ResponseBody::DescribeTopics(t)) = &a[2].1 else {
+            unreachable!()
+        };
+        assert_eq!(t.topics.len(), 1, "the replayed topic is described");
+        let Ok(ResponseBody::DescribeControllers(d)) = &a[3].1 else {
+            unreachable!()
+        };
+        assert_eq!(d.controllers[0].controller_id, NodeId(2));
+        for (id, answer) in &a[5..] {
+            let Err(RpcError::NotController { leader: Some(h) }) = answer else {
+                panic!("call {id}: expected NotController with a hint: {answer:?}");
+            };
+            assert_eq!(h.id, NodeId(2));
+        }
+        c.check_invariants();
+    }
+
+    /// Proves the active core serves a local read like the same read sent alone: one that
+    /// reads records of its own round travels with their batch, and, once the core resigned,
+    /// the same local read answers at once from the committed image, without the records
+    /// that were in flight.
+    #[test]
+    fn local_reads_see_in_flight_records_only_at_the_active_core() {
+        let mut c = active();
+        c.on_calls(
+            vec![
+                call(
+                    1,
+                    RequestBody::RegisterController(register_controller(3, 9093)),
+                ),
+                call(2, local(LocalRead::DescribeControllers)),
+            ],
+            10,
+        )
+        .unwrap();
+        let out = c.take_outbox();
+        assert_eq!(proposals(&out), vec![(pid(3, 5, 6), 1, vec![1, 2])]);
+        let ToDriver::Propose(p) = &out[0] else {
+            unreachable!()
+        };
+        let ResponseBody::DescribeControllers(d) = &p.answers[1].1 else {
+            panic!("expected DescribeControllers: {:?}", p.answers);
+        };
+        assert_eq!(
+            d.controllers.len(),
+            1,
+            "the read saw the registration in flight"
+        );
+        // Another node leads now: the registration is reverted, and the same read sees the
+        // committed image only.
+        c.on_status(&status(Some(2), 4, 6), 11);
+        assert!(!c.is_active());
+        c.on_calls(vec![call(3, local(LocalRead::DescribeControllers))], 12)
+            .unwrap();
+        let a = answers(c.take_outbox());
+        assert_eq!(
+            a,
+            vec![(
+                3,
+                Ok(ResponseBody::DescribeControllers(
+                    DescribeControllersResponse {
+                        controllers: vec![]
+                    }
+                ))
+            )]
+        );
         c.check_invariants();
     }
 
