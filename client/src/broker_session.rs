@@ -37,17 +37,14 @@ pub struct BrokerIdentity {
 }
 
 impl BrokerIdentity {
-    /// A broker supporting `metadata.version` level 1, without a rack.
+    /// A broker supporting every feature level the controller supports (Kafka 4.1's
+    /// `metadata.version` range), without a rack.
     pub fn new(broker_id: NodeId, incarnation_id: Uuid, listeners: Vec<ListenerV1>) -> Self {
         BrokerIdentity {
             broker_id,
             incarnation_id,
             listeners,
-            features: vec![SupportedFeatureV1 {
-                name: "metadata.version".into(),
-                min_level: 1,
-                max_level: 1,
-            }],
+            features: corum_controller::control::feature_control::supported_features(),
             rack: None,
         }
     }

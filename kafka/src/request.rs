@@ -284,7 +284,8 @@ mod tests {
                 .with_correlation_id(1);
             header.encode(&mut buf, api.request_header_version(version)).unwrap();
             body.encode(&mut buf, version).unwrap();
-            prop_assert!(matches!(parse(buf.freeze(), &served()), Ok(Parsed::Request { .. })));
+            let parsed = parse(buf.freeze(), &served());
+            prop_assert!(matches!(parsed, Ok(Parsed::Request { .. })), "{:?} v{}: {:?}", api, version, parsed.err());
         }
     }
 

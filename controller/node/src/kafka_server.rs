@@ -260,14 +260,24 @@ async fn write_answers(
     rx: local_channel::LocalReceiver<glommio::Task<Outcome>>,
     peer: SocketAddr,
 ) {
-    while let Some(task) = rx.recv().await {
+    let mut next = None;
+    loop {
+        let task = match next.take() {
+            Some(t) => t,
+            None => match rx.recv().await {
+                Some(t) => t,
+                None => break,
+            },
+        };
         match task.await {
             Outcome::Reply(bytes) => {
                 if writer.write_all(&bytes).await.is_err() {
                     break;
                 }
-                // Flush when nothing else is ready to go with it.
-                if rx.is_empty() && writer.flush().await.is_err() {
+                // Flush when no further answer is queued to go in the same write.
+                if let Some(Some(t)) = futures_lite::future::poll_once(rx.recv()).await {
+                    next = Some(t);
+                } else if writer.flush().await.is_err() {
                     break;
                 }
             }

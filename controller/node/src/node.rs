@@ -317,7 +317,7 @@ async fn worker_shard(
         node_id: plan.config.node_id,
         raft_addr,
         client_addr,
-        kafka_addrs,
+        kafka_addrs: kafka_addrs.clone(),
         metrics_addr,
         recovered,
     });
@@ -365,10 +365,14 @@ async fn worker_shard(
         tracing::info!(
             accepted = stats.accepted,
             requests = stats.requests,
-            forwarded = stats.forwarded,
+            closed_on_bad_request = stats.closed_on_bad_request,
             "Kafka listener stopped"
         );
     }
+    tracing::info!(
+        forwarded = backend.forwarded(),
+        "requests forwarded to the leader"
+    );
     let stats = server_task.await;
     tracing::info!(
         accepted = stats.accepted,

@@ -2,7 +2,7 @@
 //! tagged fields. A too-new request gets the KIP-511 answer: v0, UNSUPPORTED_VERSION, and
 //! ApiVersions' own range, so the client retries at a version both know.
 
-use corum_protocol::{LocalRead, RequestBody, ResponseBody};
+use corum_protocol::{LocalRead, ResponseBody};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,

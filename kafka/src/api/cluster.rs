@@ -1,7 +1,7 @@
 //! DescribeCluster (KIP-919 endpoint types) and DescribeQuorum (the metadata log's one
 //! partition, as `kafka-metadata-quorum describe --status/--replication` shows it).
 
-use corum_protocol::{LocalRead, DescribeQuorumResponse as CorumQuorum, RequestBody, ResponseBody};
+use corum_protocol::{DescribeQuorumResponse as CorumQuorum, LocalRead, RequestBody, ResponseBody};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::describe_quorum_response::{

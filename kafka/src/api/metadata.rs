@@ -17,7 +17,7 @@ use corum_controller::control::replication_control::{
     DescribeTopicsRequest, DescribedTopic, TopicRef,
 };
 use corum_controller::TopicId;
-use corum_protocol::{LocalRead, RequestBody, ResponseBody, RpcError};
+use corum_protocol::{LocalRead, ResponseBody, RpcError};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_topic_partitions_response::{
     Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,

@@ -3,7 +3,7 @@
 //! name as the controller.
 
 use corum_controller::control::cluster_control::DescribedBroker;
-use corum_protocol::{LocalRead, RequestBody, ResponseBody};
+use corum_protocol::{LocalRead, ResponseBody};
 
 use crate::backend::{Backend, ListenerContext};
 use crate::service::{call, local};

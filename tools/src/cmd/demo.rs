@@ -252,6 +252,7 @@ fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
                 Workload::Topics => 100,
                 _ => 1_000,
             },
+            broker_listeners: Vec::new(),
             // The nodes' own log directory (node 1's: all three share the file system).
             log_dir: Some(cluster.nodes[0].data.clone()),
             metrics: cluster.nodes.iter().map(|n| n.metrics).collect(),

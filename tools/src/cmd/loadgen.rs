@@ -123,6 +123,11 @@ pub struct Args {
     /// Simulated broker ids are BASE, BASE+1, ...; the shared observer is BASE-1.
     #[arg(long, default_value_t = 1_000)]
     pub broker_id_base: u32,
+    /// Simulated broker j registers a `KAFKA` listener at the j-th of these (cycled), e.g. the
+    /// nodes' Kafka listeners, so that Kafka's clients can reach the brokers they are shown;
+    /// without it each registers a made-up `PLAINTEXT` listener.
+    #[arg(long, value_name = "HOST:PORT,...", value_parser = parse_bootstrap)]
+    pub broker_listeners: Option<Bootstrap>,
     /// A controller's `metadata.log.dir` (or any directory on the file system holding the
     /// voters' logs): the raw disk figures and the commit floor are measured in a subdirectory
     /// of it, removed afterwards. Without it the disk is not measured.
@@ -167,6 +172,8 @@ pub struct LoadConfig {
     pub brokers: usize,
     pub heartbeat_interval: Duration,
     pub broker_id_base: u32,
+    /// Where simulated brokers say they listen (empty: made-up endpoints).
+    pub broker_listeners: Vec<SocketAddr>,
     pub log_dir: Option<PathBuf>,
     /// Metrics endpoints of the nodes (empty: node CPU not measured).
     pub metrics: Vec<SocketAddr>,
@@ -202,6 +209,11 @@ impl LoadConfig {
             brokers: a.brokers,
             heartbeat_interval: Duration::from_millis(a.heartbeat_interval_ms),
             broker_id_base: a.broker_id_base,
+            broker_listeners: a
+                .broker_listeners
+                .as_ref()
+                .map(|b| b.0.clone())
+                .unwrap_or_default(),
             log_dir: a.log_dir.clone(),
             metrics: a.metrics.as_ref().map(|m| m.0.clone()).unwrap_or_default(),
             raw_fsync: secs("--raw-fsync-seconds", a.raw_fsync_seconds)?,

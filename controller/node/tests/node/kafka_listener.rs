@@ -232,7 +232,14 @@ fn kafka_clients_administer_a_node_through_its_kafka_listener() {
     assert_eq!(fallback.api_keys.len(), 1);
     assert_eq!(fallback.api_keys[0].max_version, 4);
 
-    // Metadata names this node as a reachable controller once it registered itself.
+    // The single voter elects itself.
+    until("the node leads", || {
+        let q: DescribeQuorumResponse =
+            c.call(ApiKey::DescribeQuorum, 2, &DescribeQuorumRequest::default());
+        let p = &q.topics.first()?.partitions[0];
+        (p.error_code == 0 && p.leader_id.0 == 1 && p.high_watermark > 0).then_some(())
+    });
+    // Metadata names this node as a reachable controller.
     let md: MetadataResponse = until("the node lists itself as the controller", || {
         let md: MetadataResponse = c.call(ApiKey::Metadata, 12, &MetadataRequest::default());
         (md.controller_id.0 == 1

@@ -461,6 +461,7 @@ impl LocalCluster {
                     node_id: id,
                     raft: n.raft,
                     clients: n.client,
+                    kafka: Some(n.kafka),
                 },
             },
             ready: rx,

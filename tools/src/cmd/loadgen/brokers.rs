@@ -8,6 +8,7 @@
 //! Also the helpers the `topics` workload uses to have a few unfenced brokers.
 
 use std::cell::RefCell;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -70,18 +71,30 @@ pub(crate) fn preparation_timeout(ctx: &Ctx) -> Duration {
     ctx.config.grace.max(Duration::from_secs(30))
 }
 
-/// Broker `id` of this run: a fresh incarnation and a made-up listener.
+/// Broker `id` of this run: a fresh incarnation and a listener — `KAFKA` at
+/// `endpoints[j % len]` when endpoints are given (`--broker-listeners`: a simulated broker
+/// then "lives" behind a corum node's Kafka listener, which Kafka's clients can reach), else a
+/// made-up `PLAINTEXT` one.
 pub(crate) async fn register(
     client: ControllerClient,
     id: u32,
+    j: usize,
+    endpoints: &[SocketAddr],
     nonce: u64,
     follower: Rc<MetadataFollower>,
 ) -> corum_client::Result<BrokerSession> {
     let incarnation = Uuid::from_random_bits(u128::from(nonce) << 64 | u128::from(id));
-    let listeners = vec![ListenerV1 {
-        name: "PLAINTEXT".into(),
-        host: "127.0.0.1".into(),
-        port: u16::try_from(10_000 + id % 50_000).expect("below 60000"),
+    let listeners = vec![match endpoints.get(j % endpoints.len().max(1)) {
+        Some(addr) => ListenerV1 {
+            name: "KAFKA".into(),
+            host: addr.ip().to_string(),
+            port: addr.port(),
+        },
+        None => ListenerV1 {
+            name: "PLAINTEXT".into(),
+            host: "127.0.0.1".into(),
+            port: u16::try_from(10_000 + id % 50_000).expect("below 60000"),
+        },
     }];
     BrokerSession::register(client, NodeId(id), incarnation, listeners, follower).await
 }
@@ -142,12 +155,13 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
         let follower = follower.clone();
         let unfenced = unfenced.clone();
         let id = base + j as u32;
+        let endpoints = ctx.config.broker_listeners.clone();
         async move {
             glommio::timer::sleep(start_offset(j, n, window)).await;
             if Instant::now() >= end {
                 return;
             }
-            let mut session = match register(client, id, nonce, follower).await {
+            let mut session = match register(client, id, j, &endpoints, nonce, follower).await {
                 Ok(s) => s,
                 Err(e) => {
                     rec.error(&format!("register: {}", error_kind(&e.to_string())));

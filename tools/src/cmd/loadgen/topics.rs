@@ -32,9 +32,16 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
     let mut sessions = Vec::new();
     for j in 0..n {
         let id = ctx.config.broker_id_base + j as u32;
-        let mut s = register(ctx.client(j).clone(), id, ctx.nonce, follower.clone())
-            .await
-            .map_err(|e| anyhow::anyhow!("registering broker {id}: {e}"))?;
+        let mut s = register(
+            ctx.client(j).clone(),
+            id,
+            j,
+            &ctx.config.broker_listeners,
+            ctx.nonce,
+            follower.clone(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("registering broker {id}: {e}"))?;
         let left = prepare_end.saturating_duration_since(Instant::now());
         s.run_until_unfenced(UNFENCE_POLL, left)
             .await
