@@ -62,7 +62,10 @@ use crate::control::replication_control::{
 use crate::control::{ControllerResult, ImageReads, RequestContext, View};
 use crate::error::{ApiError, ConfigError, ReplayError};
 use crate::image::{ConfigResource, MetadataImage};
-use crate::records::{ArchivedBatch, ArchivedMetadataRecord, MetadataRecord};
+use crate::records::{ArchivedBatch, ArchivedMetadataRecord, FeatureLevelRecordV1, MetadataRecord};
+
+/// The feature every Kafka cluster finalizes at format time.
+pub const METADATA_VERSION: &str = "metadata.version";
 
 type HandlerResult<R> = Result<ControllerResult<R>, ApiError>;
 
@@ -347,6 +350,27 @@ impl Controller {
             &mut records,
         );
         Ok(ControllerResult::new(records, response))
+    }
+
+    /// What a cluster must hold from its start, as Kafka's format writes it into the bootstrap
+    /// checkpoint: `metadata.version` finalized at the highest level this controller supports,
+    /// proposed by the first active controller that finds it missing (also in flight). Empty
+    /// once it is there.
+    pub fn bootstrap_records(&self) -> Vec<MetadataRecord> {
+        if !self.is_active() || self.image.features.get(METADATA_VERSION).is_some() {
+            return Vec::new();
+        }
+        let Some(supported) = feature_control::SUPPORTED_FEATURES
+            .iter()
+            .find(|f| f.name == METADATA_VERSION)
+        else {
+            return Vec::new();
+        };
+        vec![MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
+            name: METADATA_VERSION.to_owned(),
+            min_level: supported.max_level,
+            max_level: supported.max_level,
+        })]
     }
 
     pub fn unregister_broker(&mut self, req: &UnregisterBrokerRequest) -> HandlerResult<()> {

@@ -8,7 +8,7 @@
 //! | v1+ `upgrade_type` 2 (safe downgrade) or 3 (unsafe downgrade) | `allow_downgrade = true` |
 //!
 //! A finalized feature has one level in Kafka (KIP-584's minimum level is gone since Kafka
-//! 3.x); corum's records keep a range, finalized here as `[1, level]`.
+//! 3.x); corum's records keep a range, finalized here as `[level, level]`.
 
 use corum_controller::control::feature_control::{
     FeatureUpdate, UpdateFeaturesRequest as CorumUpdateFeatures,
@@ -60,7 +60,7 @@ pub async fn update_features<B: Backend>(
                 early.push(None);
                 updates.push(FeatureUpdate {
                     name: u.feature.as_str().to_owned(),
-                    min_level: level.min(1),
+                    min_level: level,
                     max_level: level,
                     allow_downgrade,
                 });

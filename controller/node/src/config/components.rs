@@ -603,6 +603,10 @@ mod tests {
                 &[
                     ("controller.listener.names", "RAFT"),
                     ("listeners", "RAFT://127.0.0.1:9093,CLIENT://127.0.0.1:9094"),
+                    (
+                        "listener.security.protocol.map",
+                        "RAFT:PLAINTEXT,CLIENT:PLAINTEXT",
+                    ),
                 ],
                 |d, v| d.driver.listener_name == v && d.driver.endpoints[0].listener == v,
             ),
@@ -612,6 +616,10 @@ mod tests {
                 &[
                     ("controller.listener.names", "RAFT"),
                     ("listeners", "RAFT://127.0.0.1:9093,CLIENT://127.0.0.1:9094"),
+                    (
+                        "listener.security.protocol.map",
+                        "RAFT:PLAINTEXT,CLIENT:PLAINTEXT",
+                    ),
                 ],
                 |d, _| d.service.leader_endpoints.len() == 1,
             ),

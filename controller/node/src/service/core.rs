@@ -14,7 +14,7 @@
 //! | [`ServiceCore::on_calls`]: a read (a local read too) | answered now, or — when it read records still in flight — with the batch holding them, or after they are replayed |
 //! | [`ServiceCore::on_calls`]: a write                 | its records applied as in flight and proposed with the others that arrived together; its success answer travels with the proposal |
 //! | [`ServiceCore::on_refused`]: a proposal of this activation the driver did not append | resignation (in-flight state reverted), activation held back until the log end at the refusal is replayed |
-//! | [`ServiceCore::tick`] while active                 | the controller's tick (fencing, ...); a NoOp after `idle_noop_interval_ms` without a proposal |
+//! | [`ServiceCore::tick`] while active                 | the cluster's bootstrap records when missing (`metadata.version`, [`Controller::bootstrap_records`]), the controller's tick (fencing, ...); a NoOp after `idle_noop_interval_ms` without a proposal |
 //!
 //! # Activation
 //!
@@ -442,9 +442,13 @@ impl ServiceCore {
             next_offset: self.next_offset,
             high_watermark: self.committed_end,
         };
-        let mut records = crate::dispatch::tick(&mut self.controller, &ctx)
-            .map(|r| r.records)
-            .unwrap_or_default();
+        // What the cluster must hold from its start (metadata.version) goes first, once.
+        let mut records = self.controller.bootstrap_records();
+        records.extend(
+            crate::dispatch::tick(&mut self.controller, &ctx)
+                .map(|r| r.records)
+                .unwrap_or_default(),
+        );
         let idle_ms = self.config.idle_noop_interval_ms;
         if records.is_empty()
             && idle_ms > 0
@@ -888,10 +892,14 @@ mod tests {
     #[test]
     fn an_idle_controller_proposes_a_noop() {
         let mut c = active();
+        // The first tick proposes what the cluster must hold from its start, once.
+        c.tick(0).unwrap();
+        assert_eq!(proposals(&c.take_outbox()), vec![(pid(3, 5, 6), 1, vec![])]);
+        assert!(c.controller.bootstrap_records().is_empty(), "in flight now");
         c.tick(499).unwrap();
         assert!(proposals(&c.take_outbox()).is_empty());
         c.tick(500).unwrap();
-        assert_eq!(proposals(&c.take_outbox()), vec![(pid(3, 5, 6), 1, vec![])]);
+        assert_eq!(proposals(&c.take_outbox()), vec![(pid(3, 6, 7), 1, vec![])]);
         c.tick(900).unwrap();
         assert!(proposals(&c.take_outbox()).is_empty());
         c.check_invariants();

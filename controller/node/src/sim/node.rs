@@ -328,8 +328,12 @@ impl SimNode {
                             && !run.service.is_active()
                             && !self.skipped
                         {
+                            // A batch whose effect no later write undoes.
                             let skip = batches.iter().position(|b| {
-                                !b.control && !b.snapshot && b.base_offset >= LogOffset(20)
+                                !b.control
+                                    && !b.snapshot
+                                    && b.base_offset >= LogOffset(20)
+                                    && writes_an_own_resource(b)
                             });
                             if let Some(i) = skip {
                                 batches.remove(i);
@@ -530,4 +534,17 @@ fn deliver_at<T>(
 ) -> u64 {
     let at = (now_ms + rng.gen_range(0..=timing.port_delay_ms_max)).max(stalled_until);
     queue.back().map_or(at, |(last, _)| at.max(*last))
+}
+
+/// Whether `b` sets the config of a workload resource of its own (one no other write
+/// touches: see [`super::CONFIG_KEY`]).
+fn writes_an_own_resource(b: &crate::port::CommittedBatch) -> bool {
+    use corum_controller::records::ArchivedMetadataRecord;
+    let bytes = corum_controller::aligned(&b.payload);
+    corum_controller::decode_batch(&bytes).is_ok_and(|batch| {
+        batch.iter().any(|r| {
+            matches!(r, ArchivedMetadataRecord::Config(c)
+                if c.resource_name.as_str().parse::<u64>().is_ok_and(|n| n > super::SHARED_KEYS))
+        })
+    })
 }
