@@ -1,6 +1,6 @@
 // Reads the config schema of Apache Kafka's topics and brokers out of Kafka's own jars and writes
 // it as corum's Rust table (controller/src/config_schema/kafka_keys.rs) and as a list of probe
-// values with Kafka's verdict on each (controller/testdata/config_values_kafka.txt). Run through
+// values with Kafka's verdict on each (controller/testdata/config_values_kafka.tsv). Run through
 // generate.sh, which puts the jars on the class path; see controller/src/config_schema/mod.rs.
 //
 // Facts (names, types, defaults, validators, update modes, synonyms) come from Kafka; the one-line

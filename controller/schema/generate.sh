@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates controller/src/config_schema/kafka_keys.rs and
-# controller/testdata/config_values_kafka.txt from Apache Kafka's jars (Maven Central) and the
+# controller/testdata/config_values_kafka.tsv from Apache Kafka's jars (Maven Central) and the
 # documentation lines in docs.tsv. Needs a JDK (17+) and Maven. Usage: controller/schema/generate.sh
 set -euo pipefail
 KAFKA_VERSION="${KAFKA_VERSION:-4.1.0}"
@@ -23,6 +23,6 @@ javac -nowarn -cp "$cp" -d "$work/classes" "$here/KafkaConfigSchema.java"
 java -cp "$work/classes:$cp" KafkaConfigSchema \
   "$here/docs.tsv" \
   "$controller/src/config_schema/kafka_keys.rs" \
-  "$controller/testdata/config_values_kafka.txt" 2> >(grep -v '^SLF4J' >&2)
+  "$controller/testdata/config_values_kafka.tsv" 2> >(grep -v '^SLF4J' >&2)
 rustfmt --edition 2021 "$controller/src/config_schema/kafka_keys.rs"
-echo "wrote $controller/src/config_schema/kafka_keys.rs and $controller/testdata/config_values_kafka.txt"
+echo "wrote $controller/src/config_schema/kafka_keys.rs and $controller/testdata/config_values_kafka.tsv"

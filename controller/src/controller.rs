@@ -44,7 +44,8 @@ use crate::control::cluster_control::{
     TickResponse, UnregisterBrokerRequest,
 };
 use crate::control::config_control::{
-    self, DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    self, AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest,
+    DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use crate::control::feature_control::{self, UpdateFeaturesRequest, UpdateFeaturesResponse};
 use crate::control::producer_id_control::{
@@ -57,7 +58,7 @@ use crate::control::replication_control::{
 };
 use crate::control::{ControllerResult, RequestContext, View};
 use crate::error::{ApiError, ConfigError, ReplayError};
-use crate::image::{ConfigResource, MetadataImage};
+use crate::image::MetadataImage;
 use crate::records::{ArchivedBatch, ArchivedMetadataRecord, MetadataRecord};
 
 type HandlerResult<R> = Result<ControllerResult<R>, ApiError>;
@@ -391,13 +392,23 @@ impl Controller {
         Ok(config_control::incremental_alter_configs(self.view(), req))
     }
 
+    /// Kafka's legacy AlterConfigs: each resource's dynamic configs replaced as a whole.
+    pub fn alter_configs(&self, req: &AlterConfigsRequest) -> HandlerResult<AlterConfigsResponse> {
+        self.require_active()?;
+        Ok(config_control::alter_configs(self.view(), req))
+    }
+
     /// Reads the image (including in-flight changes); needs no records.
     pub fn describe_configs(
         &self,
-        resources: &[ConfigResource],
+        req: &DescribeConfigsRequest,
     ) -> Result<DescribeConfigsResponse, ApiError> {
         self.require_active()?;
-        Ok(config_control::describe_configs(&self.image, resources))
+        Ok(config_control::describe_configs(
+            &self.image,
+            &self.config,
+            req,
+        ))
     }
 
     pub fn update_features(

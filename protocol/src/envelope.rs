@@ -367,9 +367,11 @@ pub fn rpc_error_for(err: &ProtocolError) -> RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use corum_controller::config_schema::ConfigType;
     use corum_controller::control::cluster_control::{DescribedBroker, TargetState};
     use corum_controller::control::config_control::{
-        AlterConfigOp, AlterConfigsResource, AlterableConfig, ConfigSource, DescribedConfig,
+        AlterConfigOp, AlterConfigsResource, AlterableConfig, ConfigSource, ConfigSynonym,
+        DescribedConfig,
     };
     use corum_controller::control::feature_control::FeatureUpdate;
     use corum_controller::control::replication_control::{
@@ -610,7 +612,7 @@ mod tests {
             elect,
             alter_configs,
             proptest::collection::vec(arb_resource(), 0..3).prop_map(|resources| {
-                RequestBody::DescribeConfigs(DescribeConfigsRequest { resources })
+                RequestBody::DescribeConfigs(DescribeConfigsRequest::all(resources))
             }),
             features,
             (any::<u32>(), any::<u64>()).prop_map(|(b, e)| RequestBody::AllocateProducerIds(
@@ -1347,9 +1349,18 @@ mod tests {
                     (
                         ConfigResource::topic("a"),
                         Ok(vec![DescribedConfig {
-                            key: "cleanup.policy".into(),
-                            value: "delete".into(),
+                            name: "cleanup.policy".into(),
+                            value: Some("delete".into()),
+                            read_only: false,
                             source: ConfigSource::Default,
+                            sensitive: false,
+                            synonyms: vec![ConfigSynonym {
+                                name: "log.cleanup.policy".into(),
+                                value: None,
+                                source: ConfigSource::Default,
+                            }],
+                            config_type: ConfigType::List,
+                            documentation: Some("how old data goes".into()),
                         }]),
                     ),
                     (ConfigResource::topic("b"), Err(err())),

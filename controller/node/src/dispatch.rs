@@ -93,7 +93,7 @@ pub fn dispatch(
             ResponseBody::IncrementalAlterConfigs,
         ),
         RequestBody::DescribeConfigs(r) => controller
-            .describe_configs(&r.resources)
+            .describe_configs(r)
             .map(|resp| Dispatch::Answer(ResponseBody::DescribeConfigs(resp)))
             .map_err(rpc_error),
         RequestBody::UpdateFeatures(r) => {
@@ -196,7 +196,7 @@ mod tests {
                 broker_id: NodeId(1),
             }),
             RequestBody::DeleteTopics(DeleteTopicsRequest { names: vec![] }),
-            RequestBody::DescribeConfigs(DescribeConfigsRequest { resources: vec![] }),
+            RequestBody::DescribeConfigs(DescribeConfigsRequest::all(vec![])),
             RequestBody::DescribeCluster,
         ];
         for b in &bodies {
@@ -244,9 +244,9 @@ mod tests {
         assert_eq!(dc.brokers.len(), 1);
         let d = dispatch(
             &mut c,
-            &RequestBody::DescribeConfigs(DescribeConfigsRequest {
-                resources: vec![ConfigResource::topic("missing")],
-            }),
+            &RequestBody::DescribeConfigs(DescribeConfigsRequest::all(vec![
+                ConfigResource::topic("missing"),
+            ])),
             &ctx(1),
         )
         .unwrap();

@@ -11,7 +11,7 @@
 //! for brokers, `DynamicBrokerConfig.dynamicConfigUpdateModes()` for what a broker may change at
 //! run time, and `ServerTopicConfigSynonyms` / `DynamicBrokerConfig.brokerConfigSynonyms` for the
 //! synonym chains. The descriptions are corum's (`controller/schema/docs.tsv`); the generator
-//! refuses a key without one. The same run writes `controller/testdata/config_values_kafka.txt`:
+//! refuses a key without one. The same run writes `controller/testdata/config_values_kafka.tsv`:
 //! probe values per key with Kafka's verdict, which a test here replays against [`validate`].
 //! Rerun: `controller/schema/generate.sh` (needs a JDK and Maven), then review the diff.
 //!
@@ -520,7 +520,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const KAFKA_VERDICTS: &str = include_str!("../../testdata/config_values_kafka.txt");
+    const KAFKA_VERDICTS: &str = include_str!("../../testdata/config_values_kafka.tsv");
 
     fn all_keys() -> impl Iterator<Item = (ConfigResourceType, &'static ConfigKey)> {
         TOPIC_KEYS
@@ -580,7 +580,7 @@ mod tests {
     }
 
     /// corum's verdict on every probe value of every key equals Kafka 4.1's
-    /// (`testdata/config_values_kafka.txt`, written by Kafka's own parser and validators).
+    /// (`testdata/config_values_kafka.tsv`, written by Kafka's own parser and validators).
     /// CLASS keys are left out (Kafka loads the class; corum checks the name) and so is the
     /// hexadecimal float, which corum refuses.
     #[test]

@@ -705,12 +705,10 @@ mod tests {
     }
 
     fn describe(broker: u32) -> RequestBody {
-        RequestBody::DescribeConfigs(DescribeConfigsRequest {
-            resources: vec![ConfigResource {
-                resource_type: ConfigResourceType::Broker,
-                name: broker.to_string(),
-            }],
-        })
+        RequestBody::DescribeConfigs(DescribeConfigsRequest::all(vec![ConfigResource {
+            resource_type: ConfigResourceType::Broker,
+            name: broker.to_string(),
+        }]))
     }
 
     use crate::protocol::RequestBody;
