@@ -52,6 +52,7 @@
 //! effective value (as described), so appending to an inherited list keeps what was inherited.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
 use corum_types::NodeId;
@@ -247,28 +248,31 @@ pub fn broker_logger_refusal() -> ApiError {
 const CLUSTER_DEFAULT: &str = "";
 
 /// The layers a value can come from, over one image and controller config.
-#[derive(Clone, Copy)]
 struct Layers<'a> {
     image: &'a MetadataImage,
     config: &'a ControllerConfig,
-    cluster_default: Option<&'a BTreeMap<String, String>>,
+    /// The cluster default's settings, looked up on first use: a plain SET never needs them,
+    /// and the lookup is a large share of its cost.
+    cluster_default: OnceCell<Option<&'a BTreeMap<String, String>>>,
 }
 
 impl<'a> Layers<'a> {
     fn new(image: &'a MetadataImage, config: &'a ControllerConfig) -> Self {
-        let cluster_default = image.configs.get(&ConfigResource {
-            resource_type: ConfigResourceType::Broker,
-            name: CLUSTER_DEFAULT.to_owned(),
-        });
         Layers {
             image,
             config,
-            cluster_default,
+            cluster_default: OnceCell::new(),
         }
     }
 
     fn dynamic_default(&self, name: &str) -> Option<&'a str> {
         self.cluster_default
+            .get_or_init(|| {
+                self.image.configs.get(&ConfigResource {
+                    resource_type: ConfigResourceType::Broker,
+                    name: CLUSTER_DEFAULT.to_owned(),
+                })
+            })
             .and_then(|m| m.get(name))
             .map(String::as_str)
     }
@@ -315,13 +319,13 @@ impl<'a> Layers<'a> {
     }
 
     /// The effective value of `key` for a resource whose own settings are `own`.
-    fn effective(
-        &self,
+    fn effective<'o>(
+        &'o self,
         resource_type: ConfigResourceType,
         broker_name: &str,
-        own: Option<&'a BTreeMap<String, String>>,
+        own: Option<&'o BTreeMap<String, String>>,
         key: &'static ConfigKey,
-    ) -> Option<Cow<'a, str>> {
+    ) -> Option<Cow<'o, str>> {
         if let Some(v) = own.and_then(|m| m.get(key.name)) {
             return Some(Cow::Borrowed(v));
         }
