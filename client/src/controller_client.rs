@@ -565,7 +565,7 @@ impl ControllerClient {
         &self,
         resources: Vec<ConfigResource>,
     ) -> Result<DescribeConfigsResponse> {
-        let req = DescribeConfigsRequest { resources };
+        let req = DescribeConfigsRequest::all(resources);
         match self.call(RequestBody::DescribeConfigs(req)).await? {
             ResponseBody::DescribeConfigs(r) => Ok(r),
             other => Err(unexpected("DescribeConfigs", &other)),

@@ -45,7 +45,8 @@ use crate::control::cluster_control::{
     UnregisterBrokerRequest,
 };
 use crate::control::config_control::{
-    self, DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    self, AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest,
+    DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use crate::control::feature_control::{
     self, DescribeFeaturesResponse, UpdateFeaturesRequest, UpdateFeaturesResponse,
@@ -61,7 +62,7 @@ use crate::control::replication_control::{
 };
 use crate::control::{ControllerResult, ImageReads, RequestContext, View};
 use crate::error::{ApiError, ConfigError, ReplayError};
-use crate::image::{ConfigResource, MetadataImage};
+use crate::image::MetadataImage;
 use crate::records::{ArchivedBatch, ArchivedMetadataRecord, FeatureLevelRecordV1, MetadataRecord};
 
 /// The feature every Kafka cluster finalizes at format time.
@@ -130,7 +131,7 @@ impl Controller {
     /// Reads of the committed image, which any node answers whether it is active or not (a
     /// standby's committed image is everything it replayed). They see no in-flight record.
     pub fn committed_reads(&self) -> ImageReads<'_> {
-        ImageReads::new(self.committed_image())
+        ImageReads::new(self.committed_image(), &self.config)
     }
 
     /// The offset after the last committed record replayed.
@@ -409,7 +410,7 @@ impl Controller {
         req: &DescribeTopicsRequest,
     ) -> Result<DescribeTopicsResponse, ApiError> {
         self.require_active()?;
-        Ok(ImageReads::new(&self.image).describe_topics(req))
+        Ok(ImageReads::new(&self.image, &self.config).describe_topics(req))
     }
 
     pub fn create_partitions(
@@ -443,13 +444,23 @@ impl Controller {
         Ok(config_control::incremental_alter_configs(self.view(), req))
     }
 
+    /// Kafka's legacy AlterConfigs: each resource's dynamic configs replaced as a whole.
+    pub fn alter_configs(&self, req: &AlterConfigsRequest) -> HandlerResult<AlterConfigsResponse> {
+        self.require_active()?;
+        Ok(config_control::alter_configs(self.view(), req))
+    }
+
     /// Reads the image (including in-flight changes); needs no records.
     pub fn describe_configs(
         &self,
-        resources: &[ConfigResource],
+        req: &DescribeConfigsRequest,
     ) -> Result<DescribeConfigsResponse, ApiError> {
         self.require_active()?;
-        Ok(config_control::describe_configs(&self.image, resources))
+        Ok(config_control::describe_configs(
+            &self.image,
+            &self.config,
+            req,
+        ))
     }
 
     pub fn update_features(
@@ -482,13 +493,13 @@ impl Controller {
     /// Reads the image (including in-flight changes); needs no records.
     pub fn describe_controllers(&self) -> Result<DescribeControllersResponse, ApiError> {
         self.require_active()?;
-        Ok(ImageReads::new(&self.image).describe_controllers())
+        Ok(ImageReads::new(&self.image, &self.config).describe_controllers())
     }
 
     /// Reads the image (including in-flight changes); needs no records.
     pub fn describe_features(&self) -> Result<DescribeFeaturesResponse, ApiError> {
         self.require_active()?;
-        Ok(ImageReads::new(&self.image).describe_features())
+        Ok(ImageReads::new(&self.image, &self.config).describe_features())
     }
 
     /// O(image) invariant checks of both the committed and the in-flight image.

@@ -67,6 +67,7 @@
 //! | `DescribeFeatures` | `DescribeFeatures(DescribeFeaturesResponse)` | ApiVersions' feature fields, DescribeFeatures |
 //! | `DeleteTopicsV2(DeleteTopicsV2Request)` | `DeleteTopicsV2(DeleteTopicsV2Response)` | DeleteTopics v6 (topics by name or id) |
 //! | `LocalRead(Box<LocalRead>)` | the read's own response | any of the reads above, at any node |
+//! | `AlterConfigs(AlterConfigsRequest)` | `AlterConfigs(AlterConfigsResponse)` | AlterConfigs (the legacy whole-resource replace) |
 //!
 //! # Where a request is answered
 //!
@@ -85,8 +86,8 @@ use corum_controller::control::cluster_control::{
     DescribeControllersResponse, RegisterControllerRequest, UnregisterBrokerRequest,
 };
 use corum_controller::control::config_control::{
-    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
+    AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use corum_controller::control::feature_control::{
     DescribeFeaturesResponse, UpdateFeaturesRequest, UpdateFeaturesResponse,
@@ -154,6 +155,8 @@ pub enum RequestBody {
     DeleteTopicsV2(DeleteTopicsV2Request),
     /// A read any node answers (see the module doc).
     LocalRead(Box<LocalRead>),
+    /// Kafka's legacy AlterConfigs: each resource's dynamic configs replaced as a whole.
+    AlterConfigs(AlterConfigsRequest),
 }
 
 /// The reads any node answers from the image it replayed, each the same read as the
@@ -219,6 +222,7 @@ pub enum ResponseBody {
     DescribeTopics(DescribeTopicsResponse),
     DescribeFeatures(DescribeFeaturesResponse),
     DeleteTopicsV2(DeleteTopicsV2Response),
+    AlterConfigs(AlterConfigsResponse),
 }
 
 impl RequestBody {
@@ -249,6 +253,7 @@ impl RequestBody {
             RequestBody::DescribeFeatures => "DescribeFeatures",
             RequestBody::DeleteTopicsV2(_) => "DeleteTopicsV2",
             RequestBody::LocalRead(read) => read.kind(),
+            RequestBody::AlterConfigs(_) => "AlterConfigs",
         }
     }
 
@@ -302,6 +307,7 @@ impl ResponseBody {
             ResponseBody::DescribeTopics(_) => "DescribeTopics",
             ResponseBody::DescribeFeatures(_) => "DescribeFeatures",
             ResponseBody::DeleteTopicsV2(_) => "DeleteTopicsV2",
+            ResponseBody::AlterConfigs(_) => "AlterConfigs",
         }
     }
 
@@ -454,11 +460,13 @@ pub fn rpc_error_for(err: &ProtocolError) -> RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use corum_controller::config_schema::ConfigType;
     use corum_controller::control::cluster_control::{
         DescribedBroker, DescribedController, TargetState,
     };
     use corum_controller::control::config_control::{
-        AlterConfigOp, AlterConfigsResource, AlterableConfig, ConfigSource, DescribedConfig,
+        AlterConfigOp, AlterConfigsResource, AlterableConfig, ConfigSource, ConfigSynonym,
+        DescribedConfig,
     };
     use corum_controller::control::feature_control::{FeatureUpdate, FinalizedFeatureLevel};
     use corum_controller::control::replication_control::{
@@ -702,7 +710,7 @@ mod tests {
             elect,
             alter_configs,
             proptest::collection::vec(arb_resource(), 0..3).prop_map(|resources| {
-                RequestBody::DescribeConfigs(DescribeConfigsRequest { resources })
+                RequestBody::DescribeConfigs(DescribeConfigsRequest::all(resources))
             }),
             features,
             (any::<u32>(), any::<u64>()).prop_map(|(b, e)| RequestBody::AllocateProducerIds(
@@ -1517,9 +1525,18 @@ mod tests {
                     (
                         ConfigResource::topic("a"),
                         Ok(vec![DescribedConfig {
-                            key: "cleanup.policy".into(),
-                            value: "delete".into(),
+                            name: "cleanup.policy".into(),
+                            value: Some("delete".into()),
+                            read_only: false,
                             source: ConfigSource::Default,
+                            sensitive: false,
+                            synonyms: vec![ConfigSynonym {
+                                name: "log.cleanup.policy".into(),
+                                value: None,
+                                source: ConfigSource::Default,
+                            }],
+                            config_type: ConfigType::List,
+                            documentation: Some("how old data goes".into()),
                         }]),
                     ),
                     (ConfigResource::topic("b"), Err(err())),

@@ -82,9 +82,9 @@ fn calls_sent_to_a_follower_end_at_the_leader() {
             let described = client.describe_config(broker_resource(42)).await.unwrap();
             let retention = described
                 .iter()
-                .find(|c| c.key == "log.retention.ms")
+                .find(|c| c.name == "log.retention.ms")
                 .unwrap();
-            assert_eq!(retention.value, "42");
+            assert_eq!(retention.value.as_deref(), Some("42"));
             // The leader's DescribeQuorum fills every voter's replication columns.
             let q = client.describe_quorum_at_leader().await.unwrap();
             assert_eq!(q.node_id.0, nodes[l].id);
@@ -148,9 +148,9 @@ fn calls_survive_the_leaders_shutdown() {
         let described = client.describe_config(broker_resource(1)).await.unwrap();
         let retention = described
             .iter()
-            .find(|c| c.key == "log.retention.ms")
+            .find(|c| c.name == "log.retention.ms")
             .unwrap();
-        assert_eq!(retention.value, last.to_string());
+        assert_eq!(retention.value.as_deref(), Some(last.to_string().as_str()));
 
         // A client whose bootstrap list lacks the leader cannot reach it (it connects to
         // bootstrap servers only) and says which endpoint is missing.

@@ -98,7 +98,7 @@ pub fn dispatch(
             ResponseBody::IncrementalAlterConfigs,
         ),
         RequestBody::DescribeConfigs(r) => controller
-            .describe_configs(&r.resources)
+            .describe_configs(r)
             .map(|resp| Dispatch::Answer(ResponseBody::DescribeConfigs(resp)))
             .map_err(rpc_error),
         RequestBody::UpdateFeatures(r) => {
@@ -124,6 +124,9 @@ pub fn dispatch(
             Dispatch::from_result(controller.delete_topics_v2(r), ResponseBody::DeleteTopicsV2)
         }
         RequestBody::LocalRead(r) => read(controller, r),
+        RequestBody::AlterConfigs(r) => {
+            Dispatch::from_result(controller.alter_configs(r), ResponseBody::AlterConfigs)
+        }
         // Served by the Raft shard, never by the controller (`RequestBody::is_raft` routes
         // them); answered as not implemented here rather than panicking on a routing mistake.
         RequestBody::DescribeQuorum
@@ -144,7 +147,7 @@ fn read(controller: &Controller, read: &LocalRead) -> Result<Dispatch, RpcError>
             .describe_cluster()
             .map(ResponseBody::DescribeCluster),
         LocalRead::DescribeConfigs(r) => controller
-            .describe_configs(&r.resources)
+            .describe_configs(r)
             .map(ResponseBody::DescribeConfigs),
         LocalRead::DescribeTopics(r) => controller
             .describe_topics(r)
@@ -174,9 +177,7 @@ pub fn local_read(
             let leader = leader.ok_or(RpcError::NotController { leader: None })?;
             ResponseBody::DescribeCluster(reads.describe_cluster(leader))
         }
-        LocalRead::DescribeConfigs(r) => {
-            ResponseBody::DescribeConfigs(reads.describe_configs(&r.resources))
-        }
+        LocalRead::DescribeConfigs(r) => ResponseBody::DescribeConfigs(reads.describe_configs(r)),
         LocalRead::DescribeTopics(r) => ResponseBody::DescribeTopics(reads.describe_topics(r)),
         LocalRead::DescribeControllers => {
             ResponseBody::DescribeControllers(reads.describe_controllers())
@@ -262,7 +263,7 @@ mod tests {
                 broker_id: NodeId(1),
             }),
             RequestBody::DeleteTopics(DeleteTopicsRequest { names: vec![] }),
-            RequestBody::DescribeConfigs(DescribeConfigsRequest { resources: vec![] }),
+            RequestBody::DescribeConfigs(DescribeConfigsRequest::all(vec![])),
             RequestBody::DescribeCluster,
             RequestBody::RegisterController(register_controller(1)),
             RequestBody::DescribeControllers,
@@ -318,9 +319,9 @@ mod tests {
         assert_eq!(dc.brokers.len(), 1);
         let d = dispatch(
             &mut c,
-            &RequestBody::DescribeConfigs(DescribeConfigsRequest {
-                resources: vec![ConfigResource::topic("missing")],
-            }),
+            &RequestBody::DescribeConfigs(DescribeConfigsRequest::all(vec![
+                ConfigResource::topic("missing"),
+            ])),
             &ctx(1),
         )
         .unwrap();

@@ -21,11 +21,11 @@ pub mod replication_control;
 use corum_types::{LogOffset, NodeId};
 
 use crate::config::ControllerConfig;
-use crate::image::{ConfigResource, MetadataImage};
+use crate::image::MetadataImage;
 use crate::records::MetadataRecord;
 
 use cluster_control::{DescribeClusterResponse, DescribeControllersResponse};
-use config_control::DescribeConfigsResponse;
+use config_control::{DescribeConfigsRequest, DescribeConfigsResponse};
 use feature_control::DescribeFeaturesResponse;
 use replication_control::{DescribeTopicsRequest, DescribeTopicsResponse};
 
@@ -74,11 +74,13 @@ pub(crate) struct View<'a> {
 #[derive(Clone, Copy)]
 pub struct ImageReads<'a> {
     image: &'a MetadataImage,
+    /// The controller's settings (static broker defaults shown by DescribeConfigs).
+    config: &'a ControllerConfig,
 }
 
 impl<'a> ImageReads<'a> {
-    pub fn new(image: &'a MetadataImage) -> ImageReads<'a> {
-        ImageReads { image }
+    pub fn new(image: &'a MetadataImage, config: &'a ControllerConfig) -> ImageReads<'a> {
+        ImageReads { image, config }
     }
 
     /// The image these reads answer from.
@@ -101,9 +103,9 @@ impl<'a> ImageReads<'a> {
         feature_control::describe_features(self.image)
     }
 
-    /// Configs of `resources`.
-    pub fn describe_configs(&self, resources: &[ConfigResource]) -> DescribeConfigsResponse {
-        config_control::describe_configs(self.image, resources)
+    /// Configs of the requested resources.
+    pub fn describe_configs(&self, req: &DescribeConfigsRequest) -> DescribeConfigsResponse {
+        config_control::describe_configs(self.image, self.config, req)
     }
 
     /// Brokers and counts, naming `controller_id` as the active controller.

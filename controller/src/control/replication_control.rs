@@ -526,7 +526,7 @@ fn create_one_topic(
     }
     let partitions = match topic.num_partitions {
         _ if manual => topic.assignments.len() as i64,
-        -1 => i64::from(config.default_partitions),
+        -1 => i64::from(config_control::default_num_partitions(image, config)),
         n => i64::from(n),
     };
     if partitions < 1 || partitions > i64::from(config.partitions_per_topic_max) {
@@ -537,7 +537,7 @@ fn create_one_topic(
     }
     let rf = match topic.replication_factor {
         _ if manual => topic.assignments[0].len() as i64,
-        -1 => i64::from(config.default_replication_factor),
+        -1 => i64::from(config_control::default_replication_factor(image, config)),
         n => i64::from(n),
     };
     if rf < 1
@@ -549,9 +549,7 @@ fn create_one_topic(
             available: placer.available(),
         });
     }
-    for (key, value) in &topic.configs {
-        config_control::validate_value(ConfigResourceType::Topic, key, value)?;
-    }
+    config_control::validate_new_topic_configs(image, config, &topic.name, &topic.configs)?;
     let (partitions, rf) = (partitions as usize, rf as usize);
     let topic_id = new_topic_id(rng, image, taken_ids);
     out.push(MetadataRecord::Topic(TopicRecordV1 {

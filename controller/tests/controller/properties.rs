@@ -367,7 +367,7 @@ proptest! {
             // active controller's committed reads do.
             if matches!(op, Op::Commit) {
                 let standby = replay_log(&d.log);
-                let (ours, theirs) = (d.controller.committed_reads(), ImageReads::new(&standby));
+                let (ours, theirs) = (d.controller.committed_reads(), ImageReads::new(&standby, d.controller.config()));
                 let all = DescribeTopicsRequest { topics: None };
                 prop_assert_eq!(ours.describe_topics(&all), theirs.describe_topics(&all));
                 prop_assert_eq!(ours.describe_controllers(), theirs.describe_controllers());

@@ -21,7 +21,9 @@ use corum_controller::control::cluster_control::{
     RegisterControllerRequest, TickResponse, UnregisterBrokerRequest,
 };
 use corum_controller::control::config_control::{
-    AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
+    AlterConfigOp, AlterConfigsRequest, AlterConfigsResource, AlterableConfig,
+    DescribeConfigsRequest, DescribeConfigsResource, IncrementalAlterConfigsRequest,
+    ReplacedConfigs,
 };
 use corum_controller::control::feature_control::{FeatureUpdate, UpdateFeaturesRequest};
 use corum_controller::control::producer_id_control::AllocateProducerIdsRequest;
@@ -290,7 +292,10 @@ impl Scenario {
         // The active controller's read methods are these plus the check that it is active
         // (the driver keeps it active).
         assert!(self.driver.controller.is_active());
-        ImageReads::new(self.driver.controller.image())
+        ImageReads::new(
+            self.driver.controller.image(),
+            self.driver.controller.config(),
+        )
     }
 
     /// Proposes the records and prints them and the response.
@@ -752,7 +757,38 @@ impl Scenario {
                 let r = self.driver.controller.incremental_alter_configs(&req);
                 self.outcome(r)
             }
+            "replace-configs" => {
+                // replace-configs broker:1 set:num.io.threads=16 null:background.threads
+                // (the legacy AlterConfigs: keys not named are deleted)
+                let (rtype, name) = a.positional[0].split_once(':').unwrap();
+                let resource = ConfigResource {
+                    resource_type: if rtype == "topic" {
+                        ConfigResourceType::Topic
+                    } else {
+                        ConfigResourceType::Broker
+                    },
+                    name: name.to_owned(),
+                };
+                let configs = a.positional[1..]
+                    .iter()
+                    .map(|s| match s.split_once(':').unwrap() {
+                        ("set", kv) => {
+                            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                            (k.to_owned(), Some(v.to_owned()))
+                        }
+                        ("null", k) => (k.to_owned(), None),
+                        (other, _) => panic!("unknown entry {other}"),
+                    })
+                    .collect();
+                let req = AlterConfigsRequest {
+                    resources: vec![ReplacedConfigs { resource, configs }],
+                    validate_only: a.flag("validate-only"),
+                };
+                let r = self.driver.controller.alter_configs(&req);
+                self.outcome(r)
+            }
             "describe-configs" => {
+                // describe-configs topic:t [keys:retention.ms,segment.ms] [synonyms] [docs]
                 let (rtype, name) = a.positional[0]
                     .split_once(':')
                     .unwrap_or((a.positional[0], ""));
@@ -764,8 +800,17 @@ impl Scenario {
                     },
                     name: name.to_owned(),
                 };
+                let names = a.positional[1..]
+                    .iter()
+                    .find_map(|p| p.strip_prefix("keys:"))
+                    .map(|k| k.split(',').map(str::to_owned).collect());
+                let req = DescribeConfigsRequest {
+                    resources: vec![DescribeConfigsResource { resource, names }],
+                    include_synonyms: a.flag("synonyms"),
+                    include_documentation: a.flag("docs"),
+                };
                 let mut out = String::new();
-                match self.driver.controller.describe_configs(&[resource]) {
+                match self.driver.controller.describe_configs(&req) {
                     Err(e) => writeln!(out, "error: {e:?}").unwrap(),
                     Ok(r) => {
                         for (_, res) in r.resources {
@@ -773,8 +818,30 @@ impl Scenario {
                                 Err(e) => writeln!(out, "error: {e:?}").unwrap(),
                                 Ok(list) => {
                                     for c in list {
-                                        writeln!(out, "{}={} ({:?})", c.key, c.value, c.source)
-                                            .unwrap();
+                                        let value = c.value.as_deref().unwrap_or("<null>");
+                                        write!(
+                                            out,
+                                            "{}={value} ({:?}) {}",
+                                            c.name,
+                                            c.source,
+                                            c.config_type.name()
+                                        )
+                                        .unwrap();
+                                        if c.read_only {
+                                            out.push_str(" read-only");
+                                        }
+                                        if c.sensitive {
+                                            out.push_str(" sensitive");
+                                        }
+                                        for syn in &c.synonyms {
+                                            let v = syn.value.as_deref().unwrap_or("<null>");
+                                            write!(out, " <- {}={v} ({:?})", syn.name, syn.source)
+                                                .unwrap();
+                                        }
+                                        if let Some(doc) = &c.documentation {
+                                            write!(out, " # {doc}").unwrap();
+                                        }
+                                        out.push('\n');
                                     }
                                 }
                             }

@@ -4,21 +4,24 @@
 //! |---|---|
 //! | 2 TOPIC | a topic by name |
 //! | 4 BROKER | a broker by id, or `""` for the cluster-wide default |
-//! | 8 BROKER_LOGGER | refused with INVALID_REQUEST: corum has no per-broker loggers to set |
+//! | 8 BROKER_LOGGER | refused with INVALID_REQUEST: corum has no per-broker loggers |
 //!
-//! AlterConfigs (the legacy whole-resource replace) becomes one incremental change: SET for
-//! every key it names and DELETE for every key the resource has set dynamically that it does
-//! not name.
+//! The controller holds Kafka's schema (every topic and broker key with its type, default,
+//! validator, synonyms and documentation): DescribeConfigs passes the requested keys and the
+//! synonym and documentation flags through, and the answer's fields map one to one. Any node
+//! answers it from its replayed image. AlterConfigs (the legacy whole-resource replace) and
+//! IncrementalAlterConfigs are writes, answered at commit.
 
 use corum_controller::control::config_control::{
-    AlterConfigOp, AlterConfigsResource as CorumResource, AlterableConfig as CorumAlterable,
-    ConfigSource, DescribeConfigsRequest as CorumDescribe, DescribedConfig,
-    IncrementalAlterConfigsRequest as CorumIncremental,
+    broker_logger_refusal, AlterConfigOp, AlterConfigsRequest as CorumAlterConfigs,
+    AlterConfigsResource as CorumResource, AlterableConfig as CorumAlterable,
+    DescribeConfigsRequest as CorumDescribe, DescribeConfigsResource as CorumDescribeResource,
+    DescribedConfig, IncrementalAlterConfigsRequest as CorumIncremental, ReplacedConfigs,
 };
 use corum_controller::image::configs::ConfigResource;
 use corum_controller::records::ConfigResourceType;
 use corum_controller::ApiError;
-use corum_protocol::{LocalRead, RequestBody, ResponseBody, RpcError};
+use corum_protocol::{LocalRead, RequestBody, ResponseBody};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -27,6 +30,7 @@ use kafka_protocol::messages::{
     AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
+use kafka_protocol::protocol::StrBytes;
 
 use super::text;
 use crate::backend::{Backend, ListenerContext};
@@ -37,12 +41,6 @@ use crate::service::{call, local};
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 pub const RESOURCE_BROKER_LOGGER: i8 = 8;
-
-/// Kafka's config source codes (DescribeConfigs v1+).
-pub const SOURCE_DYNAMIC_TOPIC: i8 = 1;
-pub const SOURCE_DYNAMIC_BROKER: i8 = 2;
-pub const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
-pub const SOURCE_DEFAULT: i8 = 5;
 
 /// corum's resource for a Kafka one, or why there is none.
 fn resource(resource_type: i8, name: &str) -> Result<ConfigResource, KafkaError> {
@@ -55,10 +53,7 @@ fn resource(resource_type: i8, name: &str) -> Result<ConfigResource, KafkaError>
             resource_type: ConfigResourceType::Broker,
             name: name.to_owned(),
         }),
-        RESOURCE_BROKER_LOGGER => Err(KafkaError::new(
-            ResponseError::InvalidRequest,
-            "corum has no broker loggers: a controller's log levels are set with RUST_LOG",
-        )),
+        RESOURCE_BROKER_LOGGER => Err(KafkaError::api(&broker_logger_refusal())),
         other => Err(KafkaError::new(
             ResponseError::InvalidRequest,
             format!("unknown resource type {other}"),
@@ -66,36 +61,32 @@ fn resource(resource_type: i8, name: &str) -> Result<ConfigResource, KafkaError>
     }
 }
 
-fn source_code(source: &ConfigSource) -> i8 {
-    match source {
-        ConfigSource::DynamicTopic => SOURCE_DYNAMIC_TOPIC,
-        ConfigSource::DynamicBroker => SOURCE_DYNAMIC_BROKER,
-        ConfigSource::DynamicDefaultBroker => SOURCE_DYNAMIC_DEFAULT_BROKER,
-        ConfigSource::Default => SOURCE_DEFAULT,
-    }
-}
-
-fn is_dynamic(source: &ConfigSource) -> bool {
-    !matches!(source, ConfigSource::Default)
-}
-
-/// Describes `resources` in one corum request; per resource its configs or error.
-async fn describe<B: Backend>(
-    ctx: &ListenerContext,
-    backend: &B,
-    resources: Vec<ConfigResource>,
-) -> Result<Vec<Result<Vec<DescribedConfig>, ApiError>>, RpcError> {
-    let r = call(
-        backend,
-        local(LocalRead::DescribeConfigs(CorumDescribe { resources })),
-        ctx.default_timeout_ms,
-        |r| match r {
-            ResponseBody::DescribeConfigs(r) => Some(r.resources),
-            _ => None,
-        },
-    )
-    .await?;
-    Ok(r.into_iter().map(|(_, r)| r).collect())
+/// One described key in Kafka's shape at `version`.
+fn described(c: &DescribedConfig, version: i16) -> DescribeConfigsResourceResult {
+    let mut d = DescribeConfigsResourceResult::default()
+        .with_name(text(&c.name))
+        .with_value(c.value.as_deref().map(text))
+        .with_read_only(c.read_only)
+        .with_is_sensitive(c.sensitive)
+        .with_config_type(c.config_type.kafka_id())
+        .with_documentation(c.documentation.as_deref().map(text))
+        .with_synonyms(
+            c.synonyms
+                .iter()
+                .map(|s| {
+                    DescribeConfigsSynonym::default()
+                        .with_name(text(&s.name))
+                        .with_value(s.value.as_deref().map(text))
+                        .with_source(s.source.kafka_id())
+                })
+                .collect(),
+        );
+    d.config_source = if version == 0 {
+        -1
+    } else {
+        c.source.kafka_id()
+    };
+    d
 }
 
 /// DescribeConfigs at any served version.
@@ -105,16 +96,38 @@ pub async fn describe_configs<B: Backend>(
     request: DescribeConfigsRequest,
     version: i16,
 ) -> DescribeConfigsResponse {
-    let checked: Vec<Result<ConfigResource, KafkaError>> = request
+    let checked: Vec<Result<CorumDescribeResource, KafkaError>> = request
         .resources
         .iter()
-        .map(|r| resource(r.resource_type, r.resource_name.as_str()))
+        .map(|r| {
+            Ok(CorumDescribeResource {
+                resource: resource(r.resource_type, r.resource_name.as_str())?,
+                names: r
+                    .configuration_keys
+                    .as_ref()
+                    .map(|keys| keys.iter().map(|k| k.as_str().to_owned()).collect()),
+            })
+        })
         .collect();
-    let wanted: Vec<ConfigResource> = checked.iter().filter_map(|r| r.clone().ok()).collect();
-    let answers = if wanted.is_empty() {
+    let resources: Vec<CorumDescribeResource> =
+        checked.iter().filter_map(|r| r.clone().ok()).collect();
+    let answers = if resources.is_empty() {
         Ok(Vec::new())
     } else {
-        describe(ctx, backend, wanted).await
+        call(
+            backend,
+            local(LocalRead::DescribeConfigs(CorumDescribe {
+                resources,
+                include_synonyms: request.include_synonyms,
+                include_documentation: request.include_documentation,
+            })),
+            ctx.default_timeout_ms,
+            |r| match r {
+                ResponseBody::DescribeConfigs(r) => Some(r.resources),
+                _ => None,
+            },
+        )
+        .await
     };
     let mut answers = answers.map(Vec::into_iter).map_err(|e| KafkaError::rpc(&e));
     let results = request
@@ -126,48 +139,15 @@ pub async fn describe_configs<B: Backend>(
                 .with_resource_type(asked.resource_type)
                 .with_resource_name(asked.resource_name.clone());
             let outcome = checked.and_then(|_| match &mut answers {
-                Ok(it) => it
-                    .next()
-                    .unwrap_or_else(|| {
-                        Err(ApiError::InvalidRequest {
-                            reason: "the controller did not answer for this resource".into(),
-                        })
-                    })
-                    .map_err(|e| KafkaError::api(&e)),
+                Ok(it) => it.next().map_or_else(
+                    || Err(missing()),
+                    |(_, r)| r.map_err(|e| KafkaError::api(&e)),
+                ),
                 Err(e) => Err(e.clone()),
             });
             match outcome {
                 Ok(configs) => {
-                    result.configs = configs
-                        .iter()
-                        .filter(|c| {
-                            asked
-                                .configuration_keys
-                                .as_ref()
-                                .is_none_or(|keys| keys.iter().any(|k| k.as_str() == c.key))
-                        })
-                        .map(|c| {
-                            let mut d = DescribeConfigsResourceResult::default()
-                                .with_name(text(&c.key))
-                                .with_value(Some(text(&c.value)))
-                                .with_config_source(source_code(&c.source))
-                                .with_read_only(false)
-                                .with_is_sensitive(false);
-                            if version == 0 {
-                                d.config_source = -1;
-                            }
-                            if request.include_synonyms {
-                                d.synonyms = vec![DescribeConfigsSynonym::default()
-                                    .with_name(text(&c.key))
-                                    .with_value(Some(text(&c.value)))
-                                    .with_source(source_code(&c.source))];
-                            }
-                            if request.include_documentation {
-                                d.documentation = None;
-                            }
-                            d
-                        })
-                        .collect();
+                    result.configs = configs.iter().map(|c| described(c, version)).collect();
                 }
                 Err(e) => {
                     result.error_code = e.code;
@@ -178,6 +158,13 @@ pub async fn describe_configs<B: Backend>(
         })
         .collect();
     DescribeConfigsResponse::default().with_results(results)
+}
+
+fn missing() -> KafkaError {
+    KafkaError::new(
+        ResponseError::UnknownServerError,
+        "the controller did not answer for this resource",
+    )
 }
 
 /// Kafka's incremental operation codes.
@@ -194,61 +181,35 @@ fn op(code: i8) -> Result<AlterConfigOp, KafkaError> {
     }
 }
 
-/// The response row of one altered resource.
-fn altered(
-    resource_type: i8,
-    name: &kafka_protocol::protocol::StrBytes,
-    error: Option<KafkaError>,
-) -> (i16, Option<String>, i8, kafka_protocol::protocol::StrBytes) {
-    match error {
-        Some(e) => (e.code, e.message, resource_type, name.clone()),
-        None => (0, None, resource_type, name.clone()),
-    }
-}
-
-/// Sends the checked resources as one incremental change; per input resource its error.
-async fn alter<B: Backend>(
-    ctx: &ListenerContext,
-    backend: &B,
-    checked: Vec<Result<CorumResource, KafkaError>>,
-    validate_only: bool,
+/// Per input resource, its error (`None`: altered), from one corum request over the
+/// resources that passed the checks here.
+fn spread(
+    checked: Vec<Result<(), KafkaError>>,
+    answers: Result<Vec<(ConfigResource, Result<(), ApiError>)>, KafkaError>,
 ) -> Vec<Option<KafkaError>> {
-    let resources: Vec<CorumResource> = checked.iter().filter_map(|r| r.clone().ok()).collect();
-    let answers = if resources.is_empty() {
-        Ok(Vec::new())
-    } else {
-        call(
-            backend,
-            RequestBody::IncrementalAlterConfigs(CorumIncremental {
-                resources,
-                validate_only,
-            }),
-            ctx.default_timeout_ms,
-            |r| match r {
-                ResponseBody::IncrementalAlterConfigs(r) => Some(r.resources),
-                _ => None,
-            },
-        )
-        .await
-    };
-    let mut answers = answers.map(Vec::into_iter).map_err(|e| KafkaError::rpc(&e));
+    let mut answers = answers.map(Vec::into_iter);
     checked
         .into_iter()
         .map(|c| match c {
             Err(e) => Some(e),
-            Ok(_) => match &mut answers {
+            Ok(()) => match &mut answers {
                 Ok(it) => match it.next() {
                     Some((_, Ok(()))) => None,
                     Some((_, Err(e))) => Some(KafkaError::api(&e)),
-                    None => Some(KafkaError::new(
-                        ResponseError::UnknownServerError,
-                        "the controller did not answer for this resource",
-                    )),
+                    None => Some(missing()),
                 },
                 Err(e) => Some(e.clone()),
             },
         })
         .collect()
+}
+
+/// The response row of one altered resource.
+fn row(error: Option<KafkaError>) -> (i16, Option<StrBytes>) {
+    match error {
+        Some(e) => (e.code, e.message.as_deref().map(text)),
+        None => (0, None),
+    }
 }
 
 /// IncrementalAlterConfigs at any served version.
@@ -257,7 +218,8 @@ pub async fn incremental_alter_configs<B: Backend>(
     backend: &B,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let checked: Vec<Result<CorumResource, KafkaError>> = request
+    let mut resources = Vec::new();
+    let checked: Vec<Result<(), KafkaError>> = request
         .resources
         .iter()
         .map(|r| {
@@ -273,101 +235,150 @@ pub async fn incremental_alter_configs<B: Backend>(
                     })
                 })
                 .collect::<Result<Vec<_>, KafkaError>>()?;
-            Ok(CorumResource { resource, configs })
+            resources.push(CorumResource { resource, configs });
+            Ok(())
         })
         .collect();
-    let errors = alter(ctx, backend, checked, request.validate_only).await;
+    let answers = if resources.is_empty() {
+        Ok(Vec::new())
+    } else {
+        call(
+            backend,
+            RequestBody::IncrementalAlterConfigs(CorumIncremental {
+                resources,
+                validate_only: request.validate_only,
+            }),
+            ctx.default_timeout_ms,
+            |r| match r {
+                ResponseBody::IncrementalAlterConfigs(r) => Some(r.resources),
+                _ => None,
+            },
+        )
+        .await
+        .map_err(|e| KafkaError::rpc(&e))
+    };
     let responses = request
         .resources
         .iter()
-        .zip(errors)
+        .zip(spread(checked, answers))
         .map(|(r, e)| {
-            let (code, message, resource_type, name) =
-                altered(r.resource_type, &r.resource_name, e);
+            let (code, message) = row(e);
             kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_error_code(code)
-                .with_error_message(message.as_deref().map(text))
-                .with_resource_type(resource_type)
-                .with_resource_name(name)
+                .with_error_message(message)
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone())
         })
         .collect();
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
-/// AlterConfigs (whole-resource replace) at any served version.
+/// AlterConfigs (the legacy whole-resource replace) at any served version.
 pub async fn alter_configs<B: Backend>(
     ctx: &ListenerContext,
     backend: &B,
     request: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
-    let resources: Vec<Result<ConfigResource, KafkaError>> = request
+    let mut resources = Vec::new();
+    let checked: Vec<Result<(), KafkaError>> = request
         .resources
         .iter()
-        .map(|r| resource(r.resource_type, r.resource_name.as_str()))
-        .collect();
-    let wanted: Vec<ConfigResource> = resources.iter().filter_map(|r| r.clone().ok()).collect();
-    let current = if wanted.is_empty() {
-        Ok(Vec::new())
-    } else {
-        describe(ctx, backend, wanted)
-            .await
-            .map_err(|e| KafkaError::rpc(&e))
-    };
-    let mut current = current.map(Vec::into_iter);
-    let checked: Vec<Result<CorumResource, KafkaError>> = request
-        .resources
-        .iter()
-        .zip(resources)
-        .map(|(r, resource)| {
-            let resource = resource?;
-            let now = match &mut current {
-                Ok(it) => it
-                    .next()
-                    .unwrap_or(Ok(Vec::new()))
-                    .map_err(|e| KafkaError::api(&e))?,
-                Err(e) => return Err(e.clone()),
-            };
-            let mut configs = Vec::new();
-            for c in &r.configs {
-                let value = c.value.as_ref().ok_or_else(|| {
-                    KafkaError::new(
-                        ResponseError::InvalidRequest,
-                        format!("config {:?} has a null value", c.name.as_str()),
-                    )
-                })?;
-                configs.push(CorumAlterable {
-                    key: c.name.as_str().to_owned(),
-                    op: AlterConfigOp::Set,
-                    value: value.as_str().to_owned(),
-                });
-            }
-            for c in now.iter().filter(|c| is_dynamic(&c.source)) {
-                if !r.configs.iter().any(|k| k.name.as_str() == c.key) {
-                    configs.push(CorumAlterable {
-                        key: c.key.to_string(),
-                        op: AlterConfigOp::Delete,
-                        value: String::new(),
-                    });
-                }
-            }
-            Ok(CorumResource { resource, configs })
+        .map(|r| {
+            let resource = resource(r.resource_type, r.resource_name.as_str())?;
+            resources.push(ReplacedConfigs {
+                resource,
+                configs: r
+                    .configs
+                    .iter()
+                    .map(|c| {
+                        (
+                            c.name.as_str().to_owned(),
+                            c.value.as_ref().map(|v| v.as_str().to_owned()),
+                        )
+                    })
+                    .collect(),
+            });
+            Ok(())
         })
         .collect();
-    let errors = alter(ctx, backend, checked, request.validate_only).await;
+    let answers = if resources.is_empty() {
+        Ok(Vec::new())
+    } else {
+        call(
+            backend,
+            RequestBody::AlterConfigs(CorumAlterConfigs {
+                resources,
+                validate_only: request.validate_only,
+            }),
+            ctx.default_timeout_ms,
+            |r| match r {
+                ResponseBody::AlterConfigs(r) => Some(r.resources),
+                _ => None,
+            },
+        )
+        .await
+        .map_err(|e| KafkaError::rpc(&e))
+    };
     let responses = request
         .resources
         .iter()
-        .zip(errors)
+        .zip(spread(checked, answers))
         .map(|(r, e)| {
-            let (code, message, resource_type, name) =
-                altered(r.resource_type, &r.resource_name, e);
+            let (code, message) = row(e);
             kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse::default(
             )
             .with_error_code(code)
-            .with_error_message(message.as_deref().map(text))
-            .with_resource_type(resource_type)
-            .with_resource_name(name)
+            .with_error_message(message)
+            .with_resource_type(r.resource_type)
+            .with_resource_name(r.resource_name.clone())
         })
         .collect();
     AlterConfigsResponse::default().with_responses(responses)
+}
+
+/// The configs of topics just created (CreateTopics v5+ carries them), read from the active
+/// controller so that they include the topics' own settings; per name, the configs or the
+/// error to report in `topic_config_error_code`.
+pub async fn created_topic_configs<B: Backend>(
+    ctx: &ListenerContext,
+    backend: &B,
+    names: &[String],
+) -> Vec<Result<Vec<DescribedConfig>, KafkaError>> {
+    let resources = names
+        .iter()
+        .map(|n| CorumDescribeResource {
+            resource: ConfigResource {
+                resource_type: ConfigResourceType::Topic,
+                name: n.clone(),
+            },
+            names: None,
+        })
+        .collect();
+    let answers = call(
+        backend,
+        RequestBody::DescribeConfigs(CorumDescribe {
+            resources,
+            include_synonyms: false,
+            include_documentation: false,
+        }),
+        ctx.default_timeout_ms,
+        |r| match r {
+            ResponseBody::DescribeConfigs(r) => Some(r.resources),
+            _ => None,
+        },
+    )
+    .await;
+    match answers {
+        Ok(list) => {
+            let mut it = list.into_iter();
+            names
+                .iter()
+                .map(|_| match it.next() {
+                    Some((_, r)) => r.map_err(|e| KafkaError::api(&e)),
+                    None => Err(missing()),
+                })
+                .collect()
+        }
+        Err(e) => names.iter().map(|_| Err(KafkaError::rpc(&e))).collect(),
+    }
 }

@@ -18,7 +18,9 @@ use corum_protocol::{RequestBody, ResponseBody};
 use corum_types::NodeId;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
-use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{
@@ -172,20 +174,41 @@ pub async fn create_topics<B: Backend>(
             }
         }
     }
-    let results = request
-        .topics
-        .iter()
-        .zip(slots)
-        .map(|(t, slot)| {
-            let name = t.name.0.as_str();
-            let outcome = slot.and_then(|i| {
+    let outcomes: Vec<Result<_, KafkaError>> = slots
+        .into_iter()
+        .map(|slot| {
+            slot.and_then(|i| {
                 answers[i].clone().unwrap_or_else(|| {
                     Err(KafkaError::new(
                         ResponseError::UnknownServerError,
                         "the controller did not answer for this topic",
                     ))
                 })
-            });
+            })
+        })
+        .collect();
+    // v5+ answers carry the new topics' configs (read from the active controller, which has
+    // them as soon as the creation is committed).
+    let created: Vec<String> = request
+        .topics
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, o)| o.is_ok())
+        .map(|(t, _)| t.name.0.as_str().to_owned())
+        .collect();
+    let mut configs = if version >= 5 && !request.validate_only && !created.is_empty() {
+        super::configs::created_topic_configs(ctx, backend, &created)
+            .await
+            .into_iter()
+    } else {
+        Vec::new().into_iter()
+    };
+    let results = request
+        .topics
+        .iter()
+        .zip(outcomes)
+        .map(|(t, outcome)| {
+            let name = t.name.0.as_str();
             match outcome {
                 Ok(created) => {
                     let mut r = CreatableTopicResult::default()
@@ -195,6 +218,24 @@ pub async fn create_topics<B: Backend>(
                         .with_configs(if version >= 5 { Some(Vec::new()) } else { None });
                     if !request.validate_only {
                         r.topic_id = kafka_uuid(created.topic_id.0);
+                    }
+                    match configs.next() {
+                        Some(Ok(list)) => {
+                            r.configs = Some(
+                                list.iter()
+                                    .map(|c| {
+                                        CreatableTopicConfigs::default()
+                                            .with_name(text(&c.name))
+                                            .with_value(c.value.as_deref().map(text))
+                                            .with_read_only(c.read_only)
+                                            .with_config_source(c.source.kafka_id())
+                                            .with_is_sensitive(c.sensitive)
+                                    })
+                                    .collect(),
+                            );
+                        }
+                        Some(Err(e)) => r.topic_config_error_code = e.code,
+                        None => {}
                     }
                     r
                 }

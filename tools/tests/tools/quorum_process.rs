@@ -228,10 +228,10 @@ fn three_nodes_elect_and_serve_every_request_kind() {
             .describe_config(ConfigResource::topic("orders"))
             .await
             .unwrap();
-        let retention = configs.iter().find(|c| c.key == "retention.ms").unwrap();
+        let retention = configs.iter().find(|c| c.name == "retention.ms").unwrap();
         assert_eq!(
-            (retention.value.as_str(), retention.source),
-            ("3600000", ConfigSource::DynamicTopic)
+            (retention.value.as_deref(), retention.source),
+            (Some("3600000"), ConfigSource::DynamicTopic)
         );
         served.push("DescribeConfigs");
         call(RequestBody::UpdateFeatures(UpdateFeaturesRequest {

@@ -727,12 +727,10 @@ mod tests {
     }
 
     fn describe(broker: u32) -> RequestBody {
-        RequestBody::DescribeConfigs(DescribeConfigsRequest {
-            resources: vec![ConfigResource {
-                resource_type: ConfigResourceType::Broker,
-                name: broker.to_string(),
-            }],
-        })
+        RequestBody::DescribeConfigs(DescribeConfigsRequest::all(vec![ConfigResource {
+            resource_type: ConfigResourceType::Broker,
+            name: broker.to_string(),
+        }]))
     }
 
     use crate::protocol::RequestBody;
@@ -1054,7 +1052,7 @@ mod tests {
                 (
                     4,
                     Ok(ResponseBody::DescribeConfigs(
-                        theirs.describe_configs(&describe_configs.resources)
+                        theirs.describe_configs(&describe_configs)
                     ))
                 ),
                 (

@@ -18,11 +18,7 @@ pub fn heartbeat(id: u32, epoch: Option<BrokerEpoch>, next: LogOffset) -> Reques
             host: "127.0.0.1".into(),
             port: 9092,
         }],
-        features: vec![SupportedFeatureV1 {
-            name: "metadata.version".into(),
-            min_level: 1,
-            max_level: 1,
-        }],
+        features: corum_controller::control::feature_control::supported_features(),
         rack: None,
         next_metadata_offset: next,
         want_fence: false,

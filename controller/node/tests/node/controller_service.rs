@@ -625,11 +625,9 @@ fn requests_arriving_together_share_a_batch_and_see_each_other() {
             .call(
                 9_999,
                 RequestBody::DescribeConfigs(
-                    corum_controller::control::config_control::DescribeConfigsRequest {
-                        resources: vec![corum_controller::image::configs::ConfigResource::topic(
-                            "orders",
-                        )],
-                    },
+                    corum_controller::control::config_control::DescribeConfigsRequest::all(vec![
+                        corum_controller::image::configs::ConfigResource::topic("orders"),
+                    ]),
                 ),
             )
             .await;

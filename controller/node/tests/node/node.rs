@@ -182,9 +182,9 @@ fn a_node_on_two_shards_serves_clients_and_stops_cleanly() {
                 }
                 let r = client
                     .call(
-                        RequestBody::DescribeConfigs(DescribeConfigsRequest {
-                            resources: (0..64).map(|i| broker(1000 + i)).collect(),
-                        }),
+                        RequestBody::DescribeConfigs(DescribeConfigsRequest::all(
+                            (0..64).map(|i| broker(1000 + i)),
+                        )),
                         CALL_TIMEOUT,
                     )
                     .await

@@ -373,9 +373,9 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
         let described = one
             .call(
                 RequestBody::DescribeConfigs(
-                    corum_controller::control::config_control::DescribeConfigsRequest {
-                        resources: vec![corum_controller::image::ConfigResource::topic("orders")],
-                    },
+                    corum_controller::control::config_control::DescribeConfigsRequest::all(vec![
+                        corum_controller::image::ConfigResource::topic("orders"),
+                    ]),
                 ),
                 CALL_TIMEOUT,
             )

@@ -172,8 +172,8 @@ async fn read_back(
                 .map_err(|e| anyhow::anyhow!("reading back client {i}'s resource: {e}"))?;
             let seq = configs
                 .iter()
-                .find(|c| c.key == KEY && c.source == ConfigSource::DynamicBroker)
-                .and_then(|c| decode_value(&c.value, nonce));
+                .find(|c| c.name == KEY && c.source == ConfigSource::DynamicBroker)
+                .and_then(|c| decode_value(c.value.as_deref()?, nonce));
             out.push(seq);
         }
     }
