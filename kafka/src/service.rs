@@ -123,8 +123,29 @@ pub(crate) async fn call<B: Backend, T>(
     })
 }
 
-/// A read any node answers from the image it replayed (Kafka's clients send reads to whichever
-/// node they reach).
+/// A read, as sent: the plain request, which the active controller answers (a standby
+/// forwards it), so that a client reads its own acknowledged writes at whatever node it
+/// reached. A [`Backend`] that cannot reach the active controller answers it as the
+/// [`LocalRead`] of the same name, from its own replayed image ([`as_local_read`]).
 pub(crate) fn local(read: LocalRead) -> RequestBody {
-    RequestBody::LocalRead(Box::new(read))
+    match read {
+        LocalRead::DescribeCluster => RequestBody::DescribeCluster,
+        LocalRead::DescribeConfigs(r) => RequestBody::DescribeConfigs(r),
+        LocalRead::DescribeTopics(r) => RequestBody::DescribeTopics(r),
+        LocalRead::DescribeControllers => RequestBody::DescribeControllers,
+        LocalRead::DescribeFeatures => RequestBody::DescribeFeatures,
+    }
+}
+
+/// The [`LocalRead`] a node may answer `body` with when the active controller cannot be
+/// reached; `None` for a write.
+pub fn as_local_read(body: &RequestBody) -> Option<LocalRead> {
+    Some(match body {
+        RequestBody::DescribeCluster => LocalRead::DescribeCluster,
+        RequestBody::DescribeConfigs(r) => LocalRead::DescribeConfigs(r.clone()),
+        RequestBody::DescribeTopics(r) => LocalRead::DescribeTopics(r.clone()),
+        RequestBody::DescribeControllers => LocalRead::DescribeControllers,
+        RequestBody::DescribeFeatures => LocalRead::DescribeFeatures,
+        _ => return None,
+    })
 }

@@ -1,9 +1,10 @@
 //! The node's one call path as seen from its edges (the Kafka listener, the controller
-//! registration): a request goes to the driver's call table; a write (or a DescribeQuorum)
-//! that reaches a standby controller is forwarded to the active controller over the private
-//! protocol, at the leader's client listener as its registration names it
-//! (`DescribeControllers`). When the leader or its endpoint is unknown the caller gets
-//! `NotController` and retries as Kafka's clients do.
+//! registration): a request goes to the driver's call table; one that reaches a standby
+//! controller (a write, a read, DescribeQuorum) is forwarded to the active controller over
+//! the private protocol, at the leader's client listener as its registration names it
+//! (`DescribeControllers`), so a client reads its own acknowledged writes at any node. When
+//! the leader or its endpoint is unknown a write gets `NotController` (Kafka's clients retry
+//! it) and a read is answered from this node's replayed image (`LocalRead`).
 
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
@@ -141,11 +142,23 @@ impl Backend for NodeBackend {
             timeout_ms,
             body: body.clone(),
         };
-        match self.raft.call(frame).await.body {
+        let answer = match self.raft.call(frame).await.body {
             Err(RpcError::NotController { .. }) if !self.leads() => {
-                self.forward(body, timeout_ms).await
+                self.forward(body.clone(), timeout_ms).await
             }
             other => other,
+        };
+        match (answer, corum_kafka::service::as_local_read(&body)) {
+            // No active controller within reach: a read is answered from this node's image.
+            (Err(RpcError::NotController { .. }), Some(read)) => {
+                let frame = RequestFrame {
+                    correlation_id: 0,
+                    timeout_ms,
+                    body: RequestBody::LocalRead(Box::new(read)),
+                };
+                self.raft.call(frame).await.body
+            }
+            (answer, _) => answer,
         }
     }
 

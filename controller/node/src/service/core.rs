@@ -1014,12 +1014,10 @@ mod tests {
             .replay_batch(LogOffset(0), decode_batch(&encode_batch(&records)).unwrap())
             .unwrap();
         let theirs = standby.committed_reads();
-        let describe_configs = DescribeConfigsRequest {
-            resources: vec![ConfigResource {
-                resource_type: ConfigResourceType::Broker,
-                name: "1".into(),
-            }],
-        };
+        let describe_configs = DescribeConfigsRequest::all([ConfigResource {
+            resource_type: ConfigResourceType::Broker,
+            name: "1".into(),
+        }]);
         c.on_calls(
             vec![
                 call(3, local(LocalRead::DescribeCluster)),

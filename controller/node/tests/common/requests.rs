@@ -2,7 +2,7 @@
 //! (which include this file by path).
 
 use corum_controller::control::cluster_control::BrokerHeartbeatRequest;
-use corum_controller::records::{ListenerV1, SupportedFeatureV1};
+use corum_controller::records::ListenerV1;
 use corum_node::RequestBody;
 use corum_types::{BrokerEpoch, LogOffset, NodeId, Uuid};
 
