@@ -18,10 +18,11 @@
 # default): a client that keeps reconnecting to a killed node's port on loopback can otherwise be
 # given that very port as its source port and connect to itself (TCP simultaneous open), and the
 # node's restart then fails with 'Address already in use'. Seen here with librdkafka.
-# The storage is formatted at --release-version (default 4.0) so that `kafka-features upgrade` has
-# somewhere to go. Each node's request log (kafka.request.logger at DEBUG: one JSON line per
-# request with its API key, version, client id and listener) is DIR/node-i/logs/request.log;
-# client-apis.py turns those logs into the table in client-apis.md.
+# The storage is formatted at --release-version (default 3.9: metadata.version 21, where Kafka 4.1
+# supports up to 27) so that the sessions' real `metadata.version` upgrades have somewhere to go.
+# Each node's request log (kafka.request.logger at DEBUG: one JSON line per request with its API
+# key, version, client id and listener) is DIR/node-i/logs/request.log; client-apis.py turns those
+# logs into the table in client-apis.md.
 set -euo pipefail
 trap 'echo "kafka-kraft.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 
@@ -35,7 +36,7 @@ shift
 DIR="${COMPAT_KAFKA_DIR:-/tmp/corum-compat-kafka}"
 NODES=1
 BASE_PORT=19092
-RELEASE_VERSION=4.0
+RELEASE_VERSION=3.9
 KEEP=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -76,7 +77,7 @@ node_pid() {
 }
 
 kafka_tool() {
-  java "${JAVA_TOOL_OPTS[@]}" -Dlog4j2.configurationFile="$DIR/tools-log4j2.properties" \
+  java "${JAVA_TOOL_OPTS[@]}" -Dlog4j2.configurationFile="$COMPAT/log4j2-tools.properties" \
     -cp "$JARS/*" "$@"
 }
 
@@ -102,6 +103,7 @@ inter.broker.listener.name=PLAINTEXT
 log.dirs=$DIR/node-$i/data
 num.partitions=1
 default.replication.factor=$rf
+auto.create.topics.enable=false
 offsets.topic.replication.factor=$rf
 transaction.state.log.replication.factor=$rf
 transaction.state.log.min.isr=$min_isr
@@ -134,16 +136,6 @@ logger.request.additivity = false
 logger.request.appenderRef.request.ref = request
 EOF
   done
-  cat > "$DIR/tools-log4j2.properties" <<EOF
-status = error
-appender.stderr.type = Console
-appender.stderr.name = stderr
-appender.stderr.target = SYSTEM_ERR
-appender.stderr.layout.type = PatternLayout
-appender.stderr.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.stderr.ref = stderr
-EOF
   printf 'default.api.timeout.ms=8000\nrequest.timeout.ms=3000\n' > "$DIR/tools-fast.properties"
   cat > "$DIR/cluster.env" <<EOF
 NODES=$NODES

@@ -60,7 +60,7 @@ if [ -z "$log_dir" ]; then log_dir=$(mktemp -d -t corum-compat.XXXXXX); else mkd
 
 PY="$COMPAT/.venv/bin/python"
 # The JVM settings for Java sessions: small heap, quick start-up.
-export COMPAT_JAVA_OPTS="-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto"
+export COMPAT_JAVA_OPTS="-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto -Dlog4j2.configurationFile=$COMPAT/log4j2-tools.properties"
 export COMPAT_JARS="$COMPAT/jars"
 
 # The command line of one session, with the common arguments added by the caller.
@@ -91,7 +91,10 @@ for name in "${SESSIONS[@]}"; do
     # shellcheck disable=SC2207
     cmd=($(session_cmd "$name"))
     cmd+=(--bootstrap "$bootstrap")
-    [ -n "$controller_bootstrap" ] && cmd+=(--controller-bootstrap "$controller_bootstrap")
+    # Only Kafka's Java admin client speaks KIP-919 (bootstrap.controllers).
+    if [ -n "$controller_bootstrap" ] && [[ $name == java-* ]]; then
+      cmd+=(--controller-bootstrap "$controller_bootstrap")
+    fi
     [ $failover = 1 ] && cmd+=(--through-failover "$pause_dir")
     # Each session in its own process group, so a timeout ends it and everything it started.
     setsid "${cmd[@]}" >"$log" 2>&1 </dev/null &
