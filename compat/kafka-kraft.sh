@@ -174,10 +174,13 @@ leader_id() {
     | awk -F'[: \t]+' '/^LeaderId/ {print $2}'
 }
 
-# Every node up and, as a broker, registered and unfenced: DescribeCluster through the brokers
-# lists exactly the live, unfenced brokers.
+# Every node started and, as a broker, registered and unfenced: DescribeCluster through the
+# brokers lists exactly the live, unfenced brokers.
 wait_ready() {
-  local deadline=$((SECONDS + ${1:-120})) n
+  local deadline=$((SECONDS + ${1:-120})) n i
+  # A restarted node's old registration stays unfenced until its session times out, so first wait
+  # for every node's own process to say it started.
+  for i in $(seq 1 "$NODES"); do wait_node_started "$i" "${1:-120}"; done
   while :; do
     n=$({ kafka_tool org.apache.kafka.tools.ClusterTool list-endpoints \
             --config "$DIR/tools-fast.properties" --bootstrap-server "$BOOTSTRAP" 2>/dev/null || true; } \

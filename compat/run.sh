@@ -103,9 +103,7 @@ for name in "${SESSIONS[@]}"; do
     resumed=0
     while kill -0 "$pid" 2>/dev/null; do
       if [ $failover = 1 ] && [ $resumed = 0 ] && [ -f "$pause_dir/paused" ]; then
-        if COMPAT_SESSION="$name" bash -c "$failover_cmd" >>"$log.failover" 2>&1; then
-          echo "[run.sh] failover command done: $(tail -1 "$log.failover")" >>"$log"
-        else
+        if ! COMPAT_SESSION="$name" bash -c "$failover_cmd" >>"$log.failover" 2>&1; then
           status="--failover-cmd failed (see $log.failover)"
           kill -KILL -- -"$pid" 2>/dev/null
         fi

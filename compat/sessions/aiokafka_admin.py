@@ -12,23 +12,37 @@ import asyncio
 
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import KafkaConnectionError, NodeNotReadyError
 
 from common import Session, check, check_eq
 
-TIMEOUT_MS = 30000
+TIMEOUT_MS = 10000
 TOPIC_ALREADY_EXISTS = 36
 UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 async def session(s):
-    admin = AIOKafkaAdminClient(bootstrap_servers=s.bootstrap, client_id=s.client_id,
-                                request_timeout_ms=TIMEOUT_MS)
-    await admin.start()
+    class Client:
+        admin = None
+
+    async def connect():
+        if Client.admin is not None:
+            await Client.admin.close()
+        Client.admin = AIOKafkaAdminClient(bootstrap_servers=s.bootstrap, client_id=s.client_id,
+                                           request_timeout_ms=TIMEOUT_MS)
+        await Client.admin.start()
+
+    await connect()
+    # aiokafka sends controller requests to the controller of its cached metadata and waits, up to
+    # the request timeout, for that node to become ready; a dead node there is raised to the
+    # caller. After the failover an undelivered operation is retried with a new client.
+    s.undelivered = lambda e: isinstance(e, (KafkaConnectionError, NodeNotReadyError, asyncio.TimeoutError))
+    s.reconnect = connect
     loop = asyncio.get_running_loop()
     astep, eventually = s.astep, s.aeventually
 
     async def describe_cluster():
-        d = await admin.describe_cluster()
+        d = await Client.admin.describe_cluster()
         ids = sorted(b["node_id"] for b in d["brokers"])
         check(ids, "describe_cluster: no brokers")
         check(d.get("cluster_id"), "describe_cluster: empty cluster id")
@@ -40,7 +54,7 @@ async def session(s):
     a, c, d, v, e = (s.topic(x) for x in "acdve")
 
     async def create(topics, validate_only=False):
-        r = (await admin.create_topics(topics, timeout_ms=TIMEOUT_MS, validate_only=validate_only)).to_object()
+        r = (await Client.admin.create_topics(topics, timeout_ms=TIMEOUT_MS, validate_only=validate_only)).to_object()
         return {t["topic"]: t["error_code"] for t in r["topic_errors"]}
 
     async def create_topics():
@@ -66,12 +80,12 @@ async def session(s):
     await astep("create existing topic -> TOPIC_ALREADY_EXISTS", existing)
 
     async def listed():
-        names = set(await admin.list_topics())
+        names = set(await Client.admin.list_topics())
         for name in s.acked_topics:
             check(name in names, f"topic {name} missing from list_topics")
         for name in s.acked_deleted | {v}:
             check(name not in names, f"topic {name} listed but deleted or validate_only")
-        described = {t["topic"]: t for t in await admin.describe_topics(sorted(s.acked_topics))}
+        described = {t["topic"]: t for t in await Client.admin.describe_topics(sorted(s.acked_topics))}
         for name, n in s.acked_topics.items():
             check_eq(described[name]["error_code"], 0, f"describe_topics error of {name}")
             check_eq(len(described[name]["partitions"]), n, f"partitions of {name}")
@@ -86,14 +100,14 @@ async def session(s):
     await astep("list and describe topics", lambda: eventually(list_topics, "topics not as created"))
 
     async def create_partitions():
-        await admin.create_partitions({a: NewPartitions(5)}, timeout_ms=TIMEOUT_MS)
+        await Client.admin.create_partitions({a: NewPartitions(5)}, timeout_ms=TIMEOUT_MS)
         s.acked_topics[a] = 5
         await eventually(listed, "partition count after create_partitions")
 
     await astep("create partitions 3 -> 5", create_partitions)
 
     async def configs(rtype, name):
-        [resp] = await admin.describe_configs([ConfigResource(rtype, name)])
+        [resp] = await Client.admin.describe_configs([ConfigResource(rtype, name)])
         [res] = resp.to_object()["resources"]
         check_eq(res["error_code"], 0, f"describe_configs error of {name}")
         return {c["config_names"]: c for c in res["config_entries"]}
@@ -122,7 +136,7 @@ async def session(s):
     await astep("describe broker configs", describe_broker_configs)
 
     async def alter_configs():
-        [resp] = await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, a, {"retention.ms": "3600000"})])
+        [resp] = await Client.admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, a, {"retention.ms": "3600000"})])
         check_eq([r[0] for r in resp.resources], [0], "alter_configs error code")
         s.acked_configs[a] = {"retention.ms": "3600000"}
         await eventually(lambda: check_configs(a, s.acked_configs[a]), "config after alter_configs")
@@ -130,7 +144,7 @@ async def session(s):
     await astep("alter configs (AlterConfigs)", alter_configs)
 
     async def delete(names):
-        r = (await admin.delete_topics(names, timeout_ms=TIMEOUT_MS)).to_object()
+        r = (await Client.admin.delete_topics(names, timeout_ms=TIMEOUT_MS)).to_object()
         return {t["topic"]: t["error_code"] for t in r["topic_error_codes"]}
 
     async def delete_topics():
@@ -148,10 +162,10 @@ async def session(s):
         for name, cfg in list(s.acked_configs.items()):
             await astep(f"after failover: configs of {name} still set",
                         lambda: eventually(lambda: check_configs(name, cfg), "configs"))
-        await astep("after failover: describe cluster", describe_cluster)
+        await astep("after failover: describe cluster", lambda: s.acall(describe_cluster))
 
     async def create_after():
-        check_eq(await create([NewTopic(e, 1, 1)]), {e: 0}, "create_topics error code")
+        check_eq(await s.acall(lambda: create([NewTopic(e, 1, 1)])), {e: 0}, "create_topics error code")
         s.acked_topics[e] = 1
         await eventually(listed, "topic created last")
 
@@ -159,13 +173,13 @@ async def session(s):
 
     async def cleanup():
         names = sorted(s.acked_topics)
-        check_eq(await delete(names), {t: 0 for t in names}, "delete error codes")
+        check_eq(await s.acall(lambda: delete(names)), {t: 0 for t in names}, "delete error codes")
         s.acked_deleted.update(names)
         s.acked_topics.clear()
         await eventually(listed, "topics after the final delete")
 
     await astep("delete the session's topics", cleanup)
-    await admin.close()
+    await Client.admin.close()
 
 
 def main():

@@ -5,13 +5,18 @@ gives. It stops at the first wrong answer with a message naming the step and wha
 and exits 1 (2 for a usage error). Steps are printed as they pass, so a failure's log shows how
 far the session got.
 
+Reads of state another node may not have caught up with yet (a real Kafka broker's metadata cache
+lags its controller) are repeated until they match or ``--settle-s`` runs out (``eventually``).
+
 The failover pause (``--through-failover DIR``): at the point the session marks, it creates
 ``DIR/paused`` and waits for ``DIR/resume`` to appear (the harness kills the active controller in
 between, then creates it), then goes on and checks that everything acknowledged before the pause
-is still there. The session never retries an operation itself: whatever retrying happens is the
-client library's own. Reads of state another node may not have caught up with yet (a real Kafka
-broker's metadata cache lags its controller) are repeated until they match or ``--settle-s``
-runs out.
+is still there. Before the pause the session never retries an operation: only the client library
+does. After it, an operation the client reports as never delivered (it could not connect to the
+node it chose: that node was killed) is tried again, with a new client where the session says
+how to make one, for at most ``--settle-s``; each such retry is logged with the client's error.
+That is what an application does when its client gives up on a dead node, and some clients do
+give up (see client-apis.md); an operation that reached a server is never retried.
 """
 
 import argparse
@@ -55,7 +60,8 @@ class Session:
         parser.add_argument("--pause-timeout-s", type=float, default=300.0,
                             help="how long to wait for DIR/resume (default 300)")
         parser.add_argument("--settle-s", type=float, default=30.0,
-                            help="how long a read may take to show an acknowledged change (default 30)")
+                            help="how long a read may take to show an acknowledged change, and how "
+                                 "long undelivered operations are retried after the failover (default 30)")
         parser.add_argument("--prefix", help="topic-name prefix (default: unique per run)")
         self.args = parser.parse_args()
         self.client = client
@@ -66,6 +72,13 @@ class Session:
         self.acked_topics = {}        # name -> partition count
         self.acked_deleted = set()    # names whose deletion was acknowledged
         self.acked_configs = {}       # topic -> {key: value}
+        # Set by the session: does this exception mean the request never reached a server? And,
+        # optionally, how to replace the client (for a client that keeps a dead node as its target;
+        # a coroutine function in the asyncio sessions).
+        self.undelivered = lambda e: False
+        self.reconnect = None
+        self.failed_over = False
+        self.retries_after_failover = 0
 
     @property
     def bootstrap(self):
@@ -107,6 +120,32 @@ class Session:
         self.log(f"FAIL {message}")
         sys.exit(1)
 
+    def _retry_undelivered(self, e, deadline):
+        """After the failover, whether to try again after exception e (and prepares the retry)."""
+        if not (self.failed_over and self.undelivered(e)) or time.monotonic() >= deadline:
+            return False
+        self.retries_after_failover += 1
+        self.log(f"retry: undelivered after the failover ({type(e).__name__}: {e})"
+                 + ("; with a new client" if self.reconnect else ""))
+        return True
+
+    def call(self, fn):
+        """Runs one client operation (a write); see the module doc for its retry after the failover."""
+        deadline = time.monotonic() + self.args.settle_s
+        delay = 0.2
+        while True:
+            try:
+                return fn()
+            except WrongAnswer:
+                raise
+            except Exception as e:
+                if not self._retry_undelivered(e, deadline):
+                    raise
+                if self.reconnect:
+                    self.reconnect()
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
     def eventually(self, fn, what):
         """Calls fn until it returns without WrongAnswer, for at most --settle-s seconds."""
         deadline = time.monotonic() + self.args.settle_s
@@ -117,8 +156,30 @@ class Session:
             except WrongAnswer as e:
                 if time.monotonic() >= deadline:
                     raise WrongAnswer(f"{what} (still after {self.args.settle_s:.0f} s): {e}")
+            except Exception as e:
+                if not self._retry_undelivered(e, deadline):
+                    raise
+                if self.reconnect:
+                    self.reconnect()
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+    async def acall(self, fn):
+        """call() for a coroutine function (aiokafka)."""
+        deadline = time.monotonic() + self.args.settle_s
+        delay = 0.2
+        while True:
+            try:
+                return await fn()
+            except WrongAnswer:
+                raise
+            except Exception as e:
+                if not self._retry_undelivered(e, deadline):
+                    raise
+                if self.reconnect:
+                    await self.reconnect()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
 
     async def aeventually(self, fn, what):
         """eventually() for a coroutine function (aiokafka)."""
@@ -130,6 +191,11 @@ class Session:
             except WrongAnswer as e:
                 if time.monotonic() >= deadline:
                     raise WrongAnswer(f"{what} (still after {self.args.settle_s:.0f} s): {e}")
+            except Exception as e:
+                if not self._retry_undelivered(e, deadline):
+                    raise
+                if self.reconnect:
+                    await self.reconnect()
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
 
@@ -149,8 +215,11 @@ class Session:
                 self.fail(f"nobody created {resume} within {self.args.pause_timeout_s:.0f} s")
             time.sleep(0.1)
         self.log("resumed")
+        self.failed_over = True
         return True
 
     def done(self):
-        self.log(f"PASS ({time.monotonic() - self.started:.1f} s)")
+        retries = (f"; {self.retries_after_failover} undelivered operation(s) retried after the failover"
+                   if self.retries_after_failover else "")
+        self.log(f"PASS ({time.monotonic() - self.started:.1f} s{retries})")
         sys.exit(0)

@@ -9,6 +9,7 @@ then, after the failover pause, everything acknowledged is still there.
 """
 
 from kafka.admin import AlterConfigOp, ConfigResource, KafkaAdminClient, UpdateFeatureType
+from kafka.errors import KafkaConnectionError, NodeNotReadyError, UnknownBrokerIdError
 
 from common import Session, check, check_eq
 
@@ -23,11 +24,25 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 
 def main():
     s = Session("kafka-python", __doc__)
-    admin = KafkaAdminClient(bootstrap_servers=s.bootstrap.split(","), client_id=s.client_id,
-                             request_timeout_ms=TIMEOUT_MS)
+
+    class Client:
+        admin = None
+
+    def connect():
+        if Client.admin is not None:
+            Client.admin.close()
+        Client.admin = KafkaAdminClient(bootstrap_servers=s.bootstrap.split(","), client_id=s.client_id,
+                                        request_timeout_ms=TIMEOUT_MS)
+
+    connect()
+    # kafka-python keeps the controller id it first learned for the client's whole life and refreshes
+    # it only on NOT_CONTROLLER; a refused connection to it is raised to the caller every time. So
+    # after the failover an undelivered operation is retried with a new client.
+    s.undelivered = lambda e: isinstance(e, (KafkaConnectionError, NodeNotReadyError, UnknownBrokerIdError))
+    s.reconnect = connect
 
     def describe_cluster():
-        d = admin.describe_cluster()
+        d = Client.admin.describe_cluster()
         check(d["cluster_id"], "describe_cluster: empty cluster id")
         ids = sorted(b["broker_id"] for b in d["brokers"])
         check(ids, "describe_cluster: no brokers")
@@ -40,7 +55,7 @@ def main():
     a, b, c, d, v, e = (s.topic(x) for x in "abcdve")
 
     def create(topics, validate_only=False):
-        r = admin.create_topics(topics, timeout_ms=TIMEOUT_MS, validate_only=validate_only,
+        r = Client.admin.create_topics(topics, timeout_ms=TIMEOUT_MS, validate_only=validate_only,
                                 raise_errors=False)
         return {t["name"]: t["error_code"] for t in r["topics"]}
 
@@ -72,12 +87,12 @@ def main():
                             {bad: INVALID_REPLICATION_FACTOR}, "error"))
 
     def listed():
-        names = set(admin.list_topics())
+        names = set(Client.admin.list_topics())
         for name in s.acked_topics:
             check(name in names, f"topic {name} missing from list_topics")
         for name in s.acked_deleted | {v}:
             check(name not in names, f"topic {name} listed but deleted or validate_only")
-        described = {t["name"]: t for t in admin.describe_topics(sorted(s.acked_topics))}
+        described = {t["name"]: t for t in Client.admin.describe_topics(sorted(s.acked_topics))}
         for name, n in s.acked_topics.items():
             check_eq(described[name]["error_code"], 0, f"describe_topics error of {name}")
             check_eq(len(described[name]["partitions"]), n, f"partitions of {name}")
@@ -85,7 +100,7 @@ def main():
 
     def list_topics():
         listed()
-        t = {t["name"]: t for t in admin.describe_topics([a, b, c])}
+        t = {t["name"]: t for t in Client.admin.describe_topics([a, b, c])}
         check_eq(t[b]["error_code"], 0, f"describe_topics error of {b}")
         check(len(t[b]["partitions"]) >= 1, f"{b} has no partitions")
         s.acked_topics[b] = len(t[b]["partitions"])
@@ -96,17 +111,17 @@ def main():
     s.step("list and describe topics", lambda: s.eventually(list_topics, "topics not as created"))
 
     def create_partitions():
-        r = admin.create_partitions({a: 5}, timeout_ms=TIMEOUT_MS, raise_errors=False)
+        r = Client.admin.create_partitions({a: 5}, timeout_ms=TIMEOUT_MS, raise_errors=False)
         check_eq([x.error_code for x in r.results], [0], "create_partitions error code")
         s.acked_topics[a] = 5
         s.eventually(listed, "partition count after create_partitions")
-        r = admin.create_partitions({a: 4}, timeout_ms=TIMEOUT_MS, raise_errors=False)
+        r = Client.admin.create_partitions({a: 4}, timeout_ms=TIMEOUT_MS, raise_errors=False)
         check_eq([x.error_code for x in r.results], [INVALID_PARTITIONS], "decrease to 4 partitions")
 
     s.step("create partitions 3 -> 5 (and 5 -> 4 refused)", create_partitions)
 
     def topic_configs(name):
-        return admin.describe_configs([ConfigResource("TOPIC", name)], config_filter="all")["topic"][name]
+        return Client.admin.describe_configs([ConfigResource("TOPIC", name)], config_filter="all")["topic"][name]
 
     def check_configs(name, want, source="DYNAMIC_TOPIC_CONFIG"):
         got = topic_configs(name)
@@ -127,7 +142,7 @@ def main():
     s.step("describe topic configs", describe_topic_configs)
 
     def alter(name, configs, incremental, validate_only=False):
-        r = admin.alter_configs([ConfigResource("TOPIC", name, configs)], incremental=incremental,
+        r = Client.admin.alter_configs([ConfigResource("TOPIC", name, configs)], incremental=incremental,
                                 validate_only=validate_only)
         check_eq(r, {"topic": {name: "OK"}}, f"alter_configs of {name}")
 
@@ -152,7 +167,7 @@ def main():
     s.step("incremental alter configs (SET, DELETE, validate_only)", incremental_alter_configs)
 
     def describe_broker_configs():
-        got = admin.describe_configs([ConfigResource("BROKER", str(brokers[0]))],
+        got = Client.admin.describe_configs([ConfigResource("BROKER", str(brokers[0]))],
                                      config_filter="all")["broker"][str(brokers[0])]
         for k in ("num.partitions", "default.replication.factor", "log.segment.bytes"):
             check(k in got, f"broker {brokers[0]}: config {k} not described")
@@ -160,7 +175,7 @@ def main():
     s.step("describe broker configs", describe_broker_configs)
 
     def describe_quorum():
-        q = admin.describe_metadata_quorum()
+        q = Client.admin.describe_metadata_quorum()
         parts = q["topics"][0]["partitions"]
         check_eq(q["topics"][0]["topic_name"], "__cluster_metadata", "quorum topic")
         check(parts[0]["error"] is None, f"describe quorum error {parts[0]['error']}")
@@ -171,18 +186,18 @@ def main():
     s.step("describe metadata quorum", describe_quorum)
 
     def features():
-        f = admin.describe_features()
+        f = Client.admin.describe_features()
         check("metadata.version" in f, f"metadata.version not described: {sorted(f)}")
         mv = f["metadata.version"]
         lo, hi = mv["supported"]
         fin = mv["finalized"][1]
         check(lo <= fin <= hi, f"metadata.version finalized {fin} outside supported {lo}..{hi}")
-        r = admin.update_features({"metadata.version": (UpdateFeatureType.UPGRADE, hi)}, validate_only=True)
+        r = Client.admin.update_features({"metadata.version": (UpdateFeatureType.UPGRADE, hi)}, validate_only=True)
         check_eq(r, {"metadata.version": "OK"}, f"validate-only upgrade to {hi}")
         if fin < hi:
-            r = admin.update_features({"metadata.version": (UpdateFeatureType.UPGRADE, fin + 1)})
+            r = Client.admin.update_features({"metadata.version": (UpdateFeatureType.UPGRADE, fin + 1)})
             check_eq(r, {"metadata.version": "OK"}, f"upgrade to {fin + 1}")
-            s.eventually(lambda: check_eq(admin.describe_features()["metadata.version"]["finalized"][1],
+            s.eventually(lambda: check_eq(Client.admin.describe_features()["metadata.version"]["finalized"][1],
                                           fin + 1, "finalized metadata.version after upgrade"),
                          "upgrade not visible")
         else:
@@ -191,13 +206,13 @@ def main():
     s.step("describe features; upgrade metadata.version", features)
 
     def delete_topics():
-        r = admin.delete_topics([b], timeout_ms=TIMEOUT_MS, raise_errors=False)
+        r = Client.admin.delete_topics([b], timeout_ms=TIMEOUT_MS, raise_errors=False)
         check_eq({t["name"]: t["error_code"] for t in r["topics"]}, {b: 0}, f"delete {b}")
         del s.acked_topics[b]
         s.acked_deleted.add(b)
         s.eventually(listed, "topics after delete")
         missing = s.topic("never-created")
-        r = admin.delete_topics([missing], timeout_ms=TIMEOUT_MS, raise_errors=False)
+        r = Client.admin.delete_topics([missing], timeout_ms=TIMEOUT_MS, raise_errors=False)
         check_eq({t["name"]: t["error_code"] for t in r["topics"]}, {missing: UNKNOWN_TOPIC_OR_PARTITION},
                  "delete of an unknown topic")
 
@@ -208,11 +223,11 @@ def main():
         for name, cfg in s.acked_configs.items():
             s.step(f"after failover: configs of {name} still set",
                    lambda: s.eventually(lambda: check_configs(name, cfg), "configs"))
-        s.step("after failover: describe cluster", describe_cluster)
-        s.step("after failover: describe metadata quorum", describe_quorum)
+        s.step("after failover: describe cluster", lambda: s.call(describe_cluster))
+        s.step("after failover: describe metadata quorum", lambda: s.call(describe_quorum))
 
     def create_after():
-        check_eq(create({e: {"num_partitions": 1}}), {e: 0}, "create_topics error code")
+        check_eq(s.call(lambda: create({e: {"num_partitions": 1}})), {e: 0}, "create_topics error code")
         s.acked_topics[e] = 1
         s.eventually(listed, "topic created last")
 
@@ -220,14 +235,14 @@ def main():
 
     def cleanup():
         names = sorted(s.acked_topics)
-        r = admin.delete_topics(names, timeout_ms=TIMEOUT_MS, raise_errors=False)
+        r = s.call(lambda: Client.admin.delete_topics(names, timeout_ms=TIMEOUT_MS, raise_errors=False))
         check_eq({t["name"]: t["error_code"] for t in r["topics"]}, {t: 0 for t in names}, "delete error codes")
         s.acked_deleted.update(names)
         s.acked_topics.clear()
         s.eventually(listed, "topics after the final delete")
 
     s.step("delete the session's topics", cleanup)
-    admin.close()
+    Client.admin.close()
     s.done()
 
 

@@ -15,8 +15,14 @@ import sys
 from common import Session, WrongAnswer, check, check_eq
 
 
+class Undelivered(Exception):
+    """The command could not connect to the node it chose (kafka-python raises and exits)."""
+
+
 def main():
     s = Session("kafka-python-cli", __doc__)
+    # Each command is a new process, so a retry is a new client.
+    s.undelivered = lambda e: isinstance(e, Undelivered)
     base = [sys.executable, "-m", "kafka.admin", "--format", "json", "-C", f"client_id={s.client_id}",
             "-l", "ERROR"]
     for server in s.bootstrap.split(","):
@@ -26,6 +32,8 @@ def main():
         """Runs one command; returns its JSON, or checks the "[Error N]" it printed."""
         p = subprocess.run(base + list(argv), capture_output=True, text=True, timeout=120)
         out = p.stdout.strip()
+        if p.returncode != 0 and any(x in p.stderr for x in ("KafkaConnectionError", "NodeNotReadyError")):
+            raise Undelivered(p.stderr.strip().splitlines()[-1])
         if expect_error is not None:
             check(f"[Error {expect_error}]" in out + p.stderr,
                   f"`{' '.join(argv)}`: want [Error {expect_error}], got exit {p.returncode}: {out[:300]!r}")
@@ -179,11 +187,11 @@ def main():
         s.step("after failover: acknowledged topics still there", lambda: s.eventually(listed, "topics"))
         s.step("after failover: configs still set",
                lambda: s.eventually(lambda: check_configs(a, s.acked_configs[a]), "configs"))
-        s.step("after failover: cluster describe", describe_cluster)
-        s.step("after failover: cluster describe-quorum", describe_quorum)
+        s.step("after failover: cluster describe", lambda: s.call(describe_cluster))
+        s.step("after failover: cluster describe-quorum", lambda: s.call(describe_quorum))
 
     def create_after():
-        r = cli("topics", "create", "-t", e, "--num-partitions", "1")
+        r = s.call(lambda: cli("topics", "create", "-t", e, "--num-partitions", "1"))
         check_eq([t["error_code"] for t in r["topics"]], [0], f"create {e}")
         s.acked_topics[e] = 1
         s.eventually(listed, "topic created last")
@@ -194,7 +202,7 @@ def main():
         argv = ["topics", "delete"]
         for name in sorted(s.acked_topics):
             argv += ["-t", name]
-        r = cli(*argv)
+        r = s.call(lambda: cli(*argv))
         check_eq(sorted(t["error_code"] for t in r["topics"]), [0] * len(s.acked_topics), "delete error codes")
         s.acked_deleted.update(s.acked_topics)
         s.acked_topics.clear()

@@ -76,6 +76,42 @@ async function step (name, fn) {
   return result
 }
 
+// After the failover pause, an operation kafkajs reports as refused by the node it chose (the
+// killed one) never reached a server: it is tried again, with the same client (kafkajs refreshes
+// its metadata on every admin call), for at most --settle-s, and each retry is logged. An
+// operation that reached a server is never retried (see common.py).
+let failedOver = false
+let retriesAfterFailover = 0
+
+function undelivered (e) {
+  for (let x = e; x; x = x.cause) {
+    if (x.name === 'KafkaJSConnectionError' && /ECONNREFUSED/.test(`${x.code} ${x.message}`)) return true
+  }
+  return false
+}
+
+function retryUndelivered (e, deadline) {
+  if (!failedOver || !undelivered(e) || elapsed() >= deadline) return false
+  retriesAfterFailover += 1
+  log(`retry: undelivered after the failover (${e.name}: ${e.message})`)
+  return true
+}
+
+// Runs one client operation (a write), retried after the failover only when undelivered.
+async function call (fn) {
+  const deadline = elapsed() + args.settleS
+  let delay = 200
+  for (;;) {
+    try {
+      return await fn()
+    } catch (e) {
+      if (e instanceof WrongAnswer || !retryUndelivered(e, deadline)) throw e
+    }
+    await sleep(delay)
+    delay = Math.min(delay * 2, 2000)
+  }
+}
+
 // Repeats a read until it matches, for at most --settle-s (a broker's metadata lags its controller).
 async function eventually (fn, what) {
   const deadline = elapsed() + args.settleS
@@ -84,8 +120,11 @@ async function eventually (fn, what) {
     try {
       return await fn()
     } catch (e) {
-      if (!(e instanceof WrongAnswer)) throw e
-      if (elapsed() >= deadline) throw new WrongAnswer(`${what} (still after ${args.settleS} s): ${e.message}`)
+      if (e instanceof WrongAnswer) {
+        if (elapsed() >= deadline) throw new WrongAnswer(`${what} (still after ${args.settleS} s): ${e.message}`)
+      } else if (!retryUndelivered(e, deadline)) {
+        throw e
+      }
     }
     await sleep(delay)
     delay = Math.min(delay * 2, 1000)
@@ -104,6 +143,7 @@ async function pause () {
     await sleep(100)
   }
   log('resumed')
+  failedOver = true
   return true
 }
 
@@ -259,23 +299,25 @@ async function main () {
     for (const [name, cfg] of ackedConfigs) {
       await step(`after failover: configs of ${name} still set`, () => eventually(() => checkConfigs(name, cfg), 'configs'))
     }
-    await step('after failover: describe cluster', describeCluster)
+    await step('after failover: describe cluster', () => call(describeCluster))
   }
 
   await step('create one more topic', async () => {
-    checkEq(await admin.createTopics({ timeout: 30000, topics: [{ topic: e, numPartitions: 1 }] }), true, 'createTopics result')
+    checkEq(await call(() => admin.createTopics({ timeout: 30000, topics: [{ topic: e, numPartitions: 1 }] })),
+      true, 'createTopics result')
     ackedTopics.set(e, 1)
     await eventually(listed, 'topic created last')
   })
   await step("delete the session's topics", async () => {
     const names = [...ackedTopics.keys()]
-    await admin.deleteTopics({ topics: names, timeout: 30000 })
+    await call(() => admin.deleteTopics({ topics: names, timeout: 30000 }))
     names.forEach(n => ackedDeleted.add(n))
     ackedTopics.clear()
     await eventually(listed, 'topics after the final delete')
   })
   await admin.disconnect()
-  log(`PASS (${elapsed().toFixed(1)} s)`)
+  const retries = retriesAfterFailover ? `; ${retriesAfterFailover} undelivered operation(s) retried after the failover` : ''
+  log(`PASS (${elapsed().toFixed(1)} s${retries})`)
 }
 
 main().catch(e => {

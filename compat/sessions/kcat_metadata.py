@@ -12,6 +12,7 @@ import shutil
 import subprocess
 
 from kafka.admin import KafkaAdminClient
+from kafka.errors import KafkaConnectionError, NodeNotReadyError, UnknownBrokerIdError
 
 from common import Session, WrongAnswer, check, check_eq
 
@@ -50,13 +51,23 @@ def main():
     topic = s.topic("a")
     assignment = {0: [brokers[0]], 1: [brokers[-1]], 2: [brokers[0]]}
 
-    admin = None
+    class Setup:
+        admin = None
+
+    def connect():
+        if Setup.admin is not None:
+            Setup.admin.close()
+        Setup.admin = KafkaAdminClient(bootstrap_servers=s.bootstrap.split(","), client_id=s.client_id + "-setup",
+                                       request_timeout_ms=TIMEOUT_MS)
+
+    # The setup client keeps a killed controller as its target (see kafka_python_admin.py).
+    s.undelivered = lambda e: isinstance(e, (KafkaConnectionError, NodeNotReadyError, UnknownBrokerIdError))
+    s.reconnect = connect
 
     def setup():
-        nonlocal admin
-        admin = KafkaAdminClient(bootstrap_servers=s.bootstrap.split(","), client_id=s.client_id + "-setup",
-                                 request_timeout_ms=TIMEOUT_MS)
-        r = admin.create_topics({topic: {"assignments": assignment}}, timeout_ms=TIMEOUT_MS, raise_errors=False)
+        connect()
+        r = Setup.admin.create_topics({topic: {"assignments": assignment}}, timeout_ms=TIMEOUT_MS,
+                                      raise_errors=False)
         check_eq([t["error_code"] for t in r["topics"]], [0], "create_topics (kafka-python) error code")
 
     s.step("setup: create a topic with kafka-python", setup)
@@ -95,9 +106,9 @@ def main():
         s.step("after failover: kcat -L -t TOPIC", lambda: s.eventually(lambda: check_topic(metadata(topic)), "topic"))
 
     def cleanup():
-        r = admin.delete_topics([topic], timeout_ms=TIMEOUT_MS, raise_errors=False)
+        r = s.call(lambda: Setup.admin.delete_topics([topic], timeout_ms=TIMEOUT_MS, raise_errors=False))
         check_eq([t["error_code"] for t in r["topics"]], [0], "delete_topics (kafka-python) error code")
-        admin.close()
+        Setup.admin.close()
 
         def gone():
             check(topic not in {x["topic"] for x in metadata()["topics"]}, f"{topic} still listed after delete")
