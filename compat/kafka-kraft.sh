@@ -3,7 +3,7 @@
 # loopback ports in a temporary directory: the reference the compatibility sessions are proven
 # against before they are pointed at corum.
 #
-#   kafka-kraft.sh start [--nodes 1|3] [--dir DIR] [--base-port P] [--release-version V]
+#   kafka-kraft.sh start [--nodes 1|3] [--dir DIR] [--base-port P] [--release-version V] [--record]
 #   kafka-kraft.sh status|env [--dir DIR]      # nodes up; BOOTSTRAP=... CONTROLLER_BOOTSTRAP=...
 #   kafka-kraft.sh leader [--dir DIR]          # node id of the active controller
 #   kafka-kraft.sh failover [--dir DIR]        # SIGKILL the active controller, wait for a new one,
@@ -22,7 +22,11 @@
 # supports up to 27) so that the sessions' real `metadata.version` upgrades have somewhere to go.
 # Each node's request log (kafka.request.logger at DEBUG: one JSON line per request with its API
 # key, version, client id and listener) is DIR/node-i/logs/request.log; client-apis.py turns those
-# logs into the table in client-apis.md.
+# logs into the table in client-apis.md. With --record each node's PLAINTEXT listener binds to
+# P+30+i-1 and advertises P+i-1, where recorder.py listens and forwards, writing every request's
+# header and the bytes left after its body to DIR/recorder.jsonl (clients and the brokers among
+# themselves pass through it; the CONTROLLER listener does not). Not for failover runs: a client
+# then sees a closed connection, not a refused one, when a node dies.
 set -euo pipefail
 trap 'echo "kafka-kraft.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 
@@ -38,6 +42,7 @@ NODES=1
 BASE_PORT=19092
 RELEASE_VERSION=3.9
 KEEP=0
+RECORD=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) DIR="$2"; shift 2 ;;
@@ -45,6 +50,7 @@ while [ $# -gt 0 ]; do
     --base-port) BASE_PORT="$2"; shift 2 ;;
     --release-version) RELEASE_VERSION="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --record) RECORD=1; shift ;;
     *) echo "kafka-kraft.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -69,6 +75,8 @@ load_env() {
 }
 
 broker_port() { echo $((BASE_PORT + $1 - 1)); }
+# Where the PLAINTEXT listener binds: behind the recorder with --record.
+broker_bind_port() { echo $((BASE_PORT + $1 - 1 + 30 * RECORD)); }
 controller_port() { echo $((BASE_PORT + 100 + $1 - 1)); }
 
 node_pid() {
@@ -95,7 +103,7 @@ write_configs() {
 process.roles=broker,controller
 node.id=$i
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$(broker_port "$i"),CONTROLLER://127.0.0.1:$(controller_port "$i")
+listeners=PLAINTEXT://127.0.0.1:$(broker_bind_port "$i"),CONTROLLER://127.0.0.1:$(controller_port "$i")
 advertised.listeners=PLAINTEXT://127.0.0.1:$(broker_port "$i"),CONTROLLER://127.0.0.1:$(controller_port "$i")
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 controller.listener.names=CONTROLLER
@@ -142,7 +150,23 @@ NODES=$NODES
 BASE_PORT=$BASE_PORT
 BOOTSTRAP=$boot
 CONTROLLER_BOOTSTRAP=$cboot
+RECORD=$RECORD
 EOF
+}
+
+start_recorder() {
+  local i maps=()
+  for i in $(seq 1 "$NODES"); do maps+=(--map "$(broker_port "$i")=127.0.0.1:$(broker_bind_port "$i")"); done
+  [ -x "$COMPAT/.venv/bin/python" ] || die "--record needs compat/.venv (run compat/install.sh)"
+  setsid "$COMPAT/.venv/bin/python" "$COMPAT/recorder.py" "${maps[@]}" --out "$DIR/recorder.jsonl" \
+    >"$DIR/recorder.log" 2>&1 </dev/null &
+  echo $! > "$DIR/recorder.pid"
+  local deadline=$((SECONDS + 30))
+  until grep -q "^recorder:" "$DIR/recorder.log" 2>/dev/null; do
+    kill -0 "$(cat "$DIR/recorder.pid")" 2>/dev/null || die "recorder.py exited: $(cat "$DIR/recorder.log")"
+    [ $SECONDS -lt $deadline ] || die "recorder.py did not start within 30 s"
+    sleep 0.2
+  done
 }
 
 start_node() {
@@ -200,14 +224,16 @@ case "$cmd" in
       || die "--base-port $BASE_PORT: ports up to $((BASE_PORT + 200)) reach the ephemeral range (from $ephemeral_low)"
     command -v java >/dev/null || die "java not found (install a JDK 17 or newer)"
     if [ -f "$DIR/cluster.env" ]; then
-      load_env
-      for i in $(seq 1 "$NODES"); do
-        [ -z "$(node_pid "$i")" ] || die "a cluster is already running in $DIR (kafka-kraft.sh stop --dir $DIR)"
-      done
+      # In a subshell: the old cluster's shape must not replace this start's arguments.
+      ( load_env
+        for i in $(seq 1 "$NODES"); do
+          [ -z "$(node_pid "$i")" ] || die "a cluster is already running in $DIR (kafka-kraft.sh stop --dir $DIR)"
+        done ) || exit 1
       rm -rf "$DIR"
     fi
     mkdir -p "$DIR"
     write_configs
+    [ "$RECORD" = 0 ] || start_recorder
     cid=$(kafka_tool kafka.tools.StorageTool random-uuid)
     for i in $(seq 1 "$NODES"); do
       kafka_tool kafka.tools.StorageTool format --cluster-id "$cid" \
@@ -239,6 +265,7 @@ case "$cmd" in
   failover)
     load_env
     [ "$NODES" -ge 3 ] || die "failover needs a 3-node cluster (start --nodes 3)"
+    [ "${RECORD:-0}" = 0 ] || die "failover on a --record cluster: clients would not see the node die"
     old=$(leader_id); [ -n "$old" ] || die "no active controller to kill"
     pid=$(node_pid "$old") || die "leader $old has no live process"
     kill -KILL "$pid"
@@ -270,6 +297,9 @@ case "$cmd" in
         sleep 0.2
       done
     done
+    if [ -f "$DIR/recorder.pid" ] && kill -0 "$(cat "$DIR/recorder.pid")" 2>/dev/null; then
+      kill -TERM "$(cat "$DIR/recorder.pid")"
+    fi
     echo "stopped ${#pids[@]} node(s)"
     if [ "$KEEP" = 0 ]; then rm -rf "$DIR"; else echo "kept $DIR"; fi
     ;;
