@@ -104,8 +104,8 @@ fi
 # --- Kafka's jars (Maven) and the Java session program ----------------------------------------
 step_start java
 java_ok=1
-for tool in java javac mvn; do
-  command -v "$tool" >/dev/null || { [ $java_ok = 1 ] && echo; fail "$tool" "not on the PATH (a JDK 17+ and Maven are needed)"; java_ok=0; }
+for tool in java javac; do
+  command -v "$tool" >/dev/null || { [ $java_ok = 1 ] && echo; fail "$tool" "not on the PATH (a JDK 17 or newer is needed)"; java_ok=0; }
 done
 if [ $java_ok = 1 ]; then
   jv=$(java -version 2>&1 | awk -F'"' '/version/ {print $2}' | major_version)
@@ -119,7 +119,10 @@ if [ $java_ok = 1 ]; then
   else
     rm -f "$STAMPS/jars"
     rm -rf "$COMPAT/jars"
-    if (cd "$COMPAT" && mvn -B -q dependency:copy-dependencies -DincludeScope=runtime \
+    if ! command -v mvn >/dev/null; then
+      echo; fail mvn "not on the PATH (Maven copies Kafka's jars from Maven Central)"
+      java_ok=0
+    elif (cd "$COMPAT" && mvn -B -q dependency:copy-dependencies -DincludeScope=runtime \
           -DoutputDirectory="$COMPAT/jars" >"$STAMPS/mvn.log" 2>&1) \
        && got=$(jars_version) && [ -n "$got" ]; then
       echo "$want" > "$STAMPS/jars"
