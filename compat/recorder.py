@@ -80,6 +80,9 @@ def parse_request(frame):
     pos = 10
     client_id = None
     if client_len >= 0:
+        if pos + client_len > len(frame):
+            rec["error"] = "client id runs past the frame"
+            return rec
         client_id = frame[pos:pos + client_len].decode("utf-8", "replace")
         pos += client_len
     rec.update(api_key=key, api=API_NAMES.get(key, f"api-{key}"), version=version,
@@ -97,9 +100,15 @@ def parse_request(frame):
                 _, pos = read_uvarint(frame, pos)
                 size, pos = read_uvarint(frame, pos)
                 pos += size
+        if pos > len(frame):
+            raise ValueError("header tagged fields run past the frame")
         decode = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible,
                                                   data_class=cls[None])
         _, end = decode(memoryview(frame), pos)
+        # kafka-python's decoder slices without bounds checks: a length field larger than what
+        # is left yields a short read and a position past the end rather than an error.
+        if end > len(frame):
+            raise ValueError(f"body runs {end - len(frame)} bytes past the frame")
         rec["body_bytes"] = end - pos
         rec["trailing_bytes"] = len(frame) - end
     except Exception as e:  # record it; the bytes are forwarded all the same
