@@ -115,7 +115,7 @@ if [ $java_ok = 1 ]; then
   want=$(stamp_of "$COMPAT/pom.xml")
   jars_version() { java -cp "$COMPAT/jars/*" org.apache.kafka.tools.TopicCommand --version 2>/dev/null | awk '{print $1; exit}'; }
   if stamp_ok jars "$want" && got=$(jars_version) && [ -n "$got" ]; then
-    step_done "present: Kafka $got jars ($(ls "$COMPAT/jars" | wc -l) files)"
+    step_done "present: Kafka $got jars ($(find "$COMPAT/jars" -name '*.jar' | wc -l) files)"
   else
     rm -f "$STAMPS/jars"
     rm -rf "$COMPAT/jars"
@@ -126,7 +126,7 @@ if [ $java_ok = 1 ]; then
           -DoutputDirectory="$COMPAT/jars" >"$STAMPS/mvn.log" 2>&1) \
        && got=$(jars_version) && [ -n "$got" ]; then
       echo "$want" > "$STAMPS/jars"
-      step_done "installed: Kafka $got jars ($(ls "$COMPAT/jars" | wc -l) files)"
+      step_done "installed: Kafka $got jars ($(find "$COMPAT/jars" -name '*.jar' | wc -l) files)"
     else
       echo; fail kafka-jars "mvn dependency:copy-dependencies on compat/pom.xml failed (log: compat/.installed/mvn.log)"
       java_ok=0

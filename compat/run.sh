@@ -63,17 +63,18 @@ PY="$COMPAT/.venv/bin/python"
 export COMPAT_JAVA_OPTS="-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto -Dlog4j2.configurationFile=$COMPAT/log4j2-tools.properties"
 export COMPAT_JARS="$COMPAT/jars"
 
-# The command line of one session, with the common arguments added by the caller.
+# Sets cmd to the command line of one session; the caller adds the common arguments.
 session_cmd() {
   case "$1" in
-    kcat) echo "$PY" "$COMPAT/sessions/kcat_metadata.py" ;;
-    confluent) echo "$PY" "$COMPAT/sessions/confluent_admin.py" ;;
-    kafka-python) echo "$PY" "$COMPAT/sessions/kafka_python_admin.py" ;;
-    kafka-python-cli) echo "$PY" "$COMPAT/sessions/kafka_python_cli.py" ;;
-    aiokafka) echo "$PY" "$COMPAT/sessions/aiokafka_admin.py" ;;
-    kafkajs) echo node "$COMPAT/sessions/kafkajs_admin.js" ;;
-    java-admin) echo java $COMPAT_JAVA_OPTS -cp "$COMPAT/build/classes:$COMPAT/jars/*" AdminSession ;;
-    java-tools) echo "$PY" "$COMPAT/sessions/kafka_tools.py" ;;
+    kcat) cmd=("$PY" "$COMPAT/sessions/kcat_metadata.py") ;;
+    confluent) cmd=("$PY" "$COMPAT/sessions/confluent_admin.py") ;;
+    kafka-python) cmd=("$PY" "$COMPAT/sessions/kafka_python_admin.py") ;;
+    kafka-python-cli) cmd=("$PY" "$COMPAT/sessions/kafka_python_cli.py") ;;
+    aiokafka) cmd=("$PY" "$COMPAT/sessions/aiokafka_admin.py") ;;
+    kafkajs) cmd=(node "$COMPAT/sessions/kafkajs_admin.js") ;;
+    java-admin) read -r -a java_opts <<< "$COMPAT_JAVA_OPTS"
+                cmd=(java "${java_opts[@]}" -cp "$COMPAT/build/classes:$COMPAT/jars/*" AdminSession) ;;
+    java-tools) cmd=("$PY" "$COMPAT/sessions/kafka_tools.py") ;;
   esac
 }
 
@@ -88,8 +89,7 @@ for name in "${SESSIONS[@]}"; do
     status="--before-each-cmd failed"
   fi
   if [ -z "$status" ]; then
-    # shellcheck disable=SC2207
-    cmd=($(session_cmd "$name"))
+    session_cmd "$name"
     cmd+=(--bootstrap "$bootstrap")
     # Only Kafka's Java admin client speaks KIP-919 (bootstrap.controllers).
     if [ -n "$controller_bootstrap" ] && [[ $name == java-* ]]; then
@@ -116,7 +116,7 @@ for name in "${SESSIONS[@]}"; do
       fi
       sleep 0.1
     done
-    wait "$pid"; rc=$?
+    wait "$pid" 2>/dev/null; rc=$?
     if [ -z "$status" ]; then
       if [ $rc != 0 ]; then status="exit $rc"
       elif [ $failover = 1 ] && [ $resumed = 0 ]; then status="never reached its failover pause"
