@@ -34,7 +34,7 @@ COMPAT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 JARS="$COMPAT/jars"
 
 cmd="${1:-}"
-[ -n "$cmd" ] || { sed -n '2,21p' "$0"; exit 2; }
+[ -n "$cmd" ] || { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 2; }
 shift
 
 DIR="${COMPAT_KAFKA_DIR:-/tmp/corum-compat-kafka}"

@@ -4,7 +4,7 @@
 # session failed.
 #
 #   compat/run.sh --bootstrap HOST:PORT[,...] [--controller-bootstrap HOST:PORT[,...]]
-#                 [--through-failover --failover-cmd CMD] [--before-each-cmd CMD]
+#                 [--broker-ids ID,...] [--through-failover --failover-cmd CMD] [--before-each-cmd CMD]
 #                 [--only NAME[,NAME...]] [--session-timeout-s S] [--log-dir DIR]
 #
 # --bootstrap             the cluster's Kafka listeners (every node's, so a client survives one
@@ -12,6 +12,9 @@
 # --controller-bootstrap  the controllers' listeners, for the steps that use KIP-919's
 #                         --bootstrap-controller (Java AdminClient and tools); without it those
 #                         steps are skipped and the session says so
+# --broker-ids            the registered brokers' ids: replica assignments, the replication factor
+#                         and the broker-config steps use these (default: every node the cluster
+#                         lists, which for corum also holds the controllers)
 # --through-failover      every session pauses at its marked point; run.sh then runs
 #                         --failover-cmd (through bash -c, with COMPAT_SESSION set to the
 #                         session's name) and lets the session go on when the command returns;
@@ -28,19 +31,20 @@ set -uo pipefail
 COMPAT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SESSIONS=(kcat confluent kafka-python kafka-python-cli aiokafka kafkajs java-admin java-tools)
 
-bootstrap="" controller_bootstrap="" failover=0 failover_cmd="" before_cmd="" only=""
+bootstrap="" controller_bootstrap="" broker_ids="" failover=0 failover_cmd="" before_cmd="" only=""
 timeout_s=300 log_dir=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --bootstrap) bootstrap="$2"; shift 2 ;;
     --controller-bootstrap) controller_bootstrap="$2"; shift 2 ;;
+    --broker-ids) broker_ids="$2"; shift 2 ;;
     --through-failover) failover=1; shift ;;
     --failover-cmd) failover_cmd="$2"; shift 2 ;;
     --before-each-cmd) before_cmd="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
     --session-timeout-s) timeout_s="$2"; shift 2 ;;
     --log-dir) log_dir="$2"; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
 done
@@ -95,6 +99,7 @@ for name in "${SESSIONS[@]}"; do
     if [ -n "$controller_bootstrap" ] && [[ $name == java-* ]]; then
       cmd+=(--controller-bootstrap "$controller_bootstrap")
     fi
+    [ -n "$broker_ids" ] && cmd+=(--broker-ids "$broker_ids")
     [ $failover = 1 ] && cmd+=(--through-failover "$pause_dir")
     # Each session in its own process group, so a timeout ends it and everything it started.
     setsid "${cmd[@]}" >"$log" 2>&1 </dev/null &

@@ -49,7 +49,8 @@ async def session(s):
         check(d["controller_id"] in ids, f"controller {d['controller_id']} is not one of the brokers {ids}")
         return ids
 
-    brokers = await astep("describe cluster (Metadata)", describe_cluster)
+    nodes = await astep("describe cluster (Metadata)", describe_cluster)
+    brokers = s.step("replica brokers", s.replica_brokers, nodes)
     rf = min(3, len(brokers))
     a, c, d, v, e = (s.topic(x) for x in "acdve")
 

@@ -63,6 +63,10 @@ class Session:
                             help="how long a read may take to show an acknowledged change, and how "
                                  "long undelivered operations are retried after the failover (default 30)")
         parser.add_argument("--prefix", help="topic-name prefix (default: unique per run)")
+        parser.add_argument("--broker-ids", metavar="ID,ID...",
+                            help="the registered brokers, for replica assignments, the replication "
+                                 "factor and the broker-config steps (default: every node the cluster "
+                                 "lists; give it where that list also holds controllers, as corum's does)")
         self.args = parser.parse_args()
         self.client = client
         self.prefix = self.args.prefix or unique_prefix(client)
@@ -79,6 +83,16 @@ class Session:
         self.reconnect = None
         self.failed_over = False
         self.retries_after_failover = 0
+
+    def replica_brokers(self, listed):
+        """The broker ids replicas go to: --broker-ids, each of which the cluster must list, or
+        every listed node."""
+        if not self.args.broker_ids:
+            return sorted(listed)
+        ids = sorted(int(x) for x in self.args.broker_ids.split(","))
+        missing = [i for i in ids if i not in listed]
+        check(not missing, f"--broker-ids {missing} not among the nodes the cluster lists {sorted(listed)}")
+        return ids
 
     @property
     def bootstrap(self):

@@ -52,7 +52,8 @@ def main():
         check_eq(sorted(md.brokers), ids, "Metadata brokers vs DescribeCluster nodes")
         return ids
 
-    brokers = s.step("describe cluster", describe_cluster)
+    nodes = s.step("describe cluster", describe_cluster)
+    brokers = s.step("replica brokers", s.replica_brokers, nodes)
     rf = min(3, len(brokers))
     a, b, c, d, v, e = (s.topic(x) for x in "abcdve")
 
@@ -83,7 +84,7 @@ def main():
            lambda: check_eq(create([NewTopic(s.topic("bad"), 0, rf)]),
                             {s.topic("bad"): KafkaError.INVALID_PARTITIONS}, "error"))
     s.step("create with more replicas than brokers -> INVALID_REPLICATION_FACTOR",
-           lambda: check_eq(create([NewTopic(s.topic("bad"), 1, len(brokers) + 1)]),
+           lambda: check_eq(create([NewTopic(s.topic("bad"), 1, len(nodes) + 1)]),
                             {s.topic("bad"): KafkaError.INVALID_REPLICATION_FACTOR}, "error"))
 
     def listed():

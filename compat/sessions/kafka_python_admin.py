@@ -50,7 +50,8 @@ def main():
               f"describe_cluster: controller {d['controller_id']} is not one of the brokers {ids}")
         return ids
 
-    brokers = s.step("describe cluster", describe_cluster)
+    nodes = s.step("describe cluster", describe_cluster)
+    brokers = s.step("replica brokers", s.replica_brokers, nodes)
     rf = min(3, len(brokers))
     a, b, c, d, v, e = (s.topic(x) for x in "abcdve")
 
@@ -83,7 +84,7 @@ def main():
            lambda: check_eq(create({bad: {"num_partitions": 0, "replication_factor": rf}}),
                             {bad: INVALID_PARTITIONS}, "error"))
     s.step("create with more replicas than brokers -> INVALID_REPLICATION_FACTOR",
-           lambda: check_eq(create({bad: {"num_partitions": 1, "replication_factor": len(brokers) + 1}}),
+           lambda: check_eq(create({bad: {"num_partitions": 1, "replication_factor": len(nodes) + 1}}),
                             {bad: INVALID_REPLICATION_FACTOR}, "error"))
 
     def listed():

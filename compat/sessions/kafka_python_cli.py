@@ -53,7 +53,8 @@ def main():
         check(d["controller_id"] in ids, f"controller {d['controller_id']} is not one of the brokers {ids}")
         return ids
 
-    brokers = s.step("cluster describe", describe_cluster)
+    nodes = s.step("cluster describe", describe_cluster)
+    brokers = s.step("replica brokers", s.replica_brokers, nodes)
     rf = min(3, len(brokers))
     a, b, e = s.topic("a"), s.topic("b"), s.topic("e")
 

@@ -94,7 +94,8 @@ def main():
         check(ids, f"kafka-configs --entity-type brokers --describe named no broker: {out[:300]!r}")
         return ids
 
-    brokers = s.step("kafka-configs --entity-type brokers --describe (the brokers)", brokers_listed)
+    nodes = s.step("kafka-configs --entity-type brokers --describe (the brokers)", brokers_listed)
+    brokers = s.step("replica brokers", s.replica_brokers, nodes)
     rf = min(3, len(brokers))
     a, b, c, d, e = (s.topic(x) for x in "abcde")
 

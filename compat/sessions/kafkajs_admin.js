@@ -8,7 +8,7 @@
 // there.
 //
 // Arguments: --bootstrap HOST:PORT[,...] [--through-failover DIR] [--pause-timeout-s S]
-//            [--settle-s S] [--prefix P]   (the same as the Python sessions; see common.py)
+//            [--settle-s S] [--prefix P] [--broker-ids ID,...]   (as the Python sessions; see common.py)
 'use strict'
 
 const fs = require('fs')
@@ -28,6 +28,7 @@ function parseArgs (argv) {
     else if (k === '--pause-timeout-s') args.pauseTimeoutS = Number(val)
     else if (k === '--settle-s') args.settleS = Number(val)
     else if (k === '--prefix') args.prefix = val
+    else if (k === '--broker-ids') args.brokerIds = val.split(',').map(Number).sort((x, y) => x - y)
     else usage(`unknown argument ${k}`)
   }
   if (!args.bootstrap) usage('--bootstrap is required')
@@ -171,7 +172,14 @@ async function main () {
     check(ids.includes(d.controller), `controller ${d.controller} is not one of the brokers ${ids}`)
     return ids
   }
-  const brokers = await step('describe cluster (Metadata)', describeCluster)
+  const nodes = await step('describe cluster (Metadata)', describeCluster)
+  // The brokers replicas go to: --broker-ids (where the cluster also lists controllers), else all.
+  const brokers = await step('replica brokers', () => {
+    if (!args.brokerIds) return nodes
+    const missing = args.brokerIds.filter(id => !nodes.includes(id))
+    check(missing.length === 0, `--broker-ids ${missing} not among the nodes the cluster lists ${nodes}`)
+    return args.brokerIds
+  })
   const rf = Math.min(3, brokers.length)
   const [a, b, c, d, v, e] = ['a', 'b', 'c', 'd', 'v', 'e'].map(topic)
   const dConfigs = { 'cleanup.policy': 'compact', 'retention.ms': '86400000' }

@@ -47,7 +47,8 @@ def main():
               f"controller id {md['controllerid']} is not one of the brokers {sorted(brokers)}")
         return sorted(brokers)
 
-    brokers = s.step("kcat -L: brokers and controller", lambda: check_brokers(metadata()))
+    nodes = s.step("kcat -L: brokers and controller", lambda: check_brokers(metadata()))
+    brokers = s.step("replica brokers", s.replica_brokers, nodes)
     topic = s.topic("a")
     assignment = {0: [brokers[0]], 1: [brokers[-1]], 2: [brokers[0]]}
 

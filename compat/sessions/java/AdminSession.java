@@ -12,6 +12,7 @@
 //
 // Arguments: --bootstrap HOST:PORT[,...] [--controller-bootstrap HOST:PORT[,...]]
 //            [--through-failover DIR] [--pause-timeout-s S] [--settle-s S] [--prefix P]
+//            [--broker-ids ID,...]   (as the Python sessions; see common.py)
 // Exits 0 when every answer was right, 1 at the first wrong one, 2 on a usage error.
 
 import java.nio.file.Files;
@@ -102,7 +103,7 @@ public final class AdminSession {
         for (int i = 0; i < argv.length; i++) {
             if (!argv[i].startsWith("--") || i + 1 >= argv.length) {
                 System.err.println("usage: AdminSession --bootstrap HOST:PORT[,...] [--controller-bootstrap ...] "
-                    + "[--through-failover DIR] [--pause-timeout-s S] [--settle-s S] [--prefix P]");
+                    + "[--through-failover DIR] [--pause-timeout-s S] [--settle-s S] [--prefix P] [--broker-ids ID,...]");
                 System.exit(2);
             }
             args.put(argv[i], argv[++i]);
@@ -303,7 +304,18 @@ public final class AdminSession {
     }
 
     private void brokerSide(Admin admin) {
-        List<Integer> brokers = step("describe cluster", () -> describeCluster(admin, "describeCluster"));
+        List<Integer> nodes = step("describe cluster", () -> describeCluster(admin, "describeCluster"));
+        // The brokers replicas go to: --broker-ids (where the cluster also lists controllers), else all.
+        List<Integer> brokers = step("replica brokers", () -> {
+            String ids = args.get("--broker-ids");
+            if (ids == null) {
+                return nodes;
+            }
+            List<Integer> given = java.util.Arrays.stream(ids.split(",")).map(Integer::valueOf).sorted()
+                .collect(Collectors.toList());
+            check(nodes.containsAll(given), "--broker-ids " + given + " not all among the nodes the cluster lists " + nodes);
+            return given;
+        });
         int rf = Math.min(3, brokers.size());
         short rfs = (short) rf;
         String a = prefix + "a", b = prefix + "b", c = prefix + "c", d = prefix + "d", v = prefix + "v";
@@ -337,7 +349,7 @@ public final class AdminSession {
             admin.createTopics(List.of(new NewTopic(bad, 0, rfs))).all(), InvalidPartitionsException.class,
             "0 partitions"));
         stepV("create with more replicas than brokers -> InvalidReplicationFactorException", () -> expectFailure(
-            admin.createTopics(List.of(new NewTopic(bad, 1, (short) (brokers.size() + 1)))).all(),
+            admin.createTopics(List.of(new NewTopic(bad, 1, (short) (nodes.size() + 1)))).all(),
             InvalidReplicationFactorException.class, "too many replicas"));
 
         stepV("list and describe topics", () -> eventually(() -> {
