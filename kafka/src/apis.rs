@@ -19,6 +19,9 @@ pub const SERVED: &[ApiKey] = &[
     ApiKey::UpdateFeatures,
     ApiKey::DescribeCluster,
     ApiKey::DescribeTopicPartitions,
+    ApiKey::DescribeAcls,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
 ];
 
 /// A table of served APIs and their version ranges, sorted by API key.

@@ -315,6 +315,9 @@ mod tests {
             ApiKey::DescribeTopicPartitions => {
                 RequestKind::DescribeTopicPartitions(DescribeTopicPartitionsRequest::default())
             }
+            ApiKey::DescribeAcls => RequestKind::DescribeAcls(DescribeAclsRequest::default()),
+            ApiKey::CreateAcls => RequestKind::CreateAcls(CreateAclsRequest::default()),
+            ApiKey::DeleteAcls => RequestKind::DeleteAcls(DeleteAclsRequest::default()),
             other => panic!("{other:?} is not served"),
         }
     }

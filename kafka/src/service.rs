@@ -14,6 +14,7 @@
 //! | UpdateFeatures | `UpdateFeatures` | upgrade / safe / unsafe downgrade, validate_only |
 //! | ElectLeaders | `ElectLeaders` | preferred and unclean |
 //! | DescribeTopicPartitions | `DescribeTopics` | |
+//! | DescribeAcls, CreateAcls, DeleteAcls | — | SECURITY_DISABLED, as Kafka without an authorizer |
 //!
 //! A whole request that fails (not the controller, timed out) is answered with that error on
 //! every item, as Kafka does, so each client's own retry rules apply.
@@ -103,6 +104,9 @@ async fn dispatch<B: Backend>(
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(api::topics::elect_leaders(ctx, backend, r, v).await)
         }
+        RequestKind::DescribeAcls(_) => ResponseKind::DescribeAcls(api::acls::describe_acls()),
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(api::acls::create_acls(&r)),
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(api::acls::delete_acls(&r)),
         // `request::parse` admits only the APIs of `apis::SERVED`, each matched above.
         _ => unreachable!("request::parse admits only served APIs"),
     }

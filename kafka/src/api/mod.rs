@@ -1,6 +1,7 @@
 //! One module per group of Kafka APIs: each turns a Kafka request into corum requests through
 //! the [`crate::Backend`] and the answers into the Kafka response at the request's version.
 
+pub mod acls;
 pub mod api_versions;
 pub mod cluster;
 pub mod configs;
