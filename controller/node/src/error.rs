@@ -477,6 +477,12 @@ pub enum NodeError {
     Peer(#[from] PeerError),
     #[error("client listener: {0}")]
     RpcServer(#[from] RpcServerError),
+    #[error("cannot bind the Kafka listener {listener} on {addr}: {reason}")]
+    KafkaBind {
+        listener: String,
+        addr: std::net::SocketAddr,
+        reason: String,
+    },
     #[error("raft driver: {0}")]
     Driver(#[from] DriverError),
     #[error("controller: {0}")]

@@ -43,7 +43,7 @@ use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
 
-use crate::error::RpcServerError;
+use crate::error::NodeError;
 use crate::forward::NodeBackend;
 
 /// Settings of a [`KafkaServer`], derived from the node's configuration by
@@ -90,11 +90,9 @@ pub struct KafkaServer {
 impl KafkaServer {
     /// Binds `addr` (port 0 picks one). Must run inside a shard. An advertised port of 0 is
     /// replaced by the bound one.
-    pub fn bind(
-        addr: SocketAddr,
-        mut config: KafkaServerConfig,
-    ) -> Result<KafkaServer, RpcServerError> {
-        let bind_err = |e: glommio::GlommioError<()>| RpcServerError::Bind {
+    pub fn bind(addr: SocketAddr, mut config: KafkaServerConfig) -> Result<KafkaServer, NodeError> {
+        let bind_err = |e: glommio::GlommioError<()>| NodeError::KafkaBind {
+            listener: config.listener_name.clone(),
             addr,
             reason: e.to_string(),
         };

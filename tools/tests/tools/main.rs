@@ -7,6 +7,7 @@
 mod common;
 mod dump_log;
 mod format_info;
+mod kafka_compat;
 mod placement;
 mod quorum_process;
 mod sim;

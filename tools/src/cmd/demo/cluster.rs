@@ -84,11 +84,35 @@ pub fn parse_ready_line(line: &str) -> Option<ReadyLine> {
     })
 }
 
-/// `count` distinct free TCP ports on 127.0.0.1 (all bound at once, then released).
+/// Where [`free_loopback_ports`] looks: below Linux's ephemeral range (32768 and up). A client
+/// reconnecting to a stopped node's ephemeral port can be handed that very port as its own
+/// source port and connect to itself (TCP simultaneous open), holding the port so the node
+/// cannot restart on it; librdkafka does this within seconds.
+const PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// `count` distinct free TCP ports on 127.0.0.1 below the ephemeral range (all bound at once,
+/// then released), from a start that differs between processes.
 pub fn free_loopback_ports(count: usize) -> anyhow::Result<Vec<u16>> {
-    let listeners = (0..count)
-        .map(|_| TcpListener::bind("127.0.0.1:0").context("binding an ephemeral loopback port"))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let span = u32::from(PORTS.end - PORTS.start);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let start = (std::process::id().wrapping_mul(7919) ^ nanos) % span;
+    let mut listeners = Vec::with_capacity(count);
+    for i in 0..span {
+        if listeners.len() == count {
+            break;
+        }
+        let port = PORTS.start + ((start + i) % span) as u16;
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
+            listeners.push(l);
+        }
+    }
+    anyhow::ensure!(
+        listeners.len() == count,
+        "only {} free loopback ports in {PORTS:?}, {count} needed",
+        listeners.len()
+    );
     listeners
         .iter()
         .map(|l| Ok(l.local_addr()?.port()))
@@ -610,7 +634,15 @@ mod tests {
                 node_id: 3,
                 raft: "127.0.0.1:4001".parse().unwrap(),
                 clients: "127.0.0.1:4002".parse().unwrap(),
+                kafka: None,
             })
+        );
+        assert_eq!(
+            parse_ready_line(
+                "corum: node 3 ready: raft 127.0.0.1:4001, clients 127.0.0.1:4002, kafka 127.0.0.1:4003"
+            )
+            .and_then(|r| r.kafka),
+            Some("127.0.0.1:4003".parse().unwrap())
         );
         for bad in [
             "",
@@ -623,7 +655,7 @@ mod tests {
         }
     }
 
-    /// Free ports are distinct and never 0. (Whether one is still free a moment later
+    /// Free ports are distinct, never 0, and below the ephemeral range. (Whether one is still free a moment later
     /// depends on the other processes of the machine: `start_all` copes with that.)
     #[test]
     fn free_ports_are_distinct() {
@@ -632,7 +664,7 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(sorted.len(), 6);
-        assert!(ports.iter().all(|&p| p != 0));
+        assert!(ports.iter().all(|&p| PORTS.contains(&p)));
     }
 
     /// Dropping a process guard kills its child and clears it from the registry.
@@ -647,6 +679,7 @@ mod tests {
                 node_id: 1,
                 raft: "127.0.0.1:1".parse().unwrap(),
                 clients: "127.0.0.1:2".parse().unwrap(),
+                kafka: None,
             },
         };
         drop(p);

@@ -1,0 +1,178 @@
+//! Kafka's own clients against a corum quorum: the compatibility suite (`compat/run.sh`: kcat,
+//! confluent-kafka, kafka-python and its CLI, aiokafka, kafkajs, Kafka's Java AdminClient and
+//! command-line tools) against 3 `corum run` processes, with the active controller SIGKILLed
+//! in the middle of every session. Each session checks its answers and, after the failover,
+//! that everything it was told was written is still there.
+//!
+//! Brokers: three simulated brokers (`corum loadgen --workload brokers`) with the controllers'
+//! ids, each registering the Kafka listener of its node as its endpoint — Kafka's combined mode,
+//! where every node a client sees is both a broker it can reach and a controller.
+//!
+//! Needs what `compat/install.sh` installs (the README's test command runs it first); a
+//! missing client fails its session.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use corum_client::ControllerClient;
+use corum_node::{RequestBody, ResponseBody};
+
+use crate::common::*;
+
+/// The whole suite, failovers included (about 4 minutes here).
+const SUITE_DEADLINE: Duration = Duration::from_secs(1_200);
+
+fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tools/ has a parent")
+}
+
+/// Registered brokers that are not fenced.
+fn unfenced_brokers(c: &LocalCluster) -> usize {
+    let config = corum_client::ClientConfig::new(client_addrs(c));
+    on_executor(Duration::from_secs(30), move || async move {
+        let Ok(client) = ControllerClient::connect(config).await else {
+            return 0;
+        };
+        match client.call(RequestBody::DescribeCluster).await {
+            Ok(ResponseBody::DescribeCluster(d)) => d.brokers.iter().filter(|b| !b.fenced).count(),
+            _ => 0,
+        }
+    })
+}
+
+/// SIGKILLs the leader, waits for another, restarts the killed node.
+fn failover(c: &mut LocalCluster) {
+    let bootstrap = bootstrap_of(c, &c.ids());
+    let (l, epoch) = leader_of(&wait_until("a leader", Duration::from_secs(30), || {
+        describe(&bootstrap, 2_000)
+    }));
+    c.kill(l);
+    let others: Vec<u32> = c.ids().into_iter().filter(|&i| i != l).collect();
+    let rest = bootstrap_of(c, &others);
+    wait_until("a new leader", Duration::from_secs(30), || {
+        describe(&rest, 2_000)
+            .filter(|d| leader_of(d).0 != l && leader_of(d).1 > epoch)
+            .map(|_| ())
+    });
+    if let Err(e) = c.start(l) {
+        panic!("restarting node {l}: {e:#}\n{}", logs(c));
+    }
+}
+
+#[test]
+fn real_kafka_clients_pass_their_sessions_through_a_leader_sigkill() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = start_cluster(tmp.path(), &[]);
+    let kafka: Vec<String> = c.nodes.iter().map(|n| n.kafka.to_string()).collect();
+    let kafka = kafka.join(",");
+    let _brokers = spawn_loadgen(
+        &bootstrap_of(&c, &c.ids()),
+        &[
+            "--workload",
+            "brokers",
+            "--brokers",
+            "3",
+            "--clients",
+            "3",
+            "--broker-id-base",
+            "1",
+            "--broker-listeners",
+            &kafka,
+            "--heartbeat-interval-ms",
+            "500",
+            "--duration",
+            "1500",
+            "--raw-quorum-writers",
+            "0",
+            "--rtt-probes",
+            "0",
+        ],
+    );
+    wait_until("three unfenced brokers", Duration::from_secs(60), || {
+        (unfenced_brokers(&c) == 3).then_some(())
+    });
+
+    // run.sh runs the failover command at each session's pause; it hands the failover to
+    // this thread through two files and waits for it.
+    let sync = tmp.path().join("failover");
+    std::fs::create_dir_all(&sync).unwrap();
+    let request = sync.join("request");
+    let done = sync.join("done");
+    let failover_cmd = format!(
+        "touch {r}; for i in $(seq 1200); do if [ -e {d} ]; then rm -f {r} {d}; exit 0; fi; sleep 0.1; done; exit 1",
+        r = request.display(),
+        d = done.display()
+    );
+    let logs_dir = tmp.path().join("compat-logs");
+    let mut suite = Command::new(repo_root().join("compat/run.sh"))
+        .args([
+            "--bootstrap",
+            &kafka,
+            "--controller-bootstrap",
+            &kafka,
+            "--broker-ids",
+            "1,2,3",
+            "--through-failover",
+            "--failover-cmd",
+            &failover_cmd,
+            "--session-timeout-s",
+            "300",
+            "--log-dir",
+            logs_dir.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("running compat/run.sh (run compat/install.sh first)");
+    let started = Instant::now();
+    let mut failovers = 0;
+    let status = loop {
+        if let Some(status) = suite.try_wait().unwrap() {
+            break status;
+        }
+        if request.exists() && !done.exists() {
+            failover(&mut c);
+            failovers += 1;
+            std::fs::write(&done, b"").unwrap();
+        }
+        if started.elapsed() > SUITE_DEADLINE {
+            let _ = suite.kill();
+            panic!(
+                "the compatibility suite ran over {SUITE_DEADLINE:?}\n{}",
+                logs(&c)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut out = String::new();
+    use std::io::Read;
+    suite
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    eprintln!("{out}");
+    let session_logs: String = std::fs::read_dir(&logs_dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    let text = std::fs::read_to_string(e.path()).ok()?;
+                    Some(format!("== {}\n{}", e.path().display(), text))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        status.success(),
+        "compat/run.sh failed ({status}):\n{out}\n{session_logs}\n{}",
+        logs(&c)
+    );
+    assert!(out.contains("8 passed, 0 failed"), "{out}");
+    assert_eq!(failovers, 8, "one leader SIGKILL per session");
+}
