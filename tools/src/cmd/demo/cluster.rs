@@ -610,6 +610,7 @@ mod tests {
                 node_id: 3,
                 raft: "127.0.0.1:4001".parse().unwrap(),
                 clients: "127.0.0.1:4002".parse().unwrap(),
+                kafka: None,
             })
         );
         for bad in [
@@ -647,6 +648,7 @@ mod tests {
                 node_id: 1,
                 raft: "127.0.0.1:1".parse().unwrap(),
                 clients: "127.0.0.1:2".parse().unwrap(),
+                kafka: None,
             },
         };
         drop(p);
