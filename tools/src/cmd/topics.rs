@@ -84,7 +84,12 @@ pub struct DeleteArgs {
     /// Topics to delete, by name.
     pub names: Vec<String>,
     /// A topic to delete by its id (repeat for more).
-    #[arg(long = "id", value_name = "TOPIC_ID", value_parser = parse_topic_id)]
+    #[arg(
+        long = "id",
+        value_name = "TOPIC_ID",
+        value_parser = parse_topic_id,
+        allow_hyphen_values = true
+    )]
     pub ids: Vec<TopicId>,
 }
 
@@ -95,7 +100,12 @@ pub struct DescribeArgs {
     /// Topics to describe, by name (none, and no --id: every topic).
     pub names: Vec<String>,
     /// A topic to describe by its id (repeat for more).
-    #[arg(long = "id", value_name = "TOPIC_ID", value_parser = parse_topic_id)]
+    #[arg(
+        long = "id",
+        value_name = "TOPIC_ID",
+        value_parser = parse_topic_id,
+        allow_hyphen_values = true
+    )]
     pub ids: Vec<TopicId>,
 }
 
@@ -136,7 +146,8 @@ pub fn parse_key_value(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// Parses a topic id as corum and Kafka print it (22 characters of URL-safe base64).
+/// Parses a topic id as corum and Kafka print it (22 characters of URL-safe base64, which
+/// may start with `-`: `--id` takes such a value as it is).
 pub fn parse_topic_id(s: &str) -> Result<TopicId, String> {
     s.parse::<Uuid>()
         .map(TopicId)
@@ -615,6 +626,17 @@ mod tests {
             [TopicRef::Name("a".into()), TopicRef::Id(id)]
         );
         assert!(parse(&["delete", B, "--id", "not-an-id"]).is_err());
+        // An id may start with '-' (URL-safe base64): it is still the option's value.
+        let dash = TopicId(Uuid([0xfb; 16]));
+        assert!(dash.to_string().starts_with('-'), "{dash}");
+        for what in ["delete", "describe"] {
+            let ids = match parse(&[what, B, "--id", &dash.to_string()]).unwrap() {
+                What::Delete(a) => a.ids,
+                What::Describe(a) => a.ids,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(ids, [dash]);
+        }
     }
 
     /// A created topic is printed with its id and shape; a failed one is a failure named with
