@@ -44,6 +44,16 @@ enum Command {
     Shell(cmd::shell::Args),
     /// Start a local 3-node quorum, run every workload against it, print a summary.
     Demo(cmd::demo::Args),
+    /// Create, delete, describe and list topics (`topics create|delete|describe|list`).
+    Topics(cmd::topics::Args),
+    /// Describe and alter topic and broker configs (`configs describe|alter`).
+    Configs(cmd::configs::Args),
+    /// Describe and change finalized feature levels (`features describe|upgrade|downgrade`).
+    Features(cmd::features::Args),
+    /// Elect partition leaders (`leaders elect --election-type preferred|unclean`).
+    Leaders(cmd::leaders::Args),
+    /// List registered brokers and unregister fenced ones (`brokers list|unregister`).
+    Brokers(cmd::brokers::Args),
 }
 
 /// Allocations of 1 GiB or more only reserve address space: a Kafka request's lying array
@@ -86,5 +96,10 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Loadgen(args) => cmd::loadgen::run(args),
         Command::Shell(args) => cmd::shell::run(args),
         Command::Demo(args) => cmd::demo::run(args),
+        Command::Topics(args) => cmd::topics::run(args),
+        Command::Configs(args) => cmd::configs::run(args),
+        Command::Features(args) => cmd::features::run(args),
+        Command::Leaders(args) => cmd::leaders::run(args),
+        Command::Brokers(args) => cmd::brokers::run(args),
     }
 }

@@ -1,16 +1,22 @@
 //! One module per subcommand; each has an `Args` (clap) and a `run(args) -> anyhow::Result<()>`.
 
+pub mod admin;
 pub mod bench;
+pub mod brokers;
+pub mod configs;
 pub mod demo;
 pub mod dump_log;
+pub mod features;
 pub mod format;
 pub mod info;
+pub mod leaders;
 pub mod loadgen;
 pub mod placement;
 pub mod quorum;
 pub mod run;
 pub mod shell;
 pub mod sim;
+pub mod topics;
 pub mod uuid;
 
 /// Logs go to stderr so that `--json` output on stdout stays machine-readable. `RUST_LOG`

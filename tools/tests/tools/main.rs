@@ -1,9 +1,10 @@
 //! The `corum` binary's tests, one test binary (every test binary links the whole dependency
 //! graph; one binary with a module per subject links once). Each module runs the built
 //! `corum` as child processes: `dump-log`, `format` and `info`, `placement`, `sim`, and whole local
-//! quorums (`quorum_process`, which holds [`common::serial`] so that one cluster runs at a
-//! time).
+//! quorums (`quorum_process`, and `admin_cli` for the admin commands; each holds
+//! [`common::serial`] so that one cluster runs at a time).
 
+mod admin_cli;
 mod common;
 mod dump_log;
 mod format_info;
