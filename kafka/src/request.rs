@@ -35,9 +35,10 @@ pub struct RequestHead {
 /// A request ready to serve.
 #[derive(Debug)]
 pub enum Parsed {
+    /// The body is boxed: the largest request type is hundreds of bytes.
     Request {
         head: RequestHead,
-        body: RequestKind,
+        body: Box<RequestKind>,
     },
     /// ApiVersions at a version above the served ones: answered at v0 with
     /// UNSUPPORTED_VERSION and ApiVersions' own range, so the client retries lower (KIP-511).
@@ -118,7 +119,10 @@ pub fn parse(mut bytes: Bytes, served: &ServedApis) -> Result<Parsed, RequestErr
         .map_err(|e| malformed(e.to_string()))?;
     // Whatever is left after the body is ignored (see the module doc).
     bytes.advance(bytes.remaining());
-    Ok(Parsed::Request { head, body })
+    Ok(Parsed::Request {
+        head,
+        body: Box::new(body),
+    })
 }
 
 /// Runs a decoder of the codec crate over untrusted bytes, turning a panic into an error.
@@ -174,7 +178,7 @@ mod tests {
         assert_eq!(head.api_version, 12);
         assert_eq!(head.correlation_id, 42);
         assert_eq!(head.client_id.as_deref(), Some("test"));
-        assert!(matches!(body, RequestKind::Metadata(_)));
+        assert!(matches!(*body, RequestKind::Metadata(_)));
     }
 
     #[test]

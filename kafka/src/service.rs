@@ -46,7 +46,7 @@ pub async fn serve<B: Backend>(ctx: &ListenerContext, backend: &B, parsed: Parse
         },
         Parsed::Request { head, body } => {
             let version = head.api_version;
-            let response = dispatch(ctx, backend, &head, body).await;
+            let response = dispatch(ctx, backend, &head, *body).await;
             Answer {
                 api: head.api_key,
                 version,

@@ -772,7 +772,7 @@ mod tests {
         let local = prop_oneof![
             Just(LocalRead::DescribeCluster),
             proptest::collection::vec(arb_resource(), 0..3).prop_map(|resources| {
-                LocalRead::DescribeConfigs(DescribeConfigsRequest { resources })
+                LocalRead::DescribeConfigs(DescribeConfigsRequest::all(resources))
             }),
             arb_topic_refs()
                 .prop_map(|topics| LocalRead::DescribeTopics(DescribeTopicsRequest { topics })),

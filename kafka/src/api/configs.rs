@@ -181,11 +181,14 @@ fn op(code: i8) -> Result<AlterConfigOp, KafkaError> {
     }
 }
 
+/// The controller's per-resource outcomes of one alter request.
+type Altered = Vec<(ConfigResource, Result<(), ApiError>)>;
+
 /// Per input resource, its error (`None`: altered), from one corum request over the
 /// resources that passed the checks here.
 fn spread(
     checked: Vec<Result<(), KafkaError>>,
-    answers: Result<Vec<(ConfigResource, Result<(), ApiError>)>, KafkaError>,
+    answers: Result<Altered, KafkaError>,
 ) -> Vec<Option<KafkaError>> {
     let mut answers = answers.map(Vec::into_iter);
     checked

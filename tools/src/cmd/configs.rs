@@ -251,7 +251,7 @@ async fn every_entity(
 
 /// The DescribeConfigs request for `resources` (every key of each).
 pub fn describe_request(resources: Vec<ConfigResource>) -> DescribeConfigsRequest {
-    DescribeConfigsRequest { resources }
+    DescribeConfigsRequest::all(resources)
 }
 
 /// The IncrementalAlterConfigs request of `a` on `resource`: SET per added key, DELETE per
@@ -284,14 +284,21 @@ pub struct ConfigEntry {
     pub value: Option<String>,
     /// Kafka's name of the source (`DYNAMIC_TOPIC_CONFIG`, ..., `DEFAULT_CONFIG`).
     pub source: &'static str,
+    /// Kafka's type name (`LONG`, `STRING`, `LIST`, ...).
+    pub config_type: &'static str,
+    pub read_only: bool,
+    pub sensitive: bool,
 }
 
 /// A described config as printed.
 pub fn entry(c: &DescribedConfig) -> ConfigEntry {
     ConfigEntry {
-        name: c.key.to_string(),
-        value: Some(c.value.clone()),
+        name: c.name.to_string(),
+        value: c.value.as_deref().map(str::to_owned),
         source: source_name(c.source),
+        config_type: c.config_type.name(),
+        read_only: c.read_only,
+        sensitive: c.sensitive,
     }
 }
 
@@ -301,6 +308,7 @@ pub fn source_name(s: ConfigSource) -> &'static str {
         ConfigSource::DynamicTopic => "DYNAMIC_TOPIC_CONFIG",
         ConfigSource::DynamicBroker => "DYNAMIC_BROKER_CONFIG",
         ConfigSource::DynamicDefaultBroker => "DYNAMIC_DEFAULT_BROKER_CONFIG",
+        ConfigSource::StaticBroker => "STATIC_BROKER_CONFIG",
         ConfigSource::Default => "DEFAULT_CONFIG",
     }
 }
@@ -544,9 +552,14 @@ mod tests {
 
     fn described(key: &'static str, value: &str, source: ConfigSource) -> DescribedConfig {
         DescribedConfig {
-            key: key.into(),
-            value: value.into(),
+            name: key.into(),
+            value: Some(value.to_owned().into()),
+            read_only: false,
             source,
+            sensitive: false,
+            synonyms: Vec::new(),
+            config_type: corum_controller::config_schema::ConfigType::String,
+            documentation: None,
         }
     }
 
