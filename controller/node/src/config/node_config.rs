@@ -457,6 +457,102 @@ mod tests {
         NodeConfig::for_tests().with_overrides(&sets)
     }
 
+    /// Kafka's listener keys: every listener mapped to a security protocol (only PLAINTEXT
+    /// served so far), a Kafka listener that is neither the controller nor the client one,
+    /// advertised listeners that name a listener and a reachable address; what is advertised.
+    #[test]
+    fn listener_keys() {
+        let base = "CONTROLLER://127.0.0.1:9093,CLIENT://127.0.0.1:9094,KAFKA://:9092";
+        let err = |pairs: &[(&str, &str)]| match with(pairs) {
+            Err(ConfigError::Invalid { key, reason }) => (key, reason),
+            other => panic!("{pairs:?}: expected a rule error, got {other:?}"),
+        };
+        assert_eq!(
+            err(&[(
+                "listeners",
+                "CONTROLLER://127.0.0.1:9093,CLIENT://127.0.0.1:9094,RAFT://127.0.0.1:1"
+            )]),
+            (
+                "listener.security.protocol.map",
+                RuleError::UnmappedListener {
+                    name: "RAFT".into()
+                }
+            )
+        );
+        assert_eq!(
+            err(&[
+                ("listeners", base),
+                (
+                    "listener.security.protocol.map",
+                    "CONTROLLER:PLAINTEXT,CLIENT:PLAINTEXT,KAFKA:SSL"
+                ),
+            ]),
+            (
+                "listener.security.protocol.map",
+                RuleError::UnsupportedSecurityProtocol {
+                    name: "KAFKA".into(),
+                    protocol: "SSL".into()
+                }
+            )
+        );
+        assert_eq!(
+            err(&[
+                ("listeners", base),
+                ("corum.kafka.listener.names", "CLIENT")
+            ]),
+            (
+                "corum.kafka.listener.names",
+                RuleError::ListenerServesTwo {
+                    name: "CLIENT".into()
+                }
+            )
+        );
+        assert_eq!(
+            err(&[
+                ("listeners", base),
+                ("advertised.listeners", "KAFKA://0.0.0.0:9092")
+            ]),
+            (
+                "advertised.listeners",
+                RuleError::NotReachable {
+                    listener: "KAFKA://0.0.0.0:9092".into()
+                }
+            )
+        );
+        assert!(matches!(
+            err(&[("listeners", base), ("advertised.listeners", "OTHER://h:1")]),
+            ("advertised.listeners", RuleError::NotAListener { .. })
+        ));
+        // Defaults: KAFKA speaks Kafka; a wildcard host advertises the host name, port 0 the
+        // bound port; advertised.listeners wins.
+        let c = with(&[(
+            "listeners",
+            "CONTROLLER://127.0.0.1:9093,CLIENT://127.0.0.1:9094,KAFKA://:0",
+        )])
+        .unwrap();
+        assert_eq!(
+            c.kafka_listeners()
+                .map(|l| l.name.as_str())
+                .collect::<Vec<_>>(),
+            ["KAFKA"]
+        );
+        let a = c.advertised("KAFKA", 19092, "box1").unwrap();
+        assert_eq!((a.host.as_str(), a.port), ("box1", 19092));
+        let c = with(&[
+            ("listeners", base),
+            ("advertised.listeners", "KAFKA://kafka.example:9092"),
+        ])
+        .unwrap();
+        let a = c.advertised("KAFKA", 1, "box1").unwrap();
+        assert_eq!((a.host.as_str(), a.port), ("kafka.example", 9092));
+        assert_eq!(
+            c.security_protocol("KAFKA"),
+            Some(SecurityProtocol::Plaintext)
+        );
+        // A configuration without a KAFKA listener has no Kafka listener.
+        assert_eq!(NodeConfig::for_tests().kafka_listeners().count(), 0);
+    }
+
     /// Each relation between keys is checked under the key to change, with a typed reason
     /// naming the other key and both values.
     #[test]

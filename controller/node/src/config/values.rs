@@ -420,6 +420,36 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// `listener.security.protocol.map`: names upper-cased, Kafka's four protocols, each name
+    /// once, a clear error for anything else.
+    #[test]
+    fn protocol_maps() {
+        assert_eq!(
+            parse_protocol_map("kafka:plaintext, SECURE:SASL_SSL").unwrap(),
+            vec![
+                ("KAFKA".to_owned(), SecurityProtocol::Plaintext),
+                ("SECURE".to_owned(), SecurityProtocol::SaslSsl)
+            ]
+        );
+        assert_eq!(SecurityProtocol::SaslPlaintext.code(), 2);
+        assert!(matches!(
+            parse_protocol_map("KAFKA"),
+            Err(ValueError::Malformed { .. })
+        ));
+        assert!(matches!(
+            parse_protocol_map("KAFKA:TLS"),
+            Err(ValueError::Malformed { .. })
+        ));
+        assert!(matches!(
+            parse_protocol_map("A:SSL,a:SSL"),
+            Err(ValueError::Twice { .. })
+        ));
+        assert!(matches!(
+            parse_protocol_map("A-B:SSL"),
+            Err(ValueError::ListenerName { .. })
+        ));
+    }
+
     /// KIP-853 voters carry a directory id that prints back the same way.
     #[test]
     fn voters_with_directory_ids() {
