@@ -242,6 +242,8 @@ fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
             },
             connections: 1,
             duration: Duration::from_secs_f64(args.duration_secs),
+            protocol: super::loadgen::Protocol::Private,
+            kafka_bootstrap: Vec::new(),
             verify: workload == Workload::Configs,
             partitions: args.partitions,
             brokers: args.brokers,

@@ -62,10 +62,21 @@ use crate::cmd::quorum::{parse_bootstrap, Bootstrap};
 mod brokers;
 mod configs;
 pub mod cpu;
+mod kafka;
 pub mod stats;
 mod topics;
 
 pub use stats::{RawDisk, Report};
+
+/// Which protocol the topics workload's requests use.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// corum's own (the client listener).
+    #[default]
+    Private,
+    /// Kafka's wire protocol (CreateTopics v7), to the active controller's Kafka listener.
+    Kafka,
+}
 
 /// Which workload to run.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,6 +116,13 @@ pub struct Args {
     /// Seconds of load.
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,
+    /// topics: send the creations over corum's protocol or Kafka's (then `--kafka-bootstrap`
+    /// names the nodes' Kafka listeners, and each client has a connection of its own).
+    #[arg(long, value_enum, default_value_t = Protocol::Private)]
+    pub protocol: Protocol,
+    /// The nodes' Kafka listeners (HOST:PORT,...), for `--protocol kafka`.
+    #[arg(long, value_name = "HOST:PORT,...", value_parser = parse_bootstrap)]
+    pub kafka_bootstrap: Option<Bootstrap>,
     /// configs: read every acknowledged write back at the end; fail if any is lost.
     #[arg(long)]
     pub verify: bool,
@@ -167,6 +185,9 @@ pub struct LoadConfig {
     pub clients: usize,
     pub connections: usize,
     pub duration: Duration,
+    pub protocol: Protocol,
+    /// The nodes' Kafka listeners (`--protocol kafka`).
+    pub kafka_bootstrap: Vec<SocketAddr>,
     pub verify: bool,
     pub partitions: u32,
     pub brokers: usize,
@@ -204,6 +225,12 @@ impl LoadConfig {
             clients: a.clients,
             connections: a.connections,
             duration: secs("--duration", a.duration)?,
+            protocol: a.protocol,
+            kafka_bootstrap: a
+                .kafka_bootstrap
+                .as_ref()
+                .map(|b| b.0.clone())
+                .unwrap_or_default(),
             verify: a.verify,
             partitions: a.partitions,
             brokers: a.brokers,
@@ -242,6 +269,14 @@ impl LoadConfig {
         anyhow::ensure!(
             !self.verify || self.workload == Workload::Configs,
             "--verify applies to the configs workload only"
+        );
+        anyhow::ensure!(
+            self.protocol == Protocol::Private || self.workload == Workload::Topics,
+            "--protocol kafka applies to the topics workload only"
+        );
+        anyhow::ensure!(
+            self.protocol == Protocol::Private || !self.kafka_bootstrap.is_empty(),
+            "--protocol kafka needs --kafka-bootstrap (the nodes' Kafka listeners)"
         );
         anyhow::ensure!(
             self.partitions >= 1 && i32::try_from(self.partitions).is_ok(),

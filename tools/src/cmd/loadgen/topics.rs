@@ -9,7 +9,7 @@ use corum_controller::control::replication_control::{CreatableTopic, CreateTopic
 
 use super::brokers::{catch_up, heartbeat_until, preparation_timeout, register, start_follower};
 use super::stats::{error_kind, Report};
-use super::{run_clients, start_measuring, stop_measuring, Ctx};
+use super::{kafka, run_clients, start_measuring, stop_measuring, Ctx, Protocol};
 
 /// Brokers registered for the topics workload, at most.
 pub const TOPIC_BROKERS_MAX: usize = 3;
@@ -60,33 +60,38 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
         .into_iter()
         .map(|s| glommio::spawn_local(heartbeat_until(s, beat, ctx.hard_end, None)))
         .collect();
+    let kafka_controller = match ctx.config.protocol {
+        Protocol::Private => None,
+        Protocol::Kafka => Some(kafka::controller(ctx.config.kafka_bootstrap[0]).await?),
+    };
     report.unfinished = run_clients(ctx.config.clients, ctx.hard_end, |i| {
         let client = ctx.client(i).clone();
         let rec = ctx.recorder.clone();
         async move {
+            let mut kafka = match kafka_controller {
+                Some(addr) => match kafka::KafkaConnection::connect(addr).await {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        rec.error(&error_kind(&e.to_string()));
+                        return;
+                    }
+                },
+                None => None,
+            };
             let mut seq = 0u64;
             while Instant::now() < end {
                 seq += 1;
-                let req = CreateTopicsRequest {
-                    topics: vec![CreatableTopic::new(
-                        &topic_name(nonce, i, seq),
-                        i32::try_from(partitions).expect("validated"),
-                        replication,
-                    )],
-                    validate_only: false,
-                };
+                let name = topic_name(nonce, i, seq);
+                let partitions = i32::try_from(partitions).expect("validated");
                 let sent = Instant::now();
-                match client.create_topics(req).await {
-                    Ok(resp) => match resp.topics.first() {
-                        Some((_, Ok(_))) if resp.topics.len() == 1 => rec.ok(sent.elapsed()),
-                        Some((_, Err(e))) => {
-                            rec.error(&error_kind(&e.to_string()));
-                            glommio::timer::sleep(ERROR_PAUSE).await;
-                        }
-                        _ => rec.error("malformed CreateTopics answer"),
-                    },
-                    Err(e) => {
-                        rec.error(&error_kind(&e.to_string()));
+                let outcome = match &mut kafka {
+                    Some(c) => create_over_kafka(c, &name, partitions, replication).await,
+                    None => create(&client, &name, partitions, replication).await,
+                };
+                match outcome {
+                    Ok(()) => rec.ok(sent.elapsed()),
+                    Err(kind) => {
+                        rec.error(&kind);
                         glommio::timer::sleep(ERROR_PAUSE).await;
                     }
                 }
@@ -97,6 +102,58 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
     let elapsed = stop_measuring(ctx, start).await;
     drop(heartbeats);
     Ok(elapsed)
+}
+
+/// One topic over corum's protocol; the error's kind when it failed.
+async fn create(
+    client: &corum_client::ControllerClient,
+    name: &str,
+    partitions: i32,
+    replication: i16,
+) -> Result<(), String> {
+    let req = CreateTopicsRequest {
+        topics: vec![CreatableTopic::new(name, partitions, replication)],
+        validate_only: false,
+    };
+    match client.create_topics(req).await {
+        Ok(resp) => match resp.topics.first() {
+            Some((_, Ok(_))) if resp.topics.len() == 1 => Ok(()),
+            Some((_, Err(e))) => Err(error_kind(&e.to_string())),
+            _ => Err("malformed CreateTopics answer".into()),
+        },
+        Err(e) => Err(error_kind(&e.to_string())),
+    }
+}
+
+/// One topic over Kafka's protocol (CreateTopics v7, what Kafka's Java client sends); the
+/// error's kind when it failed.
+async fn create_over_kafka(
+    c: &mut kafka::KafkaConnection,
+    name: &str,
+    partitions: i32,
+    replication: i16,
+) -> Result<(), String> {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic as KafkaTopic;
+    use kafka_protocol::messages::{
+        ApiKey, CreateTopicsRequest as KafkaCreate, CreateTopicsResponse, TopicName,
+    };
+    let req = KafkaCreate::default()
+        .with_topics(vec![KafkaTopic::default()
+            .with_name(TopicName(name.to_owned().into()))
+            .with_num_partitions(partitions)
+            .with_replication_factor(replication)])
+        .with_timeout_ms(30_000);
+    match c
+        .call::<_, CreateTopicsResponse>(ApiKey::CreateTopics, 7, &req)
+        .await
+    {
+        Ok(r) => match r.topics.first() {
+            Some(t) if t.error_code == 0 => Ok(()),
+            Some(t) => Err(format!("Kafka error {}", t.error_code)),
+            None => Err("malformed CreateTopics answer".into()),
+        },
+        Err(e) => Err(error_kind(&e.to_string())),
+    }
 }
 
 #[cfg(test)]
