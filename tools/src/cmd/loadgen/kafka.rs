@@ -65,7 +65,7 @@ impl KafkaConnection {
             "answer to request {} where {id} was expected",
             header.correlation_id
         );
-        Ok(Resp::decode(&mut body, version)?)
+        Resp::decode(&mut body, version)
     }
 }
 
