@@ -539,6 +539,28 @@ fn seeds() -> BTreeMap<String, Seed> {
         1,
         false,
     );
+    // Error messages quote what the client sent: a topic named twice with a name of 8,000
+    // control characters makes a message longer than a non-flexible version's string holds.
+    let long: String = "\u{1}".repeat(8_000);
+    let mut twice = CreateTopicsRequest::default();
+    twice.topics = (0..2)
+        .map(|_| {
+            let mut t = create_topics_request::CreatableTopic::default();
+            t.name = name(&long);
+            t
+        })
+        .collect();
+    add(
+        "seed-CreateTopics-v4-long-message".into(),
+        frame(
+            ApiKey::CreateTopics,
+            4,
+            6,
+            &RequestKind::CreateTopics(twice),
+        ),
+        1,
+        false,
+    );
     // What the listener refuses, each after one good request.
     let good = frame(
         ApiKey::ApiVersions,
