@@ -67,7 +67,10 @@ fi
 binary="$(find "${CARGO_TARGET_DIR:-fuzz/target}" -path "*/release/$target" -type f | head -n 1)"
 if [ -n "$binary" ] && command -v llvm-symbolizer >/dev/null 2>&1; then
     cov="$(mktemp)"
-    ASAN_OPTIONS=detect_leaks=0 "$binary" -runs=0 -print_coverage=1 "$work" "$seeds" >"$cov" 2>&1 || true
+    scratch="$(mktemp -d)"
+    ASAN_OPTIONS=detect_leaks=0 "$binary" -runs=0 -print_coverage=1 -artifact_prefix="$scratch/" \
+        "$work" "$seeds" >"$cov" 2>&1 || true
+    rm -rf "$scratch"
     awk '
         /^(COVERED|UNCOVERED)_FUNC:/ && /corum-kafka|\/kafka\/src\// {
             split($0, f, "edges: "); split(f[2], e, "[/ ]");
