@@ -8,6 +8,25 @@ use corum_controller::ApiError;
 use corum_protocol::RpcError;
 use kafka_protocol::error::ResponseError as K;
 
+/// The longest error message a response carries. Messages quote what the client sent (a topic
+/// name, a config key, escaped), and a string of a non-flexible version holds at most 32,767
+/// bytes: an answer with a longer one would not encode, and the listener would close the
+/// connection instead of answering.
+pub const MESSAGE_BYTES_MAX: usize = 1024;
+
+/// `message` cut to [`MESSAGE_BYTES_MAX`] bytes (on a character boundary, ending in `…`).
+fn bounded(mut message: String) -> String {
+    if message.len() > MESSAGE_BYTES_MAX {
+        let mut end = MESSAGE_BYTES_MAX - '…'.len_utf8();
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
+}
+
 /// A Kafka error code with the message a client shows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KafkaError {
@@ -19,7 +38,7 @@ impl KafkaError {
     pub fn new(code: K, message: impl Into<String>) -> KafkaError {
         KafkaError {
             code: code.code(),
-            message: Some(message.into()),
+            message: Some(bounded(message.into())),
         }
     }
 
@@ -27,7 +46,7 @@ impl KafkaError {
     pub fn api(e: &ApiError) -> KafkaError {
         KafkaError {
             code: api_error_code(e).code(),
-            message: Some(e.to_string()),
+            message: Some(bounded(e.to_string())),
         }
     }
 
@@ -39,7 +58,7 @@ impl KafkaError {
                 code: other
                     .kafka_error_code()
                     .unwrap_or(K::UnknownServerError.code()),
-                message: Some(other.to_string()),
+                message: Some(bounded(other.to_string())),
             },
         }
     }
@@ -108,5 +127,25 @@ mod tests {
         }));
         assert_eq!(e.code, 40);
         assert!(e.message.unwrap().contains("bad"));
+    }
+
+    #[test]
+    fn messages_quoting_the_client_are_bounded() {
+        // A name of multi-byte characters, so the cut must find a character boundary.
+        let name = "é".repeat(40_000);
+        let e = KafkaError::api(&ApiError::UnknownTopic { name: name.clone() });
+        let message = e.message.unwrap();
+        assert!(
+            message.len() <= MESSAGE_BYTES_MAX,
+            "{} bytes",
+            message.len()
+        );
+        assert!(message.starts_with("unknown topic") && message.ends_with('…'));
+        let e = KafkaError::new(K::InvalidRequest, format!("topic {name:?} twice"));
+        assert!(e.message.unwrap().len() <= MESSAGE_BYTES_MAX);
+        let e = KafkaError::rpc(&RpcError::Internal { reason: name });
+        assert!(e.message.unwrap().len() <= MESSAGE_BYTES_MAX);
+        let short = KafkaError::new(K::InvalidRequest, "short");
+        assert_eq!(short.message.as_deref(), Some("short"));
     }
 }

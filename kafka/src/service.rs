@@ -96,7 +96,7 @@ async fn dispatch<B: Backend>(
             ResponseKind::DescribeCluster(api::cluster::describe_cluster(ctx, backend, r).await)
         }
         RequestKind::DescribeQuorum(_) => {
-            ResponseKind::DescribeQuorum(api::cluster::describe_quorum(ctx, backend).await)
+            ResponseKind::DescribeQuorum(api::cluster::describe_quorum(ctx, backend, v).await)
         }
         RequestKind::UpdateFeatures(r) => {
             ResponseKind::UpdateFeatures(api::features::update_features(ctx, backend, r, v).await)

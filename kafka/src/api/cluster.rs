@@ -91,21 +91,32 @@ pub async fn describe_cluster<B: Backend>(
     response
 }
 
-fn replica(r: &corum_protocol::ReplicaState, now_ms: i64) -> ReplicaState {
+/// The first DescribeQuorum version with directory ids and the nodes' listeners (KIP-853);
+/// the codec refuses to encode them in an older answer.
+const DESCRIBE_QUORUM_NODES_VERSION: i16 = 2;
+
+fn replica(r: &corum_protocol::ReplicaState, now_ms: i64, version: i16) -> ReplicaState {
     let at = |age: Option<u64>| age.map_or(-1, |a| now_ms.saturating_sub(a as i64));
+    let directory_id = r
+        .directory_id
+        .filter(|_| version >= DESCRIBE_QUORUM_NODES_VERSION)
+        .map(kafka_uuid)
+        .unwrap_or_default();
     ReplicaState::default()
         .with_replica_id(BrokerId(r.replica_id.0 as i32))
-        .with_replica_directory_id(r.directory_id.map(kafka_uuid).unwrap_or_default())
+        .with_replica_directory_id(directory_id)
         .with_log_end_offset(r.log_end_offset.map_or(-1, |o| o.0 as i64))
         .with_last_fetch_timestamp(at(r.last_fetch_age_ms))
         .with_last_caught_up_timestamp(at(r.last_caught_up_age_ms))
 }
 
 /// DescribeQuorum of the metadata log. Answered by the leader (a node that does not lead
-/// forwards it, or answers NOT_LEADER_OR_FOLLOWER on the partition, as Kafka does).
+/// forwards it, or answers NOT_LEADER_OR_FOLLOWER on the partition, as Kafka does). Below v2
+/// the answer carries no directory ids and no nodes, which those versions cannot hold.
 pub async fn describe_quorum<B: Backend>(
     ctx: &ListenerContext,
     backend: &B,
+    version: i16,
 ) -> DescribeQuorumResponse {
     let quorum = call(
         backend,
@@ -132,14 +143,30 @@ pub async fn describe_quorum<B: Backend>(
         .with_leader_id(BrokerId(q.leader_id.map_or(-1, |l| l.0 as i32)))
         .with_leader_epoch(q.leader_epoch.0 as i32)
         .with_high_watermark(q.high_watermark.0 as i64)
-        .with_current_voters(q.voters.iter().map(|r| replica(r, now_ms)).collect())
-        .with_observers(q.observers.iter().map(|r| replica(r, now_ms)).collect());
+        .with_current_voters(
+            q.voters
+                .iter()
+                .map(|r| replica(r, now_ms, version))
+                .collect(),
+        )
+        .with_observers(
+            q.observers
+                .iter()
+                .map(|r| replica(r, now_ms, version))
+                .collect(),
+        );
     if q.leader_id != Some(q.node_id) {
         partition.error_code = ResponseError::NotLeaderOrFollower.code();
         partition.error_message = Some(text(&format!(
             "node {} does not lead the metadata log",
             q.node_id
         )));
+    }
+    let topics = vec![TopicData::default()
+        .with_topic_name(TopicName(text(METADATA_TOPIC)))
+        .with_partitions(vec![partition])];
+    if version < DESCRIBE_QUORUM_NODES_VERSION {
+        return DescribeQuorumResponse::default().with_topics(topics);
     }
     let controllers = nodes::controllers(ctx, backend).await;
     let listed = |id: i32| {
@@ -158,8 +185,6 @@ pub async fn describe_quorum<B: Backend>(
         .filter_map(|r| listed(r.replica_id.0 as i32))
         .collect();
     DescribeQuorumResponse::default()
-        .with_topics(vec![TopicData::default()
-            .with_topic_name(TopicName(text(METADATA_TOPIC)))
-            .with_partitions(vec![partition])])
+        .with_topics(topics)
         .with_nodes(nodes)
 }

@@ -481,19 +481,25 @@ pub async fn elect_leaders<B: Backend>(
     };
     let mut response = ElectLeadersResponse::default();
     let mut by_topic: Vec<ReplicaElectionResult> = Vec::new();
+    // Where each topic's results are in `by_topic`: a request may name millions of topics,
+    // and a search of the list per partition would take the listener's shard for hours.
+    let mut index: HashMap<String, usize> = HashMap::new();
     let mut push = |topic: &str, partition: i32, error: Option<KafkaError>| {
         let mut p = PartitionResult::default().with_partition_id(partition);
         if let Some(e) = error {
             p.error_code = e.code;
             p.error_message = e.message.as_deref().map(text);
         }
-        match by_topic.iter_mut().find(|r| r.topic.0.as_str() == topic) {
-            Some(r) => r.partition_result.push(p),
-            None => by_topic.push(
-                ReplicaElectionResult::default()
-                    .with_topic(topic_name(topic))
-                    .with_partition_result(vec![p]),
-            ),
+        match index.get(topic) {
+            Some(&i) => by_topic[i].partition_result.push(p),
+            None => {
+                index.insert(topic.to_owned(), by_topic.len());
+                by_topic.push(
+                    ReplicaElectionResult::default()
+                        .with_topic(topic_name(topic))
+                        .with_partition_result(vec![p]),
+                );
+            }
         }
     };
     match outcome {

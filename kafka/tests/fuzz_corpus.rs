@@ -1,0 +1,694 @@
+//! The Kafka listener's fuzz corpus on the stable toolchain: every file of the cargo-fuzz
+//! target's corpus (`fuzz/corpus/kafka_listener/`) and of its findings
+//! (`fuzz/artifacts/kafka_listener/`, fixed and kept as regressions) replayed through the
+//! same harness the fuzz target runs ([`fuzz_harness::connection`]), so `cargo test` covers
+//! them without nightly.
+//!
+//! The corpus's seeds (`seed-*` files) are generated here: every served API at every served
+//! version, encoded from the codec's default value and from filled-in values, once as a
+//! healthy controller answers them and once with the scripted backend's faults, plus whole
+//! client sessions and framing the listener must refuse. `seeds_are_current` fails when the
+//! generated seeds and the checked-in ones differ (a new API or version, a changed seed);
+//! `CORUM_REWRITE=1 cargo test -p corum-kafka --test fuzz_corpus` rewrites them. Files the
+//! fuzzer found (named by their SHA-1) are kept as they are.
+
+mod fuzz_harness;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use bytes::{BufMut, BytesMut};
+use corum_kafka::apis::SERVED;
+use kafka_protocol::messages::{
+    alter_configs_request, create_partitions_request, create_topics_request, delete_topics_request,
+    describe_configs_request, describe_quorum_request, describe_topic_partitions_request,
+    elect_leaders_request, incremental_alter_configs_request, metadata_request,
+    update_features_request, AlterConfigsRequest, ApiKey, ApiVersionsRequest, BrokerId,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, DescribeQuorumRequest, DescribeTopicPartitionsRequest,
+    ElectLeadersRequest, IncrementalAlterConfigsRequest, MetadataRequest, RequestHeader,
+    RequestKind, TopicName, UpdateFeaturesRequest,
+};
+use kafka_protocol::protocol::{Encodable, StrBytes};
+
+use fuzz_harness::{connection, topic_id};
+
+/// The tests decode hostile bytes: the process allocator must be the one a node uses.
+#[global_allocator]
+static ALLOC: corum_kafka::alloc::NoReserveLarge = corum_kafka::alloc::NoReserveLarge;
+
+fn fuzz_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz")
+}
+
+fn corpus_dir() -> PathBuf {
+    fuzz_dir().join("corpus/kafka_listener")
+}
+
+fn artifacts_dir() -> PathBuf {
+    fuzz_dir().join("artifacts/kafka_listener")
+}
+
+/// The files of `dir` by name (none when it does not exist).
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return BTreeMap::new();
+    };
+    entries
+        .map(|e| e.expect("a readable directory entry").path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let name = p
+                .file_name()
+                .expect("a file has a name")
+                .to_string_lossy()
+                .into_owned();
+            let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            (name, bytes)
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seeds.
+
+fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+
+fn name(s: &str) -> TopicName {
+    TopicName(text(s))
+}
+
+fn uuid(id: corum_controller::TopicId) -> uuid::Uuid {
+    uuid::Uuid::from_bytes(id.0 .0)
+}
+
+/// One size-prefixed request as a client sends it.
+fn frame(api: ApiKey, version: i16, correlation_id: i32, body: &RequestKind) -> Vec<u8> {
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    RequestHeader::default()
+        .with_request_api_key(api as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(text("corum-fuzz")))
+        .encode(&mut buf, api.request_header_version(version))
+        .expect("a request header encodes");
+    body.encode(&mut buf, version)
+        .unwrap_or_else(|e| panic!("{api:?} v{version}: a seed does not encode: {e:#}"));
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    buf.to_vec()
+}
+
+/// The codec's default value of `api`'s request.
+fn default_request(api: ApiKey) -> RequestKind {
+    match api {
+        ApiKey::Metadata => RequestKind::Metadata(MetadataRequest::default()),
+        ApiKey::ApiVersions => RequestKind::ApiVersions(ApiVersionsRequest::default()),
+        ApiKey::CreateTopics => RequestKind::CreateTopics(CreateTopicsRequest::default()),
+        ApiKey::DeleteTopics => RequestKind::DeleteTopics(DeleteTopicsRequest::default()),
+        ApiKey::DescribeConfigs => RequestKind::DescribeConfigs(DescribeConfigsRequest::default()),
+        ApiKey::AlterConfigs => RequestKind::AlterConfigs(AlterConfigsRequest::default()),
+        ApiKey::CreatePartitions => {
+            RequestKind::CreatePartitions(CreatePartitionsRequest::default())
+        }
+        ApiKey::ElectLeaders => RequestKind::ElectLeaders(ElectLeadersRequest::default()),
+        ApiKey::IncrementalAlterConfigs => {
+            RequestKind::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::default())
+        }
+        ApiKey::DescribeQuorum => RequestKind::DescribeQuorum(DescribeQuorumRequest::default()),
+        ApiKey::UpdateFeatures => RequestKind::UpdateFeatures(UpdateFeaturesRequest::default()),
+        ApiKey::DescribeCluster => RequestKind::DescribeCluster(DescribeClusterRequest::default()),
+        ApiKey::DescribeTopicPartitions => {
+            RequestKind::DescribeTopicPartitions(DescribeTopicPartitionsRequest::default())
+        }
+        other => panic!("{other:?} is served but has no seed: add it here"),
+    }
+}
+
+/// Filled-in requests of `api` at `version`: what clients send, and the corners the
+/// translations check (duplicates, unknown topics, negative ids, null values, ids).
+fn filled_requests(api: ApiKey, version: i16) -> Vec<RequestKind> {
+    match api {
+        ApiKey::Metadata => {
+            let by_name = |n: &str| {
+                let mut t = metadata_request::MetadataRequestTopic::default();
+                t.name = Some(name(n));
+                t
+            };
+            let mut named = MetadataRequest::default();
+            named.topics = Some(vec![by_name("orders"), by_name("missing")]);
+            if version >= 10 {
+                let mut by_id = metadata_request::MetadataRequestTopic::default();
+                by_id.name = None;
+                by_id.topic_id = uuid(topic_id("logs"));
+                let mut unknown = by_id.clone();
+                unknown.topic_id = uuid(topic_id("missing"));
+                named
+                    .topics
+                    .as_mut()
+                    .expect("set above")
+                    .extend([by_id, unknown]);
+            }
+            let mut all = MetadataRequest::default();
+            if version >= 1 {
+                all.topics = None;
+            }
+            if version >= 8 {
+                all.include_topic_authorized_operations = true;
+            }
+            vec![RequestKind::Metadata(named), RequestKind::Metadata(all)]
+        }
+        ApiKey::ApiVersions => {
+            let mut r = ApiVersionsRequest::default();
+            if version >= 3 {
+                r.client_software_name = text("librdkafka");
+                r.client_software_version = text("2.16.0");
+            }
+            vec![RequestKind::ApiVersions(r)]
+        }
+        ApiKey::CreateTopics => {
+            let topic = |n: &str, partitions: i32, rf: i16| {
+                let mut t = create_topics_request::CreatableTopic::default();
+                t.name = name(n);
+                t.num_partitions = partitions;
+                t.replication_factor = rf;
+                t
+            };
+            let mut with_configs = topic("new-topic", -1, -1);
+            let mut config = create_topics_request::CreatableTopicConfig::default();
+            config.name = text("retention.ms");
+            config.value = Some(text("1000"));
+            let mut null_value = create_topics_request::CreatableTopicConfig::default();
+            null_value.name = text("cleanup.policy");
+            null_value.value = None;
+            with_configs.configs = vec![config];
+            let mut assigned = topic("assigned", -1, -1);
+            assigned.assignments = [(1, vec![5, 4]), (0, vec![4, 5])]
+                .into_iter()
+                .map(|(p, brokers)| {
+                    let mut a = create_topics_request::CreatableReplicaAssignment::default();
+                    a.partition_index = p;
+                    a.broker_ids = brokers.into_iter().map(BrokerId).collect();
+                    a
+                })
+                .collect();
+            let mut bad_assignment = topic("gap", -1, -1);
+            bad_assignment.assignments = assigned.assignments[..1].to_vec();
+            let mut null_config = topic("null-config", 3, 2);
+            null_config.configs = vec![null_value];
+            let mut good = CreateTopicsRequest::default();
+            good.timeout_ms = 30_000;
+            good.topics = vec![with_configs, assigned, topic("three", 3, 2)];
+            let mut corners = CreateTopicsRequest::default();
+            corners.topics = vec![
+                topic("orders", 1, 1),
+                topic("twice", 1, 1),
+                topic("twice", 2, 1),
+                topic("bad name!", 1, 1),
+                topic("zero", 0, 1),
+                topic("too-many-replicas", 1, 9),
+                bad_assignment,
+                null_config,
+            ];
+            if version >= 1 {
+                corners.validate_only = true;
+            }
+            vec![
+                RequestKind::CreateTopics(good),
+                RequestKind::CreateTopics(corners),
+            ]
+        }
+        ApiKey::DeleteTopics => {
+            let mut r = DeleteTopicsRequest::default();
+            r.timeout_ms = 30_000;
+            if version >= 6 {
+                let state = |n: Option<&str>, id: Option<&str>| {
+                    let mut s = delete_topics_request::DeleteTopicState::default();
+                    s.name = n.map(name);
+                    s.topic_id = id.map_or(uuid::Uuid::nil(), |n| uuid(topic_id(n)));
+                    s
+                };
+                r.topics = vec![
+                    state(Some("orders"), None),
+                    state(None, Some("logs")),
+                    state(None, Some("missing")),
+                    state(Some("missing"), None),
+                ];
+            } else {
+                r.topic_names = vec![name("orders"), name("missing"), name("logs")];
+            }
+            vec![RequestKind::DeleteTopics(r)]
+        }
+        ApiKey::DescribeConfigs => {
+            let resource = |t: i8, n: &str, keys: Option<Vec<&str>>| {
+                let mut r = describe_configs_request::DescribeConfigsResource::default();
+                r.resource_type = t;
+                r.resource_name = text(n);
+                r.configuration_keys = keys.map(|k| k.into_iter().map(text).collect());
+                r
+            };
+            let mut r = DescribeConfigsRequest::default();
+            r.resources = vec![
+                resource(2, "orders", None),
+                resource(2, "orders", Some(vec!["retention.ms"])),
+                resource(2, "missing", None),
+                resource(4, "", None),
+                resource(4, "4", None),
+                resource(4, "not-a-broker", None),
+                resource(8, "4", None),
+                resource(99, "x", None),
+            ];
+            r.include_synonyms = version >= 1;
+            r.include_documentation = version >= 3;
+            vec![RequestKind::DescribeConfigs(r)]
+        }
+        ApiKey::AlterConfigs => {
+            let config = |n: &str, v: Option<&str>| {
+                let mut c = alter_configs_request::AlterableConfig::default();
+                c.name = text(n);
+                c.value = v.map(text);
+                c
+            };
+            let resource = |t: i8, n: &str, configs| {
+                let mut r = alter_configs_request::AlterConfigsResource::default();
+                r.resource_type = t;
+                r.resource_name = text(n);
+                r.configs = configs;
+                r
+            };
+            let mut r = AlterConfigsRequest::default();
+            r.resources = vec![
+                resource(2, "orders", vec![config("cleanup.policy", Some("compact"))]),
+                resource(2, "logs", vec![config("retention.ms", None)]),
+                resource(4, "", vec![config("unknown.key", Some("1"))]),
+                resource(8, "4", vec![]),
+                resource(2, "missing", vec![]),
+            ];
+            vec![RequestKind::AlterConfigs(r)]
+        }
+        ApiKey::CreatePartitions => {
+            let topic = |n: &str, count: i32, assignments: Option<Vec<Vec<i32>>>| {
+                let mut t = create_partitions_request::CreatePartitionsTopic::default();
+                t.name = name(n);
+                t.count = count;
+                t.assignments = assignments.map(|list| {
+                    list.into_iter()
+                        .map(|b| {
+                            let mut a =
+                                create_partitions_request::CreatePartitionsAssignment::default();
+                            a.broker_ids = b.into_iter().map(BrokerId).collect();
+                            a
+                        })
+                        .collect()
+                });
+                t
+            };
+            let mut r = CreatePartitionsRequest::default();
+            r.timeout_ms = 30_000;
+            r.topics = vec![
+                topic("orders", 5, None),
+                topic("logs", 3, Some(vec![vec![4, 5], vec![5, 4]])),
+                topic("missing", 2, None),
+                topic("dup", 2, None),
+                topic("dup", 3, None),
+                topic("negative", -4, None),
+                topic("negative-broker", 9, Some(vec![vec![-1]])),
+            ];
+            vec![RequestKind::CreatePartitions(r)]
+        }
+        ApiKey::ElectLeaders => {
+            let partitions = |t: &str, p: Vec<i32>| {
+                let mut tp = elect_leaders_request::TopicPartitions::default();
+                tp.topic = name(t);
+                tp.partitions = p;
+                tp
+            };
+            let mut some = ElectLeadersRequest::default();
+            some.timeout_ms = 30_000;
+            some.topic_partitions = Some(vec![
+                partitions("orders", vec![0, 1, 7, -1]),
+                partitions("missing", vec![0]),
+            ]);
+            let mut all = ElectLeadersRequest::default();
+            all.topic_partitions = None;
+            if version >= 1 {
+                all.election_type = 1;
+            }
+            vec![
+                RequestKind::ElectLeaders(some),
+                RequestKind::ElectLeaders(all),
+            ]
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            let config = |n: &str, op: i8, v: Option<&str>| {
+                let mut c = incremental_alter_configs_request::AlterableConfig::default();
+                c.name = text(n);
+                c.config_operation = op;
+                c.value = v.map(text);
+                c
+            };
+            let resource = |t: i8, n: &str, configs| {
+                let mut r = incremental_alter_configs_request::AlterConfigsResource::default();
+                r.resource_type = t;
+                r.resource_name = text(n);
+                r.configs = configs;
+                r
+            };
+            let mut r = IncrementalAlterConfigsRequest::default();
+            r.resources = vec![
+                resource(
+                    2,
+                    "orders",
+                    vec![
+                        config("retention.ms", 0, Some("1000")),
+                        config("cleanup.policy", 2, Some("compact")),
+                    ],
+                ),
+                resource(2, "logs", vec![config("retention.ms", 1, None)]),
+                resource(4, "", vec![config("log.retention.ms", 3, Some("1"))]),
+                resource(4, "4", vec![config("num.partitions", 7, Some("1"))]),
+                resource(2, "missing", vec![config("retention.ms", 0, Some("1"))]),
+            ];
+            vec![RequestKind::IncrementalAlterConfigs(r)]
+        }
+        ApiKey::DescribeQuorum => {
+            let mut topic = describe_quorum_request::TopicData::default();
+            topic.topic_name = name("__cluster_metadata");
+            topic.partitions = vec![describe_quorum_request::PartitionData::default()];
+            let mut r = DescribeQuorumRequest::default();
+            r.topics = vec![topic];
+            vec![RequestKind::DescribeQuorum(r)]
+        }
+        ApiKey::UpdateFeatures => {
+            let update = |level: i16, kind: i8| {
+                let mut u = update_features_request::FeatureUpdateKey::default();
+                u.feature = text("metadata.version");
+                u.max_version_level = level;
+                if version == 0 {
+                    u.allow_downgrade = kind != 1;
+                } else {
+                    u.upgrade_type = kind;
+                }
+                u
+            };
+            let mut r = UpdateFeaturesRequest::default();
+            r.timeout_ms = 30_000;
+            r.feature_updates = vec![update(27, 1), update(20, 2), update(-1, 3)];
+            if version >= 1 {
+                r.feature_updates.push(update(20, 9));
+            }
+            let mut unknown = update_features_request::FeatureUpdateKey::default();
+            unknown.feature = text("group.version");
+            unknown.max_version_level = 1;
+            if version >= 1 {
+                unknown.upgrade_type = 1;
+            }
+            r.feature_updates.push(unknown);
+            if version >= 1 {
+                r.validate_only = true;
+            }
+            vec![RequestKind::UpdateFeatures(r)]
+        }
+        ApiKey::DescribeCluster => (1..=3)
+            .filter(|&t| version >= 1 || t == 1)
+            .map(|endpoint_type| {
+                let mut r = DescribeClusterRequest::default();
+                r.endpoint_type = endpoint_type;
+                r.include_fenced_brokers = version >= 2;
+                RequestKind::DescribeCluster(r)
+            })
+            .collect(),
+        ApiKey::DescribeTopicPartitions => {
+            let topic = |n: &str| {
+                let mut t = describe_topic_partitions_request::TopicRequest::default();
+                t.name = name(n);
+                t
+            };
+            let mut named = DescribeTopicPartitionsRequest::default();
+            named.topics = vec![topic("orders"), topic("missing"), topic("logs")];
+            named.response_partition_limit = 2;
+            let mut cursor = describe_topic_partitions_request::Cursor::default();
+            cursor.topic_name = name("orders");
+            cursor.partition_index = 1;
+            let mut continued = DescribeTopicPartitionsRequest::default();
+            continued.response_partition_limit = 1;
+            continued.cursor = Some(cursor);
+            vec![
+                RequestKind::DescribeTopicPartitions(named),
+                RequestKind::DescribeTopicPartitions(continued),
+            ]
+        }
+        other => panic!("{other:?} is served but has no seed: add it here"),
+    }
+}
+
+/// A seed's bytes and how the listener must treat it: the requests it answers and whether it
+/// closes the connection.
+struct Seed {
+    bytes: Vec<u8>,
+    answered: usize,
+    closes: bool,
+}
+
+/// The fault byte of a correlation id (see the harness's module doc).
+fn with_faults(n: i32, fault: u8) -> i32 {
+    (i32::from(fault) << 24) | (n & 0x00ff_ffff)
+}
+
+/// Every seed, by file name.
+fn seeds() -> BTreeMap<String, Seed> {
+    let mut out = BTreeMap::new();
+    let mut add = |file: String, bytes: Vec<u8>, answered: usize, closes: bool| {
+        let seed = Seed {
+            bytes,
+            answered,
+            closes,
+        };
+        assert!(out.insert(file, seed).is_none(), "two seeds share a name");
+    };
+    let served = corum_kafka::ServedApis::controller();
+    for &api in SERVED {
+        let (min, max) = served.range(api).expect("SERVED is served");
+        for version in min..=max {
+            let label = format!("{api:?}-v{version}");
+            add(
+                format!("seed-{label}-default"),
+                frame(api, version, 1, &default_request(api)),
+                1,
+                false,
+            );
+            for (i, body) in filled_requests(api, version).into_iter().enumerate() {
+                add(
+                    format!("seed-{label}-filled{i}"),
+                    frame(api, version, 2 + i as i32, &body),
+                    1,
+                    false,
+                );
+                // Three fault draws in one connection.
+                let faults: Vec<u8> = (1u8..=3)
+                    .flat_map(|k| {
+                        let fault = k.wrapping_mul(0x55).wrapping_add(version as u8 + i as u8);
+                        frame(api, version, with_faults(k.into(), fault.max(1)), &body)
+                    })
+                    .collect();
+                add(format!("seed-{label}-filled{i}-faults"), faults, 3, false);
+            }
+        }
+    }
+    // A client session: ApiVersions, then what an admin client sends, pipelined.
+    let session: Vec<(ApiKey, i16, usize)> = vec![
+        (ApiKey::ApiVersions, 3, 0),
+        (ApiKey::Metadata, 12, 0),
+        (ApiKey::CreateTopics, 7, 0),
+        (ApiKey::DescribeConfigs, 4, 0),
+        (ApiKey::IncrementalAlterConfigs, 1, 0),
+        (ApiKey::DeleteTopics, 6, 0),
+        (ApiKey::DescribeCluster, 2, 1),
+    ];
+    let bytes: Vec<u8> = session
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &(api, version, which))| {
+            let body = filled_requests(api, version).swap_remove(which);
+            frame(api, version, i as i32, &body)
+        })
+        .collect();
+    add("seed-session-admin".into(), bytes, session.len(), false);
+    // KIP-511: an ApiVersions above the served versions (its header is v2, like v3's).
+    let mut too_new = frame(
+        ApiKey::ApiVersions,
+        3,
+        9,
+        &default_request(ApiKey::ApiVersions),
+    );
+    too_new[6..8].copy_from_slice(&99i16.to_be_bytes());
+    add("seed-ApiVersions-too-new".into(), too_new, 1, false);
+    // librdkafka 2.16's all-topics Metadata v13 carries three bytes after its body.
+    let mut all = MetadataRequest::default();
+    all.topics = None;
+    let mut trailing = frame(ApiKey::Metadata, 13, 5, &RequestKind::Metadata(all));
+    trailing.extend_from_slice(&[0, 0, 0]);
+    let size = (trailing.len() - 4) as i32;
+    trailing[..4].copy_from_slice(&size.to_be_bytes());
+    add(
+        "seed-Metadata-v13-trailing-bytes".into(),
+        trailing,
+        1,
+        false,
+    );
+    // Error messages quote what the client sent: a topic named twice with a name of 8,000
+    // control characters makes a message longer than a non-flexible version's string holds.
+    let long: String = "\u{1}".repeat(8_000);
+    let mut twice = CreateTopicsRequest::default();
+    twice.topics = (0..2)
+        .map(|_| {
+            let mut t = create_topics_request::CreatableTopic::default();
+            t.name = name(&long);
+            t
+        })
+        .collect();
+    add(
+        "seed-CreateTopics-v4-long-message".into(),
+        frame(
+            ApiKey::CreateTopics,
+            4,
+            6,
+            &RequestKind::CreateTopics(twice),
+        ),
+        1,
+        false,
+    );
+    // What the listener refuses, each after one good request.
+    let good = frame(
+        ApiKey::ApiVersions,
+        0,
+        1,
+        &default_request(ApiKey::ApiVersions),
+    );
+    let refused: Vec<(&str, Vec<u8>)> = vec![
+        ("negative-size", (-1i32).to_be_bytes().to_vec()),
+        ("too-short", [0, 0, 0, 7, 0, 18, 0, 0, 0, 0, 0].to_vec()),
+        ("too-large", i32::MAX.to_be_bytes().to_vec()),
+        ("unknown-api-key", {
+            let mut b = good.clone();
+            b[4..6].copy_from_slice(&999i16.to_be_bytes());
+            b
+        }),
+        ("not-served", {
+            let mut b = good.clone();
+            b[4..6].copy_from_slice(&(ApiKey::Produce as i16).to_be_bytes());
+            b
+        }),
+        ("truncated-body", {
+            let mut b = frame(
+                ApiKey::Metadata,
+                12,
+                3,
+                &filled_requests(ApiKey::Metadata, 12)[0],
+            );
+            let cut = (b.len() - 4 - 6) as i32;
+            b.truncate(b.len() - 6);
+            b[..4].copy_from_slice(&cut.to_be_bytes());
+            b
+        }),
+    ];
+    for (what, tail) in refused {
+        let mut bytes = good.clone();
+        bytes.extend_from_slice(&tail);
+        // A too-large size is refused from its prefix alone, before any body arrives.
+        add(format!("seed-refused-{what}"), bytes, 1, true);
+    }
+    out
+}
+
+/// Each seed reaches the listener's translations: it is answered (as many requests as it
+/// holds), or refused where the listener must refuse it.
+#[test]
+fn every_seed_is_served_as_a_listener_must() {
+    let mut failed = Vec::new();
+    for (file, seed) in seeds() {
+        let replay = std::panic::catch_unwind(|| connection(&seed.bytes));
+        match replay {
+            Err(_) => failed.push(format!("{file}: a finding (its panic is printed above)")),
+            Ok(session)
+                if session.answered.len() != seed.answered
+                    || session.closed.is_some() != seed.closes =>
+            {
+                failed.push(format!(
+                    "{file}: answered {:?}, closed {:?}; expected {} answers, closed: {}",
+                    session.answered, session.closed, seed.answered, seed.closes
+                ))
+            }
+            Ok(_) => {}
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} seeds fail:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+}
+
+/// The checked-in seeds are the generated ones (see the module doc for the rewrite switch).
+#[test]
+fn seeds_are_current() {
+    let dir = corpus_dir();
+    let seeds = seeds();
+    if std::env::var_os("CORUM_REWRITE").is_some() {
+        std::fs::create_dir_all(&dir).expect("the corpus directory can be created");
+        for stale in files(&dir).keys().filter(|f| f.starts_with("seed-")) {
+            if !seeds.contains_key(stale) {
+                std::fs::remove_file(dir.join(stale)).expect("a stale seed can be removed");
+            }
+        }
+        for (file, seed) in &seeds {
+            std::fs::write(dir.join(file), &seed.bytes).expect("a seed can be written");
+        }
+        return;
+    }
+    let present: BTreeMap<String, Vec<u8>> = files(&dir)
+        .into_iter()
+        .filter(|(f, _)| f.starts_with("seed-"))
+        .collect();
+    for (file, seed) in &seeds {
+        assert_eq!(
+            present.get(file),
+            Some(&seed.bytes),
+            "seed {file} is missing or differs: rerun with CORUM_REWRITE=1"
+        );
+    }
+    for file in present.keys() {
+        assert!(
+            seeds.contains_key(file),
+            "seed {file} is no longer generated: rerun with CORUM_REWRITE=1"
+        );
+    }
+}
+
+/// Every corpus file and every kept finding replays through the fuzz target's harness
+/// without a finding.
+#[test]
+fn corpus_and_findings_replay_cleanly() {
+    let corpus = files(&corpus_dir());
+    assert!(
+        corpus.len() >= seeds().len(),
+        "the corpus at {} holds {} files, fewer than the seeds",
+        corpus_dir().display(),
+        corpus.len()
+    );
+    let findings = files(&artifacts_dir());
+    let failed: Vec<&String> = corpus
+        .iter()
+        .chain(&findings)
+        .filter(|(_, bytes)| std::panic::catch_unwind(|| connection(bytes)).is_err())
+        .map(|(file, _)| file)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "findings (their panics are printed above): {failed:?}"
+    );
+}

@@ -1,0 +1,919 @@
+//! The Kafka listener's fuzz harness, shared by the cargo-fuzz target
+//! (`fuzz/fuzz_targets/kafka_listener.rs`, which includes this file by `#[path]`) and the
+//! stable replay test (`tests/fuzz_corpus.rs`), so both run exactly the same code.
+//!
+//! [`connection`] takes the bytes a client sends on one connection and does what the node's
+//! listener (`corum_node::kafka_server`) does with them: split them into size-prefixed
+//! requests ([`corum_kafka::frame::request_len`] with the default `socket.request.max.bytes`),
+//! parse each ([`corum_kafka::parse`]), serve it ([`corum_kafka::service::serve`]) against
+//! [`ScriptedBackend`], and encode the answer ([`corum_kafka::response::encode`]). It stops
+//! where the listener would close the connection.
+//!
+//! Beyond "no panic, no abort, no unbounded allocation", it checks what a client relies on,
+//! and panics (a finding) when any fails:
+//!
+//! - a request that parsed is answered: its answer encodes (an encoding failure would close a
+//!   healthy connection);
+//! - the answer's size prefix is its length, its header carries the request's correlation id
+//!   at the response header version Kafka defines (v0 for ApiVersions), and the body decodes
+//!   back, with Kafka's own schema, at the version answered, to the last byte;
+//! - a KIP-511 answer is ApiVersions v0 with UNSUPPORTED_VERSION.
+//!
+//! # The scripted backend
+//!
+//! [`ScriptedBackend`] answers every corum request the translations send with a response of
+//! the right variant built from the request and a fixed image (three controllers, four
+//! brokers, two topics, a few configs), so the translations of successful answers run, not
+//! only their error paths. The fault byte — the top byte of the request's correlation id —
+//! picks what goes wrong: 0 (what real clients send: their ids are small) answers everything
+//! as a healthy active controller would; any other value draws, per call, a whole-request
+//! error, a response of another variant, per-item errors, a response with an item missing
+//! or one too many, and which leader the node knows. Everything is a function of the input
+//! bytes, so a finding replays.
+
+// Each includer uses its own part of the harness.
+#![allow(dead_code)]
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use bytes::{Buf, Bytes};
+use corum_controller::control::cluster_control::{
+    DescribeClusterResponse, DescribeControllersResponse, DescribedBroker, DescribedController,
+};
+use corum_controller::control::config_control::{
+    AlterConfigOp, ConfigSource, DescribeConfigsResponse, DescribedConfig,
+    IncrementalAlterConfigsResponse,
+};
+use corum_controller::control::feature_control::{
+    supported_features, DescribeFeaturesResponse, FinalizedFeatureLevel, UpdateFeaturesResponse,
+};
+use corum_controller::control::replication_control::{
+    CreatePartitionsResponse, CreateTopicsResponse, CreatedTopic, DeleteTopicsResponse,
+    DeleteTopicsV2Response, DeletedTopic, DescribeTopicsResponse, DescribedPartition,
+    DescribedTopic, ElectLeadersResponse, ElectionType, TopicRef,
+};
+use corum_controller::image::configs::ConfigResource;
+use corum_controller::records::{ConfigResourceType, ControllerEndpointV1, ListenerV1};
+use corum_controller::{ApiError, LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
+use corum_kafka::request::Parsed;
+use corum_kafka::{Backend, ListenerContext, ServedApis};
+use corum_protocol::{
+    DescribeQuorumResponse, LeaderHint, LocalRead, ReplicaState, RequestBody, ResponseBody,
+    RpcError,
+};
+use corum_types::{BrokerEpoch, Epoch, LogOffset, NodeId, Uuid};
+use kafka_protocol::messages::{ApiKey, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::Decodable;
+
+/// `socket.request.max.bytes` at its default (the node's, which is Kafka's): 100 MiB. A fuzz
+/// input is far smaller, so this only decides which size prefixes are refused at once and
+/// which make the listener wait for more bytes.
+pub const REQUEST_MAX_BYTES: u32 = 104_857_600;
+
+/// This node's id: controller 1 of the fixed image.
+pub const NODE_ID: u32 = 1;
+
+/// The listener the fuzzed connection came in on.
+pub const LISTENER: &str = "KAFKA";
+
+/// How one connection ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Session {
+    /// Requests answered, in order: (API key, version answered).
+    pub answered: Vec<(i16, i16)>,
+    /// Why the listener closed the connection, if it did (else the client stopped sending:
+    /// at the end of the input, or inside a request).
+    pub closed: Option<String>,
+}
+
+/// The listener's context of the fuzzed connection.
+pub fn context() -> ListenerContext {
+    ListenerContext {
+        listener_name: LISTENER.to_owned(),
+        cluster_id: Uuid([7; 16]),
+        node_id: NodeId(NODE_ID),
+        advertised_host: "localhost".to_owned(),
+        advertised_port: 9092,
+        default_timeout_ms: 2_000,
+        served: ServedApis::controller(),
+    }
+}
+
+/// Serves the bytes a client sends on one connection, as the listener does; panics on a
+/// finding (see the module doc).
+pub fn connection(input: &[u8]) -> Session {
+    let ctx = context();
+    let mut session = Session::default();
+    let mut rest = input;
+    while rest.len() >= corum_kafka::frame::SIZE_PREFIX_BYTES {
+        let (prefix, after) = rest.split_at(corum_kafka::frame::SIZE_PREFIX_BYTES);
+        let prefix: [u8; 4] = prefix.try_into().expect("split at the prefix's size");
+        let len = match corum_kafka::frame::request_len(prefix, REQUEST_MAX_BYTES) {
+            Ok(len) => len,
+            Err(e) => {
+                session.closed = Some(e.to_string());
+                return session;
+            }
+        };
+        if after.len() < len {
+            // The client stopped inside a request: the listener waits, then times out.
+            return session;
+        }
+        let (request, after) = after.split_at(len);
+        rest = after;
+        let parsed =
+            match in_decoder(|| corum_kafka::parse(Bytes::copy_from_slice(request), &ctx.served)) {
+                Ok(parsed) => parsed,
+                Err(e) => {
+                    session.closed = Some(e.to_string());
+                    return session;
+                }
+            };
+        session.answered.push(serve_one(&ctx, parsed));
+    }
+    session
+}
+
+thread_local! {
+    static IN_DECODER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread is inside [`corum_kafka::parse`], which turns a panic of the codec's
+/// decoders into an error: the fuzz target's panic hook lets such a panic unwind to it
+/// rather than abort.
+pub fn in_request_decoder() -> bool {
+    IN_DECODER.with(Cell::get)
+}
+
+fn in_decoder<T>(parse: impl FnOnce() -> T) -> T {
+    IN_DECODER.with(|f| f.set(true));
+    let out = parse();
+    IN_DECODER.with(|f| f.set(false));
+    out
+}
+
+/// Serves and encodes one parsed request and checks the bytes a client would read.
+fn serve_one(ctx: &ListenerContext, parsed: Parsed) -> (i16, i16) {
+    let (asked, correlation_id, too_new) = match &parsed {
+        Parsed::Request { head, .. } => {
+            ((head.api_key, head.api_version), head.correlation_id, false)
+        }
+        Parsed::ApiVersionsTooNew { head } => {
+            ((head.api_key, head.api_version), head.correlation_id, true)
+        }
+    };
+    let backend = ScriptedBackend::new(correlation_id);
+    let answer = ready(corum_kafka::service::serve(ctx, &backend, parsed));
+    assert_eq!(
+        answer.correlation_id, correlation_id,
+        "answer to another request"
+    );
+    if too_new {
+        assert_eq!((answer.api, answer.version), (ApiKey::ApiVersions, 0));
+        let ResponseKind::ApiVersions(r) = &answer.body else {
+            panic!("KIP-511 answer is not ApiVersions: {:?}", answer.body);
+        };
+        assert_eq!(
+            r.error_code, 35,
+            "KIP-511 answer without UNSUPPORTED_VERSION"
+        );
+    } else {
+        assert_eq!(
+            (answer.api, answer.version),
+            asked,
+            "answered at another version"
+        );
+    }
+    let bytes = corum_kafka::response::encode(
+        answer.api,
+        answer.version,
+        answer.correlation_id,
+        &answer.body,
+    )
+    .unwrap_or_else(|e| {
+        panic!(
+            "{:?} v{} parsed but its answer does not encode, so the listener would close a \
+             healthy connection: {e}\nanswer: {:?}",
+            asked.0, asked.1, answer.body
+        )
+    });
+    check_response_bytes(answer.api, answer.version, correlation_id, bytes);
+    (answer.api as i16, answer.version)
+}
+
+/// What a Kafka client does with the answer's bytes, with Kafka's own schema.
+fn check_response_bytes(api: ApiKey, version: i16, correlation_id: i32, bytes: Bytes) {
+    let mut buf = bytes;
+    assert!(buf.len() >= 4, "answer shorter than its size prefix");
+    let size = buf.get_i32();
+    assert_eq!(
+        size as usize,
+        buf.len(),
+        "size prefix is not the answer's length"
+    );
+    let header = ResponseHeader::decode(&mut buf, api.response_header_version(version))
+        .expect("the answer's header decodes");
+    assert_eq!(header.correlation_id, correlation_id);
+    ResponseKind::decode(api, &mut buf, version).unwrap_or_else(|e| {
+        panic!("{api:?} v{version}: the answer's body does not decode with Kafka's schema: {e}")
+    });
+    assert!(
+        !buf.has_remaining(),
+        "{api:?} v{version}: {} bytes after the answer's body",
+        buf.remaining()
+    );
+}
+
+/// Runs a future that never waits: every future the scripted backend returns is ready, so
+/// serving completes in one poll. A future that waits is a harness bug.
+fn ready<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(out) => out,
+        Poll::Pending => panic!("serving waited on something the scripted backend never wakes"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scripted backend.
+
+/// A corum node that answers from a fixed image; see the module doc for its faults.
+pub struct ScriptedBackend {
+    /// The correlation id's top byte; 0: no faults.
+    fault: u8,
+    /// Seeds the per-call draws.
+    seed: u64,
+    calls: Cell<u64>,
+}
+
+/// What one call is answered with when the request carries faults.
+enum Fault {
+    None,
+    Whole(RpcError),
+    WrongVariant,
+    ItemErrors,
+    ItemMissing,
+    ItemExtra,
+}
+
+/// SplitMix64: a deterministic draw from the fault seed and the call's index.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl ScriptedBackend {
+    pub fn new(correlation_id: i32) -> ScriptedBackend {
+        let fault = (correlation_id as u32 >> 24) as u8;
+        ScriptedBackend {
+            fault,
+            seed: mix(correlation_id as u32 as u64),
+            calls: Cell::new(0),
+        }
+    }
+
+    fn draw(&self) -> u64 {
+        let i = self.calls.get();
+        self.calls.set(i + 1);
+        mix(self.seed ^ i.wrapping_mul(0x2545_f491_4f6c_dd1d))
+    }
+
+    fn fault(&self) -> Fault {
+        if self.fault == 0 {
+            return Fault::None;
+        }
+        let d = self.draw();
+        match d % 8 {
+            0 | 1 => Fault::None,
+            2 => Fault::Whole(rpc_error(d >> 8)),
+            3 => Fault::WrongVariant,
+            4 | 5 => Fault::ItemErrors,
+            6 => Fault::ItemMissing,
+            _ => Fault::ItemExtra,
+        }
+    }
+
+    fn answer(&self, body: RequestBody) -> Result<ResponseBody, RpcError> {
+        let fault = self.fault();
+        let mut response = match fault {
+            Fault::Whole(e) => return Err(e),
+            Fault::WrongVariant => {
+                return Ok(ResponseBody::UnregisterBroker);
+            }
+            _ => answer(body)?,
+        };
+        match fault {
+            Fault::ItemErrors => item_errors(&mut response, self.draw()),
+            Fault::ItemMissing => resize_items(&mut response, false),
+            Fault::ItemExtra => resize_items(&mut response, true),
+            _ => {}
+        }
+        Ok(response)
+    }
+}
+
+impl Backend for ScriptedBackend {
+    fn call(
+        &self,
+        body: RequestBody,
+        _timeout_ms: u32,
+    ) -> impl Future<Output = Result<ResponseBody, RpcError>> {
+        std::future::ready(self.answer(body))
+    }
+
+    fn leader(&self) -> Option<NodeId> {
+        if self.fault == 0 {
+            return Some(NodeId(NODE_ID));
+        }
+        match self.fault % 4 {
+            0 => Some(NodeId(NODE_ID)),
+            1 => None,
+            2 => Some(NodeId(2)),
+            // A leader no Kafka client can reach (it has no KAFKA listener).
+            _ => Some(NodeId(3)),
+        }
+    }
+
+    fn wall_clock_ms(&self) -> i64 {
+        1_700_000_000_000
+    }
+}
+
+fn rpc_error(d: u64) -> RpcError {
+    match d % 7 {
+        0 => RpcError::NotController { leader: None },
+        1 => RpcError::NotController {
+            leader: Some(LeaderHint {
+                id: NodeId(2),
+                host: "host2".into(),
+                port: 9093,
+            }),
+        },
+        2 => RpcError::Timeout { timeout_ms: 2_000 },
+        3 => RpcError::Api(ApiError::NotController),
+        4 => RpcError::ProposalRefused {
+            reason: "the leader resigned".into(),
+        },
+        5 => RpcError::RecordsTooLarge {
+            bytes: 9 << 20,
+            max: 8 << 20,
+        },
+        _ => RpcError::Internal {
+            reason: "scripted".into(),
+        },
+    }
+}
+
+/// A per-item error of the kind the controller gives.
+fn api_error(d: u64) -> ApiError {
+    let topic_id = topic_id("x");
+    match d % 8 {
+        0 => ApiError::NotController,
+        1 => ApiError::UnknownTopic { name: "x".into() },
+        2 => ApiError::TopicAlreadyExists { name: "x".into() },
+        3 => ApiError::TopicDeletionInProgress { name: "x".into() },
+        4 => ApiError::InvalidConfig {
+            key: "retention.ms".into(),
+            reason: "not a number".into(),
+        },
+        5 => ApiError::ElectionNotNeeded {
+            topic_id,
+            partition: PartitionId(0),
+        },
+        6 => ApiError::InvalidRequest {
+            reason: "scripted".into(),
+        },
+        _ => ApiError::UnknownTopicId { topic_id },
+    }
+}
+
+/// Turns every successful item of `response` into an error (drawn per item).
+fn item_errors(response: &mut ResponseBody, d: u64) {
+    fn fail<T>(results: impl Iterator<Item = (usize, T)>, d: u64, set: impl Fn(T, ApiError)) {
+        for (i, r) in results {
+            set(r, api_error(d.wrapping_add(i as u64)));
+        }
+    }
+    match response {
+        ResponseBody::CreateTopics(r) => {
+            fail(r.topics.iter_mut().enumerate(), d, |t, e| t.1 = Err(e))
+        }
+        ResponseBody::DeleteTopicsV2(r) => {
+            fail(r.topics.iter_mut().enumerate(), d, |t, e| t.1 = Err(e))
+        }
+        ResponseBody::CreatePartitions(r) => {
+            fail(r.topics.iter_mut().enumerate(), d, |t, e| t.1 = Err(e))
+        }
+        ResponseBody::ElectLeaders(r) => {
+            fail(r.partitions.iter_mut().enumerate(), d, |p, e| p.2 = Err(e))
+        }
+        ResponseBody::IncrementalAlterConfigs(r) => {
+            fail(r.resources.iter_mut().enumerate(), d, |c, e| c.1 = Err(e))
+        }
+        ResponseBody::DescribeConfigs(r) => {
+            fail(r.resources.iter_mut().enumerate(), d, |c, e| c.1 = Err(e))
+        }
+        ResponseBody::UpdateFeatures(r) => {
+            fail(r.results.iter_mut().enumerate(), d, |f, e| f.1 = Err(e))
+        }
+        ResponseBody::DescribeTopics(r) => {
+            fail(r.topics.iter_mut().enumerate(), d, |t, e| t.1 = Err(e))
+        }
+        _ => {}
+    }
+}
+
+/// Drops the last item of `response`, or repeats it.
+fn resize_items(response: &mut ResponseBody, extra: bool) {
+    fn resize<T: Clone>(items: &mut Vec<T>, extra: bool) {
+        match (extra, items.last().cloned()) {
+            (true, Some(last)) => items.push(last),
+            (false, Some(_)) => {
+                items.pop();
+            }
+            (_, None) => {}
+        }
+    }
+    match response {
+        ResponseBody::CreateTopics(r) => resize(&mut r.topics, extra),
+        ResponseBody::DeleteTopicsV2(r) => resize(&mut r.topics, extra),
+        ResponseBody::CreatePartitions(r) => resize(&mut r.topics, extra),
+        ResponseBody::ElectLeaders(r) => resize(&mut r.partitions, extra),
+        ResponseBody::IncrementalAlterConfigs(r) => resize(&mut r.resources, extra),
+        ResponseBody::DescribeConfigs(r) => resize(&mut r.resources, extra),
+        ResponseBody::UpdateFeatures(r) => resize(&mut r.results, extra),
+        ResponseBody::DescribeTopics(r) => resize(&mut r.topics, extra),
+        ResponseBody::DescribeCluster(r) => resize(&mut r.brokers, extra),
+        ResponseBody::DescribeControllers(r) => resize(&mut r.controllers, extra),
+        _ => {}
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fixed image and the healthy answers.
+
+/// A topic's id, derived from its name (FNV-1a), never zero.
+pub fn topic_id(name: &str) -> TopicId {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&h.to_be_bytes());
+    id[8..].copy_from_slice(&(!h).to_be_bytes());
+    TopicId(Uuid(id))
+}
+
+/// The image's topics: name and partition count.
+const TOPICS: &[(&str, u32)] = &[("logs", 1), ("orders", 3)];
+
+fn image_topic(r: &TopicRef) -> Result<(&'static str, u32), ApiError> {
+    match r {
+        TopicRef::Name(name) => TOPICS
+            .iter()
+            .find(|(n, _)| n == name)
+            .copied()
+            .ok_or_else(|| ApiError::UnknownTopic { name: name.clone() }),
+        TopicRef::Id(id) => TOPICS
+            .iter()
+            .find(|(n, _)| topic_id(n) == *id)
+            .copied()
+            .ok_or(ApiError::UnknownTopicId { topic_id: *id }),
+    }
+}
+
+fn described_topic(name: &str, partitions: u32) -> DescribedTopic {
+    DescribedTopic {
+        topic_id: topic_id(name),
+        name: name.to_owned(),
+        partitions: (0..partitions)
+            .map(|p| DescribedPartition {
+                partition_id: PartitionId(p),
+                // Partition 1 has lost its leader; broker 5 is fenced.
+                leader: (p != 1).then_some(NodeId(4)),
+                leader_epoch: LeaderEpoch(p + 2),
+                partition_epoch: PartitionEpoch(p + 5),
+                replicas: vec![NodeId(4), NodeId(5)],
+                isr: vec![NodeId(4)],
+                offline_replicas: vec![NodeId(5)],
+            })
+            .collect(),
+    }
+}
+
+fn brokers() -> Vec<DescribedBroker> {
+    let listener = |name: &str, host: &str| ListenerV1 {
+        name: name.into(),
+        host: host.into(),
+        port: 9092,
+    };
+    let broker =
+        |id: u32, listeners: Vec<ListenerV1>, rack: Option<&str>, fenced: bool| DescribedBroker {
+            broker_id: NodeId(id),
+            broker_epoch: BrokerEpoch(u64::from(id) * 10),
+            listeners,
+            rack: rack.map(str::to_owned),
+            fenced,
+            in_controlled_shutdown: false,
+        };
+    vec![
+        // Shares its id with controller 1.
+        broker(1, vec![listener("KAFKA", "b1")], None, false),
+        broker(4, vec![listener("PLAINTEXT", "b4")], Some("r1"), false),
+        broker(5, vec![listener("kafka", "b5")], None, true),
+        broker(6, vec![], None, false),
+    ]
+}
+
+fn controllers() -> Vec<DescribedController> {
+    let endpoint = |name: &str, host: &str, port: u16| ControllerEndpointV1 {
+        name: name.into(),
+        host: host.into(),
+        port,
+        security_protocol: 0,
+    };
+    vec![
+        DescribedController {
+            controller_id: NodeId(1),
+            incarnation_id: Uuid([1; 16]),
+            end_points: vec![
+                endpoint("CONTROLLER", "host1", 9093),
+                endpoint("KAFKA", "old-host1", 9092),
+            ],
+            features: supported_features(),
+        },
+        DescribedController {
+            controller_id: NodeId(2),
+            incarnation_id: Uuid([2; 16]),
+            end_points: vec![endpoint("KAFKA", "host2", 9092)],
+            features: supported_features(),
+        },
+        // Registered without a Kafka listener: no Kafka client can reach it.
+        DescribedController {
+            controller_id: NodeId(3),
+            incarnation_id: Uuid([3; 16]),
+            end_points: vec![endpoint("CONTROLLER", "host3", 9093)],
+            features: supported_features(),
+        },
+    ]
+}
+
+/// Whether the image knows `resource`, as the controller checks it.
+fn config_resource(resource: &ConfigResource) -> Result<(), ApiError> {
+    match resource.resource_type {
+        ConfigResourceType::Topic => image_topic(&TopicRef::Name(resource.name.clone())).map(drop),
+        ConfigResourceType::Broker if resource.name.is_empty() => Ok(()),
+        ConfigResourceType::Broker => match resource.name.parse::<u32>() {
+            Ok(id) if brokers().iter().any(|b| b.broker_id.0 == id) => Ok(()),
+            _ => Err(ApiError::InvalidConfigResource {
+                reason: format!("no broker {:?}", resource.name),
+            }),
+        },
+    }
+}
+
+fn described_configs(resource: &ConfigResource) -> Vec<DescribedConfig> {
+    let config = |key: &'static str, value: &str, source| DescribedConfig {
+        key: key.into(),
+        value: value.to_owned(),
+        source,
+    };
+    match resource.resource_type {
+        ConfigResourceType::Topic => vec![
+            config("cleanup.policy", "delete", ConfigSource::Default),
+            config(
+                "min.insync.replicas",
+                "2",
+                ConfigSource::DynamicDefaultBroker,
+            ),
+            config("retention.ms", "86400000", ConfigSource::DynamicTopic),
+        ],
+        ConfigResourceType::Broker => vec![
+            config("log.retention.ms", "604800000", ConfigSource::DynamicBroker),
+            config("num.partitions", "1", ConfigSource::Default),
+        ],
+    }
+}
+
+/// Keys the scripted controller accepts in an alter.
+const ALTERABLE: &[&str] = &[
+    "cleanup.policy",
+    "log.retention.ms",
+    "min.insync.replicas",
+    "num.partitions",
+    "retention.ms",
+];
+
+/// A healthy active controller's answer to `body` against the fixed image.
+fn answer(body: RequestBody) -> Result<ResponseBody, RpcError> {
+    Ok(match body {
+        RequestBody::LocalRead(read) => match *read {
+            LocalRead::DescribeCluster => return answer(RequestBody::DescribeCluster),
+            LocalRead::DescribeConfigs(r) => return answer(RequestBody::DescribeConfigs(r)),
+            LocalRead::DescribeTopics(r) => return answer(RequestBody::DescribeTopics(r)),
+            LocalRead::DescribeControllers => return answer(RequestBody::DescribeControllers),
+            LocalRead::DescribeFeatures => return answer(RequestBody::DescribeFeatures),
+        },
+        RequestBody::DescribeCluster => ResponseBody::DescribeCluster(DescribeClusterResponse {
+            controller_id: NodeId(NODE_ID),
+            brokers: brokers(),
+            topic_count: TOPICS.len(),
+            partition_count: TOPICS.iter().map(|t| t.1 as usize).sum(),
+        }),
+        RequestBody::DescribeControllers => {
+            ResponseBody::DescribeControllers(DescribeControllersResponse {
+                controllers: controllers(),
+            })
+        }
+        RequestBody::DescribeFeatures => ResponseBody::DescribeFeatures(DescribeFeaturesResponse {
+            finalized: vec![FinalizedFeatureLevel {
+                name: "metadata.version".into(),
+                min_level: 1,
+                max_level: 27,
+            }],
+            finalized_epoch: Some(LogOffset(42)),
+            supported: supported_features(),
+        }),
+        RequestBody::DescribeTopics(r) => ResponseBody::DescribeTopics(DescribeTopicsResponse {
+            topics: match r.topics {
+                None => TOPICS
+                    .iter()
+                    .map(|&(n, p)| (TopicRef::Name(n.into()), Ok(described_topic(n, p))))
+                    .collect(),
+                Some(refs) => refs
+                    .into_iter()
+                    .map(|r| {
+                        let described = image_topic(&r).map(|(n, p)| described_topic(n, p));
+                        (r, described)
+                    })
+                    .collect(),
+            },
+        }),
+        RequestBody::DescribeConfigs(r) => ResponseBody::DescribeConfigs(DescribeConfigsResponse {
+            resources: r
+                .resources
+                .into_iter()
+                .map(|res| {
+                    let configs = config_resource(&res).map(|()| described_configs(&res));
+                    (res, configs)
+                })
+                .collect(),
+        }),
+        RequestBody::IncrementalAlterConfigs(r) => {
+            ResponseBody::IncrementalAlterConfigs(IncrementalAlterConfigsResponse {
+                resources: r
+                    .resources
+                    .into_iter()
+                    .map(|res| {
+                        let checked = config_resource(&res.resource).and_then(|()| {
+                            res.configs.iter().try_for_each(|c| {
+                                let known = ALTERABLE.contains(&c.key.as_str());
+                                match c.op {
+                                    _ if !known => Err(ApiError::InvalidConfig {
+                                        key: c.key.clone(),
+                                        reason: "unknown key".into(),
+                                    }),
+                                    AlterConfigOp::Set
+                                        if c.value.is_empty() || c.value.len() > 64 =>
+                                    {
+                                        Err(ApiError::InvalidConfig {
+                                            key: c.key.clone(),
+                                            reason: format!("bad value {:?}", c.value),
+                                        })
+                                    }
+                                    AlterConfigOp::Append | AlterConfigOp::Subtract
+                                        if c.key != "cleanup.policy" =>
+                                    {
+                                        Err(ApiError::InvalidConfig {
+                                            key: c.key.clone(),
+                                            reason: "not a list".into(),
+                                        })
+                                    }
+                                    _ => Ok(()),
+                                }
+                            })
+                        });
+                        (res.resource, checked)
+                    })
+                    .collect(),
+            })
+        }
+        RequestBody::CreateTopics(r) => ResponseBody::CreateTopics(CreateTopicsResponse {
+            topics: r
+                .topics
+                .into_iter()
+                .map(|t| {
+                    let created = create_topic(
+                        &t.name,
+                        t.num_partitions,
+                        t.replication_factor,
+                        &t.assignments,
+                    );
+                    (t.name, created)
+                })
+                .collect(),
+        }),
+        RequestBody::DeleteTopicsV2(r) => ResponseBody::DeleteTopicsV2(DeleteTopicsV2Response {
+            topics: r
+                .topics
+                .into_iter()
+                .map(|r| {
+                    let deleted = image_topic(&r).map(|(name, _)| DeletedTopic {
+                        topic_id: topic_id(name),
+                        name: name.to_owned(),
+                    });
+                    (r, deleted)
+                })
+                .collect(),
+        }),
+        RequestBody::DeleteTopics(r) => ResponseBody::DeleteTopics(DeleteTopicsResponse {
+            topics: r
+                .names
+                .into_iter()
+                .map(|n| {
+                    let deleted = image_topic(&TopicRef::Name(n.clone())).map(|(n, _)| topic_id(n));
+                    (n, deleted)
+                })
+                .collect(),
+        }),
+        RequestBody::CreatePartitions(r) => {
+            ResponseBody::CreatePartitions(CreatePartitionsResponse {
+                topics: r
+                    .topics
+                    .into_iter()
+                    .map(|inc| {
+                        let grown =
+                            image_topic(&TopicRef::Name(inc.name.clone())).and_then(|(_, now)| {
+                                if inc.count <= now {
+                                    Err(ApiError::InvalidPartitions {
+                                        requested: inc.count as i32,
+                                        reason: "not above the current count".into(),
+                                    })
+                                } else if !inc.assignments.is_empty()
+                                    && inc.assignments.len() as u64 != u64::from(inc.count - now)
+                                {
+                                    Err(ApiError::InvalidReplicaAssignment {
+                                        reason: "one assignment per new partition".into(),
+                                    })
+                                } else {
+                                    Ok(inc.count)
+                                }
+                            });
+                        (inc.name, grown)
+                    })
+                    .collect(),
+            })
+        }
+        RequestBody::ElectLeaders(r) => {
+            let wanted: Vec<(String, PartitionId)> = match r.partitions {
+                Some(list) => list,
+                None => TOPICS
+                    .iter()
+                    .flat_map(|&(n, p)| (0..p).map(move |i| (n.to_owned(), PartitionId(i))))
+                    .collect(),
+            };
+            ResponseBody::ElectLeaders(ElectLeadersResponse {
+                partitions: wanted
+                    .into_iter()
+                    .map(|(topic, p)| {
+                        let result = image_topic(&TopicRef::Name(topic.clone())).and_then(
+                            |(name, count)| {
+                                let topic_id = topic_id(name);
+                                if p.0 >= count {
+                                    Err(ApiError::UnknownPartition {
+                                        topic_id,
+                                        partition: p,
+                                    })
+                                } else if p.0 == 1 || r.election_type == ElectionType::Unclean {
+                                    Ok(NodeId(4))
+                                } else {
+                                    Err(ApiError::ElectionNotNeeded {
+                                        topic_id,
+                                        partition: p,
+                                    })
+                                }
+                            },
+                        );
+                        (topic, p, result)
+                    })
+                    .collect(),
+            })
+        }
+        RequestBody::UpdateFeatures(r) => ResponseBody::UpdateFeatures(UpdateFeaturesResponse {
+            results: r
+                .updates
+                .into_iter()
+                .map(|u| {
+                    let result = match supported_features().iter().find(|f| f.name == u.name) {
+                        None => Err(ApiError::InvalidRequest {
+                            reason: format!("unknown feature {:?}", u.name).into(),
+                        }),
+                        Some(f)
+                            if u.max_level != 0
+                                && !(f.min_level..=f.max_level).contains(&u.max_level) =>
+                        {
+                            Err(ApiError::FeatureLevelOutOfRange {
+                                feature: u.name.clone(),
+                                min_level: u.min_level,
+                                max_level: u.max_level,
+                                reason: "outside the supported range".into(),
+                            })
+                        }
+                        Some(_) if u.max_level < 27 && !u.allow_downgrade => {
+                            Err(ApiError::InvalidRequest {
+                                reason: "a downgrade needs allow_downgrade".into(),
+                            })
+                        }
+                        Some(_) => Ok(()),
+                    };
+                    (u.name, result)
+                })
+                .collect(),
+        }),
+        RequestBody::DescribeQuorum => {
+            let replica = |id: u32, known: bool| ReplicaState {
+                replica_id: NodeId(id),
+                directory_id: known.then_some(Uuid([id as u8; 16])),
+                log_end_offset: known.then_some(LogOffset(100)),
+                lag: known.then_some(0),
+                last_fetch_age_ms: known.then_some(5),
+                last_caught_up_age_ms: known.then_some(u64::MAX),
+            };
+            ResponseBody::DescribeQuorum(Box::new(DescribeQuorumResponse {
+                cluster_id: Uuid([7; 16]),
+                node_id: NodeId(NODE_ID),
+                leader_id: Some(NodeId(NODE_ID)),
+                leader_epoch: Epoch(3),
+                high_watermark: LogOffset(100),
+                voters: vec![replica(1, true), replica(2, true), replica(3, false)],
+                observers: vec![replica(4, true)],
+            }))
+        }
+        other => {
+            return Err(RpcError::NotImplemented {
+                api: other.kind().to_owned(),
+            })
+        }
+    })
+}
+
+/// The controller's verdict on one topic to create.
+fn create_topic(
+    name: &str,
+    num_partitions: i32,
+    replication_factor: i16,
+    assignments: &[Vec<NodeId>],
+) -> Result<CreatedTopic, ApiError> {
+    let valid_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > 249 || !name.chars().all(valid_char) {
+        return Err(ApiError::InvalidTopicName {
+            name: name.to_owned(),
+            reason: "Kafka's topic name rules".into(),
+        });
+    }
+    if image_topic(&TopicRef::Name(name.to_owned())).is_ok() {
+        return Err(ApiError::TopicAlreadyExists {
+            name: name.to_owned(),
+        });
+    }
+    if let Some(first) = assignments.first() {
+        return Ok(CreatedTopic {
+            topic_id: topic_id(name),
+            num_partitions: assignments.len() as u32,
+            replication_factor: first.len() as u16,
+        });
+    }
+    let partitions = match num_partitions {
+        -1 => 1,
+        n if n > 0 => n as u32,
+        n => {
+            return Err(ApiError::InvalidPartitions {
+                requested: n,
+                reason: "must be positive".into(),
+            })
+        }
+    };
+    let replication_factor = match replication_factor {
+        -1 => 2,
+        n @ 1..=2 => n as u16,
+        n => {
+            return Err(ApiError::InvalidReplicationFactor {
+                requested: i32::from(n),
+                available: 2,
+            })
+        }
+    };
+    Ok(CreatedTopic {
+        topic_id: topic_id(name),
+        num_partitions: partitions,
+        replication_factor,
+    })
+}
