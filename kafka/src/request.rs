@@ -33,8 +33,6 @@ pub struct RequestHead {
 }
 
 /// A request ready to serve.
-// One per request, moved once into its task: boxing the body would buy nothing.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Parsed {
     /// The body is boxed: the largest request type is hundreds of bytes.

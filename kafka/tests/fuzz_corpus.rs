@@ -24,10 +24,11 @@ use kafka_protocol::messages::{
     describe_configs_request, describe_quorum_request, describe_topic_partitions_request,
     elect_leaders_request, incremental_alter_configs_request, metadata_request,
     update_features_request, AlterConfigsRequest, ApiKey, ApiVersionsRequest, BrokerId,
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, DescribeQuorumRequest, DescribeTopicPartitionsRequest,
-    ElectLeadersRequest, IncrementalAlterConfigsRequest, MetadataRequest, RequestHeader,
-    RequestKind, TopicName, UpdateFeaturesRequest,
+    CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
+    DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    DescribeQuorumRequest, DescribeTopicPartitionsRequest, ElectLeadersRequest,
+    IncrementalAlterConfigsRequest, MetadataRequest, RequestHeader, RequestKind, TopicName,
+    UpdateFeaturesRequest,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -124,6 +125,9 @@ fn default_request(api: ApiKey) -> RequestKind {
         ApiKey::DescribeTopicPartitions => {
             RequestKind::DescribeTopicPartitions(DescribeTopicPartitionsRequest::default())
         }
+        ApiKey::DescribeAcls => RequestKind::DescribeAcls(DescribeAclsRequest::default()),
+        ApiKey::CreateAcls => RequestKind::CreateAcls(CreateAclsRequest::default()),
+        ApiKey::DeleteAcls => RequestKind::DeleteAcls(DeleteAclsRequest::default()),
         other => panic!("{other:?} is served but has no seed: add it here"),
     }
 }
@@ -441,6 +445,9 @@ fn filled_requests(api: ApiKey, version: i16) -> Vec<RequestKind> {
                 RequestKind::DescribeTopicPartitions(continued),
             ]
         }
+        ApiKey::DescribeAcls => vec![RequestKind::DescribeAcls(DescribeAclsRequest::default())],
+        ApiKey::CreateAcls => vec![RequestKind::CreateAcls(CreateAclsRequest::default())],
+        ApiKey::DeleteAcls => vec![RequestKind::DeleteAcls(DeleteAclsRequest::default())],
         other => panic!("{other:?} is served but has no seed: add it here"),
     }
 }

@@ -582,9 +582,14 @@ fn config_resource(resource: &ConfigResource) -> Result<(), ApiError> {
 
 fn described_configs(resource: &ConfigResource) -> Vec<DescribedConfig> {
     let config = |key: &'static str, value: &str, source| DescribedConfig {
-        key: key.into(),
-        value: value.to_owned(),
+        name: key.into(),
+        value: Some(value.to_owned().into()),
+        read_only: false,
         source,
+        sensitive: false,
+        synonyms: Vec::new(),
+        config_type: corum_controller::config_schema::ConfigType::String,
+        documentation: None,
     };
     match resource.resource_type {
         ConfigResourceType::Topic => vec![
@@ -662,6 +667,7 @@ fn answer(body: RequestBody) -> Result<ResponseBody, RpcError> {
                 .resources
                 .into_iter()
                 .map(|res| {
+                    let res = res.resource;
                     let configs = config_resource(&res).map(|()| described_configs(&res));
                     (res, configs)
                 })
@@ -699,6 +705,34 @@ fn answer(body: RequestBody) -> Result<ResponseBody, RpcError> {
                                     }
                                     _ => Ok(()),
                                 }
+                            })
+                        });
+                        (res.resource, checked)
+                    })
+                    .collect(),
+            })
+        }
+        RequestBody::AlterConfigs(r) => {
+            ResponseBody::AlterConfigs(IncrementalAlterConfigsResponse {
+                resources: r
+                    .resources
+                    .into_iter()
+                    .map(|res| {
+                        let checked = config_resource(&res.resource).and_then(|()| {
+                            res.configs.iter().try_for_each(|(key, value)| match value {
+                                _ if !ALTERABLE.contains(&key.as_str()) => {
+                                    Err(ApiError::InvalidConfig {
+                                        key: key.clone(),
+                                        reason: "unknown key".into(),
+                                    })
+                                }
+                                Some(v) if v.is_empty() || v.len() > 64 => {
+                                    Err(ApiError::InvalidConfig {
+                                        key: key.clone(),
+                                        reason: format!("bad value {v:?}"),
+                                    })
+                                }
+                                _ => Ok(()),
                             })
                         });
                         (res.resource, checked)
