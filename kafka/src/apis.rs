@@ -2,7 +2,7 @@
 //! knows for each API listed in [`SERVED`]. ApiVersions advertises exactly this table, and
 //! [`crate::request::parse`] refuses anything outside it.
 
-use kafka_protocol::messages::ApiKey;
+use kafka_protocol::messages::{ApiKey, RequestKind};
 
 /// The APIs a corum Kafka listener serves, each at every version the codec supports.
 pub const SERVED: &[ApiKey] = &[
@@ -64,6 +64,37 @@ impl ServedApis {
     }
 }
 
+/// A request of `api` with every field at the codec's default, for each API of [`SERVED`]
+/// (`None` for any other): what the tests and the fuzz corpus start from.
+pub fn default_request(api: ApiKey) -> Option<RequestKind> {
+    use kafka_protocol::messages::*;
+    Some(match api {
+        ApiKey::Metadata => RequestKind::Metadata(MetadataRequest::default()),
+        ApiKey::ApiVersions => RequestKind::ApiVersions(ApiVersionsRequest::default()),
+        ApiKey::CreateTopics => RequestKind::CreateTopics(CreateTopicsRequest::default()),
+        ApiKey::DeleteTopics => RequestKind::DeleteTopics(DeleteTopicsRequest::default()),
+        ApiKey::DescribeConfigs => RequestKind::DescribeConfigs(DescribeConfigsRequest::default()),
+        ApiKey::AlterConfigs => RequestKind::AlterConfigs(AlterConfigsRequest::default()),
+        ApiKey::CreatePartitions => {
+            RequestKind::CreatePartitions(CreatePartitionsRequest::default())
+        }
+        ApiKey::ElectLeaders => RequestKind::ElectLeaders(ElectLeadersRequest::default()),
+        ApiKey::IncrementalAlterConfigs => {
+            RequestKind::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::default())
+        }
+        ApiKey::DescribeQuorum => RequestKind::DescribeQuorum(DescribeQuorumRequest::default()),
+        ApiKey::UpdateFeatures => RequestKind::UpdateFeatures(UpdateFeaturesRequest::default()),
+        ApiKey::DescribeCluster => RequestKind::DescribeCluster(DescribeClusterRequest::default()),
+        ApiKey::DescribeTopicPartitions => {
+            RequestKind::DescribeTopicPartitions(DescribeTopicPartitionsRequest::default())
+        }
+        ApiKey::DescribeAcls => RequestKind::DescribeAcls(DescribeAclsRequest::default()),
+        ApiKey::CreateAcls => RequestKind::CreateAcls(CreateAclsRequest::default()),
+        ApiKey::DeleteAcls => RequestKind::DeleteAcls(DeleteAclsRequest::default()),
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,5 +110,12 @@ mod tests {
         let mut sorted = keys.clone();
         sorted.sort_unstable();
         assert_eq!(keys, sorted, "ApiVersions lists keys in order");
+        for &api in SERVED {
+            assert!(
+                default_request(api).is_some(),
+                "{api:?} has no default request"
+            );
+        }
+        assert!(default_request(ApiKey::Produce).is_none());
     }
 }

@@ -280,7 +280,7 @@ mod tests {
             let api = crate::apis::SERVED[index];
             let range = api.valid_versions();
             let version = range.min + pick % (range.max - range.min + 1);
-            let body = default_request(api);
+            let body = crate::apis::default_request(api).expect("served");
             let mut buf = BytesMut::new();
             let header = RequestHeader::default()
                 .with_request_api_key(api as i16)
@@ -290,39 +290,6 @@ mod tests {
             body.encode(&mut buf, version).unwrap();
             let parsed = parse(buf.freeze(), &served());
             prop_assert!(matches!(parsed, Ok(Parsed::Request { .. })), "{:?} v{}: {:?}", api, version, parsed.err());
-        }
-    }
-
-    fn default_request(api: ApiKey) -> RequestKind {
-        use kafka_protocol::messages::*;
-        match api {
-            ApiKey::Metadata => RequestKind::Metadata(MetadataRequest::default()),
-            ApiKey::ApiVersions => RequestKind::ApiVersions(ApiVersionsRequest::default()),
-            ApiKey::CreateTopics => RequestKind::CreateTopics(CreateTopicsRequest::default()),
-            ApiKey::DeleteTopics => RequestKind::DeleteTopics(DeleteTopicsRequest::default()),
-            ApiKey::DescribeConfigs => {
-                RequestKind::DescribeConfigs(DescribeConfigsRequest::default())
-            }
-            ApiKey::AlterConfigs => RequestKind::AlterConfigs(AlterConfigsRequest::default()),
-            ApiKey::CreatePartitions => {
-                RequestKind::CreatePartitions(CreatePartitionsRequest::default())
-            }
-            ApiKey::ElectLeaders => RequestKind::ElectLeaders(ElectLeadersRequest::default()),
-            ApiKey::IncrementalAlterConfigs => {
-                RequestKind::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::default())
-            }
-            ApiKey::DescribeQuorum => RequestKind::DescribeQuorum(DescribeQuorumRequest::default()),
-            ApiKey::UpdateFeatures => RequestKind::UpdateFeatures(UpdateFeaturesRequest::default()),
-            ApiKey::DescribeCluster => {
-                RequestKind::DescribeCluster(DescribeClusterRequest::default())
-            }
-            ApiKey::DescribeTopicPartitions => {
-                RequestKind::DescribeTopicPartitions(DescribeTopicPartitionsRequest::default())
-            }
-            ApiKey::DescribeAcls => RequestKind::DescribeAcls(DescribeAclsRequest::default()),
-            ApiKey::CreateAcls => RequestKind::CreateAcls(CreateAclsRequest::default()),
-            ApiKey::DeleteAcls => RequestKind::DeleteAcls(DeleteAclsRequest::default()),
-            other => panic!("{other:?} is not served"),
         }
     }
 }

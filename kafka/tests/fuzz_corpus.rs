@@ -105,31 +105,8 @@ fn frame(api: ApiKey, version: i16, correlation_id: i32, body: &RequestKind) -> 
 
 /// The codec's default value of `api`'s request.
 fn default_request(api: ApiKey) -> RequestKind {
-    match api {
-        ApiKey::Metadata => RequestKind::Metadata(MetadataRequest::default()),
-        ApiKey::ApiVersions => RequestKind::ApiVersions(ApiVersionsRequest::default()),
-        ApiKey::CreateTopics => RequestKind::CreateTopics(CreateTopicsRequest::default()),
-        ApiKey::DeleteTopics => RequestKind::DeleteTopics(DeleteTopicsRequest::default()),
-        ApiKey::DescribeConfigs => RequestKind::DescribeConfigs(DescribeConfigsRequest::default()),
-        ApiKey::AlterConfigs => RequestKind::AlterConfigs(AlterConfigsRequest::default()),
-        ApiKey::CreatePartitions => {
-            RequestKind::CreatePartitions(CreatePartitionsRequest::default())
-        }
-        ApiKey::ElectLeaders => RequestKind::ElectLeaders(ElectLeadersRequest::default()),
-        ApiKey::IncrementalAlterConfigs => {
-            RequestKind::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::default())
-        }
-        ApiKey::DescribeQuorum => RequestKind::DescribeQuorum(DescribeQuorumRequest::default()),
-        ApiKey::UpdateFeatures => RequestKind::UpdateFeatures(UpdateFeaturesRequest::default()),
-        ApiKey::DescribeCluster => RequestKind::DescribeCluster(DescribeClusterRequest::default()),
-        ApiKey::DescribeTopicPartitions => {
-            RequestKind::DescribeTopicPartitions(DescribeTopicPartitionsRequest::default())
-        }
-        ApiKey::DescribeAcls => RequestKind::DescribeAcls(DescribeAclsRequest::default()),
-        ApiKey::CreateAcls => RequestKind::CreateAcls(CreateAclsRequest::default()),
-        ApiKey::DeleteAcls => RequestKind::DeleteAcls(DeleteAclsRequest::default()),
-        other => panic!("{other:?} is served but has no seed: add it here"),
-    }
+    corum_kafka::apis::default_request(api)
+        .unwrap_or_else(|| panic!("{api:?} is served but has no seed: add it here"))
 }
 
 /// Filled-in requests of `api` at `version`: what clients send, and the corners the
