@@ -18,7 +18,8 @@ const RESPONSE_BYTES_MAX: usize = 64 << 20;
 
 /// One Kafka connection.
 pub(crate) struct KafkaConnection {
-    stream: TcpStream,
+    /// Buffered: an answer's size prefix and body are one receive, not two.
+    stream: TcpStream<glommio::net::Preallocated>,
     next_id: i32,
 }
 
@@ -28,7 +29,10 @@ impl KafkaConnection {
             .await
             .map_err(|e| anyhow::anyhow!("connecting to the Kafka listener {addr}: {e}"))?;
         stream.set_nodelay(true).ok();
-        Ok(KafkaConnection { stream, next_id: 1 })
+        Ok(KafkaConnection {
+            stream: stream.buffered(),
+            next_id: 1,
+        })
     }
 
     /// Sends `request` as `api` at `version` and waits for its answer.
