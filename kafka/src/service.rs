@@ -131,7 +131,7 @@ pub(crate) async fn call<B: Backend, T>(
 /// forwards it), so that a client reads its own acknowledged writes at whatever node it
 /// reached. A [`Backend`] that cannot reach the active controller answers it as the
 /// [`LocalRead`] of the same name, from its own replayed image ([`as_local_read`]).
-pub(crate) fn local(read: LocalRead) -> RequestBody {
+pub(crate) fn read(read: LocalRead) -> RequestBody {
     match read {
         LocalRead::DescribeCluster => RequestBody::DescribeCluster,
         LocalRead::DescribeConfigs(r) => RequestBody::DescribeConfigs(r),

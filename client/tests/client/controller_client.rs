@@ -44,8 +44,16 @@ fn calls_sent_to_a_follower_end_at_the_leader() {
                 .unwrap();
             assert_eq!(client.current_server(), Some(nodes[f[0]].rpc_addr));
             assert_eq!(client.leader_changes(), 0);
-            // Any node answers DescribeQuorum; the follower knows only its own progress.
-            let q = client.describe_quorum().await.unwrap();
+            // Any node answers DescribeQuorum; the follower knows only its own progress. It
+            // learns the leader from the leader's first append: ask until it has.
+            let mut q = client.describe_quorum().await.unwrap();
+            for _ in 0..200 {
+                if q.leader_id.is_some() {
+                    break;
+                }
+                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+                q = client.describe_quorum().await.unwrap();
+            }
             assert_eq!(q.node_id.0, nodes[f[0]].id);
             assert_eq!(q.leader_id.map(|id| id.0), Some(nodes[l].id));
             assert_eq!(client.leader_changes(), 0);

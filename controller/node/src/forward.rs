@@ -56,8 +56,13 @@ impl NodeBackend {
         self.forwarded.get()
     }
 
+    /// The Raft leader this node knows, read in place (no status copy).
+    fn known_leader(&self) -> Option<NodeId> {
+        self.raft.leadership().2
+    }
+
     fn leads(&self) -> bool {
-        self.raft.status().raft.leader == Some(self.config.node_id)
+        self.known_leader() == Some(self.config.node_id)
     }
 
     /// The active controller's client endpoint, from its registration.
@@ -82,10 +87,7 @@ impl NodeBackend {
     async fn forward(&self, body: RequestBody, timeout_ms: u32) -> Result<ResponseBody, RpcError> {
         let not_controller = || RpcError::NotController { leader: None };
         let leader = self
-            .raft
-            .status()
-            .raft
-            .leader
+            .known_leader()
             .filter(|&l| l != self.config.node_id)
             .ok_or_else(not_controller)?;
         let cached = self
@@ -128,7 +130,7 @@ impl NodeBackend {
 impl Backend for NodeBackend {
     async fn call(&self, body: RequestBody, timeout_ms: u32) -> Result<ResponseBody, RpcError> {
         if matches!(body, RequestBody::DescribeQuorum) {
-            if self.leads() || self.raft.status().raft.leader.is_none() {
+            if self.leads() || self.known_leader().is_none() {
                 return Ok(ResponseBody::DescribeQuorum(Box::new(describe_quorum(
                     self.config.cluster_id,
                     self.config.node_id,
@@ -148,9 +150,13 @@ impl Backend for NodeBackend {
             }
             other => other,
         };
-        match (answer, corum_kafka::service::as_local_read(&body)) {
-            // No active controller within reach: a read is answered from this node's image.
-            (Err(RpcError::NotController { .. }), Some(read)) => {
+        // No active controller within reach: a read is answered from this node's image.
+        let read = match &answer {
+            Err(RpcError::NotController { .. }) => corum_kafka::service::as_local_read(&body),
+            _ => None,
+        };
+        match read {
+            Some(read) => {
                 let frame = RequestFrame {
                     correlation_id: 0,
                     timeout_ms,
@@ -158,12 +164,12 @@ impl Backend for NodeBackend {
                 };
                 self.raft.call(frame).await.body
             }
-            (answer, _) => answer,
+            None => answer,
         }
     }
 
     fn leader(&self) -> Option<NodeId> {
-        self.raft.status().raft.leader
+        self.known_leader()
     }
 
     fn wall_clock_ms(&self) -> i64 {

@@ -12,7 +12,7 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 use super::text;
 use crate::apis::ServedApis;
 use crate::backend::{Backend, ListenerContext};
-use crate::service::{call, local};
+use crate::service::{call, read};
 
 fn api_keys(served: &ServedApis) -> Vec<ApiVersion> {
     served
@@ -51,7 +51,7 @@ pub async fn serve<B: Backend>(
     }
     let features = call(
         backend,
-        local(LocalRead::DescribeFeatures),
+        read(LocalRead::DescribeFeatures),
         ctx.default_timeout_ms,
         |r| match r {
             ResponseBody::DescribeFeatures(f) => Some(f),

@@ -15,7 +15,7 @@ use super::nodes::{self, NodeEndpoint};
 use super::{kafka_uuid, text};
 use crate::backend::{Backend, ListenerContext};
 use crate::errors::KafkaError;
-use crate::service::{call, local};
+use crate::service::{call, read};
 
 /// The metadata log's name, as Kafka names it.
 pub const METADATA_TOPIC: &str = "__cluster_metadata";
@@ -56,7 +56,7 @@ pub async fn describe_cluster<B: Backend>(
         ENDPOINT_BROKER => {
             let brokers = call(
                 backend,
-                local(LocalRead::DescribeCluster),
+                read(LocalRead::DescribeCluster),
                 ctx.default_timeout_ms,
                 |r| match r {
                     ResponseBody::DescribeCluster(r) => Some(r.brokers),

@@ -35,7 +35,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::text;
 use crate::backend::{Backend, ListenerContext};
 use crate::errors::KafkaError;
-use crate::service::{call, local};
+use crate::service::{call, read};
 
 /// Kafka's resource type codes.
 pub const RESOURCE_TOPIC: i8 = 2;
@@ -116,7 +116,7 @@ pub async fn describe_configs<B: Backend>(
     } else {
         call(
             backend,
-            local(LocalRead::DescribeConfigs(CorumDescribe {
+            read(LocalRead::DescribeConfigs(CorumDescribe {
                 resources,
                 include_synonyms: request.include_synonyms,
                 include_documentation: request.include_documentation,

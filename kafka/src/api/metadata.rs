@@ -35,7 +35,7 @@ use super::nodes::{self, NodeEndpoint};
 use super::{corum_uuid, kafka_uuid, text};
 use crate::backend::{Backend, ListenerContext};
 use crate::errors::KafkaError;
-use crate::service::{call, local};
+use crate::service::{call, read};
 
 /// One requested topic: described, or why not (with what the request named).
 type TopicOutcome = Result<DescribedTopic, (TopicRef, KafkaError)>;
@@ -47,7 +47,7 @@ async fn describe_topics<B: Backend>(
 ) -> Result<Vec<TopicOutcome>, RpcError> {
     let answer = call(
         backend,
-        local(LocalRead::DescribeTopics(DescribeTopicsRequest { topics })),
+        read(LocalRead::DescribeTopics(DescribeTopicsRequest { topics })),
         ctx.default_timeout_ms,
         |r| match r {
             ResponseBody::DescribeTopics(r) => Some(r.topics),
@@ -67,7 +67,7 @@ async fn brokers<B: Backend>(
 ) -> Result<Vec<DescribedBroker>, RpcError> {
     call(
         backend,
-        local(LocalRead::DescribeCluster),
+        read(LocalRead::DescribeCluster),
         ctx.default_timeout_ms,
         |r| match r {
             ResponseBody::DescribeCluster(r) => Some(r.brokers),

@@ -6,7 +6,7 @@ use corum_controller::control::cluster_control::DescribedBroker;
 use corum_protocol::{LocalRead, ResponseBody};
 
 use crate::backend::{Backend, ListenerContext};
-use crate::service::{call, local};
+use crate::service::{call, read};
 
 /// One node as Metadata and DescribeCluster list it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,7 +25,7 @@ pub struct NodeEndpoint {
 pub async fn controllers<B: Backend>(ctx: &ListenerContext, backend: &B) -> Vec<NodeEndpoint> {
     let registered = call(
         backend,
-        local(LocalRead::DescribeControllers),
+        read(LocalRead::DescribeControllers),
         ctx.default_timeout_ms,
         |r| match r {
             ResponseBody::DescribeControllers(r) => Some(r.controllers),

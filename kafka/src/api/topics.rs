@@ -13,8 +13,9 @@ use corum_controller::control::replication_control::{
     CreateTopicsRequest as CorumCreateTopics, DeleteTopicsV2Request,
     ElectLeadersRequest as CorumElectLeaders, ElectionType, PartitionsIncrease, TopicRef,
 };
+use corum_controller::ApiError;
 use corum_controller::{PartitionId, TopicId};
-use corum_protocol::{RequestBody, ResponseBody};
+use corum_protocol::{RequestBody, ResponseBody, RpcError};
 use corum_types::NodeId;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
@@ -91,6 +92,30 @@ fn ordered_assignments(
     Ok(by_index.into_iter().flatten().collect())
 }
 
+/// The controller's per-topic answers, in request order.
+type Answers<T> = Vec<(String, Result<T, ApiError>)>;
+
+/// The outcome of each of the `count` items sent to the controller in one request: its
+/// per-item answers in order (an item it left out is an internal error), or the whole
+/// request's error on every item.
+fn per_item<T>(count: usize, result: Result<Answers<T>, RpcError>) -> Vec<Result<T, KafkaError>> {
+    match result {
+        Ok(answers) => {
+            let mut out: Vec<Result<T, KafkaError>> = answers
+                .into_iter()
+                .take(count)
+                .map(|(_, r)| r.map_err(|e| KafkaError::api(&e)))
+                .collect();
+            out.resize_with(count, || Err(missing()));
+            out
+        }
+        Err(e) => {
+            let e = KafkaError::rpc(&e);
+            (0..count).map(|_| Err(e.clone())).collect()
+        }
+    }
+}
+
 fn create_error(name: &str, e: KafkaError) -> CreatableTopicResult {
     CreatableTopicResult::default()
         .with_name(topic_name(name))
@@ -146,8 +171,10 @@ pub async fn create_topics<B: Backend>(
             topics.len() - 1
         }));
     }
-    let mut answers: Vec<Option<Result<_, KafkaError>>> = vec![None; topics.len()];
-    if !topics.is_empty() {
+    let answers = if topics.is_empty() {
+        Vec::new()
+    } else {
+        let count = topics.len();
         let body = RequestBody::CreateTopics(CorumCreateTopics {
             topics,
             validate_only: request.validate_only,
@@ -157,35 +184,16 @@ pub async fn create_topics<B: Backend>(
             body,
             ctx.timeout_ms(request.timeout_ms),
             |r| match r {
-                ResponseBody::CreateTopics(r) => Some(r),
+                ResponseBody::CreateTopics(r) => Some(r.topics),
                 _ => None,
             },
         )
         .await;
-        match result {
-            Ok(r) => {
-                for (slot, (_, result)) in answers.iter_mut().zip(r.topics) {
-                    *slot = Some(result.map_err(|e| KafkaError::api(&e)));
-                }
-            }
-            Err(e) => {
-                let e = KafkaError::rpc(&e);
-                answers.iter_mut().for_each(|a| *a = Some(Err(e.clone())));
-            }
-        }
-    }
+        per_item(count, result)
+    };
     let outcomes: Vec<Result<_, KafkaError>> = slots
         .into_iter()
-        .map(|slot| {
-            slot.and_then(|i| {
-                answers[i].clone().unwrap_or_else(|| {
-                    Err(KafkaError::new(
-                        ResponseError::UnknownServerError,
-                        "the controller did not answer for this topic",
-                    ))
-                })
-            })
-        })
+        .map(|slot| slot.and_then(|i| answers[i].clone()))
         .collect();
     // v5+ answers carry the new topics' configs (read from the active controller, which has
     // them as soon as the creation is committed).
@@ -379,8 +387,10 @@ pub async fn create_partitions<B: Backend>(
             increases.len() - 1
         }));
     }
-    let mut answers: Vec<Option<Result<u32, KafkaError>>> = vec![None; increases.len()];
-    if !increases.is_empty() {
+    let answers = if increases.is_empty() {
+        Vec::new()
+    } else {
+        let count = increases.len();
         let body = RequestBody::CreatePartitions(CorumCreatePartitions {
             topics: increases,
             validate_only: request.validate_only,
@@ -390,29 +400,19 @@ pub async fn create_partitions<B: Backend>(
             body,
             ctx.timeout_ms(request.timeout_ms),
             |r| match r {
-                ResponseBody::CreatePartitions(r) => Some(r),
+                ResponseBody::CreatePartitions(r) => Some(r.topics),
                 _ => None,
             },
         )
         .await;
-        match result {
-            Ok(r) => {
-                for (slot, (_, result)) in answers.iter_mut().zip(r.topics) {
-                    *slot = Some(result.map_err(|e| KafkaError::api(&e)));
-                }
-            }
-            Err(e) => {
-                let e = KafkaError::rpc(&e);
-                answers.iter_mut().for_each(|a| *a = Some(Err(e.clone())));
-            }
-        }
-    }
+        per_item(count, result)
+    };
     let results = request
         .topics
         .iter()
         .zip(slots)
         .map(|(t, slot)| {
-            let outcome = slot.and_then(|i| answers[i].clone().unwrap_or_else(|| Err(missing())));
+            let outcome = slot.and_then(|i| answers[i].clone());
             let mut r = CreatePartitionsTopicResult::default().with_name(t.name.clone());
             if let Err(e) = outcome {
                 r.error_code = e.code;

@@ -80,9 +80,24 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
         let direct = RpcConnection::connect(follower.rpc_addr, RpcConnectionConfig::default())
             .await
             .unwrap();
-        let answer = direct
+        // The follower learns the leader from its first append: ask until it names one.
+        let mut answer = direct
             .call(RequestBody::DescribeCluster, CALL_TIMEOUT)
             .await;
+        for _ in 0..200 {
+            if !matches!(
+                answer,
+                Err(RpcConnectionError::Rpc(RpcError::NotController {
+                    leader: None
+                }))
+            ) {
+                break;
+            }
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+            answer = direct
+                .call(RequestBody::DescribeCluster, CALL_TIMEOUT)
+                .await;
+        }
         let hint = LeaderHint {
             id: NodeId(leader.id),
             host: "127.0.0.1".into(),
