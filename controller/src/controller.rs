@@ -47,6 +47,7 @@ use crate::control::cluster_control::{
 use crate::control::config_control::{
     self, AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest,
     DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    NewTopicConfigs,
 };
 use crate::control::feature_control::{
     self, DescribeFeaturesResponse, UpdateFeaturesRequest, UpdateFeaturesResponse,
@@ -56,9 +57,10 @@ use crate::control::producer_id_control::{
 };
 use crate::control::replication_control::{
     self, AlterIsrRequest, AlterIsrResponse, CreatePartitionsRequest, CreatePartitionsResponse,
-    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    DeleteTopicsV2Request, DeleteTopicsV2Response, DescribeTopicsRequest, DescribeTopicsResponse,
-    ElectLeadersRequest, ElectLeadersResponse,
+    CreateTopicsRequest, CreateTopicsResponse, CreateTopicsWithConfigsResponse,
+    CreatedTopicWithConfigs, DeleteTopicsRequest, DeleteTopicsResponse, DeleteTopicsV2Request,
+    DeleteTopicsV2Response, DescribeTopicsRequest, DescribeTopicsResponse, ElectLeadersRequest,
+    ElectLeadersResponse,
 };
 use crate::control::{ControllerResult, ImageReads, RequestContext, View};
 use crate::error::{ApiError, ConfigError, ReplayError};
@@ -89,6 +91,9 @@ pub struct Controller {
     leases: Leases,
     /// The latest `now_ms` any handler or activation saw (monotonic input, never a clock read).
     now_ms_seen: u64,
+    /// New topics' described configs over the current cluster default (a cache: answers are
+    /// what describing them afresh would give).
+    new_topic_configs: NewTopicConfigs,
 }
 
 impl Controller {
@@ -103,6 +108,7 @@ impl Controller {
             active: false,
             leases: Leases::default(),
             now_ms_seen: 0,
+            new_topic_configs: NewTopicConfigs::default(),
         })
     }
 
@@ -390,6 +396,36 @@ impl Controller {
         Ok(replication_control::create_topics(self.view(), req, ctx))
     }
 
+    /// CreateTopics whose answers also describe each new topic's configs (Kafka's CreateTopics
+    /// v5+).
+    pub fn create_topics_with_configs(
+        &mut self,
+        req: &CreateTopicsRequest,
+        ctx: &RequestContext,
+    ) -> HandlerResult<CreateTopicsWithConfigsResponse> {
+        let ControllerResult { records, response } = self.create_topics(req, ctx)?;
+        let topics = response
+            .topics
+            .into_iter()
+            .zip(&req.topics)
+            .map(|((name, result), asked)| {
+                let result = result.map(|topic| CreatedTopicWithConfigs {
+                    topic,
+                    configs: self.new_topic_configs.describe(
+                        &self.image,
+                        &self.config,
+                        &asked.configs,
+                    ),
+                });
+                (name, result)
+            })
+            .collect();
+        Ok(ControllerResult {
+            records,
+            response: CreateTopicsWithConfigsResponse { topics },
+        })
+    }
+
     pub fn delete_topics(&self, req: &DeleteTopicsRequest) -> HandlerResult<DeleteTopicsResponse> {
         self.require_active()?;
         Ok(replication_control::delete_topics(self.view(), req))
@@ -631,10 +667,8 @@ mod tests {
         );
     }
 
-    /// A snapshot of the committed image (in-flight proposals excluded) loads into a fresh
-    /// controller as that image at the snapshot's end; bad records leave the state unchanged.
-    #[test]
-    fn snapshot_of_the_committed_image_loads() {
+    /// A controller that is active with broker 1 registered, unfenced and committed.
+    fn active_with_one_broker() -> Controller {
         let mut c = Controller::new(ControllerConfig::default(), NodeId(9)).unwrap();
         c.on_become_active(0);
         let r = c.broker_heartbeat(&register(1, 1), &ctx(&c, 0)).unwrap();
@@ -646,6 +680,60 @@ mod tests {
         let u = c.broker_heartbeat(&hb, &ctx(&c, 1)).unwrap();
         let b2 = propose(&mut c, &u.records);
         commit_all(&mut c, &[(b2, u.records.clone())]);
+        c
+    }
+
+    /// CreateTopics with configs decides and proposes exactly what CreateTopics does, and
+    /// describes each new topic's keys: its own settings (dynamic topic) over the defaults;
+    /// a refused topic has no configs to describe.
+    #[test]
+    fn create_topics_with_configs_answers_the_new_topics_configs() {
+        use crate::control::config_control::ConfigSource;
+        let mut c = active_with_one_broker();
+        let mut a = CreatableTopic::new("a", 2, 1);
+        a.configs = vec![("retention.ms".into(), "1000".into())];
+        let req = CreateTopicsRequest {
+            // The second asks for more replicas than there are brokers.
+            topics: vec![
+                a,
+                CreatableTopic::new("big", 1, 3),
+                CreatableTopic::new("b", 1, 1),
+            ],
+            validate_only: false,
+        };
+        let at = ctx(&c, 2);
+        let plain = c.create_topics(&req, &at).unwrap();
+        let described = c.create_topics_with_configs(&req, &at).unwrap();
+        assert_eq!(described.records, plain.records);
+        assert!(!plain.records.is_empty());
+        let answers = &described.response.topics;
+        assert_eq!(answers.len(), 3);
+        for ((name, with), (plain_name, without)) in answers.iter().zip(&plain.response.topics) {
+            assert_eq!(name, plain_name);
+            assert_eq!(with.as_ref().map(|t| &t.topic), without.as_ref());
+        }
+        let value = |i: usize, key: &str| {
+            let configs = &answers[i].1.as_ref().unwrap().configs;
+            assert_eq!(configs.len(), crate::config_schema::TOPIC_KEYS.len());
+            let c = configs.iter().find(|c| c.name == key).unwrap();
+            (c.value.as_deref().map(str::to_owned), c.source)
+        };
+        assert_eq!(
+            value(0, "retention.ms"),
+            (Some("1000".into()), ConfigSource::DynamicTopic)
+        );
+        assert_eq!(
+            value(2, "retention.ms"),
+            (Some("604800000".into()), ConfigSource::Default)
+        );
+        assert!(answers[1].1.is_err());
+    }
+
+    /// A snapshot of the committed image (in-flight proposals excluded) loads into a fresh
+    /// controller as that image at the snapshot's end; bad records leave the state unchanged.
+    #[test]
+    fn snapshot_of_the_committed_image_loads() {
+        let mut c = active_with_one_broker();
         let req = CreateTopicsRequest {
             topics: vec![CreatableTopic::new("t", 3, 1)],
             validate_only: false,

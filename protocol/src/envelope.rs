@@ -68,6 +68,7 @@
 //! | `DeleteTopicsV2(DeleteTopicsV2Request)` | `DeleteTopicsV2(DeleteTopicsV2Response)` | DeleteTopics v6 (topics by name or id) |
 //! | `LocalRead(Box<LocalRead>)` | the read's own response | any of the reads above, at any node |
 //! | `AlterConfigs(AlterConfigsRequest)` | `AlterConfigs(AlterConfigsResponse)` | AlterConfigs (the legacy whole-resource replace) |
+//! | `CreateTopicsWithConfigs(CreateTopicsRequest)` | `CreateTopicsWithConfigs(CreateTopicsWithConfigsResponse)` | CreateTopics v5+ (answers carry each new topic's configs) |
 //!
 //! # Where a request is answered
 //!
@@ -97,9 +98,9 @@ use corum_controller::control::producer_id_control::{
 };
 use corum_controller::control::replication_control::{
     AlterIsrRequest, AlterIsrResponse, CreatePartitionsRequest, CreatePartitionsResponse,
-    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    DeleteTopicsV2Request, DeleteTopicsV2Response, DescribeTopicsRequest, DescribeTopicsResponse,
-    ElectLeadersRequest, ElectLeadersResponse,
+    CreateTopicsRequest, CreateTopicsResponse, CreateTopicsWithConfigsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, DeleteTopicsV2Request, DeleteTopicsV2Response,
+    DescribeTopicsRequest, DescribeTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
 };
 use corum_raft::message::{
     AddVoterRequest, FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse,
@@ -157,6 +158,9 @@ pub enum RequestBody {
     LocalRead(Box<LocalRead>),
     /// Kafka's legacy AlterConfigs: each resource's dynamic configs replaced as a whole.
     AlterConfigs(AlterConfigsRequest),
+    /// CreateTopics whose answers also describe each new topic's configs, as DescribeConfigs
+    /// would once it exists (Kafka's CreateTopics v5+ returns them).
+    CreateTopicsWithConfigs(CreateTopicsRequest),
 }
 
 /// The reads any node answers from the image it replayed, each the same read as the
@@ -223,6 +227,7 @@ pub enum ResponseBody {
     DescribeFeatures(DescribeFeaturesResponse),
     DeleteTopicsV2(DeleteTopicsV2Response),
     AlterConfigs(AlterConfigsResponse),
+    CreateTopicsWithConfigs(CreateTopicsWithConfigsResponse),
 }
 
 impl RequestBody {
@@ -254,6 +259,7 @@ impl RequestBody {
             RequestBody::DeleteTopicsV2(_) => "DeleteTopicsV2",
             RequestBody::LocalRead(read) => read.kind(),
             RequestBody::AlterConfigs(_) => "AlterConfigs",
+            RequestBody::CreateTopicsWithConfigs(_) => "CreateTopicsWithConfigs",
         }
     }
 
@@ -308,6 +314,7 @@ impl ResponseBody {
             ResponseBody::DescribeFeatures(_) => "DescribeFeatures",
             ResponseBody::DeleteTopicsV2(_) => "DeleteTopicsV2",
             ResponseBody::AlterConfigs(_) => "AlterConfigs",
+            ResponseBody::CreateTopicsWithConfigs(_) => "CreateTopicsWithConfigs",
         }
     }
 
@@ -466,12 +473,12 @@ mod tests {
     };
     use corum_controller::control::config_control::{
         AlterConfigOp, AlterConfigsResource, AlterableConfig, ConfigSource, ConfigSynonym,
-        DescribedConfig,
+        DescribedConfig, ReplacedConfigs,
     };
     use corum_controller::control::feature_control::{FeatureUpdate, FinalizedFeatureLevel};
     use corum_controller::control::replication_control::{
-        CreatableTopic, CreatedTopic, DeletedTopic, DescribedPartition, DescribedTopic,
-        ElectionType, IsrUpdate, IsrUpdated, PartitionsIncrease, TopicRef,
+        CreatableTopic, CreatedTopic, CreatedTopicWithConfigs, DeletedTopic, DescribedPartition,
+        DescribedTopic, ElectionType, IsrUpdate, IsrUpdated, PartitionsIncrease, TopicRef,
     };
     use corum_controller::image::ConfigResource;
     use corum_controller::records::{
@@ -1248,6 +1255,13 @@ mod tests {
             let b = encode_response(r, MAX).unwrap();
             text.push_str(&format!("response {} {}\n", r.correlation_id, hex(&b)));
         }
+        // Requests appended after the listener's first ones, with their answers.
+        for (q, r) in golden_appended_frames() {
+            let b = encode_request(&q, MAX).unwrap();
+            text.push_str(&format!("request {} {}\n", q.correlation_id, hex(&b)));
+            let b = encode_response(&r, MAX).unwrap();
+            text.push_str(&format!("response {} {}\n", r.correlation_id, hex(&b)));
+        }
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/protocol_v1.golden");
         if corum_types::golden::rewrite_requested() {
             std::fs::create_dir_all(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata")).unwrap();
@@ -1710,6 +1724,108 @@ mod tests {
         })
         .collect();
         (requests, responses)
+    }
+
+    /// Requests appended after the listener's first ones (AlterConfigs,
+    /// CreateTopicsWithConfigs), each paired with its answer; pinned by the golden file after
+    /// the listener's frames.
+    fn golden_appended_frames() -> Vec<(RequestFrame, ResponseFrame)> {
+        let topic = |name: &str| ConfigResource {
+            resource_type: ConfigResourceType::Topic,
+            name: name.into(),
+        };
+        let described = DescribedConfig {
+            name: "retention.ms".into(),
+            value: Some("1000".into()),
+            read_only: false,
+            source: ConfigSource::DynamicTopic,
+            sensitive: false,
+            synonyms: vec![],
+            config_type: ConfigType::Long,
+            documentation: None,
+        };
+        let pairs = vec![
+            (
+                RequestBody::AlterConfigs(AlterConfigsRequest {
+                    resources: vec![ReplacedConfigs {
+                        resource: topic("orders"),
+                        configs: vec![("retention.ms".into(), Some("1000".into()))],
+                    }],
+                    validate_only: false,
+                }),
+                ResponseBody::AlterConfigs(AlterConfigsResponse {
+                    resources: vec![(topic("orders"), Ok(()))],
+                }),
+            ),
+            (
+                RequestBody::CreateTopicsWithConfigs(CreateTopicsRequest {
+                    topics: vec![CreatableTopic {
+                        name: "orders".into(),
+                        num_partitions: 1,
+                        replication_factor: 3,
+                        assignments: vec![],
+                        configs: vec![("retention.ms".into(), "1000".into())],
+                    }],
+                    validate_only: false,
+                }),
+                ResponseBody::CreateTopicsWithConfigs(CreateTopicsWithConfigsResponse {
+                    topics: vec![
+                        (
+                            "orders".into(),
+                            Ok(CreatedTopicWithConfigs {
+                                topic: CreatedTopic {
+                                    topic_id: TopicId(Uuid([7; 16])),
+                                    num_partitions: 1,
+                                    replication_factor: 3,
+                                },
+                                configs: vec![described],
+                            }),
+                        ),
+                        (
+                            "orders".into(),
+                            Err(ApiError::TopicAlreadyExists {
+                                name: "orders".into(),
+                            }),
+                        ),
+                    ],
+                }),
+            ),
+        ];
+        pairs
+            .into_iter()
+            .zip(401..)
+            .map(|((q, r), correlation_id)| {
+                (
+                    RequestFrame {
+                        correlation_id,
+                        timeout_ms: 1_000,
+                        body: q,
+                    },
+                    ResponseFrame {
+                        correlation_id,
+                        body: Ok(r),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// The appended frames round-trip, each answer names its request's kind, and none is a
+    /// Raft request or a local read.
+    #[test]
+    fn appended_frames_round_trip_and_pair_up() {
+        for (q, r) in golden_appended_frames() {
+            let b = encode_request(&q, MAX).unwrap();
+            assert_eq!(
+                RequestFrame::from_archived(decode_request(&b, MAX).unwrap()),
+                q
+            );
+            let b = encode_response(&r, MAX).unwrap();
+            let back = ResponseFrame::from_archived(decode_response(&b, MAX).unwrap());
+            assert_eq!(back, r);
+            assert_eq!(back.body.unwrap().kind(), q.body.kind());
+            assert!(!q.body.is_raft() && !q.body.is_local_read());
+        }
     }
 
     /// Every ApiError variant, every RpcError variant and every response body kind survives

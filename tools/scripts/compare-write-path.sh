@@ -29,62 +29,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# CPU seconds (user + system) of the given pids, from /proc/PID/stat.
-cpu_of() {
-    python3 - "$@" <<'EOF'
-import os, sys
-tick = os.sysconf("SC_CLK_TCK")
-total = 0
-for pid in sys.argv[1:]:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    total += int(fields[11]) + int(fields[12])
-print(total / tick)
-EOF
-}
-
-start_quorum() { # BIN TAG -> sets PIDS for the quorum, writes bootstrap to $WORK/TAG.bootstrap
-    local bin=$1 tag=$2 cid voters="" boot=""
-    cid=$("$bin" random-uuid)
-    for i in 1 2 3; do
-        voters+="${voters:+,}$i@127.0.0.1:$((BASE_PORT + i))"
-        boot+="${boot:+,}127.0.0.1:$((BASE_PORT + 10 + i))"
-    done
-    NODE_PIDS=()
-    for i in 1 2 3; do
-        local dir=$WORK/$tag/node$i
-        mkdir -p "$dir"
-        cat >"$WORK/$tag/node$i.properties" <<EOF
-node.id=$i
-process.roles=controller
-listeners=CONTROLLER://127.0.0.1:$((BASE_PORT + i)),CLIENT://127.0.0.1:$((BASE_PORT + 10 + i))
-controller.listener.names=CONTROLLER
-controller.quorum.voters=$voters
-metadata.log.dir=$dir/data
-corum.cores=0
-corum.no.pin=true
-EOF
-        "$bin" format --config "$WORK/$tag/node$i.properties" --cluster-id "$cid" >/dev/null
-        RUST_LOG=warn "$bin" run --config "$WORK/$tag/node$i.properties" >"$WORK/$tag/node$i.log" 2>&1 &
-        NODE_PIDS+=($!)
-        PIDS+=($!)
-    done
-    echo "$boot" >"$WORK/$tag.bootstrap"
-    # Wait for an active controller: a describe that names a leader.
-    for _ in $(seq 1 200); do
-        if "$LOADGEN" quorum describe --bootstrap "$boot" --status 2>/dev/null | grep -qi "leader"; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    echo "no leader for $tag" >&2
-    exit 1
-}
-
-stop_quorum() {
-    for p in "${NODE_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${NODE_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-}
+# shellcheck source=lib/quorum.sh
+. "$(dirname "$0")/lib/quorum.sh"
+# The earlier build may not have `quorum describe`: ask with the load generator.
+DESCRIBE_BIN=$LOADGEN
 
 run_workload() { # TAG CLIENTS
     local tag=$1 clients=$2 boot before after json

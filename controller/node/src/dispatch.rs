@@ -127,6 +127,10 @@ pub fn dispatch(
         RequestBody::AlterConfigs(r) => {
             Dispatch::from_result(controller.alter_configs(r), ResponseBody::AlterConfigs)
         }
+        RequestBody::CreateTopicsWithConfigs(r) => Dispatch::from_result(
+            controller.create_topics_with_configs(r, ctx),
+            ResponseBody::CreateTopicsWithConfigs,
+        ),
         // Served by the Raft shard, never by the controller (`RequestBody::is_raft` routes
         // them); answered as not implemented here rather than panicking on a routing mistake.
         RequestBody::DescribeQuorum

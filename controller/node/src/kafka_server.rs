@@ -258,24 +258,40 @@ async fn write_answers(
     rx: local_channel::LocalReceiver<glommio::Task<Outcome>>,
     peer: SocketAddr,
 ) {
+    // The next answer when it was found finished already, or the next request's task.
+    let mut ready = None;
     let mut next = None;
     loop {
-        let task = match next.take() {
-            Some(t) => t,
-            None => match rx.recv().await {
-                Some(t) => t,
-                None => break,
-            },
+        let outcome = match ready.take() {
+            Some(outcome) => outcome,
+            None => {
+                let task = match next.take() {
+                    Some(t) => t,
+                    None => match rx.recv().await {
+                        Some(t) => t,
+                        None => break,
+                    },
+                };
+                task.await
+            }
         };
-        match task.await {
+        match outcome {
             Outcome::Reply(bytes) => {
                 if writer.write_all(&bytes).await.is_err() {
                     break;
                 }
-                // Flush when no further answer is queued to go in the same write.
-                if let Some(Some(t)) = futures_lite::future::poll_once(rx.recv()).await {
-                    next = Some(t);
-                } else if writer.flush().await.is_err() {
+                // Answers already finished go out in the same write; an answer is never held
+                // back waiting for a later request.
+                if let Some(Some(mut t)) = futures_lite::future::poll_once(rx.recv()).await {
+                    match futures_lite::future::poll_once(&mut t).await {
+                        Some(outcome) => {
+                            ready = Some(outcome);
+                            continue;
+                        }
+                        None => next = Some(t),
+                    }
+                }
+                if writer.flush().await.is_err() {
                     break;
                 }
             }
@@ -287,4 +303,78 @@ async fn write_answers(
     }
     let _ = writer.flush().await;
     let _ = writer.close().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use super::*;
+
+    /// A writer that keeps what was written and, separately, what was flushed.
+    #[derive(Clone, Default)]
+    struct Sink {
+        written: Rc<RefCell<Vec<u8>>>,
+        flushed: Rc<RefCell<Vec<u8>>>,
+        flushes: Rc<RefCell<usize>>,
+    }
+
+    impl futures_lite::AsyncWrite for Sink {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            self.written.borrow_mut().extend_from_slice(buf);
+            Poll::Ready(Ok(buf.len()))
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            *self.flushed.borrow_mut() = self.written.borrow().clone();
+            *self.flushes.borrow_mut() += 1;
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    fn reply(text: &'static str) -> Outcome {
+        Outcome::Reply(Bytes::from_static(text.as_bytes()))
+    }
+
+    /// A finished answer is flushed even while the request after it is still being served
+    /// (its write waiting for a commit), and answers finished together go out in one flush,
+    /// in request order.
+    #[test]
+    fn finished_answers_are_not_held_back_by_later_ones() {
+        let ex = glommio::LocalExecutorBuilder::default().make().unwrap();
+        ex.run(async {
+            let sink = Sink::default();
+            let peer: SocketAddr = ([127, 0, 0, 1], 1).into();
+            let (tx, rx) = local_channel::new_bounded(8);
+            let (go, wait) = local_channel::new_bounded::<()>(1);
+            for text in ["a", "b"] {
+                tx.send(glommio::spawn_local(async move { reply(text) }))
+                    .await
+                    .unwrap();
+            }
+            tx.send(glommio::spawn_local(async move {
+                wait.recv().await;
+                reply("c")
+            }))
+            .await
+            .unwrap();
+            let writer = glommio::spawn_local(write_answers(sink.clone(), rx, peer));
+            glommio::timer::sleep(Duration::from_millis(20)).await;
+            assert_eq!(sink.flushed.borrow().as_slice(), b"ab");
+            assert_eq!(*sink.flushes.borrow(), 1);
+            go.send(()).await.unwrap();
+            drop(tx);
+            writer.await;
+            assert_eq!(sink.flushed.borrow().as_slice(), b"abc");
+        });
+    }
 }

@@ -826,6 +826,57 @@ pub fn describe_new_topic(
         .collect()
 }
 
+/// The described keys of new topics (CreateTopics v5+ answers), built once per cluster
+/// default: a topic with no settings of its own is described the same way until the
+/// cluster-default broker configs change, and a topic's own settings only replace their keys'
+/// entries. The controller keeps one, so a burst of creations describes the defaults once.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NewTopicConfigs {
+    /// The cluster default the entries were described over, and the entries (in
+    /// [`config_schema::TOPIC_KEYS`] order); `None` until first used.
+    built: Option<(Option<Settings>, Vec<DescribedConfig>)>,
+}
+
+/// A resource's own settings, key to value.
+type Settings = BTreeMap<String, String>;
+
+impl NewTopicConfigs {
+    /// What [`describe_new_topic`] answers (without documentation) for a topic created with
+    /// `configs` on `image`.
+    pub(crate) fn describe(
+        &mut self,
+        image: &MetadataImage,
+        config: &ControllerConfig,
+        configs: &[(String, String)],
+    ) -> Vec<DescribedConfig> {
+        let current = image.configs.get(&ConfigResource {
+            resource_type: ConfigResourceType::Broker,
+            name: CLUSTER_DEFAULT.to_owned(),
+        });
+        let stale = match &self.built {
+            Some((over, _)) => over.as_ref() != current,
+            None => true,
+        };
+        if stale {
+            self.built = Some((
+                current.cloned(),
+                describe_new_topic(image, config, &[], false),
+            ));
+        }
+        let (_, defaults) = self.built.as_ref().expect("built above");
+        let mut described = defaults.clone();
+        // A topic's own setting is its key's value, from the dynamic topic layer.
+        for (name, value) in configs {
+            if let Ok(i) = described.binary_search_by(|c| c.name.as_ref().cmp(name.as_str())) {
+                let entry = &mut described[i];
+                entry.source = ConfigSource::DynamicTopic;
+                entry.value = (!entry.sensitive).then(|| owned(value));
+            }
+        }
+        described
+    }
+}
+
 #[derive(Clone, Copy)]
 struct DescribeOptions {
     synonyms: bool,
@@ -870,8 +921,12 @@ fn owned(v: &str) -> Cow<'static, str> {
     Cow::Owned(v.to_owned())
 }
 
-fn to_static(v: Cow<'_, str>) -> Cow<'static, str> {
-    Cow::Owned(v.into_owned())
+/// `v` as a static value: the key's default itself when equal to it (no copy), else owned.
+fn to_static(v: Cow<'_, str>, key: &'static ConfigKey) -> Cow<'static, str> {
+    match key.default.value() {
+        Some(d) if d == v => Cow::Borrowed(d),
+        _ => Cow::Owned(v.into_owned()),
+    }
 }
 
 /// Pushes every broker-layer synonym of `chain` below the per-broker layer, layer by layer.
@@ -972,7 +1027,7 @@ fn describe_topic_key(
     }
     let value = layers
         .effective(ConfigResourceType::Topic, "", own, key)
-        .map(to_static);
+        .map(|v| to_static(v, key));
     finish(key, value, false, synonyms, opts)
 }
 
@@ -1220,6 +1275,56 @@ mod tests {
         assert_eq!(d[0].source, ConfigSource::DynamicBroker);
         assert_eq!(d[0].synonyms[0].value, None);
         assert_eq!(d[0].config_type, ConfigType::Password);
+    }
+
+    proptest::proptest! {
+        /// New topics' described configs, kept by [`NewTopicConfigs`], are what describing
+        /// them afresh gives, through any sequence of cluster-default changes (set and
+        /// deleted) and topics with settings of their own.
+        #[test]
+        fn new_topic_configs_match_a_fresh_describe(
+            steps in proptest::collection::vec(
+                (
+                    proptest::option::of((0..6usize, proptest::option::of(0..6usize))),
+                    proptest::collection::vec((0..33usize, 0..6usize), 0..4),
+                ),
+                1..12,
+            )
+        ) {
+            const DEFAULTS: [&str; 6] = [
+                "log.retention.ms",
+                "log.retention.hours",
+                "log.cleanup.policy",
+                "min.insync.replicas",
+                "compression.type",
+                "log.segment.bytes",
+            ];
+            const VALUES: [&str; 6] = ["1", "24", "3600000", "delete", "compact", "zstd"];
+            let config = ControllerConfig::default();
+            let mut image = MetadataImage::default();
+            let mut cache = NewTopicConfigs::default();
+            for (change, own) in steps {
+                if let Some((key, value)) = change {
+                    image.configs.replay(
+                        ConfigResourceType::Broker,
+                        CLUSTER_DEFAULT,
+                        DEFAULTS[key],
+                        value.map(|v| VALUES[v]),
+                    );
+                }
+                let own: Vec<(String, String)> = own
+                    .iter()
+                    .map(|&(k, v)| {
+                        let key = &config_schema::TOPIC_KEYS[k % config_schema::TOPIC_KEYS.len()];
+                        (key.name.to_owned(), VALUES[v].to_owned())
+                    })
+                    .collect();
+                proptest::prop_assert_eq!(
+                    cache.describe(&image, &config, &own),
+                    describe_new_topic(&image, &config, &own, false)
+                );
+            }
+        }
     }
 
     /// Every topic key is described, each with a value (its default here) and DEFAULT_CONFIG.

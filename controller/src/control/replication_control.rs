@@ -15,7 +15,7 @@ use corum_types::{NodeId, Uuid};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::config_control;
+use super::config_control::{self, DescribedConfig};
 use super::{ControllerResult, RequestContext, View};
 use crate::error::ApiError;
 use crate::ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
@@ -442,6 +442,23 @@ pub struct CreatedTopic {
 #[rkyv(derive(Debug))]
 pub struct CreateTopicsResponse {
     pub topics: Vec<(String, Result<CreatedTopic, ApiError>)>,
+}
+
+/// A created (or creatable) topic with its configs described as DescribeConfigs would describe
+/// them once it exists: its own settings and every inherited default (Kafka's CreateTopics v5+
+/// answers carry them, so a client needs no second round trip).
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct CreatedTopicWithConfigs {
+    pub topic: CreatedTopic,
+    pub configs: Vec<DescribedConfig>,
+}
+
+/// One result per requested topic, in request order.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct CreateTopicsWithConfigsResponse {
+    pub topics: Vec<(String, Result<CreatedTopicWithConfigs, ApiError>)>,
 }
 
 pub(crate) fn create_topics(

@@ -32,7 +32,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::text;
+use super::{cow_text, text};
 use crate::backend::{Backend, ListenerContext};
 use crate::errors::KafkaError;
 use crate::service::{call, read};
@@ -62,21 +62,21 @@ fn resource(resource_type: i8, name: &str) -> Result<ConfigResource, KafkaError>
 }
 
 /// One described key in Kafka's shape at `version`.
-fn described(c: &DescribedConfig, version: i16) -> DescribeConfigsResourceResult {
+fn described(c: DescribedConfig, version: i16) -> DescribeConfigsResourceResult {
     let mut d = DescribeConfigsResourceResult::default()
-        .with_name(text(&c.name))
-        .with_value(c.value.as_deref().map(text))
+        .with_name(cow_text(c.name))
+        .with_value(c.value.map(cow_text))
         .with_read_only(c.read_only)
         .with_is_sensitive(c.sensitive)
         .with_config_type(c.config_type.kafka_id())
-        .with_documentation(c.documentation.as_deref().map(text))
+        .with_documentation(c.documentation.map(cow_text))
         .with_synonyms(
             c.synonyms
-                .iter()
+                .into_iter()
                 .map(|s| {
                     DescribeConfigsSynonym::default()
-                        .with_name(text(&s.name))
-                        .with_value(s.value.as_deref().map(text))
+                        .with_name(cow_text(s.name))
+                        .with_value(s.value.map(cow_text))
                         .with_source(s.source.kafka_id())
                 })
                 .collect(),
@@ -147,7 +147,7 @@ pub async fn describe_configs<B: Backend>(
             });
             match outcome {
                 Ok(configs) => {
-                    result.configs = configs.iter().map(|c| described(c, version)).collect();
+                    result.configs = configs.into_iter().map(|c| described(c, version)).collect();
                 }
                 Err(e) => {
                     result.error_code = e.code;
@@ -337,51 +337,4 @@ pub async fn alter_configs<B: Backend>(
         })
         .collect();
     AlterConfigsResponse::default().with_responses(responses)
-}
-
-/// The configs of topics just created (CreateTopics v5+ carries them), read from the active
-/// controller so that they include the topics' own settings; per name, the configs or the
-/// error to report in `topic_config_error_code`.
-pub async fn created_topic_configs<B: Backend>(
-    ctx: &ListenerContext,
-    backend: &B,
-    names: &[String],
-) -> Vec<Result<Vec<DescribedConfig>, KafkaError>> {
-    let resources = names
-        .iter()
-        .map(|n| CorumDescribeResource {
-            resource: ConfigResource {
-                resource_type: ConfigResourceType::Topic,
-                name: n.clone(),
-            },
-            names: None,
-        })
-        .collect();
-    let answers = call(
-        backend,
-        RequestBody::DescribeConfigs(CorumDescribe {
-            resources,
-            include_synonyms: false,
-            include_documentation: false,
-        }),
-        ctx.default_timeout_ms,
-        |r| match r {
-            ResponseBody::DescribeConfigs(r) => Some(r.resources),
-            _ => None,
-        },
-    )
-    .await;
-    match answers {
-        Ok(list) => {
-            let mut it = list.into_iter();
-            names
-                .iter()
-                .map(|_| match it.next() {
-                    Some((_, r)) => r.map_err(|e| KafkaError::api(&e)),
-                    None => Err(missing()),
-                })
-                .collect()
-        }
-        Err(e) => names.iter().map(|_| Err(KafkaError::rpc(&e))).collect(),
-    }
 }

@@ -18,6 +18,14 @@ pub(crate) fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
 }
 
+/// A Kafka string taking `s` as it is: a static one is not copied, an owned one is moved.
+pub(crate) fn cow_text(s: std::borrow::Cow<'static, str>) -> StrBytes {
+    match s {
+        std::borrow::Cow::Borrowed(s) => StrBytes::from_static_str(s),
+        std::borrow::Cow::Owned(s) => StrBytes::from_string(s),
+    }
+}
+
 /// A Kafka UUID.
 pub(crate) fn kafka_uuid(id: Uuid) -> uuid::Uuid {
     uuid::Uuid::from_bytes(id.0)

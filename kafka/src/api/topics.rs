@@ -8,9 +8,10 @@
 
 use std::collections::HashMap;
 
+use corum_controller::control::config_control::DescribedConfig;
 use corum_controller::control::replication_control::{
     CreatableTopic, CreatePartitionsRequest as CorumCreatePartitions,
-    CreateTopicsRequest as CorumCreateTopics, DeleteTopicsV2Request,
+    CreateTopicsRequest as CorumCreateTopics, CreatedTopic, DeleteTopicsV2Request,
     ElectLeadersRequest as CorumElectLeaders, ElectionType, PartitionsIncrease, TopicRef,
 };
 use corum_controller::ApiError;
@@ -30,7 +31,7 @@ use kafka_protocol::messages::{
     ElectLeadersResponse, TopicName,
 };
 
-use super::{corum_uuid, kafka_uuid, text};
+use super::{corum_uuid, cow_text, kafka_uuid, text};
 use crate::backend::{Backend, ListenerContext};
 use crate::errors::KafkaError;
 use crate::service::call;
@@ -126,6 +127,9 @@ fn create_error(name: &str, e: KafkaError) -> CreatableTopicResult {
         .with_configs(None)
 }
 
+/// A topic the controller created, with its configs when the answer carries them.
+type Created = (CreatedTopic, Option<Vec<DescribedConfig>>);
+
 /// CreateTopics at any served version.
 pub async fn create_topics<B: Backend>(
     ctx: &ListenerContext,
@@ -171,79 +175,77 @@ pub async fn create_topics<B: Backend>(
             topics.len() - 1
         }));
     }
-    let answers = if topics.is_empty() {
+    // v5+ answers carry each new topic's configs: the controller describes them with the
+    // creation, so the client's answer needs no second round trip.
+    let with_configs = version >= 5;
+    let mut answers: Vec<Option<Result<Created, KafkaError>>> = if topics.is_empty() {
         Vec::new()
     } else {
         let count = topics.len();
-        let body = RequestBody::CreateTopics(CorumCreateTopics {
+        let timeout = ctx.timeout_ms(request.timeout_ms);
+        let corum = CorumCreateTopics {
             topics,
             validate_only: request.validate_only,
-        });
-        let result = call(
-            backend,
-            body,
-            ctx.timeout_ms(request.timeout_ms),
-            |r| match r {
-                ResponseBody::CreateTopics(r) => Some(r.topics),
-                _ => None,
-            },
-        )
-        .await;
-        per_item(count, result)
-    };
-    let outcomes: Vec<Result<_, KafkaError>> = slots
-        .into_iter()
-        .map(|slot| slot.and_then(|i| answers[i].clone()))
-        .collect();
-    // v5+ answers carry the new topics' configs (read from the active controller, which has
-    // them as soon as the creation is committed).
-    let created: Vec<String> = request
-        .topics
-        .iter()
-        .zip(&outcomes)
-        .filter(|(_, o)| o.is_ok())
-        .map(|(t, _)| t.name.0.as_str().to_owned())
-        .collect();
-    let mut configs = if version >= 5 && !request.validate_only && !created.is_empty() {
-        super::configs::created_topic_configs(ctx, backend, &created)
-            .await
-            .into_iter()
-    } else {
-        Vec::new().into_iter()
+        };
+        if with_configs {
+            let result = call(
+                backend,
+                RequestBody::CreateTopicsWithConfigs(corum),
+                timeout,
+                |r| match r {
+                    ResponseBody::CreateTopicsWithConfigs(r) => Some(r.topics),
+                    _ => None,
+                },
+            )
+            .await;
+            per_item(count, result)
+                .into_iter()
+                .map(|r| Some(r.map(|c| (c.topic, Some(c.configs)))))
+                .collect()
+        } else {
+            let result = call(
+                backend,
+                RequestBody::CreateTopics(corum),
+                timeout,
+                |r| match r {
+                    ResponseBody::CreateTopics(r) => Some(r.topics),
+                    _ => None,
+                },
+            )
+            .await;
+            per_item(count, result)
+                .into_iter()
+                .map(|r| Some(r.map(|c| (c, None))))
+                .collect()
+        }
     };
     let results = request
         .topics
         .iter()
-        .zip(outcomes)
-        .map(|(t, outcome)| {
+        .zip(slots)
+        .map(|(t, slot)| {
             let name = t.name.0.as_str();
-            match outcome {
-                Ok(created) => {
+            let answer = slot.and_then(|i| answers[i].take().unwrap_or_else(|| Err(missing())));
+            match answer {
+                Ok((created, configs)) => {
                     let mut r = CreatableTopicResult::default()
                         .with_name(topic_name(name))
                         .with_num_partitions(created.num_partitions as i32)
                         .with_replication_factor(created.replication_factor as i16)
-                        .with_configs(if version >= 5 { Some(Vec::new()) } else { None });
+                        .with_configs(configs.map(|list| {
+                            list.into_iter()
+                                .map(|c| {
+                                    CreatableTopicConfigs::default()
+                                        .with_name(cow_text(c.name))
+                                        .with_value(c.value.map(cow_text))
+                                        .with_read_only(c.read_only)
+                                        .with_config_source(c.source.kafka_id())
+                                        .with_is_sensitive(c.sensitive)
+                                })
+                                .collect()
+                        }));
                     if !request.validate_only {
                         r.topic_id = kafka_uuid(created.topic_id.0);
-                    }
-                    match configs.next() {
-                        Some(Ok(list)) => {
-                            r.configs = Some(
-                                list.iter()
-                                    .map(|c| {
-                                        CreatableTopicConfigs::default()
-                                            .with_name(text(&c.name))
-                                            .with_value(c.value.as_deref().map(text))
-                                            .with_read_only(c.read_only)
-                                            .with_config_source(c.source.kafka_id())
-                                            .with_is_sensitive(c.sensitive)
-                                    })
-                                    .collect(),
-                            );
-                        }
-                        Some(Err(e)) => r.topic_config_error_code = e.code,
-                        None => {}
                     }
                     r
                 }

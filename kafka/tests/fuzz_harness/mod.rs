@@ -51,9 +51,10 @@ use corum_controller::control::feature_control::{
     supported_features, DescribeFeaturesResponse, FinalizedFeatureLevel, UpdateFeaturesResponse,
 };
 use corum_controller::control::replication_control::{
-    CreatePartitionsResponse, CreateTopicsResponse, CreatedTopic, DeleteTopicsResponse,
-    DeleteTopicsV2Response, DeletedTopic, DescribeTopicsResponse, DescribedPartition,
-    DescribedTopic, ElectLeadersResponse, ElectionType, TopicRef,
+    CreatePartitionsResponse, CreateTopicsResponse, CreateTopicsWithConfigsResponse, CreatedTopic,
+    CreatedTopicWithConfigs, DeleteTopicsResponse, DeleteTopicsV2Response, DeletedTopic,
+    DescribeTopicsResponse, DescribedPartition, DescribedTopic, ElectLeadersResponse, ElectionType,
+    TopicRef,
 };
 use corum_controller::image::configs::ConfigResource;
 use corum_controller::records::{ConfigResourceType, ControllerEndpointV1, ListenerV1};
@@ -406,6 +407,9 @@ fn item_errors(response: &mut ResponseBody, d: u64) {
         ResponseBody::CreateTopics(r) => {
             fail(r.topics.iter_mut().enumerate(), d, |t, e| t.1 = Err(e))
         }
+        ResponseBody::CreateTopicsWithConfigs(r) => {
+            fail(r.topics.iter_mut().enumerate(), d, |t, e| t.1 = Err(e))
+        }
         ResponseBody::DeleteTopicsV2(r) => {
             fail(r.topics.iter_mut().enumerate(), d, |t, e| t.1 = Err(e))
         }
@@ -444,6 +448,7 @@ fn resize_items(response: &mut ResponseBody, extra: bool) {
     }
     match response {
         ResponseBody::CreateTopics(r) => resize(&mut r.topics, extra),
+        ResponseBody::CreateTopicsWithConfigs(r) => resize(&mut r.topics, extra),
         ResponseBody::DeleteTopicsV2(r) => resize(&mut r.topics, extra),
         ResponseBody::CreatePartitions(r) => resize(&mut r.topics, extra),
         ResponseBody::ElectLeaders(r) => resize(&mut r.partitions, extra),
@@ -755,6 +760,27 @@ fn answer(body: RequestBody) -> Result<ResponseBody, RpcError> {
                 })
                 .collect(),
         }),
+        RequestBody::CreateTopicsWithConfigs(r) => {
+            let Ok(ResponseBody::CreateTopics(created)) = answer(RequestBody::CreateTopics(r))
+            else {
+                unreachable!("CreateTopics is answered with CreateTopics")
+            };
+            let topics = created
+                .topics
+                .into_iter()
+                .map(|(name, created)| {
+                    let described = created.map(|topic| CreatedTopicWithConfigs {
+                        topic,
+                        configs: described_configs(&ConfigResource {
+                            resource_type: ConfigResourceType::Topic,
+                            name: name.clone(),
+                        }),
+                    });
+                    (name, described)
+                })
+                .collect();
+            ResponseBody::CreateTopicsWithConfigs(CreateTopicsWithConfigsResponse { topics })
+        }
         RequestBody::DeleteTopicsV2(r) => ResponseBody::DeleteTopicsV2(DeleteTopicsV2Response {
             topics: r
                 .topics

@@ -117,7 +117,8 @@ pub struct Args {
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,
     /// topics: send the creations over corum's protocol or Kafka's (then `--kafka-bootstrap`
-    /// names the nodes' Kafka listeners, and each client has a connection of its own).
+    /// names the nodes' Kafka listeners, and the clients share `--connections` connections
+    /// to the active controller's, pipelining their requests).
     #[arg(long, value_enum, default_value_t = Protocol::Private)]
     pub protocol: Protocol,
     /// The nodes' Kafka listeners (HOST:PORT,...), for `--protocol kafka`.

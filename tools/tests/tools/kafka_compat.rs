@@ -175,4 +175,37 @@ fn real_kafka_clients_pass_their_sessions_through_a_leader_sigkill() {
     );
     assert!(out.contains("8 passed, 0 failed"), "{out}");
     assert_eq!(failovers, 8, "one leader SIGKILL per session");
+
+    // The load generator's Kafka client, after the failovers: it finds the active controller
+    // and pipelines CreateTopics v7 on two connections shared by eight clients.
+    let out = spawn_loadgen(
+        &bootstrap_of(&c, &c.ids()),
+        &[
+            "--workload",
+            "topics",
+            "--protocol",
+            "kafka",
+            "--kafka-bootstrap",
+            &kafka,
+            "--clients",
+            "8",
+            "--connections",
+            "2",
+            "--broker-id-base",
+            "100",
+            "--duration",
+            "1",
+            "--raw-quorum-writers",
+            "0",
+            "--rtt-probes",
+            "0",
+        ],
+    )
+    .wait(Duration::from_secs(120));
+    let report = loadgen_json(&out);
+    assert!(
+        out.status.success() && report["ops"].as_u64() > Some(0) && report["errors"] == 0,
+        "{report}\n{}",
+        logs(&c)
+    );
 }

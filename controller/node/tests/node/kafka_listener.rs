@@ -284,6 +284,37 @@ fn kafka_clients_administer_a_node_through_its_kafka_listener() {
         assert_eq!(orders.error_code, 0, "{created:?}");
         assert_eq!(orders.num_partitions, 3);
         assert_eq!(orders.replication_factor, 1);
+        // v5+ answers carry every topic key, its own setting and the inherited defaults.
+        let configs = orders.configs.as_ref().expect("v7 carries configs");
+        assert_eq!(
+            configs.len(),
+            corum_controller::config_schema::TOPIC_KEYS.len()
+        );
+        let key = |k: &str| configs.iter().find(|c| c.name.as_str() == k).unwrap();
+        let retention = key("retention.ms");
+        assert_eq!(retention.value.as_deref(), Some("3600000"));
+        assert_eq!(retention.config_source, 1, "DYNAMIC_TOPIC_CONFIG");
+        let policy = key("cleanup.policy");
+        assert_eq!(policy.value.as_deref(), Some("delete"));
+        assert_eq!(policy.config_source, 5, "DEFAULT_CONFIG");
+        // validate_only answers the same way, with no topic id and nothing created; v4 answers
+        // carry no configs.
+        let dry = CreateTopicsRequest::default()
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(name("dry"))
+                .with_num_partitions(1)
+                .with_replication_factor(-1)])
+            .with_validate_only(true)
+            .with_timeout_ms(10_000);
+        let checked: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &dry);
+        let topic = &checked.topics[0];
+        assert_eq!(topic.error_code, 0, "{checked:?}");
+        assert!(topic.topic_id.is_nil());
+        assert_eq!(topic.configs.as_ref().map(Vec::len), Some(configs.len()));
+        let checked: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 4, &dry);
+        assert_eq!(checked.topics[0].error_code, 0, "{checked:?}");
+        // (The codec decodes the absent field as its default.)
+        assert!(checked.topics[0].configs.as_ref().is_none_or(Vec::is_empty));
         // Metadata lists it with its partitions; DeleteTopics by id removes it.
         let md: MetadataResponse = c.call(
             ApiKey::Metadata,

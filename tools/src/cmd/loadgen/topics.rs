@@ -3,6 +3,7 @@
 //! first (not measured) and keep heartbeating through the run; the replication factor is their
 //! count.
 
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use corum_controller::control::replication_control::{CreatableTopic, CreateTopicsRequest};
@@ -60,31 +61,29 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
         .into_iter()
         .map(|s| glommio::spawn_local(heartbeat_until(s, beat, ctx.hard_end, None)))
         .collect();
-    let kafka_controller = match ctx.config.protocol {
-        Protocol::Private => None,
-        Protocol::Kafka => Some(kafka::controller(ctx.config.kafka_bootstrap[0]).await?),
-    };
+    // Over Kafka's protocol, the clients share `--connections` connections to the active
+    // controller's Kafka listener, as they share corum's client connections otherwise.
+    let mut kafka_connections = Vec::new();
+    if ctx.config.protocol == Protocol::Kafka {
+        let deadline = Instant::now() + preparation_timeout(ctx);
+        let controller = kafka::controller(ctx.config.kafka_bootstrap[0], deadline).await?;
+        for _ in 0..ctx.config.connections {
+            kafka_connections.push(Rc::new(kafka::KafkaConnection::connect(controller).await?));
+        }
+    }
     report.unfinished = run_clients(ctx.config.clients, ctx.hard_end, |i| {
         let client = ctx.client(i).clone();
         let rec = ctx.recorder.clone();
+        let kafka = (!kafka_connections.is_empty())
+            .then(|| kafka_connections[i % kafka_connections.len()].clone());
         async move {
-            let mut kafka = match kafka_controller {
-                Some(addr) => match kafka::KafkaConnection::connect(addr).await {
-                    Ok(c) => Some(c),
-                    Err(e) => {
-                        rec.error(&error_kind(&e.to_string()));
-                        return;
-                    }
-                },
-                None => None,
-            };
             let mut seq = 0u64;
             while Instant::now() < end {
                 seq += 1;
                 let name = topic_name(nonce, i, seq);
                 let partitions = i32::try_from(partitions).expect("validated");
                 let sent = Instant::now();
-                let outcome = match &mut kafka {
+                let outcome = match &kafka {
                     Some(c) => create_over_kafka(c, &name, partitions, replication).await,
                     None => create(&client, &name, partitions, replication).await,
                 };
@@ -128,7 +127,7 @@ async fn create(
 /// One topic over Kafka's protocol (CreateTopics v7, what Kafka's Java client sends); the
 /// error's kind when it failed.
 async fn create_over_kafka(
-    c: &mut kafka::KafkaConnection,
+    c: &kafka::KafkaConnection,
     name: &str,
     partitions: i32,
     replication: i16,

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Topic creation through the Kafka listener against the same through corum's own protocol, in
+# one run on this host: for each round and protocol, a fresh static 3-voter quorum on loopback
+# (one unpinned shard per node, a Kafka listener on each), then `corum loadgen --workload
+# topics` (1 partition, replication factor 3, CLIENTS concurrent clients over CONNECTIONS
+# connections: over Kafka's protocol, CreateTopics v7 pipelined to the active controller's
+# Kafka listener). Each run gets its own quorum, so neither protocol runs on a log the other
+# filled. The protocols alternate, so drift on a shared host hits both.
+#
+#   tools/scripts/compare-protocols.sh [CORUM] [SECONDS] [ROUNDS]
+#
+# Environment: CLIENTS (default 64), CONNECTIONS (default 4), BASE_PORT (default 19500).
+# Prints one line per run, then each protocol's mean and the ratio kafka / private.
+# Everything it starts stops at exit; its directory is removed.
+set -euo pipefail
+
+BIN=${1:-target/release/corum}
+SECONDS_PER_RUN=${2:-10}
+ROUNDS=${3:-3}
+CLIENTS=${CLIENTS:-64}
+CONNECTIONS=${CONNECTIONS:-4}
+BASE_PORT=${BASE_PORT:-19500}
+WORK=$(mktemp -d /var/tmp/corum-protocols.XXXXXX)
+PIDS=()
+
+cleanup() {
+    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+# shellcheck source=lib/quorum.sh
+. "$(dirname "$0")/lib/quorum.sh"
+
+[ -x "$BIN" ] || { echo "no corum binary at $BIN (cargo build --release -p corum-tools)" >&2; exit 2; }
+
+echo "round protocol ops_per_sec p50_us p99_us node_cpu_us/op loadgen_cpu_us/op errors"
+for round in $(seq 1 "$ROUNDS"); do
+    for protocol in private kafka; do
+        tag=$protocol$round
+        start_quorum "$BIN" "$tag" kafka
+        before=$(cpu_of "${NODE_PIDS[@]}")
+        "$BIN" loadgen --bootstrap "$(cat "$WORK/$tag.bootstrap")" \
+            --kafka-bootstrap "$(cat "$WORK/$tag.kafka")" --protocol "$protocol" \
+            --workload topics --partitions 1 --clients "$CLIENTS" --connections "$CONNECTIONS" \
+            --duration "$SECONDS_PER_RUN" --raw-fsync-seconds 0 --raw-quorum-writers 0 \
+            --rtt-probes 0 --no-progress --json >"$WORK/$tag.json"
+        after=$(cpu_of "${NODE_PIDS[@]}")
+        python3 - "$round" "$protocol" "$WORK/$tag.json" "$before" "$after" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[3]))
+# The nodes' CPU over the whole run (brokers registering included) per acknowledged topic.
+node_us = (float(sys.argv[5]) - float(sys.argv[4])) * 1e6 / max(r["ops"], 1)
+kinds = "".join(f" {k}: {n}" for k, n in r["error_kinds"].items())
+print(f"{sys.argv[1]:>5} {sys.argv[2]:8} {r['ops_per_sec']:>11.0f} {r['p50_us']:>6} "
+      f"{r['p99_us']:>6} {node_us:>14.1f} {r.get('loadgen_cpu_us_per_op', 0):>17.1f} "
+      f"{r['errors']:>6}{kinds}")
+EOF
+        stop_quorum
+    done
+done
+python3 - "$WORK" "$ROUNDS" <<'EOF'
+import json, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+mean = {}
+for p in ("private", "kafka"):
+    runs = [json.load(open(f"{work}/{p}{r}.json"))["ops_per_sec"] for r in range(1, rounds + 1)]
+    mean[p] = sum(runs) / len(runs)
+    print(f"{p:8} mean {mean[p]:.0f} topics/s")
+print(f"ratio kafka / private: {mean['kafka'] / mean['private']:.2f}")
+EOF

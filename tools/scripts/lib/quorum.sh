@@ -1,0 +1,70 @@
+# Shared by the comparison scripts (sourced, not run): a static 3-voter quorum on loopback,
+# one unpinned shard per node, under $WORK (the caller creates and removes it), with ports
+# from $BASE_PORT; every pid it starts is appended to the caller's PIDS.
+
+# CPU seconds (user + system) of the given pids, from /proc/PID/stat.
+cpu_of() {
+    python3 - "$@" <<'EOF'
+import os, sys
+tick = os.sysconf("SC_CLK_TCK")
+total = 0
+for pid in sys.argv[1:]:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    total += int(fields[11]) + int(fields[12])
+print(total / tick)
+EOF
+}
+
+# start_quorum BIN TAG [kafka]: starts the quorum with BIN, waits for a leader (asking with
+# $DESCRIBE_BIN, default BIN), sets NODE_PIDS, writes the client listeners to
+# $WORK/TAG.bootstrap and, with `kafka`, a Kafka listener per node to $WORK/TAG.kafka.
+start_quorum() {
+    local bin=$1 tag=$2 kafka=${3:-} cid voters="" boot="" kafka_listeners=""
+    cid=$("$bin" random-uuid)
+    for i in 1 2 3; do
+        voters+="${voters:+,}$i@127.0.0.1:$((BASE_PORT + i))"
+        boot+="${boot:+,}127.0.0.1:$((BASE_PORT + 10 + i))"
+        kafka_listeners+="${kafka_listeners:+,}127.0.0.1:$((BASE_PORT + 20 + i))"
+    done
+    NODE_PIDS=()
+    for i in 1 2 3; do
+        local dir=$WORK/$tag/node$i listeners
+        listeners="CONTROLLER://127.0.0.1:$((BASE_PORT + i)),CLIENT://127.0.0.1:$((BASE_PORT + 10 + i))"
+        if [ -n "$kafka" ]; then
+            listeners+=",KAFKA://127.0.0.1:$((BASE_PORT + 20 + i))"
+        fi
+        mkdir -p "$dir"
+        cat >"$WORK/$tag/node$i.properties" <<EOF
+node.id=$i
+process.roles=controller
+listeners=$listeners
+controller.listener.names=CONTROLLER
+controller.quorum.voters=$voters
+metadata.log.dir=$dir/data
+corum.cores=0
+corum.no.pin=true
+EOF
+        "$bin" format --config "$WORK/$tag/node$i.properties" --cluster-id "$cid" >/dev/null
+        RUST_LOG=warn "$bin" run --config "$WORK/$tag/node$i.properties" >"$WORK/$tag/node$i.log" 2>&1 &
+        NODE_PIDS+=($!)
+        PIDS+=($!)
+    done
+    echo "$boot" >"$WORK/$tag.bootstrap"
+    if [ -n "$kafka" ]; then
+        echo "$kafka_listeners" >"$WORK/$tag.kafka"
+    fi
+    for _ in $(seq 1 200); do
+        if "${DESCRIBE_BIN:-$bin}" quorum describe --bootstrap "$boot" --status 2>/dev/null | grep -qi "leader"; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "no leader for $tag" >&2
+    exit 1
+}
+
+stop_quorum() {
+    for p in "${NODE_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${NODE_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+}
