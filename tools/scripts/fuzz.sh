@@ -6,9 +6,10 @@
 # than the per-input timeout); libFuzzer writes the input to fuzz/artifacts/kafka_listener/,
 # and `cargo test -p corum-kafka --test fuzz_corpus` replays it once it is fixed and kept.
 #
-#   tools/scripts/fuzz.sh [SECONDS]
+#   tools/scripts/fuzz.sh [--stable] [SECONDS]
 #
-# Environment:
+# --stable: the stable toolchain without a sanitizer (what the README's test command runs, for
+# a bounded time, on a machine that may have no nightly). Otherwise, from the environment:
 #   CORUM_FUZZ_TOOLCHAIN  rustup toolchain (default nightly: AddressSanitizer needs it)
 #   CORUM_FUZZ_SANITIZER  address (default) or none (no sanitizer; also builds on stable)
 #
@@ -17,14 +18,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-seconds="${1:-600}"
-target=kafka_listener
 toolchain="${CORUM_FUZZ_TOOLCHAIN:-nightly}"
 sanitizer="${CORUM_FUZZ_SANITIZER:-address}"
+if [ "${1:-}" = --stable ]; then
+    toolchain=stable
+    sanitizer=none
+    shift
+fi
+seconds="${1:-600}"
+target=kafka_listener
 
 case "$seconds" in
     '' | *[!0-9]*)
-        echo "usage: $0 [SECONDS]" >&2
+        echo "usage: $0 [--stable] [SECONDS]" >&2
         exit 2
         ;;
 esac

@@ -45,6 +45,7 @@ use glommio::net::{TcpListener, TcpStream};
 
 use crate::error::NodeError;
 use crate::forward::NodeBackend;
+use crate::rpc_server::accept;
 
 /// Settings of a [`KafkaServer`], derived from the node's configuration by
 /// [`crate::config::components::kafka_server`].
@@ -129,19 +130,7 @@ impl KafkaServer {
             default_timeout_ms: self.config.request_timeout_ms,
             served: corum_kafka::ServedApis::controller(),
         });
-        loop {
-            let stream = match shutdown.run_until(self.listener.accept()).await {
-                None => break,
-                Some(Ok(s)) => s,
-                Some(Err(e)) => {
-                    tracing::warn!(addr = %self.local, error = %e, "accept failed");
-                    let pause = glommio::timer::sleep(Duration::from_millis(10));
-                    if shutdown.run_until(pause).await.is_none() {
-                        break;
-                    }
-                    continue;
-                }
-            };
+        while let Some(stream) = accept(&self.listener, self.local, &shutdown).await {
             {
                 let mut stats = self.stats.borrow_mut();
                 if stats.open >= self.config.connections_max as u64 {

@@ -201,19 +201,7 @@ impl RpcServer {
             raft,
             stats: self.stats.clone(),
         });
-        loop {
-            let stream = match shutdown.run_until(self.listener.accept()).await {
-                None => break,
-                Some(Ok(s)) => s,
-                Some(Err(e)) => {
-                    tracing::warn!(addr = %self.local, error = %e, "accept failed");
-                    let pause = glommio::timer::sleep(Duration::from_millis(10));
-                    if shutdown.run_until(pause).await.is_none() {
-                        break;
-                    }
-                    continue;
-                }
-            };
+        while let Some(stream) = accept(&self.listener, self.local, &shutdown).await {
             {
                 let mut stats = self.stats.borrow_mut();
                 if stats.open >= shared.config.connections_max as u64 {
@@ -236,6 +224,26 @@ impl RpcServer {
         }
         let stats = *self.stats.borrow();
         stats
+    }
+}
+
+/// The next connection on `listener`, or `None` once `shutdown` fires. A failed accept (out
+/// of descriptors, a connection reset before it was taken) is logged and retried after a
+/// pause. The Kafka listener accepts the same way.
+pub(crate) async fn accept(
+    listener: &TcpListener,
+    local: SocketAddr,
+    shutdown: &ShutdownSignal,
+) -> Option<TcpStream> {
+    loop {
+        match shutdown.run_until(listener.accept()).await? {
+            Ok(stream) => return Some(stream),
+            Err(e) => {
+                tracing::warn!(addr = %local, error = %e, "accept failed");
+                let pause = glommio::timer::sleep(Duration::from_millis(10));
+                shutdown.run_until(pause).await?;
+            }
+        }
     }
 }
 

@@ -207,6 +207,27 @@ fn spread(
         .collect()
 }
 
+/// Sends `body`, an alter of `count` resources (nothing when none), and returns the
+/// controller's answer per resource.
+async fn send_alter<B: Backend>(
+    ctx: &ListenerContext,
+    backend: &B,
+    body: RequestBody,
+    count: usize,
+) -> Result<Vec<(ConfigResource, Result<(), ApiError>)>, KafkaError> {
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    call(backend, body, ctx.default_timeout_ms, |r| match r {
+        ResponseBody::IncrementalAlterConfigs(r) | ResponseBody::AlterConfigs(r) => {
+            Some(r.resources)
+        }
+        _ => None,
+    })
+    .await
+    .map_err(|e| KafkaError::rpc(&e))
+}
+
 /// The response row of one altered resource.
 fn row(error: Option<KafkaError>) -> (i16, Option<StrBytes>) {
     match error {
@@ -242,24 +263,12 @@ pub async fn incremental_alter_configs<B: Backend>(
             Ok(())
         })
         .collect();
-    let answers = if resources.is_empty() {
-        Ok(Vec::new())
-    } else {
-        call(
-            backend,
-            RequestBody::IncrementalAlterConfigs(CorumIncremental {
-                resources,
-                validate_only: request.validate_only,
-            }),
-            ctx.default_timeout_ms,
-            |r| match r {
-                ResponseBody::IncrementalAlterConfigs(r) => Some(r.resources),
-                _ => None,
-            },
-        )
-        .await
-        .map_err(|e| KafkaError::rpc(&e))
-    };
+    let count = resources.len();
+    let body = RequestBody::IncrementalAlterConfigs(CorumIncremental {
+        resources,
+        validate_only: request.validate_only,
+    });
+    let answers = send_alter(ctx, backend, body, count).await;
     let responses = request
         .resources
         .iter()
@@ -304,24 +313,12 @@ pub async fn alter_configs<B: Backend>(
             Ok(())
         })
         .collect();
-    let answers = if resources.is_empty() {
-        Ok(Vec::new())
-    } else {
-        call(
-            backend,
-            RequestBody::AlterConfigs(CorumAlterConfigs {
-                resources,
-                validate_only: request.validate_only,
-            }),
-            ctx.default_timeout_ms,
-            |r| match r {
-                ResponseBody::AlterConfigs(r) => Some(r.resources),
-                _ => None,
-            },
-        )
-        .await
-        .map_err(|e| KafkaError::rpc(&e))
-    };
+    let count = resources.len();
+    let body = RequestBody::AlterConfigs(CorumAlterConfigs {
+        resources,
+        validate_only: request.validate_only,
+    });
+    let answers = send_alter(ctx, backend, body, count).await;
     let responses = request
         .resources
         .iter()
