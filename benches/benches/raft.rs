@@ -63,6 +63,7 @@ impl MemCluster {
                     snapshot: None,
                     log: vec![],
                     bootstrap_voters: voters.clone(),
+                    kraft_version: 1,
                 };
                 RaftCore::new(config.clone(), key(i), vec![], restore, u64::from(i), 0).unwrap()
             })

@@ -26,6 +26,9 @@ pub enum VoterChangeError {
     WouldBeEmpty,
     /// Leadership was lost before the change committed; it may or may not commit.
     LeadershipLost,
+    /// The quorum is static (`kraft.version` 0): its voters are `controller.quorum.voters`.
+    /// Appended last: the variant order is the wire format.
+    StaticQuorum,
 }
 
 impl std::fmt::Display for VoterChangeError {

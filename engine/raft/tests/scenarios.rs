@@ -4,7 +4,8 @@
 //! output; review the diff like code.
 //!
 //! Commands:
-//! - `cluster voters=N [observers=N] [seed=N]`: a new cluster (prints status)
+//! - `cluster voters=N [observers=N] [seed=N] [static]`: a new cluster (prints status); `static`:
+//!   `kraft.version` 0, the voters fixed by configuration
 //! - `run ms=N [trace]`: advance the clock N ms (optionally print every delivered message)
 //! - `status`: one line per node
 //! - `campaign N`, `resign N`, `crash N`, `restart N [gen=G]`, `isolate N`, `heal`, `snapshot N`
@@ -103,7 +104,11 @@ impl Harness {
                 let voters = arg(args, "voters").map_or(3, |v| v.parse().unwrap());
                 let observers = arg(args, "observers").map_or(0, |v| v.parse().unwrap());
                 let seed = arg(args, "seed").map_or(1, |v| v.parse().unwrap());
-                let c = Cluster::new(ClusterSpec::new(seed, voters, observers)).unwrap();
+                let mut spec = ClusterSpec::new(seed, voters, observers);
+                if args.contains(&"static") {
+                    spec.kraft_version = 0;
+                }
+                let c = Cluster::new(spec).unwrap();
                 let s = status(&c);
                 self.cluster = Some(c);
                 s
@@ -370,6 +375,11 @@ scenario!(
     update_voter,
     "update_voter.txt",
     "A voter restarted with a new endpoint sends UpdateVoter; the leader records it (same voters)."
+);
+scenario!(
+    static_quorum,
+    "static_quorum.txt",
+    "A static quorum (kraft.version 0) never changes its voters: a voter restarted with another endpoint sends no UpdateVoter, and the leader refuses AddVoter and RemoveVoter."
 );
 scenario!(
     graceful_resign,

@@ -70,6 +70,9 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
                     h.attributes.is_control(),
                     h.crc32c
                 );
+                if h.attributes.is_control() {
+                    println!("{:>16}{}", "", control_records(&seg.path, *pos, h));
+                }
             }
         }
         batches += seg.batches.len();
@@ -93,4 +96,62 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         anyhow::bail!("{corrupt} corrupt segment(s) in {}", args.dir.display());
     }
     Ok(())
+}
+
+/// What a control batch holds (Raft's own records: LeaderChange, Voters, KRaftVersion), one
+/// line, read from the segment at `position` (the frame passed its checksum in the scan).
+fn control_records(
+    segment: &std::path::Path,
+    position: u64,
+    header: &corum_engine::record::BatchHeader,
+) -> String {
+    use corum_raft::control::ControlRecord;
+    use std::io::{Read, Seek, SeekFrom};
+    let start = position + corum_engine::record::HEADER_BYTES as u64;
+    let mut payload = vec![0u8; header.payload_len()];
+    let read = std::fs::File::open(segment).and_then(|mut f| {
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(&mut payload)
+    });
+    if let Err(e) = read {
+        return format!("(control records unreadable: {e})");
+    }
+    let records = match corum_raft::control::decode(&payload) {
+        Ok(r) => r,
+        Err(e) => return format!("(control records undecodable: {e})"),
+    };
+    let shown: Vec<String> = records
+        .iter()
+        .map(|r| match r {
+            ControlRecord::LeaderChange(l) => format!(
+                "LeaderChange(epoch {}, leader {}, granted by {:?})",
+                l.epoch.0,
+                l.leader.0,
+                l.granted_by.iter().map(|n| n.0).collect::<Vec<_>>()
+            ),
+            ControlRecord::Voters(v) => {
+                let voters: Vec<String> = v
+                    .voters
+                    .voters()
+                    .iter()
+                    .map(|voter| {
+                        let endpoints: Vec<String> = voter
+                            .endpoints
+                            .iter()
+                            .map(|e| format!("{}://{}:{}", e.listener, e.host, e.port))
+                            .collect();
+                        format!(
+                            "{}:{} {}",
+                            voter.key.id.0,
+                            voter.key.directory_id,
+                            endpoints.join(",")
+                        )
+                    })
+                    .collect();
+                format!("Voters[{}]", voters.join("; "))
+            }
+            ControlRecord::KRaftVersion(k) => format!("KRaftVersion({})", k.version),
+        })
+        .collect();
+    shown.join(" ")
 }

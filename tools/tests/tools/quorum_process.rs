@@ -1293,3 +1293,50 @@ async fn unfenced_broker(
         .unwrap();
     (client, follower, session)
 }
+
+/// Regression (#15): in a static quorum, a voter whose controller listener is written
+/// differently from its `controller.quorum.voters` entry (bound to `0.0.0.0` here) leaves the
+/// voter set alone. Before, it sent UpdateVoter as a follower and the leader committed a
+/// VotersRecord naming the wildcard, which replaced the configured voters on every node.
+#[test]
+fn a_static_voter_on_a_wildcard_listener_leaves_the_voter_set_alone() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = start_cluster(tmp.path(), &[]);
+    let (l, _) = leader(&c, &c.ids());
+    let f = c.ids().into_iter().find(|&id| id != l).unwrap();
+    c.terminate(f, Duration::from_secs(10)).unwrap();
+    let raft = c.node(f).raft;
+    let config = c.node(f).config.clone();
+    let text = std::fs::read_to_string(&config).unwrap();
+    let bound = text.replace(
+        &format!("CONTROLLER://{raft}"),
+        &format!("CONTROLLER://0.0.0.0:{}", raft.port()),
+    );
+    assert_ne!(bound, text);
+    std::fs::write(&config, bound).unwrap();
+    if let Err(e) = c.start(f) {
+        panic!("restarting node {f}: {e:#}\n{}", logs(&c));
+    }
+    // A follower sends UpdateVoter at its first fetch; give it a few seconds and a write.
+    let out = spawn_loadgen(
+        &c.bootstrap(),
+        &["--workload", "configs", "--clients", "4", "--duration", "3"],
+    )
+    .wait(Duration::from_secs(60));
+    assert!(out.status.success(), "{}", logs(&c));
+    let (l, _) = leader(&c, &c.ids());
+    let dump = corum(
+        &["dump-log", "--dir", c.node(l).data.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    let text = String::from_utf8_lossy(&dump.stdout);
+    assert!(
+        dump.status.success() && text.contains("LeaderChange("),
+        "{text}"
+    );
+    assert!(
+        !text.contains("Voters["),
+        "a static quorum's log holds a VotersRecord:\n{text}"
+    );
+}

@@ -287,6 +287,9 @@ pub struct RaftReplica {
     /// The dynamic quorum's bootstrap checkpoint (kraft.version 1), or
     /// `controller.quorum.voters` (kraft.version 0).
     pub bootstrap_voters: VoterSet,
+    /// KIP-853's `kraft.version`: 1 with the bootstrap checkpoint's voters, 0 with
+    /// `controller.quorum.voters` (the voter set never changes: [`corum_raft::Restore`]).
+    pub kraft_version: u16,
 }
 
 /// This replica for a formatted node: the voter set from the dynamic quorum's `bootstrap`
@@ -311,6 +314,7 @@ pub fn raft_replica(
         Uuid::ZERO
     };
     let (me, endpoints) = local_replica(config, directory_id);
+    let kraft_version = u16::from(dynamic.is_some());
     let bootstrap_voters = match dynamic {
         Some(v) => v,
         None => static_voter_set(config)?,
@@ -319,6 +323,7 @@ pub fn raft_replica(
         me,
         endpoints,
         bootstrap_voters,
+        kraft_version,
     })
 }
 
@@ -333,6 +338,7 @@ pub fn raft_driver(config: &NodeConfig, replica: RaftReplica) -> Result<RaftDriv
         me,
         endpoints,
         bootstrap_voters,
+        kraft_version,
     } = replica;
     Ok(RaftDriverConfig {
         data_dir: config.metadata_log_dir.clone(),
@@ -340,6 +346,7 @@ pub fn raft_driver(config: &NodeConfig, replica: RaftReplica) -> Result<RaftDriv
         me,
         endpoints,
         bootstrap_voters,
+        kraft_version,
         listener_name: config.controller_listener().name.clone(),
         log: log(config)?,
         tick_interval_ms: RAFT_TICK_INTERVAL_MS,
@@ -1229,6 +1236,7 @@ mod tests {
         let d = raft_driver(&c, raft_replica(&c, Uuid([2; 16]), None).unwrap()).unwrap();
         assert_eq!(d.me.id, NodeId(2));
         assert_eq!(d.me.directory_id, Uuid::ZERO);
+        assert_eq!(d.kraft_version, 0, "a static quorum's voters never change");
         assert!(d.bootstrap_voters.contains_key(&d.me));
         assert_eq!(d.endpoints[0].host, "127.0.0.2");
         assert_eq!(d.listener_name, "CONTROLLER");
@@ -1267,12 +1275,14 @@ mod tests {
             vec![NodeId(2), NodeId(5)]
         );
         assert_eq!(r.me.directory_id, Uuid([2; 16]));
+        assert_eq!(r.kraft_version, 1);
         let static_one = BootstrapVoters {
             kraft_version: 0,
             voters: vec![],
         };
         let r = raft_replica(&c, Uuid([2; 16]), Some(&static_one)).unwrap();
         assert_eq!(r.bootstrap_voters.len(), 3);
+        assert_eq!(r.kraft_version, 0);
         let twice = BootstrapVoters {
             kraft_version: 1,
             voters: vec![voter(2), voter(2)],

@@ -145,6 +145,7 @@ impl<D: Disk> DriverCore<D> {
                 snapshot: snapshot.clone(),
                 log: restored,
                 bootstrap_voters: config.bootstrap_voters.clone(),
+                kraft_version: config.kraft_version,
             },
             config.seed,
             now_ms,

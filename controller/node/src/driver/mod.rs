@@ -136,6 +136,8 @@ pub struct RaftDriverConfig {
     /// The voter set before any VotersRecord: [`crate::config::components::static_voter_set`] or
     /// [`crate::raft_config::bootstrap_voter_set`].
     pub bootstrap_voters: VoterSet,
+    /// KIP-853's `kraft.version` ([`corum_raft::Restore::kraft_version`]).
+    pub kraft_version: u16,
     /// The listener name under which voters publish the endpoint peers connect to.
     pub listener_name: String,
     pub log: LogConfig,

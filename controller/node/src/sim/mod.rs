@@ -916,6 +916,7 @@ pub(crate) fn node_configs(
         me: replica_key(id),
         endpoints: vec![endpoint(id)],
         bootstrap_voters: voters.clone(),
+        kraft_version: 1,
     };
     let mut driver = components::raft_driver(&node, replica).map_err(|e| e.to_string())?;
     driver.raft = corum_raft::Config {

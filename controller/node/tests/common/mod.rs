@@ -216,6 +216,7 @@ pub fn driver_config(id: u32, dir: &Path, addr: SocketAddr, voters: &VoterSet) -
         me: key(id),
         endpoints: vec![endpoint(addr)],
         bootstrap_voters: voters.clone(),
+        kraft_version: 1,
     };
     let mut config = components::raft_driver(&node, replica).unwrap();
     config.raft = raft_config();

@@ -122,6 +122,7 @@ fn three_cores_elect_a_leader_and_replicate_over_tcp() {
                     snapshot: None,
                     log: vec![],
                     bootstrap_voters: voters.clone(),
+                    kraft_version: 1,
                 },
                 u64::from(id),
                 0,

@@ -60,6 +60,9 @@ impl RaftCore {
         let State::Leader(ls) = &self.state else {
             return Err(VoterChangeError::NotLeader);
         };
+        if self.kraft_version == 0 {
+            return Err(VoterChangeError::StaticQuorum);
+        }
         if ls.pending_change.is_some() {
             return Err(VoterChangeError::ChangePending);
         }

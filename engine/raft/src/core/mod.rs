@@ -103,6 +103,11 @@ pub struct Restore {
     /// The voter set before any snapshot or VotersRecord: the static quorum configuration or the
     /// bootstrap checkpoint written by `format`.
     pub bootstrap_voters: VoterSet,
+    /// KIP-853's `kraft.version`: 0 for a static quorum (`controller.quorum.voters`; the voter
+    /// set is `bootstrap_voters`, always: voter changes are refused, followers send no
+    /// UpdateVoter, and a VotersRecord in the log or snapshot is ignored), 1 for a dynamic one
+    /// (the bootstrap checkpoint's voters, then every VotersRecord).
+    pub kraft_version: u16,
 }
 
 /// The role of a replica, for status output.
@@ -360,6 +365,8 @@ pub struct RaftCore {
     /// Voter sets by the offset of the record that set them; the first is the base (bootstrap
     /// or snapshot). Truncation pops, compaction folds into the base.
     pub(crate) voters: Vec<(LogOffset, VoterSet)>,
+    /// KIP-853's `kraft.version` ([`Restore::kraft_version`]).
+    pub(crate) kraft_version: u16,
     pub(crate) durable_end: LogOffset,
     pub(crate) hwm: LogOffset,
     pub(crate) snapshot: Option<Snapshot>,
@@ -391,10 +398,11 @@ impl RaftCore {
             },
             |s| s.id,
         );
-        let base_voters = restore
-            .snapshot
-            .as_ref()
-            .map_or(restore.bootstrap_voters.clone(), |s| s.voters.clone());
+        let dynamic = restore.kraft_version >= 1;
+        let base_voters = match &restore.snapshot {
+            Some(s) if dynamic => s.voters.clone(),
+            _ => restore.bootstrap_voters.clone(),
+        };
         let mut log = LogIndex::new(start);
         let mut voters = vec![(start.end_offset, base_voters)];
         for b in restore.log {
@@ -416,7 +424,9 @@ impl RaftCore {
                 })?;
                 for r in control::decode(p)? {
                     if let ControlRecord::Voters(v) = r {
-                        voters.push((b.base_offset, v.voters));
+                        if dynamic {
+                            voters.push((b.base_offset, v.voters));
+                        }
                     }
                 }
             }
@@ -445,6 +455,7 @@ impl RaftCore {
             },
             log,
             voters,
+            kraft_version: restore.kraft_version,
             durable_end: end,
             hwm: start.end_offset,
             snapshot: restore.snapshot,
@@ -1003,8 +1014,11 @@ impl RaftCore {
         if let Ok(records) = control::decode(&b.payload) {
             for r in records {
                 if let ControlRecord::Voters(v) = r {
-                    self.voters.push((b.base_offset, v.voters));
-                    self.on_voter_set_changed();
+                    // A static quorum's voters are its configuration's (see `Restore`).
+                    if self.kraft_version >= 1 {
+                        self.voters.push((b.base_offset, v.voters));
+                        self.on_voter_set_changed();
+                    }
                 }
             }
         }
@@ -1124,11 +1138,17 @@ mod tests {
     }
 
     fn core(id: u32, n: u32, log: Vec<RestoredBatch>) -> RaftCore {
+        core_of(id, n, log, 1)
+    }
+
+    /// Replica `id` of `n` voters at `kraft_version` (0: a static quorum).
+    fn core_of(id: u32, n: u32, log: Vec<RestoredBatch>, kraft_version: u16) -> RaftCore {
         let restore = Restore {
             quorum_state: QuorumStateRecord::default(),
             snapshot: None,
             log,
             bootstrap_voters: voters(n),
+            kraft_version,
         };
         RaftCore::new(
             Config::default(),
@@ -1255,6 +1275,30 @@ mod tests {
             ref other => panic!("{other:?}"),
         }
         c.check_invariants();
+    }
+
+    /// A static quorum's voters are its configuration's: a VotersRecord in its log (an older
+    /// build let a follower's UpdateVoter commit one) is ignored on restart, while a dynamic
+    /// quorum's replica takes it.
+    #[test]
+    fn a_static_quorum_ignores_voters_records_in_its_log() {
+        let record = control::ControlRecord::Voters(control::VotersRecord {
+            version: 0,
+            voters: voters(2),
+        });
+        let payload = control::encode(vec![record]);
+        let restored = RestoredBatch {
+            base_offset: LogOffset(0),
+            epoch: Epoch(1),
+            record_count: 1,
+            control: true,
+            payload_bytes: payload.len(),
+            payload: Some(payload),
+        };
+        let fixed = core_of(1, 3, vec![restored.clone()], 0);
+        assert_eq!(fixed.voter_set(), &voters(3));
+        let dynamic = core_of(1, 3, vec![restored], 1);
+        assert_eq!(dynamic.voter_set(), &voters(2));
     }
 
     /// A restored log without payloads makes the new leader ask the driver to read batches

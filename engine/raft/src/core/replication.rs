@@ -524,7 +524,9 @@ impl RaftCore {
                     >= self.config.fetch_wait_max_ms + self.config.request_timeout_ms
             }
         };
+        // A static quorum's voters are configured, never updated (see `Restore`).
         let update_due = is_voter
+            && self.kraft_version >= 1
             && now >= f.update_voter_at_ms
             && my_endpoints.as_ref() != Some(&self.endpoints);
         if update_due {

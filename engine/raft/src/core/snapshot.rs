@@ -323,6 +323,7 @@ mod tests {
             snapshot: None,
             log: vec![],
             bootstrap_voters: voters(),
+            kraft_version: 1,
         };
         let mut c = RaftCore::new(Config::default(), key(ME), vec![], restore, 7, 0).unwrap();
         let answer = |result| {

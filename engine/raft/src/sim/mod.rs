@@ -95,6 +95,8 @@ pub struct ClusterSpec {
     pub fsync_delay_ms: (u64, u64),
     /// Step granularity: every node is ticked this often.
     pub tick_ms: u64,
+    /// KIP-853's `kraft.version` of the quorum (1, dynamic, unless a test sets 0).
+    pub kraft_version: u16,
 }
 
 impl ClusterSpec {
@@ -127,6 +129,7 @@ impl ClusterSpec {
             net: NetFaults::reliable(1),
             fsync_delay_ms: (1, 1),
             tick_ms: 5,
+            kraft_version: 1,
         }
     }
 }
@@ -276,6 +279,7 @@ impl Cluster {
             snapshot: node.disk.snapshot.clone(),
             log,
             bootstrap_voters: self.bootstrap.clone(),
+            kraft_version: self.spec.kraft_version,
         };
         let core = RaftCore::new(
             self.spec.raft.clone(),
