@@ -36,10 +36,12 @@
 //! [`RpcServer::set_client_endpoints`] names one for that node id; otherwise the hint passes
 //! unchanged (a deployment where clients and Raft share the listener needs no map).
 //!
+//! The voter changes (AddVoter, RemoveVoter, UpdateVoter) go to the leader's Raft core as an
+//! admin's ([`RaftHandle::voter_change`]) and are answered once the new voter set commits; the
+//! driver links to a voter the set gains.
+//!
 //! # Not yet
 //!
-//! - The voter changes (AddVoter, RemoveVoter, UpdateVoter) are answered `NotImplemented`
-//!   naming the API: a voter added at run time would also need a peer link.
 //! - A node knows only its own client endpoint: a `NotController` hint names any other leader
 //!   by its Raft endpoint, so clients find it among their bootstrap servers (see
 //!   `corum_client::ControllerClient`).
@@ -412,6 +414,24 @@ async fn handle(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
                 let timeout_ms = effective_timeout_ms(frame.timeout_ms);
                 observer(shared, raft, Message::FetchSnapshot(fetch), timeout_ms).await
             }
+            RequestBody::AddVoter(r) => {
+                let timeout_ms = effective_timeout_ms(frame.timeout_ms);
+                voter_change(shared, raft, Message::AddVoter(r), timeout_ms)
+                    .await
+                    .map(ResponseBody::AddVoter)
+            }
+            RequestBody::RemoveVoter(r) => {
+                let timeout_ms = effective_timeout_ms(frame.timeout_ms);
+                voter_change(shared, raft, Message::RemoveVoter(r), timeout_ms)
+                    .await
+                    .map(ResponseBody::RemoveVoter)
+            }
+            RequestBody::UpdateVoter(r) => {
+                let timeout_ms = effective_timeout_ms(frame.timeout_ms);
+                voter_change(shared, raft, Message::UpdateVoter(r), timeout_ms)
+                    .await
+                    .map(ResponseBody::UpdateVoter)
+            }
             body => Err(RpcError::NotImplemented {
                 api: body.kind().into(),
             }),
@@ -451,17 +471,8 @@ async fn observer(
     message: Message,
     timeout_ms: u64,
 ) -> Result<ResponseBody, RpcError> {
-    let status = raft.status();
-    if status.raft.role != corum_raft::Role::Leader {
-        return Err(RpcError::NotController {
-            leader: status.raft.leader.and_then(|id| {
-                shared
-                    .client_endpoints
-                    .get(&id)
-                    .or_else(|| shared.raft_endpoints.get(&id))
-                    .cloned()
-            }),
-        });
+    if let Some(e) = not_leader(shared, raft) {
+        return Err(e);
     }
     let wait = glommio::timer::sleep(Duration::from_millis(timeout_ms));
     let answer = futures_lite::future::or(
@@ -486,6 +497,48 @@ async fn observer(
             replica_id: id,
             reason: reason.into(),
         }),
+        Some(Err(_)) => Err(RpcError::NotController { leader: None }),
+    }
+}
+
+/// `NotController` (naming the leader when this node knows one) unless this node leads.
+fn not_leader(shared: &Shared, raft: &RaftHandle) -> Option<RpcError> {
+    let status = raft.status();
+    (status.raft.role != corum_raft::Role::Leader).then(|| RpcError::NotController {
+        leader: status.raft.leader.and_then(|id| {
+            shared
+                .client_endpoints
+                .get(&id)
+                .or_else(|| shared.raft_endpoints.get(&id))
+                .cloned()
+        }),
+    })
+}
+
+/// An admin's AddVoter, RemoveVoter or UpdateVoter, served by the leader's Raft core
+/// ([`RaftHandle::voter_change`]): answered once the new voter set commits, or with the
+/// core's refusal in the response. A non-leader answers `NotController`; no answer within
+/// `timeout_ms` is `Timeout` (the change may still commit: describe the quorum to see).
+async fn voter_change(
+    shared: &Shared,
+    raft: &RaftHandle,
+    message: Message,
+    timeout_ms: u64,
+) -> Result<corum_raft::message::VoterChangeResponse, RpcError> {
+    if let Some(e) = not_leader(shared, raft) {
+        return Err(e);
+    }
+    let answer =
+        futures_lite::future::or(async { Some(raft.voter_change(message).await) }, async {
+            glommio::timer::sleep(Duration::from_millis(timeout_ms)).await;
+            None
+        })
+        .await;
+    match answer {
+        None => Err(RpcError::Timeout {
+            timeout_ms: u32::try_from(timeout_ms).unwrap_or(u32::MAX),
+        }),
+        Some(Ok(r)) => Ok(r),
         Some(Err(_)) => Err(RpcError::NotController { leader: None }),
     }
 }

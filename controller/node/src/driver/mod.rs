@@ -181,8 +181,13 @@ impl RaftDriverConfig {
     }
 }
 
-/// A Raft request of a client that is not a peer (an observer's Fetch or FetchSnapshot),
-/// stepped into the core from `from`; the core's answer addressed to `from` comes back.
+/// Node ids an admin's voter changes are stepped into the core from, one per call (from the
+/// top down): no controller or broker takes ids this high.
+pub const ADMIN_IDS: std::ops::RangeInclusive<u32> = (u32::MAX - (1 << 20))..=u32::MAX;
+
+/// A Raft request of a client that is not a peer (an observer's Fetch or FetchSnapshot, an
+/// admin's voter change), stepped into the core from `from`; the core's answer addressed to
+/// `from` comes back.
 pub(crate) struct ObserverRequest {
     from: NodeId,
     message: corum_raft::Message,
@@ -202,6 +207,8 @@ pub struct RaftHandle {
     calls: Rc<LocalSender<IncomingCall>>,
     call_table: CallTable,
     observers: Rc<LocalSender<ObserverRequest>>,
+    /// The next id an admin's voter change is stepped from ([`RaftHandle::voter_change`]).
+    next_admin_id: Rc<Cell<u32>>,
     status: Rc<RefCell<DriverStatus>>,
     service_status: Rc<RefCell<crate::port::ServiceStatus>>,
     watchers: StatusWatchers,
@@ -262,6 +269,47 @@ impl RaftHandle {
             .await
             .map_err(|_| DriverError::Stopped)?;
         answer.recv().await.ok_or(DriverError::Stopped)?
+    }
+
+    /// Steps an admin's `AddVoter`, `RemoveVoter` or `UpdateVoter` into the core and returns
+    /// its answer: once the new voter set commits, or the refusal (KIP-853's checks; a static
+    /// quorum refuses every change). Each call is stepped from an id of its own in
+    /// [`ADMIN_IDS`], so its answer comes back to it alone. The caller bounds the wait: a
+    /// leader that loses its epoch answers `LeadershipLost`, one that stops answers nothing.
+    pub async fn voter_change(
+        &self,
+        message: corum_raft::Message,
+    ) -> Result<corum_raft::message::VoterChangeResponse> {
+        if !matches!(
+            message,
+            corum_raft::Message::AddVoter(_)
+                | corum_raft::Message::RemoveVoter(_)
+                | corum_raft::Message::UpdateVoter(_)
+        ) {
+            return Err(DriverError::ObserverRefused {
+                id: NodeId(0),
+                reason: "not a voter change",
+            });
+        }
+        let id = self.next_admin_id.get();
+        self.next_admin_id.set(if id == *ADMIN_IDS.start() {
+            *ADMIN_IDS.end()
+        } else {
+            id - 1
+        });
+        let (reply, answer) = local_channel::new_bounded(1);
+        self.observers
+            .send(ObserverRequest {
+                from: NodeId(id),
+                message,
+                reply,
+            })
+            .await
+            .map_err(|_| DriverError::Stopped)?;
+        match answer.recv().await.ok_or(DriverError::Stopped)?? {
+            corum_raft::Message::VoterChangeResponse(r) => Ok(r),
+            _ => Err(DriverError::Stopped),
+        }
     }
 
     /// The latest status (updated after every round of the loop).
@@ -331,6 +379,8 @@ pub struct RaftDriver<D: Disk = UringDisk> {
     snapshot_offers: LocalReceiver<SnapshotOffer>,
     /// Observers waiting for the core's answer, by replica id.
     observer_waits: BTreeMap<NodeId, LocalSender<Result<corum_raft::Message>>>,
+    /// The voter set the network has links for (see [`RaftDriver::link_new_voters`]).
+    linked_voters: corum_raft::VoterSet,
     /// The service's end of the port talks to these; taken by `run`.
     link: Option<Link>,
     /// Where committed batches, refusals and the status go.
@@ -393,6 +443,7 @@ impl<D: Disk> RaftDriver<D> {
         let listener = config.listener_name.clone();
         let (core, recovered) = DriverCore::recover(disk, config, 0).await?;
         network.add_voters(core.raft().voter_set(), &listener)?;
+        let linked_voters = core.raft().voter_set().clone();
         let queued_to = network
             .peers()
             .into_iter()
@@ -417,6 +468,7 @@ impl<D: Disk> RaftDriver<D> {
             calls: Rc::new(call_tx),
             call_table: call_table.clone(),
             observers: Rc::new(observer_tx),
+            next_admin_id: Rc::new(Cell::new(*ADMIN_IDS.end())),
             status: status.clone(),
             service_status: service_status.clone(),
             watchers: Rc::default(),
@@ -442,6 +494,7 @@ impl<D: Disk> RaftDriver<D> {
             observers,
             snapshot_offers,
             observer_waits: BTreeMap::new(),
+            linked_voters,
             link: Some(link),
             to_service: Rc::new(to_service),
             calls: call_table,
@@ -646,7 +699,17 @@ impl<D: Disk> RaftDriver<D> {
 
     /// Steps an observer's request into the core (see [`RaftHandle::observer_request`]).
     fn step_observer(&mut self, r: ObserverRequest) {
-        if let Err(reason) = self.core.observer_allowed(r.from) {
+        let fetch = matches!(
+            r.message,
+            corum_raft::Message::Fetch(_) | corum_raft::Message::FetchSnapshot(_)
+        );
+        if let Err(reason) = self.core.observer_allowed(r.from).and_then(|()| {
+            if fetch == ADMIN_IDS.contains(&r.from.0) {
+                Err("uses an id reserved for admin requests")
+            } else {
+                Ok(())
+            }
+        }) {
             let _ = r
                 .reply
                 .try_send(Err(DriverError::ObserverRefused { id: r.from, reason }));
@@ -660,11 +723,13 @@ impl<D: Disk> RaftDriver<D> {
     /// Queues each message on its peer's link (a full queue drops it: Raft resends); an
     /// answer to a waiting observer goes to it instead.
     fn send_messages(&mut self, messages: Vec<(NodeId, corum_raft::Message)>) {
+        self.link_new_voters();
         for (to, message) in messages {
             if matches!(
                 message,
                 corum_raft::Message::FetchResponse(_)
                     | corum_raft::Message::FetchSnapshotResponse(_)
+                    | corum_raft::Message::VoterChangeResponse(_)
             ) {
                 if let Some(reply) = self.observer_waits.remove(&to) {
                     let _ = reply.try_send(Ok(message));
@@ -675,6 +740,29 @@ impl<D: Disk> RaftDriver<D> {
                 Ok(()) => *self.queued_to.entry(to).or_default() += 1,
                 Err(e) => tracing::debug!(%to, error = %e, "raft message dropped"),
             }
+        }
+    }
+
+    /// Opens a link to every voter the voter set gained since the last call (a VotersRecord
+    /// appended or replicated, a snapshot installed), before the messages to it go out. Links
+    /// to removed voters stay: a removed voter may still fetch, and be added again.
+    fn link_new_voters(&mut self) {
+        let voters = self.core.raft().voter_set();
+        if *voters == self.linked_voters {
+            return;
+        }
+        self.linked_voters = voters.clone();
+        let listener = self.core.config().listener_name.clone();
+        match self.network.add_voters(&self.linked_voters, &listener) {
+            Ok(added) if !added.is_empty() => {
+                for id in &added {
+                    let s = self.network.peer_stats(*id).expect("a new link has stats");
+                    self.queued_to.insert(*id, resolved(&s) + s.queued as u64);
+                }
+                tracing::info!(?added, "linked to new voters");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot link to a new voter"),
         }
     }
 

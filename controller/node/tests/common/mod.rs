@@ -367,6 +367,8 @@ pub async fn start_controller_node_tweaked(
 pub struct RpcNode {
     pub id: u32,
     pub rpc_addr: SocketAddr,
+    /// Where its Raft listener is (its voter endpoint).
+    pub raft_addr: SocketAddr,
     /// The driver and the service (`raft`, `service`, `stop` read through `Deref`).
     pub node: ControllerNode,
     pub rpc_run: glommio::task::JoinHandle<corum_node::RpcServerStats>,
@@ -389,12 +391,14 @@ impl RpcNode {
         rpc: corum_node::RpcServer,
         controller: corum_controller::ControllerConfig,
     ) -> RpcNode {
+        let raft_addr = net.0.local_addr();
         let n = start_controller_node_with(id, dir, net, voters, true, controller).await;
         let rpc_addr = rpc.local_addr();
         let rpc_run = glommio::spawn_local(rpc.run(n.raft.clone(), n.stop.clone())).detach();
         RpcNode {
             id,
             rpc_addr,
+            raft_addr,
             node: n,
             rpc_run,
         }

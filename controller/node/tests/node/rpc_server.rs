@@ -68,7 +68,8 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
     // garbage mid-stream is closed while the client keeps working; an oversized frame is
     // answered RequestTooLarge and closed; a malformed payload in an intact frame is answered
     // Malformed with its correlation id and its connection keeps serving; a voter change is
-    // answered NotImplemented naming it; an answer above the response limit is replaced by
+    // refused by the leader's Raft core with its reason; an answer above the response limit
+    // is replaced by
     // ResponseTooLarge.
     on_executor("rpc-server-test", TEST_DEADLINE, || async {
         let tmp = tempfile::tempdir().unwrap();
@@ -126,8 +127,8 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
         );
         assert_eq!(client.addr(), leader.rpc_addr);
 
-        // The voter changes are not served yet: NotImplemented names the API, and the
-        // connection keeps serving.
+        // A voter change reaches the leader's Raft core: adding a replica that never fetched
+        // is refused with KIP-853's reason, and the connection keeps serving.
         let add_voter = RequestBody::AddVoter(corum_raft::message::AddVoterRequest {
             request_id: 1,
             voter: corum_raft::Voter {
@@ -138,12 +139,12 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
                 endpoints: vec![],
             },
         });
-        assert_eq!(
-            client.call(add_voter, CALL_TIMEOUT).await,
-            Err(RpcConnectionError::Rpc(RpcError::NotImplemented {
-                api: "AddVoter".into()
-            }))
-        );
+        match client.call(add_voter, CALL_TIMEOUT).await {
+            Ok(ResponseBody::AddVoter(r)) => {
+                assert_eq!(r.result, Err(corum_raft::VoterChangeError::NotCaughtUp));
+            }
+            other => panic!("AddVoter answered {other:?}"),
+        }
 
         // DescribeQuorum is answered from the driver's status.
         match client.call(RequestBody::DescribeQuorum, CALL_TIMEOUT).await {
@@ -631,5 +632,135 @@ fn observers_fetch_the_log_from_the_leader_over_rpc() {
         for n in nodes {
             n.stop().await;
         }
+    });
+}
+
+/// A cluster-default broker config write (commits like any write; needs no topic).
+fn set_cluster_default(value: u64) -> RequestBody {
+    use corum_controller::control::config_control::{
+        AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
+    };
+    RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
+        resources: vec![AlterConfigsResource {
+            resource: corum_controller::image::ConfigResource {
+                resource_type: corum_controller::records::ConfigResourceType::Broker,
+                name: String::new(),
+            },
+            configs: vec![AlterableConfig {
+                key: "log.retention.ms".into(),
+                op: AlterConfigOp::Set,
+                value: value.to_string(),
+            }],
+        }],
+        validate_only: false,
+    })
+}
+
+/// Writes the cluster default through `client` until it commits. A proposal in flight when
+/// the leader appends a VotersRecord is refused (its predicted offset moved) and answered
+/// NotController; the service takes proposals again at once, so a retry commits.
+async fn write_eventually(client: &RpcConnection, value: u64) {
+    let start = Instant::now();
+    loop {
+        let written = client.call(set_cluster_default(value), CALL_TIMEOUT).await;
+        if config_ok(&written) {
+            return;
+        }
+        assert!(
+            matches!(
+                written,
+                Err(RpcConnectionError::Rpc(RpcError::NotController { .. }))
+            ) && start.elapsed() < WAIT_MAX,
+            "{written:?}"
+        );
+        glommio::timer::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The voter ids the leader behind `client` reports.
+async fn voter_ids(client: &RpcConnection) -> Vec<u32> {
+    match client.call(RequestBody::DescribeQuorum, CALL_TIMEOUT).await {
+        Ok(ResponseBody::DescribeQuorum(q)) => q.voters.iter().map(|v| v.replica_id.0).collect(),
+        other => panic!("DescribeQuorum answered {other:?}"),
+    }
+}
+
+#[test]
+fn voters_are_removed_and_added_back_over_rpc() {
+    // Over real disks and sockets, a dynamic quorum of three (replicas with directory ids):
+    // RemoveVoter of a follower sent to the other follower is NotController; sent to the
+    // leader it is answered once the two-voter set commits, DescribeQuorum then lists two
+    // voters and writes still commit (after a retry: see `write_eventually`). The removed replica, cut off from the leader's appends,
+    // fetches, so AddVoter takes it back once it is caught up (refused NotCaughtUp until
+    // then), and a second AddVoter of it is AlreadyVoter.
+    on_executor("rpc-voters-test", TEST_DEADLINE, || async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (nodes, l) = cluster(tmp.path()).await;
+        let leader = &nodes[l];
+        let gone = &nodes[(l + 1) % 3];
+        let other = &nodes[(l + 2) % 3];
+        let connect = |addr| RpcConnection::connect(addr, RpcConnectionConfig::default());
+        let to_leader = connect(leader.rpc_addr).await.unwrap();
+        let to_other = connect(other.rpc_addr).await.unwrap();
+        let key = crate::common::key(gone.id);
+        let remove = RequestBody::RemoveVoter(corum_raft::message::RemoveVoterRequest {
+            request_id: 1,
+            voter: key,
+        });
+        let at_other = to_other.call(remove.clone(), CALL_TIMEOUT).await;
+        assert!(
+            matches!(
+                at_other,
+                Err(RpcConnectionError::Rpc(RpcError::NotController { .. }))
+            ),
+            "{at_other:?}"
+        );
+        match to_leader.call(remove, CALL_TIMEOUT).await {
+            Ok(ResponseBody::RemoveVoter(r)) => assert_eq!(r.result, Ok(())),
+            other => panic!("RemoveVoter answered {other:?}"),
+        }
+        let mut two = vec![leader.id, other.id];
+        two.sort_unstable();
+        assert_eq!(voter_ids(&to_leader).await, two);
+        write_eventually(&to_leader, 1_000).await;
+
+        let voter = corum_raft::Voter {
+            key,
+            endpoints: vec![crate::common::endpoint(gone.raft_addr)],
+        };
+        let add = |request_id| {
+            RequestBody::AddVoter(corum_raft::message::AddVoterRequest {
+                request_id,
+                voter: voter.clone(),
+            })
+        };
+        let start = Instant::now();
+        let mut refusals = Vec::new();
+        loop {
+            match to_leader.call(add(2), CALL_TIMEOUT).await {
+                Ok(ResponseBody::AddVoter(r)) if r.result.is_ok() => break,
+                Ok(ResponseBody::AddVoter(r)) => refusals.push(r.result.unwrap_err()),
+                other => panic!("AddVoter answered {other:?}"),
+            }
+            assert!(
+                start.elapsed() < WAIT_MAX,
+                "the removed replica was never added back: {refusals:?}"
+            );
+            glommio::timer::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            refusals
+                .iter()
+                .all(|e| *e == corum_raft::VoterChangeError::NotCaughtUp),
+            "{refusals:?}"
+        );
+        assert_eq!(voter_ids(&to_leader).await, vec![1, 2, 3]);
+        match to_leader.call(add(3), CALL_TIMEOUT).await {
+            Ok(ResponseBody::AddVoter(r)) => {
+                assert_eq!(r.result, Err(corum_raft::VoterChangeError::AlreadyVoter))
+            }
+            other => panic!("AddVoter answered {other:?}"),
+        }
+        write_eventually(&to_leader, 2_000).await;
     });
 }
