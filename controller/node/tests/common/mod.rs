@@ -248,6 +248,25 @@ pub fn set_retention(topic: &str, ms: u64) -> RequestBody {
     })
 }
 
+/// An IncrementalAlterConfigs setting the cluster-wide broker default `log.retention.ms` to
+/// `value` (a write that needs no topic or broker).
+pub fn set_cluster_default_retention(value: &str) -> RequestBody {
+    RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
+        resources: vec![AlterConfigsResource {
+            resource: ConfigResource {
+                resource_type: corum_controller::records::ConfigResourceType::Broker,
+                name: String::new(),
+            },
+            configs: vec![AlterableConfig {
+                key: "log.retention.ms".into(),
+                op: AlterConfigOp::Set,
+                value: value.to_owned(),
+            }],
+        }],
+        validate_only: false,
+    })
+}
+
 /// How a test talks to a node's controller service: calls through the driver's call table,
 /// and the service's own status (on its shard).
 #[derive(Clone)]

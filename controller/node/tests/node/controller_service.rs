@@ -762,23 +762,7 @@ fn alter_broker(id: u32) -> RequestBody {
 /// value is padded with `padding_bytes` spaces: the controller trims a number before parsing
 /// it, so the request is valid and its record is as large as the test needs.
 fn padded_retention(padding_bytes: usize) -> RequestBody {
-    use corum_controller::control::config_control::{
-        AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
-    };
-    RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
-        resources: vec![AlterConfigsResource {
-            resource: corum_controller::image::ConfigResource {
-                resource_type: corum_controller::records::ConfigResourceType::Broker,
-                name: String::new(),
-            },
-            configs: vec![AlterableConfig {
-                key: "log.retention.ms".into(),
-                op: AlterConfigOp::Set,
-                value: format!("{}60000", " ".repeat(padding_bytes)),
-            }],
-        }],
-        validate_only: false,
-    })
+    crate::common::set_cluster_default_retention(&format!("{}60000", " ".repeat(padding_bytes)))
 }
 
 #[test]

@@ -21,7 +21,8 @@ use corum_runtime::ShutdownSignal;
 use corum_types::{LogOffset, NodeId, Uuid};
 
 use crate::common::{
-    heartbeat, on_executor, rpc_cluster, set_retention, wait_for, RpcNode, WAIT_MAX,
+    heartbeat, on_executor, rpc_cluster, set_cluster_default_retention, set_retention, wait_for,
+    RpcNode, WAIT_MAX,
 };
 
 const TEST_DEADLINE: Duration = Duration::from_secs(120);
@@ -635,34 +636,18 @@ fn observers_fetch_the_log_from_the_leader_over_rpc() {
     });
 }
 
-/// A cluster-default broker config write (commits like any write; needs no topic).
-fn set_cluster_default(value: u64) -> RequestBody {
-    use corum_controller::control::config_control::{
-        AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
-    };
-    RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
-        resources: vec![AlterConfigsResource {
-            resource: corum_controller::image::ConfigResource {
-                resource_type: corum_controller::records::ConfigResourceType::Broker,
-                name: String::new(),
-            },
-            configs: vec![AlterableConfig {
-                key: "log.retention.ms".into(),
-                op: AlterConfigOp::Set,
-                value: value.to_string(),
-            }],
-        }],
-        validate_only: false,
-    })
-}
-
 /// Writes the cluster default through `client` until it commits. A proposal in flight when
 /// the leader appends a VotersRecord is refused (its predicted offset moved) and answered
 /// NotController; the service takes proposals again at once, so a retry commits.
 async fn write_eventually(client: &RpcConnection, value: u64) {
     let start = Instant::now();
     loop {
-        let written = client.call(set_cluster_default(value), CALL_TIMEOUT).await;
+        let written = client
+            .call(
+                set_cluster_default_retention(&value.to_string()),
+                CALL_TIMEOUT,
+            )
+            .await;
         if config_ok(&written) {
             return;
         }
