@@ -1,5 +1,8 @@
 //! `corum quorum describe --bootstrap HOST:PORT,... --status|--replication [--json]`: the
 //! quorum as its leader sees it (DescribeQuorum), what `kafka-metadata-quorum describe` shows.
+//! `corum quorum add-controller --config FILE` and `remove-controller --controller-id N
+//! --controller-directory-id UUID` change a dynamic quorum's voters (KIP-853), as
+//! `kafka-metadata-quorum add-controller/remove-controller` do.
 //!
 //! | flag            | shows                                                                   |
 //! |-----------------|-------------------------------------------------------------------------|
@@ -22,6 +25,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use corum_client::{ClientConfig, ControllerClient, DescribeQuorumResponse, ReplicaState};
 use corum_engine::disk::executor_builder;
+use corum_node::{RequestBody, ResponseBody};
+use corum_raft::message::{AddVoterRequest, RemoveVoterRequest};
+use corum_raft::{ReplicaKey, Voter, VoterChangeError};
+use corum_types::NodeId;
 use serde::Serialize;
 
 #[derive(clap::Args, Debug)]
@@ -34,6 +41,41 @@ pub struct Args {
 pub enum What {
     /// Describe the quorum as its leader sees it (DescribeQuorum).
     Describe(DescribeArgs),
+    /// Add a running controller as a voter (AddVoter): its id, directory id and controller
+    /// listener come from its configuration and its `meta.properties`.
+    AddController(AddControllerArgs),
+    /// Remove a voter (RemoveVoter), named by its id and directory id.
+    RemoveController(RemoveControllerArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct AddControllerArgs {
+    /// Client endpoints of the controllers (HOST:PORT,...); any one of them suffices.
+    #[arg(long, value_name = "HOST:PORT,...", value_parser = parse_bootstrap)]
+    pub bootstrap: Bootstrap,
+    /// The new controller's properties file (its `metadata.log.dir` holds its
+    /// `meta.properties`).
+    #[arg(long)]
+    pub config: std::path::PathBuf,
+    /// How long to keep asking while the leader answers with a refusal that passes (the
+    /// controller not yet caught up, another change pending).
+    #[arg(long, default_value_t = 30_000)]
+    pub timeout_ms: u64,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct RemoveControllerArgs {
+    /// Client endpoints of the controllers (HOST:PORT,...); any one of them suffices.
+    #[arg(long, value_name = "HOST:PORT,...", value_parser = parse_bootstrap)]
+    pub bootstrap: Bootstrap,
+    #[arg(long)]
+    pub controller_id: u32,
+    /// The voter's directory id (`corum quorum describe --replication` lists it).
+    #[arg(long)]
+    pub controller_directory_id: corum_types::Uuid,
+    /// How long to keep asking while another change is pending.
+    #[arg(long, default_value_t = 30_000)]
+    pub timeout_ms: u64,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -70,6 +112,133 @@ pub fn parse_bootstrap(s: &str) -> Result<Bootstrap, String> {
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.what {
         What::Describe(a) => run_describe(a),
+        What::AddController(a) => {
+            let voter = voter_of(&a.config)?;
+            let id = voter.key.id;
+            let body = |request_id| {
+                RequestBody::AddVoter(AddVoterRequest {
+                    request_id,
+                    voter: voter.clone(),
+                })
+            };
+            change_voters(&a.bootstrap.0, a.timeout_ms, body)?;
+            println!("controller {id} is a voter");
+            Ok(())
+        }
+        What::RemoveController(a) => {
+            let key = ReplicaKey {
+                id: NodeId(a.controller_id),
+                directory_id: a.controller_directory_id,
+            };
+            let body = |request_id| {
+                RequestBody::RemoveVoter(RemoveVoterRequest {
+                    request_id,
+                    voter: key,
+                })
+            };
+            change_voters(&a.bootstrap.0, a.timeout_ms, body)?;
+            println!("controller {} is no longer a voter", a.controller_id);
+            Ok(())
+        }
+    }
+}
+
+/// The voter a controller's configuration describes: its node id, the directory id in its
+/// `meta.properties`, its controller listener's endpoint.
+pub fn voter_of(config: &std::path::Path) -> anyhow::Result<Voter> {
+    let text =
+        std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
+    let node = corum_node::NodeConfig::load(Some(&text), &[])
+        .with_context(|| format!("loading {}", config.display()))?;
+    let meta_path = node
+        .metadata_log_dir
+        .join(corum_node::meta_properties::META_PROPERTIES_FILE);
+    let meta_text = std::fs::read_to_string(&meta_path).with_context(|| {
+        format!(
+            "reading {} (format the controller with --no-initial-controllers first)",
+            meta_path.display()
+        )
+    })?;
+    let meta = corum_node::meta_properties::MetaProperties::parse(&meta_text, &meta_path)?;
+    anyhow::ensure!(
+        meta.node_id == node.node_id,
+        "{} says node.id {}, but {} says {}",
+        config.display(),
+        node.node_id,
+        meta_path.display(),
+        meta.node_id
+    );
+    let (key, endpoints) = corum_node::config::components::local_replica(&node, meta.directory_id);
+    Ok(Voter { key, endpoints })
+}
+
+/// Sends the voter change `body(request_id)` to the leader until it commits. A refusal that
+/// passes (another change pending, the leader's epoch not yet committed, the new voter not
+/// yet caught up) is asked again, 200 ms apart, until `timeout_ms`; any other fails at once
+/// with the reason.
+fn change_voters(
+    bootstrap: &[SocketAddr],
+    timeout_ms: u64,
+    body: impl Fn(u64) -> RequestBody,
+) -> anyhow::Result<()> {
+    let bootstrap = bootstrap.to_vec();
+    let timeout = Duration::from_millis(timeout_ms);
+    executor_builder("corum-quorum")
+        .make()
+        .map_err(|e| anyhow::anyhow!("starting the glommio executor: {e}"))?
+        .run(async move {
+            let config = ClientConfig {
+                retry_deadline: timeout.max(Duration::from_millis(1)),
+                ..ClientConfig::new(bootstrap)
+            };
+            let client = ControllerClient::connect(config)
+                .await
+                .context("connecting to the quorum")?;
+            let start = Instant::now();
+            for request_id in 1.. {
+                let refused = match client.call(body(request_id)).await? {
+                    ResponseBody::AddVoter(r) | ResponseBody::RemoveVoter(r) => match r.result {
+                        Ok(()) => return Ok(()),
+                        Err(e) => e,
+                    },
+                    other => anyhow::bail!("the leader answered {}", other.kind()),
+                };
+                let passes = matches!(
+                    refused,
+                    VoterChangeError::ChangePending
+                        | VoterChangeError::EpochNotCommitted
+                        | VoterChangeError::NotCaughtUp
+                        | VoterChangeError::LeadershipLost
+                );
+                if !passes || start.elapsed() >= timeout {
+                    anyhow::bail!("the leader refused: {}", voter_change_reason(refused));
+                }
+                glommio::timer::sleep(Duration::from_millis(200)).await;
+            }
+            unreachable!("request ids do not run out")
+        })
+}
+
+/// What a voter change refusal means, for an operator.
+pub fn voter_change_reason(e: VoterChangeError) -> &'static str {
+    match e {
+        VoterChangeError::NotLeader => "the node asked is not the leader",
+        VoterChangeError::ChangePending => "another voter change has not committed yet",
+        VoterChangeError::EpochNotCommitted => "the leader has not committed its epoch yet",
+        VoterChangeError::AlreadyVoter => "that node id is already a voter",
+        VoterChangeError::NotVoter => "no voter has that id and directory id",
+        VoterChangeError::NotCaughtUp => {
+            "the controller is not caught up: it must be running and fetching from the leader"
+        }
+        VoterChangeError::WouldBeEmpty => "the quorum would have no voter left",
+        VoterChangeError::LeadershipLost => {
+            "the leader lost its leadership before the change committed (it may or may not \
+             have committed: describe the quorum)"
+        }
+        VoterChangeError::StaticQuorum => {
+            "the quorum is static (controller.quorum.voters, kraft.version 0): its voters \
+             cannot change at run time"
+        }
     }
 }
 

@@ -1340,3 +1340,142 @@ fn a_static_voter_on_a_wildcard_listener_leaves_the_voter_set_alone() {
         "a static quorum's log holds a VotersRecord:\n{text}"
     );
 }
+
+/// The directory id in node `id`'s `meta.properties`.
+fn directory_id(c: &LocalCluster, id: u32) -> String {
+    let meta = std::fs::read_to_string(c.node(id).data.join("meta.properties")).unwrap();
+    meta.lines()
+        .find_map(|l| l.strip_prefix("directory.id="))
+        .expect("meta.properties names a directory id")
+        .to_owned()
+}
+
+/// The voter ids of the leader's DescribeQuorum.
+fn voter_ids(c: &LocalCluster) -> Vec<u64> {
+    let d = describe(&c.bootstrap(), 5_000).expect("a leader answers DescribeQuorum");
+    d["voters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect()
+}
+
+/// A dynamic quorum (formatted with `--initial-controllers`) changes its voters with `corum
+/// quorum remove-controller` and `add-controller`, under a verified load that loses nothing:
+/// a follower is removed (two voters), keeps running and fetching, and is added back from its
+/// own configuration (three voters). Removing an unknown directory id is refused with the
+/// reason; a static quorum refuses voter changes, saying why.
+#[test]
+fn a_dynamic_quorum_removes_and_adds_a_controller_under_load() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut spec = spec(tmp.path(), &[]);
+    spec.dynamic = true;
+    let mut c = LocalCluster::create(spec).expect("formatting the cluster");
+    if let Err(e) = c.start_all() {
+        panic!("starting the cluster: {e:#}\n{}", logs(&c));
+    }
+    let (l, _) = leader(&c, &c.ids());
+    let f = c.ids().into_iter().find(|&id| id != l).unwrap();
+    let load = spawn_loadgen(
+        &c.bootstrap(),
+        &[
+            "--workload",
+            "configs",
+            "--clients",
+            "16",
+            "--duration",
+            "6",
+            "--verify",
+        ],
+    );
+    let quorum = |args: &[&str]| {
+        let mut all = vec!["quorum"];
+        all.extend_from_slice(args);
+        corum(&all, Duration::from_secs(60))
+    };
+    let bootstrap = c.bootstrap();
+    let f_id = f.to_string();
+    let wrong = quorum(&[
+        "remove-controller",
+        "--bootstrap",
+        &bootstrap,
+        "--controller-id",
+        &f_id,
+        "--controller-directory-id",
+        "AAAAAAAAAAAAAAAAAAAAAA",
+    ]);
+    let said = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        !wrong.status.success() && said.contains("no voter has that id and directory id"),
+        "{said}"
+    );
+    let dir = directory_id(&c, f);
+    let removed = quorum(&[
+        "remove-controller",
+        "--bootstrap",
+        &bootstrap,
+        "--controller-id",
+        &f_id,
+        "--controller-directory-id",
+        &dir,
+    ]);
+    assert!(
+        removed.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&removed.stderr),
+        logs(&c)
+    );
+    assert!(!voter_ids(&c).contains(&u64::from(f)));
+    assert_eq!(voter_ids(&c).len(), 2);
+    let config = c.node(f).config.display().to_string();
+    let added = quorum(&[
+        "add-controller",
+        "--bootstrap",
+        &bootstrap,
+        "--config",
+        &config,
+    ]);
+    assert!(
+        added.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&added.stderr),
+        logs(&c)
+    );
+    assert_eq!(voter_ids(&c), vec![1, 2, 3]);
+    let out = load.wait(Duration::from_secs(120));
+    let report = loadgen_json(&out);
+    assert!(out.status.success(), "{report}\n{}", logs(&c));
+    assert_eq!(report["lost"], 0, "{report}");
+    assert!(report["ops"].as_u64() > Some(0), "{report}");
+}
+
+/// A static quorum refuses a voter change, and `corum quorum remove-controller` says why.
+#[test]
+fn a_static_quorum_refuses_remove_controller() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start_cluster(tmp.path(), &[]);
+    let (l, _) = leader(&c, &c.ids());
+    let f = c.ids().into_iter().find(|&id| id != l).unwrap();
+    let out = corum(
+        &[
+            "quorum",
+            "remove-controller",
+            "--bootstrap",
+            &c.bootstrap(),
+            "--controller-id",
+            &f.to_string(),
+            "--controller-directory-id",
+            "AAAAAAAAAAAAAAAAAAAAAA",
+        ],
+        Duration::from_secs(60),
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("the quorum is static"),
+        "{said}"
+    );
+    assert_eq!(voter_ids(&c).len(), 3);
+}

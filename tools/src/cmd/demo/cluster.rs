@@ -180,6 +180,11 @@ pub struct ClusterSpec {
     pub ready_timeout: Duration,
     /// `RUST_LOG` of the nodes.
     pub rust_log: String,
+    /// A dynamic quorum (KIP-853, `kraft.version` 1): every node is formatted with
+    /// `--initial-controllers` (the voters with their directory ids, in the bootstrap
+    /// checkpoint) and configured with `controller.quorum.bootstrap.servers` instead of
+    /// `controller.quorum.voters`, so voters can be added and removed at run time.
+    pub dynamic: bool,
 }
 
 impl ClusterSpec {
@@ -191,6 +196,7 @@ impl ClusterSpec {
             settings: Vec::new(),
             ready_timeout: Duration::from_secs(20),
             rust_log: "info".into(),
+            dynamic: false,
         }
     }
 
@@ -251,7 +257,6 @@ fn write_config(spec: &ClusterSpec, n: &NodeSlot, voters: &[String]) -> anyhow::
          process.roles=controller\n\
          listeners=CONTROLLER://{raft},CLIENT://{client},KAFKA://{kafka}\n\
          controller.listener.names=CONTROLLER\n\
-         controller.quorum.voters={voters}\n\
          metadata.log.dir={data}\n\
          corum.metrics.listener={metrics}\n",
         id = n.id,
@@ -259,9 +264,20 @@ fn write_config(spec: &ClusterSpec, n: &NodeSlot, voters: &[String]) -> anyhow::
         client = n.client,
         kafka = n.kafka,
         metrics = n.metrics,
-        voters = voters.join(","),
         data = n.data.display(),
     );
+    if spec.dynamic {
+        let servers: Vec<&str> = voters
+            .iter()
+            .filter_map(|v| v.split_once('@').map(|(_, addr)| addr))
+            .collect();
+        text.push_str(&format!(
+            "controller.quorum.bootstrap.servers={}\n",
+            servers.join(",")
+        ));
+    } else {
+        text.push_str(&format!("controller.quorum.voters={}\n", voters.join(",")));
+    }
     for (k, v) in &spec.settings {
         text.push_str(&format!("{k}={v}\n"));
     }
@@ -287,6 +303,36 @@ fn assign_ports(spec: &ClusterSpec, nodes: &mut [NodeSlot]) -> anyhow::Result<()
         .collect();
     for n in nodes.iter() {
         write_config(spec, n, &voters)?;
+    }
+    Ok(())
+}
+
+/// Formats every node of a cluster that never ran: with the static voters of its
+/// configuration, or (dynamic) with `--initial-controllers` naming every node at its
+/// controller port with a new directory id (a node formatted before is formatted afresh).
+fn format_all(spec: &ClusterSpec, nodes: &[NodeSlot], cluster_id: &str) -> anyhow::Result<()> {
+    // `=` keeps an id starting with `-` from being read as a flag.
+    let cluster_flag = format!("--cluster-id={cluster_id}");
+    let mut initial = None;
+    if spec.dynamic {
+        let mut voters = Vec::new();
+        for n in nodes {
+            let directory_id = run_corum(&spec.exe, &["random-uuid"])?.trim().to_owned();
+            voters.push(format!("{}@{}:{directory_id}", n.id, n.raft));
+        }
+        initial = Some(format!("--initial-controllers={}", voters.join(",")));
+    }
+    for n in nodes {
+        if spec.dynamic && n.data.exists() {
+            std::fs::remove_dir_all(&n.data)
+                .with_context(|| format!("removing {}", n.data.display()))?;
+        }
+        let config = n.config.display().to_string();
+        let mut args = vec!["format", "--config", &config, &cluster_flag];
+        if let Some(list) = &initial {
+            args.push(list);
+        }
+        run_corum(&spec.exe, &args)?;
     }
     Ok(())
 }
@@ -320,12 +366,7 @@ impl LocalCluster {
             .collect();
         assign_ports(&spec, &mut nodes)?;
         let cluster_id = run_corum(&spec.exe, &["random-uuid"])?.trim().to_owned();
-        for n in &nodes {
-            let config = n.config.display().to_string();
-            // `=` keeps an id starting with `-` from being read as a flag.
-            let cluster_flag = format!("--cluster-id={cluster_id}");
-            run_corum(&spec.exe, &["format", "--config", &config, &cluster_flag])?;
-        }
+        format_all(&spec, &nodes, &cluster_id)?;
         Ok(LocalCluster {
             spec,
             cluster_id,
@@ -380,6 +421,10 @@ impl LocalCluster {
                         n.process = None;
                     }
                     assign_ports(&self.spec, &mut self.nodes)?;
+                    if self.spec.dynamic {
+                        // The bootstrap checkpoint names the voters' ports: format again.
+                        format_all(&self.spec, &self.nodes, &self.cluster_id)?;
+                    }
                     attempt += 1;
                 }
                 other => {
