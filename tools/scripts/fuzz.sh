@@ -9,7 +9,8 @@
 #   tools/scripts/fuzz.sh [--stable] [SECONDS]
 #
 # --stable: the stable toolchain without a sanitizer (what the README's test command runs, for
-# a bounded time, on a machine that may have no nightly). Otherwise, from the environment:
+# a bounded time, on a machine that may have no nightly); libFuzzer's progress lines then go
+# to the log only (the last 80 lines are printed on a finding). Otherwise, from the environment:
 #   CORUM_FUZZ_TOOLCHAIN  rustup toolchain (default nightly: AddressSanitizer needs it)
 #   CORUM_FUZZ_SANITIZER  address (default) or none (no sanitizer; also builds on stable)
 #
@@ -20,9 +21,11 @@ cd "$(dirname "$0")/../.."
 
 toolchain="${CORUM_FUZZ_TOOLCHAIN:-nightly}"
 sanitizer="${CORUM_FUZZ_SANITIZER:-address}"
+quiet=0
 if [ "${1:-}" = --stable ]; then
     toolchain=stable
     sanitizer=none
+    quiet=1
     shift
 fi
 seconds="${1:-600}"
@@ -51,11 +54,23 @@ trap 'rm -f "$log"' EXIT
 # allocator maps huge vectors without reserving memory).
 # -max_len: requests of up to 64 KiB, enough for every field to reach its size limits.
 set +e
-cargo "+$toolchain" fuzz run --sanitizer "$sanitizer" --debug-assertions \
-    "$target" "$work" "$seeds" -- \
-    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-    -print_final_stats=1 2>&1 | tee "$log"
-status="${PIPESTATUS[0]}"
+if [ "$quiet" = 1 ]; then
+    echo "building and fuzzing $target for ${seconds}s (libFuzzer's output: the end of a failed run)"
+    cargo "+$toolchain" fuzz run --sanitizer "$sanitizer" --debug-assertions \
+        "$target" "$work" "$seeds" -- \
+        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+        -print_final_stats=1 >"$log" 2>&1
+    status=$?
+    if [ "$status" -ne 0 ]; then
+        tail -n 80 "$log"
+    fi
+else
+    cargo "+$toolchain" fuzz run --sanitizer "$sanitizer" --debug-assertions \
+        "$target" "$work" "$seeds" -- \
+        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+        -print_final_stats=1 2>&1 | tee "$log"
+    status="${PIPESTATUS[0]}"
+fi
 set -e
 
 echo
