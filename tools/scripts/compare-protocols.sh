@@ -20,18 +20,9 @@ ROUNDS=${3:-3}
 CLIENTS=${CLIENTS:-64}
 CONNECTIONS=${CONNECTIONS:-4}
 BASE_PORT=${BASE_PORT:-19500}
-WORK=$(mktemp -d /var/tmp/corum-protocols.XXXXXX)
-PIDS=()
-
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
 # shellcheck source=lib/quorum.sh
 . "$(dirname "$0")/lib/quorum.sh"
+work_dir /var/tmp/corum-protocols
 
 [ -x "$BIN" ] || { echo "no corum binary at $BIN (cargo build --release -p corum-tools)" >&2; exit 2; }
 

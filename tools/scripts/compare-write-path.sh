@@ -19,18 +19,9 @@ SECONDS_PER_RUN=${3:-10}
 ROUNDS=${4:-2}
 LOADGEN=${LOADGEN:-$AFTER}
 BASE_PORT=${BASE_PORT:-19400}
-WORK=$(mktemp -d /var/tmp/corum-compare.XXXXXX)
-PIDS=()
-
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
 # shellcheck source=lib/quorum.sh
 . "$(dirname "$0")/lib/quorum.sh"
+work_dir /var/tmp/corum-compare
 # The earlier build may not have `quorum describe`: ask with the load generator.
 DESCRIBE_BIN=$LOADGEN
 

@@ -1,6 +1,20 @@
 # Shared by the comparison scripts (sourced, not run): a static 3-voter quorum on loopback,
-# one unpinned shard per node, under $WORK (the caller creates and removes it), with ports
-# from $BASE_PORT; every pid it starts is appended to the caller's PIDS.
+# one unpinned shard per node, under $WORK (made by `work_dir`), with ports from $BASE_PORT.
+# Every process it starts is stopped, and $WORK removed, when the script exits.
+
+PIDS=()
+
+# work_dir PREFIX: creates $WORK (PREFIX.XXXXXX) and arranges for the cleanup at exit.
+work_dir() {
+    WORK=$(mktemp -d "$1.XXXXXX")
+    trap cleanup EXIT INT TERM
+}
+
+cleanup() {
+    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    rm -rf "${WORK:?}"
+}
 
 # CPU seconds (user + system) of the given pids, from /proc/PID/stat.
 cpu_of() {

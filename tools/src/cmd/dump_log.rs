@@ -59,6 +59,8 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
                 "  {:>12} {:>12} {:>8} {:>7} {:>9} {:>7} {:>10} checksum",
                 "position", "offset", "epoch", "count", "bytes", "control", "crc32c"
             );
+            // Opened at the first control batch, then kept for the segment's others.
+            let mut file = None;
             for (pos, h) in &seg.batches {
                 println!(
                     "  {:>12} {:>12} {:>8} {:>7} {:>9} {:>7} {:>#10x} ok",
@@ -71,7 +73,11 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
                     h.crc32c
                 );
                 if h.attributes.is_control() {
-                    println!("{:>16}{}", "", control_records(&seg.path, *pos, h));
+                    println!(
+                        "{:>16}{}",
+                        "",
+                        control_records(&mut file, &seg.path, *pos, h)
+                    );
                 }
             }
         }
@@ -99,8 +105,10 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
 }
 
 /// What a control batch holds (Raft's own records: LeaderChange, Voters, KRaftVersion), one
-/// line, read from the segment at `position` (the frame passed its checksum in the scan).
+/// line, read from the segment at `position` (the frame passed its checksum in the scan);
+/// `file` is the segment, opened on first use.
 fn control_records(
+    file: &mut Option<std::fs::File>,
     segment: &std::path::Path,
     position: u64,
     header: &corum_engine::record::BatchHeader,
@@ -109,10 +117,14 @@ fn control_records(
     use std::io::{Read, Seek, SeekFrom};
     let start = position + corum_engine::record::HEADER_BYTES as u64;
     let mut payload = vec![0u8; header.payload_len()];
-    let read = std::fs::File::open(segment).and_then(|mut f| {
+    let read = (|| {
+        if file.is_none() {
+            *file = Some(std::fs::File::open(segment)?);
+        }
+        let f = file.as_mut().expect("opened above");
         f.seek(SeekFrom::Start(start))?;
         f.read_exact(&mut payload)
-    });
+    })();
     if let Err(e) = read {
         return format!("(control records unreadable: {e})");
     }

@@ -195,7 +195,9 @@ fn change_voters(
                 .await
                 .context("connecting to the quorum")?;
             let start = Instant::now();
-            for request_id in 1.. {
+            let mut request_id = 0;
+            loop {
+                request_id += 1;
                 let refused = match client.call(body(request_id)).await? {
                     ResponseBody::AddVoter(r) | ResponseBody::RemoveVoter(r) => match r.result {
                         Ok(()) => return Ok(()),
@@ -215,7 +217,6 @@ fn change_voters(
                 }
                 glommio::timer::sleep(Duration::from_millis(200)).await;
             }
-            unreachable!("request ids do not run out")
         })
 }
 

@@ -1350,6 +1350,23 @@ fn directory_id(c: &LocalCluster, id: u32) -> String {
         .to_owned()
 }
 
+/// `corum quorum remove-controller` of (`id`, `directory_id`) through `c`'s client listeners.
+fn remove_controller(c: &LocalCluster, id: u32, directory_id: &str) -> std::process::Output {
+    corum(
+        &[
+            "quorum",
+            "remove-controller",
+            "--bootstrap",
+            &c.bootstrap(),
+            "--controller-id",
+            &id.to_string(),
+            "--controller-directory-id",
+            directory_id,
+        ],
+        Duration::from_secs(60),
+    )
+}
+
 /// The voter ids of the leader's DescribeQuorum.
 fn voter_ids(c: &LocalCluster) -> Vec<u64> {
     let d = describe(&c.bootstrap(), 5_000).expect("a leader answers DescribeQuorum");
@@ -1379,37 +1396,13 @@ fn a_dynamic_quorum_removes_and_adds_a_controller_under_load() {
     let (l, _) = leader(&c, &c.ids());
     let f = c.ids().into_iter().find(|&id| id != l).unwrap();
     let load = verified_load(&c, 6);
-    let quorum = |args: &[&str]| {
-        let mut all = vec!["quorum"];
-        all.extend_from_slice(args);
-        corum(&all, Duration::from_secs(60))
-    };
-    let bootstrap = c.bootstrap();
-    let f_id = f.to_string();
-    let wrong = quorum(&[
-        "remove-controller",
-        "--bootstrap",
-        &bootstrap,
-        "--controller-id",
-        &f_id,
-        "--controller-directory-id",
-        "AAAAAAAAAAAAAAAAAAAAAA",
-    ]);
+    let wrong = remove_controller(&c, f, "AAAAAAAAAAAAAAAAAAAAAA");
     let said = String::from_utf8_lossy(&wrong.stderr);
     assert!(
         !wrong.status.success() && said.contains("no voter has that id and directory id"),
         "{said}"
     );
-    let dir = directory_id(&c, f);
-    let removed = quorum(&[
-        "remove-controller",
-        "--bootstrap",
-        &bootstrap,
-        "--controller-id",
-        &f_id,
-        "--controller-directory-id",
-        &dir,
-    ]);
+    let removed = remove_controller(&c, f, &directory_id(&c, f));
     assert!(
         removed.status.success(),
         "{}\n{}",
@@ -1419,13 +1412,17 @@ fn a_dynamic_quorum_removes_and_adds_a_controller_under_load() {
     assert!(!voter_ids(&c).contains(&u64::from(f)));
     assert_eq!(voter_ids(&c).len(), 2);
     let config = c.node(f).config.display().to_string();
-    let added = quorum(&[
-        "add-controller",
-        "--bootstrap",
-        &bootstrap,
-        "--config",
-        &config,
-    ]);
+    let added = corum(
+        &[
+            "quorum",
+            "add-controller",
+            "--bootstrap",
+            &c.bootstrap(),
+            "--config",
+            &config,
+        ],
+        Duration::from_secs(60),
+    );
     assert!(
         added.status.success(),
         "{}\n{}",
@@ -1448,19 +1445,7 @@ fn a_static_quorum_refuses_remove_controller() {
     let c = start_cluster(tmp.path(), &[]);
     let (l, _) = leader(&c, &c.ids());
     let f = c.ids().into_iter().find(|&id| id != l).unwrap();
-    let out = corum(
-        &[
-            "quorum",
-            "remove-controller",
-            "--bootstrap",
-            &c.bootstrap(),
-            "--controller-id",
-            &f.to_string(),
-            "--controller-directory-id",
-            "AAAAAAAAAAAAAAAAAAAAAA",
-        ],
-        Duration::from_secs(60),
-    );
+    let out = remove_controller(&c, f, "AAAAAAAAAAAAAAAAAAAAAA");
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && said.contains("the quorum is static"),

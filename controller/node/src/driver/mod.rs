@@ -379,8 +379,9 @@ pub struct RaftDriver<D: Disk = UringDisk> {
     snapshot_offers: LocalReceiver<SnapshotOffer>,
     /// Observers waiting for the core's answer, by replica id.
     observer_waits: BTreeMap<NodeId, LocalSender<Result<corum_raft::Message>>>,
-    /// The voter set the network has links for (see [`RaftDriver::link_new_voters`]).
-    linked_voters: corum_raft::VoterSet,
+    /// The core's [`corum_raft::RaftCore::voter_set_changes`] the network's links were last
+    /// made for (see [`RaftDriver::link_new_voters`]).
+    linked_at_change: u64,
     /// The service's end of the port talks to these; taken by `run`.
     link: Option<Link>,
     /// Where committed batches, refusals and the status go.
@@ -443,7 +444,7 @@ impl<D: Disk> RaftDriver<D> {
         let listener = config.listener_name.clone();
         let (core, recovered) = DriverCore::recover(disk, config, 0).await?;
         network.add_voters(core.raft().voter_set(), &listener)?;
-        let linked_voters = core.raft().voter_set().clone();
+        let linked_at_change = core.raft().voter_set_changes();
         let queued_to = network
             .peers()
             .into_iter()
@@ -494,7 +495,7 @@ impl<D: Disk> RaftDriver<D> {
             observers,
             snapshot_offers,
             observer_waits: BTreeMap::new(),
-            linked_voters,
+            linked_at_change,
             link: Some(link),
             to_service: Rc::new(to_service),
             calls: call_table,
@@ -747,13 +748,16 @@ impl<D: Disk> RaftDriver<D> {
     /// appended or replicated, a snapshot installed), before the messages to it go out. Links
     /// to removed voters stay: a removed voter may still fetch, and be added again.
     fn link_new_voters(&mut self) {
-        let voters = self.core.raft().voter_set();
-        if *voters == self.linked_voters {
+        let changes = self.core.raft().voter_set_changes();
+        if changes == self.linked_at_change {
             return;
         }
-        self.linked_voters = voters.clone();
-        let listener = self.core.config().listener_name.clone();
-        match self.network.add_voters(&self.linked_voters, &listener) {
+        self.linked_at_change = changes;
+        let (raft, config) = (self.core.raft(), self.core.config());
+        match self
+            .network
+            .add_voters(raft.voter_set(), &config.listener_name)
+        {
             Ok(added) if !added.is_empty() => {
                 for id in &added {
                     let s = self.network.peer_stats(*id).expect("a new link has stats");

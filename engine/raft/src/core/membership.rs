@@ -230,6 +230,7 @@ impl RaftCore {
     /// The voter set changed (record appended, truncated away, or snapshot installed): a
     /// leader starts or stops replicating to the affected voters.
     pub(crate) fn on_voter_set_changed(&mut self) {
+        self.voter_set_changes += 1;
         let now = self.now_ms;
         let end = self.log.end();
         let set = self.voter_set().clone();

@@ -367,6 +367,8 @@ pub struct RaftCore {
     pub(crate) voters: Vec<(LogOffset, VoterSet)>,
     /// KIP-853's `kraft.version` ([`Restore::kraft_version`]).
     pub(crate) kraft_version: u16,
+    /// How many times the voter set changed since start ([`RaftCore::voter_set_changes`]).
+    pub(crate) voter_set_changes: u64,
     pub(crate) durable_end: LogOffset,
     pub(crate) hwm: LogOffset,
     pub(crate) snapshot: Option<Snapshot>,
@@ -456,6 +458,7 @@ impl RaftCore {
             log,
             voters,
             kraft_version: restore.kraft_version,
+            voter_set_changes: 0,
             durable_end: end,
             hwm: start.end_offset,
             snapshot: restore.snapshot,
@@ -700,6 +703,13 @@ impl RaftCore {
             State::Follower(f) => Some(f.leader),
             _ => None,
         }
+    }
+
+    /// How many times [`RaftCore::voter_set`] changed since the core started (a VotersRecord
+    /// appended or truncated away, a snapshot installed): a driver compares it with the count
+    /// it last acted on instead of comparing sets.
+    pub fn voter_set_changes(&self) -> u64 {
+        self.voter_set_changes
     }
 
     /// The voter set in force: the latest VotersRecord in the log (committed or not), else the
