@@ -479,37 +479,51 @@ fn observers_fetch_the_log_from_the_leader_over_rpc() {
             .unwrap();
         let epoch = leader.raft.status().raft.epoch;
 
-        // From the start: at least the leader's LeaderChange batch, all below the HWM.
-        let answer = client
-            .call(
-                observer_fetch(
-                    100,
-                    epoch,
-                    LogOffset::ZERO,
-                    corum_types::Epoch::ZERO,
-                    LogOffset::ZERO,
-                    0,
-                ),
-                CALL_TIMEOUT,
-            )
-            .await
-            .unwrap();
-        let ResponseBody::Fetch(r) = answer else {
-            panic!("{answer:?}")
-        };
-        let corum_raft::message::FetchResult::Batches {
-            batches,
-            high_watermark,
-            ..
-        } = r.result
-        else {
-            panic!("{:?}", r.result)
-        };
-        assert!(!batches.is_empty());
-        assert_eq!(batches[0].base_offset, LogOffset::ZERO);
-        let end = batches.last().unwrap().end_offset();
-        let last_epoch = batches.last().unwrap().epoch;
-        assert!(end <= high_watermark, "{end} > {high_watermark}");
+        // From the start: at least the leader's LeaderChange batch. The leader serves its log
+        // to its end, committed or not (as Kafka's leader does: the fetcher applies only up to
+        // the high watermark), so the observer fetches until it holds the whole log and the
+        // high watermark has reached its end.
+        let mut end = LogOffset::ZERO;
+        let mut last_epoch = corum_types::Epoch::ZERO;
+        let mut high_watermark = LogOffset::ZERO;
+        for round in 0.. {
+            assert!(round < 200, "the observer never caught up: {end} / {high_watermark}");
+            let answer = client
+                .call(
+                    observer_fetch(100, epoch, end, last_epoch, high_watermark, 0),
+                    CALL_TIMEOUT,
+                )
+                .await
+                .unwrap();
+            let ResponseBody::Fetch(r) = answer else {
+                panic!("{answer:?}")
+            };
+            let corum_raft::message::FetchResult::Batches {
+                batches,
+                high_watermark: hwm,
+                ..
+            } = r.result
+            else {
+                panic!("{:?}", r.result)
+            };
+            if round == 0 {
+                assert!(!batches.is_empty());
+                assert_eq!(batches[0].base_offset, LogOffset::ZERO);
+            }
+            if let Some(b) = batches.first() {
+                assert_eq!(b.base_offset, end, "batches start at the fetch offset");
+            }
+            if let Some(last) = batches.last() {
+                end = last.end_offset();
+                last_epoch = last.epoch;
+            }
+            high_watermark = hwm;
+            if batches.is_empty() && high_watermark >= end {
+                break;
+            }
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(high_watermark, end);
 
         // A long poll at the end returns once something new commits, not after its wait.
         let poll_client = Rc::new(
