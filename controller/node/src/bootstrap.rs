@@ -78,15 +78,20 @@ pub struct BootstrapVoters {
 
 impl BootstrapVoters {
     /// Checks the structural rules; the encoder refuses and the decoder reports any breach.
+    /// A dynamic quorum's controller formatted to join it (`--no-initial-controllers`): it
+    /// knows no voter until it fetches the leader's log.
+    pub fn is_joining(&self) -> bool {
+        self.kraft_version >= 1 && self.voters.is_empty()
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         match self.kraft_version {
             0 if !self.voters.is_empty() => {
                 return Err("kraft.version 0 (static quorum) takes its voters from controller.quorum.voters, not from the checkpoint".into())
             }
             0 => return Ok(()),
-            1 if self.voters.is_empty() => {
-                return Err("kraft.version 1 (dynamic quorum) needs at least one voter".into())
-            }
+            // A controller formatted to join (`--no-initial-controllers`).
+            1 if self.voters.is_empty() => return Ok(()),
             1 => {}
             v => return Err(format!("unknown kraft.version {v} (expected 0 or 1)")),
         }
@@ -405,7 +410,8 @@ mod tests {
         assert_eq!(BootstrapVoters::decode(&want, Path::new("b")).unwrap(), v);
     }
 
-    /// A written set reads back; a static quorum's checkpoint holds no voters.
+    /// A written set reads back; a static quorum's checkpoint holds no voters, nor does a
+    /// joining controller's.
     #[test]
     fn write_read() {
         let disk = SimDisk::new(1);
@@ -419,7 +425,16 @@ mod tests {
             voters: vec![],
         };
         block_on(stat.write(&disk, dir)).unwrap();
-        assert_eq!(read(), Some(stat));
+        assert_eq!(read(), Some(stat.clone()));
+        assert!(!stat.is_joining() && !three().is_joining());
+        // A dynamic quorum's controller formatted to join: kraft.version 1, no voter.
+        let joining = BootstrapVoters {
+            kraft_version: 1,
+            voters: vec![],
+        };
+        block_on(joining.write(&disk, dir)).unwrap();
+        assert_eq!(read(), Some(joining.clone()));
+        assert!(joining.is_joining());
         assert_eq!(disk.paths(), vec![dir.join(BOOTSTRAP_FILE)]);
         assert_eq!(three().voter(NodeId(2)).unwrap().endpoints[0].port, 9094);
     }
@@ -431,13 +446,6 @@ mod tests {
         let mut v = three();
         v.kraft_version = 0;
         cases.push((v, "static quorum"));
-        cases.push((
-            BootstrapVoters {
-                kraft_version: 1,
-                voters: vec![],
-            },
-            "at least one voter",
-        ));
         let mut v = three();
         v.kraft_version = 2;
         cases.push((v, "unknown kraft.version"));

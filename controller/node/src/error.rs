@@ -358,6 +358,9 @@ pub enum PeerError {
         #[source]
         source: corum_raft::Error,
     },
+    /// An inbound envelope with a route no node may dial ([`crate::peer::PeerRoute`]).
+    #[error("envelope from node {from} carries an invalid route: {reason}")]
+    InvalidRoute { from: NodeId, reason: &'static str },
     /// A setting of [`crate::peer::PeerNetworkConfig`] is unusable.
     #[error("peer network config: {field}: {reason}")]
     Config { field: &'static str, reason: String },

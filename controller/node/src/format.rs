@@ -21,6 +21,7 @@
 //! | set                               | `--standalone` / `--initial-…` | refused       |                    |
 //! | empty (dynamic quorum)            | `--standalone`                | 1             | this node only     |
 //! | empty                             | `--initial-controllers`       | 1             | the list given     |
+//! | empty                             | `--no-initial-controllers`    | 1             | none: learnt from the leader's log (needs `controller.quorum.bootstrap.servers`) |
 //! | empty                             | none                          | refused       |                    |
 
 use std::fs;
@@ -47,6 +48,8 @@ pub enum BootstrapChoice {
     Standalone,
     /// `--initial-controllers ID@HOST:PORT:DIRECTORY_ID,...`.
     InitialControllers(Vec<QuorumVoter>),
+    /// `--no-initial-controllers`: a controller that joins an existing dynamic quorum.
+    NoInitialControllers,
 }
 
 /// What `format` will write.
@@ -123,8 +126,24 @@ pub fn plan_format(
         }
         (_, true) => {
             return Err(refuse(
-                "--standalone and --initial-controllers are for a dynamic quorum, but controller.quorum.voters is set (static quorum): remove one or the other",
+                "--standalone, --initial-controllers and --no-initial-controllers are for a dynamic quorum, but controller.quorum.voters is set (static quorum): remove one or the other",
             ))
+        }
+        (BootstrapChoice::NoInitialControllers, false) => {
+            if config.quorum_bootstrap_servers.is_empty() {
+                return Err(refuse(
+                    "--no-initial-controllers: set controller.quorum.bootstrap.servers, the controllers this one asks for the leader of the quorum it joins",
+                ));
+            }
+            // Its own endpoints must be reachable: the leader answers it there, and adds it.
+            controller_endpoints(config)?;
+            (
+                random_directory_id,
+                BootstrapVoters {
+                    kraft_version: 1,
+                    voters: Vec::new(),
+                },
+            )
         }
         (BootstrapChoice::Standalone, false) => {
             let endpoints = controller_endpoints(config)?;
@@ -550,6 +569,45 @@ mod tests {
         let newest_path = store.join(crate::snapshot_store::file_name(newest.id));
         std::fs::write(&newest_path, b"garbage").unwrap();
         assert!(inspect_dir(&dir).unwrap().newest_snapshot.unwrap().is_err());
+    }
+
+    /// `--no-initial-controllers`: a joining controller of a dynamic quorum, with a random
+    /// directory id and no voter (it learns them from the leader's log); it needs
+    /// `controller.quorum.bootstrap.servers`, a reachable listener, and no static voters.
+    #[test]
+    fn no_initial_controllers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let c = config(&dir, &[]);
+        let plan =
+            plan_format(&c, CLUSTER, &BootstrapChoice::NoInitialControllers, RANDOM).unwrap();
+        assert_eq!(plan.meta.directory_id, RANDOM);
+        assert_eq!(plan.bootstrap.kraft_version, 1);
+        assert!(plan.bootstrap.voters.is_empty());
+        assert!(plan.bootstrap.is_joining());
+        format_dir(&plan, false).unwrap();
+        let (_, boot) = check_formatted(&c, Some(CLUSTER)).unwrap();
+        assert!(boot.is_joining());
+        let replica = crate::config::components::raft_replica(&c, RANDOM, Some(&boot)).unwrap();
+        assert_eq!(replica.kraft_version, 1);
+        assert!(replica.bootstrap_voters.is_empty());
+        assert_eq!(replica.me.directory_id, RANDOM);
+
+        let refusal = |c: &NodeConfig| {
+            plan_format(c, CLUSTER, &BootstrapChoice::NoInitialControllers, RANDOM)
+                .unwrap_err()
+                .to_string()
+        };
+        let stat = config(
+            tmp.path(),
+            &[
+                ("controller.quorum.voters", "1@127.0.0.1:9093"),
+                ("controller.quorum.bootstrap.servers", ""),
+            ],
+        );
+        assert!(refusal(&stat).contains("controller.quorum.voters is set"));
+        let wildcard = config(tmp.path(), &[("listeners", "CONTROLLER://0.0.0.0:9093")]);
+        assert!(refusal(&wildcard).contains("no concrete host"));
     }
 
     /// Initial controllers: the node's directory id comes from its entry; every voter gets the

@@ -75,16 +75,67 @@ pub struct PeerEnvelope {
     /// The sender's cluster; the receiver refuses any other.
     pub cluster_id: Uuid,
     pub from: NodeId,
-    /// The addressee; the receiver refuses an envelope for another node.
+    /// The addressee; the receiver refuses an envelope for another node. An id in
+    /// [`BOOTSTRAP_IDS`] stands for whichever node listens at a bootstrap server's address
+    /// (the sender does not know its id yet) and is accepted by every node.
     pub to: NodeId,
     pub message: Message,
+    /// Where nodes the addressee may have no link to listen: the sender itself when it is not
+    /// a voter (an observer's Fetch or AddVoter needs an answer), and the leader it knows of
+    /// (a controller that found the leader through a bootstrap server learns where to fetch
+    /// from). Empty between voters. See [`PeerRoute`].
+    pub routes: Vec<PeerRoute>,
 }
 
-/// A message received from a peer, checked, for [`corum_raft::RaftCore::step`].
+/// A node's Raft listener, as an envelope passes it on. At most [`ROUTES_MAX`] per envelope.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct PeerRoute {
+    pub id: NodeId,
+    pub host: String,
+    pub port: u16,
+}
+
+/// Routes per envelope.
+pub const ROUTES_MAX: usize = 2;
+
+/// Links a node opens from routes (controllers joining or observing): more are ignored.
+pub const LEARNED_LINKS_MAX: usize = 64;
+
+/// Ids a node gives the addresses of `controller.quorum.bootstrap.servers` (below
+/// [`crate::driver::ADMIN_IDS`]): no controller or broker takes ids this high.
+pub const BOOTSTRAP_IDS: std::ops::Range<u32> = (u32::MAX - (1 << 21))..(u32::MAX - (1 << 20) - 1);
+
+impl PeerRoute {
+    /// Checks what a route must be before a node dials it.
+    pub fn validate(&self) -> Result<(), &'static str> {
+        if self.host.is_empty() || self.host.len() > 255 {
+            return Err("a route's host must have 1 to 255 bytes");
+        }
+        if self.port == 0 {
+            return Err("a route's port must not be 0");
+        }
+        if BOOTSTRAP_IDS.contains(&self.id.0) || crate::driver::ADMIN_IDS.contains(&self.id.0) {
+            return Err("a route names a reserved node id");
+        }
+        Ok(())
+    }
+}
+
+/// A message received from a peer, checked, for [`corum_raft::RaftCore::step`], with the
+/// routes its envelope carried.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Inbound {
     pub from: NodeId,
     pub message: Message,
+    pub routes: Vec<PeerRoute>,
+}
+
+/// A message on its way to one peer, with the routes its envelope carries.
+#[derive(Debug)]
+struct Outgoing {
+    message: Message,
+    routes: Vec<PeerRoute>,
 }
 
 /// Settings of a [`PeerNetwork`], derived from the node's configuration by
@@ -213,7 +264,7 @@ struct InboundCounters {
 
 struct Link {
     addr: SocketAddr,
-    queue: LocalSender<Message>,
+    queue: LocalSender<Outgoing>,
     counters: Rc<LinkCounters>,
     stop: ShutdownSignal,
     task: Task<()>,
@@ -239,6 +290,10 @@ pub struct PeerNetwork {
     config: PeerNetworkConfig,
     local: SocketAddr,
     links: RefCell<BTreeMap<NodeId, Link>>,
+    /// Links opened from routes ([`PeerNetwork::learn_route`]).
+    learned: Cell<usize>,
+    /// Where this node listens, as links introduce it ([`PeerNetwork::set_own_route`]).
+    own_route: RefCell<Option<PeerRoute>>,
     inbound: Rc<InboundCounters>,
     /// Fired by [`PeerNetwork::close`], on drop, or when the caller's shutdown fires.
     stop: ShutdownSignal,
@@ -290,6 +345,8 @@ impl PeerNetwork {
             config,
             local,
             links: RefCell::new(BTreeMap::new()),
+            learned: Cell::new(0),
+            own_route: RefCell::new(None),
             inbound,
             stop,
             listener: RefCell::new(Some(task)),
@@ -347,6 +404,7 @@ impl PeerNetwork {
                 cluster_id: self.config.cluster_id,
                 from: self.config.node_id,
                 to: id,
+                own_route: self.own_route.borrow().clone(),
             },
             peer,
             rx,
@@ -388,6 +446,28 @@ impl PeerNetwork {
         Ok(added)
     }
 
+    /// Sets the route by which links opened from now on introduce this node: the first
+    /// envelope on each new connection carries it, so that a peer with no link back (a new
+    /// process, a replaced disk, a controller that joins) can answer.
+    pub fn set_own_route(&self, route: PeerRoute) {
+        *self.own_route.borrow_mut() = Some(route);
+    }
+
+    /// Opens a link to a node an envelope named a route to, unless one exists or this node
+    /// already holds [`LEARNED_LINKS_MAX`] such links (a bound on what peers can make it
+    /// dial). Returns whether it linked.
+    pub fn learn_route(&self, route: &PeerRoute) -> Result<bool, PeerError> {
+        if route.id == self.config.node_id || self.links.borrow().contains_key(&route.id) {
+            return Ok(false);
+        }
+        if self.learned.get() >= LEARNED_LINKS_MAX {
+            return Ok(false);
+        }
+        self.add_peer(route.id, resolve(&route.host, route.port)?)?;
+        self.learned.set(self.learned.get() + 1);
+        Ok(true)
+    }
+
     /// Closes the link to `id` (a removed voter, a departed observer); queued messages are
     /// dropped. Returns whether there was one.
     pub async fn remove_peer(&self, id: NodeId) -> bool {
@@ -410,9 +490,20 @@ impl PeerNetwork {
     /// Queues `message` for `to` without waiting. A full queue drops the message, counts it
     /// and returns [`PeerError::QueueFull`] (see the module doc: Raft tolerates the loss).
     pub fn send(&self, to: NodeId, message: Message) -> Result<(), PeerError> {
+        self.send_routed(to, message, Vec::new())
+    }
+
+    /// [`PeerNetwork::send`] with routes for the addressee ([`PeerEnvelope::routes`]).
+    pub fn send_routed(
+        &self,
+        to: NodeId,
+        message: Message,
+        routes: Vec<PeerRoute>,
+    ) -> Result<(), PeerError> {
+        debug_assert!(routes.len() <= ROUTES_MAX);
         let links = self.links.borrow();
         let link = links.get(&to).ok_or(PeerError::UnknownPeer { to })?;
-        match link.queue.try_send(message) {
+        match link.queue.try_send(Outgoing { message, routes }) {
             Ok(()) => Ok(()),
             Err(GlommioError::WouldBlock(ResourceType::Channel(_))) => {
                 bump(&link.counters.dropped_queue_full);
@@ -483,29 +574,43 @@ impl Drop for PeerNetwork {
     }
 }
 
-/// Header fields every envelope of one link carries.
-#[derive(Clone, Copy)]
+/// Header fields every envelope of one link carries, and the route the first envelope on
+/// each new connection adds.
+#[derive(Clone)]
 struct Sender {
     cluster_id: Uuid,
     from: NodeId,
     to: NodeId,
+    own_route: Option<PeerRoute>,
 }
 
 async fn run_link(
     header: Sender,
     mut peer: ReconnectingPeer,
-    queue: LocalReceiver<Message>,
+    queue: LocalReceiver<Outgoing>,
     counters: Rc<LinkCounters>,
     stop: ShutdownSignal,
     send_timeout: Duration,
 ) {
-    while let Some(Some(message)) = stop.run_until(queue.recv()).await {
-        let envelope = PeerEnvelope {
+    while let Some(Some(out)) = stop.run_until(queue.recv()).await {
+        let mut envelope = PeerEnvelope {
             cluster_id: header.cluster_id,
             from: header.from,
             to: header.to,
-            message,
+            message: out.message,
+            routes: out.routes,
         };
+        // The first envelope on each new connection introduces this node: the peer may be a
+        // new process (restarted, or a new replica under a known id) with no link back to it.
+        if !peer.is_connected() {
+            if let Some(me) = &header.own_route {
+                if !envelope.routes.iter().any(|r| r.id == me.id)
+                    && envelope.routes.len() < ROUTES_MAX
+                {
+                    envelope.routes.push(me.clone());
+                }
+            }
+        }
         // Connect first (with backoff, no timeout), then write under the send timeout.
         let result = match peer.connection(&stop).await {
             Ok(conn) => {
@@ -562,12 +667,24 @@ impl Receiver {
                 found: envelope.cluster_id,
             });
         }
-        if envelope.to != self.me {
+        if envelope.to != self.me && !BOOTSTRAP_IDS.contains(&envelope.to.0) {
             return Err(PeerError::WrongAddressee {
                 from: envelope.from,
                 to: envelope.to,
                 me: self.me,
             });
+        }
+        if envelope.routes.len() > ROUTES_MAX {
+            return Err(PeerError::InvalidRoute {
+                from: envelope.from,
+                reason: "more routes than an envelope carries",
+            });
+        }
+        for r in &envelope.routes {
+            r.validate().map_err(|reason| PeerError::InvalidRoute {
+                from: envelope.from,
+                reason,
+            })?;
         }
         envelope
             .message
@@ -610,6 +727,7 @@ impl Receiver {
             let inbound = Inbound {
                 from: envelope.from,
                 message: envelope.message,
+                routes: envelope.routes,
             };
             match self.stop.run_until(self.inbox.send(inbound)).await {
                 Some(Ok(())) => bump(&self.counters.received),
@@ -710,12 +828,25 @@ mod tests {
         ]
     }
 
+    fn arb_routes() -> impl Strategy<Value = Vec<PeerRoute>> {
+        proptest::collection::vec(
+            (any::<u32>(), "[a-z0-9.]{0,20}", any::<u16>()).prop_map(|(id, host, port)| {
+                PeerRoute {
+                    id: NodeId(id),
+                    host,
+                    port,
+                }
+            }),
+            0..=ROUTES_MAX,
+        )
+    }
+
     proptest! {
         /// An envelope survives a frame round trip through the runtime's encoder and
         /// validator, and flipped bytes give an error or a valid envelope, never a panic.
         #[test]
-        fn envelope_round_trip(m in arb_message(), at in any::<prop::sample::Index>(), x in 1u8..) {
-            let e = PeerEnvelope { cluster_id: Uuid([5; 16]), from: NodeId(1), to: NodeId(2), message: m };
+        fn envelope_round_trip(m in arb_message(), routes in arb_routes(), at in any::<prop::sample::Index>(), x in 1u8..) {
+            let e = PeerEnvelope { cluster_id: Uuid([5; 16]), from: NodeId(1), to: NodeId(2), message: m, routes };
             let mut buf = rkyv::util::AlignedVec::new();
             corum_runtime::message::encode_frame(&e, &mut buf, 1 << 20).unwrap();
             let v = corum_runtime::message::decode_frame::<PeerEnvelope>(&buf, 1 << 20).unwrap();
@@ -726,6 +857,9 @@ mod tests {
             if let Ok(v) = corum_runtime::message::decode_frame::<PeerEnvelope>(&buf, 1 << 20) {
                 let m: PeerEnvelope = rkyv::deserialize::<_, rkyv::rancor::Error>(v.get()).unwrap();
                 let _ = m.message.validate();
+                for r in &m.routes {
+                    let _ = r.validate();
+                }
             }
         }
     }

@@ -75,6 +75,9 @@ pub fn bootstrap_voter_set(bootstrap: &BootstrapVoters) -> Result<Option<VoterSe
     if bootstrap.kraft_version == 0 {
         return Ok(None);
     }
+    if bootstrap.is_joining() {
+        return Ok(Some(VoterSet::default()));
+    }
     VoterSet::new(
         bootstrap
             .voters

@@ -47,6 +47,10 @@ pub struct Config {
     /// Committed payloads kept in memory beyond this are dropped; older batches are then read
     /// back through [`crate::Ready::reads`].
     pub payload_cache_bytes_max: usize,
+    /// KIP-853 auto-join (Kafka's `controller.quorum.auto.join.enable`): an observer of a
+    /// dynamic quorum that is caught up with its leader asks to be added as a voter (first
+    /// removing a voter with its id and another directory id: its replaced disk).
+    pub auto_join: bool,
 }
 
 impl Default for Config {
@@ -66,6 +70,7 @@ impl Default for Config {
             snapshot_bytes_max: crate::follower::SNAPSHOT_BYTES_MAX,
             retry_backoff_ms: 20,
             payload_cache_bytes_max: 64 << 20,
+            auto_join: false,
         }
     }
 }
@@ -418,6 +423,7 @@ mod tests {
             snapshot_bytes_max: 12,
             retry_backoff_ms: 13,
             payload_cache_bytes_max: 14,
+            auto_join: false,
         };
         let mut names: Vec<&str> = ConfigField::ALL.iter().map(|f| f.name()).collect();
         for (i, f) in ConfigField::ALL.iter().enumerate() {

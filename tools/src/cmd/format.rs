@@ -28,11 +28,16 @@ pub struct Args {
     #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     pub cluster_id: String,
     /// Make this node the only initial voter of a dynamic quorum.
-    #[arg(long, conflicts_with = "initial_controllers")]
+    #[arg(long, conflicts_with_all = ["initial_controllers", "no_initial_controllers"])]
     pub standalone: bool,
     /// The initial voters of a dynamic quorum: ID@HOST:PORT:DIRECTORY_ID,...
-    #[arg(long, value_name = "VOTERS")]
+    #[arg(long, value_name = "VOTERS", conflicts_with = "no_initial_controllers")]
     pub initial_controllers: Option<String>,
+    /// A controller that will join an existing dynamic quorum: it starts as an observer,
+    /// finds the leader through controller.quorum.bootstrap.servers, and is added with
+    /// `corum quorum add-controller` or by itself (controller.quorum.auto.join.enable).
+    #[arg(long)]
+    pub no_initial_controllers: bool,
     /// Leave an already formatted directory unchanged instead of failing.
     #[arg(long)]
     pub ignore_formatted: bool,
@@ -81,6 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             parse_voters(list).map_err(|e| anyhow::anyhow!("--initial-controllers: {e}"))?,
         ),
         (None, true) => BootstrapChoice::Standalone,
+        (None, false) if args.no_initial_controllers => BootstrapChoice::NoInitialControllers,
         (None, false) => BootstrapChoice::StaticFromConfig,
     };
     let plan = plan_format(&config, cluster_id, &choice, super::uuid::random_uuid()?)?;
@@ -89,13 +95,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match futures_lite::future::block_on(format_dir(&disk, &plan, args.ignore_formatted))? {
         FormatOutcome::Formatted(p) => {
             println!(
-                "Formatted {} for cluster {} node {} directory {} (kraft.version {}, {} bootstrap voter(s))",
+                "Formatted {} for cluster {} node {} directory {} (kraft.version {}, {} bootstrap voter(s){})",
                 p.dir.display(),
                 p.meta.cluster_id,
                 p.meta.node_id,
                 p.meta.directory_id,
                 p.bootstrap.kraft_version,
-                p.bootstrap.voters.len()
+                p.bootstrap.voters.len(),
+                if p.bootstrap.is_joining() {
+                    ": joins the quorum of controller.quorum.bootstrap.servers"
+                } else {
+                    ""
+                }
             );
         }
         FormatOutcome::AlreadyFormatted { dir, existing } => {

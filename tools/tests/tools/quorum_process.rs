@@ -1453,3 +1453,95 @@ fn a_static_quorum_refuses_remove_controller() {
     );
     assert_eq!(voter_ids(&c).len(), 3);
 }
+
+/// The directory ids of the leader's voters, by node id.
+fn voter_directories(c: &LocalCluster) -> Vec<(u64, String)> {
+    let d = describe(&c.bootstrap(), 5_000).expect("a leader answers DescribeQuorum");
+    d["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] != "Observer")
+        .map(|r| {
+            (
+                r["node_id"].as_u64().unwrap(),
+                r["directory_id"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Waits until the leader's voters are exactly `ids`.
+fn wait_for_voters(c: &LocalCluster, ids: &[u64], within: Duration) {
+    let mut want = ids.to_vec();
+    want.sort_unstable();
+    let found = (0..).find_map(|round| {
+        let started = Instant::now();
+        let mut v = describe(&c.bootstrap(), 2_000)
+            .and_then(|d| d["voters"].as_array().cloned())
+            .map(|a| a.iter().filter_map(|x| x.as_u64()).collect::<Vec<_>>())
+            .unwrap_or_default();
+        v.sort_unstable();
+        if v == want {
+            return Some(true);
+        }
+        if Duration::from_millis(200) * round > within {
+            return Some(false);
+        }
+        std::thread::sleep(Duration::from_millis(200).saturating_sub(started.elapsed()));
+        None
+    });
+    assert_eq!(
+        found,
+        Some(true),
+        "voters never became {want:?}\n{}",
+        logs(c)
+    );
+}
+
+/// KIP-853 growth and repair with real processes: node 1 is formatted `--standalone`-like
+/// (the only initial controller), nodes 2 and 3 with `--no-initial-controllers`. With
+/// `controller.quorum.auto.join.enable` they find the leader through
+/// `controller.quorum.bootstrap.servers`, fetch as observers, and are added one at a time
+/// while a verified load runs. Then node 3's disk is replaced: formatted again under a new
+/// directory id, it joins as a new replica — the old (id, directory id) is removed first, the
+/// empty replica never counted as the old voter — and the load loses nothing.
+#[test]
+fn controllers_formatted_to_join_are_added_by_auto_join_and_a_replaced_disk_rejoins() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut spec = spec(
+        tmp.path(),
+        &[("controller.quorum.auto.join.enable", "true")],
+    );
+    spec.dynamic = true;
+    spec.joining = 2;
+    let mut c = LocalCluster::create(spec).expect("formatting the cluster");
+    if let Err(e) = c.start_all() {
+        panic!("starting the cluster: {e:#}\n{}", logs(&c));
+    }
+    wait_for_voters(&c, &[1, 2, 3], Duration::from_secs(30));
+    let load = verified_load(&c, 8);
+    let before = voter_directories(&c);
+    let old_dir = before.iter().find(|(id, _)| *id == 3).unwrap().1.clone();
+    assert_eq!(old_dir, directory_id(&c, 3));
+    c.kill(3);
+    c.replace_disk(3).unwrap();
+    let new_dir = directory_id(&c, 3);
+    assert_ne!(new_dir, old_dir);
+    c.start(3)
+        .unwrap_or_else(|e| panic!("starting node 3 again: {e:#}\n{}", logs(&c)));
+    let rejoined = (0..150).any(|_| {
+        std::thread::sleep(Duration::from_millis(200));
+        voter_directories(&c).contains(&(3, new_dir.clone()))
+    });
+    assert!(rejoined, "{:?}\n{}", voter_directories(&c), logs(&c));
+    let after = voter_directories(&c);
+    assert_eq!(after.len(), 3, "{after:?}");
+    assert!(!after.iter().any(|(_, d)| *d == old_dir), "{after:?}");
+    let out = load.wait(Duration::from_secs(120));
+    let report = loadgen_json(&out);
+    assert!(out.status.success(), "{report}\n{}", logs(&c));
+    assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
+    assert!(report["acknowledged"].as_u64() > Some(0), "{report}");
+}

@@ -121,6 +121,7 @@ pub fn raft(config: &NodeConfig) -> Result<corum_raft::Config> {
         )?,
         snapshot_bytes_max: config.raft_snapshot_bytes_max,
         retry_backoff_ms: config.quorum_retry_backoff_ms,
+        auto_join: config.quorum_auto_join_enable,
         payload_cache_bytes_max: usize_of(
             "corum.raft.payload.cache.bytes.max",
             config.raft_payload_cache_bytes_max,
@@ -348,6 +349,7 @@ pub fn raft_driver(config: &NodeConfig, replica: RaftReplica) -> Result<RaftDriv
         bootstrap_voters,
         kraft_version,
         listener_name: config.controller_listener().name.clone(),
+        bootstrap_servers: config.quorum_bootstrap_servers.clone(),
         log: log(config)?,
         tick_interval_ms: RAFT_TICK_INTERVAL_MS,
         seed: config.controller_seed ^ u64::from(me.id.get()).rotate_left(32),
@@ -674,6 +676,24 @@ mod tests {
                 Raft,
                 &[("controller.quorum.retry.backoff.ms", "50")],
                 |d, v| d.raft.retry_backoff_ms == num::<u64>(v),
+            ),
+            (
+                "controller.quorum.auto.join.enable",
+                Raft,
+                &[("controller.quorum.auto.join.enable", "true")],
+                |d, v| d.raft.auto_join == (v == "true"),
+            ),
+            (
+                "controller.quorum.bootstrap.servers",
+                RaftDriver,
+                &[(
+                    "controller.quorum.bootstrap.servers",
+                    "127.0.0.1:9093,127.0.0.1:9095",
+                )],
+                |d, v| {
+                    d.driver.bootstrap_servers.len()
+                        == v.split(',').filter(|s| !s.is_empty()).count()
+                },
             ),
             (
                 "broker.session.timeout.ms",

@@ -313,8 +313,8 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         name: "controller.quorum.bootstrap.servers",
         value_type: ValueType::List("HOST:PORT"),
         default: Some(""),
-        doc: "Controller endpoints to ask for the current leader (dynamic quorum, KIP-853).",
-        readers: &[NODE],
+        doc: "Controller endpoints to ask for the current leader (dynamic quorum, KIP-853): clients and a controller that is not a voter (observer) ask one of them.",
+        readers: &[NODE, DRIVER],
         set: |c, v| {
             c.quorum_bootstrap_servers = list_items(v)
                 .map(str::parse::<HostPort>)
@@ -322,6 +322,18 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
             Ok(())
         },
         get: |c| join(&c.quorum_bootstrap_servers),
+    },
+    ConfigKey {
+        name: "controller.quorum.auto.join.enable",
+        value_type: ValueType::Bool,
+        default: Some("false"),
+        doc: "A controller that is not a voter of its dynamic quorum asks the leader to add it once it has caught up (KIP-853), first asking to remove a voter with its node id and another directory id (its replaced disk). Stop a controller before removing it for good, or it joins again.",
+        readers: &[RAFT],
+        set: |c, v| {
+            c.quorum_auto_join_enable = parse_bool(v)?;
+            Ok(())
+        },
+        get: |c| c.quorum_auto_join_enable.to_string(),
     },
     ConfigKey {
         name: "metadata.log.dir",

@@ -46,6 +46,7 @@ impl NodeConfig {
             listener_security_protocols: Vec::new(),
             quorum_voters: Vec::new(),
             quorum_bootstrap_servers: Vec::new(),
+            quorum_auto_join_enable: false,
             metadata_log_dir: PathBuf::new(),
             election_timeout_ms: 0,
             fetch_timeout_ms: 0,

@@ -39,6 +39,8 @@ pub struct NodeConfig {
     pub listener_security_protocols: Vec<(String, SecurityProtocol)>,
     pub quorum_voters: Vec<QuorumVoter>,
     pub quorum_bootstrap_servers: Vec<HostPort>,
+    /// `controller.quorum.auto.join.enable`.
+    pub quorum_auto_join_enable: bool,
     pub metadata_log_dir: PathBuf,
     // Raft timing (KIP-595).
     pub election_timeout_ms: u64,

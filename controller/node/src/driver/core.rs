@@ -133,7 +133,7 @@ impl<D: Disk> DriverCore<D> {
             batches: restored.len(),
             torn_tail_bytes: report.torn_tail.as_ref().map_or(0, |t| t.dropped_bytes),
         };
-        let core = RaftCore::new(
+        let mut core = RaftCore::new(
             config.raft.clone(),
             config.me,
             config.endpoints.clone(),
@@ -151,6 +151,7 @@ impl<D: Disk> DriverCore<D> {
             now_ms,
         )
         .map_err(DriverError::Restore)?;
+        core.set_bootstrap_servers(bootstrap_server_ids(config.bootstrap_servers.len()));
         let snapshot_end = snapshot
             .as_ref()
             .map_or(LogOffset::ZERO, |s| s.id.end_offset);
@@ -750,6 +751,14 @@ pub async fn store_snapshot<D: Disk>(
     snapshot_store::write(disk, dir, s).await?;
     snapshot_store::remove_older(disk, dir, SNAPSHOTS_KEPT).await?;
     Ok(())
+}
+
+/// The ids the driver links the `n` bootstrap servers under, in their configured order.
+pub fn bootstrap_server_ids(n: usize) -> Vec<NodeId> {
+    (crate::peer::BOOTSTRAP_IDS.start..crate::peer::BOOTSTRAP_IDS.end)
+        .take(n)
+        .map(NodeId)
+        .collect()
 }
 
 #[cfg(test)]

@@ -101,9 +101,10 @@ mod service_link;
 use self::core::store_snapshot;
 pub use self::core::{Carried, DriverCore, ProposalOutcome, Publisher};
 use crate::calls::CallStats;
+use crate::config::HostPort;
 use crate::error::{DriverError, StorageError};
 use crate::histogram::LatencyHistogram;
-use crate::peer::{Inbound, PeerInbox, PeerNetwork, PeerStats};
+use crate::peer::{Inbound, PeerInbox, PeerNetwork, PeerRoute, PeerStats};
 pub use crate::port::{CommittedBatch, DriverStatus};
 use crate::port::{DriverEnd, Proposal, ToService};
 use crate::protocol::{RequestFrame, ResponseFrame, RpcError};
@@ -140,6 +141,9 @@ pub struct RaftDriverConfig {
     pub kraft_version: u16,
     /// The listener name under which voters publish the endpoint peers connect to.
     pub listener_name: String,
+    /// `controller.quorum.bootstrap.servers`: where an observer asks for the leader (linked
+    /// under ids of [`crate::peer::BOOTSTRAP_IDS`]).
+    pub bootstrap_servers: Vec<HostPort>,
     pub log: LogConfig,
     /// Period of `tick`. A few milliseconds: timeouts resolve to this.
     pub tick_interval_ms: u64,
@@ -442,8 +446,23 @@ impl<D: Disk> RaftDriver<D> {
         assert!(config.uncommitted_records_max > 0);
         let (proposal_cap, call_cap) = (config.proposal_queue_capacity, config.call_queue_capacity);
         let listener = config.listener_name.clone();
+        let bootstrap_servers = config.bootstrap_servers.clone();
+        if let Some(e) = config.endpoints.iter().find(|e| e.listener == listener) {
+            network.set_own_route(PeerRoute {
+                id: config.me.id,
+                host: e.host.clone(),
+                port: e.port,
+            });
+        }
         let (core, recovered) = DriverCore::recover(disk, config, 0).await?;
         network.add_voters(core.raft().voter_set(), &listener)?;
+        for (id, server) in core::bootstrap_server_ids(bootstrap_servers.len())
+            .into_iter()
+            .zip(&bootstrap_servers)
+        {
+            // Connected on first use: only an observer looking for its leader sends there.
+            network.add_peer(id, crate::peer::resolve(&server.host, server.port)?)?;
+        }
         let linked_at_change = core.raft().voter_set_changes();
         let queued_to = network
             .peers()
@@ -580,6 +599,7 @@ impl<D: Disk> RaftDriver<D> {
                 Event::Shutdown => break Ok(()),
                 Event::Tick => Ok(()),
                 Event::Message(m) => {
+                    self.learn_routes(&m.routes);
                     self.core.step(m.from, m.message);
                     Ok(())
                 }
@@ -737,9 +757,65 @@ impl<D: Disk> RaftDriver<D> {
                     continue;
                 }
             }
-            match self.network.send(to, message) {
+            let routes = self.routes_for(to, &message);
+            match self.network.send_routed(to, message, routes) {
                 Ok(()) => *self.queued_to.entry(to).or_default() += 1,
                 Err(e) => tracing::debug!(%to, error = %e, "raft message dropped"),
+            }
+        }
+    }
+
+    /// The routes an envelope of `message` to `to` carries
+    /// ([`crate::peer::PeerEnvelope::routes`]): none between two voters; otherwise this
+    /// node's own listener (so that an addressee with no link to it can answer) and the
+    /// leader's, if known (so that a controller that asked a bootstrap server learns where
+    /// the leader listens). Answers to fetches and voter changes always carry them: the
+    /// addressee may be a new replica under a voter's id (its disk was replaced) that knows
+    /// nobody yet.
+    fn routes_for(&self, to: NodeId, message: &corum_raft::Message) -> Vec<PeerRoute> {
+        let raft = self.core.raft();
+        let voters = raft.voter_set();
+        let answer = matches!(
+            message,
+            corum_raft::Message::FetchResponse(_)
+                | corum_raft::Message::FetchSnapshotResponse(_)
+                | corum_raft::Message::VoterChangeResponse(_)
+        );
+        if !answer && raft.is_voter() && voters.contains_id(to) {
+            return Vec::new();
+        }
+        let listener = &self.core.config().listener_name;
+        let route = |id: NodeId, endpoints: &[Endpoint]| {
+            endpoints
+                .iter()
+                .find(|e| &e.listener == listener)
+                .map(|e| PeerRoute {
+                    id,
+                    host: e.host.clone(),
+                    port: e.port,
+                })
+        };
+        let me = raft.id();
+        let mut routes: Vec<PeerRoute> = route(me, &self.core.config().endpoints)
+            .into_iter()
+            .collect();
+        if let Some(leader) = raft.leader_hint().filter(|l| *l != me && *l != to) {
+            routes.extend(voters.get(leader).and_then(|v| route(leader, &v.endpoints)));
+        }
+        routes
+    }
+
+    /// Links the nodes an inbound envelope named routes to, unless linked already.
+    fn learn_routes(&mut self, routes: &[PeerRoute]) {
+        for r in routes {
+            match self.network.learn_route(r) {
+                Ok(true) => {
+                    let s = self.network.peer_stats(r.id).expect("a new link has stats");
+                    self.queued_to.insert(r.id, resolved(&s) + s.queued as u64);
+                    tracing::info!(id = %r.id, host = %r.host, port = r.port, "linked to a node that sent its route");
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(id = %r.id, error = %e, "cannot link to a route"),
             }
         }
     }

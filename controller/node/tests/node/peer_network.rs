@@ -7,7 +7,9 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use corum_node::peer::{Inbound, PeerEnvelope, PeerInbox, PeerNetwork, PeerNetworkConfig};
+use corum_node::peer::{
+    Inbound, PeerEnvelope, PeerInbox, PeerNetwork, PeerNetworkConfig, PeerRoute, BOOTSTRAP_IDS,
+};
 use corum_node::PeerError;
 use corum_raft::message::{AppendRequest, BeginQuorumEpoch, VoteRequest, VoteResponse};
 use corum_raft::{Batch, Message, ReplicaKey};
@@ -67,7 +69,8 @@ async fn expect(inbox: &PeerInbox, from: u32, message: &Message) {
         got,
         Inbound {
             from: NodeId(from),
-            message: message.clone()
+            message: message.clone(),
+            routes: Vec::new(),
         }
     );
 }
@@ -218,6 +221,16 @@ fn envelope(cluster_id: Uuid, from: u32, to: u32) -> PeerEnvelope {
         from: NodeId(from),
         to: NodeId(to),
         message: vote(9, from),
+        routes: Vec::new(),
+    }
+}
+
+/// A route to node `id` at `addr`.
+fn route(id: u32, addr: std::net::SocketAddr) -> PeerRoute {
+    PeerRoute {
+        id: NodeId(id),
+        host: addr.ip().to_string(),
+        port: addr.port(),
     }
 }
 
@@ -239,10 +252,26 @@ fn a_wrong_cluster_or_addressee_closes_only_that_connection() {
         };
         ap.batches[0].base_offset = LogOffset(101);
         gapped.message = Message::Append(ap);
+        let with_routes = |routes: Vec<PeerRoute>| PeerEnvelope {
+            routes,
+            ..envelope(CLUSTER, 3, 2)
+        };
+        let here = b.local_addr();
         let bad = [
             envelope(Uuid([0xEE; 16]), 3, 2),
             envelope(CLUSTER, 3, 7),
             gapped,
+            // Routes no node may dial, or more than an envelope carries.
+            with_routes(vec![PeerRoute {
+                port: 0,
+                ..route(3, here)
+            }]),
+            with_routes(vec![PeerRoute {
+                host: String::new(),
+                ..route(3, here)
+            }]),
+            with_routes(vec![route(BOOTSTRAP_IDS.start, here)]),
+            with_routes(vec![route(3, here), route(4, here), route(5, here)]),
         ];
         for (k, e) in bad.iter().enumerate() {
             let mut raw = connect(b.local_addr(), ConnectionConfig::default())
@@ -447,5 +476,38 @@ fn shutdown_closes_the_network() {
         stop.fire();
         assert_eq!(a_in.recv().await, None);
         drop(a);
+    });
+}
+
+#[test]
+fn a_new_connection_introduces_its_node_and_bootstrap_ids_reach_anyone() {
+    // Node 1 knows node 2 only by a bootstrap server's address (an id of BOOTSTRAP_IDS); node
+    // 2 knows nothing of node 1. Node 2 accepts the envelope addressed to the bootstrap id;
+    // its first envelope on the connection carries node 1's route, the next ones none; node
+    // 2 links to node 1 from it (once) and answers.
+    on_shard(TEST_DEADLINE, || async {
+        let (a, a_in) = node(1);
+        let (b, b_in) = node(2);
+        a.set_own_route(route(1, a.local_addr()));
+        let bootstrap = NodeId(BOOTSTRAP_IDS.start);
+        a.add_peer(bootstrap, b.local_addr()).unwrap();
+        a.send(bootstrap, vote(3, 1)).unwrap();
+        let first = b_in.recv().await.unwrap();
+        assert_eq!(first.from, NodeId(1));
+        assert_eq!(first.routes, vec![route(1, a.local_addr())]);
+        a.send(bootstrap, vote(4, 1)).unwrap();
+        expect(&b_in, 1, &vote(4, 1)).await;
+        assert!(b.learn_route(&first.routes[0]).unwrap());
+        assert!(!b.learn_route(&first.routes[0]).unwrap(), "linked once");
+        b.send(NodeId(1), vote(5, 2)).unwrap();
+        expect(&a_in, 2, &vote(5, 2)).await;
+        // Routes given with a message travel with it.
+        let leader = route(7, a.local_addr());
+        b.send_routed(NodeId(1), vote(6, 2), vec![leader.clone()])
+            .unwrap();
+        let got = a_in.recv().await.unwrap();
+        assert_eq!(got.routes, vec![leader]);
+        a.close().await;
+        b.close().await;
     });
 }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use corum_types::{Epoch, LogOffset, NodeId};
 
 use super::{LeaderState, Progress, RaftCore, State};
-use crate::control::{self, ControlRecord, LeaderChangeRecord};
+use crate::control::{self, ControlRecord, LeaderChangeRecord, VotersRecord};
 use crate::message::{
     BeginQuorumEpoch, EndQuorumEpoch, FetchRequest, Message, VoteRequest, VoteResponse,
 };
@@ -176,17 +176,29 @@ impl RaftCore {
             fetchers: BTreeMap::new(),
             pending_change: None,
         }));
-        let payload = control::encode(vec![ControlRecord::LeaderChange(LeaderChangeRecord {
+        let mut records = vec![ControlRecord::LeaderChange(LeaderChangeRecord {
             epoch: self.epoch,
             leader: self.me.id,
             granted_by: granted,
-        })]);
+        })];
+        // A dynamic quorum's first voter set is the bootstrap checkpoint's, which only the
+        // replicas formatted with it hold: the first leader writes it into the log (with its
+        // LeaderChange), so that a controller formatted to join (`--no-initial-controllers`),
+        // or one whose disk was replaced, learns the voters — and whether its id already votes
+        // under another directory id — from the log it fetches.
+        if self.kraft_version >= 1 && self.voters.len() == 1 && self.snapshot.is_none() {
+            records.push(ControlRecord::Voters(VotersRecord {
+                version: 0,
+                voters: self.voter_set().clone(),
+            }));
+        }
+        let record_count = records.len() as u32;
         self.leader_append(Batch {
             base_offset: epoch_start,
             epoch: self.epoch,
-            record_count: 1,
+            record_count,
             control: true,
-            payload,
+            payload: control::encode(records),
         });
         let begin = BeginQuorumEpoch {
             epoch: self.epoch,
@@ -389,13 +401,17 @@ impl RaftCore {
         }
     }
 
-    /// An observer without a leader asks a random voter (the answer names the leader).
+    /// An observer without a leader asks a random bootstrap server, or without any a random
+    /// voter (the answer names the leader).
     pub(crate) fn discover_leader(&mut self) {
-        let ids: Vec<NodeId> = self
-            .voter_set()
-            .ids()
-            .filter(|id| *id != self.me.id)
-            .collect();
+        let ids: Vec<NodeId> = if self.bootstrap_servers.is_empty() {
+            self.voter_set()
+                .ids()
+                .filter(|id| *id != self.me.id)
+                .collect()
+        } else {
+            self.bootstrap_servers.clone()
+        };
         if ids.is_empty() {
             return;
         }

@@ -203,6 +203,86 @@ impl RaftCore {
         }
     }
 
+    /// Auto-join (KIP-853), on an observer's tick: once this replica follows a leader of a
+    /// dynamic quorum and holds the leader's log up to the high watermark of its last answer,
+    /// and it is not a voter, it asks the leader to add it — after asking to remove a voter
+    /// with its id and another directory id (the replica whose disk it replaced: the quorum
+    /// must never count this empty replica as that one). One request at a time; a refusal
+    /// (not caught up yet, another change pending, ...) or no answer within the request
+    /// timeout waits `retry_backoff_ms`, doubled per refusal in a row, at most the request
+    /// timeout.
+    pub(crate) fn maybe_join(&mut self) {
+        let now = self.now_ms;
+        if !self.config.auto_join || self.kraft_version == 0 || self.is_voter() {
+            return;
+        }
+        let State::Follower(f) = &self.state else {
+            return;
+        };
+        let caught_up = f.heard && f.leader_hwm.is_some_and(|h| self.log.end() >= h);
+        let leader = f.leader;
+        if let Some((_, sent)) = self.join.outstanding {
+            if now.saturating_sub(sent) < self.config.request_timeout_ms {
+                return;
+            }
+            self.join.outstanding = None;
+            self.join.next_at_ms = now + self.join.backoff.failed();
+        }
+        if self
+            .join
+            .committed_at_change
+            .is_some_and(|c| c != self.voter_set_changes)
+        {
+            // The change the leader committed has reached this replica's log.
+            self.join.committed_at_change = None;
+            self.join.next_at_ms = now;
+        }
+        if !caught_up || now < self.join.next_at_ms {
+            return;
+        }
+        let request_id = self.next_request_id;
+        self.next_request_id += 1;
+        let stale = self
+            .voter_set()
+            .get(self.me.id)
+            .map(|v| v.key)
+            .filter(|k| *k != self.me);
+        let message = match stale {
+            Some(voter) => Message::RemoveVoter(RemoveVoterRequest { request_id, voter }),
+            None => Message::AddVoter(AddVoterRequest {
+                request_id,
+                voter: Voter {
+                    key: self.me,
+                    endpoints: self.endpoints.clone(),
+                },
+            }),
+        };
+        self.join.outstanding = Some((request_id, now));
+        self.send(leader, message);
+    }
+
+    /// The leader's answer to auto-join's request: a refusal waits the backoff.
+    pub(crate) fn on_join_response(&mut self, _from: NodeId, resp: VoterChangeResponse) {
+        if self.join.outstanding.map(|(id, _)| id) != Some(resp.request_id) {
+            return;
+        }
+        self.join.outstanding = None;
+        match resp.result {
+            Ok(()) => {
+                // Committed: the next step (the add after a removal) waits for the new voter
+                // set to reach this replica's log, or for a request timeout.
+                self.join.backoff.succeeded();
+                self.join.last_refusal = None;
+                self.join.committed_at_change = Some(self.voter_set_changes);
+                self.join.next_at_ms = self.now_ms + self.config.request_timeout_ms;
+            }
+            Err(e) => {
+                self.join.last_refusal = Some(e);
+                self.join.next_at_ms = self.now_ms + self.join.backoff.failed();
+            }
+        }
+    }
+
     /// Called after the leader's HWM advanced: completes a committed voter change.
     pub(crate) fn after_leader_commit(&mut self) {
         let hwm = self.hwm;
@@ -244,6 +324,147 @@ impl RaftCore {
             if v.key.id != me && !ls.progress.contains_key(&v.key.id) {
                 ls.progress.insert(v.key.id, Progress::new(v.key, end, now));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use corum_types::NodeId;
+
+    use crate::sim::{Cluster, ClusterSpec};
+    use crate::Role;
+
+    fn auto_join_spec(seed: u64, voters: usize, observers: usize) -> ClusterSpec {
+        let mut spec = ClusterSpec::new(seed, voters, observers);
+        spec.raft.auto_join = true;
+        spec
+    }
+
+    /// The leader's voter ids.
+    fn voter_ids(c: &Cluster) -> Vec<u32> {
+        c.leader()
+            .and_then(|l| c.core(l))
+            .map(|core| core.voter_set().ids().map(|id| id.0).collect())
+            .unwrap_or_default()
+    }
+
+    /// Writes `n` entries at the leader, then lets them commit.
+    fn write(c: &mut Cluster, n: usize) {
+        for i in 0..n {
+            let l = c.leader().expect("a leader");
+            let _ = c.propose(l, format!("w{i}").as_bytes());
+            c.run_for(5);
+        }
+    }
+
+    /// Two controllers formatted to join, knowing only the bootstrap servers: each finds the
+    /// leader through them, catches up and is added — one change at a time — while writes go
+    /// on; every replica ends with the same five voters.
+    #[test]
+    fn controllers_formatted_to_join_find_the_leader_and_are_added() {
+        for seed in 0..20 {
+            let mut spec = auto_join_spec(seed, 3, 2);
+            spec.observers_bootstrap_only = true;
+            let mut c = Cluster::new(spec).unwrap();
+            assert!(c.run_until(5_000, |c| c.leader().is_some()), "seed {seed}");
+            write(&mut c, 20);
+            assert!(
+                c.run_until(10_000, |c| voter_ids(c) == [1, 2, 3, 4, 5]),
+                "seed {seed}: voters {:?}",
+                voter_ids(&c)
+            );
+            write(&mut c, 5);
+            c.run_for(500);
+            let l = c.leader().unwrap();
+            let history: Vec<usize> = c
+                .core(l)
+                .unwrap()
+                .voter_history()
+                .iter()
+                .map(|(_, v)| v.len())
+                .collect();
+            // The bootstrap set, the first leader's copy of it, then one more voter a time.
+            assert_eq!(history[..2], [3, 3], "seed {seed}");
+            assert!(
+                history[1..].windows(2).all(|w| w[1] == w[0] + 1),
+                "seed {seed}: one voter added at a time: {history:?}"
+            );
+            for id in c.ids() {
+                let core = c.core(id).unwrap();
+                assert!(core.is_voter(), "seed {seed}: {id} is not a voter");
+                assert_eq!(core.voter_set(), c.core(l).unwrap().voter_set());
+            }
+            assert!(
+                c.checker.violations.is_empty(),
+                "seed {seed}: {:?}",
+                c.checker.violations
+            );
+        }
+    }
+
+    /// Without auto-join an observer stays one.
+    #[test]
+    fn without_auto_join_an_observer_stays_one() {
+        let mut c = Cluster::new(ClusterSpec::new(1, 3, 1)).unwrap();
+        assert!(c.run_until(5_000, |c| c.leader().is_some()));
+        write(&mut c, 10);
+        c.run_for(3_000);
+        assert_eq!(voter_ids(&c), [1, 2, 3]);
+        assert_eq!(c.core(NodeId(4)).unwrap().role(), Role::Follower);
+        assert!(
+            c.checker.violations.is_empty(),
+            "{:?}",
+            c.checker.violations
+        );
+    }
+
+    /// A voter's disk is replaced: it comes back with an empty log under a new directory id,
+    /// is never counted as the old voter (it cannot vote or be counted for commits as the old
+    /// one), asks to remove the old (id, directory id), then to add itself.
+    #[test]
+    fn a_replaced_disk_removes_the_old_replica_then_joins() {
+        for seed in 0..20 {
+            let mut c = Cluster::new(auto_join_spec(seed, 3, 0)).unwrap();
+            assert!(c.run_until(5_000, |c| c.leader().is_some()), "seed {seed}");
+            write(&mut c, 20);
+            c.run_for(300);
+            let l = c.leader().unwrap();
+            let victim = c.ids().into_iter().find(|id| *id != l).unwrap();
+            let old_key = c.core(victim).unwrap().voter_set().get(victim).unwrap().key;
+            c.replace_disk(victim).unwrap();
+            let new_key = c.nodes[&victim].key;
+            assert_ne!(old_key, new_key);
+            assert!(!c.core(victim).unwrap().is_voter());
+            assert!(
+                c.run_until(10_000, |c| c
+                    .leader()
+                    .and_then(|l| c.core(l))
+                    .is_some_and(|core| core.voter_set().contains_key(&new_key))),
+                "seed {seed}: voters {:?}",
+                voter_ids(&c)
+            );
+            let l = c.leader().unwrap();
+            let history = c.core(l).unwrap().voter_history().to_vec();
+            assert!(
+                history
+                    .iter()
+                    .all(|(_, v)| !(v.contains_key(&old_key) && v.contains_key(&new_key))),
+                "seed {seed}: the old and the new replica never vote together"
+            );
+            assert!(
+                history
+                    .iter()
+                    .any(|(_, v)| v.len() == 2 && !v.contains_id(victim)),
+                "seed {seed}: the old replica was removed first: {history:?}"
+            );
+            write(&mut c, 5);
+            c.run_for(500);
+            assert!(
+                c.checker.violations.is_empty(),
+                "seed {seed}: {:?}",
+                c.checker.violations
+            );
         }
     }
 }

@@ -298,6 +298,9 @@ pub(crate) struct FollowerState {
     pub update_voter_at_ms: u64,
     /// The leader resigned (EndQuorumEpoch): it no longer counts as live for pre-votes.
     pub leader_ended: bool,
+    /// The high watermark of the leader's last data answer to our fetch (not capped by what
+    /// we hold): an observer at or past it is caught up (auto-join).
+    pub leader_hwm: Option<LogOffset>,
     /// A message from the leader itself arrived (not just a hint from another replica or the
     /// persisted quorum state): only then does it count as live for pre-votes.
     pub heard: bool,
@@ -379,6 +382,27 @@ pub struct RaftCore {
     pub(crate) next_read_id: u64,
     pub(crate) next_request_id: u64,
     pub(crate) stats: Stats,
+    /// Ids the driver routes to `controller.quorum.bootstrap.servers`: an observer without a
+    /// leader asks one of them ([`RaftCore::set_bootstrap_servers`]).
+    pub(crate) bootstrap_servers: Vec<NodeId>,
+    /// Auto-join's request in flight and when the next may leave ([`Config::auto_join`]).
+    pub(crate) join: JoinState,
+}
+
+/// An observer's auto-join (KIP-853): one request at a time, spaced by a doubling backoff.
+#[derive(Debug)]
+pub(crate) struct JoinState {
+    /// The request id of the AddVoter or RemoveVoter in flight, and when it left.
+    pub outstanding: Option<(u64, u64)>,
+    /// No request before this.
+    pub next_at_ms: u64,
+    /// Refusals in a row: `controller.quorum.retry.backoff.ms`, doubled per refusal, at most
+    /// the request timeout.
+    pub backoff: Backoff,
+    /// What the leader last refused, for status.
+    pub last_refusal: Option<crate::error::VoterChangeError>,
+    /// The voter-set change count when the leader said the last request committed.
+    pub committed_at_change: Option<u64>,
 }
 
 impl RaftCore {
@@ -392,7 +416,11 @@ impl RaftCore {
         now_ms: u64,
     ) -> Result<Self> {
         config.validate()?;
-        restore.bootstrap_voters.validate()?;
+        // A controller formatted to join a dynamic quorum (`--no-initial-controllers`) knows
+        // no voters until its log or a snapshot names them.
+        if !(restore.kraft_version >= 1 && restore.bootstrap_voters.is_empty()) {
+            restore.bootstrap_voters.validate()?;
+        }
         let start = restore.snapshot.as_ref().map_or(
             SnapshotId {
                 end_offset: LogOffset::ZERO,
@@ -443,6 +471,7 @@ impl RaftCore {
         }
         let qs = restore.quorum_state;
         let end = log.end();
+        let join_backoff = Backoff::new(config.retry_backoff_ms, config.request_timeout_ms);
         let mut core = Self {
             config,
             me,
@@ -469,6 +498,14 @@ impl RaftCore {
             next_read_id: 1,
             next_request_id: 1,
             stats: Stats::default(),
+            bootstrap_servers: Vec::new(),
+            join: JoinState {
+                outstanding: None,
+                next_at_ms: 0,
+                backoff: join_backoff,
+                last_refusal: None,
+                committed_at_change: None,
+            },
         };
         if core.epoch != qs.epoch {
             // The log holds a newer epoch than the quorum state (cannot happen with a driver that
@@ -552,7 +589,7 @@ impl RaftCore {
             Message::AddVoter(m) => self.on_add_voter(from, m),
             Message::RemoveVoter(m) => self.on_remove_voter(from, m),
             Message::UpdateVoter(m) => self.on_update_voter(from, m),
-            Message::VoterChangeResponse(_) => {}
+            Message::VoterChangeResponse(m) => self.on_join_response(from, m),
         }
     }
 
@@ -703,6 +740,19 @@ impl RaftCore {
             State::Follower(f) => Some(f.leader),
             _ => None,
         }
+    }
+
+    /// Ids the driver routes to the addresses of `controller.quorum.bootstrap.servers`. An
+    /// observer without a leader asks a random one of them for the leader (KIP-853), instead of
+    /// a random voter: a controller that will join a quorum knows no voter yet.
+    pub fn set_bootstrap_servers(&mut self, ids: Vec<NodeId>) {
+        self.bootstrap_servers = ids;
+    }
+
+    /// Auto-join's last refusal by the leader (`None` once a request succeeds or before any):
+    /// why an observer that should join has not.
+    pub fn auto_join_refusal(&self) -> Option<crate::error::VoterChangeError> {
+        self.join.last_refusal
     }
 
     /// How many times [`RaftCore::voter_set`] changed since the core started (a VotersRecord
@@ -947,6 +997,7 @@ impl RaftCore {
             update_voter_at_ms: self.now_ms,
             leader_ended: false,
             heard: pushed,
+            leader_hwm: None,
         }
     }
 
@@ -1187,8 +1238,11 @@ mod tests {
         assert_eq!(r.entries.len(), 1);
         assert!(r.entries[0].control);
         assert_eq!(r.high_watermark, None, "nothing durable yet");
-        c.persisted(LogOffset(1), Epoch(1));
-        assert_eq!(c.ready().unwrap().high_watermark, Some(LogOffset(1)));
+        // LeaderChange, and the bootstrap voter set of this dynamic quorum.
+        let end = r.entries[0].end_offset();
+        assert_eq!(end, LogOffset(2));
+        c.persisted(end, Epoch(1));
+        assert_eq!(c.ready().unwrap().high_watermark, Some(end));
         c.check_invariants();
     }
 

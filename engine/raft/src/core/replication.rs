@@ -536,6 +536,7 @@ impl RaftCore {
         if pull && fetch_due {
             self.send_fetch();
         }
+        self.maybe_join();
         if update_due {
             let request_id = self.next_request_id;
             self.next_request_id += 1;
@@ -797,6 +798,7 @@ impl RaftCore {
                 high_watermark,
             } => {
                 f.fetch = None;
+                f.leader_hwm = Some(high_watermark);
                 let (fetch_offset, prev_epoch) = (self.log.end(), self.log.last_epoch());
                 if let Ok(matched) = self.accept_entries(fetch_offset, prev_epoch, &batches) {
                     if let State::Follower(f) = &mut self.state {

@@ -81,6 +81,9 @@ pub struct Node {
     pub incarnation: u64,
     /// Drop payloads of data batches when restoring (exercises [`Ready::reads`]).
     pub restore_without_payloads: bool,
+    /// Formatted to join (`--no-initial-controllers`): starts knowing no voter and finds the
+    /// leader through bootstrap servers (the bootstrap voters' ids).
+    pub bootstrap_only: bool,
 }
 
 /// Cluster-wide settings of a simulation.
@@ -97,6 +100,8 @@ pub struct ClusterSpec {
     pub tick_ms: u64,
     /// KIP-853's `kraft.version` of the quorum (1, dynamic, unless a test sets 0).
     pub kraft_version: u16,
+    /// Observers start as controllers formatted to join ([`Node::bootstrap_only`]).
+    pub observers_bootstrap_only: bool,
 }
 
 impl ClusterSpec {
@@ -117,6 +122,7 @@ impl ClusterSpec {
             snapshot_bytes_max: 1 << 20,
             retry_backoff_ms: 10,
             payload_cache_bytes_max: 1 << 20,
+            auto_join: false,
         }
     }
 
@@ -130,6 +136,7 @@ impl ClusterSpec {
             fsync_delay_ms: (1, 1),
             tick_ms: 5,
             kraft_version: 1,
+            observers_bootstrap_only: false,
         }
     }
 }
@@ -198,6 +205,7 @@ impl Cluster {
                 fsync_delay_ms: spec.fsync_delay_ms,
                 incarnation: 0,
                 restore_without_payloads: false,
+                bootstrap_only: i as usize > spec.voters && spec.observers_bootstrap_only,
             };
             nodes.insert(key.id, node);
         }
@@ -278,10 +286,14 @@ impl Cluster {
             quorum_state: node.disk.quorum_state,
             snapshot: node.disk.snapshot.clone(),
             log,
-            bootstrap_voters: self.bootstrap.clone(),
+            bootstrap_voters: if node.bootstrap_only {
+                VoterSet::default()
+            } else {
+                self.bootstrap.clone()
+            },
             kraft_version: self.spec.kraft_version,
         };
-        let core = RaftCore::new(
+        let mut core = RaftCore::new(
             self.spec.raft.clone(),
             node.key,
             node.endpoints.clone(),
@@ -289,6 +301,9 @@ impl Cluster {
             seed,
             now,
         )?;
+        if node.bootstrap_only {
+            core.set_bootstrap_servers(self.bootstrap.ids().collect());
+        }
         node.core = Some(core);
         self.checker.on_start(id, node.incarnation);
         self.drain(id);
@@ -318,6 +333,20 @@ impl Cluster {
                 node.disk.end().0
             ));
         }
+    }
+
+    /// Replaces a node's disk: it loses power, comes back with an empty log under a new
+    /// directory id, formatted to join ([`Node::bootstrap_only`]).
+    pub fn replace_disk(&mut self, id: NodeId) -> Result<()> {
+        self.crash(id);
+        let node = self.nodes.get_mut(&id).expect("known node");
+        node.disk = Disk::default();
+        node.key.directory_id.0[1] = node.key.directory_id.0[1].wrapping_add(1);
+        node.bootstrap_only = true;
+        if let Some(t) = &mut self.trace {
+            t.push(format!("{:>6}ms replace the disk of {id}", self.now_ms));
+        }
+        self.start(id)
     }
 
     pub fn is_up(&self, id: NodeId) -> bool {

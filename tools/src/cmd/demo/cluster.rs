@@ -185,6 +185,10 @@ pub struct ClusterSpec {
     /// checkpoint) and configured with `controller.quorum.bootstrap.servers` instead of
     /// `controller.quorum.voters`, so voters can be added and removed at run time.
     pub dynamic: bool,
+    /// Of a dynamic quorum, how many nodes (the highest ids) are formatted with
+    /// `--no-initial-controllers`: they start as observers and join (with
+    /// `controller.quorum.auto.join.enable`, or `corum quorum add-controller`).
+    pub joining: u32,
 }
 
 impl ClusterSpec {
@@ -197,6 +201,7 @@ impl ClusterSpec {
             ready_timeout: Duration::from_secs(20),
             rust_log: "info".into(),
             dynamic: false,
+            joining: 0,
         }
     }
 
@@ -314,15 +319,20 @@ fn format_all(spec: &ClusterSpec, nodes: &[NodeSlot], cluster_id: &str) -> anyho
     // `=` keeps an id starting with `-` from being read as a flag.
     let cluster_flag = format!("--cluster-id={cluster_id}");
     let mut initial = None;
+    let initial_count = spec.voters.saturating_sub(spec.joining);
     if spec.dynamic {
         let mut voters = Vec::new();
-        for n in nodes {
+        for n in nodes.iter().filter(|n| n.id <= initial_count) {
             let directory_id = run_corum(&spec.exe, &["random-uuid"])?.trim().to_owned();
             voters.push(format!("{}@{}:{directory_id}", n.id, n.raft));
         }
         initial = Some(format!("--initial-controllers={}", voters.join(",")));
     }
     for n in nodes {
+        if spec.dynamic && n.id > initial_count {
+            format_joining(spec, n, cluster_id)?;
+            continue;
+        }
         if spec.dynamic && n.data.exists() {
             std::fs::remove_dir_all(&n.data)
                 .with_context(|| format!("removing {}", n.data.display()))?;
@@ -334,6 +344,28 @@ fn format_all(spec: &ClusterSpec, nodes: &[NodeSlot], cluster_id: &str) -> anyho
         }
         run_corum(&spec.exe, &args)?;
     }
+    Ok(())
+}
+
+/// Formats node `n` afresh (a new directory id) with `--no-initial-controllers`: a controller
+/// that joins the dynamic quorum.
+fn format_joining(spec: &ClusterSpec, n: &NodeSlot, cluster_id: &str) -> anyhow::Result<()> {
+    if n.data.exists() {
+        std::fs::remove_dir_all(&n.data)
+            .with_context(|| format!("removing {}", n.data.display()))?;
+    }
+    let config = n.config.display().to_string();
+    let cluster_flag = format!("--cluster-id={cluster_id}");
+    run_corum(
+        &spec.exe,
+        &[
+            "format",
+            "--config",
+            &config,
+            &cluster_flag,
+            "--no-initial-controllers",
+        ],
+    )?;
     Ok(())
 }
 
@@ -397,6 +429,21 @@ impl LocalCluster {
             .iter_mut()
             .find(|n| n.id == id)
             .unwrap_or_else(|| panic!("no node {id} in this cluster"))
+    }
+
+    /// Replaces node `id`'s disk (it must be stopped): its data directory is removed and
+    /// formatted again with `--no-initial-controllers`, under a new directory id. Started, it
+    /// joins as a new replica (dynamic quorums only).
+    pub fn replace_disk(&mut self, id: u32) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.spec.dynamic,
+            "only a dynamic quorum's controller can rejoin"
+        );
+        anyhow::ensure!(
+            !self.is_running(id),
+            "stop node {id} before replacing its disk"
+        );
+        format_joining(&self.spec, self.node(id), &self.cluster_id)
     }
 
     pub fn is_running(&self, id: u32) -> bool {
