@@ -22,6 +22,9 @@ pub const SERVED: &[ApiKey] = &[
     ApiKey::DescribeAcls,
     ApiKey::CreateAcls,
     ApiKey::DeleteAcls,
+    ApiKey::AddRaftVoter,
+    ApiKey::RemoveRaftVoter,
+    ApiKey::UpdateRaftVoter,
 ];
 
 /// A table of served APIs and their version ranges, sorted by API key.
@@ -91,6 +94,9 @@ pub fn default_request(api: ApiKey) -> Option<RequestKind> {
         ApiKey::DescribeAcls => RequestKind::DescribeAcls(DescribeAclsRequest::default()),
         ApiKey::CreateAcls => RequestKind::CreateAcls(CreateAclsRequest::default()),
         ApiKey::DeleteAcls => RequestKind::DeleteAcls(DeleteAclsRequest::default()),
+        ApiKey::AddRaftVoter => RequestKind::AddRaftVoter(AddRaftVoterRequest::default()),
+        ApiKey::RemoveRaftVoter => RequestKind::RemoveRaftVoter(RemoveRaftVoterRequest::default()),
+        ApiKey::UpdateRaftVoter => RequestKind::UpdateRaftVoter(UpdateRaftVoterRequest::default()),
         _ => return None,
     })
 }
@@ -106,6 +112,14 @@ mod tests {
         assert_eq!(served.range(ApiKey::ApiVersions), Some((0, 4)));
         assert_eq!(served.range(ApiKey::Metadata), Some((0, 13)));
         assert_eq!(served.range(ApiKey::Produce), None);
+        for api in [
+            ApiKey::AddRaftVoter,
+            ApiKey::RemoveRaftVoter,
+            ApiKey::UpdateRaftVoter,
+        ] {
+            let v = api.valid_versions();
+            assert_eq!(served.range(api), Some((v.min, v.max)), "{api:?}");
+        }
         let keys: Vec<i16> = served.iter().map(|(k, _, _)| k as i16).collect();
         let mut sorted = keys.clone();
         sorted.sort_unstable();

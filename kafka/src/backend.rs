@@ -30,6 +30,9 @@ pub struct ListenerContext {
     /// The listener's name (`KAFKA` in `listeners=KAFKA://…`): Metadata lists each node's
     /// endpoint of the same name, as Kafka does.
     pub listener_name: String,
+    /// The listener the voters reach each other on (the first of
+    /// `controller.listener.names`): a voter added or updated must name it.
+    pub controller_listener_name: String,
     pub cluster_id: Uuid,
     pub node_id: NodeId,
     /// Where clients reach this node on this listener (`advertised.listeners`): listed in

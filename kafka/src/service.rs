@@ -15,6 +15,7 @@
 //! | ElectLeaders | `ElectLeaders` | preferred and unclean |
 //! | DescribeTopicPartitions | `DescribeTopics` | |
 //! | DescribeAcls, CreateAcls, DeleteAcls | — | SECURITY_DISABLED, as Kafka without an authorizer |
+//! | AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter | `AddVoter`, `RemoveVoter`, `UpdateVoter` (UpdateRaftVoter: `DescribeQuorum` first, for the epoch) | see [`crate::api::voters`] |
 //!
 //! A whole request that fails (not the controller, timed out) is answered with that error on
 //! every item, as Kafka does, so each client's own retry rules apply.
@@ -107,6 +108,15 @@ async fn dispatch<B: Backend>(
         RequestKind::DescribeAcls(_) => ResponseKind::DescribeAcls(api::acls::describe_acls()),
         RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(api::acls::create_acls(&r)),
         RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(api::acls::delete_acls(&r)),
+        RequestKind::AddRaftVoter(r) => {
+            ResponseKind::AddRaftVoter(api::voters::add_raft_voter(ctx, backend, r).await)
+        }
+        RequestKind::RemoveRaftVoter(r) => {
+            ResponseKind::RemoveRaftVoter(api::voters::remove_raft_voter(ctx, backend, r).await)
+        }
+        RequestKind::UpdateRaftVoter(r) => {
+            ResponseKind::UpdateRaftVoter(api::voters::update_raft_voter(ctx, backend, r).await)
+        }
         // `request::parse` admits only the APIs of `apis::SERVED`, each matched above.
         _ => unreachable!("request::parse admits only served APIs"),
     }

@@ -20,15 +20,16 @@ use std::path::{Path, PathBuf};
 use bytes::{BufMut, BytesMut};
 use corum_kafka::apis::SERVED;
 use kafka_protocol::messages::{
-    alter_configs_request, create_partitions_request, create_topics_request, delete_topics_request,
-    describe_configs_request, describe_quorum_request, describe_topic_partitions_request,
-    elect_leaders_request, incremental_alter_configs_request, metadata_request,
-    update_features_request, AlterConfigsRequest, ApiKey, ApiVersionsRequest, BrokerId,
-    CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
-    DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeQuorumRequest, DescribeTopicPartitionsRequest, ElectLeadersRequest,
-    IncrementalAlterConfigsRequest, MetadataRequest, RequestHeader, RequestKind, TopicName,
-    UpdateFeaturesRequest,
+    add_raft_voter_request, alter_configs_request, create_partitions_request,
+    create_topics_request, delete_topics_request, describe_configs_request,
+    describe_quorum_request, describe_topic_partitions_request, elect_leaders_request,
+    incremental_alter_configs_request, metadata_request, update_features_request,
+    update_raft_voter_request, AddRaftVoterRequest, AlterConfigsRequest, ApiKey,
+    ApiVersionsRequest, BrokerId, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteAclsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, DescribeQuorumRequest, DescribeTopicPartitionsRequest,
+    ElectLeadersRequest, IncrementalAlterConfigsRequest, MetadataRequest, RemoveRaftVoterRequest,
+    RequestHeader, RequestKind, TopicName, UpdateFeaturesRequest, UpdateRaftVoterRequest,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -425,6 +426,72 @@ fn filled_requests(api: ApiKey, version: i16) -> Vec<RequestKind> {
         ApiKey::DescribeAcls => vec![RequestKind::DescribeAcls(DescribeAclsRequest::default())],
         ApiKey::CreateAcls => vec![RequestKind::CreateAcls(CreateAclsRequest::default())],
         ApiKey::DeleteAcls => vec![RequestKind::DeleteAcls(DeleteAclsRequest::default())],
+        // The harness's cluster id is [7; 16], its voters 1-3 with directory ids [id; 16].
+        ApiKey::AddRaftVoter => {
+            let listener = |name: &str, port: u16| {
+                add_raft_voter_request::Listener::default()
+                    .with_name(text(name))
+                    .with_host(text("host4"))
+                    .with_port(port)
+            };
+            let add = |id: i32, cluster: Option<&str>, listeners| {
+                RequestKind::AddRaftVoter(
+                    AddRaftVoterRequest::default()
+                        .with_cluster_id(cluster.map(text))
+                        .with_timeout_ms(30_000)
+                        .with_voter_id(id)
+                        .with_voter_directory_id(uuid::Uuid::from_bytes([id as u8; 16]))
+                        .with_listeners(listeners),
+                )
+            };
+            let own = corum_types::Uuid([7; 16]).to_string();
+            vec![
+                add(4, None, vec![listener("CONTROLLER", 9093)]),
+                add(
+                    2,
+                    Some(&own),
+                    vec![listener("CONTROLLER", 9093), listener("REPLICATION", 9094)],
+                ),
+                add(
+                    4,
+                    Some("another-cluster"),
+                    vec![listener("CONTROLLER", 9093)],
+                ),
+                add(-1, None, vec![listener("KAFKA", 9092)]),
+            ]
+        }
+        ApiKey::RemoveRaftVoter => [(2, 2), (9, 9), (3, 0)]
+            .into_iter()
+            .map(|(id, dir)| {
+                RequestKind::RemoveRaftVoter(
+                    RemoveRaftVoterRequest::default()
+                        .with_cluster_id(None)
+                        .with_voter_id(id)
+                        .with_voter_directory_id(uuid::Uuid::from_bytes([dir; 16])),
+                )
+            })
+            .collect(),
+        ApiKey::UpdateRaftVoter => [(3, 0, 1), (2, 0, 1), (3, 1, 0)]
+            .into_iter()
+            .map(|(epoch, min, max)| {
+                RequestKind::UpdateRaftVoter(
+                    UpdateRaftVoterRequest::default()
+                        .with_cluster_id(None)
+                        .with_current_leader_epoch(epoch)
+                        .with_voter_id(2)
+                        .with_voter_directory_id(uuid::Uuid::from_bytes([2; 16]))
+                        .with_listeners(vec![update_raft_voter_request::Listener::default()
+                            .with_name(text("CONTROLLER"))
+                            .with_host(text("host2"))
+                            .with_port(9093)])
+                        .with_k_raft_version_feature(
+                            update_raft_voter_request::KRaftVersionFeature::default()
+                                .with_min_supported_version(min)
+                                .with_max_supported_version(max),
+                        ),
+                )
+            })
+            .collect(),
         other => panic!("{other:?} is served but has no seed: add it here"),
     }
 }

@@ -1,9 +1,11 @@
 //! [`DescribeQuorumResponse`]: the answer to `DescribeQuorum`, what
 //! `corum quorum describe --status / --replication` prints (Kafka's
 //! `kafka-metadata-quorum describe`). The server builds it from its Raft driver's status (the
-//! rows it knows of itself) and fills the replication columns from the leader's per-replica
-//! progress with [`DescribeQuorumResponse::with_replica_progress`].
+//! rows it knows of itself), fills each voter's directory id and endpoints from its voter set
+//! with [`DescribeQuorumResponse::with_voter_set`] and the replication columns from the
+//! leader's per-replica progress with [`DescribeQuorumResponse::with_replica_progress`].
 
+use corum_raft::{Endpoint, VoterSet};
 use corum_types::{Epoch, LogOffset, NodeId, Uuid};
 
 /// The state of the quorum as one node sees it: what `kafka-metadata-quorum describe` shows
@@ -44,9 +46,28 @@ pub struct ReplicaState {
     pub last_fetch_age_ms: Option<u64>,
     /// How long ago the replica was last caught up with the leader's log end offset.
     pub last_caught_up_age_ms: Option<u64>,
+    /// A voter's listeners as its voter set names them (`--status`'s endpoints, Kafka's
+    /// DescribeQuorum v2 `Nodes`); empty for an observer.
+    pub endpoints: Vec<Endpoint>,
 }
 
 impl DescribeQuorumResponse {
+    /// Fills each voter row's directory id (when the row has none and the set's is not zero)
+    /// and endpoints from `voters`, the answering node's voter set in force. Rows of ids the
+    /// set does not hold are left as they are.
+    pub fn with_voter_set(mut self, voters: &VoterSet) -> DescribeQuorumResponse {
+        for row in &mut self.voters {
+            if let Some(v) = voters.get(row.replica_id) {
+                let directory_id = v.key.directory_id;
+                row.directory_id = row
+                    .directory_id
+                    .or((!directory_id.is_zero()).then_some(directory_id));
+                row.endpoints = v.endpoints.clone();
+            }
+        }
+        self
+    }
+
     /// Fills the `--replication` columns from the leader's per-replica progress
     /// ([`corum_raft::RaftCore::replica_progress`]; empty when this node does not lead: the
     /// rows are left as they are). `log_end_offset` is the
@@ -78,6 +99,7 @@ impl DescribeQuorumResponse {
                 lag: Some(log_end_offset.0.saturating_sub(p.log_end_offset.0)),
                 last_fetch_age_ms: p.last_fetch_ms.map(|t| now_ms.saturating_sub(t)),
                 last_caught_up_age_ms: p.last_caught_up_ms.map(|t| now_ms.saturating_sub(t)),
+                endpoints: Vec::new(),
             };
             let rows = if p.voter {
                 &mut self.voters
@@ -87,8 +109,10 @@ impl DescribeQuorumResponse {
             match rows.binary_search_by_key(&p.key.id, |r| r.replica_id) {
                 Ok(i) => {
                     let directory_id = rows[i].directory_id.or(row.directory_id);
+                    let endpoints = std::mem::take(&mut rows[i].endpoints);
                     rows[i] = ReplicaState {
                         directory_id,
+                        endpoints,
                         ..row
                     };
                 }
@@ -121,6 +145,7 @@ mod tests {
             lag,
             last_fetch_age_ms: end.map(|_| 0),
             last_caught_up_age_ms: lag.map(|_| 0),
+            endpoints: Vec::new(),
         }
     }
 
@@ -191,5 +216,64 @@ mod tests {
             ]
         );
         assert_eq!(q.max_follower_lag(), Some(8));
+    }
+
+    /// The voter set fills each voter row's endpoints and a missing directory id (a static
+    /// voter's zero id stays unknown), and the leader's progress keeps them; rows the set does
+    /// not hold and observers get none.
+    #[test]
+    fn the_voter_set_fills_directory_ids_and_endpoints() {
+        use corum_raft::Voter;
+        let endpoint = |port: u16| Endpoint {
+            listener: "CONTROLLER".into(),
+            host: "127.0.0.1".into(),
+            port,
+        };
+        let voter = |id: u32, dir: u8| Voter {
+            key: ReplicaKey {
+                id: NodeId(id),
+                directory_id: Uuid([dir; 16]),
+            },
+            endpoints: vec![endpoint(9000 + id as u16)],
+        };
+        let set = VoterSet::new(vec![voter(1, 1), voter(2, 0)]).unwrap();
+        let q = DescribeQuorumResponse {
+            cluster_id: Uuid([5; 16]),
+            node_id: NodeId(1),
+            leader_id: Some(NodeId(1)),
+            leader_epoch: Epoch(4),
+            high_watermark: LogOffset(10),
+            voters: vec![
+                row(1, Some(12), Some(0)),
+                row(2, None, None),
+                row(3, None, None),
+            ],
+            observers: vec![row(9, None, None)],
+        }
+        .with_voter_set(&set)
+        .with_replica_progress(LogOffset(12), 1_000, &[progress(2, true, 12, Some(990))]);
+        let cols: Vec<_> = q
+            .voters
+            .iter()
+            .chain(&q.observers)
+            .map(|r| {
+                (
+                    r.replica_id.0,
+                    r.directory_id.map(|d| d.0[0]),
+                    r.endpoints.iter().map(|e| e.port).collect::<Vec<_>>(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            cols,
+            vec![
+                (1, Some(1), vec![9001]),
+                // The progress knows the directory id the static set does not.
+                (2, Some(2), vec![9002]),
+                (3, None, vec![]),
+                (9, None, vec![]),
+            ]
+        );
+        assert_eq!(q.voters[1].log_end_offset, Some(LogOffset(12)));
     }
 }

@@ -913,6 +913,11 @@ mod tests {
                     lag: Some(0),
                     last_fetch_age_ms: Some(0),
                     last_caught_up_age_ms: Some(0),
+                    endpoints: vec![corum_raft::Endpoint {
+                        listener: "CONTROLLER".into(),
+                        host: "10.0.0.1".into(),
+                        port: 9093,
+                    }],
                 },
                 ReplicaState {
                     replica_id: NodeId(2),
@@ -921,6 +926,7 @@ mod tests {
                     lag: Some(21),
                     last_fetch_age_ms: Some(12),
                     last_caught_up_age_ms: Some(250),
+                    endpoints: Vec::new(),
                 },
                 ReplicaState {
                     replica_id: NodeId(3),
@@ -929,6 +935,7 @@ mod tests {
                     lag: None,
                     last_fetch_age_ms: None,
                     last_caught_up_age_ms: None,
+                    endpoints: Vec::new(),
                 },
             ],
             observers: vec![ReplicaState {
@@ -938,6 +945,7 @@ mod tests {
                 lag: Some(1),
                 last_fetch_age_ms: Some(3),
                 last_caught_up_age_ms: Some(3),
+                endpoints: Vec::new(),
             }],
         }
     }
@@ -1977,6 +1985,7 @@ mod tests {
                 lag: age,
                 last_fetch_age_ms: age,
                 last_caught_up_age_ms: leo,
+                endpoints: Vec::new(),
             }).collect();
             let f = ResponseFrame { correlation_id, body: Ok(ResponseBody::DescribeQuorum(Box::new(d))) };
             let b = encode_response(&f, MAX).unwrap();

@@ -1,6 +1,8 @@
 //! The node's one call path as seen from its edges (the Kafka listener, the controller
-//! registration): a request goes to the driver's call table; one that reaches a standby
-//! controller (a write, a read, DescribeQuorum) is forwarded to the active controller over
+//! registration): a request goes to the driver's call table, a voter change (AddVoter,
+//! RemoveVoter, UpdateVoter) to the Raft core as the RPC server steps it
+//! ([`crate::rpc_server::voter_change`]); one that reaches a standby controller (a write, a
+//! read, DescribeQuorum, a voter change) is forwarded to the active controller over
 //! the private protocol, at the leader's client listener as its registration names it
 //! (`DescribeControllers`), so a client reads its own acknowledged writes at any node. When
 //! the leader or its endpoint is unknown a write gets `NotController` (Kafka's clients retry
@@ -17,7 +19,7 @@ use corum_types::{NodeId, Uuid};
 
 use crate::driver::RaftHandle;
 use crate::protocol::{LocalRead, RequestBody, RequestFrame, ResponseBody, RpcError};
-use crate::rpc_server::describe_quorum;
+use crate::rpc_server::{describe_quorum, effective_timeout_ms, is_voter_change, voter_change};
 
 /// What a [`NodeBackend`] needs to know about its node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -138,6 +140,16 @@ impl Backend for NodeBackend {
                 ))));
             }
             return self.forward(body, timeout_ms).await;
+        }
+        if is_voter_change(&body) {
+            let wait_ms = effective_timeout_ms(timeout_ms);
+            // A standby names no leader here: it forwards the change to it instead.
+            return match voter_change(&self.raft, body.clone(), wait_ms, |_| None).await {
+                Err(RpcError::NotController { .. }) if !self.leads() => {
+                    self.forward(body, timeout_ms).await
+                }
+                other => other,
+            };
         }
         let frame = RequestFrame {
             correlation_id: 0,

@@ -67,6 +67,9 @@ pub struct KafkaServerConfig {
     /// The name of the client listener on every controller: writes a standby receives are
     /// forwarded to the leader's endpoint of this name.
     pub client_listener_name: String,
+    /// The listener the voters reach each other on (the first of
+    /// `controller.listener.names`): AddRaftVoter and UpdateRaftVoter must name it.
+    pub controller_listener_name: String,
 }
 
 /// Counters of a [`KafkaServer`].
@@ -123,6 +126,7 @@ impl KafkaServer {
     pub async fn run(self, backend: Rc<NodeBackend>, shutdown: ShutdownSignal) -> KafkaServerStats {
         let ctx = Rc::new(ListenerContext {
             listener_name: self.config.listener_name.clone(),
+            controller_listener_name: self.config.controller_listener_name.clone(),
             cluster_id: self.config.cluster_id,
             node_id: self.config.node_id,
             advertised_host: self.config.advertised_host.clone(),

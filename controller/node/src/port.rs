@@ -25,7 +25,9 @@
 //! connections' readers and, through TCP, to clients.
 
 use corum_controller::MetadataImage;
-use corum_raft::{Payload, ProposalId, ReplicaProgress, Role, SnapshotId, Stats, Status};
+use std::sync::Arc;
+
+use corum_raft::{Payload, ProposalId, ReplicaProgress, Role, SnapshotId, Stats, Status, VoterSet};
 use corum_runtime::channel::{LinkReceiver, LinkSender, Receiver, Sender};
 use corum_types::{Epoch, LogOffset, NodeId};
 use futures_lite::future::poll_once;
@@ -161,6 +163,9 @@ pub struct DriverStatus {
     pub replicas: Vec<ReplicaProgress>,
     /// The core's clock when the status was taken (the clock of `replicas`' times).
     pub now_ms: u64,
+    /// The voter set in force ([`corum_raft::RaftCore::voter_set`]: ids, directory ids,
+    /// endpoints), shared: a new one is made only when the set changes.
+    pub voter_set: Arc<VoterSet>,
     /// Calls waiting for an answer, and those of them whose success waits for a commit.
     pub calls_waiting: usize,
     pub calls_held: usize,
@@ -199,6 +204,7 @@ impl DriverStatus {
             running: true,
             replicas: Vec::new(),
             now_ms: 0,
+            voter_set: Arc::default(),
             calls_waiting: 0,
             calls_held: 0,
             proposals_appended: 0,

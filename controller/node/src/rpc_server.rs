@@ -24,7 +24,7 @@
 //! | intact, payload not a valid request                     | `Malformed`, id from [`peek_correlation_id`] (0 if too short) | kept |
 //! | header announces more than `request_bytes_max`          | `RequestTooLarge`, correlation id 0 (the body is never read) | closed |
 //! | bad magic, version, flags, checksum, padding, truncated | none                                           | closed     |
-//! | Raft request (`is_raft()`)                              | `DescribeQuorum` from the driver's status; `Fetch`/`FetchSnapshot` of an observer stepped into the leader's core ([`RaftHandle::observer_request`], `NotController` on a non-leader, `wait_max_ms` capped at half the request's timeout); voter changes `NotImplemented` | kept |
+//! | Raft request (`is_raft()`)                              | `DescribeQuorum` from the driver's status; `Fetch`/`FetchSnapshot` of an observer stepped into the leader's core ([`RaftHandle::observer_request`], `NotController` on a non-leader, `wait_max_ms` capped at half the request's timeout); voter changes ([`voter_change`], below) | kept |
 //!
 //! Closing waits for the requests already in flight on that connection to be answered
 //! (bounded by their timeouts), then shuts the write side. Other connections are untouched.
@@ -414,23 +414,11 @@ async fn handle(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
                 let timeout_ms = effective_timeout_ms(frame.timeout_ms);
                 observer(shared, raft, Message::FetchSnapshot(fetch), timeout_ms).await
             }
-            RequestBody::AddVoter(r) => {
+            body @ (RequestBody::AddVoter(_)
+            | RequestBody::RemoveVoter(_)
+            | RequestBody::UpdateVoter(_)) => {
                 let timeout_ms = effective_timeout_ms(frame.timeout_ms);
-                voter_change(shared, raft, Message::AddVoter(r), timeout_ms)
-                    .await
-                    .map(ResponseBody::AddVoter)
-            }
-            RequestBody::RemoveVoter(r) => {
-                let timeout_ms = effective_timeout_ms(frame.timeout_ms);
-                voter_change(shared, raft, Message::RemoveVoter(r), timeout_ms)
-                    .await
-                    .map(ResponseBody::RemoveVoter)
-            }
-            RequestBody::UpdateVoter(r) => {
-                let timeout_ms = effective_timeout_ms(frame.timeout_ms);
-                voter_change(shared, raft, Message::UpdateVoter(r), timeout_ms)
-                    .await
-                    .map(ResponseBody::UpdateVoter)
+                voter_change(raft, body, timeout_ms, |id| shared.hint(id)).await
             }
             body => Err(RpcError::NotImplemented {
                 api: body.kind().into(),
@@ -450,8 +438,9 @@ async fn handle(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
     answer
 }
 
-/// Timeout of an observer request: its own, or [`OBSERVER_TIMEOUT_DEFAULT_MS`] for 0.
-fn effective_timeout_ms(timeout_ms: u32) -> u64 {
+/// Timeout of an observer request or a voter change: its own, or
+/// [`OBSERVER_TIMEOUT_DEFAULT_MS`] for 0.
+pub(crate) fn effective_timeout_ms(timeout_ms: u32) -> u64 {
     if timeout_ms == 0 {
         OBSERVER_TIMEOUT_DEFAULT_MS
     } else {
@@ -471,7 +460,7 @@ async fn observer(
     message: Message,
     timeout_ms: u64,
 ) -> Result<ResponseBody, RpcError> {
-    if let Some(e) = not_leader(shared, raft) {
+    if let Some(e) = not_leader(raft, |id| shared.hint(id)) {
         return Err(e);
     }
     let wait = glommio::timer::sleep(Duration::from_millis(timeout_ms));
@@ -501,31 +490,58 @@ async fn observer(
     }
 }
 
-/// `NotController` (naming the leader when this node knows one) unless this node leads.
-fn not_leader(shared: &Shared, raft: &RaftHandle) -> Option<RpcError> {
+impl Shared {
+    /// Where a client reaches node `id`: its client endpoint when known, else its Raft one.
+    fn hint(&self, id: NodeId) -> Option<LeaderHint> {
+        self.client_endpoints
+            .get(&id)
+            .or_else(|| self.raft_endpoints.get(&id))
+            .cloned()
+    }
+}
+
+/// `NotController` (naming the leader by `hint` when this node knows one) unless this node
+/// leads.
+fn not_leader(raft: &RaftHandle, hint: impl Fn(NodeId) -> Option<LeaderHint>) -> Option<RpcError> {
     let status = raft.status();
     (status.raft.role != corum_raft::Role::Leader).then(|| RpcError::NotController {
-        leader: status.raft.leader.and_then(|id| {
-            shared
-                .client_endpoints
-                .get(&id)
-                .or_else(|| shared.raft_endpoints.get(&id))
-                .cloned()
-        }),
+        leader: status.raft.leader.and_then(hint),
     })
 }
 
-/// An admin's AddVoter, RemoveVoter or UpdateVoter, served by the leader's Raft core
-/// ([`RaftHandle::voter_change`]): answered once the new voter set commits, or with the
-/// core's refusal in the response. A non-leader answers `NotController`; no answer within
-/// `timeout_ms` is `Timeout` (the change may still commit: describe the quorum to see).
-async fn voter_change(
-    shared: &Shared,
+/// Whether `body` is a voter change ([`voter_change`] serves it).
+pub(crate) fn is_voter_change(body: &RequestBody) -> bool {
+    matches!(
+        body,
+        RequestBody::AddVoter(_) | RequestBody::RemoveVoter(_) | RequestBody::UpdateVoter(_)
+    )
+}
+
+/// An admin's AddVoter, RemoveVoter or UpdateVoter, served by this node's Raft core
+/// ([`RaftHandle::voter_change`]) for both of the node's edges (this server, and the Kafka
+/// listener through [`crate::forward::NodeBackend`]): answered once the new voter set
+/// commits, or with the core's refusal in the response. A non-leader answers
+/// `NotController`, naming the leader by `hint`; no answer within `timeout_ms` is `Timeout`
+/// (the change may still commit: describe the quorum to see). Any other body is an
+/// `Internal` error (see [`is_voter_change`]).
+pub(crate) async fn voter_change(
     raft: &RaftHandle,
-    message: Message,
+    body: RequestBody,
     timeout_ms: u64,
-) -> Result<corum_raft::message::VoterChangeResponse, RpcError> {
-    if let Some(e) = not_leader(shared, raft) {
+    hint: impl Fn(NodeId) -> Option<LeaderHint>,
+) -> Result<ResponseBody, RpcError> {
+    type Wrap = fn(corum_raft::message::VoterChangeResponse) -> ResponseBody;
+    let (message, wrap): (Message, Wrap) = match body {
+        RequestBody::AddVoter(r) => (Message::AddVoter(r), ResponseBody::AddVoter),
+        RequestBody::RemoveVoter(r) => (Message::RemoveVoter(r), ResponseBody::RemoveVoter),
+        RequestBody::UpdateVoter(r) => (Message::UpdateVoter(r), ResponseBody::UpdateVoter),
+        other => {
+            return Err(RpcError::Internal {
+                reason: format!("{} is not a voter change", other.kind()),
+            })
+        }
+    };
+    if let Some(e) = not_leader(raft, hint) {
         return Err(e);
     }
     let answer =
@@ -538,16 +554,17 @@ async fn voter_change(
         None => Err(RpcError::Timeout {
             timeout_ms: u32::try_from(timeout_ms).unwrap_or(u32::MAX),
         }),
-        Some(Ok(r)) => Ok(r),
+        Some(Ok(r)) => Ok(wrap(r)),
         Some(Err(_)) => Err(RpcError::NotController { leader: None }),
     }
 }
 
 /// What this node's driver status says about the quorum: leader, epoch, high watermark, the
-/// voters and this replica's own log end offset. On the leader, every voter's and fetching
+/// voters (with their directory ids and endpoints, from the voter set in force) and this
+/// replica's own log end offset. On the leader, every voter's and fetching
 /// observer's replication columns (and directory ids) come from
 /// [`DriverStatus::replicas`] (see [`DescribeQuorumResponse::with_replica_progress`]); on a
-/// non-leader only its own row is filled and directory ids are unknown.
+/// non-leader only its own row's replication columns are filled.
 pub fn describe_quorum(
     cluster_id: Uuid,
     me: NodeId,
@@ -564,6 +581,7 @@ pub fn describe_quorum(
             lag: (mine && leads).then_some(0),
             last_fetch_age_ms: mine.then_some(0),
             last_caught_up_age_ms: (mine && leads).then_some(0),
+            endpoints: Vec::new(),
         }
     };
     let mut voters: Vec<NodeId> = raft.voters.clone();
@@ -582,6 +600,7 @@ pub fn describe_quorum(
             vec![own(me)]
         },
     }
+    .with_voter_set(&status.voter_set)
     .with_replica_progress(raft.log_end_offset, status.now_ms, &status.replicas)
 }
 
@@ -638,6 +657,7 @@ mod tests {
             running: true,
             replicas: Vec::new(),
             now_ms: 0,
+            voter_set: Default::default(),
             calls_waiting: 0,
             calls_held: 0,
             proposals_appended: 0,
@@ -669,6 +689,33 @@ mod tests {
             .iter()
             .all(|v| v.log_end_offset.is_none() && v.lag.is_none()));
         assert!(q.observers.is_empty());
+        // No voter set in the status: no endpoints, no directory ids.
+        assert!(q
+            .voters
+            .iter()
+            .all(|v| v.endpoints.is_empty() && v.directory_id.is_none()));
+
+        // Any node's voter set names every voter's directory id and endpoints.
+        let voter = |id: u32| corum_raft::Voter {
+            key: corum_raft::ReplicaKey {
+                id: NodeId(id),
+                directory_id: Uuid([id as u8; 16]),
+            },
+            endpoints: vec![corum_raft::Endpoint {
+                listener: "CONTROLLER".into(),
+                host: format!("h{id}"),
+                port: 9093,
+            }],
+        };
+        let mut status = driver_status(Some(1), &[1, 2, 3], true);
+        status.voter_set = std::sync::Arc::new(
+            corum_raft::VoterSet::new(vec![voter(1), voter(2), voter(3)]).unwrap(),
+        );
+        let q = describe_quorum(Uuid([5; 16]), NodeId(2), &status);
+        for (v, id) in q.voters.iter().zip(1u8..) {
+            assert_eq!(v.directory_id, Some(Uuid([id; 16])));
+            assert_eq!(v.endpoints[0].host, format!("h{id}"));
+        }
 
         let q = describe_quorum(
             Uuid([5; 16]),

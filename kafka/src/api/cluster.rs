@@ -111,8 +111,9 @@ fn replica(r: &corum_protocol::ReplicaState, now_ms: i64, version: i16) -> Repli
 }
 
 /// DescribeQuorum of the metadata log. Answered by the leader (a node that does not lead
-/// forwards it, or answers NOT_LEADER_OR_FOLLOWER on the partition, as Kafka does). Below v2
-/// the answer carries no directory ids and no nodes, which those versions cannot hold.
+/// forwards it, or answers NOT_LEADER_OR_FOLLOWER on the partition, as Kafka does). From v2
+/// it carries each replica's directory id and each voter's listeners (`Nodes`, from the voter
+/// set); below v2 neither, which those versions cannot hold.
 pub async fn describe_quorum<B: Backend>(
     ctx: &ListenerContext,
     backend: &B,
@@ -168,21 +169,27 @@ pub async fn describe_quorum<B: Backend>(
     if version < DESCRIBE_QUORUM_NODES_VERSION {
         return DescribeQuorumResponse::default().with_topics(topics);
     }
-    let controllers = nodes::controllers(ctx, backend).await;
-    let listed = |id: i32| {
-        controllers.iter().find(|c| c.id == id).map(|c| {
-            Node::default()
-                .with_node_id(BrokerId(id))
-                .with_listeners(vec![Listener::default()
-                    .with_name(text(&ctx.listener_name))
-                    .with_host(text(&c.host))
-                    .with_port(c.port as u16)])
-        })
-    };
+    // Each voter's listeners as its voter set names them (Kafka's `Nodes`: what
+    // `kafka-metadata-quorum describe --status` prints as a voter's endpoints).
     let nodes = q
         .voters
         .iter()
-        .filter_map(|r| listed(r.replica_id.0 as i32))
+        .filter(|r| !r.endpoints.is_empty())
+        .map(|r| {
+            Node::default()
+                .with_node_id(BrokerId(r.replica_id.0 as i32))
+                .with_listeners(
+                    r.endpoints
+                        .iter()
+                        .map(|e| {
+                            Listener::default()
+                                .with_name(text(&e.listener))
+                                .with_host(text(&e.host))
+                                .with_port(e.port)
+                        })
+                        .collect(),
+                )
+        })
         .collect();
     DescribeQuorumResponse::default()
         .with_topics(topics)

@@ -9,6 +9,7 @@ pub mod features;
 pub mod metadata;
 pub mod nodes;
 pub mod topics;
+pub mod voters;
 
 use corum_types::Uuid;
 use kafka_protocol::protocol::StrBytes;

@@ -65,6 +65,8 @@ use corum_protocol::{
     DescribeQuorumResponse, LeaderHint, LocalRead, ReplicaState, RequestBody, ResponseBody,
     RpcError,
 };
+use corum_raft::message::VoterChangeResponse;
+use corum_raft::{Endpoint, VoterChangeError};
 use corum_types::{BrokerEpoch, Epoch, LogOffset, NodeId, Uuid};
 use kafka_protocol::messages::{ApiKey, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::Decodable;
@@ -94,6 +96,7 @@ pub struct Session {
 pub fn context() -> ListenerContext {
     ListenerContext {
         listener_name: LISTENER.to_owned(),
+        controller_listener_name: "CONTROLLER".to_owned(),
         cluster_id: Uuid([7; 16]),
         node_id: NodeId(NODE_ID),
         advertised_host: "localhost".to_owned(),
@@ -431,8 +434,27 @@ fn item_errors(response: &mut ResponseBody, d: u64) {
         ResponseBody::DescribeTopics(r) => {
             fail(r.topics.iter_mut().enumerate(), d, |t, e| t.1 = Err(e))
         }
+        ResponseBody::AddVoter(r) | ResponseBody::RemoveVoter(r) | ResponseBody::UpdateVoter(r) => {
+            r.result = Err(voter_change_error(d))
+        }
         _ => {}
     }
+}
+
+/// A refusal of a voter change, drawn.
+fn voter_change_error(d: u64) -> VoterChangeError {
+    const ALL: [VoterChangeError; 9] = [
+        VoterChangeError::NotLeader,
+        VoterChangeError::ChangePending,
+        VoterChangeError::EpochNotCommitted,
+        VoterChangeError::AlreadyVoter,
+        VoterChangeError::NotVoter,
+        VoterChangeError::NotCaughtUp,
+        VoterChangeError::WouldBeEmpty,
+        VoterChangeError::LeadershipLost,
+        VoterChangeError::StaticQuorum,
+    ];
+    ALL[(d % ALL.len() as u64) as usize]
 }
 
 /// Drops the last item of `response`, or repeats it.
@@ -906,6 +928,14 @@ fn answer(body: RequestBody) -> Result<ResponseBody, RpcError> {
                 lag: known.then_some(0),
                 last_fetch_age_ms: known.then_some(5),
                 last_caught_up_age_ms: known.then_some(u64::MAX),
+                // Voter 2 has two listeners, voter 3 (static, unknown) none.
+                endpoints: (1..=u16::from(known) * (id as u16).min(2))
+                    .map(|i| Endpoint {
+                        listener: if i == 1 { "CONTROLLER" } else { "REPLICATION" }.into(),
+                        host: format!("host{id}"),
+                        port: 9092 + i,
+                    })
+                    .collect(),
             };
             ResponseBody::DescribeQuorum(Box::new(DescribeQuorumResponse {
                 cluster_id: Uuid([7; 16]),
@@ -917,12 +947,44 @@ fn answer(body: RequestBody) -> Result<ResponseBody, RpcError> {
                 observers: vec![replica(4, true)],
             }))
         }
+        // The image's voters are 1, 2 and 3, each with the directory id of its id's byte.
+        RequestBody::AddVoter(r) => {
+            ResponseBody::AddVoter(voter_change(if (1..=3).contains(&r.voter.key.id.0) {
+                Err(VoterChangeError::AlreadyVoter)
+            } else {
+                Ok(())
+            }))
+        }
+        RequestBody::RemoveVoter(r) => {
+            ResponseBody::RemoveVoter(voter_change(voter_known(r.voter.id, r.voter.directory_id)))
+        }
+        RequestBody::UpdateVoter(r) => ResponseBody::UpdateVoter(voter_change(voter_known(
+            r.voter.key.id,
+            r.voter.key.directory_id,
+        ))),
         other => {
             return Err(RpcError::NotImplemented {
                 api: other.kind().to_owned(),
             })
         }
     })
+}
+
+fn voter_change(result: Result<(), VoterChangeError>) -> VoterChangeResponse {
+    VoterChangeResponse {
+        request_id: 0,
+        result,
+        leader: Some(NodeId(NODE_ID)),
+    }
+}
+
+/// Whether (`id`, `directory_id`) votes in the fixed image.
+fn voter_known(id: NodeId, directory_id: Uuid) -> Result<(), VoterChangeError> {
+    if (1..=3).contains(&id.0) && directory_id == Uuid([id.0 as u8; 16]) {
+        Ok(())
+    } else {
+        Err(VoterChangeError::NotVoter)
+    }
 }
 
 /// The controller's verdict on one topic to create.

@@ -6,7 +6,7 @@
 //!
 //! | flag            | shows                                                                   |
 //! |-----------------|-------------------------------------------------------------------------|
-//! | `--status`      | cluster id, leader id, epoch, high watermark, max follower lag, voters, observers |
+//! | `--status`      | cluster id, leader id, epoch, high watermark, max follower lag, voters (id, directory id, endpoints), observers (id, directory id) |
 //! | `--replication` | one row per replica: node id, directory id, log end offset, lag, last fetch and last caught-up ages, Leader/Follower/Observer |
 //! | `--json`        | the whole answer as one JSON object (either flag)                      |
 //!
@@ -314,6 +314,8 @@ pub struct ReplicaJson {
     pub last_fetch_age_ms: Option<u64>,
     pub last_caught_up_age_ms: Option<u64>,
     pub status: ReplicaRole,
+    /// A voter's listeners (`NAME://HOST:PORT`); empty for an observer.
+    pub endpoints: Vec<String>,
 }
 
 /// The `--json` object.
@@ -351,6 +353,7 @@ impl From<&DescribeQuorumResponse> for QuorumJson {
                     last_fetch_age_ms: r.last_fetch_age_ms,
                     last_caught_up_age_ms: r.last_caught_up_age_ms,
                     status: role,
+                    endpoints: r.endpoints.iter().map(endpoint).collect(),
                 })
                 .collect(),
         }
@@ -374,9 +377,38 @@ fn rows(d: &DescribeQuorumResponse) -> impl Iterator<Item = (&ReplicaState, Repl
         .chain(d.observers.iter().map(|r| (r, ReplicaRole::Observer)))
 }
 
-fn ids(rs: &[ReplicaState]) -> String {
-    let v: Vec<String> = rs.iter().map(|r| r.replica_id.0.to_string()).collect();
-    format!("[{}]", v.join(","))
+/// `NAME://HOST:PORT`, an IPv6 host in brackets (as Kafka prints a listener).
+fn endpoint(e: &corum_raft::Endpoint) -> String {
+    if e.host.contains(':') {
+        format!("{}://[{}]:{}", e.listener, e.host, e.port)
+    } else {
+        format!("{}://{}:{}", e.listener, e.host, e.port)
+    }
+}
+
+/// Replicas as `kafka-metadata-quorum describe --status` lists them: one JSON-like object
+/// each, with the directory id when known and the endpoints when any.
+fn replicas(rs: &[ReplicaState]) -> String {
+    let v: Vec<String> = rs
+        .iter()
+        .map(|r| {
+            let mut s = format!("{{\"id\": {}", r.replica_id.0);
+            if let Some(d) = r.directory_id {
+                let _ = write!(s, ", \"directoryId\": \"{d}\"");
+            }
+            if !r.endpoints.is_empty() {
+                let e: Vec<String> = r
+                    .endpoints
+                    .iter()
+                    .map(|e| format!("\"{}\"", endpoint(e)))
+                    .collect();
+                let _ = write!(s, ", \"endpoints\": [{}]", e.join(", "));
+            }
+            s.push('}');
+            s
+        })
+        .collect();
+    format!("[{}]", v.join(", "))
 }
 
 fn opt<T: ToString>(v: Option<T>) -> String {
@@ -396,8 +428,8 @@ pub fn render_status(d: &DescribeQuorumResponse) -> String {
     let _ = writeln!(w, "LeaderEpoch:     {}", d.leader_epoch.0);
     let _ = writeln!(w, "HighWatermark:   {}", d.high_watermark.0);
     let _ = writeln!(w, "MaxFollowerLag:  {}", opt(d.max_follower_lag()));
-    let _ = writeln!(w, "CurrentVoters:   {}", ids(&d.voters));
-    let _ = writeln!(w, "CurrentObservers: {}", ids(&d.observers));
+    let _ = writeln!(w, "CurrentVoters:   {}", replicas(&d.voters));
+    let _ = writeln!(w, "CurrentObservers: {}", replicas(&d.observers));
     out
 }
 
@@ -455,6 +487,15 @@ mod tests {
             lag,
             last_fetch_age_ms: Some(5),
             last_caught_up_age_ms: lag.map(|l| l * 10),
+            endpoints: vec![corum_raft::Endpoint {
+                listener: "CONTROLLER".into(),
+                host: if id == 3 {
+                    "::1".into()
+                } else {
+                    format!("h{id}")
+                },
+                port: 9093,
+            }],
         }
     }
 
@@ -470,7 +511,10 @@ mod tests {
                 replica(2, 120, Some(0)),
                 replica(3, 120, Some(0)),
             ],
-            observers: vec![replica(1000, 100, Some(20))],
+            observers: vec![ReplicaState {
+                endpoints: Vec::new(),
+                ..replica(1000, 100, Some(20))
+            }],
         }
     }
 
@@ -533,8 +577,27 @@ mod tests {
         assert!(s.contains("LeaderEpoch:     4"), "{s}");
         assert!(s.contains("HighWatermark:   120"), "{s}");
         assert!(s.contains("MaxFollowerLag:  2"), "{s}");
-        assert!(s.contains("CurrentVoters:   [1,2,3]"), "{s}");
-        assert!(s.contains("CurrentObservers: [1000]"), "{s}");
+        let dir = |id: u8| Uuid([id; 16]).to_string();
+        assert!(
+            s.contains(&format!(
+                "CurrentVoters:   [{{\"id\": 1, \"directoryId\": \"{}\", \"endpoints\": \
+                 [\"CONTROLLER://h1:9093\"]}}, ",
+                dir(1)
+            )),
+            "{s}"
+        );
+        assert!(
+            s.contains("\"endpoints\": [\"CONTROLLER://[::1]:9093\"]}]"),
+            "{s}"
+        );
+        assert!(
+            s.contains(&format!(
+                "CurrentObservers: [{{\"id\": 1000, \"directoryId\": \"{}\"}}]",
+                Uuid([1000u32 as u8; 16])
+            )),
+            "{s}"
+        );
+        assert_eq!(v["replicas"][1]["endpoints"][0], "CONTROLLER://h1:9093");
 
         let t = render_replication(&d);
         let lines: Vec<&str> = t.lines().collect();
@@ -562,8 +625,10 @@ mod tests {
             lag: None,
             last_fetch_age_ms: None,
             last_caught_up_age_ms: None,
+            endpoints: Vec::new(),
         };
         let t = render_replication(&d);
+        assert!(render_status(&d).contains("CurrentVoters:   [{\"id\": 1}, "));
         let row = t.lines().find(|l| l.starts_with("1 ")).unwrap();
         assert_eq!(
             row.split_whitespace().filter(|c| *c == "-").count(),

@@ -209,3 +209,94 @@ fn real_kafka_clients_pass_their_sessions_through_a_leader_sigkill() {
         logs(&c)
     );
 }
+
+/// Runs `compat/sessions/kafka_quorum_voters.py` (Kafka 4.1's `kafka-metadata-quorum` from
+/// `compat/jars`) with `args` against `c`'s Kafka listeners; panics with its output and the
+/// nodes' logs unless it passes.
+fn quorum_voters_session(c: &LocalCluster, args: &[&str]) -> String {
+    let kafka: Vec<String> = c.nodes.iter().map(|n| n.kafka.to_string()).collect();
+    let out = Command::new(repo_root().join("compat/.venv/bin/python"))
+        .arg(repo_root().join("compat/sessions/kafka_quorum_voters.py"))
+        .args(["--controller-bootstrap", &kafka.join(",")])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running compat/sessions/kafka_quorum_voters.py (run compat/install.sh first)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{text}");
+    assert!(
+        out.status.success() && text.contains("PASS"),
+        "the kafka-metadata-quorum session failed ({}):\n{text}\n{}",
+        out.status,
+        logs(c)
+    );
+    text
+}
+
+/// A node's directory id, from its `meta.properties`.
+fn directory_id(c: &LocalCluster, id: u32) -> String {
+    let meta = std::fs::read_to_string(c.node(id).data.join("meta.properties")).unwrap();
+    meta.lines()
+        .find_map(|l| l.strip_prefix("directory.id="))
+        .expect("meta.properties names a directory id")
+        .to_owned()
+}
+
+/// Kafka's own `kafka-metadata-quorum --bootstrap-controller` changes a dynamic corum quorum's
+/// voters over the Kafka listener (AddRaftVoter, RemoveRaftVoter, DescribeQuorum v2): describe
+/// --status lists every voter with its directory id and controller endpoint, remove-controller
+/// takes a follower out (it keeps fetching, listed as an observer), add-controller puts the same
+/// running controller back from its own properties file, and describe --replication shows it a
+/// voter again. corum's own view agrees at the end.
+#[test]
+fn kafka_metadata_quorum_removes_and_adds_a_controller_of_a_dynamic_quorum() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut spec = spec(tmp.path(), &[]);
+    spec.dynamic = true;
+    let mut c = LocalCluster::create(spec).expect("formatting the cluster");
+    if let Err(e) = c.start_all() {
+        panic!("starting the cluster: {e:#}\n{}", logs(&c));
+    }
+    let bootstrap = bootstrap_of(&c, &c.ids());
+    let (l, _) = leader_of(&wait_until("a leader", Duration::from_secs(30), || {
+        describe(&bootstrap, 2_000)
+    }));
+    let f = c.ids().into_iter().find(|&id| id != l).unwrap();
+    let config = c.node(f).config.display().to_string();
+    let out = quorum_voters_session(&c, &["--controller-config", &config]);
+    assert!(out.contains(&format!("remove-controller --controller-id {f}")));
+    let d = describe(&bootstrap, 5_000).expect("a leader answers DescribeQuorum");
+    let voters: Vec<u64> = d["voters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(voters, [1, 2, 3], "{d}");
+}
+
+/// A static quorum (`controller.quorum.voters`) refuses Kafka's `remove-controller`, and the
+/// tool reports why: UNSUPPORTED_VERSION saying the quorum is static.
+#[test]
+fn kafka_metadata_quorum_remove_controller_is_refused_by_a_static_quorum() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start_cluster(tmp.path(), &[]);
+    let f = 2;
+    let dir = directory_id(&c, f);
+    quorum_voters_session(
+        &c,
+        &[
+            "--static",
+            "--controller-id",
+            &f.to_string(),
+            "--controller-directory-id",
+            &dir,
+        ],
+    );
+}

@@ -77,7 +77,15 @@ fn three_nodes_elect_and_serve_every_request_kind() {
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(status.status.success(), "{text}");
     assert!(text.contains(&format!("LeaderId:        {l}")), "{text}");
-    assert!(text.contains("CurrentVoters:   [1,2,3]"), "{text}");
+    // Each voter with its directory id (the leader learns a static voter's from its
+    // fetches) and its controller listener.
+    for n in &c.nodes {
+        assert!(
+            text.contains(&format!("\"endpoints\": [\"CONTROLLER://{}\"]", n.raft)),
+            "{text}"
+        );
+    }
+    assert!(text.contains("CurrentVoters:   [{\"id\": 1, "), "{text}");
     assert!(
         text.contains(&format!("ClusterId:       {}", c.cluster_id)),
         "{text}"

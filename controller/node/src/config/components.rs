@@ -450,6 +450,7 @@ pub fn kafka_server(
         cluster_id,
         node_id: config.node_id,
         client_listener_name: config.client_listener_name.clone(),
+        controller_listener_name: config.controller_listener().name.clone(),
     }
 }
 

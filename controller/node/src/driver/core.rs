@@ -22,12 +22,13 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
 use corum_engine::disk::Disk;
 use corum_engine::log::{Log, NewBatch};
 use corum_engine::record::Attributes;
-use corum_raft::{Batch, LogRead, Message, Payload, RaftCore, Restore, Role, SnapshotId};
+use corum_raft::{Batch, LogRead, Message, Payload, RaftCore, Restore, Role, SnapshotId, VoterSet};
 use corum_types::{Epoch, LogOffset, NodeId};
 
 use super::{RaftDriverConfig, Recovered, Result, READ_CHUNK_BYTES, SNAPSHOTS_KEPT};
@@ -91,6 +92,8 @@ pub struct DriverCore<D: Disk> {
     leading: Option<Epoch>,
     proposals_appended: u64,
     proposals_refused: u64,
+    /// The voter set the status shows, with the core's `voter_set_changes` it was copied at.
+    status_voters: RefCell<(u64, Arc<VoterSet>)>,
 }
 
 impl<D: Disk> DriverCore<D> {
@@ -159,6 +162,8 @@ impl<D: Disk> DriverCore<D> {
         let publisher_reset = Rc::new(RefCell::new(
             snapshot.map(|s| CommittedBatch::load_snapshot(s.id, s.data)),
         ));
+        let status_voters =
+            RefCell::new((core.voter_set_changes(), Arc::new(core.voter_set().clone())));
         let driver = DriverCore {
             config,
             disk,
@@ -173,6 +178,7 @@ impl<D: Disk> DriverCore<D> {
             leading: None,
             proposals_appended: 0,
             proposals_refused: 0,
+            status_voters,
         };
         Ok((driver, recovered))
     }
@@ -602,6 +608,7 @@ impl<D: Disk> DriverCore<D> {
             running,
             replicas: raft.replica_progress(),
             now_ms: raft.now_ms(),
+            voter_set: self.status_voter_set(),
             calls_waiting: calls.len(),
             calls_held: calls.held_len(),
             proposals_appended: self.proposals_appended,
@@ -609,6 +616,16 @@ impl<D: Disk> DriverCore<D> {
             snapshot_end_offset: self.snapshot_end,
             snapshots_written: self.snapshots_written,
         }
+    }
+
+    /// The voter set in force, copied only when the core's set changed since the last status.
+    fn status_voter_set(&self) -> Arc<VoterSet> {
+        let mut cached = self.status_voters.borrow_mut();
+        let changes = self.core.voter_set_changes();
+        if cached.0 != changes {
+            *cached = (changes, Arc::new(self.core.voter_set().clone()));
+        }
+        cached.1.clone()
     }
 
     /// Resigns leadership, if this node leads (a clean stop: the next leader need not wait
