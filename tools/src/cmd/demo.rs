@@ -32,6 +32,7 @@ use crate::cmd::loadgen::{run_workload, LoadConfig, Report, Workload};
 use crate::cmd::quorum::describe_leader;
 
 pub mod cluster;
+pub mod dynamic;
 
 use cluster::{kill_registered_children, ClusterSpec, LocalCluster};
 
@@ -61,6 +62,11 @@ pub struct Args {
     /// topics workload: concurrent clients.
     #[arg(long, default_value_t = 8)]
     pub topic_clients: usize,
+    /// KIP-853 instead: one `--standalone` controller grows to 5 by auto-join, one disk is
+    /// replaced, and the quorum shrinks to 3, under a verified configs load of `--clients`
+    /// clients (at least 20 s, or `--duration-secs`).
+    #[arg(long)]
+    pub dynamic: bool,
 }
 
 /// What the signal thread needs to clean up: the directory and whether to keep it.
@@ -80,7 +86,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((dir.clone(), args.keep));
     watch_signals()?;
     let exe = std::env::current_exe().context("locating the corum executable")?;
-    let result = demo(&args, &exe, &dir);
+    let result = if args.dynamic {
+        dynamic::demo(&args, &exe, &dir)
+    } else {
+        demo(&args, &exe, &dir)
+    };
     if INTERRUPTED.load(Ordering::SeqCst) {
         // The signal thread cleans up and exits the process.
         loop {

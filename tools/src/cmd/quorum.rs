@@ -176,7 +176,7 @@ pub fn voter_of(config: &std::path::Path) -> anyhow::Result<Voter> {
 /// passes (another change pending, the leader's epoch not yet committed, the new voter not
 /// yet caught up) is asked again, 200 ms apart, until `timeout_ms`; any other fails at once
 /// with the reason.
-fn change_voters(
+pub fn change_voters(
     bootstrap: &[SocketAddr],
     timeout_ms: u64,
     body: impl Fn(u64) -> RequestBody,

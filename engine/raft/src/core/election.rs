@@ -401,21 +401,23 @@ impl RaftCore {
         }
     }
 
-    /// An observer without a leader asks a random bootstrap server, or without any a random
-    /// voter (the answer names the leader).
+    /// An observer without a leader asks every bootstrap server at once (some may be down;
+    /// the first answer naming the leader wins), or without any a random voter (the answer
+    /// names the leader).
     pub(crate) fn discover_leader(&mut self) {
-        let ids: Vec<NodeId> = if self.bootstrap_servers.is_empty() {
-            self.voter_set()
+        let to: Vec<NodeId> = if self.bootstrap_servers.is_empty() {
+            let ids: Vec<NodeId> = self
+                .voter_set()
                 .ids()
                 .filter(|id| *id != self.me.id)
-                .collect()
+                .collect();
+            if ids.is_empty() {
+                return;
+            }
+            vec![ids[rand::Rng::gen_range(&mut self.rng, 0..ids.len())]]
         } else {
             self.bootstrap_servers.clone()
         };
-        if ids.is_empty() {
-            return;
-        }
-        let to = ids[rand::Rng::gen_range(&mut self.rng, 0..ids.len())];
         let req = FetchRequest {
             epoch: self.epoch,
             replica: self.me,
@@ -424,6 +426,8 @@ impl RaftCore {
             high_watermark: self.hwm,
             wait_max_ms: 0,
         };
-        self.send(to, Message::Fetch(req));
+        for id in to {
+            self.send(id, Message::Fetch(req.clone()));
+        }
     }
 }

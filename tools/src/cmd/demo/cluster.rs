@@ -326,7 +326,11 @@ fn format_all(spec: &ClusterSpec, nodes: &[NodeSlot], cluster_id: &str) -> anyho
             let directory_id = run_corum(&spec.exe, &["random-uuid"])?.trim().to_owned();
             voters.push(format!("{}@{}:{directory_id}", n.id, n.raft));
         }
-        initial = Some(format!("--initial-controllers={}", voters.join(",")));
+        initial = Some(if initial_count == 1 {
+            "--standalone".to_owned()
+        } else {
+            format!("--initial-controllers={}", voters.join(","))
+        });
     }
     for n in nodes {
         if spec.dynamic && n.id > initial_count {
