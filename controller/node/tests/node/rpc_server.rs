@@ -487,7 +487,10 @@ fn observers_fetch_the_log_from_the_leader_over_rpc() {
         let mut last_epoch = corum_types::Epoch::ZERO;
         let mut high_watermark = LogOffset::ZERO;
         for round in 0.. {
-            assert!(round < 200, "the observer never caught up: {end} / {high_watermark}");
+            assert!(
+                round < 200,
+                "the observer never caught up: {end} / {high_watermark}"
+            );
             let answer = client
                 .call(
                     observer_fetch(100, epoch, end, last_epoch, high_watermark, 0),
