@@ -1599,15 +1599,6 @@ mod tests {
         assert!(v.change_acked(VoterChange::Add(k(3)), at(10)).is_err());
     }
 
-    /// Replays one seed from the environment (a debugging aid).
-    #[test]
-    #[ignore]
-    fn replay_seed_from_env() {
-        let seed = std::env::var("SEED").unwrap().parse().unwrap();
-        let r = run_seed(SimSpec::with_voter_changes(seed));
-        eprintln!("{r:?}");
-    }
-
     fn voters(ids: &[u32]) -> VoterSet {
         VoterSet::new(
             ids.iter()
