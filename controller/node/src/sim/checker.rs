@@ -22,7 +22,9 @@
 //! - **one uncommitted change**: no leader's log holds more than one VotersRecord past the
 //!   highest high watermark any node reached;
 //! - **one leader per epoch**, and each leader **won its epoch** with granted votes (as sent)
-//!   of a majority of its voter set, itself included only if it is a voter of it;
+//!   of a majority of its voter set, itself included only if it is a voter of it (checked
+//!   once the leader committed an entry of its epoch: a leadership that never reached the
+//!   disk is forgotten with the epoch by a restart);
 //! - **removed voters step down**: no leader outside its own voter set once that set is
 //!   committed in its log;
 //! - **answered changes committed**: a voter change the leader answered Ok is in the
@@ -344,7 +346,8 @@ impl Voters {
         if raft.role() != Role::Leader {
             return Ok(());
         }
-        self.leader(node.key, raft.epoch(), history, hwm)?;
+        let committed_in_epoch = raft.epoch_before(hwm) == Some(raft.epoch());
+        self.leader(node.key, raft.epoch(), history, hwm, committed_in_epoch)?;
         let epoch = raft.epoch();
         let before = self.leader_hwm.insert(id, (epoch, hwm));
         // Only a move as leader of this epoch (a new leader's watermark is its follower's).
@@ -418,13 +421,17 @@ impl Voters {
         Ok(())
     }
 
-    /// The checks on a leader of `epoch` that is replica `key` (see the module doc).
+    /// The checks on a leader of `epoch` that is replica `key` (see the module doc). Its
+    /// election is checked once it has `committed` an entry of its epoch: until then its
+    /// leadership may have been in memory only (a node that stops before its vote and its
+    /// LeaderChange are durable forgets the epoch, and may rightly vote in it again).
     pub fn leader(
         &mut self,
         key: ReplicaKey,
         epoch: Epoch,
         history: &[(LogOffset, VoterSet)],
         hwm: LogOffset,
+        committed: bool,
     ) -> Result<(), String> {
         let id = key.id;
         let set = &history[history.len() - 1].1;
@@ -437,8 +444,8 @@ impl Voters {
                 self.end
             ));
         }
-        let committed = history.len() == 1 || history[history.len() - 1].0 < hwm;
-        if committed && !set.contains_key(&key) {
+        let set_committed = history.len() == 1 || history[history.len() - 1].0 < hwm;
+        if set_committed && !set.contains_key(&key) {
             return Err(format!(
                 "{id} leads epoch {epoch} outside its committed voter set {}",
                 keys(set)
@@ -452,6 +459,7 @@ impl Voters {
                 ))
             }
             Some(_) => return Ok(()),
+            None if !committed => return Ok(()),
             None => {}
         }
         self.leaders.insert(epoch, key);

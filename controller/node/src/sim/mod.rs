@@ -968,11 +968,17 @@ impl Sim {
     }
 
     /// Wipes `victim`'s disk (see the module doc) unless that could take a majority's data or
-    /// leave the quorum without one. A voter's disk is wiped only when no change is under way
+    /// leave the quorum without one, or leave the node without a bootstrap voter to ask for
+    /// the leader. A voter's disk is wiped only when no change is under way
     /// anywhere — every node up, each log's latest voter set the last committed one — and
     /// that set has 3 voters or more, none of them wiped before: a VotersRecord waiting in
     /// some log could otherwise commit a set that needs the lost voter.
     fn wipe(&mut self, victim: NodeId) {
+        // A wiped node finds the leader by asking a voter of its bootstrap set other than
+        // itself: the sole bootstrap voter would find nobody to ask.
+        if self.bootstrap.ids().all(|id| id == victim) {
+            return;
+        }
         let committed = self
             .checker
             .voters
@@ -1554,28 +1560,34 @@ mod tests {
             (at(12), s12.clone()),
             (at(14), s1.clone()),
         ];
-        let err = v.leader(k(1), e(2), &log, at(10)).unwrap_err();
+        let err = v.leader(k(1), e(2), &log, at(10), true).unwrap_err();
         assert!(err.contains("2 voter changes"), "{err}");
         // One is fine; the votes: 1 alone of [1, 2, 3] lacks a majority.
         let log = &log[..3];
-        let err = v.leader(k(1), e(3), log, at(10)).unwrap_err();
+        let err = v.leader(k(1), e(3), log, at(10), true).unwrap_err();
         assert!(err.contains("votes"), "{err}");
         v.vote_granted(e(4), NodeId(1), k(2));
-        v.leader(k(1), e(4), log, at(10)).unwrap();
+        v.leader(k(1), e(4), log, at(10), true).unwrap();
         // A vote of a replica on another disk than the voter's does not count.
         v.vote_granted(e(5), NodeId(1), replica_key_of(2, 1));
-        assert!(v.leader(k(1), e(5), log, at(10)).is_err());
+        assert!(v.leader(k(1), e(5), log, at(10), true).is_err());
         // Epoch 4 had leader 1.
         v.vote_granted(e(4), NodeId(2), k(1));
-        let err = v.leader(k(2), e(4), log, at(10)).unwrap_err();
+        let err = v.leader(k(2), e(4), log, at(10), true).unwrap_err();
         assert!(err.contains("two leaders"), "{err}");
+        // A leadership that committed nothing of its epoch is not counted (it may have been
+        // in memory only): another leader of epoch 7 is not a second one.
+        v.vote_granted(e(7), NodeId(1), k(2));
+        v.leader(k(1), e(7), log, at(10), false).unwrap();
+        v.vote_granted(e(7), NodeId(2), k(1));
+        v.leader(k(2), e(7), log, at(10), true).unwrap();
         // 3 leads after its removal committed in its own log.
         let log = [
             (at(0), s12.clone()),
             (at(5), s123.clone()),
             (at(12), s12.clone()),
         ];
-        let err = v.leader(k(3), e(6), &log, at(13)).unwrap_err();
+        let err = v.leader(k(3), e(6), &log, at(13), true).unwrap_err();
         assert!(err.contains("outside"), "{err}");
 
         // Another node's committed history says 1 alone at 5.
