@@ -22,7 +22,8 @@
 //! - **one uncommitted change**: no leader's log holds more than one VotersRecord past the
 //!   highest high watermark any node reached;
 //! - **one leader per epoch**, and each leader **won its epoch** with granted votes (as sent)
-//!   of a majority of its voter set, itself included only if it is a voter of it (checked
+//!   of a majority of its voter set (the latest, or the one before if it changed the set in
+//!   the meantime), itself included only if it is a voter of it (checked
 //!   once the leader committed an entry of its epoch: a leadership that never reached the
 //!   disk is forgotten with the epoch by a restart);
 //! - **removed voters step down**: no leader outside its own voter set once that set is
@@ -464,12 +465,20 @@ impl Voters {
         }
         self.leaders.insert(epoch, key);
         let granted = self.votes.remove(&(epoch, id)).unwrap_or_default();
-        let won = set
-            .voters()
-            .iter()
-            .filter(|v| v.key == key || granted.contains(&v.key))
-            .count();
-        if won < set.majority() {
+        // The set it campaigned with is its latest, or the one before if it has changed the
+        // set since (once its LeaderChange committed, possibly in the same step).
+        let won_with = |set: &VoterSet| {
+            let won = set
+                .voters()
+                .iter()
+                .filter(|v| v.key == key || granted.contains(&v.key))
+                .count();
+            (won >= set.majority(), won)
+        };
+        let (won, count) = won_with(set);
+        let won_before = history.len() > 1 && won_with(&history[history.len() - 2].1).0;
+        if !won && !won_before {
+            let won = count;
             let from: Vec<String> = granted
                 .iter()
                 .map(|k| format!("{}/{}", k.id, k.directory_id.0[1]))
