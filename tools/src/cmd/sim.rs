@@ -22,9 +22,17 @@ pub struct Args {
     /// whole-node one.
     #[arg(long)]
     pub raft: bool,
-    /// Nodes (voters) of the whole-node simulator, 1 to 5.
+    /// Nodes of the whole-node simulator's bootstrap voter set, 1 to 5.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=5))]
     pub nodes: u8,
+    /// Whole-node simulator: nodes that start as observers, 0 to 4 (the admin of
+    /// `--voter-changes` adds them).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=4))]
+    pub spares: u8,
+    /// Whole-node simulator: an admin removes and adds voters during the fault phase, and
+    /// disks are wiped (a new directory id).
+    #[arg(long)]
+    pub voter_changes: bool,
     /// Whole-node simulator: simulated milliseconds of faults per seed before the heal.
     #[arg(long, default_value_t = 3_000)]
     pub fault_ms: u64,
@@ -56,6 +64,9 @@ pub struct Args {
     /// Whole-node simulator: no stalled controller shards.
     #[arg(long)]
     pub no_stalls: bool,
+    /// Whole-node simulator: no disk wipes (with `--voter-changes`).
+    #[arg(long)]
+    pub no_wipes: bool,
     /// Raft simulator: voters in the initial voter set (3 or 5).
     #[arg(long, default_value_t = 3, value_parser = parse_voters)]
     pub voters: usize,
@@ -80,6 +91,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let template = SimSpec {
         seed: args.start,
         nodes: usize::from(args.nodes),
+        spares: usize::from(args.spares),
+        voter_changes: args.voter_changes,
         fault_ms: args.fault_ms,
         faults: Faults {
             crashes: !args.no_crashes,
@@ -87,6 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             disk_errors: !args.no_disk_errors,
             partitions: !args.no_partitions,
             stalls: !args.no_stalls,
+            wipes: !args.no_wipes,
             drop_pct: args.drop_pct,
             duplicate_pct: args.duplicate_pct,
             delay_ms_max: args.delay_ms_max,
@@ -107,22 +121,35 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "seeds {} (from {}, {} nodes): writes {}, acknowledged {}, crashes {}, disk faults {}, \
-         partitions {}, stalls {}, snapshots written {}, installed {}, truncations {}, proposals refused {}, \
-         simulated {:.1} s, violations {} in {:.1} s ({:.1} seeds/s)",
+        "seeds {} (from {}, {} nodes, {} spares{}): writes {}, acknowledged {}, crashes {}, \
+         disk faults {}, partitions {}, stalls {}, wipes {}, snapshots written {}, installed {}, \
+         truncations {}, proposals refused {}, voter changes asked {}, answered Ok {}, \
+         committed voter records {}, elections checked {}, simulated {:.1} s, violations {} \
+         in {:.1} s ({:.1} seeds/s)",
         summary.seeds,
         args.start,
         args.nodes,
+        args.spares,
+        if args.voter_changes {
+            ", voter changes"
+        } else {
+            ""
+        },
         summary.writes,
         summary.acked,
         summary.crashes,
         summary.disk_faults,
         summary.partitions,
         summary.stalls,
+        summary.wipes,
         summary.snapshots_written,
         summary.installs,
         summary.truncations,
         summary.proposals_refused,
+        summary.voter_changes_asked,
+        summary.voter_changes_acked,
+        summary.voter_records,
+        summary.elections_checked,
         summary.sim_ms as f64 / 1000.0,
         summary.failed.len(),
         secs,

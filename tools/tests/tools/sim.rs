@@ -21,8 +21,40 @@ fn sim_runs_both_simulators_and_reports() {
         "{out}{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    assert!(out.contains("seeds 4 (from 10, 3 nodes)"), "{out}");
+    assert!(
+        out.contains("seeds 4 (from 10, 3 nodes, 0 spares)"),
+        "{out}"
+    );
     assert!(out.contains("violations 0"), "{out}");
+
+    // With voter changes: observers, an admin, wipes; the changes are counted.
+    let o = corum_sim(&[
+        "--seeds",
+        "4",
+        "--start",
+        "10",
+        "--spares",
+        "2",
+        "--voter-changes",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("(from 10, 3 nodes, 2 spares, voter changes)"),
+        "{out}"
+    );
+    assert!(out.contains("violations 0"), "{out}");
+    let acked: u64 = out
+        .split("answered Ok ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no Ok count: {out}"));
+    assert!(acked > 0, "{out}");
 
     let o = corum_sim(&["--raft", "--seeds", "2", "--voters", "3"]);
     let out = String::from_utf8_lossy(&o.stdout);
@@ -30,5 +62,7 @@ fn sim_runs_both_simulators_and_reports() {
     assert!(out.contains("3 voters"), "{out}");
 
     let o = corum_sim(&["--nodes", "7"]);
+    assert!(!o.status.success());
+    let o = corum_sim(&["--spares", "5"]);
     assert!(!o.status.success());
 }

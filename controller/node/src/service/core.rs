@@ -280,6 +280,11 @@ impl ServiceCore {
         if !b.control {
             replay_committed(&mut self.controller, b)?;
             self.bytes_since_snapshot += b.payload.len() as u64;
+        } else if self.active_epoch == Some(b.epoch) && b.end_offset() > self.next_offset {
+            // A control batch the Raft core appended on its own (the VotersRecord of a voter
+            // change) where this controller's next proposal would go: one proposed there
+            // meanwhile is refused (and resigns it); the next goes after it.
+            self.next_offset = b.end_offset();
         }
         self.committed_epoch = Some(b.epoch);
         self.committed_end = b.end_offset();

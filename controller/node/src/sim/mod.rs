@@ -7,13 +7,27 @@
 //! clients write configs. Only the sockets, timers and tasks of the real node are replaced
 //! (by [`node::SimNode`]'s queues and simulated milliseconds).
 //!
+//! The quorum is dynamic (kraft.version 1): every node starts from the same bootstrap voter
+//! set of `nodes` voters, each a node id and the directory id of its disk, as `format
+//! --initial-controllers` writes it. With `voter_changes`, `spares` more nodes start as
+//! observers (not in the bootstrap set, they find the leader by asking a voter), and an admin
+//! changes the voter set during the fault phase the way `corum quorum add-controller` /
+//! `remove-controller` reach the leader ([`crate::driver::RaftHandle::voter_change`]): an
+//! AddVoter or RemoveVoter stepped into the core it believes leads from an id of
+//! [`crate::driver::ADMIN_IDS`], answered by the VoterChangeResponse the core sends that id.
+//! It removes voters (the leader too), adds observers and adds back removed voters, keeping
+//! 1 to 5 voters. A disk wipe (a fault of these seeds) replaces a node's disk by an empty one
+//! with a new directory id: the node restarts as an observer and the admin removes its old
+//! (id, directory) from the voter set, which it may add again later under the new one.
+//!
 //! A seed runs in phases: faults for `fault_ms`; then the heal (every node up, the network
 //! reliable, no more faults) while clients go on for a second; then the cluster must settle
 //! (one leader, every node replayed to its high watermark, nothing waiting); then every node
 //! loses power at once and restarts from its disk, and must settle again. [`checker`] says
 //! what is checked. A failure names the seed and the command that replays it.
 //!
-//! `corum sim` runs seeds from the command line; `cargo test` runs 500 of them.
+//! `corum sim` runs seeds from the command line; `cargo test` runs 500 of them without
+//! voter changes and 500 with.
 
 pub mod checker;
 pub mod node;
@@ -31,9 +45,10 @@ use corum_controller::records::ConfigResourceType;
 use corum_controller::MetadataImage;
 use corum_engine::disk::SimFault;
 use corum_engine::log::LogConfig;
+use corum_raft::message::{AddVoterRequest, RemoveVoterRequest, VoterChangeResponse};
 use corum_raft::sim::network::{NetFaults, Network};
-use corum_raft::{Endpoint, ReplicaKey, Role, Voter, VoterSet};
-use corum_types::{NodeId, Uuid};
+use corum_raft::{Endpoint, Message, ReplicaKey, Role, Voter, VoterSet};
+use corum_types::{LogOffset, NodeId, Uuid};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -41,6 +56,7 @@ use self::checker::{Checker, Outcome};
 use self::node::{NodeOutput, NodeTiming, Route, SimNode};
 use crate::config::components::{self, RaftReplica};
 use crate::config::NodeConfig;
+use crate::driver::ADMIN_IDS;
 use crate::protocol::{RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError};
 
 /// The config every write of the workload sets, on a broker resource: half of the writes on
@@ -59,6 +75,13 @@ const REQUEST_TIMEOUT_MS: u32 = 1_000;
 const AFTER_HEAL_MS: u64 = 1_000;
 /// Most simulated time the cluster may take to settle after the heal.
 const SETTLE_MS_MAX: u64 = 30_000;
+/// The admin keeps the voter set within 1 to this many voters.
+pub const VOTERS_MAX: usize = 5;
+/// Most observers besides the bootstrap voters.
+pub const SPARES_MAX: usize = 4;
+/// How long the admin waits for a voter change's answer before it gives up on it (the
+/// change may still commit).
+const ADMIN_WAIT_MS: u64 = 2_000;
 
 /// The broker resource of workload key `key`.
 pub fn config_resource(key: u64) -> ConfigResource {
@@ -81,6 +104,9 @@ pub struct Faults {
     pub partitions: bool,
     /// A node's controller shard stops for up to 600 ms (its port delivers nothing meanwhile).
     pub stalls: bool,
+    /// A node's disk is replaced by an empty one with a new directory id (only with voter
+    /// changes, whose admin then swaps the voter's old directory for the new one).
+    pub wipes: bool,
     /// Of every Raft message, in percent.
     pub drop_pct: u32,
     pub duplicate_pct: u32,
@@ -99,6 +125,7 @@ impl Faults {
             disk_errors: true,
             partitions: true,
             stalls: true,
+            wipes: true,
             drop_pct: 5,
             duplicate_pct: 2,
             delay_ms_max: 20,
@@ -113,6 +140,7 @@ impl Faults {
             disk_errors: false,
             partitions: false,
             stalls: false,
+            wipes: false,
             drop_pct: 0,
             duplicate_pct: 0,
             delay_ms_max: 1,
@@ -129,14 +157,49 @@ pub enum Mutation {
     /// Each follower's service skips the first committed data batch it gets at or after
     /// offset 20.
     SkipCommittedBatch,
+    /// The admin's voter change is answered Ok when the leader appends its VotersRecord, not
+    /// when the record commits.
+    VoterChangeAnsweredAtAppend,
+    /// A wiped node's empty disk goes by its old directory id: Raft takes the empty replica
+    /// for the voter it was (its log and its votes forgotten).
+    WipeKeepsDirectoryId,
+}
+
+/// A voter change the admin asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VoterChange {
+    Add(ReplicaKey),
+    Remove(ReplicaKey),
+}
+
+impl VoterChange {
+    /// Whether going from `before` to `after` is this change.
+    pub fn made_by(&self, before: &VoterSet, after: &VoterSet) -> bool {
+        match self {
+            VoterChange::Add(k) => {
+                !before.contains_id(k.id)
+                    && after.contains_key(k)
+                    && after.len() == before.len() + 1
+            }
+            VoterChange::Remove(k) => {
+                before.contains_key(k)
+                    && !after.contains_id(k.id)
+                    && after.len() + 1 == before.len()
+            }
+        }
+    }
 }
 
 /// One seed's run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SimSpec {
     pub seed: u64,
-    /// Voters: 1 to 5.
+    /// The bootstrap voters: 1 to 5.
     pub nodes: usize,
+    /// Nodes that start as observers: 0 to [`SPARES_MAX`].
+    pub spares: usize,
+    /// An admin changes the voter set during the fault phase (and disks may be wiped).
+    pub voter_changes: bool,
     /// Simulated milliseconds of faults before the heal.
     pub fault_ms: u64,
     pub faults: Faults,
@@ -149,9 +212,20 @@ impl SimSpec {
         SimSpec {
             seed,
             nodes: 3,
+            spares: 0,
+            voter_changes: false,
             fault_ms: 3_000,
             faults: Faults::all(),
             mutation: None,
+        }
+    }
+
+    /// A seed with voter changes: 3 bootstrap voters and 2 observers.
+    pub fn with_voter_changes(seed: u64) -> SimSpec {
+        SimSpec {
+            spares: 2,
+            voter_changes: true,
+            ..SimSpec::new(seed)
         }
     }
 
@@ -159,9 +233,10 @@ impl SimSpec {
     pub fn replay_command(&self) -> String {
         let f = &self.faults;
         let mut cmd = format!(
-            "corum sim --nodes {} --start {} --seeds 1 --fault-ms {} --drop-pct {} \
+            "corum sim --nodes {} --spares {} --start {} --seeds 1 --fault-ms {} --drop-pct {} \
              --duplicate-pct {} --delay-ms-max {} --port-delay-ms-max {}",
             self.nodes,
+            self.spares,
             self.seed,
             self.fault_ms,
             f.drop_pct,
@@ -175,11 +250,15 @@ impl SimSpec {
             (f.disk_errors, "--no-disk-errors"),
             (f.partitions, "--no-partitions"),
             (f.stalls, "--no-stalls"),
+            (f.wipes, "--no-wipes"),
         ] {
             if !on {
                 cmd.push(' ');
                 cmd.push_str(flag);
             }
+        }
+        if self.voter_changes {
+            cmd.push_str(" --voter-changes");
         }
         cmd
     }
@@ -204,6 +283,15 @@ pub struct SeedReport {
     pub installs: u64,
     pub truncations: u64,
     pub proposals_refused: u64,
+    /// Voter changes the admin asked for, and those the leader answered Ok (each checked
+    /// against the committed history).
+    pub voter_changes_asked: u64,
+    pub voter_changes_acked: u64,
+    /// Committed VotersRecords (the committed history's length, less the bootstrap set).
+    pub voter_records: u64,
+    pub wipes: u64,
+    /// Elections whose votes were checked.
+    pub elections_checked: u64,
     pub committed_end: u64,
     pub sim_ms: u64,
 }
@@ -231,6 +319,11 @@ pub fn run_seed(spec: SimSpec) -> SeedReport {
         installs: 0,
         truncations: 0,
         proposals_refused: 0,
+        voter_changes_asked: 0,
+        voter_changes_acked: 0,
+        voter_records: 0,
+        wipes: 0,
+        elections_checked: 0,
         committed_end: 0,
         sim_ms: 0,
     };
@@ -270,6 +363,11 @@ pub struct Summary {
     pub installs: u64,
     pub truncations: u64,
     pub proposals_refused: u64,
+    pub voter_changes_asked: u64,
+    pub voter_changes_acked: u64,
+    pub voter_records: u64,
+    pub wipes: u64,
+    pub elections_checked: u64,
     pub sim_ms: u64,
 }
 
@@ -286,6 +384,11 @@ impl Summary {
         self.installs += r.installs;
         self.truncations += r.truncations;
         self.proposals_refused += r.proposals_refused;
+        self.voter_changes_asked += r.voter_changes_asked;
+        self.voter_changes_acked += r.voter_changes_acked;
+        self.voter_records += r.voter_records;
+        self.wipes += r.wipes;
+        self.elections_checked += r.elections_checked;
         self.sim_ms += r.sim_ms;
         if !r.ok() {
             self.failed.push(r);
@@ -314,8 +417,34 @@ struct Client {
     next_at: u64,
 }
 
+/// The admin's voter change waiting for its answer.
+struct AdminCall {
+    /// The id of [`ADMIN_IDS`] it was stepped from, and its request id.
+    from: NodeId,
+    request_id: u64,
+    change: VoterChange,
+    give_up_at: u64,
+    /// The end of the committed voter history when it was sent: an Ok must be answered by a
+    /// record at or after it.
+    history_end: LogOffset,
+}
+
+/// The operator that changes the voter set: one change at a time, to the node it believes
+/// leads.
+struct Admin {
+    waiting: Option<AdminCall>,
+    next_at: u64,
+    next_id: u32,
+    next_request_id: u64,
+    asked: u64,
+}
+
 struct Sim {
     spec: SimSpec,
+    /// The bootstrap voter set every node is formatted with.
+    bootstrap: VoterSet,
+    admin: Admin,
+    wipes: u64,
     rng: ChaCha8Rng,
     now_ms: u64,
     base: Instant,
@@ -347,9 +476,16 @@ impl Sim {
             return Err(format!("{} nodes: the simulator runs 1 to 5", spec.nodes));
         }
         let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
-        let ids: Vec<u32> = (1..=spec.nodes as u32).collect();
+        if spec.spares > SPARES_MAX {
+            return Err(format!(
+                "{} spares: the simulator runs 0 to {SPARES_MAX}",
+                spec.spares
+            ));
+        }
+        let ids: Vec<u32> = (1..=(spec.nodes + spec.spares) as u32).collect();
         let voters = VoterSet::new(
-            ids.iter()
+            ids[..spec.nodes]
+                .iter()
                 .map(|&id| Voter {
                     key: replica_key(id),
                     endpoints: vec![endpoint(id)],
@@ -363,12 +499,12 @@ impl Sim {
         };
         let mut nodes = BTreeMap::new();
         for &id in &ids {
-            let (driver, service) = node_configs(id, &voters, spec.seed)?;
+            let (driver, service) = node_configs_of(replica_key(id), &voters, spec.seed)?;
             let disk_seed = rng.gen();
             nodes.insert(
                 NodeId(id),
                 SimNode::new(
-                    NodeId(id),
+                    replica_key(id),
                     disk_seed,
                     driver,
                     service,
@@ -394,13 +530,22 @@ impl Sim {
             .collect();
         let mut sim = Sim {
             spec,
+            bootstrap: voters.clone(),
+            admin: Admin {
+                waiting: None,
+                next_at: 0,
+                next_id: *ADMIN_IDS.end(),
+                next_request_id: 1,
+                asked: 0,
+            },
+            wipes: 0,
             rng,
             now_ms: 0,
             base: Instant::now(),
             nodes,
             net,
             clients,
-            checker: Checker::default(),
+            checker: Checker::new(voters),
             next_op: 0,
             restarts: BTreeMap::new(),
             faulting: true,
@@ -421,6 +566,9 @@ impl Sim {
             n.start(0)?;
         }
         sim.next_fault = sim.rng.gen_range(100..400);
+        if spec.voter_changes {
+            sim.admin.next_at = sim.rng.gen_range(200..600);
+        }
         Ok(sim)
     }
 
@@ -441,6 +589,7 @@ impl Sim {
         let before = self.settle("after the heal")?;
         self.checker.close();
         self.checker.check_final(&before)?;
+        let voters = self.checker.voters.check_final(&self.nodes)?;
         // Every node loses power at once and restarts from its disk.
         let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
         for id in ids {
@@ -463,6 +612,15 @@ impl Sim {
             ));
         }
         self.checker.check_final(&after)?;
+        let voters_after = self.checker.voters.check_final(&self.nodes)?;
+        if voters_after != voters {
+            return Err(format!(
+                "the voter set replayed from the disks after a restart, {}, differs from the \
+                 one before it, {}",
+                checker::keys(&voters_after),
+                checker::keys(&voters)
+            ));
+        }
         Ok(())
     }
 
@@ -481,7 +639,7 @@ impl Sim {
     }
 
     fn settled(&self) -> bool {
-        if self.clients.iter().any(|c| c.waiting.is_some()) {
+        if self.clients.iter().any(|c| c.waiting.is_some()) || self.admin.waiting.is_some() {
             return false;
         }
         let mut leader = None;
@@ -511,10 +669,35 @@ impl Sim {
             return false;
         }
         let hwm = raft.high_watermark();
+        let set = raft.voter_set();
+        if self.stale_voters(set).next().is_some() {
+            return false;
+        }
         self.nodes.values().all(|n| {
             let run = n.run.as_ref().expect("checked up");
-            run.service.controller().committed_end() == hwm && run.driver.log().durable_end() == hwm
+            let raft = run.driver.raft();
+            run.service.controller().committed_end() == hwm
+                && run.driver.log().durable_end() == hwm
+                && raft.voter_set() == set
         })
+    }
+
+    /// The voters of `set` whose node no longer has their disk (wiped since).
+    fn stale_voters<'a>(&'a self, set: &'a VoterSet) -> impl Iterator<Item = ReplicaKey> + 'a {
+        set.voters()
+            .iter()
+            .map(|v| v.key)
+            .filter(|k| self.nodes.get(&k.id).is_none_or(|n| n.key != *k))
+    }
+
+    /// The node that leads the highest epoch, as far as the nodes say.
+    fn leader(&self) -> Option<NodeId> {
+        self.nodes
+            .values()
+            .filter_map(|n| n.run.as_ref().map(|r| (n.id, r.driver.raft())))
+            .filter(|(_, raft)| raft.role() == Role::Leader)
+            .max_by_key(|(_, raft)| raft.epoch())
+            .map(|(id, _)| id)
     }
 
     fn status_line(&self) -> String {
@@ -525,11 +708,14 @@ impl Sim {
                 Some(run) => {
                     let raft = run.driver.raft();
                     parts.push(format!(
-                        "{} {:?} epoch {} leader {:?} end {} hwm {} replayed {} calls {} active {}",
+                        "{}/{} {:?} epoch {} leader {:?} voters {} end {} hwm {} replayed {} \
+                         calls {} active {}",
                         n.id,
+                        n.key.directory_id.0[1],
                         raft.role(),
                         raft.epoch(),
                         raft.status().leader,
+                        checker::keys(raft.voter_set()),
                         raft.log_end_offset(),
                         raft.high_watermark(),
                         run.service.controller().committed_end(),
@@ -590,6 +776,12 @@ impl Sim {
             }
         }
         at(self.restarts.values().min().copied());
+        if self.spec.voter_changes {
+            match &self.admin.waiting {
+                Some(c) => at(Some(c.give_up_at)),
+                None => at(Some(self.admin.next_at)),
+            }
+        }
         if self.faulting {
             at(Some(self.next_fault));
         }
@@ -624,6 +816,7 @@ impl Sim {
             }
         }
         self.clients_step()?;
+        self.admin_step()?;
         let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
         for id in ids {
             let mut out = NodeOutput::default();
@@ -638,10 +831,25 @@ impl Sim {
             self.installs += out.installs;
             self.truncations += out.truncations;
             self.proposals_refused += out.refused;
+            self.checker.voters.observe(id, &self.nodes)?;
             for (batch, calls) in &out.appended {
                 self.checker.appended(id, *batch, calls);
             }
+            let key = self.nodes[&id].key;
             for (to, msg) in out.messages {
+                match msg {
+                    Message::VoterChangeResponse(r) if ADMIN_IDS.contains(&to.0) => {
+                        self.on_admin_answer(to, r)?;
+                        continue;
+                    }
+                    Message::VoteResponse(ref v) if v.granted && !v.pre_vote => {
+                        self.checker.voters.vote_granted(v.request_epoch, to, key);
+                    }
+                    _ => {}
+                }
+                if ADMIN_IDS.contains(&to.0) {
+                    return Err(format!("{id} sent the admin {msg:?}"));
+                }
                 self.net.send(&mut self.rng, now, id, to, msg);
             }
             for (route, frame) in out.answers {
@@ -705,7 +913,13 @@ impl Sim {
             Some(l) if self.rng.gen_bool(0.5) => l,
             _ => up[self.rng.gen_range(0..up.len())],
         };
-        match self.rng.gen_range(0..5) {
+        let kinds = if f.wipes && self.spec.voter_changes {
+            6
+        } else {
+            5
+        };
+        match self.rng.gen_range(0..kinds) {
+            5 => self.wipe(victim),
             0 if f.crashes => {
                 let torn = f.torn_writes && self.rng.gen_bool(0.5);
                 self.crashes += 1;
@@ -751,6 +965,193 @@ impl Sim {
             }
             _ => {}
         }
+    }
+
+    /// Wipes `victim`'s disk (see the module doc) unless that could take a majority's data or
+    /// leave the quorum without one, or leave the node without a bootstrap voter to ask for
+    /// the leader. A voter's disk is wiped only when no change is under way
+    /// anywhere — every node up, each log's latest voter set the last committed one — and
+    /// that set has 3 voters or more, none of them wiped before: a VotersRecord waiting in
+    /// some log could otherwise commit a set that needs the lost voter.
+    fn wipe(&mut self, victim: NodeId) {
+        // A wiped node finds the leader by asking a voter of its bootstrap set other than
+        // itself: the sole bootstrap voter would find nobody to ask.
+        if self.bootstrap.ids().all(|id| id == victim) {
+            return;
+        }
+        let committed = self
+            .checker
+            .voters
+            .history
+            .values()
+            .next_back()
+            .expect("the bootstrap set");
+        let in_some_set = committed.contains_id(victim)
+            || self.nodes.values().any(|n| {
+                n.run
+                    .as_ref()
+                    .is_none_or(|r| r.driver.raft().voter_set().contains_id(victim))
+            });
+        if in_some_set {
+            let settled = committed.len() >= 3
+                && self.stale_voters(committed).next().is_none()
+                && self.admin.waiting.is_none()
+                && self.nodes.values().all(|n| {
+                    n.run
+                        .as_ref()
+                        .is_some_and(|r| r.driver.raft().voter_set() == committed)
+                });
+            if !settled {
+                return;
+            }
+        }
+        self.wipes += 1;
+        let old = self.nodes[&victim].key;
+        let key = replica_key_of(victim.0, old.directory_id.0[1] + 1);
+        // The defect: the node's configuration goes by the old directory, its disk is new.
+        let configured = if self.spec.mutation == Some(Mutation::WipeKeepsDirectoryId) {
+            old
+        } else {
+            key
+        };
+        let (driver, service) = node_configs_of(configured, &self.bootstrap, self.spec.seed)
+            .expect("the configuration the node started with");
+        let disk_seed = self.rng.gen();
+        self.power_off(victim, false);
+        self.nodes
+            .get_mut(&victim)
+            .expect("a node of the cluster")
+            .wipe(key, disk_seed, driver, service);
+        let delay = self.rng.gen_range(50..1_500);
+        self.restarts.insert(victim, self.now_ms + delay);
+    }
+
+    /// The admin: gives up on an answer that does not come; otherwise, when due, asks the
+    /// node that leads for one change — during the fault phase a random one (remove a voter,
+    /// the leader a third of the time; add an observer that is up), at any time first the
+    /// removal of a wiped voter.
+    fn admin_step(&mut self) -> Result<(), String> {
+        let now = self.now_ms;
+        if !self.spec.voter_changes {
+            return Ok(());
+        }
+        if let Some(c) = &self.admin.waiting {
+            if c.give_up_at > now {
+                return Ok(());
+            }
+            self.admin.waiting = None;
+            self.admin.next_at = now;
+        }
+        if self.admin.next_at > now {
+            return Ok(());
+        }
+        self.admin.next_at = now + self.rng.gen_range(100..400);
+        let Some(leader) = self.leader() else {
+            return Ok(());
+        };
+        let raft = self.nodes[&leader]
+            .run
+            .as_ref()
+            .expect("a leader is up")
+            .driver
+            .raft();
+        let set = raft.voter_set().clone();
+        let changes_before = raft.voter_set_changes();
+        let stale = self.stale_voters(&set).next();
+        let change = if let Some(k) = stale {
+            VoterChange::Remove(k)
+        } else if !self.faulting {
+            return Ok(());
+        } else {
+            let adds: Vec<ReplicaKey> = self
+                .nodes
+                .values()
+                .filter(|n| n.is_up() && !set.contains_id(n.id))
+                .map(|n| n.key)
+                .collect();
+            let can_add = set.len() < VOTERS_MAX && !adds.is_empty();
+            let can_remove = set.len() > 1;
+            if can_add && (!can_remove || self.rng.gen_bool(0.5)) {
+                VoterChange::Add(adds[self.rng.gen_range(0..adds.len())])
+            } else if can_remove {
+                let voters = set.voters();
+                let k = if set.contains_id(leader) && self.rng.gen_ratio(1, 3) {
+                    voters
+                        .iter()
+                        .find(|v| v.key.id == leader)
+                        .expect("checked")
+                        .key
+                } else {
+                    voters[self.rng.gen_range(0..voters.len())].key
+                };
+                VoterChange::Remove(k)
+            } else {
+                return Ok(());
+            }
+        };
+        let from = NodeId(self.admin.next_id);
+        self.admin.next_id = if self.admin.next_id == *ADMIN_IDS.start() {
+            *ADMIN_IDS.end()
+        } else {
+            self.admin.next_id - 1
+        };
+        let request_id = self.admin.next_request_id;
+        self.admin.next_request_id += 1;
+        self.admin.asked += 1;
+        let message = match change {
+            VoterChange::Add(key) => Message::AddVoter(AddVoterRequest {
+                request_id,
+                voter: Voter {
+                    key,
+                    endpoints: vec![endpoint(key.id.0)],
+                },
+            }),
+            VoterChange::Remove(key) => Message::RemoveVoter(RemoveVoterRequest {
+                request_id,
+                voter: key,
+            }),
+        };
+        self.admin.waiting = Some(AdminCall {
+            from,
+            request_id,
+            change,
+            give_up_at: now + ADMIN_WAIT_MS,
+            history_end: self.checker.voters.end,
+        });
+        let node = self.nodes.get_mut(&leader).expect("listed");
+        node.step(from, message);
+        let appended = node
+            .run
+            .as_ref()
+            .is_some_and(|r| r.driver.raft().voter_set_changes() != changes_before);
+        if appended && self.spec.mutation == Some(Mutation::VoterChangeAnsweredAtAppend) {
+            self.on_admin_answer(
+                from,
+                VoterChangeResponse {
+                    request_id,
+                    result: Ok(()),
+                    leader: Some(leader),
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The answer to the admin's change from id `to`: an Ok is checked against the committed
+    /// voter history; an answer to a change the admin gave up on is dropped.
+    fn on_admin_answer(&mut self, to: NodeId, r: VoterChangeResponse) -> Result<(), String> {
+        let Some(c) = self.admin.waiting.as_ref() else {
+            return Ok(());
+        };
+        if c.from != to || c.request_id != r.request_id {
+            return Ok(());
+        }
+        let c = self.admin.waiting.take().expect("checked");
+        if r.result.is_ok() {
+            self.checker.voters.change_acked(c.change, c.history_end)?;
+        }
+        self.admin.next_at = self.now_ms + self.rng.gen_range(50..400);
+        Ok(())
     }
 
     /// Clients give up on answers that do not come, and idle ones send their next write.
@@ -861,6 +1262,11 @@ impl Sim {
         r.installs = self.installs;
         r.truncations = self.truncations;
         r.proposals_refused = self.proposals_refused;
+        r.voter_changes_asked = self.admin.asked;
+        r.voter_changes_acked = self.checker.voters.changes_acked;
+        r.voter_records = self.checker.voters.history.len() as u64 - 1;
+        r.wipes = self.wipes;
+        r.elections_checked = self.checker.voters.elections_checked;
         r.snapshots_written = self.snapshots_written
             + self
                 .nodes
@@ -879,11 +1285,21 @@ impl Sim {
     }
 }
 
-pub(crate) fn replica_key(id: u32) -> ReplicaKey {
+/// Node `id`'s replica on the disk it was formatted with `wipes` times: the directory id
+/// holds both (byte 0 the id, byte 1 the wipes).
+pub(crate) fn replica_key_of(id: u32, wipes: u8) -> ReplicaKey {
+    let mut dir = [0xd1; 16];
+    dir[0] = id as u8;
+    dir[1] = wipes;
     ReplicaKey {
         id: NodeId(id),
-        directory_id: Uuid([id as u8; 16]),
+        directory_id: Uuid(dir),
     }
+}
+
+/// Node `id`'s replica on its first disk.
+pub(crate) fn replica_key(id: u32) -> ReplicaKey {
+    replica_key_of(id, 0)
 }
 
 pub(crate) fn endpoint(id: u32) -> Endpoint {
@@ -897,6 +1313,7 @@ pub(crate) fn endpoint(id: u32) -> Endpoint {
 /// The node's own configuration path for simulated node `id`: the node config's defaults
 /// through [`components`], with timeouts, segments and snapshots scaled down so that a few
 /// simulated seconds see elections, compaction and snapshot installs.
+#[cfg(test)]
 pub(crate) fn node_configs(
     id: u32,
     voters: &VoterSet,
@@ -908,12 +1325,29 @@ pub(crate) fn node_configs(
     ),
     String,
 > {
+    node_configs_of(replica_key(id), voters, seed)
+}
+
+/// [`node_configs`] for the replica `key` (a node on a disk after wipes).
+pub(crate) fn node_configs_of(
+    key: ReplicaKey,
+    voters: &VoterSet,
+    seed: u64,
+) -> Result<
+    (
+        crate::driver::RaftDriverConfig,
+        crate::service::ControllerServiceConfig,
+    ),
+    String,
+> {
+    let id = key.id.0;
     let mut node = NodeConfig::for_tests();
-    node.node_id = NodeId(id);
+    node.node_id = key.id;
     node.metadata_log_dir = PathBuf::from(format!("/sim/node-{id}"));
-    node.controller_seed = seed;
+    // Each disk of a node draws its own election jitter.
+    node.controller_seed = seed ^ u64::from(key.directory_id.0[1]);
     let replica = RaftReplica {
-        me: replica_key(id),
+        me: key,
         endpoints: vec![endpoint(id)],
         bootstrap_voters: voters.clone(),
         kraft_version: 1,
@@ -1015,6 +1449,180 @@ mod tests {
         }
     }
 
+    /// Seeds with voter changes: 3 bootstrap voters and 2 observers, 1 and 2, 5 and 1, under
+    /// every fault and disk wipes, while an admin removes and adds voters.
+    #[test]
+    fn seeds_with_voter_changes_keep_every_acknowledged_write() {
+        let count: u64 = std::env::var("CORUM_NODE_SIM_SEEDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(500);
+        let mut total = Summary::default();
+        for (nodes, spares, share) in [(3, 2, 3), (1, 2, 1), (5, 1, 1)] {
+            let seeds = count * share / 5;
+            let summary = run_seeds(
+                SimSpec {
+                    nodes,
+                    spares,
+                    ..SimSpec::with_voter_changes(40_000 + 10_000 * nodes as u64)
+                },
+                seeds,
+            );
+            if let Some(f) = summary.failed.first() {
+                panic!(
+                    "{} of {} seeds failed; first: seed {}: {}\nreplay: {}",
+                    summary.failed.len(),
+                    summary.seeds,
+                    f.spec.seed,
+                    f.violation.as_deref().unwrap_or(""),
+                    f.spec.replay_command()
+                );
+            }
+            assert!(
+                summary.acked > seeds * 20,
+                "{nodes} + {spares}: {summary:?}"
+            );
+            // A single voter is down often (every fault hits it): fewer changes get through.
+            assert!(
+                summary.voter_changes_acked > seeds / 2 && summary.voter_records > seeds / 2,
+                "{nodes} + {spares}: {summary:?}"
+            );
+            eprintln!("{nodes} + {spares}: {summary:?}");
+            total.seeds += summary.seeds;
+            total.wipes += summary.wipes;
+            total.elections_checked += summary.elections_checked;
+            total.installs += summary.installs;
+        }
+        assert!(total.wipes > 0 && total.installs > 0, "{total:?}");
+        assert!(total.elections_checked > total.seeds, "{total:?}");
+    }
+
+    /// An Ok released when the VotersRecord is appended is caught at once: the change is not
+    /// in the committed history.
+    #[test]
+    fn the_checks_catch_a_voter_change_answered_before_its_commit() {
+        let r = run_seed(SimSpec {
+            mutation: Some(Mutation::VoterChangeAnsweredAtAppend),
+            faults: Faults::none(),
+            ..SimSpec::with_voter_changes(9)
+        });
+        let v = r.violation.unwrap_or_else(|| panic!("not caught"));
+        assert!(v.contains("answered Ok"), "{v}");
+    }
+
+    /// A wiped node that keeps its old directory id is taken for the voter it was, with its
+    /// log and votes forgotten: caught within 40 seeds (a leader won with its vote, counted it
+    /// for a commit, or leads as it).
+    #[test]
+    fn the_checks_catch_an_empty_replica_taken_for_the_voter_it_was() {
+        let caught: Vec<(u64, String)> = (0..40)
+            .filter_map(|seed| {
+                let r = run_seed(SimSpec {
+                    mutation: Some(Mutation::WipeKeepsDirectoryId),
+                    ..SimSpec::with_voter_changes(seed)
+                });
+                r.violation.map(|v| (seed, v))
+            })
+            .collect();
+        // Seeds 10 and 33: a leader won with the vote of a wiped replica (3/1, 2/1) counted
+        // as the voter it was.
+        assert!(caught.len() >= 2, "{caught:?}");
+        for (seed, v) in &caught {
+            assert!(
+                v.contains("votes of") || v.contains("durable on") || v.contains("leads"),
+                "seed {seed}: {v}"
+            );
+        }
+    }
+
+    /// The voter checks, on histories written by hand: two uncommitted changes in a leader's
+    /// log, two leaders in an epoch, a leader short of votes, a removed leader that goes on,
+    /// histories that differ, an Ok change that never committed.
+    #[test]
+    fn the_voter_checks_catch_what_they_claim() {
+        let (s1, s12, s123) = (voters(&[1]), voters(&[1, 2]), voters(&[1, 2, 3]));
+        let at = |o: u64| LogOffset(o);
+        let k = replica_key;
+        let e = |n: u64| corum_types::Epoch(n);
+
+        let mut v = checker::Voters::new(s12.clone());
+        v.merge(
+            NodeId(1),
+            &[(at(0), s12.clone()), (at(5), s123.clone())],
+            at(10),
+        )
+        .unwrap();
+        assert_eq!(v.end, at(10));
+        // A second change appended past the committed end while the first is uncommitted.
+        let log = [
+            (at(0), s12.clone()),
+            (at(5), s123.clone()),
+            (at(12), s12.clone()),
+            (at(14), s1.clone()),
+        ];
+        let err = v.leader(k(1), e(2), &log, at(10), true).unwrap_err();
+        assert!(err.contains("2 voter changes"), "{err}");
+        // One is fine; the votes: 1 alone of [1, 2, 3] lacks a majority.
+        let log = &log[..3];
+        let err = v.leader(k(1), e(3), log, at(10), true).unwrap_err();
+        assert!(err.contains("votes"), "{err}");
+        v.vote_granted(e(4), NodeId(1), k(2));
+        v.leader(k(1), e(4), log, at(10), true).unwrap();
+        // A vote of a replica on another disk than the voter's does not count.
+        v.vote_granted(e(5), NodeId(1), replica_key_of(2, 1));
+        assert!(v.leader(k(1), e(5), log, at(10), true).is_err());
+        // Epoch 4 had leader 1.
+        v.vote_granted(e(4), NodeId(2), k(1));
+        let err = v.leader(k(2), e(4), log, at(10), true).unwrap_err();
+        assert!(err.contains("two leaders"), "{err}");
+        // A leadership that committed nothing of its epoch is not counted (it may have been
+        // in memory only): another leader of epoch 7 is not a second one.
+        v.vote_granted(e(7), NodeId(1), k(2));
+        v.leader(k(1), e(7), log, at(10), false).unwrap();
+        v.vote_granted(e(7), NodeId(2), k(1));
+        v.leader(k(2), e(7), log, at(10), true).unwrap();
+        // 3 leads after its removal committed in its own log.
+        let log = [
+            (at(0), s12.clone()),
+            (at(5), s123.clone()),
+            (at(12), s12.clone()),
+        ];
+        let err = v.leader(k(3), e(6), &log, at(13), true).unwrap_err();
+        assert!(err.contains("outside"), "{err}");
+
+        // Another node's committed history says 1 alone at 5.
+        let err = v
+            .merge(
+                NodeId(2),
+                &[(at(0), s12.clone()), (at(5), s1.clone())],
+                at(8),
+            )
+            .unwrap_err();
+        assert!(err.contains("differ at offset @5"), "{err}");
+        // A snapshot base at 7 with the set in force there agrees.
+        v.merge(NodeId(2), &[(at(7), s123.clone())], at(9)).unwrap();
+        // Adding 3 committed at 5; removing 3 did not commit.
+        v.change_acked(VoterChange::Add(k(3)), at(0)).unwrap();
+        let err = v
+            .change_acked(VoterChange::Remove(k(3)), at(0))
+            .unwrap_err();
+        assert!(err.contains("answered Ok"), "{err}");
+        // An Ok must come from a record after the end the history had when asked.
+        assert!(v.change_acked(VoterChange::Add(k(3)), at(10)).is_err());
+    }
+
+    fn voters(ids: &[u32]) -> VoterSet {
+        VoterSet::new(
+            ids.iter()
+                .map(|&id| Voter {
+                    key: replica_key(id),
+                    endpoints: vec![endpoint(id)],
+                })
+                .collect(),
+        )
+        .unwrap()
+    }
+
     /// Seeds that once failed, replayed as they were found.
     #[test]
     fn seeds_that_found_bugs() {
@@ -1060,7 +1668,7 @@ mod tests {
     /// The history checks, on histories written by hand.
     #[test]
     fn lost_and_doubly_answered_writes_are_violations() {
-        let mut c = Checker::default();
+        let mut c = Checker::new(voters(&[1]));
         c.invoked(1, 0, 1, 0);
         c.invoked(2, 0, 2, 20);
         let nodes = BTreeMap::new();
@@ -1080,7 +1688,7 @@ mod tests {
 
         // Op 3 acknowledged at 40, op 4 acknowledged after it began at 50: the final value
         // cannot be op 3's.
-        let mut c = Checker::default();
+        let mut c = Checker::new(voters(&[1]));
         c.invoked(3, 0, 3, 30);
         c.invoked(4, 0, 4, 50);
         c.writes.get_mut(&3).unwrap().outcome = Outcome::Acked;

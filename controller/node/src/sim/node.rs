@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use corum_controller::{Controller, ControllerConfig};
 use corum_engine::disk::{SimDisk, SimFault};
-use corum_raft::{Message, ProposalId, Role, Snapshot};
+use corum_raft::{Message, ProposalId, ReplicaKey, Role, Snapshot};
 use corum_types::{Epoch, LogOffset, NodeId};
 use futures_lite::future::block_on;
 use rand::Rng;
@@ -53,6 +53,10 @@ pub struct NodeTiming {
 /// A node of the simulated cluster, up or down.
 pub struct SimNode {
     pub id: NodeId,
+    /// Who this node's disk is to Raft: its id and the directory id its disk was formatted
+    /// with (a wipe formats a new one). What the checks count a replica as, whatever its
+    /// messages claim.
+    pub key: ReplicaKey,
     pub disk: SimDisk,
     config: RaftDriverConfig,
     service_config: ControllerServiceConfig,
@@ -62,6 +66,9 @@ pub struct SimNode {
     /// Batches this node's disk durably holds (base → epoch), for the checker: added after
     /// each group-commit round, cut by truncations; what a crash cannot take away.
     pub durable: BTreeMap<LogOffset, Epoch>,
+    /// The replicas this node was before wipes, each with what its disk durably held when
+    /// wiped: acknowledgements it sent then may still be counted (their copies are gone).
+    pub former: Vec<(ReplicaKey, BTreeMap<LogOffset, Epoch>)>,
     /// Faults injected into this node's disk that no fatal error has answered yet: a node may
     /// stop on an error only if one is owed.
     pub faults_owed: u64,
@@ -104,7 +111,7 @@ const STATUS_REFRESH_MS: u64 = 500;
 
 impl SimNode {
     pub fn new(
-        id: NodeId,
+        key: ReplicaKey,
         seed: u64,
         config: RaftDriverConfig,
         service_config: ControllerServiceConfig,
@@ -112,7 +119,8 @@ impl SimNode {
         mutation: Option<Mutation>,
     ) -> SimNode {
         SimNode {
-            id,
+            id: key.id,
+            key,
             disk: SimDisk::new(seed),
             config,
             service_config,
@@ -120,6 +128,7 @@ impl SimNode {
             timing,
             run: None,
             durable: BTreeMap::new(),
+            former: Vec::new(),
             faults_owed: 0,
             mutation,
             skipped: false,
@@ -181,6 +190,28 @@ impl SimNode {
         } else {
             self.disk.crash();
         }
+    }
+
+    /// The node loses power and its disk is replaced by an empty one formatted as `key` (a new
+    /// directory id), with `config` for its process: it starts over as a replica Raft has not
+    /// seen, which recovers nothing and fetches everything.
+    pub fn wipe(
+        &mut self,
+        key: ReplicaKey,
+        seed: u64,
+        config: RaftDriverConfig,
+        service_config: ControllerServiceConfig,
+    ) {
+        assert_eq!(key.id, self.id, "a wipe keeps the node id");
+        self.run = None;
+        let durable = std::mem::take(&mut self.durable);
+        self.former
+            .push((std::mem::replace(&mut self.key, key), durable));
+        self.disk = SimDisk::new(seed);
+        self.config = config;
+        self.service_config = service_config;
+        // The faults injected into the old disk went with it.
+        self.faults_owed = 0;
     }
 
     /// The next write or fsync of this node's disk fails.
@@ -520,7 +551,28 @@ impl SimNode {
     /// Whether this node's disk durably holds the batch `batch` (its entry stays when a
     /// snapshot covers it and the log prefix goes).
     pub fn holds(&self, batch: ProposalId) -> bool {
-        self.durable.get(&batch.base_offset) == Some(&batch.epoch)
+        self.holds_at(batch.base_offset, batch.epoch)
+    }
+
+    /// Whether this node's disk durably holds the batch at `base` of `epoch`.
+    pub fn holds_at(&self, base: LogOffset, epoch: Epoch) -> bool {
+        self.durable.get(&base) == Some(&epoch)
+    }
+
+    /// Whether replica `key` held the batch at `base` of `epoch` durably: this node's disk if
+    /// it is that replica, or the disk it had as that replica until wiped.
+    pub fn held_as(&self, key: &ReplicaKey, base: LogOffset, epoch: Epoch) -> bool {
+        if self.key == *key {
+            return self.holds_at(base, epoch);
+        }
+        self.former
+            .iter()
+            .any(|(k, d)| k == key && d.get(&base) == Some(&epoch))
+    }
+
+    /// The last batch this node's disk durably holds below `end`: its base and epoch.
+    pub fn durable_before(&self, end: LogOffset) -> Option<(LogOffset, Epoch)> {
+        self.durable.range(..end).next_back().map(|(b, e)| (*b, *e))
     }
 }
 
