@@ -102,8 +102,12 @@ pub const ROUTES_MAX: usize = 2;
 /// Links a node opens from routes (controllers joining or observing): more are ignored.
 pub const LEARNED_LINKS_MAX: usize = 64;
 
+/// Node ids an admin's voter changes are stepped into the Raft core from, one per call (from
+/// the top down; see `RaftHandle::voter_change`): no controller or broker takes ids this high.
+pub const ADMIN_IDS: std::ops::RangeInclusive<u32> = (u32::MAX - (1 << 20))..=u32::MAX;
+
 /// Ids a node gives the addresses of `controller.quorum.bootstrap.servers` (below
-/// [`crate::driver::ADMIN_IDS`]): no controller or broker takes ids this high.
+/// [`ADMIN_IDS`]): no controller or broker takes ids this high.
 pub const BOOTSTRAP_IDS: std::ops::Range<u32> = (u32::MAX - (1 << 21))..(u32::MAX - (1 << 20) - 1);
 
 impl PeerRoute {
@@ -115,7 +119,7 @@ impl PeerRoute {
         if self.port == 0 {
             return Err("a route's port must not be 0");
         }
-        if BOOTSTRAP_IDS.contains(&self.id.0) || crate::driver::ADMIN_IDS.contains(&self.id.0) {
+        if BOOTSTRAP_IDS.contains(&self.id.0) || ADMIN_IDS.contains(&self.id.0) {
             return Err("a route names a reserved node id");
         }
         Ok(())

@@ -1611,3 +1611,137 @@ fn controllers_formatted_to_join_are_added_by_auto_join_and_a_replaced_disk_rejo
     assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
     assert!(report["acknowledged"].as_u64() > Some(0), "{report}");
 }
+
+/// `corum quorum add-controller` of `config`, running in the background.
+fn spawn_add_controller(c: &LocalCluster, config: &std::path::Path) -> Running {
+    let child = std::process::Command::new(corum_exe())
+        .args([
+            "quorum",
+            "add-controller",
+            "--bootstrap",
+            &c.bootstrap(),
+            "--config",
+            &config.display().to_string(),
+            "--timeout-ms",
+            "30000",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawning corum quorum add-controller");
+    Running::new(child)
+}
+
+/// The leader is SIGKILLed while it adds a controller (formatted to join, observing): the
+/// change either committed or is absent — the surviving voters elect a leader whose voter
+/// set is one of the two, never a mix — and once the killed node is back, asking again
+/// ends with four voters. A verified load loses nothing throughout.
+#[test]
+fn a_leader_killed_during_add_voter_leaves_the_change_whole_or_absent() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut spec = spec(tmp.path(), &[]);
+    spec.voters = 4;
+    spec.dynamic = true;
+    spec.joining = 1;
+    let mut c = LocalCluster::create(spec).expect("formatting the cluster");
+    if let Err(e) = c.start_all() {
+        panic!("starting the cluster: {e:#}\n{}", logs(&c));
+    }
+    wait_for_voters(&c, &[1, 2, 3], Duration::from_secs(30));
+    let load = verified_load(&c, 8);
+    // Node 4 observes (no auto-join): wait until the leader lists it as an observer.
+    wait_until("node 4 observing", Duration::from_secs(30), || {
+        describe(&c.bootstrap(), 2_000)
+            .and_then(|d| d["observers"].as_array().cloned())
+            .filter(|o| o.iter().any(|x| x.as_u64() == Some(4)))
+    });
+    let (l, epoch) = leader(&c, &[1, 2, 3]);
+    let adding = spawn_add_controller(&c, &c.node(4).config.clone());
+    std::thread::sleep(Duration::from_millis(30));
+    c.kill(l);
+    let _ = adding.wait(Duration::from_secs(60));
+    let others: Vec<u32> = [1, 2, 3].into_iter().filter(|&id| id != l).collect();
+    let d = wait_until("a new leader", Duration::from_secs(30), || {
+        describe(&bootstrap_of(&c, &others), 2_000).filter(|d| {
+            d["leader_epoch"].as_u64() > Some(epoch)
+                && d["leader_id"].as_u64() != Some(u64::from(l))
+        })
+    });
+    let mut voters: Vec<u64> = d["voters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    voters.sort_unstable();
+    assert!(
+        voters == [1, 2, 3] || voters == [1, 2, 3, 4],
+        "voters after the failover: {voters:?}"
+    );
+    c.start(l)
+        .unwrap_or_else(|e| panic!("restarting node {l}: {e:#}\n{}", logs(&c)));
+    if voters == [1, 2, 3] {
+        let again =
+            spawn_add_controller(&c, &c.node(4).config.clone()).wait(Duration::from_secs(60));
+        assert!(
+            again.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&again.stderr),
+            logs(&c)
+        );
+    }
+    wait_for_voters(&c, &[1, 2, 3, 4], Duration::from_secs(30));
+    let out = load.wait(Duration::from_secs(120));
+    let report = loadgen_json(&out);
+    assert!(out.status.success(), "{report}\n{}", logs(&c));
+    assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
+}
+
+/// The leader removes itself: it keeps leading until the change commits, then resigns; the
+/// two remaining voters elect a leader among themselves, and the verified load loses
+/// nothing. The removed node keeps running as an observer.
+#[test]
+fn the_leader_removes_itself_and_the_others_carry_on() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut spec = spec(tmp.path(), &[]);
+    spec.dynamic = true;
+    let mut c = LocalCluster::create(spec).expect("formatting the cluster");
+    if let Err(e) = c.start_all() {
+        panic!("starting the cluster: {e:#}\n{}", logs(&c));
+    }
+    let (l, _) = leader(&c, &c.ids());
+    let load = verified_load(&c, 6);
+    let removed = remove_controller(&c, l, &directory_id(&c, l));
+    assert!(
+        removed.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&removed.stderr),
+        logs(&c)
+    );
+    let rest: Vec<u64> = [1, 2, 3]
+        .into_iter()
+        .filter(|&id| id != l)
+        .map(u64::from)
+        .collect();
+    wait_for_voters(&c, &rest, Duration::from_secs(30));
+    let d = describe(&c.bootstrap(), 5_000).unwrap();
+    assert_ne!(d["leader_id"].as_u64(), Some(u64::from(l)), "{d}");
+    assert!(c.is_running(l), "the removed leader keeps running");
+    wait_until(
+        "the removed leader observing",
+        Duration::from_secs(30),
+        || {
+            describe(&c.bootstrap(), 2_000)
+                .and_then(|d| d["observers"].as_array().cloned())
+                .filter(|o| o.iter().any(|x| x.as_u64() == Some(u64::from(l))))
+        },
+    );
+    let out = load.wait(Duration::from_secs(120));
+    let report = loadgen_json(&out);
+    assert!(out.status.success(), "{report}\n{}", logs(&c));
+    assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
+}

@@ -349,7 +349,11 @@ pub fn raft_driver(config: &NodeConfig, replica: RaftReplica) -> Result<RaftDriv
         bootstrap_voters,
         kraft_version,
         listener_name: config.controller_listener().name.clone(),
-        bootstrap_servers: config.quorum_bootstrap_servers.clone(),
+        bootstrap_servers: config
+            .quorum_bootstrap_servers
+            .iter()
+            .map(|s| (s.host.clone(), s.port))
+            .collect(),
         log: log(config)?,
         tick_interval_ms: RAFT_TICK_INTERVAL_MS,
         seed: config.controller_seed ^ u64::from(me.id.get()).rotate_left(32),

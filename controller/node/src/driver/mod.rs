@@ -101,7 +101,6 @@ mod service_link;
 use self::core::store_snapshot;
 pub use self::core::{Carried, DriverCore, ProposalOutcome, Publisher};
 use crate::calls::CallStats;
-use crate::config::HostPort;
 use crate::error::{DriverError, StorageError};
 use crate::histogram::LatencyHistogram;
 use crate::peer::{Inbound, PeerInbox, PeerNetwork, PeerRoute, PeerStats};
@@ -141,9 +140,9 @@ pub struct RaftDriverConfig {
     pub kraft_version: u16,
     /// The listener name under which voters publish the endpoint peers connect to.
     pub listener_name: String,
-    /// `controller.quorum.bootstrap.servers`: where an observer asks for the leader (linked
-    /// under ids of [`crate::peer::BOOTSTRAP_IDS`]).
-    pub bootstrap_servers: Vec<HostPort>,
+    /// `controller.quorum.bootstrap.servers` as (host, port): where an observer asks for the
+    /// leader (linked under ids of [`crate::peer::BOOTSTRAP_IDS`]).
+    pub bootstrap_servers: Vec<(String, u16)>,
     pub log: LogConfig,
     /// Period of `tick`. A few milliseconds: timeouts resolve to this.
     pub tick_interval_ms: u64,
@@ -185,9 +184,7 @@ impl RaftDriverConfig {
     }
 }
 
-/// Node ids an admin's voter changes are stepped into the core from, one per call (from the
-/// top down): no controller or broker takes ids this high.
-pub const ADMIN_IDS: std::ops::RangeInclusive<u32> = (u32::MAX - (1 << 20))..=u32::MAX;
+pub use crate::peer::ADMIN_IDS;
 
 /// A Raft request of a client that is not a peer (an observer's Fetch or FetchSnapshot, an
 /// admin's voter change), stepped into the core from `from`; the core's answer addressed to
@@ -461,7 +458,7 @@ impl<D: Disk> RaftDriver<D> {
             .zip(&bootstrap_servers)
         {
             // Connected on first use: only an observer looking for its leader sends there.
-            network.add_peer(id, crate::peer::resolve(&server.host, server.port)?)?;
+            network.add_peer(id, crate::peer::resolve(&server.0, server.1)?)?;
         }
         let linked_at_change = core.raft().voter_set_changes();
         let queued_to = network
