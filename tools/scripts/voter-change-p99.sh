@@ -7,7 +7,9 @@
 #
 #   tools/scripts/voter-change-p99.sh [BIN] [ROUNDS] [SECS] [CLIENTS]
 #
-# Prints per round: add took, p99 before, p99 during and their ratio; then the means. Every
+# Prints per round: add took, p99 before, p99 during and their ratio, and the errors the load
+# saw during the change (a write in flight when the VotersRecord is appended is refused with
+# NotController and retried by the client); then the means. Every
 # process it starts is stopped, and its directory removed, at exit.
 set -euo pipefail
 BIN=${1:-target/release/corum}
@@ -57,7 +59,7 @@ dir4=$(sed -n 's/^directory.id=//p' "$WORK/node4/meta.properties")
 p99_of() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["lost"]==0, r; print(r["p99_us"])' "$1"; }
 load() {
     "$BIN" loadgen --bootstrap "$boot" --workload configs --clients "$CLIENTS" --duration "$SECS" \
-        --verify --raw-fsync-seconds 0 --json >"$1"
+        --verify --raw-fsync-seconds 0 --json >"$1" 2>/dev/null
 }
 
 sum_ratio=0
@@ -74,7 +76,8 @@ for r in $(seq 1 "$ROUNDS"); do
     before=$(p99_of "$WORK/before.json")
     during=$(p99_of "$WORK/during.json")
     ratio=$(python3 -c "print(f'{$during / $before:.2f}')")
-    echo "round $r: add-controller took ${took_ms} ms; p99 before ${before} us, during ${during} us: ratio $ratio"
+    errors=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["errors"])' "$WORK/during.json")
+    echo "round $r: add-controller took ${took_ms} ms; p99 before ${before} us, during ${during} us: ratio $ratio; errors during: $errors"
     sum_ratio=$(python3 -c "print($sum_ratio + $ratio)")
     sum_took=$((sum_took + took_ms))
     "$BIN" quorum remove-controller --bootstrap "$boot" --controller-id 4 --controller-directory-id "$dir4" >/dev/null

@@ -294,6 +294,13 @@ fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
         render_summary(&cluster.cluster_id, &first, &last, &reports)
     );
     eprintln!("corum demo: stopping the nodes (SIGTERM)");
+    let lost: u64 = reports.iter().filter_map(|r| r.lost).sum();
+    stop_cleanly(&mut cluster, lost, "corum demo")
+}
+
+/// SIGTERMs every node and waits for each; fails if one did not exit cleanly or if the load
+/// lost `lost` acknowledged writes.
+fn stop_cleanly(cluster: &mut LocalCluster, lost: u64, who: &str) -> anyhow::Result<()> {
     let mut failures = Vec::new();
     for (id, outcome) in cluster.terminate_all(Duration::from_secs(15)) {
         match outcome {
@@ -302,10 +309,9 @@ fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
             Err(e) => failures.push(format!("{e:#}")),
         }
     }
-    let lost: u64 = reports.iter().filter_map(|r| r.lost).sum();
     anyhow::ensure!(lost == 0, "{lost} acknowledged config writes were lost");
     anyhow::ensure!(failures.is_empty(), "{}", failures.join("; "));
-    eprintln!("corum demo: all nodes stopped cleanly");
+    eprintln!("{who}: all nodes stopped cleanly");
     Ok(())
 }
 

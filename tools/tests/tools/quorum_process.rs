@@ -1453,12 +1453,7 @@ fn voter_ids(c: &LocalCluster) -> Vec<u64> {
 fn a_dynamic_quorum_removes_and_adds_a_controller_under_load() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
-    let mut spec = spec(tmp.path(), &[]);
-    spec.dynamic = true;
-    let mut c = LocalCluster::create(spec).expect("formatting the cluster");
-    if let Err(e) = c.start_all() {
-        panic!("starting the cluster: {e:#}\n{}", logs(&c));
-    }
+    let c = start_dynamic_cluster(tmp.path(), 3, 0, &[]);
     let (l, _) = leader(&c, &c.ids());
     let f = c.ids().into_iter().find(|&id| id != l).unwrap();
     let load = verified_load(&c, 6);
@@ -1496,11 +1491,7 @@ fn a_dynamic_quorum_removes_and_adds_a_controller_under_load() {
         logs(&c)
     );
     assert_eq!(voter_ids(&c), vec![1, 2, 3]);
-    let out = load.wait(Duration::from_secs(120));
-    let report = loadgen_json(&out);
-    assert!(out.status.success(), "{report}\n{}", logs(&c));
-    assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
-    assert!(report["acknowledged"].as_u64() > Some(0), "{report}");
+    verified_load_acknowledged(&c, load);
 }
 
 /// A static quorum refuses a voter change, and `corum quorum remove-controller` says why.
@@ -1518,6 +1509,34 @@ fn a_static_quorum_refuses_remove_controller() {
         "{said}"
     );
     assert_eq!(voter_ids(&c).len(), 3);
+}
+
+/// Formats a dynamic quorum of `nodes` controllers, the last `joining` of them with
+/// `--no-initial-controllers`, and starts them all; panics with the nodes' logs on failure.
+fn start_dynamic_cluster(
+    dir: &std::path::Path,
+    nodes: u32,
+    joining: u32,
+    settings: &[(&str, &str)],
+) -> LocalCluster {
+    let mut spec = spec(dir, settings);
+    spec.voters = nodes;
+    spec.dynamic = true;
+    spec.joining = joining;
+    let mut c = LocalCluster::create(spec).expect("formatting the cluster");
+    if let Err(e) = c.start_all() {
+        panic!("starting the cluster: {e:#}\n{}", logs(&c));
+    }
+    c
+}
+
+/// Waits for a [`verified_load`] and checks it acknowledged writes and lost none.
+fn verified_load_acknowledged(c: &LocalCluster, load: Running) {
+    let out = load.wait(Duration::from_secs(120));
+    let report = loadgen_json(&out);
+    assert!(out.status.success(), "{report}\n{}", logs(c));
+    assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
+    assert!(report["acknowledged"].as_u64() > Some(0), "{report}");
 }
 
 /// The directory ids of the leader's voters, by node id.
@@ -1576,16 +1595,12 @@ fn wait_for_voters(c: &LocalCluster, ids: &[u64], within: Duration) {
 fn controllers_formatted_to_join_are_added_by_auto_join_and_a_replaced_disk_rejoins() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
-    let mut spec = spec(
+    let mut c = start_dynamic_cluster(
         tmp.path(),
+        3,
+        2,
         &[("controller.quorum.auto.join.enable", "true")],
     );
-    spec.dynamic = true;
-    spec.joining = 2;
-    let mut c = LocalCluster::create(spec).expect("formatting the cluster");
-    if let Err(e) = c.start_all() {
-        panic!("starting the cluster: {e:#}\n{}", logs(&c));
-    }
     wait_for_voters(&c, &[1, 2, 3], Duration::from_secs(30));
     let load = verified_load(&c, 8);
     let before = voter_directories(&c);
@@ -1605,11 +1620,7 @@ fn controllers_formatted_to_join_are_added_by_auto_join_and_a_replaced_disk_rejo
     let after = voter_directories(&c);
     assert_eq!(after.len(), 3, "{after:?}");
     assert!(!after.iter().any(|(_, d)| *d == old_dir), "{after:?}");
-    let out = load.wait(Duration::from_secs(120));
-    let report = loadgen_json(&out);
-    assert!(out.status.success(), "{report}\n{}", logs(&c));
-    assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
-    assert!(report["acknowledged"].as_u64() > Some(0), "{report}");
+    verified_load_acknowledged(&c, load);
 }
 
 /// `corum quorum add-controller` of `config`, running in the background.
@@ -1642,14 +1653,7 @@ fn spawn_add_controller(c: &LocalCluster, config: &std::path::Path) -> Running {
 fn a_leader_killed_during_add_voter_leaves_the_change_whole_or_absent() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
-    let mut spec = spec(tmp.path(), &[]);
-    spec.voters = 4;
-    spec.dynamic = true;
-    spec.joining = 1;
-    let mut c = LocalCluster::create(spec).expect("formatting the cluster");
-    if let Err(e) = c.start_all() {
-        panic!("starting the cluster: {e:#}\n{}", logs(&c));
-    }
+    let mut c = start_dynamic_cluster(tmp.path(), 4, 1, &[]);
     wait_for_voters(&c, &[1, 2, 3], Duration::from_secs(30));
     let load = verified_load(&c, 8);
     // Node 4 observes (no auto-join): wait until the leader lists it as an observer.
@@ -1694,10 +1698,7 @@ fn a_leader_killed_during_add_voter_leaves_the_change_whole_or_absent() {
         );
     }
     wait_for_voters(&c, &[1, 2, 3, 4], Duration::from_secs(30));
-    let out = load.wait(Duration::from_secs(120));
-    let report = loadgen_json(&out);
-    assert!(out.status.success(), "{report}\n{}", logs(&c));
-    assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
+    verified_load_acknowledged(&c, load);
 }
 
 /// The leader removes itself: it keeps leading until the change commits, then resigns; the
@@ -1707,12 +1708,7 @@ fn a_leader_killed_during_add_voter_leaves_the_change_whole_or_absent() {
 fn the_leader_removes_itself_and_the_others_carry_on() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
-    let mut spec = spec(tmp.path(), &[]);
-    spec.dynamic = true;
-    let mut c = LocalCluster::create(spec).expect("formatting the cluster");
-    if let Err(e) = c.start_all() {
-        panic!("starting the cluster: {e:#}\n{}", logs(&c));
-    }
+    let c = start_dynamic_cluster(tmp.path(), 3, 0, &[]);
     let (l, _) = leader(&c, &c.ids());
     let load = verified_load(&c, 6);
     let removed = remove_controller(&c, l, &directory_id(&c, l));
@@ -1740,8 +1736,5 @@ fn the_leader_removes_itself_and_the_others_carry_on() {
                 .filter(|o| o.iter().any(|x| x.as_u64() == Some(u64::from(l))))
         },
     );
-    let out = load.wait(Duration::from_secs(120));
-    let report = loadgen_json(&out);
-    assert!(out.status.success(), "{report}\n{}", logs(&c));
-    assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
+    verified_load_acknowledged(&c, load);
 }

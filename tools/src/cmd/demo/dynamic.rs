@@ -25,7 +25,7 @@ use corum_raft::ReplicaKey;
 use corum_types::NodeId;
 
 use super::cluster::{ClusterSpec, LocalCluster};
-use super::{describe, Args};
+use super::{describe, stop_cleanly, Args};
 use crate::cmd::loadgen::stats::format_us;
 use crate::cmd::loadgen::{run_workload, LoadConfig, Report, Workload};
 use crate::cmd::quorum::change_voters;
@@ -228,19 +228,11 @@ pub fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
         "{}",
         render_dynamic_summary(&cluster.cluster_id, &steps, total, &report, &d)
     );
-    let mut failures = Vec::new();
-    for (id, outcome) in cluster.terminate_all(Duration::from_secs(15)) {
-        match outcome {
-            Ok(status) if status.success() => {}
-            Ok(status) => failures.push(format!("node {id} exited with {status}")),
-            Err(e) => failures.push(format!("{e:#}")),
-        }
-    }
-    let lost = report.lost.unwrap_or(0);
-    anyhow::ensure!(lost == 0, "{lost} acknowledged config writes were lost");
-    anyhow::ensure!(failures.is_empty(), "{}", failures.join("; "));
-    eprintln!("corum demo --dynamic: all nodes stopped cleanly");
-    Ok(())
+    stop_cleanly(
+        &mut cluster,
+        report.lost.unwrap_or(0),
+        "corum demo --dynamic",
+    )
 }
 
 /// The summary: one row per step (voters with their directory ids, time taken), the total,
