@@ -430,8 +430,9 @@ impl PeerNetwork {
     }
 
     /// Opens a link to every voter of `voters` but this node, at its endpoint named
-    /// `listener_name` (see [`crate::raft_config::peer_endpoints`]); voters that already have
-    /// a link are skipped. Returns the nodes linked.
+    /// `listener_name` (see [`crate::raft_config::peer_endpoints`]); a link to a voter whose
+    /// endpoint changed (UpdateVoter) moves there, one already there stays. Returns the nodes
+    /// linked or moved.
     pub fn add_voters(
         &self,
         voters: &corum_raft::VoterSet,
@@ -441,11 +442,10 @@ impl PeerNetwork {
         for (id, ep) in
             crate::raft_config::peer_endpoints(voters, self.config.node_id, listener_name)
         {
-            if self.links.borrow().contains_key(&id) {
-                continue;
+            let addr = resolve(&ep.host, ep.port)?;
+            if self.relink(id, addr)? {
+                added.push(id);
             }
-            self.add_peer(id, resolve(&ep.host, ep.port)?)?;
-            added.push(id);
         }
         Ok(added)
     }
@@ -453,22 +453,59 @@ impl PeerNetwork {
     /// Sets the route by which links opened from now on introduce this node: the first
     /// envelope on each new connection carries it, so that a peer with no link back (a new
     /// process, a replaced disk, a controller that joins) can answer.
+    ///
+    /// A wildcard or empty host (`0.0.0.0`, `::`) is no address to dial: it is not announced.
     pub fn set_own_route(&self, route: PeerRoute) {
+        if matches!(route.host.as_str(), "" | "0.0.0.0" | "::" | "[::]") {
+            return;
+        }
         *self.own_route.borrow_mut() = Some(route);
     }
 
     /// Opens a link to a node an envelope named a route to, unless one exists or this node
     /// already holds [`LEARNED_LINKS_MAX`] such links (a bound on what peers can make it
     /// dial). Returns whether it linked.
-    pub fn learn_route(&self, route: &PeerRoute) -> Result<bool, PeerError> {
-        if route.id == self.config.node_id || self.links.borrow().contains_key(&route.id) {
+    ///
+    /// A node's route to itself (`own`: it came from that node, [`PeerNetwork::set_own_route`])
+    /// also moves an existing link to it when the address changed: the node restarted on
+    /// another port or host.
+    pub fn learn_route(&self, route: &PeerRoute, own: bool) -> Result<bool, PeerError> {
+        if route.id == self.config.node_id {
             return Ok(false);
         }
-        if self.learned.get() >= LEARNED_LINKS_MAX {
-            return Ok(false);
+        let linked = self.links.borrow().get(&route.id).map(|l| l.addr);
+        match linked {
+            Some(at) if own => {
+                let addr = resolve(&route.host, route.port)?;
+                Ok(at != addr && self.relink(route.id, addr)?)
+            }
+            Some(_) => Ok(false),
+            None if self.learned.get() >= LEARNED_LINKS_MAX => Ok(false),
+            None => {
+                self.add_peer(route.id, resolve(&route.host, route.port)?)?;
+                self.learned.set(self.learned.get() + 1);
+                Ok(true)
+            }
         }
-        self.add_peer(route.id, resolve(&route.host, route.port)?)?;
-        self.learned.set(self.learned.get() + 1);
+    }
+
+    /// Moves the link to `id` to `addr` if it goes elsewhere (its queued messages are dropped;
+    /// Raft resends). Returns whether it moved.
+    pub fn relink(&self, id: NodeId, addr: SocketAddr) -> Result<bool, PeerError> {
+        let old = {
+            let mut links = self.links.borrow_mut();
+            match links.get(&id) {
+                Some(l) if l.addr == addr => return Ok(false),
+                Some(_) => links.remove(&id),
+                None => None,
+            }
+        };
+        if let Some(old) = old {
+            // Stopped, then dropped: the task ends at its next await.
+            old.stop.fire();
+            drop(old.task);
+        }
+        self.add_peer(id, addr)?;
         Ok(true)
     }
 

@@ -1738,3 +1738,50 @@ fn the_leader_removes_itself_and_the_others_carry_on() {
     );
     verified_load_acknowledged(&c, load);
 }
+
+/// A voter restarted with its controller listener on another port announces it (its first
+/// envelopes carry its new address, then UpdateVoter commits the new endpoint): the leader
+/// lists the new endpoint, and after the leader is killed the two others elect a leader
+/// over the new address; a verified load loses nothing.
+#[test]
+fn a_voter_restarted_on_a_new_port_updates_its_endpoint() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = start_dynamic_cluster(tmp.path(), 3, 0, &[]);
+    let (l, _) = leader(&c, &c.ids());
+    let f = c.ids().into_iter().find(|&id| id != l).unwrap();
+    let load = verified_load(&c, 8);
+    c.terminate(f, Duration::from_secs(15)).unwrap();
+    let moved = c.move_controller_port(f).unwrap();
+    c.start(f)
+        .unwrap_or_else(|e| panic!("restarting node {f}: {e:#}\n{}", logs(&c)));
+    let want = format!("CONTROLLER://{moved}");
+    wait_until(
+        "the new endpoint committed",
+        Duration::from_secs(30),
+        || {
+            describe(&c.bootstrap(), 2_000).filter(|d| {
+                d["replicas"].as_array().is_some_and(|rows| {
+                    rows.iter().any(|r| {
+                        r["node_id"].as_u64() == Some(u64::from(f))
+                            && r["endpoints"].to_string().contains(&want)
+                    })
+                })
+            })
+        },
+    );
+    let (l, epoch) = leader(&c, &c.ids());
+    c.kill(l);
+    let others: Vec<u32> = c.ids().into_iter().filter(|&id| id != l).collect();
+    wait_until(
+        "a leader over the new address",
+        Duration::from_secs(30),
+        || {
+            describe(&bootstrap_of(&c, &others), 2_000)
+                .filter(|d| d["leader_epoch"].as_u64() > Some(epoch))
+        },
+    );
+    c.start(l)
+        .unwrap_or_else(|e| panic!("restarting node {l}: {e:#}\n{}", logs(&c)));
+    verified_load_acknowledged(&c, load);
+}

@@ -596,7 +596,7 @@ impl<D: Disk> RaftDriver<D> {
                 Event::Shutdown => break Ok(()),
                 Event::Tick => Ok(()),
                 Event::Message(m) => {
-                    self.learn_routes(&m.routes);
+                    self.learn_routes(m.from, &m.routes);
                     self.core.step(m.from, m.message);
                     Ok(())
                 }
@@ -802,10 +802,11 @@ impl<D: Disk> RaftDriver<D> {
         routes
     }
 
-    /// Links the nodes an inbound envelope named routes to, unless linked already.
-    fn learn_routes(&mut self, routes: &[PeerRoute]) {
+    /// Links the nodes an inbound envelope from `from` named routes to, unless linked already
+    /// (a link to `from` itself moves if its own route names another address).
+    fn learn_routes(&mut self, from: NodeId, routes: &[PeerRoute]) {
         for r in routes {
-            match self.network.learn_route(r) {
+            match self.network.learn_route(r, r.id == from) {
                 Ok(true) => {
                     let s = self.network.peer_stats(r.id).expect("a new link has stats");
                     self.queued_to.insert(r.id, resolved(&s) + s.queued as u64);

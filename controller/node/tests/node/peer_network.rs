@@ -497,8 +497,11 @@ fn a_new_connection_introduces_its_node_and_bootstrap_ids_reach_anyone() {
         assert_eq!(first.routes, vec![route(1, a.local_addr())]);
         a.send(bootstrap, vote(4, 1)).unwrap();
         expect(&b_in, 1, &vote(4, 1)).await;
-        assert!(b.learn_route(&first.routes[0]).unwrap());
-        assert!(!b.learn_route(&first.routes[0]).unwrap(), "linked once");
+        assert!(b.learn_route(&first.routes[0], true).unwrap());
+        assert!(
+            !b.learn_route(&first.routes[0], true).unwrap(),
+            "linked once"
+        );
         b.send(NodeId(1), vote(5, 2)).unwrap();
         expect(&a_in, 2, &vote(5, 2)).await;
         // Routes given with a message travel with it.
@@ -507,6 +510,95 @@ fn a_new_connection_introduces_its_node_and_bootstrap_ids_reach_anyone() {
             .unwrap();
         let got = a_in.recv().await.unwrap();
         assert_eq!(got.routes, vec![leader]);
+        a.close().await;
+        b.close().await;
+    });
+}
+
+#[test]
+fn a_nodes_own_route_moves_a_stale_link_and_others_do_not() {
+    // Node 2 links node 1 at a dead address (node 1 moved). Node 1's first envelope carries
+    // its own route: from node 1 itself it moves the link; the same route relayed by another
+    // node does not.
+    on_shard(TEST_DEADLINE, || async {
+        let (a, a_in) = node(1);
+        let (b, b_in) = node(2);
+        a.set_own_route(route(1, a.local_addr()));
+        b.add_peer(NodeId(1), "127.0.0.1:1".parse().unwrap())
+            .unwrap();
+        a.add_peer(NodeId(2), b.local_addr()).unwrap();
+        a.send(NodeId(2), vote(3, 1)).unwrap();
+        let first = b_in.recv().await.unwrap();
+        let own = first.routes[0].clone();
+        assert!(
+            !b.learn_route(&own, false).unwrap(),
+            "relayed: the link stays"
+        );
+        assert_eq!(
+            b.peer_stats(NodeId(1)).unwrap().addr,
+            Some("127.0.0.1:1".parse().unwrap())
+        );
+        assert!(
+            b.learn_route(&own, true).unwrap(),
+            "its own: the link moves"
+        );
+        assert_eq!(b.peer_stats(NodeId(1)).unwrap().addr, Some(a.local_addr()));
+        assert!(!b.learn_route(&own, true).unwrap(), "already there");
+        b.send(NodeId(1), vote(4, 2)).unwrap();
+        expect(&a_in, 2, &vote(4, 2)).await;
+        // A wildcard host is never announced.
+        let (c, _c_in) = node(3);
+        c.set_own_route(PeerRoute {
+            host: "0.0.0.0".into(),
+            ..route(3, c.local_addr())
+        });
+        c.add_peer(NodeId(2), b.local_addr()).unwrap();
+        c.send(NodeId(2), vote(5, 3)).unwrap();
+        expect(&b_in, 3, &vote(5, 3)).await;
+        a.close().await;
+        b.close().await;
+        c.close().await;
+    });
+}
+
+#[test]
+fn a_voter_set_with_a_changed_endpoint_moves_the_link() {
+    // The voter set is the authority on voters' endpoints: when a VotersRecord (UpdateVoter)
+    // gives node 1 another address, add_voters moves the link there; an unchanged set moves
+    // nothing.
+    on_shard(TEST_DEADLINE, || async {
+        let (a, a_in) = node(1);
+        let (b, _b_in) = node(2);
+        let set_at = |addr: std::net::SocketAddr| {
+            corum_raft::VoterSet::new(vec![corum_raft::Voter {
+                key: ReplicaKey {
+                    id: NodeId(1),
+                    directory_id: Uuid([1; 16]),
+                },
+                endpoints: vec![corum_raft::Endpoint {
+                    listener: "CONTROLLER".into(),
+                    host: addr.ip().to_string(),
+                    port: addr.port(),
+                }],
+            }])
+            .unwrap()
+        };
+        let stale = "127.0.0.1:1".parse().unwrap();
+        assert_eq!(
+            b.add_voters(&set_at(stale), "CONTROLLER").unwrap(),
+            [NodeId(1)]
+        );
+        assert!(b
+            .add_voters(&set_at(stale), "CONTROLLER")
+            .unwrap()
+            .is_empty());
+        assert_eq!(
+            b.add_voters(&set_at(a.local_addr()), "CONTROLLER").unwrap(),
+            [NodeId(1)]
+        );
+        assert_eq!(b.peer_stats(NodeId(1)).unwrap().addr, Some(a.local_addr()));
+        b.send(NodeId(1), vote(4, 2)).unwrap();
+        expect(&a_in, 2, &vote(4, 2)).await;
         a.close().await;
         b.close().await;
     });

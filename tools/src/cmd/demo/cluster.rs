@@ -450,6 +450,27 @@ impl LocalCluster {
         format_joining(&self.spec, self.node(id), &self.cluster_id)
     }
 
+    /// Moves stopped node `id`'s controller listener to a new free port (its configuration
+    /// rewritten; dynamic quorums only: started, it announces the new endpoint with
+    /// UpdateVoter). Returns the new address.
+    pub fn move_controller_port(&mut self, id: u32) -> anyhow::Result<SocketAddr> {
+        anyhow::ensure!(self.spec.dynamic, "a static quorum's voters are configured");
+        anyhow::ensure!(
+            !self.is_running(id),
+            "stop node {id} before moving its port"
+        );
+        let port = free_loopback_ports(1)?[0];
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        self.node_mut(id).raft = addr;
+        let voters: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("{}@{}", n.id, n.raft))
+            .collect();
+        write_config(&self.spec, self.node(id), &voters)?;
+        Ok(addr)
+    }
+
     pub fn is_running(&self, id: u32) -> bool {
         self.node(id).process.is_some()
     }
