@@ -1667,13 +1667,24 @@ fn a_leader_killed_during_add_voter_leaves_the_change_whole_or_absent() {
     std::thread::sleep(Duration::from_millis(30));
     c.kill(l);
     let _ = adding.wait(Duration::from_secs(60));
-    let others: Vec<u32> = [1, 2, 3].into_iter().filter(|&id| id != l).collect();
-    let d = wait_until("a new leader", Duration::from_secs(30), || {
-        describe(&bootstrap_of(&c, &others), 2_000).filter(|d| {
+    // Node 4 may lead now (the change committed): clients need its endpoint too.
+    let others: Vec<u32> = c.ids().into_iter().filter(|&id| id != l).collect();
+    let started = Instant::now();
+    let d = loop {
+        let d = describe(&bootstrap_of(&c, &others), 2_000);
+        if let Some(d) = d.filter(|d| {
             d["leader_epoch"].as_u64() > Some(epoch)
                 && d["leader_id"].as_u64() != Some(u64::from(l))
-        })
-    });
+        }) {
+            break d;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no new leader after killing {l}\n{}",
+            logs(&c)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
     let mut voters: Vec<u64> = d["voters"]
         .as_array()
         .unwrap()
@@ -1783,5 +1794,42 @@ fn a_voter_restarted_on_a_new_port_updates_its_endpoint() {
     );
     c.start(l)
         .unwrap_or_else(|e| panic!("restarting node {l}: {e:#}\n{}", logs(&c)));
+    verified_load_acknowledged(&c, load);
+}
+
+/// A controller formatted to join is paused (SIGSTOP, longer than the fetch timeout: cut off
+/// from everyone) while it catches up under load: the quorum keeps committing without it,
+/// and once resumed it catches up and auto-joins; the load loses nothing.
+#[test]
+fn a_joining_controller_paused_mid_catch_up_joins_once_resumed() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut spec = spec(
+        tmp.path(),
+        &[("controller.quorum.auto.join.enable", "true")],
+    );
+    spec.voters = 4;
+    spec.dynamic = true;
+    spec.joining = 1;
+    let mut c = LocalCluster::create(spec).expect("formatting the cluster");
+    for id in 1..=3 {
+        c.start(id)
+            .unwrap_or_else(|e| panic!("starting node {id}: {e:#}\n{}", logs(&c)));
+    }
+    wait_for_voters(&c, &[1, 2, 3], Duration::from_secs(30));
+    let load = verified_load(&c, 10);
+    c.start(4)
+        .unwrap_or_else(|e| panic!("starting node 4: {e:#}\n{}", logs(&c)));
+    assert!(c.signal(4, libc::SIGSTOP));
+    let hwm = |c: &LocalCluster| {
+        describe(&bootstrap_of(c, &[1, 2, 3]), 2_000)
+            .and_then(|d| d["high_watermark"].as_u64())
+            .unwrap_or(0)
+    };
+    let paused_at = hwm(&c);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(hwm(&c) > paused_at + 100, "the quorum stopped committing");
+    assert!(c.signal(4, libc::SIGCONT));
+    wait_for_voters(&c, &[1, 2, 3, 4], Duration::from_secs(30));
     verified_load_acknowledged(&c, load);
 }
