@@ -149,6 +149,23 @@ mod tests {
         }
     }
 
+    /// Node 1 leads voters 1-3 at epoch 4; node 9 observes.
+    fn quorum() -> DescribeQuorumResponse {
+        DescribeQuorumResponse {
+            cluster_id: Uuid([5; 16]),
+            node_id: NodeId(1),
+            leader_id: Some(NodeId(1)),
+            leader_epoch: Epoch(4),
+            high_watermark: LogOffset(10),
+            voters: vec![
+                row(1, Some(12), Some(0)),
+                row(2, None, None),
+                row(3, None, None),
+            ],
+            observers: vec![row(9, None, None)],
+        }
+    }
+
     fn progress(id: u32, voter: bool, end: u64, heard: Option<u64>) -> ReplicaProgress {
         ReplicaProgress {
             key: ReplicaKey {
@@ -167,20 +184,7 @@ mod tests {
     /// an observer in id order, and the largest follower lag is the slowest voter's.
     #[test]
     fn replica_progress_fills_the_replication_columns() {
-        let q = DescribeQuorumResponse {
-            cluster_id: Uuid([5; 16]),
-            node_id: NodeId(1),
-            leader_id: Some(NodeId(1)),
-            leader_epoch: Epoch(4),
-            high_watermark: LogOffset(10),
-            voters: vec![
-                row(1, Some(12), Some(0)),
-                row(2, None, None),
-                row(3, None, None),
-            ],
-            observers: vec![row(9, None, None)],
-        }
-        .with_replica_progress(
+        let q = quorum().with_replica_progress(
             LogOffset(12),
             1_000,
             &[
@@ -237,21 +241,11 @@ mod tests {
             endpoints: vec![endpoint(9000 + id as u16)],
         };
         let set = VoterSet::new(vec![voter(1, 1), voter(2, 0)]).unwrap();
-        let q = DescribeQuorumResponse {
-            cluster_id: Uuid([5; 16]),
-            node_id: NodeId(1),
-            leader_id: Some(NodeId(1)),
-            leader_epoch: Epoch(4),
-            high_watermark: LogOffset(10),
-            voters: vec![
-                row(1, Some(12), Some(0)),
-                row(2, None, None),
-                row(3, None, None),
-            ],
-            observers: vec![row(9, None, None)],
-        }
-        .with_voter_set(&set)
-        .with_replica_progress(LogOffset(12), 1_000, &[progress(2, true, 12, Some(990))]);
+        let q = quorum().with_voter_set(&set).with_replica_progress(
+            LogOffset(12),
+            1_000,
+            &[progress(2, true, 12, Some(990))],
+        );
         let cols: Vec<_> = q
             .voters
             .iter()
