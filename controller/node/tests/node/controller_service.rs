@@ -557,7 +557,12 @@ fn requests_arriving_together_share_a_batch_and_see_each_other() {
     // every write.
     on_executor("controller-service-test", TEST_DEADLINE, || async {
         let tmp = tempfile::tempdir().unwrap();
-        let (mut nodes, _voters, l) = cluster(tmp.path()).await;
+        // No idle NoOp: on a loaded machine a commit can take longer than the idle interval,
+        // and a NoOp proposed then would sit past the batches this test checks.
+        let (mut nodes, _voters, l) = cluster_tweaked(tmp.path(), |_, service| {
+            service.idle_noop_interval_ms = 3_600_000;
+        })
+        .await;
         let leader = nodes[l].take().unwrap();
         let answer = leader.call(1, heartbeat(100, None, LogOffset(0))).await;
         let Ok(ResponseBody::BrokerHeartbeat(reg)) = answer.body else {
