@@ -380,6 +380,7 @@ pub fn controller_service(config: &NodeConfig, voters: &VoterSet) -> ControllerS
     ControllerServiceConfig {
         node_id: config.node_id,
         leader_endpoints: leader_endpoints(voters, &config.controller_listener().name),
+        controller_listener_name: config.controller_listener().name.clone(),
         controller_tick_interval_ms: config
             .broker_heartbeat_interval_ms
             .min(SERVICE_TICK_INTERVAL_MS_MAX),

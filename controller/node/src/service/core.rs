@@ -150,6 +150,8 @@ struct DriverView {
 pub struct ServiceCore {
     config: ControllerServiceConfig,
     controller: Controller,
+    /// The voter set of the last driver status the leader hints were learnt from.
+    hinted_voters: std::sync::Arc<corum_raft::VoterSet>,
     driver: DriverView,
     active_epoch: Option<Epoch>,
     /// Activations so far: proposals carry the number of theirs.
@@ -191,6 +193,7 @@ impl ServiceCore {
         ServiceCore {
             config,
             controller,
+            hinted_voters: std::sync::Arc::default(),
             driver: DriverView {
                 running: true,
                 leader: None,
@@ -252,6 +255,10 @@ impl ServiceCore {
 
     /// The driver's status changed: activate or resign as it allows.
     pub fn on_status(&mut self, status: &DriverStatus, now_ms: u64) {
+        if !std::sync::Arc::ptr_eq(&self.hinted_voters, &status.voter_set) {
+            self.hinted_voters = status.voter_set.clone();
+            self.learn_leader_endpoints();
+        }
         self.driver = DriverView {
             running: status.running,
             leader: status.raft.leader,
@@ -566,6 +573,27 @@ impl ServiceCore {
         *group = Group::new(self.next_offset);
     }
 
+    /// Takes each voter's endpoint from the voter set last seen in the driver's status: a voter
+    /// added or updated since start is hinted at where it serves. Voters no longer in the set
+    /// keep their entry (a removed leader may still lead until its removal commits).
+    fn learn_leader_endpoints(&mut self) {
+        let learnt = crate::raft_config::leader_endpoints(
+            &self.hinted_voters,
+            &self.config.controller_listener_name,
+        );
+        for hint in learnt {
+            match self
+                .config
+                .leader_endpoints
+                .iter_mut()
+                .find(|h| h.id == hint.id)
+            {
+                Some(h) => *h = hint,
+                None => self.config.leader_endpoints.push(hint),
+            }
+        }
+    }
+
     /// The leader hint of a `NotController` answer, from the driver's view of the leader.
     fn leader_hint(&self) -> Option<LeaderHint> {
         if self.stopping || !self.driver.running {
@@ -812,6 +840,48 @@ mod tests {
             };
             assert_eq!((h.id, h.host.as_str()), (NodeId(2), "n2"));
         }
+    }
+
+    /// Proves a voter added after start (in the driver's voter set) is hinted at its endpoint,
+    /// and a voter whose endpoint changed at the new one.
+    #[test]
+    fn hints_follow_the_voter_set_of_the_drivers_status() {
+        let mut c = core();
+        let listener = c.config.controller_listener_name.clone();
+        let voter = |id: u32, host: &str| corum_raft::Voter {
+            key: corum_raft::ReplicaKey {
+                id: NodeId(id),
+                directory_id: Uuid([id as u8; 16]),
+            },
+            endpoints: vec![corum_raft::Endpoint {
+                listener: listener.clone(),
+                host: host.into(),
+                port: 9093,
+            }],
+        };
+        let with = |leader: u32, voters: Vec<corum_raft::Voter>| {
+            let mut s = status(Some(leader), 1, 0);
+            s.voter_set = std::sync::Arc::new(corum_raft::VoterSet::new(voters).unwrap());
+            s
+        };
+        c.on_status(&with(4, vec![voter(1, "n1"), voter(4, "n4")]), 0);
+        let hint = |c: &mut ServiceCore| {
+            c.on_calls(vec![call(1, alter(1, 5))], 0).unwrap();
+            let out = c.take_outbox();
+            let ToDriver::Answers(a) = &out[0] else {
+                panic!("expected answers: {out:?}");
+            };
+            let Err(RpcError::NotController { leader: Some(h) }) = &a[0].1 else {
+                panic!("expected NotController with a hint: {a:?}");
+            };
+            (h.id, h.host.clone())
+        };
+        assert_eq!(hint(&mut c), (NodeId(4), "n4".to_owned()));
+        // Node 2 is not in that set: it keeps its entry; an empty set teaches nothing.
+        c.on_status(&status(Some(2), 2, 0), 0);
+        assert_eq!(hint(&mut c), (NodeId(2), "n2".to_owned()));
+        c.on_status(&with(2, vec![voter(2, "moved"), voter(4, "n4")]), 0);
+        assert_eq!(hint(&mut c), (NodeId(2), "moved".to_owned()));
     }
 
     /// Proves calls handled together share one proposal at the predicted offsets (the log

@@ -38,8 +38,12 @@ pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
 pub struct ControllerServiceConfig {
     /// This node (to recognise its own leadership in the driver's status).
     pub node_id: NodeId,
-    /// Where each voter serves requests, for the leader hint of `NotController`.
+    /// Where each voter serves requests, for the leader hint of `NotController`: the initial
+    /// voters', then updated from the voter set in the driver's status (voters added later,
+    /// endpoints updated).
     pub leader_endpoints: Vec<LeaderHint>,
+    /// The listener of a voter's endpoints that hints name (`controller.listener.names`' first).
+    pub controller_listener_name: String,
     /// Period of the controller's `tick` while active (lease expiry, fencing).
     pub controller_tick_interval_ms: u64,
     /// Most records and payload bytes of one proposal: requests that arrive together are
