@@ -35,6 +35,7 @@ fn config() -> ControllerServiceConfig {
     ControllerServiceConfig {
         node_id: ME,
         leader_endpoints: Vec::new(),
+        controller_listener_name: "CONTROLLER".into(),
         controller_tick_interval_ms: 1_000,
         batch_records_max: 10_000,
         batch_bytes_max: 7 * 1024 * 1024 / 8,
