@@ -142,6 +142,21 @@ pub fn leader_endpoints(voters: &VoterSet, listener: &str) -> Vec<LeaderHint> {
         .collect()
 }
 
+/// The leader `leader` as a `NotController` hint from the voter set in force: its endpoint on
+/// `listener`, or `None` when the set does not hold it (not yet known, or removed).
+pub fn voter_hint(voters: &VoterSet, leader: NodeId, listener: &str) -> Option<LeaderHint> {
+    let e = voters
+        .get(leader)?
+        .endpoints
+        .iter()
+        .find(|e| e.listener == listener)?;
+    Some(LeaderHint {
+        id: leader,
+        host: e.host.clone(),
+        port: e.port,
+    })
+}
+
 /// The leader `leader` as a `NotController` hint: its entry in `endpoints`, or its id alone
 /// when its endpoint is unknown (the id still helps a client that knows the node).
 pub fn leader_hint(endpoints: &[LeaderHint], leader: NodeId) -> LeaderHint {

@@ -1560,32 +1560,19 @@ fn voter_directories(c: &LocalCluster) -> Vec<(u64, String)> {
 fn wait_for_voters(c: &LocalCluster, ids: &[u64], within: Duration) {
     let mut want = ids.to_vec();
     want.sort_unstable();
-    let found = (0..).find_map(|round| {
-        let started = Instant::now();
-        let mut v = describe(&c.bootstrap(), 2_000)
-            .and_then(|d| d["voters"].as_array().cloned())
-            .map(|a| a.iter().filter_map(|x| x.as_u64()).collect::<Vec<_>>())
-            .unwrap_or_default();
+    wait_until(&format!("voters {want:?}"), within, || {
+        let mut v: Vec<u64> = describe(&c.bootstrap(), 2_000)?["voters"]
+            .as_array()?
+            .iter()
+            .filter_map(|x| x.as_u64())
+            .collect();
         v.sort_unstable();
-        if v == want {
-            return Some(true);
-        }
-        if Duration::from_millis(200) * round > within {
-            return Some(false);
-        }
-        std::thread::sleep(Duration::from_millis(200).saturating_sub(started.elapsed()));
-        None
+        (v == want).then_some(())
     });
-    assert_eq!(
-        found,
-        Some(true),
-        "voters never became {want:?}\n{}",
-        logs(c)
-    );
 }
 
-/// KIP-853 growth and repair with real processes: node 1 is formatted `--standalone`-like
-/// (the only initial controller), nodes 2 and 3 with `--no-initial-controllers`. With
+/// KIP-853 growth and repair with real processes: node 1 is formatted `--standalone` (the
+/// only initial controller), nodes 2 and 3 with `--no-initial-controllers`. With
 /// `controller.quorum.auto.join.enable` they find the leader through
 /// `controller.quorum.bootstrap.servers`, fetch as observers, and are added one at a time
 /// while a verified load runs. Then node 3's disk is replaced: formatted again under a new

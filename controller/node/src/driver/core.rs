@@ -40,9 +40,7 @@ use crate::port::{
     CommittedBatch, DriverStatus, Proposal, Refusal, ToService, ITEMS_PER_MESSAGE_MAX,
 };
 use crate::protocol::{LeaderHint, RpcError};
-use crate::raft_config::{
-    from_raft_quorum_state, leader_endpoints, leader_hint, to_raft_quorum_state,
-};
+use crate::raft_config::{from_raft_quorum_state, leader_hint, to_raft_quorum_state, voter_hint};
 use crate::snapshot_store;
 
 /// What one carried-out [`corum_raft::Ready`] leaves for the shell: messages to send (after
@@ -357,8 +355,10 @@ impl<D: Disk> DriverCore<D> {
     /// The leader as a `NotController` hint: its endpoint on the controller listener.
     pub fn leader_hint(&self) -> Option<LeaderHint> {
         let leader = self.core.status().leader?;
-        let endpoints = leader_endpoints(self.core.voter_set(), &self.config.listener_name);
-        Some(leader_hint(&endpoints, leader))
+        Some(
+            voter_hint(self.core.voter_set(), leader, &self.config.listener_name)
+                .unwrap_or_else(|| leader_hint(&[], leader)),
+        )
     }
 
     /// Carries out the core's next [`corum_raft::Ready`], if any, in the contract's order:

@@ -150,8 +150,8 @@ struct DriverView {
 pub struct ServiceCore {
     config: ControllerServiceConfig,
     controller: Controller,
-    /// The voter set of the last driver status the leader hints were learnt from.
-    hinted_voters: std::sync::Arc<corum_raft::VoterSet>,
+    /// The voter set in force, from the driver's last status (for leader hints).
+    voters: std::sync::Arc<corum_raft::VoterSet>,
     driver: DriverView,
     active_epoch: Option<Epoch>,
     /// Activations so far: proposals carry the number of theirs.
@@ -193,7 +193,7 @@ impl ServiceCore {
         ServiceCore {
             config,
             controller,
-            hinted_voters: std::sync::Arc::default(),
+            voters: std::sync::Arc::default(),
             driver: DriverView {
                 running: true,
                 leader: None,
@@ -255,9 +255,8 @@ impl ServiceCore {
 
     /// The driver's status changed: activate or resign as it allows.
     pub fn on_status(&mut self, status: &DriverStatus, now_ms: u64) {
-        if !std::sync::Arc::ptr_eq(&self.hinted_voters, &status.voter_set) {
-            self.hinted_voters = status.voter_set.clone();
-            self.learn_leader_endpoints();
+        if !std::sync::Arc::ptr_eq(&self.voters, &status.voter_set) {
+            self.voters = status.voter_set.clone();
         }
         self.driver = DriverView {
             running: status.running,
@@ -573,34 +572,22 @@ impl ServiceCore {
         *group = Group::new(self.next_offset);
     }
 
-    /// Takes each voter's endpoint from the voter set last seen in the driver's status: a voter
-    /// added or updated since start is hinted at where it serves. Voters no longer in the set
-    /// keep their entry (a removed leader may still lead until its removal commits).
-    fn learn_leader_endpoints(&mut self) {
-        let learnt = crate::raft_config::leader_endpoints(
-            &self.hinted_voters,
-            &self.config.controller_listener_name,
-        );
-        for hint in learnt {
-            match self
-                .config
-                .leader_endpoints
-                .iter_mut()
-                .find(|h| h.id == hint.id)
-            {
-                Some(h) => *h = hint,
-                None => self.config.leader_endpoints.push(hint),
-            }
-        }
-    }
-
     /// The leader hint of a `NotController` answer, from the driver's view of the leader.
     fn leader_hint(&self) -> Option<LeaderHint> {
         if self.stopping || !self.driver.running {
             return None;
         }
         let leader = self.driver.leader?;
-        Some(leader_hint(&self.config.leader_endpoints, leader))
+        // The voter set in force names voters added or moved since start; the configured
+        // endpoints cover a leader it does not hold (a removed leader finishing its term).
+        Some(
+            crate::raft_config::voter_hint(
+                &self.voters,
+                leader,
+                &self.config.controller_listener_name,
+            )
+            .unwrap_or_else(|| leader_hint(&self.config.leader_endpoints, leader)),
+        )
     }
 
     /// Resigns or activates as the driver's status and the committed stream allow.

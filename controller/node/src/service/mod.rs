@@ -38,9 +38,9 @@ pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
 pub struct ControllerServiceConfig {
     /// This node (to recognise its own leadership in the driver's status).
     pub node_id: NodeId,
-    /// Where each voter serves requests, for the leader hint of `NotController`: the initial
-    /// voters', then updated from the voter set in the driver's status (voters added later,
-    /// endpoints updated).
+    /// Where each initial voter serves requests, for the leader hint of `NotController` when
+    /// the voter set in the driver's status does not hold the leader (that set names voters
+    /// added or moved later).
     pub leader_endpoints: Vec<LeaderHint>,
     /// The listener of a voter's endpoints that hints name (`controller.listener.names`' first).
     pub controller_listener_name: String,

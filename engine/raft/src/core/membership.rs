@@ -272,14 +272,10 @@ impl RaftCore {
                 // Committed: the next step (the add after a removal) waits for the new voter
                 // set to reach this replica's log, or for a request timeout.
                 self.join.backoff.succeeded();
-                self.join.last_refusal = None;
                 self.join.committed_at_change = Some(self.voter_set_changes);
                 self.join.next_at_ms = self.now_ms + self.config.request_timeout_ms;
             }
-            Err(e) => {
-                self.join.last_refusal = Some(e);
-                self.join.next_at_ms = self.now_ms + self.join.backoff.failed();
-            }
+            Err(_) => self.join.next_at_ms = self.now_ms + self.join.backoff.failed(),
         }
     }
 

@@ -399,8 +399,6 @@ pub(crate) struct JoinState {
     /// Refusals in a row: `controller.quorum.retry.backoff.ms`, doubled per refusal, at most
     /// the request timeout.
     pub backoff: Backoff,
-    /// What the leader last refused, for status.
-    pub last_refusal: Option<crate::error::VoterChangeError>,
     /// The voter-set change count when the leader said the last request committed.
     pub committed_at_change: Option<u64>,
 }
@@ -503,7 +501,6 @@ impl RaftCore {
                 outstanding: None,
                 next_at_ms: 0,
                 backoff: join_backoff,
-                last_refusal: None,
                 committed_at_change: None,
             },
         };
@@ -747,12 +744,6 @@ impl RaftCore {
     /// a random voter: a controller that will join a quorum knows no voter yet.
     pub fn set_bootstrap_servers(&mut self, ids: Vec<NodeId>) {
         self.bootstrap_servers = ids;
-    }
-
-    /// Auto-join's last refusal by the leader (`None` once a request succeeds or before any):
-    /// why an observer that should join has not.
-    pub fn auto_join_refusal(&self) -> Option<crate::error::VoterChangeError> {
-        self.join.last_refusal
     }
 
     /// How many times [`RaftCore::voter_set`] changed since the core started (a VotersRecord
