@@ -754,7 +754,7 @@ impl<D: Disk> RaftDriver<D> {
                     continue;
                 }
             }
-            let routes = self.routes_for(to, &message);
+            let routes = self.routes_for(to);
             match self.network.send_routed(to, message, routes) {
                 Ok(()) => *self.queued_to.entry(to).or_default() += 1,
                 Err(e) => tracing::debug!(%to, error = %e, "raft message dropped"),
@@ -762,23 +762,16 @@ impl<D: Disk> RaftDriver<D> {
         }
     }
 
-    /// The routes an envelope of `message` to `to` carries
-    /// ([`crate::peer::PeerEnvelope::routes`]): none between two voters; otherwise this
-    /// node's own listener (so that an addressee with no link to it can answer) and the
-    /// leader's, if known (so that a controller that asked a bootstrap server learns where
-    /// the leader listens). Answers to fetches and voter changes always carry them: the
-    /// addressee may be a new replica under a voter's id (its disk was replaced) that knows
-    /// nobody yet.
-    fn routes_for(&self, to: NodeId, message: &corum_raft::Message) -> Vec<PeerRoute> {
+    /// The routes an envelope to `to` carries ([`crate::peer::PeerEnvelope::routes`]): none
+    /// between two voters (a voter that restarted, or a new replica under a voter's id, learns
+    /// its peers from the first envelope on each new connection); otherwise this node's own
+    /// listener (so that an addressee with no link to it can answer) and the leader's, if
+    /// known (so that a controller that asked a bootstrap server learns where the leader
+    /// listens).
+    fn routes_for(&self, to: NodeId) -> Vec<PeerRoute> {
         let raft = self.core.raft();
         let voters = raft.voter_set();
-        let answer = matches!(
-            message,
-            corum_raft::Message::FetchResponse(_)
-                | corum_raft::Message::FetchSnapshotResponse(_)
-                | corum_raft::Message::VoterChangeResponse(_)
-        );
-        if !answer && raft.is_voter() && voters.contains_id(to) {
+        if raft.is_voter() && voters.contains_id(to) {
             return Vec::new();
         }
         let listener = &self.core.config().listener_name;

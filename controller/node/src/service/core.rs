@@ -255,9 +255,7 @@ impl ServiceCore {
 
     /// The driver's status changed: activate or resign as it allows.
     pub fn on_status(&mut self, status: &DriverStatus, now_ms: u64) {
-        if !std::sync::Arc::ptr_eq(&self.voters, &status.voter_set) {
-            self.voters = status.voter_set.clone();
-        }
+        self.voters = status.voter_set.clone();
         self.driver = DriverView {
             running: status.running,
             leader: status.raft.leader,
