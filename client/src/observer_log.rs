@@ -1224,6 +1224,7 @@ mod tests {
                 for (before, size, pos, bytes) in &junk {
                     if *before == i {
                         answers.push(FetchSnapshotResult::Chunk {
+                            kraft_version: 1,
                             snapshot: if pos % 3 == 0 { snap_id(7, 2) } else { id },
                             voters: corum_raft::VoterSet::default(),
                             size_total: *size,
@@ -1234,6 +1235,7 @@ mod tests {
                 }
                 let n = sizes.next().expect("cycled").min(data.len() - at);
                 answers.push(FetchSnapshotResult::Chunk {
+                    kraft_version: 1,
                     snapshot: id,
                     voters: corum_raft::VoterSet::default(),
                     size_total: data.len() as u64,

@@ -16,7 +16,14 @@ printed output checked:
 
 With --static the quorum is a static one (controller.quorum.voters): remove-controller of
 --controller-id / --controller-directory-id must fail, and the tool must say that the voters of
-the quorum cannot change (UNSUPPORTED_VERSION).
+the quorum cannot change (UNSUPPORTED_VERSION). Then Kafka's kafka-features
+(org.apache.kafka.tools.FeatureCommand, --bootstrap-controller) upgrades the quorum (KIP-853):
+
+  kafka-features describe           kraft.version supported 0..1, not finalized above 0
+  kafka-features upgrade            --feature kraft.version=1 (--dry-run first: nothing changes)
+  kafka-features describe           kraft.version finalized at 1
+  describe --status                 every voter now with its directory id
+  remove-controller                 the same controller as before, now removed
 
 Not part of run.sh's default sessions: it needs a dynamic quorum and one of its controllers'
 properties files, and it changes the quorum. tools/tests/tools/kafka_compat.rs runs it against
@@ -40,6 +47,7 @@ JAVA_OPTS = shlex.split(os.environ.get(
     f"-Dlog4j2.configurationFile={COMPAT}/log4j2-tools.properties"))
 CLASSPATH = os.path.join(os.environ.get("COMPAT_JARS", os.path.join(COMPAT, "jars")), "*")
 QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"
+FEATURES = "org.apache.kafka.tools.FeatureCommand"
 
 STARTED = time.monotonic()
 
@@ -56,6 +64,23 @@ def quorum(cboot, *argv, config=None):
     cmd += list(argv)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     return p.returncode, p.stdout, p.stdout + p.stderr
+
+
+def features(cboot, *argv):
+    """Runs kafka-features; returns (exit code, stdout + stderr)."""
+    cmd = ["java", *JAVA_OPTS, "-cp", CLASSPATH, FEATURES, "--bootstrap-controller", cboot, *argv]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    return p.returncode, p.stdout + p.stderr
+
+
+def kraft_version_line(cboot):
+    """(supported max, finalized level) of kraft.version in kafka-features describe."""
+    rc, both = features(cboot, "describe")
+    check(rc == 0, f"kafka-features describe exited {rc}: {both.strip()[-900:]}")
+    line = next((l for l in both.splitlines() if re.search(r"Feature:\s*kraft\.version\b", l)), None)
+    check(line, f"kafka-features describe lists no kraft.version: {both.strip()!r}")
+    fields = dict(re.findall(r"(\w+):\s*(\S+)", line))
+    return fields.get("SupportedMaxVersion"), fields.get("FinalizedVersionLevel")
 
 
 def ok(cboot, *argv, config=None):
@@ -207,6 +232,44 @@ def static(args):
               f"remove-controller on a static quorum: no clear reason: {both.strip()[-600:]}")
 
     step("remove-controller on a static quorum: refused with the reason", refused)
+
+    def static_version():
+        supported, finalized = kraft_version_line(cboot)
+        check_eq(supported, "1", "kraft.version's SupportedMaxVersion")
+        check(finalized in (None, "0", "-"), f"a static quorum finalized kraft.version {finalized}")
+
+    step("kafka-features describe: kraft.version 0 (static)", static_version)
+
+    def dry_run():
+        rc, both = features(cboot, "upgrade", "--feature", "kraft.version=1", "--dry-run")
+        check(rc == 0, f"kafka-features upgrade --dry-run exited {rc}: {both.strip()[-900:]}")
+        static_version()
+
+    step("kafka-features upgrade --feature kraft.version=1 --dry-run: nothing changes", dry_run)
+
+    def upgrade():
+        rc, both = features(cboot, "upgrade", "--feature", "kraft.version=1")
+        check(rc == 0, f"kafka-features upgrade exited {rc}: {both.strip()[-900:]}")
+        check("kraft.version was upgraded to 1" in both, f"printed {both.strip()!r}")
+        check_eq(kraft_version_line(cboot)[1], "1", "kraft.version's FinalizedVersionLevel")
+
+    step("kafka-features upgrade --feature kraft.version=1", upgrade)
+
+    def voters_with_directories():
+        voters = voters_of_status(ok(cboot, "describe", "--status"))
+        for vid, (d, e) in voters.items():
+            check(d is not None and e, f"voter {vid} printed without a directory id or endpoints")
+        check_eq(voters.get(args.controller_id, (None,))[0], args.controller_directory_id,
+                 f"voter {args.controller_id}'s directory id")
+
+    step("describe --status: every voter with its directory id", voters_with_directories)
+
+    def removed():
+        out = ok(cboot, "remove-controller", "--controller-id", str(args.controller_id),
+                 "--controller-directory-id", args.controller_directory_id)
+        check(re.search(rf"Removed\s+KRaft controller {args.controller_id}", out), f"printed {out!r}")
+
+    step(f"remove-controller --controller-id {args.controller_id}: dynamic now", removed)
 
 
 def main():

@@ -959,6 +959,7 @@ mod tests {
                 epoch: Epoch(2),
                 leader: Some(NodeId(1)),
                 result: FetchSnapshotResult::Chunk {
+                    kraft_version: 1,
                     snapshot: SnapshotId {
                         end_offset: LogOffset(500),
                         epoch: Epoch(2),

@@ -95,6 +95,7 @@ impl FakeLeader {
                     let at = req.position as usize;
                     let end = (at + self.chunk_bytes).min(data.len());
                     FetchSnapshotResult::Chunk {
+                        kraft_version: 1,
                         snapshot: *id,
                         voters: voters(),
                         size_total: data.len() as u64,

@@ -319,6 +319,7 @@ mod tests {
                     epoch: Epoch(epoch),
                 },
                 voters,
+                kraft_version: 1,
                 data: Payload::from(&b"state"[..]),
             };
             snapshot_store::write(disk, &snapshot_store::snapshot_dir(Path::new(DATA)), &s)

@@ -548,6 +548,7 @@ mod tests {
                     epoch: corum_types::Epoch(2),
                 },
                 voters: voters.clone(),
+                kraft_version: 0,
                 data: corum_raft::Payload::from(&b"state"[..]),
             };
             block_on(crate::snapshot_store::write(&StdDisk::new(), &store, &s)).unwrap();

@@ -19,6 +19,7 @@ use corum_types::{NodeId, Uuid};
 
 use crate::driver::RaftHandle;
 use crate::protocol::{LocalRead, RequestBody, RequestFrame, ResponseBody, RpcError};
+use crate::raft_features;
 use crate::rpc_server::{describe_quorum, effective_timeout_ms, is_voter_change, voter_change};
 
 /// What a [`NodeBackend`] needs to know about its node.
@@ -151,12 +152,36 @@ impl Backend for NodeBackend {
                 other => other,
             };
         }
-        let frame = RequestFrame {
-            correlation_id: 0,
-            timeout_ms,
-            body: body.clone(),
+        let local = if raft_features::names_kraft_version(&body) {
+            let RequestBody::UpdateFeatures(req) = body.clone() else {
+                unreachable!("names_kraft_version matched an UpdateFeatures")
+            };
+            raft_features::update_features(
+                &self.raft,
+                req,
+                effective_timeout_ms(timeout_ms),
+                |_| None,
+                |rest| async move {
+                    let frame = RequestFrame {
+                        correlation_id: 0,
+                        timeout_ms,
+                        body: RequestBody::UpdateFeatures(rest),
+                    };
+                    self.raft.call(frame).await.body
+                },
+            )
+            .await
+        } else {
+            let frame = RequestFrame {
+                correlation_id: 0,
+                timeout_ms,
+                body: body.clone(),
+            };
+            let mut answer = self.raft.call(frame).await.body;
+            raft_features::add_kraft_version(&mut answer, self.raft.kraft_version());
+            answer
         };
-        let answer = match self.raft.call(frame).await.body {
+        let answer = match local {
             Err(RpcError::NotController { .. }) if !self.leads() => {
                 self.forward(body.clone(), timeout_ms).await
             }
@@ -174,7 +199,9 @@ impl Backend for NodeBackend {
                     timeout_ms,
                     body: RequestBody::LocalRead(Box::new(read)),
                 };
-                self.raft.call(frame).await.body
+                let mut answer = self.raft.call(frame).await.body;
+                raft_features::add_kraft_version(&mut answer, self.raft.kraft_version());
+                answer
             }
             None => answer,
         }

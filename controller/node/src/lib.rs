@@ -32,6 +32,8 @@
 //!   policy, sans IO).
 //! - [`histogram`]: the latency histogram every figure of a node uses; [`metrics`] renders
 //!   them for Prometheus.
+//! - [`raft_features`]: `kraft.version`, the feature Raft keeps: UpdateFeatures naming it goes
+//!   to the Raft core, DescribeFeatures shows it.
 //! - [`rpc_server`]: the client-facing RPC server over framed TCP (pipelined, size-limited,
 //!   leader hints rewritten to client endpoints).
 //! - [`error`]: one error enum per concern.
@@ -55,6 +57,7 @@ pub mod port;
 pub use corum_protocol as protocol;
 pub mod quorum_state;
 pub mod raft_config;
+pub mod raft_features;
 pub mod registration;
 pub mod rpc_server;
 pub mod service;

@@ -195,6 +195,7 @@ impl DriverStatus {
                 durable_end_offset: LogOffset::ZERO,
                 voters: Vec::new(),
                 is_voter: false,
+                kraft_version: 0,
             },
             stats: Stats::default(),
             log_end_offset: LogOffset::ZERO,

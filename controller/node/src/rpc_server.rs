@@ -68,6 +68,7 @@ use crate::protocol::{
     decode_request, peek_correlation_id, rpc_error_for, DescribeQuorumResponse, LeaderHint,
     ReplicaState, RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError,
 };
+use crate::raft_features;
 use corum_raft::Message;
 
 /// Settings of an [`RpcServer`], derived from the node's configuration by
@@ -429,7 +430,36 @@ async fn handle(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
             body,
         };
     }
-    let mut answer = shared.raft.call(frame).await;
+    let mut answer = if raft_features::names_kraft_version(&frame.body) {
+        let RequestBody::UpdateFeatures(req) = frame.body else {
+            unreachable!("names_kraft_version matched an UpdateFeatures")
+        };
+        let timeout_ms = frame.timeout_ms;
+        let body = raft_features::update_features(
+            &shared.raft,
+            req,
+            effective_timeout_ms(timeout_ms),
+            |id| shared.hint(id),
+            |rest| async move {
+                let frame = RequestFrame {
+                    correlation_id,
+                    timeout_ms,
+                    body: RequestBody::UpdateFeatures(rest),
+                };
+                shared.raft.call(frame).await.body
+            },
+        )
+        .await;
+        ResponseFrame {
+            correlation_id,
+            body,
+        }
+    } else {
+        shared.raft.call(frame).await
+    };
+    if matches!(answer.body, Ok(ResponseBody::DescribeFeatures(_))) {
+        raft_features::add_kraft_version(&mut answer.body, shared.raft.kraft_version());
+    }
     if let Err(RpcError::NotController { leader: Some(hint) }) = &mut answer.body {
         if let Some(client) = shared.client_endpoints.get(&hint.id) {
             *hint = client.clone();
@@ -648,6 +678,7 @@ mod tests {
                 durable_end_offset: LogOffset(12),
                 voters: voters.iter().copied().map(NodeId).collect(),
                 is_voter,
+                kraft_version: 1,
             },
             stats: corum_raft::Stats::default(),
             log_end_offset: LogOffset(12),

@@ -2,8 +2,9 @@
 //! a restarted node loads the newest one and the log prefix below it can be deleted.
 //!
 //! The store does not look inside a snapshot's data (for the controller it is one encoded record
-//! batch); it keeps the snapshot's id, the voter set in force at its end (KIP-853 keeps the
-//! VotersRecord in the snapshot) and the data, behind a checksum.
+//! batch); it keeps the snapshot's id, the voter set and `kraft.version` in force at its end
+//! (KIP-853 keeps the KRaftVersion record and VotersRecord in the snapshot) and the data,
+//! behind a checksum.
 //!
 //! # Files
 //!
@@ -21,7 +22,7 @@
 //! | 6          | 8    | end offset (`SnapshotId::end_offset`): the snapshot holds every record below it |
 //! | 14         | 8    | epoch (`SnapshotId::epoch`): the epoch of the last record below the end offset |
 //! | 22         | 4    | voter-set length V (at most [`SNAPSHOT_VOTERS_BYTES_MAX`])             |
-//! | 26         | V    | voter set: a `corum_raft` control batch payload ([`corum_raft::control::encode`]) holding exactly one `Voters` record (KIP-853 VotersRecord, version 0) |
+//! | 26         | V    | voter set: a `corum_raft` control batch payload ([`corum_raft::control::encode`]) holding a `KRaftVersion` record when the snapshot's `kraft.version` is above 0, then exactly one `Voters` record (KIP-853 VotersRecord, version 0) |
 //! | 26 + V     | 8    | data length D (at most [`SNAPSHOT_BYTES_MAX`])                         |
 //! | 34 + V     | D    | data (opaque)                                                          |
 //! | 34 + V + D | 4    | crc32c of bytes 0 .. 34 + V + D                                        |
@@ -31,7 +32,7 @@
 //! file size against [`SNAPSHOT_FILE_BYTES_MAX`] (before reading anything), the magic, the
 //! version, both lengths against the bytes the file holds (so a corrupt length never sizes an
 //! allocation), the lengths against their limits, the checksum, the voter set (one Voters
-//! record, [`VoterSet::validate`]) and that the id inside matches the file name. Any failure is
+//! record after at most one KRaftVersion record above 0, [`VoterSet::validate`]) and that the id inside matches the file name. Any failure is
 //! an error naming the file; nothing panics on any input.
 //!
 //! # Durable write
@@ -58,7 +59,7 @@ use std::path::{Path, PathBuf};
 pub use corum_engine::disk::files::WriteStep;
 use corum_engine::disk::files::{self, is_not_found, ReadError};
 use corum_engine::disk::Disk;
-use corum_raft::control::{self, ControlRecord, VotersRecord};
+use corum_raft::control::{self, ControlRecord, KRaftVersionRecord, VotersRecord};
 use corum_raft::{Payload, Snapshot, SnapshotId, VoterSet};
 use corum_types::{Epoch, LogOffset};
 
@@ -131,29 +132,40 @@ pub fn parse_file_name(name: &str) -> Option<SnapshotId> {
     (file_name(id) == name).then_some(id)
 }
 
-fn encode_voters(voters: &VoterSet) -> Payload {
-    control::encode(vec![ControlRecord::Voters(VotersRecord {
+/// The snapshot's control records: its `kraft.version` when above 0 (a KRaftVersion record,
+/// as Kafka's snapshots carry it) and its voter set (a Voters record).
+fn encode_voters(voters: &VoterSet, kraft_version: u16) -> Payload {
+    let mut records = Vec::with_capacity(2);
+    if kraft_version > 0 {
+        records.push(ControlRecord::KRaftVersion(KRaftVersionRecord {
+            version: kraft_version,
+        }));
+    }
+    records.push(ControlRecord::Voters(VotersRecord {
         version: VOTERS_RECORD_VERSION,
         voters: voters.clone(),
-    })])
+    }));
+    control::encode(records)
 }
 
-fn decode_voters(bytes: &[u8]) -> Result<VoterSet, String> {
-    let mut records = control::decode(bytes).map_err(|e| e.to_string())?;
-    if records.len() != 1 {
-        return Err(format!(
-            "{} control records, expected one Voters record",
-            records.len()
-        ));
-    }
-    match records.pop() {
-        Some(ControlRecord::Voters(v)) => {
-            v.voters.validate().map_err(|e| e.to_string())?;
-            Ok(v.voters)
+/// The voter set and `kraft.version` of [`encode_voters`]'s records (0 without a KRaftVersion
+/// record).
+fn decode_voters(bytes: &[u8]) -> Result<(VoterSet, u16), String> {
+    let records = control::decode(bytes).map_err(|e| e.to_string())?;
+    let (kraft_version, voters) = match records.as_slice() {
+        [ControlRecord::Voters(v)] => (0, v),
+        [ControlRecord::KRaftVersion(k), ControlRecord::Voters(v)] if k.version > 0 => {
+            (k.version, v)
         }
-        Some(other) => Err(format!("{other:?} where a Voters record was expected")),
-        None => Err("no control record".into()),
-    }
+        _ => {
+            return Err(format!(
+                "control records {records:?}, expected a Voters record, after a KRaftVersion \
+                 record above 0 or alone"
+            ))
+        }
+    };
+    voters.voters.validate().map_err(|e| e.to_string())?;
+    Ok((voters.voters.clone(), kraft_version))
 }
 
 /// Refuses data above [`SNAPSHOT_BYTES_MAX`] (`write` and `read` share the check).
@@ -179,7 +191,7 @@ fn encode_head(path: &Path, s: &Snapshot) -> Result<(Vec<u8>, [u8; CRC_BYTES]), 
             path: path.to_path_buf(),
             source,
         })?;
-    let voters = encode_voters(&s.voters);
+    let voters = encode_voters(&s.voters, s.kraft_version);
     if voters.len() as u64 > u64::from(SNAPSHOT_VOTERS_BYTES_MAX) {
         return Err(StorageError::SnapshotTooLarge {
             path: path.to_path_buf(),
@@ -348,11 +360,12 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Snapshot, StorageError> {
             format!("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"),
         ));
     }
-    let voters = decode_voters(&bytes[HEADER_BYTES..voters_end])
+    let (voters, kraft_version) = decode_voters(&bytes[HEADER_BYTES..voters_end])
         .map_err(|reason| corrupt(path, format!("voter set: {reason}")))?;
     Ok(Snapshot {
         id,
         voters,
+        kraft_version,
         data: Payload::from(&bytes[data_start..crc_at]),
     })
 }
@@ -544,7 +557,16 @@ mod tests {
                 epoch: Epoch(epoch),
             },
             voters: voters(ids),
+            kraft_version: 0,
             data: Payload::from(data),
+        }
+    }
+
+    /// [`snap`] of a dynamic quorum (kraft.version 1).
+    fn snap_v1(end_offset: u64, epoch: u64, ids: &[u32], data: &[u8]) -> Snapshot {
+        Snapshot {
+            kraft_version: 1,
+            ..snap(end_offset, epoch, ids, data)
         }
     }
 
@@ -633,6 +655,19 @@ mod tests {
         assert_eq!(encode(&s), want);
         assert_eq!(want.len(), 42 + voters.len());
         assert_eq!(crc, 0xf533_a650, "checksum of the golden snapshot");
+        // kraft.version 1: a KRaftVersion record before the Voters record, as in Kafka's
+        // snapshots; nothing else moves.
+        let s = snap_v1(0x0102, 3, &[1], b"data");
+        let v1 = control::encode(vec![
+            ControlRecord::KRaftVersion(KRaftVersionRecord { version: 1 }),
+            ControlRecord::Voters(VotersRecord {
+                version: 0,
+                voters: s.voters.clone(),
+            }),
+        ]);
+        let bytes = encode(&s);
+        assert_eq!(&bytes[26..26 + v1.len()], &v1[..]);
+        assert_eq!(bytes.len(), 42 + v1.len());
     }
 
     /// Snapshots read back exactly as written: empty and non-empty data, one and several
@@ -648,6 +683,7 @@ mod tests {
             snap(20, 2, &[5, 1, 3], b""),
             snap(30, 2, &[1, 2, 3, 4, 5, 6, 7], &big),
             snap(u64::MAX, u64::MAX, &[u32::MAX, 0], b"x"),
+            snap_v1(40, 3, &[1, 2, 3], b"dynamic"),
         ] {
             let path = write(&dir, &s).unwrap();
             assert_eq!(path, dir.join(file_name(s.id)));
@@ -658,7 +694,7 @@ mod tests {
         let again = snap(30, 2, &[2], b"replaced");
         let path = write(&dir, &again).unwrap();
         assert_eq!(read(&path).unwrap(), again);
-        assert_eq!(fs::read_dir(&dir).unwrap().count(), 5);
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 6);
         assert_eq!(
             load_latest(&dir).unwrap(),
             Some(snap(u64::MAX, u64::MAX, &[0, u32::MAX], b"x"))
@@ -792,9 +828,23 @@ mod tests {
         assert!(err(&b).1.contains("checksum mismatch"));
         // A well-framed file whose voter set is no Voters record, or an empty one.
         for records in [
-            vec![ControlRecord::KRaftVersion(
-                corum_raft::control::KRaftVersionRecord { version: 1 },
-            )],
+            vec![ControlRecord::KRaftVersion(KRaftVersionRecord {
+                version: 1,
+            })],
+            vec![
+                ControlRecord::KRaftVersion(KRaftVersionRecord { version: 0 }),
+                ControlRecord::Voters(VotersRecord {
+                    version: 0,
+                    voters: voters(&[1]),
+                }),
+            ],
+            vec![
+                ControlRecord::Voters(VotersRecord {
+                    version: 0,
+                    voters: voters(&[1]),
+                }),
+                ControlRecord::KRaftVersion(KRaftVersionRecord { version: 1 }),
+            ],
             vec![
                 ControlRecord::Voters(VotersRecord {
                     version: 0,
@@ -1057,8 +1107,12 @@ mod tests {
             any::<u64>(),
             proptest::collection::btree_set(any::<u32>(), 1..6),
             proptest::collection::vec(any::<u8>(), 0..300),
+            0u16..=1,
         )
-            .prop_map(|(o, e, ids, data)| snap(o, e, &ids.into_iter().collect::<Vec<_>>(), &data))
+            .prop_map(|(o, e, ids, data, kraft_version)| Snapshot {
+                kraft_version,
+                ..snap(o, e, &ids.into_iter().collect::<Vec<_>>(), &data)
+            })
     }
 
     proptest! {

@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | `LeaderChange` | a new leader, first entry of its epoch | the epoch has a leader; committing it commits the epoch |
 //! | `Voters` (KIP-853 VotersRecord) | the leader on AddVoter / RemoveVoter / UpdateVoter | the whole voter set from this offset on, in force as soon as it is in the log, committed or not |
-//! | `KRaftVersion` | bootstrap tools | the protocol version of the quorum (decoded, not acted on) |
+//! | `KRaftVersion` | the leader of a static quorum on an upgrade, with the Voters record naming every directory id | `kraft.version` from this offset on (1: a dynamic quorum), in force as soon as it is in the log, like Voters |
 
 use corum_types::{Epoch, NodeId};
 
@@ -19,6 +19,10 @@ use crate::types::{Payload, VoterSet};
 
 /// The only format so far. A reader rejects any other.
 pub const CONTROL_FORMAT_V1: u16 = 1;
+
+/// The highest `kraft.version` this build supports (KIP-853's dynamic quorum); it supports
+/// every version from 0.
+pub const KRAFT_VERSION_MAX: u16 = 1;
 
 #[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[rkyv(derive(Debug))]

@@ -29,6 +29,12 @@ pub enum VoterChangeError {
     /// The quorum is static (`kraft.version` 0): its voters are `controller.quorum.voters`.
     /// Appended last: the variant order is the wire format.
     StaticQuorum,
+    /// A `kraft.version` this build does not support, or lower than the one in force (it
+    /// never goes down).
+    UnsupportedKraftVersion,
+    /// The `kraft.version` upgrade needs every voter's directory id: some voter has not
+    /// answered this leader within the fetch timeout with one; retry once all are up.
+    DirectoryIdsUnknown,
 }
 
 impl std::fmt::Display for VoterChangeError {

@@ -11,6 +11,7 @@
 //! | `Fetch` / `FetchResponse` | observer (or lost voter) → leader | pull replication with long-poll |
 //! | `FetchSnapshot` / `FetchSnapshotResponse` | replica behind the log start → leader | snapshot chunks |
 //! | `AddVoter` / `RemoveVoter` / `UpdateVoter` / `VoterChangeResponse` | admin or voter → leader | KIP-853 |
+//! | `UpgradeKraftVersion` (answered by `VoterChangeResponse`) | admin → leader | KIP-853: a static quorum becomes dynamic |
 
 use corum_types::{Epoch, LogOffset, NodeId};
 
@@ -167,6 +168,8 @@ pub enum FetchSnapshotResult {
     Chunk {
         snapshot: SnapshotId,
         voters: VoterSet,
+        /// The snapshot's `kraft.version` ([`crate::Snapshot::kraft_version`]).
+        kraft_version: u16,
         size_total: u64,
         position: u64,
         bytes: Payload,
@@ -205,6 +208,19 @@ pub struct UpdateVoterRequest {
     pub voter: Voter,
 }
 
+/// KIP-853's `kraft.version` upgrade (an admin's UpdateFeatures for `kraft.version`): the
+/// leader of a static quorum writes the KRaftVersion record and the voter set with every
+/// voter's directory id ([`crate::RaftCore::upgrade_kraft_version`]). Answered by a
+/// [`VoterChangeResponse`] once committed (at once for `validate_only` or a version already in
+/// force).
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct UpgradeKraftVersionRequest {
+    pub request_id: u64,
+    pub version: u16,
+    pub validate_only: bool,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[rkyv(derive(Debug))]
 pub struct VoterChangeResponse {
@@ -231,6 +247,8 @@ pub enum Message {
     RemoveVoter(RemoveVoterRequest),
     UpdateVoter(UpdateVoterRequest),
     VoterChangeResponse(VoterChangeResponse),
+    /// Appended last: the variant order is the wire format.
+    UpgradeKraftVersion(UpgradeKraftVersionRequest),
 }
 
 impl Message {
@@ -426,6 +444,13 @@ mod tests {
                 result: Err(VoterChangeError::ChangePending),
                 leader: Some(NodeId(1))
             })),
+            (any::<u64>(), any::<u16>(), any::<bool>()).prop_map(|(a, v, validate_only)| {
+                Message::UpgradeKraftVersion(UpgradeKraftVersionRequest {
+                    request_id: a,
+                    version: v,
+                    validate_only,
+                })
+            }),
         ]
     }
 
@@ -537,6 +562,7 @@ mod tests {
                 epoch: Epoch(1),
                 leader: Some(NodeId(1)),
                 result: FetchSnapshotResult::Chunk {
+                    kraft_version: 1,
                     snapshot: SnapshotId {
                         end_offset: LogOffset(10),
                         epoch: Epoch(1),

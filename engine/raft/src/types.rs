@@ -33,6 +33,17 @@ pub struct ReplicaKey {
     pub directory_id: Uuid,
 }
 
+impl ReplicaKey {
+    /// True if this replica (a key a replica sends of itself) is the one `voter` names: the
+    /// same id, and the same directory id unless `voter` names none (a static voter of
+    /// `controller.quorum.voters`, kraft.version 0, which every directory of that id answers
+    /// to, as in Kafka).
+    pub fn is(&self, voter: &ReplicaKey) -> bool {
+        self.id == voter.id
+            && (self.directory_id == voter.directory_id || voter.directory_id.is_zero())
+    }
+}
+
 /// A listener a voter can be reached on.
 #[derive(
     Clone, Debug, PartialEq, Eq, PartialOrd, Ord, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
@@ -120,9 +131,7 @@ impl VoterSet {
     /// (a static voter, kraft.version 0, whose configuration names no directory) is matched
     /// by its id alone, as Kafka does: a static quorum has no way to tell directories apart.
     pub fn contains_key(&self, key: &ReplicaKey) -> bool {
-        self.get(key.id).is_some_and(|v| {
-            v.key == *key || (v.key.directory_id == Uuid::ZERO && v.key.id == key.id)
-        })
+        self.get(key.id).is_some_and(|v| key.is(&v.key))
     }
 
     /// The set with `voter` added (error if its id already votes).
@@ -208,12 +217,16 @@ pub struct SnapshotId {
     pub epoch: Epoch,
 }
 
-/// A snapshot as the core sees it: its id, the voter set in force at its end (KIP-853 stores the
-/// VotersRecord in the snapshot) and the state machine's opaque bytes.
+/// A snapshot as the core sees it: its id, the voter set and `kraft.version` in force at its end
+/// (KIP-853 stores the VotersRecord and KRaftVersion record in the snapshot) and the state
+/// machine's opaque bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
     pub id: SnapshotId,
     pub voters: VoterSet,
+    /// KIP-853's `kraft.version` in force at the snapshot's end (Kafka's snapshots carry a
+    /// KRaftVersion record): 1 once a static quorum was upgraded, whatever the bootstrap says.
+    pub kraft_version: u16,
     pub data: Payload,
 }
 

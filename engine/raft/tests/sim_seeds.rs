@@ -1,6 +1,7 @@
 //! Runs the deterministic simulator over hundreds of seeds of mixed faults (drops, duplicates,
 //! delays, partitions, crashes losing unsynced writes, restarts, voter changes, snapshots,
-//! resignations) with 3 and 5 voters; any violated check fails with the replay command.
+//! resignations, static quorums upgraded to dynamic ones) with 3 and 5 voters; any violated
+//! check fails with the replay command.
 
 use corum_raft::sim::chaos::{run_seeds, Summary};
 
@@ -32,6 +33,11 @@ fn assert_clean(s: &Summary) {
         s.seeds < 100 || s.snapshots_installed > 0,
         "no replica downloaded a snapshot: the follower's download went untested: {s:?}"
     );
+    // One seed in three starts static and is upgraded (kraft.version 1) under faults.
+    assert!(
+        s.seeds < 100 || s.kraft_upgrades > s.seeds / 10,
+        "too few static quorums were upgraded: {s:?}"
+    );
 }
 
 /// 600 seeds with 3 voters pass every safety and liveness check.
@@ -50,6 +56,7 @@ fn three_voters() {
             s.committed_batches,
             s.crashes,
             s.voter_changes,
+            s.kraft_upgrades,
             s.snapshots,
             s.snapshots_installed
         )
@@ -73,6 +80,7 @@ fn five_voters() {
             s.committed_batches,
             s.crashes,
             s.voter_changes,
+            s.kraft_upgrades,
             s.snapshots,
             s.snapshots_installed
         )

@@ -75,7 +75,17 @@ pub fn voter_change_error(e: VoterChangeError) -> KafkaError {
         VoterChangeError::StaticQuorum => (
             K::UnsupportedVersion,
             "the quorum is static (controller.quorum.voters, kraft.version 0): its voters \
-             cannot change at run time",
+             cannot change until it is upgraded (kafka-features upgrade --feature \
+             kraft.version=1)",
+        ),
+        VoterChangeError::UnsupportedKraftVersion => (
+            K::InvalidUpdateVersion,
+            "kraft.version can only go up, to a version every controller supports (at most 1)",
+        ),
+        VoterChangeError::DirectoryIdsUnknown => (
+            K::RequestTimedOut,
+            "not every voter has answered the leader with its directory id yet: every voter \
+             must be running; retry shortly",
         ),
     };
     KafkaError::new(code, message)

@@ -443,7 +443,7 @@ fn item_errors(response: &mut ResponseBody, d: u64) {
 
 /// A refusal of a voter change, drawn.
 fn voter_change_error(d: u64) -> VoterChangeError {
-    const ALL: [VoterChangeError; 9] = [
+    const ALL: [VoterChangeError; 11] = [
         VoterChangeError::NotLeader,
         VoterChangeError::ChangePending,
         VoterChangeError::EpochNotCommitted,
@@ -453,6 +453,8 @@ fn voter_change_error(d: u64) -> VoterChangeError {
         VoterChangeError::WouldBeEmpty,
         VoterChangeError::LeadershipLost,
         VoterChangeError::StaticQuorum,
+        VoterChangeError::UnsupportedKraftVersion,
+        VoterChangeError::DirectoryIdsUnknown,
     ];
     ALL[(d % ALL.len() as u64) as usize]
 }

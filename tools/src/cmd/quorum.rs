@@ -238,7 +238,15 @@ pub fn voter_change_reason(e: VoterChangeError) -> &'static str {
         }
         VoterChangeError::StaticQuorum => {
             "the quorum is static (controller.quorum.voters, kraft.version 0): its voters \
-             cannot change at run time"
+             cannot change until it is upgraded (corum features upgrade --feature \
+             kraft.version=1)"
+        }
+        VoterChangeError::UnsupportedKraftVersion => {
+            "kraft.version can only go up, to a version every controller supports (at most 1)"
+        }
+        VoterChangeError::DirectoryIdsUnknown => {
+            "not every voter has answered the leader with its directory id yet: every voter \
+             must be running; retry shortly"
         }
     }
 }

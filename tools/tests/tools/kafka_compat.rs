@@ -281,13 +281,19 @@ fn kafka_metadata_quorum_removes_and_adds_a_controller_of_a_dynamic_quorum() {
 }
 
 /// A static quorum (`controller.quorum.voters`) refuses Kafka's `remove-controller`, and the
-/// tool reports why: UNSUPPORTED_VERSION saying the quorum is static.
+/// tool reports why: UNSUPPORTED_VERSION saying the quorum is static. Kafka's `kafka-features
+/// upgrade --feature kraft.version=1` then makes it dynamic (KIP-853): `describe` shows the
+/// level, every voter gets its directory id, and the same `remove-controller` succeeds.
 #[test]
-fn kafka_metadata_quorum_remove_controller_is_refused_by_a_static_quorum() {
+fn kafka_features_upgrades_a_static_quorum_that_refused_remove_controller() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let c = start_cluster(tmp.path(), &[]);
-    let f = 2;
+    let bootstrap = bootstrap_of(&c, &c.ids());
+    let (l, _) = leader_of(&wait_until("a leader", Duration::from_secs(30), || {
+        describe(&bootstrap, 2_000)
+    }));
+    let f = c.ids().into_iter().find(|&id| id != l).unwrap();
     let dir = directory_id(&c, f);
     quorum_voters_session(
         &c,
@@ -299,4 +305,18 @@ fn kafka_metadata_quorum_remove_controller_is_refused_by_a_static_quorum() {
             &dir,
         ],
     );
+    let d = describe(&bootstrap, 5_000).expect("a leader answers DescribeQuorum");
+    let voters: Vec<u64> = d["voters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    let rest: Vec<u64> = c
+        .ids()
+        .into_iter()
+        .filter(|&id| id != f)
+        .map(u64::from)
+        .collect();
+    assert_eq!(voters, rest, "{d}");
 }

@@ -1820,3 +1820,102 @@ fn a_joining_controller_paused_mid_catch_up_joins_once_resumed() {
     wait_for_voters(&c, &[1, 2, 3, 4], Duration::from_secs(30));
     verified_load_acknowledged(&c, load);
 }
+
+/// `corum features` with `args` against `c`'s client listeners, as JSON.
+fn features(c: &LocalCluster, args: &[&str]) -> (bool, serde_json::Value, String) {
+    let bootstrap = c.bootstrap();
+    let mut all = vec!["features"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--bootstrap", &bootstrap, "--json"]);
+    let out = corum(&all, Duration::from_secs(60));
+    let json = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (
+        out.status.success(),
+        json,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The finalized `kraft.version` `corum features describe` reports (0 when not finalized),
+/// with its supported range.
+fn kraft_version(c: &LocalCluster) -> (u64, (u64, u64)) {
+    let (ok, json, err) = features(c, &["describe"]);
+    assert!(ok, "{err}");
+    let f = json["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "kraft.version")
+        .unwrap_or_else(|| panic!("kraft.version is described: {json}"))
+        .clone();
+    (
+        f["finalized_level"].as_u64().unwrap_or(0),
+        (
+            f["supported_min_level"].as_u64().unwrap(),
+            f["supported_max_level"].as_u64().unwrap(),
+        ),
+    )
+}
+
+/// KIP-853's upgrade of a static quorum with real processes, under a verified load: three
+/// voters of `controller.quorum.voters` and a fourth controller formatted with
+/// `--no-initial-controllers` and auto-join, which the static quorum cannot add. `corum
+/// features upgrade --feature kraft.version=1` (a dry run first, which changes nothing) makes
+/// the quorum dynamic: every voter's directory id is in the voter set, the fourth controller
+/// joins by itself, and a downgrade is refused. Every node restarted in turn keeps
+/// kraft.version 1 and the four voters (from its log, whatever `controller.quorum.voters`
+/// says). The load loses nothing.
+#[test]
+fn a_static_quorum_upgraded_to_kraft_version_1_grows() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut spec = spec(
+        tmp.path(),
+        &[("controller.quorum.auto.join.enable", "true")],
+    );
+    spec.voters = 4;
+    spec.joining = 1;
+    let mut c = LocalCluster::create(spec).expect("formatting the cluster");
+    if let Err(e) = c.start_all() {
+        panic!("starting the cluster: {e:#}\n{}", logs(&c));
+    }
+    let (_, _) = leader(&c, &[1, 2, 3]);
+    let load = verified_load(&c, 12);
+    assert_eq!(kraft_version(&c), (0, (0, 1)));
+    // Node 4 fetches as an observer; the static quorum refuses to add it.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(voter_ids(&c), vec![1, 2, 3]);
+    let (ok, json, err) = features(
+        &c,
+        &["upgrade", "--feature", "kraft.version=1", "--dry-run"],
+    );
+    assert!(ok, "{err}\n{json}");
+    assert_eq!(kraft_version(&c).0, 0, "a dry run changes nothing");
+    let upgraded = (0..20).any(|_| {
+        let (ok, _, _) = features(&c, &["upgrade", "--feature", "kraft.version=1"]);
+        ok || {
+            std::thread::sleep(Duration::from_millis(500));
+            false
+        }
+    });
+    assert!(upgraded, "{}", logs(&c));
+    assert_eq!(kraft_version(&c).0, 1);
+    wait_for_voters(&c, &[1, 2, 3, 4], Duration::from_secs(30));
+    let dirs = voter_directories(&c);
+    for id in 1..=4u32 {
+        assert!(
+            dirs.contains(&(u64::from(id), directory_id(&c, id))),
+            "voter {id} with its directory id: {dirs:?}"
+        );
+    }
+    let (ok, _, err) = features(&c, &["downgrade", "--feature", "kraft.version=0"]);
+    assert!(!ok && err.contains("never goes down"), "{err}");
+    for id in c.ids() {
+        c.terminate(id, Duration::from_secs(10)).unwrap();
+        c.start(id)
+            .unwrap_or_else(|e| panic!("restarting node {id}: {e:#}\n{}", logs(&c)));
+        wait_for_voters(&c, &[1, 2, 3, 4], Duration::from_secs(30));
+    }
+    assert_eq!(kraft_version(&c).0, 1);
+    verified_load_acknowledged(&c, load);
+}

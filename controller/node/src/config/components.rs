@@ -294,10 +294,14 @@ pub struct RaftReplica {
 }
 
 /// This replica for a formatted node: the voter set from the dynamic quorum's `bootstrap`
-/// checkpoint when it has one (kraft.version 1), or else from `controller.quorum.voters`; a
-/// dynamic quorum tells replicas apart by `directory_id` (from `meta.properties`), a static
-/// one names voters without directory ids, so this replica goes by its id alone too, as
-/// Kafka's replicas do before KIP-853.
+/// checkpoint when it has one (kraft.version 1), or else from `controller.quorum.voters`. The
+/// replica always goes by its id and `directory_id` (from `meta.properties`): a dynamic quorum
+/// tells replicas apart by it, a static one names voters without it (any directory of that id
+/// is the voter, as in Kafka) but its leader learns it from each voter's requests, which an
+/// upgrade to kraft.version 1 writes into the voter set. A static voter's own endpoint is its
+/// `controller.quorum.voters` entry, the address every peer dials (its listener may be a
+/// wildcard): so the voter set the upgrade writes is one its voters agree with, and none of
+/// them sends an UpdateVoter for a mere spelling of its listener.
 pub fn raft_replica(
     config: &NodeConfig,
     directory_id: Uuid,
@@ -309,17 +313,17 @@ pub fn raft_replica(
         }
         None => None,
     };
-    let directory_id = if dynamic.is_some() {
-        directory_id
-    } else {
-        Uuid::ZERO
-    };
-    let (me, endpoints) = local_replica(config, directory_id);
+    let (me, mut endpoints) = local_replica(config, directory_id);
     let kraft_version = u16::from(dynamic.is_some());
     let bootstrap_voters = match dynamic {
         Some(v) => v,
         None => static_voter_set(config)?,
     };
+    if kraft_version == 0 {
+        if let Some(v) = bootstrap_voters.get(me.id) {
+            endpoints = v.endpoints.clone();
+        }
+    }
     Ok(RaftReplica {
         me,
         endpoints,
@@ -522,12 +526,18 @@ pub(crate) struct Derived {
     pub server: RpcServerConfig,
 }
 
-/// Derives every component of `config` (a static quorum; placement with no flags on cores
-/// 0-7), failing on the first that refuses it.
+/// Derives every component of `config` (a static quorum, or without `controller.quorum.voters`
+/// a controller formatted to join; placement with no flags on cores 0-7), failing on the
+/// first that refuses it.
 #[cfg(test)]
 pub(crate) fn check(config: &NodeConfig) -> crate::Result<Derived> {
     let online: Vec<CoreId> = (0..8).map(CoreId).collect();
-    let driver = raft_driver(config, raft_replica(config, Uuid([7; 16]), None)?)?;
+    let joining = crate::bootstrap::BootstrapVoters {
+        kraft_version: 1,
+        voters: Vec::new(),
+    };
+    let bootstrap = config.quorum_voters.is_empty().then_some(&joining);
+    let driver = raft_driver(config, raft_replica(config, Uuid([7; 16]), bootstrap)?)?;
     let service = controller_service(config, &driver.bootstrap_voters);
     let peer = peer_network(config, Uuid([3; 16]), SocketAddr::from(([127, 0, 0, 1], 0)));
     let server = rpc_server(config, Uuid([3; 16]));
@@ -606,10 +616,16 @@ mod tests {
             (
                 "listeners",
                 RaftDriver,
-                &[(
-                    "listeners",
-                    "CONTROLLER://127.0.0.2:9093,CLIENT://127.0.0.1:9094",
-                )],
+                // A controller that joins advertises its listener (a static voter, its
+                // `controller.quorum.voters` entry).
+                &[
+                    (
+                        "listeners",
+                        "CONTROLLER://127.0.0.2:9093,CLIENT://127.0.0.1:9094",
+                    ),
+                    ("controller.quorum.voters", ""),
+                    ("controller.quorum.bootstrap.servers", "127.0.0.1:9093"),
+                ],
                 |d, _| d.driver.endpoints[0].host == "127.0.0.2",
             ),
             (
@@ -1252,17 +1268,19 @@ mod tests {
         ])
     }
 
-    /// A static quorum's driver takes the voters of `controller.quorum.voters` and no
-    /// directory id for this replica (static voters have none, so a replica with one would
-    /// not recognise itself as a voter), its log under `metadata.log.dir`, and a seed that
-    /// differs between nodes.
+    /// A static quorum's driver takes the voters of `controller.quorum.voters`, this replica's
+    /// directory id (a static voter names none, so any directory of its id is the voter; the
+    /// leader learns it for an upgrade), its own voters entry as its endpoint (not its
+    /// wildcard listener), its log under `metadata.log.dir`, and a seed that differs between
+    /// nodes.
     #[test]
     fn raft_driver_of_a_static_quorum() {
-        let c = three_voters(2);
+        let mut c = three_voters(2);
+        c.listeners[0].endpoint.host = "0.0.0.0".into();
         let d = raft_driver(&c, raft_replica(&c, Uuid([2; 16]), None).unwrap()).unwrap();
         assert_eq!(d.me.id, NodeId(2));
-        assert_eq!(d.me.directory_id, Uuid::ZERO);
-        assert_eq!(d.kraft_version, 0, "a static quorum's voters never change");
+        assert_eq!(d.me.directory_id, Uuid([2; 16]));
+        assert_eq!(d.kraft_version, 0, "a static quorum's bootstrap");
         assert!(d.bootstrap_voters.contains_key(&d.me));
         assert_eq!(d.endpoints[0].host, "127.0.0.2");
         assert_eq!(d.listener_name, "CONTROLLER");

@@ -433,7 +433,7 @@ impl<D: Disk> DriverCore<D> {
         if self.snapshot_writing || end_offset <= self.snapshot_end {
             return None;
         }
-        let (id, voters) = match self.core.snapshot_at(end_offset) {
+        let (id, voters, kraft_version) = match self.core.snapshot_at(end_offset) {
             Ok(v) => v,
             Err(e) => {
                 tracing::debug!(end = %end_offset, error = %e, "snapshot offer refused");
@@ -441,7 +441,12 @@ impl<D: Disk> DriverCore<D> {
             }
         };
         self.snapshot_writing = true;
-        Some(corum_raft::Snapshot { id, voters, data })
+        Some(corum_raft::Snapshot {
+            id,
+            voters,
+            kraft_version,
+            data,
+        })
     }
 
     /// A snapshot from [`DriverCore::snapshot_offer`] is durable (or failed to be written: fatal,

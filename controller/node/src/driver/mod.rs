@@ -272,9 +272,9 @@ impl RaftHandle {
         answer.recv().await.ok_or(DriverError::Stopped)?
     }
 
-    /// Steps an admin's `AddVoter`, `RemoveVoter` or `UpdateVoter` into the core and returns
-    /// its answer: once the new voter set commits, or the refusal (KIP-853's checks; a static
-    /// quorum refuses every change). Each call is stepped from an id of its own in
+    /// Steps an admin's `AddVoter`, `RemoveVoter`, `UpdateVoter` or `UpgradeKraftVersion` into
+    /// the core and returns its answer: once the new voter set commits, or the refusal
+    /// (KIP-853's checks; a static quorum refuses every change but the upgrade). Each call is stepped from an id of its own in
     /// [`ADMIN_IDS`], so its answer comes back to it alone. The caller bounds the wait: a
     /// leader that loses its epoch answers `LeadershipLost`, one that stops answers nothing.
     pub async fn voter_change(
@@ -286,6 +286,7 @@ impl RaftHandle {
             corum_raft::Message::AddVoter(_)
                 | corum_raft::Message::RemoveVoter(_)
                 | corum_raft::Message::UpdateVoter(_)
+                | corum_raft::Message::UpgradeKraftVersion(_)
         ) {
             return Err(DriverError::ObserverRefused {
                 id: NodeId(0),
@@ -316,6 +317,11 @@ impl RaftHandle {
     /// The latest status (updated after every round of the loop).
     pub fn status(&self) -> DriverStatus {
         self.status.borrow().clone()
+    }
+
+    /// KIP-853's `kraft.version` in force (read in place).
+    pub fn kraft_version(&self) -> u16 {
+        self.status.borrow().raft.kraft_version
     }
 
     /// What the service follows of the status: role, epoch, leader, running (read in place).

@@ -186,7 +186,7 @@ impl RaftCore {
         // LeaderChange), so that a controller formatted to join (`--no-initial-controllers`),
         // or one whose disk was replaced, learns the voters — and whether its id already votes
         // under another directory id — from the log it fetches.
-        if self.kraft_version >= 1 && self.voters.len() == 1 && self.snapshot.is_none() {
+        if self.kraft_version() >= 1 && self.voters.len() == 1 && self.snapshot.is_none() {
             records.push(ControlRecord::Voters(VotersRecord {
                 version: 0,
                 voters: self.voter_set().clone(),
@@ -260,7 +260,7 @@ impl RaftCore {
                     self.state,
                     State::Unattached { .. } | State::Prospective { .. }
                 )
-                && self.voted_for.is_none_or(|v| v == req.candidate)
+                && self.voted_for.is_none_or(|v| req.candidate.is(&v))
                 && self.log_up_to_date(req.last_epoch, req.end_offset);
             if can_vote && self.voted_for.is_none() {
                 self.voted_for = Some(req.candidate);

@@ -10,10 +10,11 @@
 use corum_types::{LogOffset, NodeId};
 
 use super::{PendingChange, Progress, RaftCore, State};
-use crate::control::{self, ControlRecord, VotersRecord};
+use crate::control::{self, ControlRecord, KRaftVersionRecord, VotersRecord};
 use crate::error::{Error, Result, VoterChangeError};
 use crate::message::{
-    AddVoterRequest, Message, RemoveVoterRequest, UpdateVoterRequest, VoterChangeResponse,
+    AddVoterRequest, Message, RemoveVoterRequest, UpdateVoterRequest, UpgradeKraftVersionRequest,
+    VoterChangeResponse,
 };
 use crate::types::{Batch, ReplicaKey, Voter, VoterSet};
 
@@ -60,7 +61,7 @@ impl RaftCore {
         let State::Leader(ls) = &self.state else {
             return Err(VoterChangeError::NotLeader);
         };
-        if self.kraft_version == 0 {
+        if self.kraft_version() == 0 {
             return Err(VoterChangeError::StaticQuorum);
         }
         if ls.pending_change.is_some() {
@@ -133,15 +134,108 @@ impl RaftCore {
             current.majorities_intersect(&next),
             "one voter change at a time"
         );
-        let payload = control::encode(vec![ControlRecord::Voters(VotersRecord {
+        let records = vec![ControlRecord::Voters(VotersRecord {
             version: 0,
             voters: next,
-        })]);
+        })];
+        Ok(self.append_voter_change(records, reply_to, removes_leader))
+    }
+
+    /// KIP-853's upgrade of a static quorum to `kraft.version` `version` (leader only):
+    /// appends one control batch with the KRaftVersion record and a Voters record of the same
+    /// voters, each with the directory id it answers this leader with and its configured
+    /// endpoints. Both are in force once appended (a truncation rolls them back), and the batch
+    /// is a pending voter change: no other change until it commits. Refused unless the
+    /// leader committed an entry in its epoch and every voter answered it within the fetch
+    /// timeout with a directory id ([`VoterChangeError::DirectoryIdsUnknown`]); a version this
+    /// build does not support or below the one in force is
+    /// [`VoterChangeError::UnsupportedKraftVersion`]. `Ok(None)`: nothing to write (the
+    /// version is in force already, or `validate_only` passed the checks).
+    pub fn upgrade_kraft_version(
+        &mut self,
+        version: u16,
+        validate_only: bool,
+    ) -> Result<Option<LogOffset>> {
+        self.upgrade_kraft(version, validate_only, None)
+            .map_err(Error::VoterChange)
+    }
+
+    fn upgrade_kraft(
+        &mut self,
+        version: u16,
+        validate_only: bool,
+        reply_to: Option<(NodeId, u64)>,
+    ) -> std::result::Result<Option<LogOffset>, VoterChangeError> {
+        let now = self.now_ms;
+        let current_version = self.kraft_version();
+        let State::Leader(ls) = &self.state else {
+            return Err(VoterChangeError::NotLeader);
+        };
+        if version > control::KRAFT_VERSION_MAX || version < current_version {
+            return Err(VoterChangeError::UnsupportedKraftVersion);
+        }
+        if version == current_version {
+            return Ok(None);
+        }
+        if ls.pending_change.is_some() {
+            return Err(VoterChangeError::ChangePending);
+        }
+        if self.hwm <= ls.epoch_start {
+            return Err(VoterChangeError::EpochNotCommitted);
+        }
+        let mut voters = Vec::with_capacity(self.voter_set().len());
+        for v in self.voter_set().voters() {
+            let key = if v.key.id == self.me.id {
+                self.me
+            } else {
+                match ls.progress.get(&v.key.id) {
+                    Some(p)
+                        if p.key == v.key
+                            && now.saturating_sub(p.last_heard_ms)
+                                < self.config.fetch_timeout_ms =>
+                    {
+                        p.answered_as
+                    }
+                    _ => return Err(VoterChangeError::DirectoryIdsUnknown),
+                }
+            };
+            if key.directory_id.is_zero() || !key.is(&v.key) {
+                return Err(VoterChangeError::DirectoryIdsUnknown);
+            }
+            voters.push(Voter {
+                key,
+                endpoints: v.endpoints.clone(),
+            });
+        }
+        if validate_only {
+            return Ok(None);
+        }
+        let next = VoterSet::new(voters).map_err(|_| VoterChangeError::DirectoryIdsUnknown)?;
+        let records = vec![
+            ControlRecord::KRaftVersion(KRaftVersionRecord { version }),
+            ControlRecord::Voters(VotersRecord {
+                version: 0,
+                voters: next,
+            }),
+        ];
+        Ok(Some(self.append_voter_change(records, reply_to, false)))
+    }
+
+    /// Appends `records` (a voter change) as one control batch and makes it the pending
+    /// change; returns the offset after it.
+    fn append_voter_change(
+        &mut self,
+        records: Vec<ControlRecord>,
+        reply_to: Option<(NodeId, u64)>,
+        removes_leader: bool,
+    ) -> LogOffset {
+        let record_count = u32::try_from(records.len()).expect("a handful of records");
+        let payload = control::encode(records);
         let base = self.log.end();
         self.leader_append(Batch {
             base_offset: base,
             epoch: self.epoch,
-            record_count: 1,
+            record_count,
             control: true,
             payload,
         });
@@ -155,7 +249,7 @@ impl RaftCore {
         }
         // A single-voter set may commit at once.
         self.leader_update_hwm();
-        Ok(end)
+        end
     }
 
     fn reply_voter_change(
@@ -188,6 +282,18 @@ impl RaftCore {
         }
     }
 
+    pub(crate) fn on_upgrade_kraft_version(
+        &mut self,
+        from: NodeId,
+        req: UpgradeKraftVersionRequest,
+    ) {
+        match self.upgrade_kraft(req.version, req.validate_only, Some((from, req.request_id))) {
+            Ok(Some(_)) => {}
+            Ok(None) => self.reply_voter_change(from, req.request_id, Ok(())),
+            Err(e) => self.reply_voter_change(from, req.request_id, Err(e)),
+        }
+    }
+
     pub(crate) fn on_update_voter(&mut self, from: NodeId, req: UpdateVoterRequest) {
         let unchanged = self
             .voter_set()
@@ -213,7 +319,7 @@ impl RaftCore {
     /// timeout.
     pub(crate) fn maybe_join(&mut self) {
         let now = self.now_ms;
-        if !self.config.auto_join || self.kraft_version == 0 || self.is_voter() {
+        if !self.config.auto_join || self.kraft_version() == 0 || self.is_voter() {
             return;
         }
         let State::Follower(f) = &self.state else {
@@ -326,9 +432,11 @@ impl RaftCore {
 
 #[cfg(test)]
 mod tests {
-    use corum_types::NodeId;
+    use corum_types::{LogOffset, NodeId};
 
+    use crate::error::VoterChangeError;
     use crate::sim::{Cluster, ClusterSpec};
+    use crate::types::ReplicaKey;
     use crate::Role;
 
     fn auto_join_spec(seed: u64, voters: usize, observers: usize) -> ClusterSpec {
@@ -456,6 +564,203 @@ mod tests {
             );
             write(&mut c, 5);
             c.run_for(500);
+            assert!(
+                c.checker.violations.is_empty(),
+                "seed {seed}: {:?}",
+                c.checker.violations
+            );
+        }
+    }
+
+    fn static_spec(seed: u64, voters: usize, observers: usize) -> ClusterSpec {
+        let mut spec = auto_join_spec(seed, voters, observers);
+        spec.kraft_version = 0;
+        spec
+    }
+
+    /// Asks the leader to upgrade until it appends (it needs every voter's directory id).
+    fn upgrade(c: &mut Cluster) -> LogOffset {
+        let mut refusals = Vec::new();
+        for _ in 0..200 {
+            if let Some(l) = c.leader() {
+                match c.with_core(l, |core| core.upgrade_kraft_version(1, false)) {
+                    Some(Ok(Some(end))) => return end,
+                    Some(other) => refusals.push(format!("{other:?}")),
+                    None => {}
+                }
+            }
+            c.run_for(20);
+        }
+        panic!("never upgraded: {refusals:?}");
+    }
+
+    /// KIP-853's upgrade of a static quorum: refused before every voter answered with its
+    /// directory id, it writes one control batch (KRaftVersion 1 and the same voters with their
+    /// directory ids); from then on the quorum is dynamic — a controller that auto-joins is
+    /// added, which a static quorum never does — and it stays so across restarts of every
+    /// replica and across a snapshot.
+    #[test]
+    fn a_static_quorum_upgrades_then_grows() {
+        for seed in 0..20 {
+            let mut c = Cluster::new(static_spec(seed, 3, 1)).unwrap();
+            assert!(c.run_until(5_000, |c| c.leader().is_some()), "seed {seed}");
+            write(&mut c, 10);
+            c.run_for(1_000);
+            assert_eq!(
+                voter_ids(&c),
+                [1, 2, 3],
+                "seed {seed}: static: no auto-join"
+            );
+            let l = c.leader().unwrap();
+            let before = c.core(l).unwrap().log_end_offset();
+            // Nothing written for a validation or an upgrade to the version in force.
+            assert_eq!(
+                c.with_core(l, |core| core.upgrade_kraft_version(0, false)),
+                Some(Ok(None))
+            );
+            assert_eq!(
+                c.with_core(l, |core| core.upgrade_kraft_version(2, false)),
+                Some(Err(crate::Error::VoterChange(
+                    VoterChangeError::UnsupportedKraftVersion
+                )))
+            );
+            let follower = c.ids().into_iter().find(|id| *id != l).unwrap();
+            assert_eq!(
+                c.with_core(follower, |core| core.upgrade_kraft_version(1, false)),
+                Some(Err(crate::Error::VoterChange(VoterChangeError::NotLeader)))
+            );
+            assert_eq!(
+                c.with_core(l, |core| core.upgrade_kraft_version(1, true)),
+                Some(Ok(None))
+            );
+            assert_eq!(c.core(l).unwrap().log_end_offset(), before);
+            assert_eq!(c.core(l).unwrap().kraft_version(), 0);
+            let end = upgrade(&mut c);
+            assert!(
+                c.run_until(2_000, |c| c.ids().iter().all(|id| c
+                    .core(*id)
+                    .unwrap()
+                    .high_watermark()
+                    >= end)),
+                "seed {seed}: the upgrade commits"
+            );
+            let expected: Vec<ReplicaKey> = (1..=3).map(crate::sim::replica_key).collect();
+            for id in c.ids() {
+                let core = c.core(id).unwrap();
+                assert_eq!(core.kraft_version(), 1, "seed {seed}: node {id}");
+                let keys: Vec<ReplicaKey> =
+                    core.voter_set().voters().iter().map(|v| v.key).collect();
+                assert_eq!(keys, expected, "seed {seed}: node {id}");
+            }
+            // Dynamic now: the observer auto-joins.
+            assert!(
+                c.run_until(10_000, |c| voter_ids(c) == [1, 2, 3, 4]),
+                "seed {seed}: voters {:?}",
+                voter_ids(&c)
+            );
+            write(&mut c, 5);
+            c.run_for(500);
+            let some = c.ids()[seed as usize % 4];
+            c.snapshot(some).unwrap().unwrap();
+            for id in c.ids() {
+                c.crash(id);
+            }
+            for id in c.ids() {
+                c.start(id).unwrap();
+            }
+            assert!(c.run_until(5_000, |c| c.leader().is_some()), "seed {seed}");
+            write(&mut c, 5);
+            c.run_for(500);
+            for id in c.ids() {
+                let core = c.core(id).unwrap();
+                assert_eq!(
+                    core.kraft_version(),
+                    1,
+                    "seed {seed}: node {id} after restart"
+                );
+                assert_eq!(core.voter_set().len(), 4, "seed {seed}: node {id}");
+            }
+            assert!(
+                c.checker.violations.is_empty(),
+                "seed {seed}: {:?}",
+                c.checker.violations
+            );
+        }
+    }
+
+    /// The upgrade needs every voter's directory id: with a voter down it is refused once the
+    /// leader stops hearing from it, and accepted when it is back.
+    #[test]
+    fn the_upgrade_waits_for_every_voter() {
+        let mut c = Cluster::new(static_spec(3, 3, 0)).unwrap();
+        assert!(c.run_until(5_000, |c| c.leader().is_some()));
+        write(&mut c, 5);
+        let l = c.leader().unwrap();
+        let down = c.ids().into_iter().find(|id| *id != l).unwrap();
+        c.crash(down);
+        c.run_for(1_000);
+        let l = c.leader().unwrap();
+        assert_eq!(
+            c.with_core(l, |core| core.upgrade_kraft_version(1, false)),
+            Some(Err(crate::Error::VoterChange(
+                VoterChangeError::DirectoryIdsUnknown
+            )))
+        );
+        c.start(down).unwrap();
+        let end = upgrade(&mut c);
+        assert!(c.run_until(2_000, |c| c.leader().is_some_and(|l| c
+            .core(l)
+            .unwrap()
+            .high_watermark()
+            >= end)));
+        assert!(
+            c.checker.violations.is_empty(),
+            "{:?}",
+            c.checker.violations
+        );
+    }
+
+    /// An upgrade the leader appended but never replicated is rolled back with the truncation
+    /// of its log: the quorum is static again on every replica, and may be upgraded later.
+    #[test]
+    fn an_uncommitted_upgrade_rolls_back() {
+        for seed in 0..10 {
+            let mut c = Cluster::new(static_spec(seed, 3, 0)).unwrap();
+            assert!(c.run_until(5_000, |c| c.leader().is_some()), "seed {seed}");
+            write(&mut c, 5);
+            c.run_for(300);
+            let old = c.leader().unwrap();
+            let others: Vec<NodeId> = c.ids().into_iter().filter(|id| *id != old).collect();
+            c.net.partition(&[old], &others);
+            assert!(c
+                .with_core(old, |core| core.upgrade_kraft_version(1, false))
+                .unwrap()
+                .unwrap()
+                .is_some());
+            assert_eq!(
+                c.core(old).unwrap().kraft_version(),
+                1,
+                "in force once appended"
+            );
+            assert!(
+                c.run_until(5_000, |c| c.leader().is_some_and(|l| l != old)),
+                "seed {seed}"
+            );
+            write(&mut c, 5);
+            c.net.heal();
+            assert!(
+                c.run_until(5_000, |c| c.core(old).unwrap().kraft_version() == 0
+                    && c.core(old).unwrap().role() == Role::Follower),
+                "seed {seed}: the old leader truncated its upgrade"
+            );
+            for id in c.ids() {
+                assert_eq!(c.core(id).unwrap().kraft_version(), 0, "seed {seed}: {id}");
+            }
+            upgrade(&mut c);
+            c.run_for(1_000);
+            for id in c.ids() {
+                assert_eq!(c.core(id).unwrap().kraft_version(), 1, "seed {seed}: {id}");
+            }
             assert!(
                 c.checker.violations.is_empty(),
                 "seed {seed}: {:?}",

@@ -103,10 +103,12 @@ pub struct Restore {
     /// The voter set before any snapshot or VotersRecord: the static quorum configuration or the
     /// bootstrap checkpoint written by `format`.
     pub bootstrap_voters: VoterSet,
-    /// KIP-853's `kraft.version`: 0 for a static quorum (`controller.quorum.voters`; the voter
-    /// set is `bootstrap_voters`, always: voter changes are refused, followers send no
-    /// UpdateVoter, and a VotersRecord in the log or snapshot is ignored), 1 for a dynamic one
-    /// (the bootstrap checkpoint's voters, then every VotersRecord).
+    /// KIP-853's `kraft.version` of the bootstrap: 0 for a static quorum
+    /// (`controller.quorum.voters`; the voter set is `bootstrap_voters`: voter changes are
+    /// refused, followers send no UpdateVoter, and a VotersRecord is ignored), 1 for a dynamic
+    /// one (the bootstrap checkpoint's voters, then every VotersRecord). A static quorum
+    /// becomes dynamic at a KRaftVersion record in its log ([`RaftCore::upgrade_kraft_version`])
+    /// or a snapshot of version 1, whichever this replica holds.
     pub kraft_version: u16,
 }
 
@@ -134,6 +136,8 @@ pub struct Status {
     pub durable_end_offset: LogOffset,
     pub voters: Vec<NodeId>,
     pub is_voter: bool,
+    /// KIP-853's `kraft.version` in force ([`RaftCore::kraft_version`]).
+    pub kraft_version: u16,
 }
 
 /// The leader's view of one replica's replication progress (`describe --replication`).
@@ -176,7 +180,12 @@ pub struct Stats {
 
 #[derive(Debug)]
 pub(crate) struct Progress {
+    /// The voter, as the voter set names it.
     pub key: ReplicaKey,
+    /// The replica that last answered as this voter, with its directory id: the same as `key`
+    /// unless `key` names none (a static voter), when it is how the leader learns the
+    /// directory id ([`RaftCore::upgrade_kraft_version`]).
+    pub answered_as: ReplicaKey,
     /// Next offset to send.
     pub next: LogOffset,
     /// Largest end the follower reported as matching (received).
@@ -211,6 +220,7 @@ impl Progress {
     fn new(key: ReplicaKey, next: LogOffset, now_ms: u64) -> Self {
         Self {
             key,
+            answered_as: key,
             next,
             acked: LogOffset::ZERO,
             matched: LogOffset::ZERO,
@@ -368,8 +378,12 @@ pub struct RaftCore {
     /// Voter sets by the offset of the record that set them; the first is the base (bootstrap
     /// or snapshot). Truncation pops, compaction folds into the base.
     pub(crate) voters: Vec<(LogOffset, VoterSet)>,
-    /// KIP-853's `kraft.version` ([`Restore::kraft_version`]).
-    pub(crate) kraft_version: u16,
+    /// KIP-853's `kraft.version` below the log (the bootstrap's or the snapshot's,
+    /// [`Restore::kraft_version`]).
+    pub(crate) kraft_base: u16,
+    /// A KRaftVersion record in the log raising it: its offset and version. In force once
+    /// appended, rolled back by a truncation, folded into `kraft_base` by compaction.
+    pub(crate) kraft_upgrade: Option<(LogOffset, u16)>,
     /// How many times the voter set changed since start ([`RaftCore::voter_set_changes`]).
     pub(crate) voter_set_changes: u64,
     pub(crate) durable_end: LogOffset,
@@ -426,13 +440,16 @@ impl RaftCore {
             },
             |s| s.id,
         );
-        let dynamic = restore.kraft_version >= 1;
+        let kraft_base = restore
+            .kraft_version
+            .max(restore.snapshot.as_ref().map_or(0, |s| s.kraft_version));
         let base_voters = match &restore.snapshot {
-            Some(s) if dynamic => s.voters.clone(),
+            Some(s) if kraft_base >= 1 => s.voters.clone(),
             _ => restore.bootstrap_voters.clone(),
         };
         let mut log = LogIndex::new(start);
         let mut voters = vec![(start.end_offset, base_voters)];
+        let mut kraft_upgrade: Option<(LogOffset, u16)> = None;
         for b in restore.log {
             if b.base_offset != log.end() {
                 return Err(Error::RestoreGap {
@@ -451,10 +468,15 @@ impl RaftCore {
                     offset: b.base_offset,
                 })?;
                 for r in control::decode(p)? {
-                    if let ControlRecord::Voters(v) = r {
-                        if dynamic {
+                    let kraft = kraft_upgrade.map_or(kraft_base, |(_, v)| v);
+                    match r {
+                        ControlRecord::KRaftVersion(k) if k.version > kraft => {
+                            kraft_upgrade = Some((b.base_offset, k.version));
+                        }
+                        ControlRecord::Voters(v) if kraft >= 1 => {
                             voters.push((b.base_offset, v.voters));
                         }
+                        _ => {}
                     }
                 }
             }
@@ -484,7 +506,8 @@ impl RaftCore {
             },
             log,
             voters,
-            kraft_version: restore.kraft_version,
+            kraft_base,
+            kraft_upgrade,
             voter_set_changes: 0,
             durable_end: end,
             hwm: start.end_offset,
@@ -587,6 +610,7 @@ impl RaftCore {
             Message::RemoveVoter(m) => self.on_remove_voter(from, m),
             Message::UpdateVoter(m) => self.on_update_voter(from, m),
             Message::VoterChangeResponse(m) => self.on_join_response(from, m),
+            Message::UpgradeKraftVersion(m) => self.on_upgrade_kraft_version(from, m),
         }
     }
 
@@ -773,6 +797,21 @@ impl RaftCore {
         self.voter_set().contains_key(&self.me)
     }
 
+    /// KIP-853's `kraft.version` in force: the latest KRaftVersion record in the log
+    /// (committed or not, like a VotersRecord), else the snapshot's or bootstrap's. 0: a static
+    /// quorum; 1: voters change through VotersRecords.
+    pub fn kraft_version(&self) -> u16 {
+        self.kraft_upgrade.map_or(self.kraft_base, |(_, v)| v)
+    }
+
+    /// The `kraft.version` in force at `end_offset` (within the log).
+    pub fn kraft_version_at(&self, end_offset: LogOffset) -> u16 {
+        match self.kraft_upgrade {
+            Some((at, v)) if at < end_offset => v,
+            _ => self.kraft_base,
+        }
+    }
+
     /// True if this replica may start an election: it votes in the latest voter set, or in the
     /// set before a VotersRecord not known to be committed. The second case keeps a removed
     /// leader that crashed before the removal committed able to finish the change when the
@@ -815,6 +854,7 @@ impl RaftCore {
             durable_end_offset: self.durable_end,
             voters: self.voter_set().ids().collect(),
             is_voter: self.is_voter(),
+            kraft_version: self.kraft_version(),
         }
     }
 
@@ -827,9 +867,9 @@ impl RaftCore {
         let voters = self.voter_set();
         let mut out: BTreeMap<NodeId, ReplicaProgress> = BTreeMap::new();
         for v in voters.voters() {
-            let entry = if v.key == self.me {
+            let entry = if self.me.is(&v.key) {
                 ReplicaProgress {
-                    key: v.key,
+                    key: self.me,
                     voter: true,
                     log_end_offset: self.durable_end,
                     last_fetch_ms: Some(self.now_ms),
@@ -838,7 +878,8 @@ impl RaftCore {
             } else {
                 let p = ls.progress.get(&v.key.id).filter(|p| p.key == v.key);
                 ReplicaProgress {
-                    key: v.key,
+                    // A static voter shows the directory id it answers with.
+                    key: p.map_or(v.key, |p| p.answered_as),
                     voter: true,
                     log_end_offset: p.map_or(LogOffset::ZERO, |p| p.matched),
                     last_fetch_ms: p.and_then(|p| p.last_response_ms),
@@ -850,7 +891,7 @@ impl RaftCore {
         for (id, f) in &ls.fetchers {
             match out.get_mut(id) {
                 Some(r) => {
-                    if r.key == f.key && r.key != self.me {
+                    if f.key == r.key && r.key != self.me {
                         r.last_fetch_ms = r.last_fetch_ms.max(Some(f.last_fetch_ms));
                         r.last_caught_up_ms = r.last_caught_up_ms.max(f.last_caught_up_ms);
                     }
@@ -1065,12 +1106,16 @@ impl RaftCore {
         // log (offsets must stay aligned with the leader's) but is ignored.
         if let Ok(records) = control::decode(&b.payload) {
             for r in records {
-                if let ControlRecord::Voters(v) = r {
+                match r {
+                    ControlRecord::KRaftVersion(k) if k.version > self.kraft_version() => {
+                        self.kraft_upgrade = Some((b.base_offset, k.version));
+                    }
                     // A static quorum's voters are its configuration's (see `Restore`).
-                    if self.kraft_version >= 1 {
+                    ControlRecord::Voters(v) if self.kraft_version() >= 1 => {
                         self.voters.push((b.base_offset, v.voters));
                         self.on_voter_set_changed();
                     }
+                    _ => {}
                 }
             }
         }
@@ -1090,6 +1135,9 @@ impl RaftCore {
         let popped = self.voters.len();
         while self.voters.len() > 1 && self.voters.last().expect("non-empty").0 >= new_end {
             self.voters.pop();
+        }
+        if self.kraft_upgrade.is_some_and(|(at, _)| at >= new_end) {
+            self.kraft_upgrade = None;
         }
         if self.voters.len() != popped {
             self.on_voter_set_changed();

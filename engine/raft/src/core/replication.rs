@@ -229,9 +229,10 @@ impl RaftCore {
         let Some(p) = ls.progress.get_mut(&from) else {
             return;
         };
-        if p.key != resp.replica {
+        if !resp.replica.is(&p.key) {
             return;
         }
+        p.answered_as = resp.replica;
         p.last_heard_ms = now;
         match resp.result {
             AppendResult::Ok {
@@ -314,7 +315,7 @@ impl RaftCore {
         let voters = self.voter_set();
         let mut acks = Vec::with_capacity(voters.len());
         for v in voters.voters() {
-            if v.key == self.me {
+            if self.me.is(&v.key) {
                 acks.push(self.durable_end);
             } else {
                 acks.push(
@@ -503,6 +504,7 @@ impl RaftCore {
     pub(crate) fn follower_tick(&mut self) {
         let now = self.now_ms;
         let is_voter = self.is_voter();
+        let dynamic = self.kraft_version() >= 1;
         let my_endpoints = self
             .voter_set()
             .get(self.me.id)
@@ -526,7 +528,7 @@ impl RaftCore {
         };
         // A static quorum's voters are configured, never updated (see `Restore`).
         let update_due = is_voter
-            && self.kraft_version >= 1
+            && dynamic
             && now >= f.update_voter_at_ms
             && my_endpoints.as_ref() != Some(&self.endpoints);
         if update_due {
@@ -621,7 +623,8 @@ impl RaftCore {
                 },
             );
             if let Some(p) = ls.progress.get_mut(&from) {
-                if p.key == req.replica {
+                if req.replica.is(&p.key) {
+                    p.answered_as = req.replica;
                     p.last_heard_ms = now;
                 }
             }

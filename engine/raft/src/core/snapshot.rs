@@ -20,10 +20,10 @@ use crate::message::{FetchSnapshotRequest, FetchSnapshotResponse, FetchSnapshotR
 use crate::types::{Payload, Snapshot, SnapshotId, VoterSet};
 
 impl RaftCore {
-    /// The id and voter set a snapshot through `end_offset` gets (committed, at a batch
-    /// boundary, not below the log start), without changing anything: the driver writes the
-    /// snapshot durably with these before it calls [`RaftCore::snapshot_created`].
-    pub fn snapshot_at(&self, end_offset: LogOffset) -> Result<(SnapshotId, VoterSet)> {
+    /// The id, voter set and `kraft.version` a snapshot through `end_offset` gets (committed,
+    /// at a batch boundary, not below the log start), without changing anything: the driver
+    /// writes the snapshot durably with these before it calls [`RaftCore::snapshot_created`].
+    pub fn snapshot_at(&self, end_offset: LogOffset) -> Result<(SnapshotId, VoterSet, u16)> {
         let bad = || Error::SnapshotOffset {
             end: end_offset,
             log_start: self.log.start(),
@@ -41,6 +41,7 @@ impl RaftCore {
         Ok((
             SnapshotId { end_offset, epoch },
             self.voters[split].1.clone(),
+            self.kraft_version_at(end_offset),
         ))
     }
 
@@ -58,16 +59,21 @@ impl RaftCore {
     /// and moves the log start up to it: [`crate::Ready::log_start_offset`] then lets the
     /// driver delete the prefix.
     pub fn snapshot_created(&mut self, end_offset: LogOffset, data: Payload) -> Result<SnapshotId> {
-        let (id, base) = self.snapshot_at(end_offset)?;
+        let (id, base, kraft_version) = self.snapshot_at(end_offset)?;
         let split = self.voters_split(end_offset);
         let mut rest: Vec<_> = self.voters.split_off(split + 1);
         self.voters = vec![(end_offset, base.clone())];
         self.voters.append(&mut rest);
+        self.kraft_base = kraft_version;
+        if self.kraft_upgrade.is_some_and(|(at, _)| at < end_offset) {
+            self.kraft_upgrade = None;
+        }
         self.log.compact(id);
         self.durable_end = self.durable_end.max(end_offset);
         self.snapshot = Some(Snapshot {
             id,
             voters: base,
+            kraft_version,
             data,
         });
         Ok(id)
@@ -135,6 +141,7 @@ impl RaftCore {
                     FetchSnapshotResult::Chunk {
                         snapshot: s.id,
                         voters: s.voters.clone(),
+                        kraft_version: s.kraft_version,
                         size_total: s.data.len() as u64,
                         position: req.position,
                         bytes: Payload::from(&s.data[pos..end]),
@@ -226,6 +233,8 @@ impl RaftCore {
         self.stats.snapshots_installed += 1;
         self.log.reset(s.id);
         self.voters = vec![(s.id.end_offset, s.voters.clone())];
+        self.kraft_base = self.kraft_base.max(s.kraft_version);
+        self.kraft_upgrade = None;
         self.on_voter_set_changed();
         self.durable_end = s.id.end_offset;
         self.hwm = s.id.end_offset;
@@ -352,6 +361,7 @@ mod tests {
             epoch: Epoch(1),
             leader: Some(LEADER),
             result: FetchSnapshotResult::Chunk {
+                kraft_version: 1,
                 snapshot: id(),
                 voters: voters(),
                 size_total,
@@ -537,6 +547,7 @@ mod tests {
                 epoch: Epoch(1),
                 leader: Some(LEADER),
                 result: FetchSnapshotResult::Chunk {
+                    kraft_version: 1,
                     snapshot: id(),
                     voters: VoterSet::default(),
                     size_total: 2,

@@ -21,7 +21,7 @@
 //!
 //! | answer | checked | effect |
 //! |---|---|---|
-//! | `Chunk { snapshot, voters, size_total, position, bytes }` | `snapshot` is the id asked for; `size_total` at most the limit and the same in every chunk; `voters` the same in every chunk; `position == received`; `position + len <= size_total`; non-empty unless the snapshot is (first chunk of a 0-byte snapshot) | bytes appended: [`DownloadStep::Next`] at the new position, or [`DownloadStep::Complete`] once `received == size_total` |
+//! | `Chunk { snapshot, voters, kraft_version, size_total, position, bytes }` | `snapshot` is the id asked for; `size_total` at most the limit and the same in every chunk; `voters` and `kraft_version` the same in every chunk; `position == received`; `position + len <= size_total`; non-empty unless the snapshot is (first chunk of a 0-byte snapshot) | bytes appended: [`DownloadStep::Next`] at the new position, or [`DownloadStep::Complete`] once `received == size_total` |
 //! | `SnapshotNotFound`                                    | — | [`DownloadStep::NotFound`] |
 //! | `NotLeader`                                           | — | [`DownloadStep::NotLeader`] |
 //! | a chunk failing a check                               | — | [`SnapshotChunkError`]; nothing changed |
@@ -68,6 +68,7 @@ pub struct SnapshotDownload {
     size_total: Option<u64>,
     /// The voter set every chunk states (`None` before the first chunk).
     voters: Option<VoterSet>,
+    kraft_version: u16,
     /// Aligned for rkyv, so the finished snapshot decodes without a copy.
     data: AlignedVec<16>,
 }
@@ -80,6 +81,7 @@ impl SnapshotDownload {
             size_max,
             size_total: None,
             voters: None,
+            kraft_version: 0,
             data: AlignedVec::new(),
         }
     }
@@ -130,6 +132,7 @@ impl SnapshotDownload {
         Some(Snapshot {
             id: self.snapshot,
             voters,
+            kraft_version: self.kraft_version,
             data: Payload::from(&self.data[..]),
         })
     }
@@ -139,7 +142,7 @@ impl SnapshotDownload {
         &mut self,
         result: FetchSnapshotResult,
     ) -> Result<DownloadStep, SnapshotChunkError> {
-        let (snapshot, size_total, position, bytes, voters) = match result {
+        let (snapshot, size_total, position, bytes, voters, kraft_version) = match result {
             FetchSnapshotResult::SnapshotNotFound => return Ok(DownloadStep::NotFound),
             FetchSnapshotResult::NotLeader => return Ok(DownloadStep::NotLeader),
             FetchSnapshotResult::Chunk {
@@ -148,7 +151,8 @@ impl SnapshotDownload {
                 position,
                 bytes,
                 voters,
-            } => (snapshot, size_total, position, bytes, voters),
+                kraft_version,
+            } => (snapshot, size_total, position, bytes, voters, kraft_version),
         };
         let received = self.received();
         if snapshot != self.snapshot {
@@ -169,7 +173,9 @@ impl SnapshotDownload {
                 now: size_total,
             });
         }
-        if self.voters.as_ref().is_some_and(|was| *was != voters) {
+        if self.voters.is_some()
+            && (self.voters.as_ref() != Some(&voters) || self.kraft_version != kraft_version)
+        {
             return Err(SnapshotChunkError::VotersChanged { position });
         }
         if position != received {
@@ -193,6 +199,7 @@ impl SnapshotDownload {
         self.size_total = Some(size_total);
         if self.voters.is_none() {
             self.voters = Some(voters);
+            self.kraft_version = kraft_version;
         }
         self.data.extend_from_slice(&bytes);
         let received = self.received();
@@ -228,6 +235,7 @@ mod tests {
         FetchSnapshotResult::Chunk {
             snapshot,
             voters: VoterSet::default(),
+            kraft_version: 1,
             size_total,
             position,
             bytes: Payload::from(bytes),
@@ -440,7 +448,9 @@ mod tests {
                 position,
                 bytes,
                 voters: _,
+                kraft_version,
             } => FetchSnapshotResult::Chunk {
+                kraft_version,
                 snapshot,
                 voters: set,
                 size_total,

@@ -1,6 +1,8 @@
 //! Seeded fault scenarios: a chaos phase (drops, duplicates, delays, partitions, crashes with
 //! loss of unsynced writes, restarts, proposals, voter changes, snapshots), then a heal phase
-//! that must elect a leader and commit a proposal on every node within a bounded time.
+//! that must elect a leader and commit a proposal on every node within a bounded time. One
+//! seed in three starts as a static quorum (kraft.version 0) whose leaders are asked, now and
+//! then, to upgrade it to a dynamic one (the voter changes then follow).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -11,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use super::network::NetFaults;
 use super::{endpoints, Cluster, ClusterSpec};
 use crate::core::Role;
-use crate::message::{AddVoterRequest, Message, RemoveVoterRequest};
+use crate::message::{AddVoterRequest, Message, RemoveVoterRequest, UpgradeKraftVersionRequest};
 use crate::types::Voter;
 
 /// Length of a chaos run.
@@ -44,6 +46,8 @@ pub struct SeedReport {
     pub messages: u64,
     pub crashes: u64,
     pub voter_changes: u64,
+    /// kraft.version upgrades a leader appended (static seeds).
+    pub kraft_upgrades: u64,
     pub snapshots: u64,
     /// Snapshots downloaded from a leader in chunks and installed.
     pub snapshots_installed: u64,
@@ -90,6 +94,9 @@ fn run_inner(seed: u64, spec: ChaosSpec, report: &mut SeedReport) -> Result<(), 
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
     let observers = rng.gen_range(1..=2);
     let mut cs = ClusterSpec::new(seed, spec.voters, observers);
+    if seed % 3 == 0 {
+        cs.kraft_version = 0;
+    }
     let delay_max = rng.gen_range(1..=30);
     cs.net = NetFaults {
         drop_pct: rng.gen_range(0..=10),
@@ -258,6 +265,28 @@ fn chaos_and_heal(
                     c.with_core(l, |core| core.resign());
                 }
             }
+            394..=399 => {
+                if let Some(l) = leader {
+                    if c.core(l).is_some_and(|core| core.kraft_version() == 0) {
+                        let from = ids[rng.gen_range(0..ids.len())];
+                        if rng.gen_bool(0.5) && from != l {
+                            // As an admin request over the network (answered once committed).
+                            let msg = Message::UpgradeKraftVersion(UpgradeKraftVersionRequest {
+                                request_id: counter,
+                                version: 1,
+                                validate_only: false,
+                            });
+                            let now = c.now_ms;
+                            c.net.send(&mut c.rng, now, from, l, msg);
+                        } else if c
+                            .with_core(l, |core| core.upgrade_kraft_version(1, false))
+                            .is_some_and(|r| r.is_ok_and(|at| at.is_some()))
+                        {
+                            report.kraft_upgrades += 1;
+                        }
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -300,6 +329,27 @@ fn chaos_and_heal(
                     .is_some_and(|core| core.role() == Role::Leader && core.epoch() > p.epoch)
             });
             if done {
+                // Every replica holds the same log up to the marker: the same kraft.version
+                // and voter set in force there.
+                let at: Vec<(u16, Option<crate::VoterSet>)> = ids
+                    .iter()
+                    .filter_map(|id| c.core(*id))
+                    .map(|core| {
+                        let set = core
+                            .voter_history()
+                            .iter()
+                            .take_while(|(o, _)| *o < p.end_offset)
+                            .last()
+                            .map(|(_, v)| v.clone());
+                        (core.kraft_version_at(p.end_offset), set)
+                    })
+                    .collect();
+                if at.windows(2).any(|w| w[0] != w[1]) {
+                    return Err(format!(
+                        "replicas disagree on kraft.version or voters at {}: {at:?}",
+                        p.end_offset
+                    ));
+                }
                 break;
             }
             if lost {
@@ -374,6 +424,7 @@ pub struct Summary {
     pub messages: u64,
     pub crashes: u64,
     pub voter_changes: u64,
+    pub kraft_upgrades: u64,
     pub snapshots: u64,
     /// Snapshots downloaded from a leader in chunks and installed.
     pub snapshots_installed: u64,
@@ -389,6 +440,7 @@ impl Summary {
         self.messages += r.messages;
         self.crashes += r.crashes;
         self.voter_changes += r.voter_changes;
+        self.kraft_upgrades += r.kraft_upgrades;
         self.snapshots += r.snapshots;
         self.snapshots_installed += r.snapshots_installed;
         self.reads += r.reads;

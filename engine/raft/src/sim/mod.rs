@@ -184,10 +184,19 @@ impl Cluster {
     pub fn new(spec: ClusterSpec) -> Result<Self> {
         let rng = ChaCha8Rng::seed_from_u64(spec.seed);
         let n = spec.voters + spec.observers;
+        // A static quorum's configuration names no directory ids (`controller.quorum.voters`);
+        // its replicas have them all the same.
         let bootstrap = VoterSet::new(
             (1..=spec.voters as u32)
                 .map(|i| Voter {
-                    key: replica_key(i),
+                    key: if spec.kraft_version == 0 {
+                        ReplicaKey {
+                            id: NodeId(i),
+                            directory_id: Uuid::ZERO,
+                        }
+                    } else {
+                        replica_key(i)
+                    },
                     endpoints: endpoints(i, 0),
                 })
                 .collect(),
@@ -706,5 +715,6 @@ pub fn describe(m: &Message) -> String {
         Message::RemoveVoter(r) => format!("RemoveVoter {}", r.voter.id),
         Message::UpdateVoter(u) => format!("UpdateVoter {}", u.voter.key.id),
         Message::VoterChangeResponse(v) => format!("VoterChangeResponse {:?}", v.result),
+        Message::UpgradeKraftVersion(u) => format!("UpgradeKraftVersion {}", u.version),
     }
 }

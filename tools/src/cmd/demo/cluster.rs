@@ -185,9 +185,11 @@ pub struct ClusterSpec {
     /// checkpoint) and configured with `controller.quorum.bootstrap.servers` instead of
     /// `controller.quorum.voters`, so voters can be added and removed at run time.
     pub dynamic: bool,
-    /// Of a dynamic quorum, how many nodes (the highest ids) are formatted with
-    /// `--no-initial-controllers`: they start as observers and join (with
-    /// `controller.quorum.auto.join.enable`, or `corum quorum add-controller`).
+    /// How many nodes (the highest ids) are formatted with `--no-initial-controllers` and
+    /// configured with `controller.quorum.bootstrap.servers` (the other nodes): they start as
+    /// observers and join (with `controller.quorum.auto.join.enable`, or `corum quorum
+    /// add-controller`) a dynamic quorum, or a static one once it is upgraded (`corum features
+    /// upgrade --feature kraft.version=1`).
     pub joining: u32,
 }
 
@@ -254,7 +256,9 @@ fn run_corum(exe: &Path, args: &[&str]) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Writes node `n`'s properties file with the static `voters`.
+/// Writes node `n`'s properties file with the initial `voters` (`ID@HOST:PORT`): as
+/// `controller.quorum.voters` for a node of a static quorum's configuration, as
+/// `controller.quorum.bootstrap.servers` for the rest.
 fn write_config(spec: &ClusterSpec, n: &NodeSlot, voters: &[String]) -> anyhow::Result<()> {
     let mut text = format!(
         "# corum local cluster node {id}\n\
@@ -271,7 +275,7 @@ fn write_config(spec: &ClusterSpec, n: &NodeSlot, voters: &[String]) -> anyhow::
         metrics = n.metrics,
         data = n.data.display(),
     );
-    if spec.dynamic {
+    if spec.dynamic || n.id > spec.voters.saturating_sub(spec.joining) {
         let servers: Vec<&str> = voters
             .iter()
             .filter_map(|v| v.split_once('@').map(|(_, addr)| addr))
@@ -302,8 +306,12 @@ fn assign_ports(spec: &ClusterSpec, nodes: &mut [NodeSlot]) -> anyhow::Result<()
         n.kafka = addr(four[2]);
         n.metrics = addr(four[3]);
     }
+    // A static quorum's voters are the nodes not formatted to join; a dynamic quorum's
+    // controllers all serve as bootstrap servers.
+    let initial_count = spec.voters.saturating_sub(spec.joining);
     let voters: Vec<String> = nodes
         .iter()
+        .filter(|n| spec.dynamic || n.id <= initial_count)
         .map(|n| format!("{}@{}", n.id, n.raft))
         .collect();
     for n in nodes.iter() {
@@ -333,7 +341,7 @@ fn format_all(spec: &ClusterSpec, nodes: &[NodeSlot], cluster_id: &str) -> anyho
         });
     }
     for n in nodes {
-        if spec.dynamic && n.id > initial_count {
+        if n.id > initial_count {
             format_joining(spec, n, cluster_id)?;
             continue;
         }
