@@ -86,6 +86,13 @@ pub enum Error {
         log_start: LogOffset,
         hwm: LogOffset,
     },
+    /// A controller formatted to join (no bootstrap voter) whose log names no voter yet (a
+    /// static quorum's, before its upgrade): a snapshot must say who votes at its end, so it
+    /// waits until the log does.
+    #[error(
+        "no voter set is known at snapshot end {end} (a joining controller's log names none yet)"
+    )]
+    SnapshotWithoutVoters { end: LogOffset },
 }
 
 /// A [`crate::Config`] that breaks one of [`crate::Config::validate`]'s rules. `field` is the

@@ -1862,17 +1862,16 @@ fn kraft_version(c: &LocalCluster) -> (u64, (u64, u64)) {
 /// `--no-initial-controllers` and auto-join, which the static quorum cannot add. `corum
 /// features upgrade --feature kraft.version=1` (a dry run first, which changes nothing) makes
 /// the quorum dynamic: every voter's directory id is in the voter set, the fourth controller
-/// joins by itself, and a downgrade is refused. Every node restarted in turn keeps
-/// kraft.version 1 and the four voters (from its log, whatever `controller.quorum.voters`
-/// says). The load loses nothing.
+/// joins by itself, and a downgrade is refused. Every node writes a snapshot past the upgrade
+/// (its log below deleted); restarted in turn, each keeps kraft.version 1 and the four voters
+/// (from its snapshot, whatever `controller.quorum.voters` says). The load loses nothing.
 #[test]
 fn a_static_quorum_upgraded_to_kraft_version_1_grows() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
-    let mut spec = spec(
-        tmp.path(),
-        &[("controller.quorum.auto.join.enable", "true")],
-    );
+    let mut settings = vec![("controller.quorum.auto.join.enable", "true")];
+    settings.extend_from_slice(&SNAPSHOT_OFTEN);
+    let mut spec = spec(tmp.path(), &settings);
     spec.voters = 4;
     spec.joining = 1;
     let mut c = LocalCluster::create(spec).expect("formatting the cluster");
@@ -1900,6 +1899,9 @@ fn a_static_quorum_upgraded_to_kraft_version_1_grows() {
     });
     assert!(upgraded, "{}", logs(&c));
     assert_eq!(kraft_version(&c).0, 1);
+    let upgraded_by = describe(&c.bootstrap(), 5_000).unwrap()["high_watermark"]
+        .as_u64()
+        .unwrap();
     wait_for_voters(&c, &[1, 2, 3, 4], Duration::from_secs(30));
     let dirs = voter_directories(&c);
     for id in 1..=4u32 {
@@ -1910,6 +1912,20 @@ fn a_static_quorum_upgraded_to_kraft_version_1_grows() {
     }
     let (ok, _, err) = features(&c, &["downgrade", "--feature", "kraft.version=0"]);
     assert!(!ok && err.contains("never goes down"), "{err}");
+    for id in c.ids() {
+        let snapshots = c.node(id).data.join("snapshots");
+        wait_until(
+            &format!("node {id}: a snapshot past offset {upgraded_by}"),
+            Duration::from_secs(30),
+            || {
+                std::fs::read_dir(&snapshots).ok()?.find_map(|e| {
+                    let name = e.ok()?.file_name().to_string_lossy().into_owned();
+                    let end: u64 = name.split('-').next()?.parse().ok()?;
+                    (name.ends_with(".snapshot") && end > upgraded_by).then_some(())
+                })
+            },
+        );
+    }
     for id in c.ids() {
         c.terminate(id, Duration::from_secs(10)).unwrap();
         c.start(id)

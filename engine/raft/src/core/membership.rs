@@ -768,4 +768,46 @@ mod tests {
             );
         }
     }
+
+    /// A controller formatted to join (no bootstrap voter) that observes a static quorum
+    /// knows no voter until the upgrade's Voters record reaches it: it writes no snapshot
+    /// before (a snapshot names who votes at its end), then joins by itself and snapshots.
+    #[test]
+    fn a_joining_controller_of_a_static_quorum_waits_for_the_upgrade() {
+        for seed in 0..10 {
+            let mut spec = static_spec(seed, 3, 1);
+            spec.observers_bootstrap_only = true;
+            let mut c = Cluster::new(spec).unwrap();
+            assert!(c.run_until(5_000, |c| c.leader().is_some()), "seed {seed}");
+            write(&mut c, 10);
+            c.run_for(1_000);
+            let joining = NodeId(4);
+            assert!(c.core(joining).unwrap().voter_set().is_empty());
+            assert!(c.core(joining).unwrap().high_watermark() > LogOffset(5));
+            assert!(
+                matches!(
+                    c.snapshot(joining),
+                    Some(Err(crate::Error::SnapshotWithoutVoters { .. }))
+                ),
+                "seed {seed}"
+            );
+            upgrade(&mut c);
+            assert!(
+                c.run_until(10_000, |c| voter_ids(c) == [1, 2, 3, 4]),
+                "seed {seed}: voters {:?}",
+                voter_ids(&c)
+            );
+            write(&mut c, 5);
+            c.run_for(500);
+            assert!(matches!(c.snapshot(joining), Some(Ok(_))), "seed {seed}");
+            c.crash(joining);
+            c.start(joining).unwrap();
+            assert!(c.run_until(2_000, |c| c.core(joining).unwrap().is_voter()));
+            assert!(
+                c.checker.violations.is_empty(),
+                "seed {seed}: {:?}",
+                c.checker.violations
+            );
+        }
+    }
 }

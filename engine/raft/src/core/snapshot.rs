@@ -38,6 +38,9 @@ impl RaftCore {
         let epoch = self.log.epoch_before(end_offset).ok_or_else(bad)?;
         // The voter set in force at the snapshot's end: the last record below it.
         let split = self.voters_split(end_offset);
+        if self.voters[split].1.is_empty() {
+            return Err(Error::SnapshotWithoutVoters { end: end_offset });
+        }
         Ok((
             SnapshotId { end_offset, epoch },
             self.voters[split].1.clone(),

@@ -300,7 +300,12 @@ impl Cluster {
             } else {
                 self.bootstrap.clone()
             },
-            kraft_version: self.spec.kraft_version,
+            // `--no-initial-controllers` writes kraft.version 1 whatever the quorum runs.
+            kraft_version: if node.bootstrap_only {
+                1
+            } else {
+                self.spec.kraft_version
+            },
         };
         let mut core = RaftCore::new(
             self.spec.raft.clone(),
