@@ -42,6 +42,11 @@
 //! New variants therefore carry large payloads in a `Box` (archived as a 4-byte relative
 //! pointer); the golden file's old lines never change.
 //!
+//! Before a first release, the Raft bodies (the `corum-raft` types below) have changed their
+//! layout twice with KIP-853 (#15), each time rewriting their golden line on purpose:
+//! DescribeQuorum's voters gained their endpoints, and a FetchSnapshot chunk its snapshot's
+//! `kraft_version`. After a release such a change needs a new variant instead.
+//!
 //! # Raft RPCs (appended after `DescribeCluster`)
 //!
 //! | request | response | for |
