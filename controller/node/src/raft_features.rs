@@ -20,7 +20,6 @@
 //! undo another feature of the same request.
 
 use std::future::Future;
-use std::time::Duration;
 
 use corum_controller::control::feature_control::{
     DescribeFeaturesResponse, FeatureUpdate, FinalizedFeatureLevel, UpdateFeaturesRequest,
@@ -167,13 +166,7 @@ async fn upgrade(
         version: u.max_level,
         validate_only,
     });
-    let answer =
-        futures_lite::future::or(async { Some(raft.voter_change(message).await) }, async {
-            glommio::timer::sleep(Duration::from_millis(timeout_ms)).await;
-            None
-        })
-        .await;
-    match answer {
+    match raft.voter_change_within(message, timeout_ms).await {
         None => Err(refused(format!(
             "no answer within {timeout_ms} ms: the upgrade may still commit (describe the \
              features to see)"

@@ -574,13 +574,7 @@ pub(crate) async fn voter_change(
     if let Some(e) = not_leader(raft, hint) {
         return Err(e);
     }
-    let answer =
-        futures_lite::future::or(async { Some(raft.voter_change(message).await) }, async {
-            glommio::timer::sleep(Duration::from_millis(timeout_ms)).await;
-            None
-        })
-        .await;
-    match answer {
+    match raft.voter_change_within(message, timeout_ms).await {
         None => Err(RpcError::Timeout {
             timeout_ms: u32::try_from(timeout_ms).unwrap_or(u32::MAX),
         }),

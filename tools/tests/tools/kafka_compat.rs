@@ -271,12 +271,7 @@ fn kafka_metadata_quorum_removes_and_adds_a_controller_of_a_dynamic_quorum() {
     let out = quorum_voters_session(&c, &["--controller-config", &config]);
     assert!(out.contains(&format!("remove-controller --controller-id {f}")));
     let d = describe(&bootstrap, 5_000).expect("a leader answers DescribeQuorum");
-    let voters: Vec<u64> = d["voters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
+    let voters = voters_of(&d);
     assert_eq!(voters, [1, 2, 3], "{d}");
 }
 
@@ -306,12 +301,7 @@ fn kafka_features_upgrades_a_static_quorum_that_refused_remove_controller() {
         ],
     );
     let d = describe(&bootstrap, 5_000).expect("a leader answers DescribeQuorum");
-    let voters: Vec<u64> = d["voters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
+    let voters = voters_of(&d);
     let rest: Vec<u64> = c
         .ids()
         .into_iter()

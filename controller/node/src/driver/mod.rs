@@ -314,6 +314,20 @@ impl RaftHandle {
         }
     }
 
+    /// [`RaftHandle::voter_change`] waiting at most `timeout_ms`: `None` when no answer came
+    /// in time (the change may still commit).
+    pub async fn voter_change_within(
+        &self,
+        message: corum_raft::Message,
+        timeout_ms: u64,
+    ) -> Option<Result<corum_raft::message::VoterChangeResponse>> {
+        futures_lite::future::or(async { Some(self.voter_change(message).await) }, async {
+            glommio::timer::sleep(std::time::Duration::from_millis(timeout_ms)).await;
+            None
+        })
+        .await
+    }
+
     /// The latest status (updated after every round of the loop).
     pub fn status(&self) -> DriverStatus {
         self.status.borrow().clone()

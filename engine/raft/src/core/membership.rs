@@ -453,6 +453,15 @@ mod tests {
             .unwrap_or_default()
     }
 
+    /// The checker saw no violation in the run of `seed`.
+    fn assert_clean(c: &Cluster, seed: u64) {
+        assert!(
+            c.checker.violations.is_empty(),
+            "seed {seed}: {:?}",
+            c.checker.violations
+        );
+    }
+
     /// Writes `n` entries at the leader, then lets them commit.
     fn write(c: &mut Cluster, n: usize) {
         for i in 0..n {
@@ -499,11 +508,7 @@ mod tests {
                 assert!(core.is_voter(), "seed {seed}: {id} is not a voter");
                 assert_eq!(core.voter_set(), c.core(l).unwrap().voter_set());
             }
-            assert!(
-                c.checker.violations.is_empty(),
-                "seed {seed}: {:?}",
-                c.checker.violations
-            );
+            assert_clean(&c, seed);
         }
     }
 
@@ -516,11 +521,7 @@ mod tests {
         c.run_for(3_000);
         assert_eq!(voter_ids(&c), [1, 2, 3]);
         assert_eq!(c.core(NodeId(4)).unwrap().role(), Role::Follower);
-        assert!(
-            c.checker.violations.is_empty(),
-            "{:?}",
-            c.checker.violations
-        );
+        assert_clean(&c, 0);
     }
 
     /// A voter's disk is replaced: it comes back with an empty log under a new directory id,
@@ -564,11 +565,7 @@ mod tests {
             );
             write(&mut c, 5);
             c.run_for(500);
-            assert!(
-                c.checker.violations.is_empty(),
-                "seed {seed}: {:?}",
-                c.checker.violations
-            );
+            assert_clean(&c, seed);
         }
     }
 
@@ -680,11 +677,7 @@ mod tests {
                 );
                 assert_eq!(core.voter_set().len(), 4, "seed {seed}: node {id}");
             }
-            assert!(
-                c.checker.violations.is_empty(),
-                "seed {seed}: {:?}",
-                c.checker.violations
-            );
+            assert_clean(&c, seed);
         }
     }
 
@@ -713,11 +706,7 @@ mod tests {
             .unwrap()
             .high_watermark()
             >= end)));
-        assert!(
-            c.checker.violations.is_empty(),
-            "{:?}",
-            c.checker.violations
-        );
+        assert_clean(&c, 0);
     }
 
     /// An upgrade the leader appended but never replicated is rolled back with the truncation
@@ -761,11 +750,7 @@ mod tests {
             for id in c.ids() {
                 assert_eq!(c.core(id).unwrap().kraft_version(), 1, "seed {seed}: {id}");
             }
-            assert!(
-                c.checker.violations.is_empty(),
-                "seed {seed}: {:?}",
-                c.checker.violations
-            );
+            assert_clean(&c, seed);
         }
     }
 
@@ -803,11 +788,7 @@ mod tests {
             c.crash(joining);
             c.start(joining).unwrap();
             assert!(c.run_until(2_000, |c| c.core(joining).unwrap().is_voter()));
-            assert!(
-                c.checker.violations.is_empty(),
-                "seed {seed}: {:?}",
-                c.checker.violations
-            );
+            assert_clean(&c, seed);
         }
     }
 }

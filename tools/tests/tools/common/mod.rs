@@ -229,6 +229,16 @@ pub fn describe(bootstrap: &str, timeout_ms: u64) -> Option<serde_json::Value> {
 }
 
 /// The leader id and epoch in a describe answer.
+/// The voter ids of a [`describe`] answer.
+pub fn voters_of(d: &serde_json::Value) -> Vec<u64> {
+    d["voters"]
+        .as_array()
+        .expect("a voters array")
+        .iter()
+        .map(|v| v.as_u64().expect("a voter id"))
+        .collect()
+}
+
 pub fn leader_of(d: &serde_json::Value) -> (u32, u64) {
     (
         d["leader_id"].as_u64().expect("a leader id") as u32,
