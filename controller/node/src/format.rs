@@ -222,25 +222,23 @@ fn ids(voters: &[QuorumVoter]) -> String {
 fn controller_endpoints(config: &NodeConfig) -> Result<Vec<BootstrapEndpoint>, StorageError> {
     let mut out = Vec::new();
     for name in &config.controller_listener_names {
-        let l = config
-            .listeners
-            .iter()
-            .find(|l| &l.name == name)
+        let e = config
+            .controller_endpoint(name)
             .expect("validate() requires every controller listener name to be a listener");
-        if l.endpoint.host.is_empty() || l.endpoint.host == "0.0.0.0" || l.endpoint.host == "::" {
+        if e.is_wildcard() {
             return Err(refuse(format!(
-                "listener {l} has no concrete host: other voters could not reach this one; give the listener a host name or address"
+                "controller listener {name} at {e} has no concrete host: other voters could not reach this one; give the listener a host name or address, or set advertised.listeners={name}://HOST:PORT"
             )));
         }
-        if l.endpoint.port == 0 {
+        if e.port == 0 {
             return Err(refuse(format!(
-                "listener {l} has port 0: a voter needs a fixed port"
+                "controller listener {name} at {e} has port 0: a voter needs a fixed port"
             )));
         }
         out.push(BootstrapEndpoint {
-            name: l.name.clone(),
-            host: l.endpoint.host.clone(),
-            port: l.endpoint.port,
+            name: name.clone(),
+            host: e.host,
+            port: e.port,
         });
     }
     Ok(out)
@@ -408,7 +406,10 @@ fn list(dir: &Path, rel: &Path, depth: usize, out: &mut Vec<DirEntry>) -> Result
 }
 
 /// Start-up check for `corum run`: the directory (on `disk`) is formatted for this node (and
-/// this cluster, when the caller knows it). Returns the identity and the bootstrap voters.
+/// this cluster, when the caller knows it). Returns the identity and the bootstrap voters. A
+/// directory formatted for a static quorum may run without `controller.quorum.voters` once the
+/// quorum was upgraded to kraft.version 1: its voters are then in its log or snapshot (the
+/// Raft core refuses to start when they are not).
 pub async fn check_formatted<D: Disk>(
     disk: &D,
     config: &NodeConfig,
@@ -421,14 +422,6 @@ pub async fn check_formatted<D: Disk>(
         path: dir.join(BOOTSTRAP_FILE),
         reason: "missing, though meta.properties exists: the directory was not formatted by corum format".into(),
     })?;
-    if bootstrap.kraft_version == 0 && config.quorum_voters.is_empty() {
-        return Err(StorageError::Mismatch {
-            path: dir.join(BOOTSTRAP_FILE),
-            field: "kraft.version",
-            expected: "1 (controller.quorum.voters is empty: a dynamic quorum)".into(),
-            found: "0 (formatted for a static quorum)".into(),
-        });
-    }
     if bootstrap.kraft_version == 1 && !config.quorum_voters.is_empty() {
         return Err(StorageError::Mismatch {
             path: dir.join(BOOTSTRAP_FILE),
@@ -704,16 +697,30 @@ mod tests {
         );
         let any_host = config(tmp.path(), &[("listeners", "CONTROLLER://:9093")]);
         assert!(err(&any_host, &BootstrapChoice::Standalone).contains("no concrete host"));
-        // A static-quorum directory does not start with a dynamic config, and vice versa.
+        // A static-quorum directory starts without configured voters (an upgraded quorum's
+        // voters are in its log: the Raft core checks).
         format_dir(&p, false).unwrap();
+        check_formatted(&dynamic, None).unwrap();
+        check_formatted(&stat, Some(CLUSTER)).unwrap();
+        // A dynamic quorum's directory does not start with static voters.
+        let other = tempfile::tempdir().unwrap();
+        let dynamic = config(other.path(), &[]);
+        let stat = config(
+            other.path(),
+            &[(
+                "controller.quorum.voters",
+                "1@127.0.0.1:9093,2@127.0.0.1:9094",
+            )],
+        );
+        let d = plan_format(&dynamic, CLUSTER, &BootstrapChoice::Standalone, RANDOM).unwrap();
+        format_dir(&d, false).unwrap();
         assert!(matches!(
-            check_formatted(&dynamic, None),
+            check_formatted(&stat, None),
             Err(StorageError::Mismatch {
                 field: "kraft.version",
                 ..
             })
         ));
-        check_formatted(&stat, Some(CLUSTER)).unwrap();
     }
 
     /// A crash after the bootstrap file and before meta.properties leaves an unformatted

@@ -1853,7 +1853,9 @@ fn kraft_version(c: &LocalCluster) -> (u64, (u64, u64)) {
 /// the quorum dynamic: every voter's directory id is in the voter set, the fourth controller
 /// joins by itself, and a downgrade is refused. Every node writes a snapshot past the upgrade
 /// (its log below deleted); restarted in turn, each keeps kraft.version 1 and the four voters
-/// (from its snapshot, whatever `controller.quorum.voters` says). The load loses nothing.
+/// (from its snapshot, whatever `controller.quorum.voters` says), one of them with
+/// `controller.quorum.voters` replaced by `controller.quorum.bootstrap.servers`. The loads
+/// lose nothing.
 #[test]
 fn a_static_quorum_upgraded_to_kraft_version_1_grows() {
     let _serial = serial();
@@ -1920,12 +1922,61 @@ fn a_static_quorum_upgraded_to_kraft_version_1_grows() {
             },
         );
     }
+    // Restarted in turn: nodes 1 and 2 as configured, node 3 with `controller.quorum.voters`
+    // replaced by `controller.quorum.bootstrap.servers` (its voters from its snapshot alone).
+    let servers: Vec<String> = [1, 2, 3]
+        .iter()
+        .map(|&id| c.node(id).raft.to_string())
+        .collect();
     for id in c.ids() {
         c.terminate(id, Duration::from_secs(10)).unwrap();
+        if id == 3 {
+            let config = c.node(id).config.clone();
+            let text: String = std::fs::read_to_string(&config)
+                .unwrap()
+                .lines()
+                .filter(|l| !l.starts_with("controller.quorum.voters="))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let text = format!(
+                "{text}controller.quorum.bootstrap.servers={}\n",
+                servers.join(",")
+            );
+            std::fs::write(&config, text).unwrap();
+        }
         c.start(id)
             .unwrap_or_else(|e| panic!("restarting node {id}: {e:#}\n{}", logs(&c)));
         wait_for_voters(&c, &[1, 2, 3, 4], Duration::from_secs(30));
     }
     assert_eq!(kraft_version(&c).0, 1);
     verified_load_acknowledged(&c, load);
+    let out = spawn_loadgen(
+        &c.bootstrap(),
+        &[
+            "--workload",
+            "configs",
+            "--clients",
+            "4",
+            "--duration",
+            "2",
+            "--verify",
+        ],
+    )
+    .wait(Duration::from_secs(60));
+    let report = loadgen_json(&out);
+    assert!(out.status.success(), "{report}\n{}", logs(&c));
+    assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
+    wait_for_voters(&c, &[1, 2, 3, 4], Duration::from_secs(30));
+    // Node 3, without configured voters, follows as a voter: the leader sees it caught up.
+    wait_until(
+        "node 3 caught up as a voter",
+        Duration::from_secs(30),
+        || {
+            let d = describe(&c.bootstrap(), 2_000)?;
+            d["replicas"].as_array()?.iter().find(|r| {
+                r["node_id"] == 3 && r["status"] != "Observer" && r["lag"].as_u64() == Some(0)
+            })?;
+            Some(())
+        },
+    );
 }

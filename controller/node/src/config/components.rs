@@ -317,11 +317,31 @@ pub fn raft_replica(
     let kraft_version = u16::from(dynamic.is_some());
     let bootstrap_voters = match dynamic {
         Some(v) => v,
+        // A static quorum upgraded to kraft.version 1 whose nodes dropped
+        // `controller.quorum.voters` for `controller.quorum.bootstrap.servers`: its voters
+        // are in its log or snapshot (the core refuses to start if they are not).
+        None if config.quorum_voters.is_empty() => VoterSet::default(),
         None => static_voter_set(config)?,
     };
-    if kraft_version == 0 {
-        if let Some(v) = bootstrap_voters.get(me.id) {
-            endpoints = v.endpoints.clone();
+    match bootstrap_voters.get(me.id) {
+        Some(v) if kraft_version == 0 => endpoints = v.endpoints.clone(),
+        // Announced to the other voters (UpdateVoter, AddVoter): it must reach this node.
+        _ => {
+            if let Some(e) = endpoints.iter().find(|e| {
+                HostPort {
+                    host: e.host.clone(),
+                    port: e.port,
+                }
+                .is_wildcard()
+            }) {
+                return Err(invalid(
+                    "advertised.listeners",
+                    RuleError::NotReachable {
+                        listener: format!("{}://{}:{}", e.listener, e.host, e.port),
+                    },
+                )
+                .into());
+            }
         }
     }
     Ok(RaftReplica {
@@ -495,18 +515,23 @@ pub fn static_voter_set(config: &NodeConfig) -> Result<VoterSet> {
 }
 
 /// This node's identity and endpoints as [`corum_raft::RaftCore::new`] takes them (`me`,
-/// `endpoints`): the node id, `directory_id`, and the controller listener.
+/// `endpoints`): the node id, `directory_id`, and the controller listener where the other
+/// controllers reach it ([`NodeConfig::controller_endpoint`]: its `advertised.listeners`
+/// entry, else the listener).
 pub fn local_replica(config: &NodeConfig, directory_id: Uuid) -> (ReplicaKey, Vec<Endpoint>) {
-    let listener = config.controller_listener();
+    let name = &config.controller_listener().name;
+    let at = config
+        .controller_endpoint(name)
+        .expect("the controller listener is a listener");
     (
         ReplicaKey {
             id: config.node_id,
             directory_id,
         },
         vec![Endpoint {
-            listener: listener.name.clone(),
-            host: listener.endpoint.host.clone(),
-            port: listener.endpoint.port,
+            listener: name.clone(),
+            host: at.host,
+            port: at.port,
         }],
     )
 }
@@ -627,6 +652,24 @@ mod tests {
                     ("controller.quorum.bootstrap.servers", "127.0.0.1:9093"),
                 ],
                 |d, _| d.driver.endpoints[0].host == "127.0.0.2",
+            ),
+            (
+                "advertised.listeners",
+                RaftDriver,
+                // A controller that joins announces its advertised controller listener.
+                &[
+                    ("advertised.listeners", "CONTROLLER://10.0.0.5:9093"),
+                    ("controller.quorum.voters", ""),
+                    ("controller.quorum.bootstrap.servers", "127.0.0.1:9093"),
+                ],
+                |d, v| {
+                    let want = if v.is_empty() {
+                        "127.0.0.1"
+                    } else {
+                        "10.0.0.5"
+                    };
+                    d.driver.endpoints[0].host == want
+                },
             ),
             (
                 "controller.listener.names",
@@ -1335,6 +1378,51 @@ mod tests {
             raft_replica(&c, Uuid([2; 16]), Some(&twice)),
             Err(crate::Error::Storage(StorageError::InvalidVoters { .. }))
         ));
+    }
+
+    /// A controller of a dynamic quorum announces where the others reach it: its
+    /// `advertised.listeners` entry for the controller listener, else the listener; a wildcard
+    /// there reaches no one and is refused, naming the key. An upgraded static quorum's node
+    /// configured without voters takes them from its log (an empty bootstrap set).
+    #[test]
+    fn a_dynamic_replica_announces_a_reachable_controller_endpoint() {
+        let joining = BootstrapVoters {
+            kraft_version: 1,
+            voters: vec![],
+        };
+        let wildcard = config(&[
+            (
+                "listeners",
+                "CONTROLLER://0.0.0.0:9093,CLIENT://127.0.0.1:9094",
+            ),
+            ("controller.quorum.voters", ""),
+            ("controller.quorum.bootstrap.servers", "127.0.0.1:9093"),
+        ]);
+        let refused = raft_replica(&wildcard, Uuid([2; 16]), Some(&joining)).unwrap_err();
+        assert!(
+            refused.to_string().contains("advertised.listeners"),
+            "{refused}"
+        );
+        let mut advertised = wildcard.clone();
+        advertised.advertised_listeners = vec![crate::config::Listener {
+            name: "CONTROLLER".into(),
+            endpoint: HostPort {
+                host: "10.0.0.5".into(),
+                port: 9093,
+            },
+        }];
+        let r = raft_replica(&advertised, Uuid([2; 16]), Some(&joining)).unwrap();
+        assert_eq!(
+            (r.endpoints[0].host.as_str(), r.endpoints[0].port),
+            ("10.0.0.5", 9093)
+        );
+        let static_dir = BootstrapVoters {
+            kraft_version: 0,
+            voters: vec![],
+        };
+        let r = raft_replica(&advertised, Uuid([2; 16]), Some(&static_dir)).unwrap();
+        assert!(r.bootstrap_voters.is_empty());
+        assert_eq!(r.kraft_version, 0);
     }
 
     /// The service's leader hints are the voters' endpoints on the controller listener.

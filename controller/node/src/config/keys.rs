@@ -267,8 +267,8 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         name: "advertised.listeners",
         value_type: ValueType::List("NAME://HOST:PORT"),
         default: Some(""),
-        doc: "Where clients reach this node's listeners, when that differs from `listeners` (a host of 0.0.0.0 cannot be reached); empty means `listeners`, with an empty or wildcard host replaced by this machine's host name.",
-        readers: &[NODE],
+        doc: "Where clients reach this node's listeners, when that differs from `listeners` (a host of 0.0.0.0 cannot be reached); empty means `listeners`, with an empty or wildcard host replaced by this machine's host name. The controller listener's entry is where the other controllers reach this one in a dynamic quorum (formatted, or announced to the leader); there a wildcard is refused rather than replaced.",
+        readers: &[NODE, DRIVER],
         set: |c, v| {
             c.advertised_listeners = if v.trim().is_empty() {
                 Vec::new()

@@ -418,6 +418,17 @@ impl NodeConfig {
             .filter(|l| self.kafka_listener_names.contains(&l.name))
     }
 
+    /// Where the other controllers reach controller listener `name`: its `advertised.listeners`
+    /// entry, else the listener's own address (a wildcard host there reaches no one: see
+    /// [`HostPort::is_wildcard`]).
+    pub fn controller_endpoint(&self, name: &str) -> Option<HostPort> {
+        self.advertised_listeners
+            .iter()
+            .chain(&self.listeners)
+            .find(|l| l.name == name)
+            .map(|l| l.endpoint.clone())
+    }
+
     /// Where clients reach listener `name`: its `advertised.listeners` entry, else its own
     /// address with an empty or wildcard host replaced by `host_name` and port 0 by
     /// `bound_port` (the port the node actually bound).
@@ -426,8 +437,7 @@ impl NodeConfig {
             return Some(a.endpoint.clone());
         }
         let l = self.listeners.iter().find(|l| l.name == name)?;
-        let host = l.endpoint.host.trim_matches(['[', ']']);
-        let host = if host.is_empty() || host == "0.0.0.0" || host == "::" {
+        let host = if l.endpoint.is_wildcard() {
             host_name.to_owned()
         } else {
             l.endpoint.host.clone()

@@ -58,6 +58,12 @@ pub struct HostPort {
 }
 
 impl HostPort {
+    /// Whether the host names no machine: empty, `0.0.0.0` or `::` ("every interface").
+    pub fn is_wildcard(&self) -> bool {
+        let host = self.host.trim_matches(['[', ']']);
+        host.is_empty() || host == "0.0.0.0" || host == "::"
+    }
+
     /// Parses `host:port` or `[v6]:port`. The host may be empty only if `allow_empty_host`
     /// (Kafka's listeners use an empty host for "every interface").
     fn parse_with(s: &str, allow_empty_host: bool) -> Result<Self, ValueError> {

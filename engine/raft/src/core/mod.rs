@@ -428,9 +428,10 @@ impl RaftCore {
         now_ms: u64,
     ) -> Result<Self> {
         config.validate()?;
-        // A controller formatted to join a dynamic quorum (`--no-initial-controllers`) knows
-        // no voters until its log or a snapshot names them.
-        if !(restore.kraft_version >= 1 && restore.bootstrap_voters.is_empty()) {
+        // A controller formatted to join a dynamic quorum (`--no-initial-controllers`), or one
+        // of an upgraded static quorum configured without `controller.quorum.voters`, knows
+        // its voters from its log or snapshot only (checked below).
+        if !restore.bootstrap_voters.is_empty() {
             restore.bootstrap_voters.validate()?;
         }
         let start = restore.snapshot.as_ref().map_or(
@@ -488,6 +489,12 @@ impl RaftCore {
                 bytes: b.payload.as_ref().map_or(b.payload_bytes, |p| p.len()),
                 payload: b.payload,
             });
+        }
+        if kraft_upgrade.is_none() && kraft_base == 0 && voters[0].1.is_empty() {
+            return Err(Error::VoterSet(
+                "a static quorum (kraft.version 0) needs its voters: none configured, and no \
+                 upgrade to kraft.version 1 in the log or snapshot",
+            ));
         }
         let qs = restore.quorum_state;
         let end = log.end();
@@ -1402,6 +1409,43 @@ mod tests {
         assert_eq!(fixed.voter_set(), &voters(3));
         let dynamic = core_of(1, 3, vec![restored], 1);
         assert_eq!(dynamic.voter_set(), &voters(2));
+    }
+
+    /// A replica of an upgraded static quorum configured without voters (its nodes moved to
+    /// `controller.quorum.bootstrap.servers`) takes them from the upgrade in its log; without
+    /// one it refuses to start, saying why.
+    #[test]
+    fn a_static_quorum_without_configured_voters_needs_the_upgrade() {
+        let restore = |log: Vec<RestoredBatch>| Restore {
+            quorum_state: QuorumStateRecord::default(),
+            snapshot: None,
+            log,
+            bootstrap_voters: VoterSet::default(),
+            kraft_version: 0,
+        };
+        let new = |r: Restore| RaftCore::new(Config::default(), key(1), vec![], r, 1, 0);
+        assert!(
+            matches!(new(restore(vec![])), Err(Error::VoterSet(why)) if why.contains("upgrade"))
+        );
+        let payload = control::encode(vec![
+            control::ControlRecord::KRaftVersion(control::KRaftVersionRecord { version: 1 }),
+            control::ControlRecord::Voters(control::VotersRecord {
+                version: 0,
+                voters: voters(3),
+            }),
+        ]);
+        let upgraded = RestoredBatch {
+            base_offset: LogOffset(0),
+            epoch: Epoch(1),
+            record_count: 2,
+            control: true,
+            payload_bytes: payload.len(),
+            payload: Some(payload),
+        };
+        let c = new(restore(vec![upgraded])).unwrap();
+        assert_eq!(c.kraft_version(), 1);
+        assert_eq!(c.voter_set(), &voters(3));
+        assert!(c.is_voter());
     }
 
     /// A restored log without payloads makes the new leader ask the driver to read batches
