@@ -1,7 +1,8 @@
 //! `corum sim`: runs seeds of a deterministic simulator and prints a summary. By default the
 //! whole-node simulator ([`corum_node::sim`]: the driver's and the service's policy, the
 //! controller, the log engine and the node files on simulated disks, under crashes, torn
-//! writes, disk errors and network faults); with `--raft`, the Raft cluster simulator
+//! writes, disk errors and network faults; with `--static`, a static quorum that the admin of
+//! `--voter-changes` upgrades to a dynamic one); with `--raft`, the Raft cluster simulator
 //! ([`corum_raft::sim`]: Raft cores alone, with voter changes). Exit status is non-zero if any
 //! seed violates a check; each violation names the command that replays it.
 
@@ -33,6 +34,12 @@ pub struct Args {
     /// disks are wiped (a new directory id).
     #[arg(long)]
     pub voter_changes: bool,
+    /// Whole-node simulator: a static quorum (kraft.version 0, `controller.quorum.voters`
+    /// without directory ids); spares are formatted to join, and the admin of
+    /// `--voter-changes` upgrades the quorum to kraft.version 1 before changing it. Without
+    /// `--voter-changes` the quorum stays static and takes no spares.
+    #[arg(long = "static")]
+    pub static_quorum: bool,
     /// Whole-node simulator: simulated milliseconds of faults per seed before the heal.
     #[arg(long, default_value_t = 3_000)]
     pub fault_ms: u64,
@@ -87,12 +94,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.raft {
         return run_raft(&args);
     }
+    if args.static_quorum && args.spares > 0 && !args.voter_changes {
+        bail!(
+            "--spares with --static needs --voter-changes: spares of a static quorum learn the \
+             voters only from the upgrade, which the admin of voter changes asks for"
+        );
+    }
     let started = Instant::now();
     let template = SimSpec {
         seed: args.start,
         nodes: usize::from(args.nodes),
         spares: usize::from(args.spares),
         voter_changes: args.voter_changes,
+        static_quorum: args.static_quorum,
         fault_ms: args.fault_ms,
         faults: Faults {
             crashes: !args.no_crashes,
@@ -124,16 +138,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "seeds {} (from {}, {} nodes, {} spares{}): writes {}, acknowledged {}, crashes {}, \
          disk faults {}, partitions {}, stalls {}, wipes {}, snapshots written {}, installed {}, \
          truncations {}, proposals refused {}, voter changes asked {}, answered Ok {}, \
-         committed voter records {}, elections checked {}, simulated {:.1} s, violations {} \
-         in {:.1} s ({:.1} seeds/s)",
+         committed voter records {}, upgrades asked {}, answered Ok {}, seeds upgraded {} \
+         ({} before the heal), elections checked {}, simulated {:.1} s, violations {} in \
+         {:.1} s ({:.1} seeds/s)",
         summary.seeds,
         args.start,
         args.nodes,
         args.spares,
-        if args.voter_changes {
-            ", voter changes"
-        } else {
-            ""
+        match (args.static_quorum, args.voter_changes) {
+            (false, false) => "",
+            (false, true) => ", voter changes",
+            (true, false) => ", static",
+            (true, true) => ", static, voter changes",
         },
         summary.writes,
         summary.acked,
@@ -149,6 +165,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         summary.voter_changes_asked,
         summary.voter_changes_acked,
         summary.voter_records,
+        summary.upgrades_asked,
+        summary.upgrades_acked,
+        summary.upgraded,
+        summary.upgraded_in_faults,
         summary.elections_checked,
         summary.sim_ms as f64 / 1000.0,
         summary.failed.len(),

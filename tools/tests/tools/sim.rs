@@ -56,6 +56,35 @@ fn sim_runs_both_simulators_and_reports() {
         .unwrap_or_else(|| panic!("no Ok count: {out}"));
     assert!(acked > 0, "{out}");
 
+    // A static quorum that the admin upgrades, then changes; the upgrades are counted.
+    let o = corum_sim(&[
+        "--seeds",
+        "4",
+        "--start",
+        "10",
+        "--spares",
+        "2",
+        "--voter-changes",
+        "--static",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("(from 10, 3 nodes, 2 spares, static, voter changes)"),
+        "{out}"
+    );
+    assert!(out.contains("seeds upgraded 4 ("), "{out}");
+    assert!(out.contains("violations 0"), "{out}");
+    // Spares of a static quorum that nobody upgrades would never learn the voters.
+    let o = corum_sim(&["--seeds", "1", "--spares", "1", "--static"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("spares of a static quorum"), "{err}");
+
     let o = corum_sim(&["--raft", "--seeds", "2", "--voters", "3"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}");

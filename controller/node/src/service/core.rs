@@ -161,8 +161,12 @@ pub struct ServiceCore {
     /// Epoch and end of the last committed batch seen (data or control).
     committed_epoch: Option<Epoch>,
     committed_end: LogOffset,
-    /// The committed end must reach this before the controller activates again.
-    activation_barrier: LogOffset,
+    /// The committed end must reach this offset before the controller activates again in
+    /// this epoch: the log end a refusal of a proposal of that epoch reported. An activation
+    /// in a later epoch waits for that epoch's LeaderChange instead, which follows everything
+    /// committed before it (the tail the refusal saw may have been truncated since: nothing
+    /// would ever replay it).
+    activation_barrier: Option<(Epoch, LogOffset)>,
     /// The offset the next proposal gets (while active).
     next_offset: LogOffset,
     /// Reads answered from records in flight, in arrival order.
@@ -205,7 +209,7 @@ impl ServiceCore {
             active_from: LogOffset::ZERO,
             committed_epoch: None,
             committed_end,
-            activation_barrier: LogOffset::ZERO,
+            activation_barrier: None,
             next_offset: committed_end,
             deferred: VecDeque::new(),
             outbox: Vec::new(),
@@ -337,7 +341,11 @@ impl ServiceCore {
             "proposal not appended where predicted; resigning until the log end is replayed"
         );
         self.resign();
-        self.activation_barrier = self.activation_barrier.max(log_end);
+        let barrier = match self.activation_barrier {
+            Some((epoch, end)) if epoch == batch.epoch => end.max(log_end),
+            _ => log_end,
+        };
+        self.activation_barrier = Some((batch.epoch, barrier));
         self.follow_leadership(now_ms);
     }
 
@@ -597,10 +605,10 @@ impl ServiceCore {
             Some(_) => {}
             None => {
                 let epoch = self.driver.epoch;
-                if leads
-                    && self.committed_epoch == Some(epoch)
-                    && self.committed_end >= self.activation_barrier
-                {
+                let barred = self
+                    .activation_barrier
+                    .is_some_and(|(e, end)| e == epoch && self.committed_end < end);
+                if leads && self.committed_epoch == Some(epoch) && !barred {
                     self.controller.on_become_active(now_ms);
                     self.active_epoch = Some(epoch);
                     self.activation += 1;
@@ -928,6 +936,33 @@ mod tests {
         assert_eq!(
             proposals(&c.take_outbox()),
             vec![(pid(3, 9, 10), 2, vec![3])]
+        );
+        c.check_invariants();
+    }
+
+    /// Proves the barrier of a refusal holds in its own epoch only: a status whose log end is
+    /// below it does not lift it, but an activation in a later epoch waits for that epoch's
+    /// LeaderChange alone — the tail the refusal saw (an uncommitted suffix, here) may have
+    /// been truncated meanwhile, and nothing would ever replay it (found by the whole-node
+    /// simulator: a leader stayed inactive for good, so nobody proposed).
+    #[test]
+    fn a_refusal_bars_activation_in_its_own_epoch_only() {
+        let mut c = active();
+        c.on_calls(vec![call(1, alter(1, 5))], 10).unwrap();
+        let _ = c.take_outbox();
+        // Refused: the log held an uncommitted tail up to 9 then.
+        c.on_refused(pid(3, 5, 6), 1, Refusal::Elsewhere, LogOffset(9), 11);
+        assert!(!c.is_active());
+        c.on_status(&status(Some(1), 3, 6), 12);
+        assert!(!c.is_active(), "epoch 3 waits for 9");
+        // The tail went with a truncation to 5; this node leads epoch 4 from there.
+        c.on_status(&status(Some(1), 4, 6), 12);
+        c.on_committed(&leader_change(4, 5), 12).unwrap();
+        assert!(c.is_active(), "epoch 4 waits for its LeaderChange only");
+        c.on_calls(vec![call(2, alter(1, 6))], 13).unwrap();
+        assert_eq!(
+            proposals(&c.take_outbox()),
+            vec![(pid(4, 6, 7), 2, vec![2])]
         );
         c.check_invariants();
     }

@@ -11,14 +11,20 @@
 //!   after every node restarted and replayed its disk (snapshot and log).
 //!
 //! The voter checks ([`Voters`]), with replicas counted by who they are (the node id and the
-//! directory id of the disk they run on, [`SimNode::key`]), never by what their messages say:
+//! directory id of the disk they run on, [`SimNode::key`]), never by what their messages say.
+//! A voter of a static quorum has no directory id: any disk of its id is that voter
+//! ([`ReplicaKey::is`], as Raft counts it); a voter of a dynamic set is the one disk it
+//! names. Static seeds wipe no voter's disk before the upgrade has committed, so a static set
+//! is only ever counted on the disks its nodes had then (and on a wiped node's new disk only
+//! as the set before the upgrade, while the latest is the dynamic one).
 //!
 //! - **commits on a majority of voters**: each time a leader's high watermark moves, and for
 //!   each success answer, the batch before it is durable on a majority of the leader's voter
 //!   set (its latest, or the one before it: one change at a time keeps their majorities
 //!   intersecting), counting a node only if its disk is the voter's directory;
 //! - **one history**: the committed voter-set history (offset → set), as each node's log and
-//!   high watermark give it, is the same on every node wherever two of them know it;
+//!   high watermark give it, is the same on every node wherever two of them know it (a node
+//!   formatted to join knows no set before the first Voters record it holds);
 //! - **one uncommitted change**: no leader's log holds more than one VotersRecord past the
 //!   highest high watermark any node reached;
 //! - **one leader per epoch**, and each leader **won its epoch** with granted votes (as sent)
@@ -29,9 +35,14 @@
 //! - **removed voters step down**: no leader outside its own voter set once that set is
 //!   committed in its log;
 //! - **answered changes committed**: a voter change the leader answered Ok is in the
-//!   committed history, after the end the history had when the admin asked;
+//!   committed history, after the end the history had when the admin asked; an upgrade
+//!   answered Ok likewise, as a committed set that names the same voters as the static one
+//!   before it, now each with a directory id;
 //! - **one final set**: after the heal every node holds the same committed voter set, and the
-//!   nodes that vote are exactly its voters.
+//!   nodes that vote are exactly its voters (one node per voter);
+//! - **one kraft.version**: after the heal every node runs the same kraft.version: 1 in a
+//!   dynamic seed, and in a static one whose upgrade committed (which one with voter changes
+//!   must, and one with an upgrade answered Ok has), else 0.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -271,12 +282,19 @@ pub fn durable_on_majority(
     Err(holding)
 }
 
-/// A voter set as `id/directory-byte` pairs, for messages.
+/// A voter set as `id/directory-byte` pairs (`id/-` for a static voter, which names no
+/// directory), for messages.
 pub fn keys(set: &VoterSet) -> String {
     let parts: Vec<String> = set
         .voters()
         .iter()
-        .map(|v| format!("{}/{}", v.key.id, v.key.directory_id.0[1]))
+        .map(|v| {
+            if v.key.directory_id.is_zero() {
+                format!("{}/-", v.key.id)
+            } else {
+                format!("{}/{}", v.key.id, v.key.directory_id.0[1])
+            }
+        })
         .collect();
     format!("[{}]", parts.join(", "))
 }
@@ -307,6 +325,7 @@ pub struct Voters {
     leader_hwm: HashMap<NodeId, (Epoch, LogOffset)>,
     pub elections_checked: u64,
     pub changes_acked: u64,
+    pub upgrades_acked: u64,
 }
 
 impl Voters {
@@ -320,6 +339,7 @@ impl Voters {
             leader_hwm: HashMap::new(),
             elections_checked: 0,
             changes_acked: 0,
+            upgrades_acked: 0,
         }
     }
 
@@ -391,14 +411,21 @@ impl Voters {
         hwm: LogOffset,
     ) -> Result<(), String> {
         let start = history[0].0;
+        // A node formatted to join (`--no-initial-controllers`) knows no voters until the
+        // first Voters record it holds (a snapshot never has an empty set).
+        let known_from = if history[0].1.is_empty() {
+            history.get(1).map_or(hwm, |(o, _)| *o)
+        } else {
+            start
+        };
         let overlap_end = hwm.min(self.end);
-        if start < overlap_end {
+        if known_from < overlap_end {
             let shared: Vec<(LogOffset, VoterSet)> =
                 self.history.iter().map(|(o, s)| (*o, s.clone())).collect();
-            let points = std::iter::once(start)
+            let points = std::iter::once(known_from)
                 .chain(history.iter().map(|(o, _)| *o))
                 .chain(shared.iter().map(|(o, _)| *o))
-                .filter(|o| (start..overlap_end).contains(o));
+                .filter(|o| (known_from..overlap_end).contains(o));
             for at in points {
                 let (mine, theirs) = (set_at(history, at), set_at(&shared, at));
                 if mine != theirs {
@@ -471,7 +498,7 @@ impl Voters {
             let won = set
                 .voters()
                 .iter()
-                .filter(|v| v.key == key || granted.contains(&v.key))
+                .filter(|v| key.is(&v.key) || granted.iter().any(|g| g.is(&v.key)))
                 .count();
             (won >= set.majority(), won)
         };
@@ -511,8 +538,21 @@ impl Voters {
                     .collect::<Vec<_>>()
             ));
         }
-        self.changes_acked += 1;
+        match change {
+            VoterChange::Upgrade => self.upgrades_acked += 1,
+            _ => self.changes_acked += 1,
+        }
         Ok(())
+    }
+
+    /// The offset of the upgrade's batch in the committed history: the first set that names
+    /// every voter of the static set before it with a directory id.
+    pub fn upgrade_committed(&self) -> Option<LogOffset> {
+        let entries: Vec<(&LogOffset, &VoterSet)> = self.history.iter().collect();
+        entries
+            .windows(2)
+            .find(|w| VoterChange::Upgrade.made_by(w[0].1, w[1].1))
+            .map(|w| *w[1].0)
     }
 
     /// After the heal: every node holds the same committed voter set, the last of the
@@ -547,8 +587,13 @@ impl Voters {
                 voting.insert(n.key);
             }
         }
-        let voters: BTreeSet<ReplicaKey> = last.voters().iter().map(|v| v.key).collect();
-        if voting != voters {
+        // One voting node per voter, and no other (a static voter is any disk of its id).
+        let matched = last
+            .voters()
+            .iter()
+            .all(|v| voting.iter().filter(|k| k.is(&v.key)).count() == 1)
+            && voting.iter().all(|k| last.contains_key(k));
+        if !matched {
             let v: Vec<String> = voting
                 .iter()
                 .map(|k| format!("{}/{}", k.id, k.directory_id.0[1]))
@@ -560,6 +605,29 @@ impl Voters {
         }
         Ok(last)
     }
+}
+
+/// Every node runs the same kraft.version; returns it.
+pub fn same_kraft_version(nodes: &BTreeMap<NodeId, SimNode>) -> Result<u16, String> {
+    let mut first: Option<(NodeId, u16)> = None;
+    for n in nodes.values() {
+        let run = n
+            .run
+            .as_ref()
+            .ok_or_else(|| format!("{} is down at the end", n.id))?;
+        let version = run.driver.raft().kraft_version();
+        match first {
+            None => first = Some((n.id, version)),
+            Some((id, v)) if v != version => {
+                return Err(format!(
+                    "{id} runs kraft.version {v}, {} runs {version}",
+                    n.id
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    first.map(|(_, v)| v).ok_or_else(|| "no node".to_string())
 }
 
 /// Every up node's committed image is the same; returns it.

@@ -7,27 +7,45 @@
 //! clients write configs. Only the sockets, timers and tasks of the real node are replaced
 //! (by [`node::SimNode`]'s queues and simulated milliseconds).
 //!
-//! The quorum is dynamic (kraft.version 1): every node starts from the same bootstrap voter
-//! set of `nodes` voters, each a node id and the directory id of its disk, as `format
-//! --initial-controllers` writes it. With `voter_changes`, `spares` more nodes start as
-//! observers (not in the bootstrap set, they find the leader by asking a voter), and an admin
-//! changes the voter set during the fault phase the way `corum quorum add-controller` /
-//! `remove-controller` reach the leader ([`crate::driver::RaftHandle::voter_change`]): an
-//! AddVoter or RemoveVoter stepped into the core it believes leads from an id of
-//! [`crate::driver::ADMIN_IDS`], answered by the VoterChangeResponse the core sends that id.
-//! It removes voters (the leader too), adds observers and adds back removed voters, keeping
-//! 1 to 5 voters. A disk wipe (a fault of these seeds) replaces a node's disk by an empty one
-//! with a new directory id: the node restarts as an observer and the admin removes its old
-//! (id, directory) from the voter set, which it may add again later under the new one.
+//! The quorum is dynamic (kraft.version 1) unless the seed is static (below): every node
+//! starts from the same bootstrap voter set of `nodes` voters, each a node id and the directory id of its
+//! disk, as `format --initial-controllers` writes it. With `voter_changes`, `spares` more
+//! nodes start as observers (not in the bootstrap set, they find the leader by asking a
+//! voter), and an admin changes the voter set during the fault phase the way `corum quorum
+//! add-controller` / `remove-controller` reach the leader
+//! ([`crate::driver::RaftHandle::voter_change`]): an AddVoter or RemoveVoter stepped into the
+//! core it believes leads from an id of [`crate::driver::ADMIN_IDS`], answered by the
+//! VoterChangeResponse the core sends that id. It removes voters (the leader too), adds
+//! observers and adds back removed voters, keeping 1 to 5 voters. A disk wipe (a fault of
+//! these seeds) replaces a node's disk by an empty one with a new directory id: the node
+//! restarts as an observer and the admin removes its old (id, directory) from the voter set,
+//! which it may add again later under the new one.
+//!
+//! A static seed (`static_quorum`, `corum sim --static`) starts as a static quorum
+//! (kraft.version 0): its voters are configured by `controller.quorum.voters`, which names
+//! them without directory ids (a voter of the set is any replica of its id), and format writes
+//! no bootstrap checkpoint. Its spares are formatted as `format --no-initial-controllers` does
+//! (kraft.version 1, no voters; they find the leader through
+//! `controller.quorum.bootstrap.servers`, the voters' addresses, and learn the voters only from
+//! the upgrade's Voters record). With `voter_changes` its admin first asks the leader to
+//! upgrade the quorum (`UpgradeKraftVersion` to 1, as `corum features upgrade --feature
+//! kraft.version=1` does, retried after refusals; after the heal too, if it has not happened
+//! yet), and makes voter changes only once the leader runs kraft.version 1: the upgrade writes
+//! the same voters with the directory ids they answered with. A static quorum has no safe
+//! disk replacement (an empty disk of a voter's id would be taken for the voter): no voter's
+//! disk is wiped before the upgrade has committed; spares, which vote in no set, may be. A
+//! wiped disk of a static seed is formatted to join, like its spares. A static seed without
+//! voter changes stays static, and has no spares (nothing would tell them the voters).
 //!
 //! A seed runs in phases: faults for `fault_ms`; then the heal (every node up, the network
 //! reliable, no more faults) while clients go on for a second; then the cluster must settle
-//! (one leader, every node replayed to its high watermark, nothing waiting); then every node
-//! loses power at once and restarts from its disk, and must settle again. [`checker`] says
-//! what is checked. A failure names the seed and the command that replays it.
+//! (one leader, every node replayed to its high watermark, nothing waiting, a static seed
+//! with voter changes upgraded); then every node loses power at once and restarts from its
+//! disk, and must settle again. [`checker`] says what is checked. A failure names the seed
+//! and the command that replays it.
 //!
 //! `corum sim` runs seeds from the command line; `cargo test` runs 500 of them without
-//! voter changes and 500 with.
+//! voter changes and 500 with, and static seeds: 150 with voter changes, 40 without.
 
 pub mod checker;
 pub mod node;
@@ -45,7 +63,9 @@ use corum_controller::records::ConfigResourceType;
 use corum_controller::MetadataImage;
 use corum_engine::disk::SimFault;
 use corum_engine::log::LogConfig;
-use corum_raft::message::{AddVoterRequest, RemoveVoterRequest, VoterChangeResponse};
+use corum_raft::message::{
+    AddVoterRequest, RemoveVoterRequest, UpgradeKraftVersionRequest, VoterChangeResponse,
+};
 use corum_raft::sim::network::{NetFaults, Network};
 use corum_raft::{Endpoint, Message, ReplicaKey, Role, Voter, VoterSet};
 use corum_types::{LogOffset, NodeId, Uuid};
@@ -55,8 +75,10 @@ use rand_chacha::ChaCha8Rng;
 use self::checker::{Checker, Outcome};
 use self::node::{NodeOutput, NodeTiming, Route, SimNode};
 use crate::config::components::{self, RaftReplica};
+use crate::config::values::{HostPort, QuorumVoter};
 use crate::config::NodeConfig;
 use crate::driver::ADMIN_IDS;
+use crate::peer::BOOTSTRAP_IDS;
 use crate::protocol::{RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError};
 
 /// The config every write of the workload sets, on a broker resource: half of the writes on
@@ -170,12 +192,23 @@ pub enum Mutation {
 pub enum VoterChange {
     Add(ReplicaKey),
     Remove(ReplicaKey),
+    /// KIP-853's upgrade of a static quorum to kraft.version 1: the same voters, now with
+    /// their directory ids.
+    Upgrade,
 }
 
 impl VoterChange {
     /// Whether going from `before` to `after` is this change.
     pub fn made_by(&self, before: &VoterSet, after: &VoterSet) -> bool {
         match self {
+            VoterChange::Upgrade => {
+                before.len() == after.len()
+                    && before.voters().iter().all(|v| v.key.directory_id.is_zero())
+                    && after.voters().iter().all(|v| {
+                        !v.key.directory_id.is_zero()
+                            && before.get(v.key.id).is_some_and(|b| v.key.is(&b.key))
+                    })
+            }
             VoterChange::Add(k) => {
                 !before.contains_id(k.id)
                     && after.contains_key(k)
@@ -200,6 +233,9 @@ pub struct SimSpec {
     pub spares: usize,
     /// An admin changes the voter set during the fault phase (and disks may be wiped).
     pub voter_changes: bool,
+    /// A static quorum (kraft.version 0, voters without directory ids) that the admin of
+    /// `voter_changes` upgrades before changing it (see the module doc).
+    pub static_quorum: bool,
     /// Simulated milliseconds of faults before the heal.
     pub fault_ms: u64,
     pub faults: Faults,
@@ -214,6 +250,7 @@ impl SimSpec {
             nodes: 3,
             spares: 0,
             voter_changes: false,
+            static_quorum: false,
             fault_ms: 3_000,
             faults: Faults::all(),
             mutation: None,
@@ -226,6 +263,15 @@ impl SimSpec {
             spares: 2,
             voter_changes: true,
             ..SimSpec::new(seed)
+        }
+    }
+
+    /// A static seed with voter changes: 3 voters of a static quorum and 2 observers
+    /// formatted to join, upgraded by the admin.
+    pub fn static_with_voter_changes(seed: u64) -> SimSpec {
+        SimSpec {
+            static_quorum: true,
+            ..SimSpec::with_voter_changes(seed)
         }
     }
 
@@ -260,6 +306,9 @@ impl SimSpec {
         if self.voter_changes {
             cmd.push_str(" --voter-changes");
         }
+        if self.static_quorum {
+            cmd.push_str(" --static");
+        }
         cmd
     }
 }
@@ -287,8 +336,19 @@ pub struct SeedReport {
     /// against the committed history).
     pub voter_changes_asked: u64,
     pub voter_changes_acked: u64,
-    /// Committed VotersRecords (the committed history's length, less the bootstrap set).
+    /// Committed VotersRecords (the committed history's length, less the bootstrap set; the
+    /// upgrade's included).
     pub voter_records: u64,
+    /// Static seeds: upgrades the admin asked for, and those the leader answered Ok (each
+    /// checked against the committed history).
+    pub upgrades_asked: u64,
+    pub upgrades_acked: u64,
+    /// Static seeds: the upgrade committed during the fault phase, or at all (the admin
+    /// finishes it after the heal).
+    pub upgraded_in_faults: bool,
+    pub upgraded: bool,
+    /// The kraft.version every node ended with.
+    pub kraft_version: u16,
     pub wipes: u64,
     /// Elections whose votes were checked.
     pub elections_checked: u64,
@@ -322,6 +382,11 @@ pub fn run_seed(spec: SimSpec) -> SeedReport {
         voter_changes_asked: 0,
         voter_changes_acked: 0,
         voter_records: 0,
+        upgrades_asked: 0,
+        upgrades_acked: 0,
+        upgraded_in_faults: false,
+        upgraded: false,
+        kraft_version: 0,
         wipes: 0,
         elections_checked: 0,
         committed_end: 0,
@@ -366,6 +431,11 @@ pub struct Summary {
     pub voter_changes_asked: u64,
     pub voter_changes_acked: u64,
     pub voter_records: u64,
+    pub upgrades_asked: u64,
+    pub upgrades_acked: u64,
+    /// Seeds whose upgrade committed during the fault phase, and at all.
+    pub upgraded_in_faults: u64,
+    pub upgraded: u64,
     pub wipes: u64,
     pub elections_checked: u64,
     pub sim_ms: u64,
@@ -387,6 +457,10 @@ impl Summary {
         self.voter_changes_asked += r.voter_changes_asked;
         self.voter_changes_acked += r.voter_changes_acked;
         self.voter_records += r.voter_records;
+        self.upgrades_asked += r.upgrades_asked;
+        self.upgrades_acked += r.upgrades_acked;
+        self.upgraded_in_faults += u64::from(r.upgraded_in_faults);
+        self.upgraded += u64::from(r.upgraded);
         self.wipes += r.wipes;
         self.elections_checked += r.elections_checked;
         self.sim_ms += r.sim_ms;
@@ -423,6 +497,8 @@ struct AdminCall {
     from: NodeId,
     request_id: u64,
     change: VoterChange,
+    /// An upgrade that only checks whether it would be accepted (it writes nothing).
+    validate_only: bool,
     give_up_at: u64,
     /// The end of the committed voter history when it was sent: an Ok must be answered by a
     /// record at or after it.
@@ -437,13 +513,17 @@ struct Admin {
     next_id: u32,
     next_request_id: u64,
     asked: u64,
+    upgrades_asked: u64,
 }
 
 struct Sim {
     spec: SimSpec,
-    /// The bootstrap voter set every node is formatted with.
+    /// The bootstrap voter set every voter is formatted with (a static seed's: without
+    /// directory ids), and its spares' bootstrap servers.
     bootstrap: VoterSet,
     admin: Admin,
+    /// A static seed's upgrade committed before the heal.
+    upgraded_in_faults: bool,
     wipes: u64,
     rng: ChaCha8Rng,
     now_ms: u64,
@@ -482,12 +562,27 @@ impl Sim {
                 spec.spares
             ));
         }
+        if spec.static_quorum && spec.spares > 0 && !spec.voter_changes {
+            return Err(format!(
+                "{} spares of a static quorum without voter changes: they learn the voters \
+                 only from the upgrade, which the admin of voter changes asks for",
+                spec.spares
+            ));
+        }
         let ids: Vec<u32> = (1..=(spec.nodes + spec.spares) as u32).collect();
+        // A static quorum's `controller.quorum.voters` names no directory ids.
         let voters = VoterSet::new(
             ids[..spec.nodes]
                 .iter()
                 .map(|&id| Voter {
-                    key: replica_key(id),
+                    key: if spec.static_quorum {
+                        ReplicaKey {
+                            id: NodeId(id),
+                            directory_id: Uuid::ZERO,
+                        }
+                    } else {
+                        replica_key(id)
+                    },
                     endpoints: vec![endpoint(id)],
                 })
                 .collect(),
@@ -499,7 +594,14 @@ impl Sim {
         };
         let mut nodes = BTreeMap::new();
         for &id in &ids {
-            let (driver, service) = node_configs_of(replica_key(id), &voters, spec.seed)?;
+            let format = if !spec.static_quorum {
+                Format::Dynamic(&voters)
+            } else if voters.contains_id(NodeId(id)) {
+                Format::Static(&voters)
+            } else {
+                Format::Join(&voters)
+            };
+            let (driver, service) = node_configs_of(replica_key(id), format, spec.seed)?;
             let disk_seed = rng.gen();
             nodes.insert(
                 NodeId(id),
@@ -537,7 +639,9 @@ impl Sim {
                 next_id: *ADMIN_IDS.end(),
                 next_request_id: 1,
                 asked: 0,
+                upgrades_asked: 0,
             },
+            upgraded_in_faults: false,
             wipes: 0,
             rng,
             now_ms: 0,
@@ -575,6 +679,7 @@ impl Sim {
     fn run(&mut self) -> Result<(), String> {
         // Faults.
         self.run_until(self.spec.fault_ms, |_| false)?;
+        self.upgraded_in_faults = self.checker.voters.upgrade_committed().is_some();
         // The heal: everything up, a reliable network, no more faults.
         self.faulting = false;
         self.net.heal();
@@ -590,6 +695,7 @@ impl Sim {
         self.checker.close();
         self.checker.check_final(&before)?;
         let voters = self.checker.voters.check_final(&self.nodes)?;
+        let version = self.check_kraft_version()?;
         // Every node loses power at once and restarts from its disk.
         let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
         for id in ids {
@@ -621,7 +727,40 @@ impl Sim {
                 checker::keys(&voters)
             ));
         }
+        let version_after = self.check_kraft_version()?;
+        if version_after != version {
+            return Err(format!(
+                "kraft.version {version_after} replayed from the disks after a restart, \
+                 {version} before it"
+            ));
+        }
         Ok(())
+    }
+
+    /// After the heal: every node runs the same kraft.version, 1 unless the seed is static and
+    /// never upgraded (an upgrade answered Ok, or any in a static seed with voter changes,
+    /// which must end upgraded); returns it.
+    fn check_kraft_version(&self) -> Result<u16, String> {
+        let version = checker::same_kraft_version(&self.nodes)?;
+        let v = &self.checker.voters;
+        let upgraded = v.upgrade_committed().is_some();
+        let must_upgrade = self.spec.static_quorum && self.spec.voter_changes;
+        if self.spec.static_quorum && (must_upgrade || v.upgrades_acked > 0) && !upgraded {
+            return Err(format!(
+                "a static seed ends without the upgrade in its committed voter history (voter \
+                 changes: {}, upgrades answered Ok: {})",
+                self.spec.voter_changes, v.upgrades_acked
+            ));
+        }
+        let expected = u16::from(!self.spec.static_quorum || upgraded);
+        if version != expected {
+            return Err(format!(
+                "every node runs kraft.version {version}, not {expected} (static: {}, the \
+                 upgrade committed: {upgraded}, answered Ok {} times)",
+                self.spec.static_quorum, v.upgrades_acked
+            ));
+        }
+        Ok(version)
     }
 
     /// Runs until every node is up, one leader leads all of them, every node has replayed
@@ -668,6 +807,9 @@ impl Sim {
         {
             return false;
         }
+        if self.spec.static_quorum && self.spec.voter_changes && raft.kraft_version() == 0 {
+            return false;
+        }
         let hwm = raft.high_watermark();
         let set = raft.voter_set();
         if self.stale_voters(set).next().is_some() {
@@ -682,12 +824,13 @@ impl Sim {
         })
     }
 
-    /// The voters of `set` whose node no longer has their disk (wiped since).
+    /// The voters of `set` whose node no longer has their disk (wiped since; a static voter
+    /// is any disk of its id).
     fn stale_voters<'a>(&'a self, set: &'a VoterSet) -> impl Iterator<Item = ReplicaKey> + 'a {
         set.voters()
             .iter()
             .map(|v| v.key)
-            .filter(|k| self.nodes.get(&k.id).is_none_or(|n| n.key != *k))
+            .filter(|k| self.nodes.get(&k.id).is_none_or(|n| !n.key.is(k)))
     }
 
     /// The node that leads the highest epoch, as far as the nodes say.
@@ -708,13 +851,14 @@ impl Sim {
                 Some(run) => {
                     let raft = run.driver.raft();
                     parts.push(format!(
-                        "{}/{} {:?} epoch {} leader {:?} voters {} end {} hwm {} replayed {} \
-                         calls {} active {}",
+                        "{}/{} {:?} epoch {} leader {:?} kraft.version {} voters {} end {} \
+                         hwm {} replayed {} calls {} active {}",
                         n.id,
                         n.key.directory_id.0[1],
                         raft.role(),
                         raft.epoch(),
                         raft.status().leader,
+                        raft.kraft_version(),
                         checker::keys(raft.voter_set()),
                         raft.log_end_offset(),
                         raft.high_watermark(),
@@ -837,6 +981,11 @@ impl Sim {
             }
             let key = self.nodes[&id].key;
             for (to, msg) in out.messages {
+                let to = if BOOTSTRAP_IDS.contains(&to.0) {
+                    self.bootstrap_server(id, to)?
+                } else {
+                    to
+                };
                 match msg {
                     Message::VoterChangeResponse(r) if ADMIN_IDS.contains(&to.0) => {
                         self.on_admin_answer(to, r)?;
@@ -867,6 +1016,21 @@ impl Sim {
             }
         }
         Ok(())
+    }
+
+    /// The node listening at the bootstrap server that node `from` sends to as `to` (an id of
+    /// [`BOOTSTRAP_IDS`]: the index of the server in its configuration).
+    fn bootstrap_server(&self, from: NodeId, to: NodeId) -> Result<NodeId, String> {
+        let servers = &self.nodes[&from].config().bootstrap_servers;
+        usize::try_from(to.0 - BOOTSTRAP_IDS.start)
+            .ok()
+            .and_then(|i| servers.get(i))
+            .and_then(|(host, _)| host.strip_prefix("sim-")?.parse().ok())
+            .map(NodeId)
+            .filter(|id| self.nodes.contains_key(id))
+            .ok_or_else(|| {
+                format!("{from} sent to bootstrap id {to}, which none of {servers:?} is")
+            })
     }
 
     fn stop_node(&mut self, id: NodeId, torn: bool) {
@@ -972,7 +1136,9 @@ impl Sim {
     /// the leader. A voter's disk is wiped only when no change is under way
     /// anywhere — every node up, each log's latest voter set the last committed one — and
     /// that set has 3 voters or more, none of them wiped before: a VotersRecord waiting in
-    /// some log could otherwise commit a set that needs the lost voter.
+    /// some log could otherwise commit a set that needs the lost voter. In a static seed, only
+    /// once the upgrade has committed (a static voter is any disk of its id, the empty one
+    /// too); the new disk is formatted to join.
     fn wipe(&mut self, victim: NodeId) {
         // A wiped node finds the leader by asking a voter of its bootstrap set other than
         // itself: the sole bootstrap voter would find nobody to ask.
@@ -993,7 +1159,10 @@ impl Sim {
                     .is_none_or(|r| r.driver.raft().voter_set().contains_id(victim))
             });
         if in_some_set {
-            let settled = committed.len() >= 3
+            let dynamic =
+                !self.spec.static_quorum || self.checker.voters.upgrade_committed().is_some();
+            let settled = dynamic
+                && committed.len() >= 3
                 && self.stale_voters(committed).next().is_none()
                 && self.admin.waiting.is_none()
                 && self.nodes.values().all(|n| {
@@ -1014,7 +1183,12 @@ impl Sim {
         } else {
             key
         };
-        let (driver, service) = node_configs_of(configured, &self.bootstrap, self.spec.seed)
+        let format = if self.spec.static_quorum {
+            Format::Join(&self.bootstrap)
+        } else {
+            Format::Dynamic(&self.bootstrap)
+        };
+        let (driver, service) = node_configs_of(configured, format, self.spec.seed)
             .expect("the configuration the node started with");
         let disk_seed = self.rng.gen();
         self.power_off(victim, false);
@@ -1027,9 +1201,10 @@ impl Sim {
     }
 
     /// The admin: gives up on an answer that does not come; otherwise, when due, asks the
-    /// node that leads for one change — during the fault phase a random one (remove a voter,
-    /// the leader a third of the time; add an observer that is up), at any time first the
-    /// removal of a wiped voter.
+    /// node that leads for one change — in a static seed whose leader runs kraft.version 0 the
+    /// upgrade (at any time; a quarter of the requests validate only), else during the fault
+    /// phase a random one (remove a voter, the leader a third of the time; add an observer
+    /// that is up), at any time first the removal of a wiped voter.
     fn admin_step(&mut self) -> Result<(), String> {
         let now = self.now_ms;
         if !self.spec.voter_changes {
@@ -1057,8 +1232,11 @@ impl Sim {
             .raft();
         let set = raft.voter_set().clone();
         let changes_before = raft.voter_set_changes();
+        let end_before = raft.log_end_offset();
         let stale = self.stale_voters(&set).next();
-        let change = if let Some(k) = stale {
+        let change = if self.spec.static_quorum && raft.kraft_version() == 0 {
+            VoterChange::Upgrade
+        } else if let Some(k) = stale {
             VoterChange::Remove(k)
         } else if !self.faulting {
             return Ok(());
@@ -1097,8 +1275,18 @@ impl Sim {
         };
         let request_id = self.admin.next_request_id;
         self.admin.next_request_id += 1;
-        self.admin.asked += 1;
+        let validate_only = change == VoterChange::Upgrade && self.rng.gen_ratio(1, 4);
+        match change {
+            VoterChange::Upgrade if validate_only => {}
+            VoterChange::Upgrade => self.admin.upgrades_asked += 1,
+            _ => self.admin.asked += 1,
+        }
         let message = match change {
+            VoterChange::Upgrade => Message::UpgradeKraftVersion(UpgradeKraftVersionRequest {
+                request_id,
+                version: 1,
+                validate_only,
+            }),
             VoterChange::Add(key) => Message::AddVoter(AddVoterRequest {
                 request_id,
                 voter: Voter {
@@ -1115,15 +1303,21 @@ impl Sim {
             from,
             request_id,
             change,
+            validate_only,
             give_up_at: now + ADMIN_WAIT_MS,
             history_end: self.checker.voters.end,
         });
         let node = self.nodes.get_mut(&leader).expect("listed");
         node.step(from, message);
-        let appended = node
-            .run
-            .as_ref()
-            .is_some_and(|r| r.driver.raft().voter_set_changes() != changes_before);
+        let raft = node.run.as_ref().expect("a leader is up").driver.raft();
+        let appended = raft.voter_set_changes() != changes_before;
+        if validate_only && raft.log_end_offset() != end_before {
+            return Err(format!(
+                "{leader} appended to its log for an upgrade that validates only (log end \
+                 {end_before}, then {})",
+                raft.log_end_offset()
+            ));
+        }
         if appended && self.spec.mutation == Some(Mutation::VoterChangeAnsweredAtAppend) {
             self.on_admin_answer(
                 from,
@@ -1147,7 +1341,8 @@ impl Sim {
             return Ok(());
         }
         let c = self.admin.waiting.take().expect("checked");
-        if r.result.is_ok() {
+        // A validation's Ok commits nothing.
+        if r.result.is_ok() && !c.validate_only {
             self.checker.voters.change_acked(c.change, c.history_end)?;
         }
         self.admin.next_at = self.now_ms + self.rng.gen_range(50..400);
@@ -1265,6 +1460,17 @@ impl Sim {
         r.voter_changes_asked = self.admin.asked;
         r.voter_changes_acked = self.checker.voters.changes_acked;
         r.voter_records = self.checker.voters.history.len() as u64 - 1;
+        r.upgrades_asked = self.admin.upgrades_asked;
+        r.upgrades_acked = self.checker.voters.upgrades_acked;
+        r.upgraded_in_faults = self.upgraded_in_faults;
+        r.upgraded = self.checker.voters.upgrade_committed().is_some();
+        r.kraft_version = self
+            .nodes
+            .values()
+            .filter_map(|n| n.run.as_ref())
+            .map(|r| r.driver.raft().kraft_version())
+            .max()
+            .unwrap_or(0);
         r.wipes = self.wipes;
         r.elections_checked = self.checker.voters.elections_checked;
         r.snapshots_written = self.snapshots_written
@@ -1310,9 +1516,23 @@ pub(crate) fn endpoint(id: u32) -> Endpoint {
     }
 }
 
-/// The node's own configuration path for simulated node `id`: the node config's defaults
-/// through [`components`], with timeouts, segments and snapshots scaled down so that a few
-/// simulated seconds see elections, compaction and snapshot installs.
+/// How a node's disk was formatted (`corum format`), and so what its Raft replica starts from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Format<'a> {
+    /// `--initial-controllers`: a dynamic quorum's bootstrap voters (kraft.version 1).
+    Dynamic(&'a VoterSet),
+    /// No bootstrap checkpoint, `controller.quorum.voters` naming these voters (without
+    /// directory ids): a static quorum (kraft.version 0).
+    Static(&'a VoterSet),
+    /// `--no-initial-controllers`: kraft.version 1 and no voters, the leader found through
+    /// `controller.quorum.bootstrap.servers`, these voters' addresses.
+    Join(&'a VoterSet),
+}
+
+/// The node's own configuration path for simulated node `id` of a dynamic quorum of `voters`:
+/// the node config's defaults through [`components`], with timeouts, segments and snapshots
+/// scaled down so that a few simulated seconds see elections, compaction and snapshot
+/// installs.
 #[cfg(test)]
 pub(crate) fn node_configs(
     id: u32,
@@ -1325,13 +1545,14 @@ pub(crate) fn node_configs(
     ),
     String,
 > {
-    node_configs_of(replica_key(id), voters, seed)
+    node_configs_of(replica_key(id), Format::Dynamic(voters), seed)
 }
 
-/// [`node_configs`] for the replica `key` (a node on a disk after wipes).
+/// [`node_configs`] for the replica `key` (a node on a disk after wipes) formatted as
+/// `format` says.
 pub(crate) fn node_configs_of(
     key: ReplicaKey,
-    voters: &VoterSet,
+    format: Format<'_>,
     seed: u64,
 ) -> Result<
     (
@@ -1346,12 +1567,48 @@ pub(crate) fn node_configs_of(
     node.metadata_log_dir = PathBuf::from(format!("/sim/node-{id}"));
     // Each disk of a node draws its own election jitter.
     node.controller_seed = seed ^ u64::from(key.directory_id.0[1]);
-    let replica = RaftReplica {
-        me: key,
-        endpoints: vec![endpoint(id)],
-        bootstrap_voters: voters.clone(),
-        kraft_version: 1,
+    let address = |v: &Voter| {
+        let e = &v.endpoints[0];
+        HostPort {
+            host: e.host.clone(),
+            port: e.port,
+        }
     };
+    let replica = match format {
+        Format::Dynamic(voters) => RaftReplica {
+            me: key,
+            endpoints: vec![endpoint(id)],
+            bootstrap_voters: voters.clone(),
+            kraft_version: 1,
+        },
+        Format::Static(voters) => {
+            node.quorum_voters = voters
+                .voters()
+                .iter()
+                .map(|v| QuorumVoter {
+                    id: v.key.id,
+                    endpoint: address(v),
+                    directory_id: None,
+                })
+                .collect();
+            components::raft_replica(&node, key.directory_id, None).map_err(|e| e.to_string())?
+        }
+        Format::Join(voters) => {
+            node.quorum_voters = Vec::new();
+            node.quorum_bootstrap_servers = voters.voters().iter().map(address).collect();
+            let joining = crate::bootstrap::BootstrapVoters {
+                kraft_version: 1,
+                voters: Vec::new(),
+            };
+            RaftReplica {
+                // Its controller listener, as the simulator names it.
+                endpoints: vec![endpoint(id)],
+                ..components::raft_replica(&node, key.directory_id, Some(&joining))
+                    .map_err(|e| e.to_string())?
+            }
+        }
+    };
+    let service_voters = replica.bootstrap_voters.clone();
     let mut driver = components::raft_driver(&node, replica).map_err(|e| e.to_string())?;
     driver.raft = corum_raft::Config {
         election_timeout_ms: 150,
@@ -1369,7 +1626,7 @@ pub(crate) fn node_configs_of(
     };
     driver.log_retention_bytes = Some(0);
     driver.request_timeout_default_ms = u64::from(REQUEST_TIMEOUT_MS);
-    let mut service = components::controller_service(&node, voters);
+    let mut service = components::controller_service(&node, &service_voters);
     service.snapshot_bytes_between = 2 << 10;
     service.controller_tick_interval_ms = 50;
     Ok((driver, service))
@@ -1497,6 +1754,78 @@ mod tests {
         assert!(total.elections_checked > total.seeds, "{total:?}");
     }
 
+    /// Static seeds with voter changes: 3 voters of a static quorum and 2 spares formatted to
+    /// join, under every fault; the admin upgrades the quorum to kraft.version 1 (most of the
+    /// time before the heal), then changes the voter set, and voters' disks are wiped once it
+    /// is dynamic.
+    #[test]
+    fn static_seeds_upgrade_and_keep_every_acknowledged_write() {
+        let count: u64 = std::env::var("CORUM_NODE_SIM_STATIC_SEEDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(150);
+        let summary = run_seeds(SimSpec::static_with_voter_changes(70_000), count);
+        if let Some(f) = summary.failed.first() {
+            panic!(
+                "{} of {} seeds failed; first: seed {}: {}\nreplay: {}",
+                summary.failed.len(),
+                summary.seeds,
+                f.spec.seed,
+                f.violation.as_deref().unwrap_or(""),
+                f.spec.replay_command()
+            );
+        }
+        eprintln!("static 3 + 2: {summary:?}");
+        assert!(summary.acked > count * 20, "{summary:?}");
+        // Every seed ends upgraded (checked per seed); most did under faults, and then went on
+        // to change the voter set and wipe disks.
+        assert_eq!(summary.upgraded, count, "{summary:?}");
+        assert!(
+            summary.upgraded_in_faults > count / 2 && summary.upgrades_acked > count / 2,
+            "{summary:?}"
+        );
+        assert!(
+            summary.upgrades_asked > summary.upgrades_acked,
+            "{summary:?}"
+        );
+        assert!(
+            summary.voter_changes_acked > count / 2 && summary.wipes > 0,
+            "{summary:?}"
+        );
+        assert!(summary.installs > 0 && summary.elections_checked > count);
+    }
+
+    /// A static quorum without voter changes stays static under every fault: every node ends
+    /// at kraft.version 0 with the voter set of `controller.quorum.voters`.
+    #[test]
+    fn static_seeds_without_voter_changes_stay_static() {
+        let summary = run_seeds(
+            SimSpec {
+                static_quorum: true,
+                ..SimSpec::new(80_000)
+            },
+            40,
+        );
+        if let Some(f) = summary.failed.first() {
+            panic!(
+                "seed {}: {}\nreplay: {}",
+                f.spec.seed,
+                f.violation.as_deref().unwrap_or(""),
+                f.spec.replay_command()
+            );
+        }
+        assert!(summary.acked > 40 * 20, "{summary:?}");
+        assert_eq!(summary.upgraded + summary.upgrades_asked, 0, "{summary:?}");
+        assert!(summary.elections_checked > 40, "{summary:?}");
+        // Spares would never learn the voters: refused.
+        let r = run_seed(SimSpec {
+            static_quorum: true,
+            spares: 1,
+            ..SimSpec::new(1)
+        });
+        assert!(r.violation.is_some_and(|v| v.contains("spares")));
+    }
+
     /// An Ok released when the VotersRecord is appended is caught at once: the change is not
     /// in the committed history.
     #[test]
@@ -1508,6 +1837,14 @@ mod tests {
         });
         let v = r.violation.unwrap_or_else(|| panic!("not caught"));
         assert!(v.contains("answered Ok"), "{v}");
+        // The upgrade's Ok, likewise (the admin's first request of a static seed).
+        let r = run_seed(SimSpec {
+            mutation: Some(Mutation::VoterChangeAnsweredAtAppend),
+            faults: Faults::none(),
+            ..SimSpec::static_with_voter_changes(9)
+        });
+        let v = r.violation.unwrap_or_else(|| panic!("not caught"));
+        assert!(v.contains("Upgrade was answered Ok"), "{v}");
     }
 
     /// A wiped node that keeps its old directory id is taken for the voter it was, with its
@@ -1611,6 +1948,93 @@ mod tests {
         assert!(v.change_acked(VoterChange::Add(k(3)), at(10)).is_err());
     }
 
+    /// The voter checks of static seeds, on histories written by hand: a static voter is any
+    /// replica of its id, for votes as for the leader itself; a node formatted to join knows
+    /// no set before its first Voters record, and agrees from there; an upgrade answered Ok
+    /// must be a committed set of the same voters with directory ids.
+    #[test]
+    fn the_static_voter_checks_catch_what_they_claim() {
+        let at = |o: u64| LogOffset(o);
+        let e = |n: u64| corum_types::Epoch(n);
+        let k = replica_key;
+        let (s123, d123, d12) = (
+            static_voters(&[1, 2, 3]),
+            voters(&[1, 2, 3]),
+            voters(&[1, 2]),
+        );
+
+        assert!(VoterChange::Upgrade.made_by(&s123, &d123));
+        assert!(!VoterChange::Upgrade.made_by(&s123, &d12));
+        assert!(!VoterChange::Upgrade.made_by(&s123, &voters(&[1, 2, 4])));
+        assert!(!VoterChange::Upgrade.made_by(&d123, &d123));
+        assert!(!VoterChange::Upgrade.made_by(&s123, &s123));
+
+        let mut v = checker::Voters::new(s123.clone());
+        // 1 (on its disk 1/0) won epoch 1 with the vote of 2's disk: a majority of the static
+        // set; 3 won nothing in epoch 2.
+        v.vote_granted(e(1), NodeId(1), k(2));
+        v.leader(k(1), e(1), &[(at(0), s123.clone())], at(4), true)
+            .unwrap();
+        let err = v
+            .leader(k(3), e(2), &[(at(0), s123.clone())], at(4), true)
+            .unwrap_err();
+        assert!(err.contains("votes"), "{err}");
+        // A joiner knows nothing before the upgrade's record; the upgrade is not committed yet.
+        let joiner = [(at(0), VoterSet::default()), (at(6), d123.clone())];
+        v.merge(NodeId(4), &joiner, at(5)).unwrap();
+        assert_eq!(v.upgrade_committed(), None);
+        let err = v.change_acked(VoterChange::Upgrade, at(0)).unwrap_err();
+        assert!(err.contains("answered Ok"), "{err}");
+        // Then it is, at 6, as the joiner's history says; an Ok must come from a record at or
+        // after the end the history had when asked.
+        v.merge(NodeId(4), &joiner, at(8)).unwrap();
+        assert_eq!(v.upgrade_committed(), Some(at(6)));
+        v.change_acked(VoterChange::Upgrade, at(5)).unwrap();
+        assert!(v.change_acked(VoterChange::Upgrade, at(7)).is_err());
+        assert_eq!(v.upgrades_acked, 1);
+        // A voter whose log has another set there disagrees; a joiner whose first record is
+        // another set too.
+        let err = v
+            .merge(
+                NodeId(1),
+                &[(at(0), s123.clone()), (at(6), d12.clone())],
+                at(8),
+            )
+            .unwrap_err();
+        assert!(err.contains("differ at offset @6"), "{err}");
+        let err = v
+            .merge(
+                NodeId(5),
+                &[(at(0), VoterSet::default()), (at(6), d12)],
+                at(8),
+            )
+            .unwrap_err();
+        assert!(err.contains("differ"), "{err}");
+        // Past the upgrade (a snapshot base at 7) a vote counts only from the disk the voter
+        // names.
+        let log = [(at(7), d123)];
+        v.vote_granted(e(3), NodeId(1), replica_key_of(2, 1));
+        let err = v.leader(k(1), e(3), &log, at(8), true).unwrap_err();
+        assert!(err.contains("votes"), "{err}");
+        v.vote_granted(e(4), NodeId(1), k(3));
+        v.leader(k(1), e(4), &log, at(8), true).unwrap();
+    }
+
+    fn static_voters(ids: &[u32]) -> VoterSet {
+        VoterSet::new(
+            ids.iter()
+                .map(|&id| Voter {
+                    key: ReplicaKey {
+                        id: NodeId(id),
+                        directory_id: Uuid::ZERO,
+                    },
+                    endpoints: vec![endpoint(id)],
+                })
+                .collect(),
+        )
+        .unwrap()
+    }
+
     fn voters(ids: &[u32]) -> VoterSet {
         VoterSet::new(
             ids.iter()
@@ -1637,6 +2061,21 @@ mod tests {
             r.spec.replay_command()
         );
         assert!(r.installs > 0, "{r:?}");
+        // A static seed: a controller resigned by the refusal of a proposal of its epoch-1
+        // activation, when the log ended at 8, led epoch 4 after a truncation to 6 and waited
+        // for offset 8 for good, so nobody proposed and the cluster never settled: a
+        // refusal's barrier now holds in its own epoch only.
+        let r = run_seed(SimSpec {
+            spares: 0,
+            ..SimSpec::static_with_voter_changes(100_590)
+        });
+        assert!(
+            r.ok(),
+            "{:?}\nreplay: {}",
+            r.violation,
+            r.spec.replay_command()
+        );
+        assert!(r.proposals_refused > 0 && r.truncations > 0, "{r:?}");
     }
 
     /// Answers released at append instead of commit are caught at the first one.

@@ -139,6 +139,11 @@ impl SimNode {
         self.run.is_some()
     }
 
+    /// The configuration its process starts with (its disk's format's).
+    pub fn config(&self) -> &RaftDriverConfig {
+        &self.config
+    }
+
     /// Starts the node's process on its disk: recovery, a fresh controller that replays
     /// everything from the snapshot on.
     pub fn start(&mut self, now_ms: u64) -> Result<(), String> {
@@ -559,15 +564,16 @@ impl SimNode {
         self.durable.get(&base) == Some(&epoch)
     }
 
-    /// Whether replica `key` held the batch at `base` of `epoch` durably: this node's disk if
-    /// it is that replica, or the disk it had as that replica until wiped.
+    /// Whether voter `key` held the batch at `base` of `epoch` durably: this node's disk if
+    /// it is that replica, or the disk it had as that replica until wiped. A static voter
+    /// (no directory id) is any disk of its id ([`ReplicaKey::is`]).
     pub fn held_as(&self, key: &ReplicaKey, base: LogOffset, epoch: Epoch) -> bool {
-        if self.key == *key {
-            return self.holds_at(base, epoch);
+        if self.key.is(key) && self.holds_at(base, epoch) {
+            return true;
         }
         self.former
             .iter()
-            .any(|(k, d)| k == key && d.get(&base) == Some(&epoch))
+            .any(|(k, d)| k.is(key) && d.get(&base) == Some(&epoch))
     }
 
     /// The last batch this node's disk durably holds below `end`: its base and epoch.

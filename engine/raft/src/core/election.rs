@@ -402,22 +402,20 @@ impl RaftCore {
     }
 
     /// An observer without a leader asks every bootstrap server at once (some may be down;
-    /// the first answer naming the leader wins), or without any a random voter (the answer
-    /// names the leader).
+    /// the first answer naming the leader wins) and a random voter of the set in force (the
+    /// answer names the leader): the bootstrap servers are where a controller formatted to
+    /// join first finds the quorum, but they may all have left it since, while its log names
+    /// the voters that replaced them.
     pub(crate) fn discover_leader(&mut self) {
-        let to: Vec<NodeId> = if self.bootstrap_servers.is_empty() {
-            let ids: Vec<NodeId> = self
-                .voter_set()
-                .ids()
-                .filter(|id| *id != self.me.id)
-                .collect();
-            if ids.is_empty() {
-                return;
-            }
-            vec![ids[rand::Rng::gen_range(&mut self.rng, 0..ids.len())]]
-        } else {
-            self.bootstrap_servers.clone()
-        };
+        let mut to = self.bootstrap_servers.clone();
+        let ids: Vec<NodeId> = self
+            .voter_set()
+            .ids()
+            .filter(|id| *id != self.me.id)
+            .collect();
+        if !ids.is_empty() {
+            to.push(ids[rand::Rng::gen_range(&mut self.rng, 0..ids.len())]);
+        }
         let req = FetchRequest {
             epoch: self.epoch,
             replica: self.me,

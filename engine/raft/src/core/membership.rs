@@ -569,6 +569,90 @@ mod tests {
         }
     }
 
+    /// Retries a voter change at the leader until it is appended, then lets it commit.
+    fn change(c: &mut Cluster, f: impl Fn(&mut crate::RaftCore) -> crate::Result<LogOffset>) {
+        let mut refusals = Vec::new();
+        for _ in 0..200 {
+            if let Some(l) = c.leader() {
+                match c.with_core(l, &f) {
+                    Some(Ok(_)) => {
+                        c.run_for(500);
+                        return;
+                    }
+                    Some(Err(e)) => refusals.push(e.to_string()),
+                    None => {}
+                }
+            }
+            c.run_for(20);
+        }
+        panic!("never appended: {refusals:?}");
+    }
+
+    /// A controller formatted to join finds the leader through the voters its log names, not
+    /// only through its bootstrap servers: here, removed from the voters, it is cut off while
+    /// its only bootstrap server, the leader it follows, leaves the quorum and goes down for
+    /// good.
+    #[test]
+    fn a_joined_controller_finds_the_leader_when_its_bootstrap_servers_are_gone() {
+        for seed in 0..10 {
+            let mut spec = ClusterSpec::new(seed, 1, 2);
+            spec.observers_bootstrap_only = true;
+            let mut c = Cluster::new(spec).unwrap();
+            assert!(c.run_until(5_000, |c| c.leader().is_some()), "seed {seed}");
+            write(&mut c, 5);
+            c.run_for(500);
+            for id in [2, 3] {
+                let key = c.nodes[&NodeId(id)].key;
+                let endpoints = c.nodes[&NodeId(id)].endpoints.clone();
+                change(&mut c, |core| {
+                    core.add_voter(crate::Voter {
+                        key,
+                        endpoints: endpoints.clone(),
+                    })
+                });
+            }
+            assert_eq!(voter_ids(&c), [1, 2, 3], "seed {seed}");
+            assert_eq!(c.leader(), Some(NodeId(1)), "seed {seed}");
+            // 2 leaves the voters, knows it, and follows leader 1 as an observer.
+            let two = c.nodes[&NodeId(2)].key;
+            change(&mut c, |core| core.remove_voter(two));
+            assert_eq!(voter_ids(&c), [1, 3], "seed {seed}");
+            let core = c.core(NodeId(2)).unwrap();
+            assert!(!core.can_campaign(), "seed {seed}");
+            assert_eq!(core.status().leader, Some(NodeId(1)), "seed {seed}");
+            // Cut off, it misses 1, its only bootstrap server, leaving the quorum and going
+            // down for good: 3 leads alone.
+            c.net.partition(&[NodeId(2)], &[NodeId(1), NodeId(3)]);
+            let one = c.nodes[&NodeId(1)].key;
+            change(&mut c, |core| core.remove_voter(one));
+            assert!(
+                c.run_until(5_000, |c| c.leader() == Some(NodeId(3))),
+                "seed {seed}"
+            );
+            c.crash(NodeId(1));
+            c.net.heal();
+            write(&mut c, 5);
+            assert!(
+                c.run_until(5_000, |c| c.core(NodeId(2)).unwrap().status().leader
+                    == Some(NodeId(3))),
+                "seed {seed}: 2 never found the leader: {}",
+                crate::sim::chaos::status_line(&c)
+            );
+            write(&mut c, 5);
+            c.run_for(500);
+            assert_eq!(
+                c.core(NodeId(2)).unwrap().high_watermark(),
+                c.core(NodeId(3)).unwrap().high_watermark(),
+                "seed {seed}"
+            );
+            assert!(
+                c.checker.violations.is_empty(),
+                "seed {seed}: {:?}",
+                c.checker.violations
+            );
+        }
+    }
+
     fn static_spec(seed: u64, voters: usize, observers: usize) -> ClusterSpec {
         let mut spec = auto_join_spec(seed, voters, observers);
         spec.kraft_version = 0;

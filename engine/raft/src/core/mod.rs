@@ -397,7 +397,7 @@ pub struct RaftCore {
     pub(crate) next_request_id: u64,
     pub(crate) stats: Stats,
     /// Ids the driver routes to `controller.quorum.bootstrap.servers`: an observer without a
-    /// leader asks one of them ([`RaftCore::set_bootstrap_servers`]).
+    /// leader asks them ([`RaftCore::set_bootstrap_servers`]).
     pub(crate) bootstrap_servers: Vec<NodeId>,
     /// Auto-join's request in flight and when the next may leave ([`Config::auto_join`]).
     pub(crate) join: JoinState,
@@ -771,8 +771,9 @@ impl RaftCore {
     }
 
     /// Ids the driver routes to the addresses of `controller.quorum.bootstrap.servers`. An
-    /// observer without a leader asks a random one of them for the leader (KIP-853), instead of
-    /// a random voter: a controller that will join a quorum knows no voter yet.
+    /// observer without a leader asks every one of them for the leader (KIP-853), besides a
+    /// random voter it knows of: a controller that will join a quorum knows no voter yet, and
+    /// once it does, the bootstrap servers may have left the quorum.
     pub fn set_bootstrap_servers(&mut self, ids: Vec<NodeId>) {
         self.bootstrap_servers = ids;
     }
