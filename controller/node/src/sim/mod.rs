@@ -2076,6 +2076,21 @@ mod tests {
             r.spec.replay_command()
         );
         assert!(r.proposals_refused > 0 && r.truncations > 0, "{r:?}");
+        // A static seed of one voter: a controller that joined held the leader's addition of
+        // it, which the leader lost (unsynced) and re-elected itself without, in epoch 2,
+        // while the joiner had reached epoch 3; the leader, whose voter set no longer named
+        // it, refused its pre-votes for good and neither learnt the other's epoch. A replica
+        // refused by a leader of an older epoch now probes it (a fetch at its own epoch).
+        let r = run_seed(SimSpec {
+            nodes: 1,
+            ..SimSpec::static_with_voter_changes(204_966)
+        });
+        assert!(
+            r.ok(),
+            "{:?}\nreplay: {}",
+            r.violation,
+            r.spec.replay_command()
+        );
     }
 
     /// Answers released at append instead of commit are caught at the first one.

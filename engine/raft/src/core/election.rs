@@ -304,6 +304,14 @@ impl RaftCore {
             }
             return;
         }
+        if resp.epoch < self.epoch && hint == Some(from) {
+            // A leader of an older epoch refused: it does not know this replica's epoch, and
+            // may never learn it if this replica is not in its voter set (a voter whose
+            // addition it appended and lost), so nothing it sends would tell either of them.
+            // A fetch at this epoch makes it step down to it (as any message of a newer epoch
+            // does); the next election's winner then answers this replica's pre-votes.
+            self.probe_leader(from);
+        }
         if resp.epoch == self.epoch
             && matches!(
                 self.state,
