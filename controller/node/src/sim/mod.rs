@@ -1637,6 +1637,20 @@ mod tests {
     use super::*;
 
     /// A fault-free seed settles, acknowledges writes and checks them.
+    /// Panics with the first failed seed's violation and replay command, if any.
+    fn assert_no_failure(summary: &Summary) {
+        if let Some(f) = summary.failed.first() {
+            panic!(
+                "{} of {} seeds failed; first: seed {}: {}\nreplay: {}",
+                summary.failed.len(),
+                summary.seeds,
+                f.spec.seed,
+                f.violation.as_deref().unwrap_or(""),
+                f.spec.replay_command()
+            );
+        }
+    }
+
     #[test]
     fn a_quiet_cluster_acknowledges_and_agrees() {
         let r = run_seed(SimSpec {
@@ -1663,16 +1677,7 @@ mod tests {
             .and_then(|s| s.parse().ok())
             .unwrap_or(500);
         let summary = run_seeds(SimSpec::new(1_000), count);
-        if let Some(f) = summary.failed.first() {
-            panic!(
-                "{} of {} seeds failed; first: seed {}: {}\nreplay: {}",
-                summary.failed.len(),
-                summary.seeds,
-                f.spec.seed,
-                f.violation.as_deref().unwrap_or(""),
-                f.spec.replay_command()
-            );
-        }
+        assert_no_failure(&summary);
         assert!(summary.acked > count * 20, "{summary:?}");
         // The faults happened, and reached the paths they exist for.
         assert!(summary.crashes > 0 && summary.disk_faults > 0 && summary.partitions > 0);
@@ -1694,14 +1699,7 @@ mod tests {
                 },
                 100,
             );
-            if let Some(f) = summary.failed.first() {
-                panic!(
-                    "{nodes} nodes: seed {}: {}\nreplay: {}",
-                    f.spec.seed,
-                    f.violation.as_deref().unwrap_or(""),
-                    f.spec.replay_command()
-                );
-            }
+            assert_no_failure(&summary);
             assert!(summary.acked > 100 * 20, "{nodes} nodes: {summary:?}");
         }
     }
@@ -1725,16 +1723,7 @@ mod tests {
                 },
                 seeds,
             );
-            if let Some(f) = summary.failed.first() {
-                panic!(
-                    "{} of {} seeds failed; first: seed {}: {}\nreplay: {}",
-                    summary.failed.len(),
-                    summary.seeds,
-                    f.spec.seed,
-                    f.violation.as_deref().unwrap_or(""),
-                    f.spec.replay_command()
-                );
-            }
+            assert_no_failure(&summary);
             assert!(
                 summary.acked > seeds * 20,
                 "{nodes} + {spares}: {summary:?}"
@@ -1765,16 +1754,7 @@ mod tests {
             .and_then(|s| s.parse().ok())
             .unwrap_or(150);
         let summary = run_seeds(SimSpec::static_with_voter_changes(70_000), count);
-        if let Some(f) = summary.failed.first() {
-            panic!(
-                "{} of {} seeds failed; first: seed {}: {}\nreplay: {}",
-                summary.failed.len(),
-                summary.seeds,
-                f.spec.seed,
-                f.violation.as_deref().unwrap_or(""),
-                f.spec.replay_command()
-            );
-        }
+        assert_no_failure(&summary);
         eprintln!("static 3 + 2: {summary:?}");
         assert!(summary.acked > count * 20, "{summary:?}");
         // Every seed ends upgraded (checked per seed); most did under faults, and then went on
@@ -1806,14 +1786,7 @@ mod tests {
             },
             40,
         );
-        if let Some(f) = summary.failed.first() {
-            panic!(
-                "seed {}: {}\nreplay: {}",
-                f.spec.seed,
-                f.violation.as_deref().unwrap_or(""),
-                f.spec.replay_command()
-            );
-        }
+        assert_no_failure(&summary);
         assert!(summary.acked > 40 * 20, "{summary:?}");
         assert_eq!(summary.upgraded + summary.upgrades_asked, 0, "{summary:?}");
         assert!(summary.elections_checked > 40, "{summary:?}");
