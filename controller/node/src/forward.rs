@@ -130,6 +130,28 @@ impl NodeBackend {
     }
 }
 
+impl NodeBackend {
+    /// `body` served by this node ([`raft_features::call`]: its controller service, or its
+    /// Raft core for `kraft.version`). A standby names no leader here: the caller forwards.
+    async fn local(&self, body: RequestBody, timeout_ms: u32) -> Result<ResponseBody, RpcError> {
+        raft_features::call(
+            &self.raft,
+            body,
+            effective_timeout_ms(timeout_ms),
+            |_| None,
+            |body| async move {
+                let frame = RequestFrame {
+                    correlation_id: 0,
+                    timeout_ms,
+                    body,
+                };
+                self.raft.call(frame).await.body
+            },
+        )
+        .await
+    }
+}
+
 impl Backend for NodeBackend {
     async fn call(&self, body: RequestBody, timeout_ms: u32) -> Result<ResponseBody, RpcError> {
         if matches!(body, RequestBody::DescribeQuorum) {
@@ -152,35 +174,7 @@ impl Backend for NodeBackend {
                 other => other,
             };
         }
-        let local = if raft_features::names_kraft_version(&body) {
-            let RequestBody::UpdateFeatures(req) = body.clone() else {
-                unreachable!("names_kraft_version matched an UpdateFeatures")
-            };
-            raft_features::update_features(
-                &self.raft,
-                req,
-                effective_timeout_ms(timeout_ms),
-                |_| None,
-                |rest| async move {
-                    let frame = RequestFrame {
-                        correlation_id: 0,
-                        timeout_ms,
-                        body: RequestBody::UpdateFeatures(rest),
-                    };
-                    self.raft.call(frame).await.body
-                },
-            )
-            .await
-        } else {
-            let frame = RequestFrame {
-                correlation_id: 0,
-                timeout_ms,
-                body: body.clone(),
-            };
-            let mut answer = self.raft.call(frame).await.body;
-            raft_features::add_kraft_version(&mut answer, self.raft.kraft_version());
-            answer
-        };
+        let local = self.local(body.clone(), timeout_ms).await;
         let answer = match local {
             Err(RpcError::NotController { .. }) if !self.leads() => {
                 self.forward(body.clone(), timeout_ms).await
@@ -194,14 +188,8 @@ impl Backend for NodeBackend {
         };
         match read {
             Some(read) => {
-                let frame = RequestFrame {
-                    correlation_id: 0,
-                    timeout_ms,
-                    body: RequestBody::LocalRead(Box::new(read)),
-                };
-                let mut answer = self.raft.call(frame).await.body;
-                raft_features::add_kraft_version(&mut answer, self.raft.kraft_version());
-                answer
+                self.local(RequestBody::LocalRead(Box::new(read)), timeout_ms)
+                    .await
             }
             None => answer,
         }

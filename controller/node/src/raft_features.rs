@@ -37,21 +37,47 @@ use crate::protocol::{RequestBody, ResponseBody, RpcError};
 /// The feature's name, as Kafka's tools spell it.
 pub const KRAFT_VERSION: &str = "kraft.version";
 
-/// Whether `body` is an UpdateFeatures naming `kraft.version` ([`update_features`] serves it).
-pub fn names_kraft_version(body: &RequestBody) -> bool {
-    matches!(body, RequestBody::UpdateFeatures(r) if r.updates.iter().any(|u| u.name == KRAFT_VERSION))
+/// Serves `body` for either edge of the node: through `controller` (a call into this node's
+/// controller service), except an UpdateFeatures naming `kraft.version`, which
+/// [`update_features`] splits; a DescribeFeatures answer gains the feature
+/// ([`add_kraft_version`]). `timeout_ms` bounds the wait for an upgrade to commit; `hint`
+/// names a leader in a `NotController` of the split request.
+pub async fn call<F, Fut>(
+    raft: &RaftHandle,
+    body: RequestBody,
+    timeout_ms: u64,
+    hint: impl Fn(corum_types::NodeId) -> Option<crate::protocol::LeaderHint>,
+    controller: F,
+) -> Result<ResponseBody, RpcError>
+where
+    F: FnOnce(RequestBody) -> Fut,
+    Fut: Future<Output = Result<ResponseBody, RpcError>>,
+{
+    match body {
+        RequestBody::UpdateFeatures(req) if names_kraft_version(&req) => {
+            update_features(raft, req, timeout_ms, hint, |rest| {
+                controller(RequestBody::UpdateFeatures(rest))
+            })
+            .await
+        }
+        body => {
+            let mut answer = controller(body).await;
+            if let Ok(ResponseBody::DescribeFeatures(f)) = &mut answer {
+                add_kraft_version(f, raft.kraft_version());
+            }
+            answer
+        }
+    }
+}
+
+/// Whether `req` names `kraft.version` ([`update_features`] serves it).
+fn names_kraft_version(req: &UpdateFeaturesRequest) -> bool {
+    req.updates.iter().any(|u| u.name == KRAFT_VERSION)
 }
 
 /// Adds `kraft.version` to a DescribeFeatures answer: supported from 0 to
 /// [`KRAFT_VERSION_MAX`], finalized at `kraft_version` when above 0 (Kafka lists no level 0).
-/// Any other answer is left alone.
-pub fn add_kraft_version(answer: &mut Result<ResponseBody, RpcError>, kraft_version: u16) {
-    if let Ok(ResponseBody::DescribeFeatures(f)) = answer {
-        add_to(f, kraft_version);
-    }
-}
-
-fn add_to(f: &mut DescribeFeaturesResponse, kraft_version: u16) {
+fn add_kraft_version(f: &mut DescribeFeaturesResponse, kraft_version: u16) {
     f.supported.retain(|s| s.name != KRAFT_VERSION);
     f.supported.push(SupportedFeatureV1 {
         name: KRAFT_VERSION.to_owned(),
@@ -74,7 +100,7 @@ fn add_to(f: &mut DescribeFeaturesResponse, kraft_version: u16) {
 /// features through `rest` (the controller), `kraft.version` through this node's Raft core,
 /// which must lead (else `NotController`, with the leader named by `hint`). Waits at most
 /// `timeout_ms` for the upgrade to commit.
-pub async fn update_features<F, Fut>(
+async fn update_features<F, Fut>(
     raft: &RaftHandle,
     req: UpdateFeaturesRequest,
     timeout_ms: u64,
@@ -85,10 +111,10 @@ where
     F: FnOnce(UpdateFeaturesRequest) -> Fut,
     Fut: Future<Output = Result<ResponseBody, RpcError>>,
 {
-    let status = raft.status();
-    if status.raft.role != corum_raft::Role::Leader {
+    let (role, _, leader, _) = raft.leadership();
+    if role != corum_raft::Role::Leader {
         return Err(RpcError::NotController {
-            leader: status.raft.leader.and_then(hint),
+            leader: leader.and_then(hint),
         });
     }
     let mut kraft: Vec<(usize, FeatureUpdate)> = Vec::new();
@@ -128,7 +154,7 @@ where
                 raft,
                 &u,
                 req.validate_only,
-                status.raft.kraft_version,
+                raft.kraft_version(),
                 timeout_ms,
             )
             .await
@@ -226,12 +252,8 @@ mod tests {
                 max_level: 27,
             }],
         };
-        let mut static_one: Result<ResponseBody, RpcError> =
-            Ok(ResponseBody::DescribeFeatures(base.clone()));
-        add_kraft_version(&mut static_one, 0);
-        let Ok(ResponseBody::DescribeFeatures(f)) = &static_one else {
-            unreachable!()
-        };
+        let mut f = base.clone();
+        add_kraft_version(&mut f, 0);
         assert_eq!(
             f.supported
                 .iter()
@@ -240,12 +262,9 @@ mod tests {
             [("kraft.version", 0, 1), ("metadata.version", 7, 27)]
         );
         assert_eq!(f.finalized.len(), 1);
-        let mut dynamic = Ok(ResponseBody::DescribeFeatures(base));
-        add_kraft_version(&mut dynamic, 1);
-        add_kraft_version(&mut dynamic, 1);
-        let Ok(ResponseBody::DescribeFeatures(f)) = &dynamic else {
-            unreachable!()
-        };
+        let mut f = base;
+        add_kraft_version(&mut f, 1);
+        add_kraft_version(&mut f, 1);
         assert_eq!(
             f.finalized
                 .iter()
@@ -258,19 +277,23 @@ mod tests {
 
     #[test]
     fn only_update_features_naming_it_are_split() {
-        let update = |name: &str| {
-            RequestBody::UpdateFeatures(UpdateFeaturesRequest {
-                updates: vec![FeatureUpdate {
-                    name: name.into(),
+        let update = |names: &[&str]| UpdateFeaturesRequest {
+            updates: names
+                .iter()
+                .map(|name| FeatureUpdate {
+                    name: (*name).into(),
                     min_level: 1,
                     max_level: 1,
                     allow_downgrade: false,
-                }],
-                validate_only: false,
-            })
+                })
+                .collect(),
+            validate_only: false,
         };
-        assert!(names_kraft_version(&update("kraft.version")));
-        assert!(!names_kraft_version(&update("metadata.version")));
-        assert!(!names_kraft_version(&RequestBody::DescribeFeatures));
+        assert!(names_kraft_version(&update(&["kraft.version"])));
+        assert!(names_kraft_version(&update(&[
+            "metadata.version",
+            "kraft.version"
+        ])));
+        assert!(!names_kraft_version(&update(&["metadata.version"])));
     }
 }

@@ -430,36 +430,26 @@ async fn handle(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
             body,
         };
     }
-    let mut answer = if raft_features::names_kraft_version(&frame.body) {
-        let RequestBody::UpdateFeatures(req) = frame.body else {
-            unreachable!("names_kraft_version matched an UpdateFeatures")
-        };
-        let timeout_ms = frame.timeout_ms;
-        let body = raft_features::update_features(
-            &shared.raft,
-            req,
-            effective_timeout_ms(timeout_ms),
-            |id| shared.hint(id),
-            |rest| async move {
-                let frame = RequestFrame {
-                    correlation_id,
-                    timeout_ms,
-                    body: RequestBody::UpdateFeatures(rest),
-                };
-                shared.raft.call(frame).await.body
-            },
-        )
-        .await;
-        ResponseFrame {
-            correlation_id,
-            body,
-        }
-    } else {
-        shared.raft.call(frame).await
+    let timeout_ms = frame.timeout_ms;
+    let body = raft_features::call(
+        &shared.raft,
+        frame.body,
+        effective_timeout_ms(timeout_ms),
+        |id| shared.hint(id),
+        |body| async move {
+            let frame = RequestFrame {
+                correlation_id,
+                timeout_ms,
+                body,
+            };
+            shared.raft.call(frame).await.body
+        },
+    )
+    .await;
+    let mut answer = ResponseFrame {
+        correlation_id,
+        body,
     };
-    if matches!(answer.body, Ok(ResponseBody::DescribeFeatures(_))) {
-        raft_features::add_kraft_version(&mut answer.body, shared.raft.kraft_version());
-    }
     if let Err(RpcError::NotController { leader: Some(hint) }) = &mut answer.body {
         if let Some(client) = shared.client_endpoints.get(&hint.id) {
             *hint = client.clone();

@@ -1950,22 +1950,8 @@ fn a_static_quorum_upgraded_to_kraft_version_1_grows() {
     }
     assert_eq!(kraft_version(&c).0, 1);
     verified_load_acknowledged(&c, load);
-    let out = spawn_loadgen(
-        &c.bootstrap(),
-        &[
-            "--workload",
-            "configs",
-            "--clients",
-            "4",
-            "--duration",
-            "2",
-            "--verify",
-        ],
-    )
-    .wait(Duration::from_secs(60));
-    let report = loadgen_json(&out);
-    assert!(out.status.success(), "{report}\n{}", logs(&c));
-    assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
+    // Writes go on with node 3 restarted without configured voters.
+    verified_load_acknowledged(&c, verified_load(&c, 2));
     wait_for_voters(&c, &[1, 2, 3, 4], Duration::from_secs(30));
     // Node 3, without configured voters, follows as a voter: the leader sees it caught up.
     wait_until(

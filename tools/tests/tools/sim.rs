@@ -10,17 +10,23 @@ fn corum_sim(args: &[&str]) -> Output {
         .expect("corum runs")
 }
 
-/// The whole-node simulator runs seeds under faults and prints what happened; the Raft one
-/// runs with `--raft`; a bad flag is refused.
-#[test]
-fn sim_runs_both_simulators_and_reports() {
-    let o = corum_sim(&["--seeds", "4", "--start", "10", "--nodes", "3"]);
-    let out = String::from_utf8_lossy(&o.stdout);
+/// `corum sim` with `args`, which must succeed; its standard output.
+fn sim_passes(args: &[&str]) -> String {
+    let o = corum_sim(args);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
         o.status.success(),
         "{out}{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    out
+}
+
+/// The whole-node simulator runs seeds under faults and prints what happened; the Raft one
+/// runs with `--raft`; a bad flag is refused.
+#[test]
+fn sim_runs_both_simulators_and_reports() {
+    let out = sim_passes(&["--seeds", "4", "--start", "10", "--nodes", "3"]);
     assert!(
         out.contains("seeds 4 (from 10, 3 nodes, 0 spares)"),
         "{out}"
@@ -28,7 +34,7 @@ fn sim_runs_both_simulators_and_reports() {
     assert!(out.contains("violations 0"), "{out}");
 
     // With voter changes: observers, an admin, wipes; the changes are counted.
-    let o = corum_sim(&[
+    let out = sim_passes(&[
         "--seeds",
         "4",
         "--start",
@@ -37,12 +43,6 @@ fn sim_runs_both_simulators_and_reports() {
         "2",
         "--voter-changes",
     ]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
     assert!(
         out.contains("(from 10, 3 nodes, 2 spares, voter changes)"),
         "{out}"
@@ -57,7 +57,7 @@ fn sim_runs_both_simulators_and_reports() {
     assert!(acked > 0, "{out}");
 
     // A static quorum that the admin upgrades, then changes; the upgrades are counted.
-    let o = corum_sim(&[
+    let out = sim_passes(&[
         "--seeds",
         "4",
         "--start",
@@ -67,12 +67,6 @@ fn sim_runs_both_simulators_and_reports() {
         "--voter-changes",
         "--static",
     ]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
     assert!(
         out.contains("(from 10, 3 nodes, 2 spares, static, voter changes)"),
         "{out}"

@@ -33,7 +33,7 @@ use corum_runtime::{BackoffConfig, CoreId, PlacementSpec, RuntimeConfig};
 use corum_types::Uuid;
 
 use super::node_config::{NodeConfig, NODE_SHARDS_MAX};
-use super::values::{HostPort, QuorumVoter};
+use super::values::{is_wildcard_host, HostPort, QuorumVoter};
 use crate::bootstrap::BootstrapVoters;
 use crate::driver::RaftDriverConfig;
 use crate::error::{ConfigError, ConfigSource, RuleError, StorageError, ValueError};
@@ -327,13 +327,7 @@ pub fn raft_replica(
         Some(v) if kraft_version == 0 => endpoints = v.endpoints.clone(),
         // Announced to the other voters (UpdateVoter, AddVoter): it must reach this node.
         _ => {
-            if let Some(e) = endpoints.iter().find(|e| {
-                HostPort {
-                    host: e.host.clone(),
-                    port: e.port,
-                }
-                .is_wildcard()
-            }) {
+            if let Some(e) = endpoints.iter().find(|e| is_wildcard_host(&e.host)) {
                 return Err(invalid(
                     "advertised.listeners",
                     RuleError::NotReachable {

@@ -177,8 +177,7 @@ impl NodeConfig {
                     },
                 );
             }
-            let host = a.endpoint.host.trim_matches(['[', ']']);
-            if host.is_empty() || host == "0.0.0.0" || host == "::" || a.endpoint.port == 0 {
+            if a.endpoint.is_wildcard() || a.endpoint.port == 0 {
                 return invalid(
                     "advertised.listeners",
                     RuleError::NotReachable {

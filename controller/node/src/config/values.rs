@@ -50,6 +50,13 @@ pub fn parse_roles(s: &str) -> Result<Vec<ProcessRole>, ValueError> {
     Ok(roles)
 }
 
+/// Whether `host` names no machine: empty, `0.0.0.0` or `::` ("every interface"), bracketed
+/// or not.
+pub fn is_wildcard_host(host: &str) -> bool {
+    let host = host.trim_matches(['[', ']']);
+    host.is_empty() || host == "0.0.0.0" || host == "::"
+}
+
 /// A host and a port. IPv6 literals are written in brackets (`[::1]:9093`) and stored without.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct HostPort {
@@ -58,10 +65,9 @@ pub struct HostPort {
 }
 
 impl HostPort {
-    /// Whether the host names no machine: empty, `0.0.0.0` or `::` ("every interface").
+    /// Whether the host names no machine ([`is_wildcard_host`]).
     pub fn is_wildcard(&self) -> bool {
-        let host = self.host.trim_matches(['[', ']']);
-        host.is_empty() || host == "0.0.0.0" || host == "::"
+        is_wildcard_host(&self.host)
     }
 
     /// Parses `host:port` or `[v6]:port`. The host may be empty only if `allow_empty_host`

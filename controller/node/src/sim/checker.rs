@@ -50,7 +50,7 @@ use corum_controller::MetadataImage;
 use corum_raft::{ProposalId, ReplicaKey, Role, VoterSet};
 use corum_types::{Epoch, LogOffset, NodeId};
 
-use super::node::SimNode;
+use super::node::{Running, SimNode};
 use super::{config_resource, VoterChange, CONFIG_KEY};
 use crate::calls::CallId;
 
@@ -609,48 +609,46 @@ impl Voters {
 
 /// Every node runs the same kraft.version; returns it.
 pub fn same_kraft_version(nodes: &BTreeMap<NodeId, SimNode>) -> Result<u16, String> {
-    let mut first: Option<(NodeId, u16)> = None;
-    for n in nodes.values() {
-        let run = n
-            .run
-            .as_ref()
-            .ok_or_else(|| format!("{} is down at the end", n.id))?;
-        let version = run.driver.raft().kraft_version();
-        match first {
-            None => first = Some((n.id, version)),
-            Some((id, v)) if v != version => {
-                return Err(format!(
-                    "{id} runs kraft.version {v}, {} runs {version}",
-                    n.id
-                ));
-            }
-            Some(_) => {}
-        }
-    }
-    first.map(|(_, v)| v).ok_or_else(|| "no node".to_string())
+    same_on_every_node(
+        nodes,
+        |run| run.driver.raft().kraft_version(),
+        |(a, va), (b, vb)| format!("{a} runs kraft.version {va}, {b} runs {vb}"),
+    )
 }
 
 /// Every up node's committed image is the same; returns it.
 pub fn same_images(nodes: &BTreeMap<NodeId, SimNode>) -> Result<MetadataImage, String> {
-    let mut first: Option<(NodeId, &MetadataImage)> = None;
+    same_on_every_node(
+        nodes,
+        |run| run.service.controller().committed_image(),
+        |(a, ia), (b, ib)| {
+            format!(
+                "the committed images of {a} and {b} differ (committed ends {} and {})",
+                ia.end_offset, ib.end_offset
+            )
+        },
+    )
+    .cloned()
+}
+
+/// What `get` reads of every node, each up and all equal (`differ` says how two are not).
+fn same_on_every_node<'a, T: PartialEq>(
+    nodes: &'a BTreeMap<NodeId, SimNode>,
+    get: impl Fn(&'a Running) -> T,
+    differ: impl Fn((NodeId, &T), (NodeId, &T)) -> String,
+) -> Result<T, String> {
+    let mut first: Option<(NodeId, T)> = None;
     for n in nodes.values() {
         let run = n
             .run
             .as_ref()
             .ok_or_else(|| format!("{} is down at the end", n.id))?;
-        let image = run.service.controller().committed_image();
-        match first {
-            None => first = Some((n.id, image)),
-            Some((id, f)) if f != image => {
-                return Err(format!(
-                    "the committed images of {id} and {} differ (committed ends {} and {})",
-                    n.id, f.end_offset, image.end_offset
-                ));
-            }
+        let value = get(run);
+        match &first {
+            None => first = Some((n.id, value)),
+            Some((id, f)) if *f != value => return Err(differ((*id, f), (n.id, &value))),
             Some(_) => {}
         }
     }
-    first
-        .map(|(_, i)| i.clone())
-        .ok_or_else(|| "no node".to_string())
+    first.map(|(_, v)| v).ok_or_else(|| "no node".to_string())
 }

@@ -1637,6 +1637,18 @@ mod tests {
     use super::*;
 
     /// A fault-free seed settles, acknowledges writes and checks them.
+    /// Runs `spec`'s seed, which must pass every check.
+    fn passing_seed(spec: SimSpec) -> SeedReport {
+        let r = run_seed(spec);
+        assert!(
+            r.ok(),
+            "{:?}\nreplay: {}",
+            r.violation,
+            r.spec.replay_command()
+        );
+        r
+    }
+
     /// Panics with the first failed seed's violation and replay command, if any.
     fn assert_no_failure(summary: &Summary) {
         if let Some(f) = summary.failed.first() {
@@ -2026,44 +2038,26 @@ mod tests {
         // A follower with a deposed leader's epoch-2 batches installed the leader's snapshot and
         // then refused the leader's epoch-1 batch after it ("frame epoch 1 is below the log's
         // last epoch 2"): the snapshot install now drops such batches with the whole log.
-        let r = run_seed(SimSpec::new(1791));
-        assert!(
-            r.ok(),
-            "{:?}\nreplay: {}",
-            r.violation,
-            r.spec.replay_command()
-        );
+        let r = passing_seed(SimSpec::new(1791));
         assert!(r.installs > 0, "{r:?}");
         // A static seed: a controller resigned by the refusal of a proposal of its epoch-1
         // activation, when the log ended at 8, led epoch 4 after a truncation to 6 and waited
         // for offset 8 for good, so nobody proposed and the cluster never settled: a
         // refusal's barrier now holds in its own epoch only.
-        let r = run_seed(SimSpec {
+        let r = passing_seed(SimSpec {
             spares: 0,
             ..SimSpec::static_with_voter_changes(100_590)
         });
-        assert!(
-            r.ok(),
-            "{:?}\nreplay: {}",
-            r.violation,
-            r.spec.replay_command()
-        );
         assert!(r.proposals_refused > 0 && r.truncations > 0, "{r:?}");
         // A static seed of one voter: a controller that joined held the leader's addition of
         // it, which the leader lost (unsynced) and re-elected itself without, in epoch 2,
         // while the joiner had reached epoch 3; the leader, whose voter set no longer named
         // it, refused its pre-votes for good and neither learnt the other's epoch. A replica
         // refused by a leader of an older epoch now probes it (a fetch at its own epoch).
-        let r = run_seed(SimSpec {
+        passing_seed(SimSpec {
             nodes: 1,
             ..SimSpec::static_with_voter_changes(204_966)
         });
-        assert!(
-            r.ok(),
-            "{:?}\nreplay: {}",
-            r.violation,
-            r.spec.replay_command()
-        );
     }
 
     /// Answers released at append instead of commit are caught at the first one.

@@ -112,6 +112,35 @@ pub struct Restore {
     pub kraft_version: u16,
 }
 
+/// What the control records of the batch at `at` do, on restore and on append alike: a
+/// KRaftVersion record above the version in force (`kraft_upgrade`'s, else `kraft_base`)
+/// raises it from `at`; a Voters record sets the voter set from `at` once the version in
+/// force is 1 or more (a static quorum's voters are its configuration's, see [`Restore`]).
+/// Returns whether the voter set changed.
+fn apply_control_records(
+    records: Vec<ControlRecord>,
+    at: LogOffset,
+    kraft_base: u16,
+    kraft_upgrade: &mut Option<(LogOffset, u16)>,
+    voters: &mut Vec<(LogOffset, VoterSet)>,
+) -> bool {
+    let mut changed = false;
+    for r in records {
+        let kraft = kraft_upgrade.map_or(kraft_base, |(_, v)| v);
+        match r {
+            ControlRecord::KRaftVersion(k) if k.version > kraft => {
+                *kraft_upgrade = Some((at, k.version));
+            }
+            ControlRecord::Voters(v) if kraft >= 1 => {
+                voters.push((at, v.voters));
+                changed = true;
+            }
+            _ => {}
+        }
+    }
+    changed
+}
+
 /// The role of a replica, for status output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Role {
@@ -468,18 +497,13 @@ impl RaftCore {
                 let p = b.payload.as_ref().ok_or(Error::MissingControlPayload {
                     offset: b.base_offset,
                 })?;
-                for r in control::decode(p)? {
-                    let kraft = kraft_upgrade.map_or(kraft_base, |(_, v)| v);
-                    match r {
-                        ControlRecord::KRaftVersion(k) if k.version > kraft => {
-                            kraft_upgrade = Some((b.base_offset, k.version));
-                        }
-                        ControlRecord::Voters(v) if kraft >= 1 => {
-                            voters.push((b.base_offset, v.voters));
-                        }
-                        _ => {}
-                    }
-                }
+                apply_control_records(
+                    control::decode(p)?,
+                    b.base_offset,
+                    kraft_base,
+                    &mut kraft_upgrade,
+                    &mut voters,
+                );
             }
             log.append_restored(IndexedBatch {
                 base: b.base_offset,
@@ -813,7 +837,7 @@ impl RaftCore {
     }
 
     /// The `kraft.version` in force at `end_offset` (within the log).
-    pub fn kraft_version_at(&self, end_offset: LogOffset) -> u16 {
+    pub(crate) fn kraft_version_at(&self, end_offset: LogOffset) -> u16 {
         match self.kraft_upgrade {
             Some((at, v)) if at < end_offset => v,
             _ => self.kraft_base,
@@ -1113,18 +1137,15 @@ impl RaftCore {
         // passed the message's bytecheck, so only its inner format is wrong: it stays in the
         // log (offsets must stay aligned with the leader's) but is ignored.
         if let Ok(records) = control::decode(&b.payload) {
-            for r in records {
-                match r {
-                    ControlRecord::KRaftVersion(k) if k.version > self.kraft_version() => {
-                        self.kraft_upgrade = Some((b.base_offset, k.version));
-                    }
-                    // A static quorum's voters are its configuration's (see `Restore`).
-                    ControlRecord::Voters(v) if self.kraft_version() >= 1 => {
-                        self.voters.push((b.base_offset, v.voters));
-                        self.on_voter_set_changed();
-                    }
-                    _ => {}
-                }
+            let changed = apply_control_records(
+                records,
+                b.base_offset,
+                self.kraft_base,
+                &mut self.kraft_upgrade,
+                &mut self.voters,
+            );
+            if changed {
+                self.on_voter_set_changed();
             }
         }
     }

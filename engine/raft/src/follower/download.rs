@@ -66,9 +66,8 @@ pub struct SnapshotDownload {
     size_max: u64,
     /// The total size every chunk states (`None` before the first chunk).
     size_total: Option<u64>,
-    /// The voter set every chunk states (`None` before the first chunk).
-    voters: Option<VoterSet>,
-    kraft_version: u16,
+    /// The voter set and `kraft.version` every chunk states (`None` before the first chunk).
+    voters: Option<(VoterSet, u16)>,
     /// Aligned for rkyv, so the finished snapshot decodes without a copy.
     data: AlignedVec<16>,
 }
@@ -81,7 +80,6 @@ impl SnapshotDownload {
             size_max,
             size_total: None,
             voters: None,
-            kraft_version: 0,
             data: AlignedVec::new(),
         }
     }
@@ -123,16 +121,16 @@ impl SnapshotDownload {
 
     /// The voter set at the snapshot's end, as its chunks state it (after the first chunk).
     pub fn voters(&self) -> Option<&VoterSet> {
-        self.voters.as_ref()
+        self.voters.as_ref().map(|(v, _)| v)
     }
 
     /// The finished snapshot (`None` before every byte arrived); copies the bytes once.
     pub fn snapshot_complete(&self) -> Option<Snapshot> {
-        let voters = self.voters.clone().filter(|_| self.is_complete())?;
+        let (voters, kraft_version) = self.voters.clone().filter(|_| self.is_complete())?;
         Some(Snapshot {
             id: self.snapshot,
             voters,
-            kraft_version: self.kraft_version,
+            kraft_version,
             data: Payload::from(&self.data[..]),
         })
     }
@@ -173,9 +171,8 @@ impl SnapshotDownload {
                 now: size_total,
             });
         }
-        if self.voters.is_some()
-            && (self.voters.as_ref() != Some(&voters) || self.kraft_version != kraft_version)
-        {
+        let stated = (voters, kraft_version);
+        if self.voters.as_ref().is_some_and(|was| *was != stated) {
             return Err(SnapshotChunkError::VotersChanged { position });
         }
         if position != received {
@@ -198,8 +195,7 @@ impl SnapshotDownload {
         }
         self.size_total = Some(size_total);
         if self.voters.is_none() {
-            self.voters = Some(voters);
-            self.kraft_version = kraft_version;
+            self.voters = Some(stated);
         }
         self.data.extend_from_slice(&bytes);
         let received = self.received();
