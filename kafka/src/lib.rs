@@ -27,6 +27,7 @@ pub mod apis;
 pub mod backend;
 pub mod errors;
 pub mod frame;
+pub mod metadata;
 pub mod request;
 pub mod response;
 pub mod service;
