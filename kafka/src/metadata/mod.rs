@@ -8,6 +8,7 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`generated`] | one struct per record (and per struct-typed array) with Kafka's defaults, `encode`/`encoded_len`/`decode` per version, [`AnyMetadataRecord`] over all of them; written by `kafka/metadata/generate.py` from the specs in Kafka's jars, never by hand |
 //! | [`wire`] | the serialization primitives the generated code calls (hand-written) |
 //! | [`error`] | encode and decode errors, naming the record and field |
 //!
@@ -27,7 +28,9 @@
 //! not part of [`AnyMetadataRecord`].
 
 pub mod error;
+pub mod generated;
 pub mod wire;
 
 pub use error::{DecodeError, EncodeError, Malformed};
+pub use generated::*;
 pub use wire::RawTaggedField;
