@@ -9,6 +9,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`generated`] | one struct per record (and per struct-typed array) with Kafka's defaults, `encode`/`encoded_len`/`decode` per version, [`AnyMetadataRecord`] over all of them; written by `kafka/metadata/generate.py` from the specs in Kafka's jars, never by hand |
+//! | [`frame`] | the metadata record frame (frame version, api key, version) around a record |
 //! | [`wire`] | the serialization primitives the generated code calls (hand-written) |
 //! | [`error`] | encode and decode errors, naming the record and field |
 //!
@@ -28,6 +29,7 @@
 //! not part of [`AnyMetadataRecord`].
 
 pub mod error;
+pub mod frame;
 pub mod generated;
 pub mod wire;
 
