@@ -11,7 +11,9 @@
 #   compat/jars               Apache Kafka's jars and their runtime dependencies, copied by Maven
 #                             from pom.xml (kafka-clients, kafka-tools, kafka-server-common,
 #                             kafka_2.13): Kafka's tools run as classes from there
-#   compat/build/classes      the Java session program (sessions/java), compiled against the jars
+#   compat/build/classes      the Java session program (sessions/java) and Kafka's check of corum's
+#                             metadata record codecs (kafka/metadata/MetadataRecordCheck.java, run
+#                             by kafka/tests/metadata_kafka.rs), compiled against the jars
 # What it needs already on the machine: python3 (3.9+, with venv), node and npm (16+), a JDK 17+
 # (java, javac) and mvn, and root or sudo for apt-get when kcat is missing.
 set -uo pipefail
@@ -135,7 +137,7 @@ if [ $java_ok = 1 ]; then
 fi
 if [ $java_ok = 1 ]; then
   step_start javac
-  srcs=("$COMPAT"/sessions/java/*.java)
+  srcs=("$COMPAT"/sessions/java/*.java "$COMPAT"/../kafka/metadata/*.java)
   want=$(stamp_of "${srcs[@]}" "$STAMPS/jars")
   if stamp_ok classes "$want" && [ -d "$COMPAT/build/classes" ]; then
     step_done "present: ${#srcs[@]} source file(s) compiled"
@@ -146,7 +148,7 @@ if [ $java_ok = 1 ]; then
       step_done "compiled ${#srcs[@]} source file(s)"
     else
       echo; cat "$STAMPS/javac.log" >&2
-      fail java-session "javac of compat/sessions/java failed"
+      fail java-session "javac of compat/sessions/java and kafka/metadata failed"
     fi
   fi
 fi

@@ -24,6 +24,9 @@ What it writes (relative to the repository root, or to --out):
                                                the AnyMetadataRecord enum over all records
     kafka/tests/metadata_support/arbitrary.rs  proptest strategies: any value of a record
                                                that is valid at a given version
+    kafka/tests/metadata_support/json.rs       a record as the JSON Kafka's generated
+                                               *JsonConverter classes write, to compare the
+                                               values Kafka decoded with corum's
 
 Both go through rustfmt, so `cargo fmt` leaves them as they are. The test
 `kafka/tests/metadata_generated.rs` runs this script into a temporary directory and fails
@@ -60,6 +63,7 @@ SOURCES = [
 
 GENERATED_RS = "kafka/src/metadata/generated.rs"
 ARBITRARY_RS = "kafka/tests/metadata_support/arbitrary.rs"
+JSON_RS = "kafka/tests/metadata_support/json.rs"
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -746,7 +750,8 @@ def wrap(text: str, width: int) -> list[str]:
 
 def uses_version(lines: list[str]) -> bool:
     # The parameter, not a field of that name (`self.version`, `version: ...` in a literal).
-    return any(re.search(r"(?<![.\w])version\b(?!\s*:)", line) for line in lines)
+    code = (re.sub(r'"(?:[^"\\]|\\.)*"', '""', line) for line in lines)
+    return any(re.search(r"(?<![.\w])version\b(?!\s*:)", line) for line in code)
 
 
 def fn_with_version(signature: str, body: list[str]) -> list[str]:
@@ -1143,6 +1148,18 @@ def emit_any(metadata: list[Message]) -> list[str]:
         "        Self::TYPES.iter().find(|t| t.api_key == api_key).copied()",
         "    }",
         "",
+        "    /// The record with `api_key`, every field at its default (Kafka's",
+        "    /// `MetadataRecordType.newMetadataRecord()`); None for no record.",
+        "    pub fn default_for(api_key: i16) -> Option<Self> {",
+        "        match api_key {",
+    ]
+    for m in metadata:
+        out.append(f"            {m.api_key} => Some(Self::{variant(m)}({m.name}::default())),")
+    out += [
+        "            _ => None,",
+        "        }",
+        "    }",
+        "",
         "    /// The record's api key.",
         "    pub fn api_key(&self) -> i16 {",
         "        match self {",
@@ -1348,6 +1365,99 @@ def emit_arbitrary(messages: list[Message], specs) -> str:
     return text
 
 
+# --- emitting json.rs ------------------------------------------------------------------------
+
+
+def camel_case(name: str) -> str:
+    """Kafka's JSON key for a field: its name with the first letter in lower case."""
+    return name[:1].lower() + name[1:]
+
+
+def json_value(t: Type, expr: str, by_ref: bool) -> str:
+    """A serde_json::Value of a non-null value; `expr` is the value, or a reference to it."""
+    deref = f"*{expr}" if by_ref else expr
+    ref = expr if by_ref else f"&{expr}"
+    if t.kind == "prim":
+        if t.prim == "float64":
+            return f"f64_json({deref})"
+        if t.prim == "uuid":
+            return f"uuid_json({ref})"
+        return f"Value::from({deref})"
+    if t.kind == "string":
+        return f"Value::from({expr}.as_str())"
+    if t.kind == "bytes":
+        return f"bytes_json({ref})"
+    if t.kind == "array":
+        return f"Value::Array({expr}.iter().map({json_closure(t.elem, 'e')}).collect())"
+    return f"{fn_name(t.struct)}({ref}, version)"
+
+
+def json_closure(t: Type, name: str) -> str:
+    """A closure from a reference to a JSON value (the function itself where it would only call
+    one, as clippy prefers)."""
+    value = json_value(t, name, True)
+    m = re.fullmatch(rf"(\w+)\({name}\)", value)
+    return m.group(1) if m else f"|{name}| {value}"
+
+
+def emit_json_struct(s: Struct) -> list[str]:
+    signature = f"pub fn {fn_name(s)}(r: &{s.rust}, version: i16) -> Value"
+    if not s.fields:
+        signature = signature.replace("(r: ", "(_r: ").replace("version: i16", "_version: i16")
+        return [f"/// A `{s.kafka}` as Kafka's JSON converter writes it: no fields.", signature + " {", "Value::Object(Map::new())", "}", ""]
+    body = ["let mut o = Map::new();"]
+    for f in s.fields:
+        present, tagged, untagged = field_parts(s, f)
+        acc = f"r.{f.ident}"
+        if f.optional:
+            value = f"{acc}.as_ref().map_or(Value::Null, {json_closure(f.type, 'v')})"
+        else:
+            value = json_value(f.type, acc, False)
+        insert = f'o.insert("{camel_case(f.name)}".to_owned(), {value});'
+        body += guarded(Cond.of(untagged, s.versions), [insert])
+        c = Cond.of(tagged, s.versions)
+        if not c.never:
+            nondefault = nondefault_rust(f, acc)
+            cond = nondefault if c.always else f"{c.rust()} && {nondefault}"
+            body += [f"if {cond} {{", f"    {insert}", "}"]
+    body.append("Value::Object(o)")
+    return [f"/// A `{s.kafka}` as Kafka's JSON converter writes it at `version`."] + fn_with_version(signature, body) + [""]
+
+
+def emit_json(messages: list[Message], specs) -> str:
+    out = header(
+        "Records as the JSON that Kafka's generated *JsonConverter classes write: the fields "
+        "of the version, tagged ones only when they differ from their defaults, uuids and bytes "
+        "in base64.",
+        specs,
+    )
+    out += [
+        "",
+        "use corum_kafka::metadata::*;",
+        "use serde_json::{Map, Value};",
+        "",
+        "use super::{bytes_json, f64_json, uuid_json};",
+        "",
+    ]
+    for m in messages:
+        for s in m.structs:
+            out += emit_json_struct(s)
+    out += [
+        "/// Any metadata record as Kafka's `MetadataJsonConverters` writes it at `version`.",
+        "pub fn metadata_record(r: &AnyMetadataRecord, version: i16) -> Value {",
+        "    match r {",
+    ]
+    for m in messages:
+        if is_metadata(m):
+            out.append(f"        AnyMetadataRecord::{variant(m)}(r) => {fn_name(m.struct)}(r, version),")
+    out += ["    }", "}"]
+    text = "\n".join(out) + "\n"
+    for helper in ("bytes_json", "f64_json", "uuid_json"):
+        if not re.search(rf"\b{helper}\(", text.split("use super::", 1)[1].split("\n", 1)[1]):
+            text = text.replace(f"{helper}, ", "").replace(f", {helper}}}", "}")
+    return text
+
+
 # --- main -------------------------------------------------------------------------------------
 
 
@@ -1384,6 +1494,7 @@ def generate(jars: Path) -> dict[str, str]:
     return {
         GENERATED_RS: rustfmt(emit_generated(messages, specs), "generated.rs"),
         ARBITRARY_RS: rustfmt(emit_arbitrary(messages, specs), "arbitrary.rs"),
+        JSON_RS: rustfmt(emit_json(messages, specs), "json.rs"),
     }
 
 

@@ -8,12 +8,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The files the generator writes, relative to the repository root.
-const GENERATED: [&str; 2] = [
-    "kafka/src/metadata/generated.rs",
-    "kafka/tests/metadata_support/arbitrary.rs",
-];
-
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -28,6 +22,24 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// Every file under `dir`, relative to it.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push(path.strip_prefix(dir).expect("under dir").to_path_buf());
+            }
+        }
+    }
+    files.sort();
+    files
 }
 
 /// The first line where two texts differ, for the failure message.
@@ -74,13 +86,21 @@ fn generated_code_is_current() {
         run.status,
         String::from_utf8_lossy(&run.stderr)
     );
+    let written = files_under(&out.0);
+    assert!(
+        written.len() >= 3,
+        "the generator wrote only {written:?} (expected generated.rs, arbitrary.rs, json.rs)"
+    );
     let mut stale = Vec::new();
-    for rel in GENERATED {
-        let want = std::fs::read_to_string(out.0.join(rel))
-            .unwrap_or_else(|e| panic!("the generator wrote no {rel}: {e}"));
+    for rel in &written {
+        let want = std::fs::read_to_string(out.0.join(rel)).expect("a file the generator wrote");
         let got = std::fs::read_to_string(repo.join(rel)).unwrap_or_default();
         if want != got {
-            stale.push(format!("{rel}: {}", first_difference(&want, &got)));
+            stale.push(format!(
+                "{}: {}",
+                rel.display(),
+                first_difference(&want, &got)
+            ));
         }
     }
     assert!(

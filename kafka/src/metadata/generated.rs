@@ -4518,6 +4518,50 @@ impl AnyMetadataRecord {
         Self::TYPES.iter().find(|t| t.api_key == api_key).copied()
     }
 
+    /// The record with `api_key`, every field at its default (Kafka's
+    /// `MetadataRecordType.newMetadataRecord()`); None for no record.
+    pub fn default_for(api_key: i16) -> Option<Self> {
+        match api_key {
+            0 => Some(Self::RegisterBroker(RegisterBrokerRecord::default())),
+            1 => Some(Self::UnregisterBroker(UnregisterBrokerRecord::default())),
+            2 => Some(Self::Topic(TopicRecord::default())),
+            3 => Some(Self::Partition(PartitionRecord::default())),
+            4 => Some(Self::Config(ConfigRecord::default())),
+            5 => Some(Self::PartitionChange(PartitionChangeRecord::default())),
+            7 => Some(Self::FenceBroker(FenceBrokerRecord::default())),
+            8 => Some(Self::UnfenceBroker(UnfenceBrokerRecord::default())),
+            9 => Some(Self::RemoveTopic(RemoveTopicRecord::default())),
+            10 => Some(Self::DelegationToken(DelegationTokenRecord::default())),
+            11 => Some(Self::UserScramCredential(
+                UserScramCredentialRecord::default(),
+            )),
+            12 => Some(Self::FeatureLevel(FeatureLevelRecord::default())),
+            14 => Some(Self::ClientQuota(ClientQuotaRecord::default())),
+            15 => Some(Self::ProducerIds(ProducerIdsRecord::default())),
+            17 => Some(Self::BrokerRegistrationChange(
+                BrokerRegistrationChangeRecord::default(),
+            )),
+            18 => Some(Self::AccessControlEntry(AccessControlEntryRecord::default())),
+            19 => Some(Self::RemoveAccessControlEntry(
+                RemoveAccessControlEntryRecord::default(),
+            )),
+            20 => Some(Self::NoOp(NoOpRecord::default())),
+            21 => Some(Self::ZkMigrationState(ZkMigrationStateRecord::default())),
+            22 => Some(Self::RemoveUserScramCredential(
+                RemoveUserScramCredentialRecord::default(),
+            )),
+            23 => Some(Self::BeginTransaction(BeginTransactionRecord::default())),
+            24 => Some(Self::EndTransaction(EndTransactionRecord::default())),
+            25 => Some(Self::AbortTransaction(AbortTransactionRecord::default())),
+            26 => Some(Self::RemoveDelegationToken(
+                RemoveDelegationTokenRecord::default(),
+            )),
+            27 => Some(Self::RegisterController(RegisterControllerRecord::default())),
+            28 => Some(Self::ClearElr(ClearElrRecord::default())),
+            _ => None,
+        }
+    }
+
     /// The record's api key.
     pub fn api_key(&self) -> i16 {
         match self {
