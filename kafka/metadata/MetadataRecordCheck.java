@@ -14,6 +14,10 @@
 //   DM <key> <version>     a default metadata record (MetadataRecordType.newMetadataRecord())
 //                          framed at <version>: "OK <hex> <json>"
 //   DK <version>           a default KRaftVersionRecord at <version>: "OK <hex> <json>"
+//   J <key> <version> <json>
+//                          a metadata record read from JSON (MetadataJsonConverters.readJson),
+//                          framed at <version>: "OK <hex> <json>"
+//   JK <version> <json>    a KRaftVersionRecord read from JSON at <version>: "OK <hex> <json>"
 //
 // A command Kafka refuses answers "ERR <exception>"; an unknown command exits 2.
 
@@ -28,6 +32,9 @@ import java.util.Comparator;
 import java.util.HexFormat;
 import java.util.List;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
 import org.apache.kafka.common.message.KRaftVersionRecord;
 import org.apache.kafka.common.message.KRaftVersionRecordJsonConverter;
 import org.apache.kafka.common.metadata.MetadataJsonConverters;
@@ -39,6 +46,7 @@ import org.apache.kafka.server.common.ApiMessageAndVersion;
 
 public final class MetadataRecordCheck {
     private static final HexFormat HEX = HexFormat.of();
+    private static final ObjectMapper JSON = new ObjectMapper();
 
     private MetadataRecordCheck() {}
 
@@ -47,7 +55,9 @@ public final class MetadataRecordCheck {
         PrintWriter out = new PrintWriter(System.out, false, StandardCharsets.UTF_8);
         String line;
         while ((line = in.readLine()) != null) {
-            String[] words = line.trim().split(" ");
+            // JSON, the last word of J and JK, may hold spaces.
+            String command = line.split(" ", 2)[0];
+            String[] words = line.split(" ", command.equals("J") ? 4 : command.equals("JK") ? 3 : -1);
             String answer;
             try {
                 answer = "OK " + answer(words);
@@ -67,7 +77,7 @@ public final class MetadataRecordCheck {
         private static final long serialVersionUID = 1L;
     }
 
-    private static String answer(String[] words) throws UnknownCommand {
+    private static String answer(String[] words) throws Exception {
         switch (words[0]) {
             case "TYPES": {
                 List<String> types = new ArrayList<>();
@@ -105,6 +115,16 @@ public final class MetadataRecordCheck {
             }
             case "DK":
                 return kraftVersion(new KRaftVersionRecord(), Short.parseShort(words[1]));
+            case "J": {
+                short apiKey = Short.parseShort(words[1]);
+                short version = Short.parseShort(words[2]);
+                JsonNode json = JSON.readTree(words[3]);
+                return framed(new ApiMessageAndVersion(MetadataJsonConverters.readJson(json, apiKey, version), version));
+            }
+            case "JK": {
+                short version = Short.parseShort(words[1]);
+                return kraftVersion(KRaftVersionRecordJsonConverter.read(JSON.readTree(words[2]), version), version);
+            }
             default:
                 throw new UnknownCommand();
         }
