@@ -629,6 +629,11 @@ def len_rust(t: Type, flex: Cond) -> str:
     return f"Len::{which}({flex.rust()})"
 
 
+def elem_len(t: Type, flex: Cond) -> str:
+    """The wire::Len of an array's string or bytes elements (their own, not the array's)."""
+    return len_rust(t.elem, flex) if t.elem.kind in ("string", "bytes") else ""
+
+
 def as_option(f: Field, acc: str) -> str:
     """The field as the Option<&...> the variable-length writers take."""
     if f.optional:
@@ -698,8 +703,8 @@ def read_rust(s: Struct, f: Field, buf: str, flex: Cond, nullable: Cond) -> str:
         expr = f"wire::{prefix}{t.kind}({buf}, {length}, {at})?"
     else:
         expr = (
-            f"wire::{prefix}array({buf}, {length}, {elem_min_bytes(t.elem, length)}, {at}, "
-            f"{elem_read(t.elem, at, length)})?"
+            f"wire::{prefix}array({buf}, {length}, {elem_min_bytes(t.elem, elem_len(t, flex))}, {at}, "
+            f"{elem_read(t.elem, at, elem_len(t, flex))})?"
         )
     if f.optional and not nullable.always:
         expr = f"wire::check_null({expr}, {nullable.rust()}, {at})?"
@@ -717,7 +722,7 @@ def write_rust(f: Field, acc: str, flex: Cond) -> str:
     length = len_rust(t, flex)
     if t.kind in ("string", "bytes"):
         return f"wire::put_{t.kind}(buf, {as_option(f, acc)}, {length});"
-    return f"wire::put_array(buf, {as_option(f, acc)}, {length}, {elem_write(t.elem, length)});"
+    return f"wire::put_array(buf, {as_option(f, acc)}, {length}, {elem_write(t.elem, elem_len(t, flex))});"
 
 
 def size_rust(f: Field, acc: str, flex: Cond) -> str:
@@ -728,7 +733,7 @@ def size_rust(f: Field, acc: str, flex: Cond) -> str:
     length = len_rust(t, flex)
     if t.kind in ("string", "bytes"):
         return f"wire::{t.kind}_size({as_option(f, acc)}, {length})"
-    return f"wire::array_size({as_option(f, acc)}, {length}, {elem_size(t.elem, length)})"
+    return f"wire::array_size({as_option(f, acc)}, {length}, {elem_size(t.elem, elem_len(t, flex))})"
 
 
 # --- emitting generated.rs --------------------------------------------------------------------
