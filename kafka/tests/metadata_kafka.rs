@@ -157,7 +157,6 @@ fn run_check(repo: &Path, lines: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// Splits "OK <hex> <json>" into its hex and JSON, or fails with what Kafka said.
 /// Whether Kafka can read the record's JSON back: its JSON converters write an infinite float
 /// as a string they do not read.
 fn has_json(record: &AnyMetadataRecord) -> bool {
@@ -167,8 +166,9 @@ fn has_json(record: &AnyMetadataRecord) -> bool {
     }
 }
 
-/// JSON values equal, floats within an ulp (Java prints a double in as few digits as read it
-/// back, and serde_json's fast parser may round the last bit; the bytes compare exactly).
+/// JSON values equal, floats within an ulp (Java prints a double in the fewest digits that
+/// read back as it, and serde_json's fast parser may round the last bit; the bytes compare
+/// exactly).
 fn same_json(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
@@ -190,6 +190,7 @@ fn same_json(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// Splits "OK <hex> <json>" into its hex and JSON, or fails with what Kafka said.
 fn ok_hex<'a>(answer: &'a str, what: &str) -> (&'a str, &'a str) {
     let Some(rest) = answer.strip_prefix("OK ") else {
         panic!("Kafka refused {what}: {answer}");
