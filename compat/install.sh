@@ -14,6 +14,7 @@
 #   compat/build/classes      the Java session program (sessions/java) and Kafka's check of corum's
 #                             metadata record codecs (kafka/metadata/MetadataRecordCheck.java, run
 #                             by kafka/tests/metadata_kafka.rs), compiled against the jars
+#   compat/build/brokers      brokers.sh's traffic check and broker monitor (brokers/java), likewise
 # What it needs already on the machine: python3 (3.9+, with venv), node and npm (16+), a JDK 17+
 # (java, javac) and mvn, and root or sudo for apt-get when kcat is missing.
 set -uo pipefail
@@ -149,6 +150,24 @@ if [ $java_ok = 1 ]; then
     else
       echo; cat "$STAMPS/javac.log" >&2
       fail java-session "javac of compat/sessions/java and kafka/metadata failed"
+    fi
+  fi
+fi
+
+if [ $java_ok = 1 ]; then
+  step_start brokers
+  srcs=("$COMPAT"/brokers/java/*.java)
+  want=$(stamp_of "${srcs[@]}" "$STAMPS/jars")
+  if stamp_ok brokers "$want" && [ -d "$COMPAT/build/brokers" ]; then
+    step_done "present: ${#srcs[@]} source file(s) compiled"
+  else
+    rm -rf "$COMPAT/build/brokers"
+    if javac -Xlint:all -Werror -d "$COMPAT/build/brokers" -cp "$COMPAT/jars/*" "${srcs[@]}" >"$STAMPS/javac-brokers.log" 2>&1; then
+      echo "$want" > "$STAMPS/brokers"
+      step_done "compiled ${#srcs[@]} source file(s)"
+    else
+      echo; cat "$STAMPS/javac-brokers.log" >&2
+      fail broker-programs "javac of compat/brokers/java failed"
     fi
   fi
 fi

@@ -4,16 +4,24 @@
 # against before they are pointed at corum.
 #
 #   kafka-kraft.sh start [--nodes 1|3] [--dir DIR] [--base-port P] [--release-version V] [--record]
+#                        [--roles combined|controller] [--quorum static|dynamic] [--props k=v ...]
 #   kafka-kraft.sh status|env [--dir DIR]      # nodes up; BOOTSTRAP=... CONTROLLER_BOOTSTRAP=...
 #   kafka-kraft.sh leader [--dir DIR]          # node id of the active controller
 #   kafka-kraft.sh failover [--dir DIR]        # SIGKILL the active controller, wait for a new one,
-#                                              # restart the killed node in the background
+#                                              # restart the killed node in the background; prints
+#                                              # the kill's epoch ms as at_ms=
 #   kafka-kraft.sh wait-ready [--dir DIR]      # every node up, registered and unfenced
 #   kafka-kraft.sh stop [--dir DIR] [--keep]   # SIGTERM (then SIGKILL after 30 s), remove DIR
 #
 # Every node is a combined broker+controller (process.roles=broker,controller) with a static voter
 # set (controller.quorum.voters). Node i listens for clients on PLAINTEXT 127.0.0.1:(P+i-1) and for
 # Raft and --bootstrap-controller on CONTROLLER 127.0.0.1:(P+100+i-1); P defaults to 19092.
+# --roles controller: controller-only nodes (process.roles=controller, no PLAINTEXT listener, BOOTSTRAP
+# empty) for brokers.sh to run brokers against, heap capped at 256 MB. --quorum dynamic: a KIP-853
+# quorum (controller.quorum.bootstrap.servers; every node formatted with the same
+# --initial-controllers id@host:port:directory-id, kraft.version 1, a VotersRecord in the bootstrap
+# checkpoint) instead of the static controller.quorum.voters. --props k=v (repeatable) appends to
+# every node's server.properties, e.g. the controllers' broker.session.timeout.ms.
 # The ports must lie below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768 up by
 # default): a client that keeps reconnecting to a killed node's port on loopback can otherwise be
 # given that very port as its source port and connect to itself (TCP simultaneous open), and the
@@ -43,6 +51,9 @@ BASE_PORT=19092
 RELEASE_VERSION=3.9
 KEEP=0
 RECORD=0
+ROLES=combined
+QUORUM=static
+PROPS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) DIR="$2"; shift 2 ;;
@@ -51,6 +62,9 @@ while [ $# -gt 0 ]; do
     --release-version) RELEASE_VERSION="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --record) RECORD=1; shift ;;
+    --roles) ROLES="$2"; shift 2 ;;
+    --quorum) QUORUM="$2"; shift 2 ;;
+    --props) shift; while [ $# -gt 0 ] && [[ "$1" != --* ]]; do PROPS+=("$1"); shift; done ;;
     *) echo "kafka-kraft.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -60,6 +74,8 @@ die() { echo "kafka-kraft.sh: $*" >&2; exit 1; }
 # The JVM settings for the nodes and the tools: a small heap and the serial collector, so that
 # three nodes and the sessions' tools fit on a 2-core machine beside other work.
 JAVA_NODE_OPTS=(-Xms256m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true)
+# Controller-only nodes keep a smaller heap: brokers run beside them.
+JAVA_CONTROLLER_OPTS=(-Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true)
 JAVA_TOOL_OPTS=(-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto)
 
 require_jars() {
@@ -89,20 +105,50 @@ kafka_tool() {
     -cp "$JARS/*" "$@"
 }
 
+# A random Kafka Uuid (16 bytes, URL-safe base64 without padding; Kafka's own never starts with
+# '-'), for the directory ids of a dynamic quorum's --initial-controllers.
+random_uuid() {
+  python3 -c 'import base64, os
+while True:
+    u = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+    if not u.startswith("-"):
+        print(u)
+        break'
+}
+
 write_configs() {
-  local i voters="" boot="" cboot=""
+  local i voters="" boot="" cboot="" initial=""
   for i in $(seq 1 "$NODES"); do
     voters+="${voters:+,}$i@127.0.0.1:$(controller_port "$i")"
     boot+="${boot:+,}127.0.0.1:$(broker_port "$i")"
     cboot+="${cboot:+,}127.0.0.1:$(controller_port "$i")"
+    [ "$QUORUM" = static ] || initial+="${initial:+,}$i@127.0.0.1:$(controller_port "$i"):$(random_uuid)"
   done
+  [ "$ROLES" = combined ] || boot=""
+  local quorum_line="controller.quorum.voters=$voters"
+  [ "$QUORUM" = static ] || quorum_line="controller.quorum.bootstrap.servers=$cboot"
   local rf=$(( NODES >= 3 ? 3 : 1 )) min_isr=$(( NODES >= 3 ? 2 : 1 ))
   for i in $(seq 1 "$NODES"); do
     mkdir -p "$DIR/node-$i/data" "$DIR/node-$i/logs"
-    cat > "$DIR/node-$i/server.properties" <<EOF
+    if [ "$ROLES" = controller ]; then
+      cat > "$DIR/node-$i/server.properties" <<EOF
+process.roles=controller
+node.id=$i
+$quorum_line
+listeners=CONTROLLER://127.0.0.1:$(controller_port "$i")
+advertised.listeners=CONTROLLER://127.0.0.1:$(controller_port "$i")
+listener.security.protocol.map=CONTROLLER:PLAINTEXT
+controller.listener.names=CONTROLLER
+log.dirs=$DIR/node-$i/data
+num.network.threads=2
+num.io.threads=2
+background.threads=2
+EOF
+    else
+      cat > "$DIR/node-$i/server.properties" <<EOF
 process.roles=broker,controller
 node.id=$i
-controller.quorum.voters=$voters
+$quorum_line
 listeners=PLAINTEXT://127.0.0.1:$(broker_bind_port "$i"),CONTROLLER://127.0.0.1:$(controller_port "$i")
 advertised.listeners=PLAINTEXT://127.0.0.1:$(broker_port "$i"),CONTROLLER://127.0.0.1:$(controller_port "$i")
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
@@ -124,6 +170,8 @@ background.threads=2
 log.cleaner.threads=1
 num.recovery.threads.per.data.dir=1
 EOF
+    fi
+    [ ${#PROPS[@]} = 0 ] || printf '%s\n' "${PROPS[@]}" >> "$DIR/node-$i/server.properties"
     cat > "$DIR/node-$i/log4j2.properties" <<EOF
 status = warn
 appender.server.type = File
@@ -151,6 +199,9 @@ BASE_PORT=$BASE_PORT
 BOOTSTRAP=$boot
 CONTROLLER_BOOTSTRAP=$cboot
 RECORD=$RECORD
+ROLES=$ROLES
+QUORUM=$QUORUM
+INITIAL_CONTROLLERS=$initial
 EOF
 }
 
@@ -173,7 +224,9 @@ start_node() {
   local i="$1" d="$DIR/node-$1"
   # setsid: the node is its own process group, so a SIGINT to the shell that started it does not
   # reach it and `stop` signals exactly this pid.
-  setsid java "${JAVA_NODE_OPTS[@]}" -Dlog4j2.configurationFile="$d/log4j2.properties" \
+  local opts=("${JAVA_NODE_OPTS[@]}")
+  [ "${ROLES:-combined}" = combined ] || opts=("${JAVA_CONTROLLER_OPTS[@]}")
+  setsid java "${opts[@]}" -Dlog4j2.configurationFile="$d/log4j2.properties" \
     -cp "$JARS/*" kafka.Kafka "$d/server.properties" >"$d/logs/stdout.log" 2>&1 </dev/null &
   echo $! > "$d/pid"
 }
@@ -205,6 +258,14 @@ wait_ready() {
   # A restarted node's old registration stays unfenced until its session times out, so first wait
   # for every node's own process to say it started.
   for i in $(seq 1 "$NODES"); do wait_node_started "$i" "${1:-120}"; done
+  if [ "${ROLES:-combined}" = controller ]; then
+    # No brokers here: ready when the quorum has elected a leader.
+    until [ -n "$(leader_id)" ]; do
+      [ $SECONDS -lt $deadline ] || die "no active controller within ${1:-120} s"
+      sleep 1
+    done
+    return 0
+  fi
   while :; do
     n=$({ kafka_tool org.apache.kafka.tools.ClusterTool list-endpoints \
             --config "$DIR/tools-fast.properties" --bootstrap-server "$BOOTSTRAP" 2>/dev/null || true; } \
@@ -219,6 +280,8 @@ case "$cmd" in
   start)
     require_jars
     case "$NODES" in 1|3) ;; *) die "--nodes must be 1 or 3" ;; esac
+    case "$ROLES" in combined|controller) ;; *) die "--roles must be combined or controller" ;; esac
+    case "$QUORUM" in static|dynamic) ;; *) die "--quorum must be static or dynamic" ;; esac
     ephemeral_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
     [ $((BASE_PORT + 200)) -lt "$ephemeral_low" ] \
       || die "--base-port $BASE_PORT: ports up to $((BASE_PORT + 200)) reach the ephemeral range (from $ephemeral_low)"
@@ -235,8 +298,10 @@ case "$cmd" in
     write_configs
     [ "$RECORD" = 0 ] || start_recorder
     cid=$(kafka_tool kafka.tools.StorageTool random-uuid)
+    quorum_args=()
+    [ "$QUORUM" = static ] || quorum_args=(--initial-controllers "$(. "$DIR/cluster.env"; echo "$INITIAL_CONTROLLERS")")
     for i in $(seq 1 "$NODES"); do
-      kafka_tool kafka.tools.StorageTool format --cluster-id "$cid" \
+      kafka_tool kafka.tools.StorageTool format --cluster-id "$cid" "${quorum_args[@]}" \
         --config "$DIR/node-$i/server.properties" --release-version "$RELEASE_VERSION" \
         >"$DIR/node-$i/logs/format.log" 2>&1 \
         || die "format of node $i failed: $(cat "$DIR/node-$i/logs/format.log")"
@@ -268,6 +333,7 @@ case "$cmd" in
     [ "${RECORD:-0}" = 0 ] || die "failover on a --record cluster: clients would not see the node die"
     old=$(leader_id); [ -n "$old" ] || die "no active controller to kill"
     pid=$(node_pid "$old") || die "leader $old has no live process"
+    at=$(date +%s%3N)
     kill -KILL "$pid"
     # Wait for the old process to be gone, then for another node to be elected.
     deadline=$((SECONDS + 60))
@@ -278,7 +344,7 @@ case "$cmd" in
       [ $SECONDS -lt $deadline ] || die "no new leader within 60 s after killing node $old"
       sleep 0.5
     done
-    echo "killed leader $old (pid $pid); new leader $new; restarting node $old"
+    echo "killed leader $old (pid $pid) at_ms=$at; new leader $new; restarting node $old"
     mv "$DIR/node-$old/logs/server.log" "$DIR/node-$old/logs/server.log.before-kill"
     start_node "$old"
     ;;
