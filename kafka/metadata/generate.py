@@ -791,11 +791,9 @@ def emit_struct(s: Struct, m: Message) -> list[str]:
         ]
     else:
         out += [f"/// An element of `{s.kafka}`."]
-        out += ["///"] + doc(s.about) if s.about else []
     out += [f"#[derive({', '.join(derives)})]", f"pub struct {s.rust} {{"]
     for f in s.fields:
         present, tagged, _ = field_parts(s, f)
-        out += doc(f.about, "    ")
         notes = [f"versions {f.versions}"]
         if not f.nullable.empty:
             notes.append(f"nullable {f.nullable}")
@@ -805,7 +803,7 @@ def emit_struct(s: Struct, m: Message) -> list[str]:
             notes.append(f"default {f.default}")
         if f.ignorable:
             notes.append("ignorable")
-        out += ["    ///", f"    /// Kafka: `{f.name}`, {', '.join(notes)}."]
+        out += [f"    /// Kafka: `{f.name}`, {', '.join(notes)}."]
         out.append(f"    pub {f.ident}: {f.rust_type()},")
     if not s.flexible.empty:
         out += [

@@ -25,6 +25,11 @@ pub const SERVED: &[ApiKey] = &[
     ApiKey::AddRaftVoter,
     ApiKey::RemoveRaftVoter,
     ApiKey::UpdateRaftVoter,
+    ApiKey::Fetch,
+    ApiKey::FetchSnapshot,
+    ApiKey::BrokerRegistration,
+    ApiKey::BrokerHeartbeat,
+    ApiKey::UnregisterBroker,
 ];
 
 /// A table of served APIs and their version ranges, sorted by API key.
@@ -97,6 +102,15 @@ pub fn default_request(api: ApiKey) -> Option<RequestKind> {
         ApiKey::AddRaftVoter => RequestKind::AddRaftVoter(AddRaftVoterRequest::default()),
         ApiKey::RemoveRaftVoter => RequestKind::RemoveRaftVoter(RemoveRaftVoterRequest::default()),
         ApiKey::UpdateRaftVoter => RequestKind::UpdateRaftVoter(UpdateRaftVoterRequest::default()),
+        ApiKey::Fetch => RequestKind::Fetch(FetchRequest::default()),
+        ApiKey::FetchSnapshot => RequestKind::FetchSnapshot(FetchSnapshotRequest::default()),
+        ApiKey::BrokerRegistration => {
+            RequestKind::BrokerRegistration(BrokerRegistrationRequest::default())
+        }
+        ApiKey::BrokerHeartbeat => RequestKind::BrokerHeartbeat(BrokerHeartbeatRequest::default()),
+        ApiKey::UnregisterBroker => {
+            RequestKind::UnregisterBroker(UnregisterBrokerRequest::default())
+        }
         _ => return None,
     })
 }

@@ -22,6 +22,12 @@ pub trait Backend {
 
     /// Wall-clock milliseconds since the Unix epoch (DescribeQuorum reports times as such).
     fn wall_clock_ms(&self) -> i64;
+
+    /// The Raft epoch this node is in and the leader it knows: what a broker that fetched
+    /// from a node that does not lead is told.
+    fn leadership(&self) -> (u64, Option<NodeId>) {
+        (0, self.leader())
+    }
 }
 
 /// The listener a request came in on, and the node behind it.
@@ -42,6 +48,8 @@ pub struct ListenerContext {
     /// The wait of a request that names none (or 0): `controller.quorum.request.timeout.ms`.
     pub default_timeout_ms: u32,
     pub served: ServedApis,
+    /// What the listener remembers of the brokers following the metadata log.
+    pub log: crate::log::ObserverMemory,
 }
 
 impl ListenerContext {

@@ -16,6 +16,7 @@
 //! | [`service`] | dispatch to [`api`]'s translations |
 //! | [`response`] | response header rules and encoding |
 //! | [`errors`] | corum's errors as Kafka error codes |
+//! | [`log`] | the metadata log rendered for Kafka brokers: RecordBatches, metadata and control records, snapshots |
 //! | [`alloc`] | the allocator that keeps a lying array length from aborting the process |
 //!
 //! Message types come from the `kafka-protocol` crate (generated from Kafka 4.1's message
@@ -27,6 +28,7 @@ pub mod apis;
 pub mod backend;
 pub mod errors;
 pub mod frame;
+pub mod log;
 pub mod metadata;
 pub mod request;
 pub mod response;

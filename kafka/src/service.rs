@@ -15,6 +15,8 @@
 //! | ElectLeaders | `ElectLeaders` | preferred and unclean |
 //! | DescribeTopicPartitions | `DescribeTopics` | |
 //! | DescribeAcls, CreateAcls, DeleteAcls | — | SECURITY_DISABLED, as Kafka without an authorizer |
+//! | BrokerRegistration, BrokerHeartbeat, UnregisterBroker | `BrokerHeartbeat` (a registration has no epoch), `UnregisterBroker` | see [`crate::api::brokers`] |
+//! | Fetch, FetchSnapshot (of `__cluster_metadata`, by brokers) | `Fetch`, `FetchSnapshot` (the Raft core's observer fetches) | see [`crate::api::raft_fetch`]; records rendered by [`crate::log`] |
 //! | AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter | `AddVoter`, `RemoveVoter`, `UpdateVoter` (UpdateRaftVoter: `DescribeQuorum` first, for the epoch) | see [`crate::api::voters`] |
 //!
 //! A whole request that fails (not the controller, timed out) is answered with that error on
@@ -116,6 +118,21 @@ async fn dispatch<B: Backend>(
         }
         RequestKind::UpdateRaftVoter(r) => {
             ResponseKind::UpdateRaftVoter(api::voters::update_raft_voter(ctx, backend, r).await)
+        }
+        RequestKind::BrokerRegistration(r) => ResponseKind::BrokerRegistration(
+            api::brokers::broker_registration(ctx, backend, r).await,
+        ),
+        RequestKind::BrokerHeartbeat(r) => {
+            ResponseKind::BrokerHeartbeat(api::brokers::broker_heartbeat(ctx, backend, r).await)
+        }
+        RequestKind::UnregisterBroker(r) => {
+            ResponseKind::UnregisterBroker(api::brokers::unregister_broker(ctx, backend, r).await)
+        }
+        RequestKind::Fetch(r) => {
+            ResponseKind::Fetch(api::raft_fetch::fetch(ctx, backend, r, v).await)
+        }
+        RequestKind::FetchSnapshot(r) => {
+            ResponseKind::FetchSnapshot(api::raft_fetch::fetch_snapshot(ctx, backend, r, v).await)
         }
         // `request::parse` admits only the APIs of `apis::SERVED`, each matched above.
         _ => unreachable!("request::parse admits only served APIs"),

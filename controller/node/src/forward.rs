@@ -20,7 +20,9 @@ use corum_types::{NodeId, Uuid};
 use crate::driver::RaftHandle;
 use crate::protocol::{LocalRead, RequestBody, RequestFrame, ResponseBody, RpcError};
 use crate::raft_features;
-use crate::rpc_server::{describe_quorum, effective_timeout_ms, is_voter_change, voter_change};
+use crate::rpc_server::{
+    describe_quorum, effective_timeout_ms, is_voter_change, observer, voter_change,
+};
 
 /// What a [`NodeBackend`] needs to know about its node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -164,6 +166,11 @@ impl Backend for NodeBackend {
             }
             return self.forward(body, timeout_ms).await;
         }
+        if matches!(body, RequestBody::Fetch(_) | RequestBody::FetchSnapshot(_)) {
+            // A broker following the log: served by the leader's core, never forwarded (a
+            // standby's answer names the leader, and the broker fetches from it).
+            return observer(&self.raft, body, timeout_ms, |_| None).await;
+        }
         if is_voter_change(&body) {
             let wait_ms = effective_timeout_ms(timeout_ms);
             // A standby names no leader here: it forwards the change to it instead.
@@ -197,6 +204,11 @@ impl Backend for NodeBackend {
 
     fn leader(&self) -> Option<NodeId> {
         self.known_leader()
+    }
+
+    fn leadership(&self) -> (u64, Option<NodeId>) {
+        let (_, epoch, leader, _) = self.raft.leadership();
+        (epoch.0, leader)
     }
 
     fn wall_clock_ms(&self) -> i64 {

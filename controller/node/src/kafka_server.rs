@@ -133,6 +133,7 @@ impl KafkaServer {
             advertised_port: self.config.advertised_port,
             default_timeout_ms: self.config.request_timeout_ms,
             served: corum_kafka::ServedApis::controller(),
+            log: Default::default(),
         });
         while let Some(stream) = accept(&self.listener, self.local, &shutdown).await {
             {

@@ -405,15 +405,8 @@ async fn handle(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
                     &raft.status(),
                 ))))
             }
-            RequestBody::Fetch(mut fetch) => {
-                let timeout_ms = effective_timeout_ms(frame.timeout_ms);
-                // Leave half the request's time for the answer to travel back.
-                fetch.wait_max_ms = fetch.wait_max_ms.min(timeout_ms / 2);
-                observer(shared, raft, Message::Fetch(fetch), timeout_ms).await
-            }
-            RequestBody::FetchSnapshot(fetch) => {
-                let timeout_ms = effective_timeout_ms(frame.timeout_ms);
-                observer(shared, raft, Message::FetchSnapshot(fetch), timeout_ms).await
+            body @ (RequestBody::Fetch(_) | RequestBody::FetchSnapshot(_)) => {
+                observer(raft, body, frame.timeout_ms, |id| shared.hint(id)).await
             }
             body @ (RequestBody::AddVoter(_)
             | RequestBody::RemoveVoter(_)
@@ -471,16 +464,32 @@ pub(crate) fn effective_timeout_ms(timeout_ms: u32) -> u64 {
 /// Timeout of an observer request that gives none.
 const OBSERVER_TIMEOUT_DEFAULT_MS: u64 = 2_000;
 
-/// An observer's Fetch or FetchSnapshot, served by the leader's Raft core; a non-leader
-/// answers `NotController` (naming the leader when it knows one) like the controller
-/// requests do.
-async fn observer(
-    shared: &Shared,
+/// An observer's Fetch or FetchSnapshot, served by the leader's Raft core for both of the
+/// node's edges (this server, and brokers on the Kafka listener through
+/// [`crate::forward::NodeBackend`]); a non-leader answers `NotController` (naming the leader
+/// by `hint`) like the controller requests do. A fetch waits at most half the request's
+/// timeout (`timeout_ms`, 0 for the default), leaving the other half for the answer to
+/// travel back. Any other body is an `Internal` error.
+pub(crate) async fn observer(
     raft: &RaftHandle,
-    message: Message,
-    timeout_ms: u64,
+    body: RequestBody,
+    timeout_ms: u32,
+    hint: impl Fn(NodeId) -> Option<LeaderHint>,
 ) -> Result<ResponseBody, RpcError> {
-    if let Some(e) = not_leader(raft, |id| shared.hint(id)) {
+    let timeout_ms = effective_timeout_ms(timeout_ms);
+    let message = match body {
+        RequestBody::Fetch(mut fetch) => {
+            fetch.wait_max_ms = fetch.wait_max_ms.min(timeout_ms / 2);
+            Message::Fetch(fetch)
+        }
+        RequestBody::FetchSnapshot(fetch) => Message::FetchSnapshot(fetch),
+        other => {
+            return Err(RpcError::Internal {
+                reason: format!("{} is not an observer's request", other.kind()),
+            })
+        }
+    };
+    if let Some(e) = not_leader(raft, hint) {
         return Err(e);
     }
     let wait = glommio::timer::sleep(Duration::from_millis(timeout_ms));

@@ -3,11 +3,13 @@
 
 pub mod acls;
 pub mod api_versions;
+pub mod brokers;
 pub mod cluster;
 pub mod configs;
 pub mod features;
 pub mod metadata;
 pub mod nodes;
+pub mod raft_fetch;
 pub mod topics;
 pub mod voters;
 

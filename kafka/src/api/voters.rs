@@ -374,6 +374,7 @@ mod tests {
             advertised_port: 9092,
             default_timeout_ms: 2_000,
             served: ServedApis::controller(),
+            log: Default::default(),
         }
     }
 

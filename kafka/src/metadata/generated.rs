@@ -14,44 +14,24 @@ use super::wire::{self, At, Len, RawTaggedField};
 /// (`kafka-metadata-4.1.2.jar!common/metadata/RegisterBrokerRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RegisterBrokerRecord {
-    /// The broker id.
-    ///
     /// Kafka: `BrokerId`, versions 0+.
     pub broker_id: i32,
-    /// True if the broker is a ZK broker in migration mode. Otherwise, false
-    ///
     /// Kafka: `IsMigratingZkBroker`, versions 2+, default false.
     pub is_migrating_zk_broker: bool,
-    /// The incarnation ID of the broker process
-    ///
     /// Kafka: `IncarnationId`, versions 0+.
     pub incarnation_id: Uuid,
-    /// The broker epoch assigned by the controller.
-    ///
     /// Kafka: `BrokerEpoch`, versions 0+.
     pub broker_epoch: i64,
-    /// The endpoints that can be used to communicate with this broker.
-    ///
     /// Kafka: `EndPoints`, versions 0+.
     pub end_points: Vec<RegisterBrokerRecordBrokerEndpoint>,
-    /// The features on this broker
-    ///
     /// Kafka: `Features`, versions 0+.
     pub features: Vec<RegisterBrokerRecordBrokerFeature>,
-    /// The broker rack.
-    ///
     /// Kafka: `Rack`, versions 0+, nullable 0+.
     pub rack: Option<String>,
-    /// True if the broker is fenced.
-    ///
     /// Kafka: `Fenced`, versions 0+, default true.
     pub fenced: bool,
-    /// True if the broker is in controlled shutdown.
-    ///
     /// Kafka: `InControlledShutdown`, versions 1+, default false.
     pub in_controlled_shutdown: bool,
-    /// Log directories configured in this broker which are available.
-    ///
     /// Kafka: `LogDirs`, versions 3+, tag 0 in 3+.
     pub log_dirs: Vec<Uuid>,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -304,24 +284,14 @@ impl RegisterBrokerRecord {
 }
 
 /// An element of `RegisterBrokerRecord.EndPoints`.
-///
-/// The endpoints that can be used to communicate with this broker.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct RegisterBrokerRecordBrokerEndpoint {
-    /// The name of the endpoint.
-    ///
     /// Kafka: `Name`, versions 0+.
     pub name: String,
-    /// The hostname.
-    ///
     /// Kafka: `Host`, versions 0+.
     pub host: String,
-    /// The port.
-    ///
     /// Kafka: `Port`, versions 0+.
     pub port: u16,
-    /// The security protocol.
-    ///
     /// Kafka: `SecurityProtocol`, versions 0+.
     pub security_protocol: i16,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -374,20 +344,12 @@ impl RegisterBrokerRecordBrokerEndpoint {
 }
 
 /// An element of `RegisterBrokerRecord.Features`.
-///
-/// The features on this broker
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct RegisterBrokerRecordBrokerFeature {
-    /// The feature name.
-    ///
     /// Kafka: `Name`, versions 0+.
     pub name: String,
-    /// The minimum supported feature level.
-    ///
     /// Kafka: `MinSupportedVersion`, versions 0+.
     pub min_supported_version: i16,
-    /// The maximum supported feature level.
-    ///
     /// Kafka: `MaxSupportedVersion`, versions 0+.
     pub max_supported_version: i16,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -436,12 +398,8 @@ impl RegisterBrokerRecordBrokerFeature {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/UnregisterBrokerRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct UnregisterBrokerRecord {
-    /// The broker id.
-    ///
     /// Kafka: `BrokerId`, versions 0+.
     pub broker_id: i32,
-    /// The broker epoch.
-    ///
     /// Kafka: `BrokerEpoch`, versions 0+.
     pub broker_epoch: i64,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -534,12 +492,8 @@ impl UnregisterBrokerRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/TopicRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct TopicRecord {
-    /// The topic name.
-    ///
     /// Kafka: `Name`, versions 0+.
     pub name: String,
-    /// The unique ID of this topic.
-    ///
     /// Kafka: `TopicId`, versions 0+.
     pub topic_id: Uuid,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -633,57 +587,30 @@ impl TopicRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/PartitionRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionRecord {
-    /// The partition id.
-    ///
     /// Kafka: `PartitionId`, versions 0+, default -1.
     pub partition_id: i32,
-    /// The unique ID of this topic.
-    ///
     /// Kafka: `TopicId`, versions 0+.
     pub topic_id: Uuid,
-    /// The replicas of this partition, sorted by preferred order.
-    ///
     /// Kafka: `Replicas`, versions 0+.
     pub replicas: Vec<i32>,
-    /// The in-sync replicas of this partition
-    ///
     /// Kafka: `Isr`, versions 0+.
     pub isr: Vec<i32>,
-    /// The replicas that we are in the process of removing.
-    ///
     /// Kafka: `RemovingReplicas`, versions 0+.
     pub removing_replicas: Vec<i32>,
-    /// The replicas that we are in the process of adding.
-    ///
     /// Kafka: `AddingReplicas`, versions 0+.
     pub adding_replicas: Vec<i32>,
-    /// The lead replica, or -1 if there is no leader.
-    ///
     /// Kafka: `Leader`, versions 0+, default -1.
     pub leader: i32,
-    /// 1 if the partition is recovering from an unclean leader election; 0 otherwise.
-    ///
     /// Kafka: `LeaderRecoveryState`, versions 0+, tag 0 in 0+, default 0.
     pub leader_recovery_state: i8,
-    /// The epoch of the partition leader.
-    ///
     /// Kafka: `LeaderEpoch`, versions 0+, default -1.
     pub leader_epoch: i32,
-    /// An epoch that gets incremented each time we change anything in the partition.
-    ///
     /// Kafka: `PartitionEpoch`, versions 0+, default -1.
     pub partition_epoch: i32,
-    /// The log directory hosting each replica, sorted in the same exact order as the Replicas
-    /// field.
-    ///
     /// Kafka: `Directories`, versions 1+.
     pub directories: Vec<Uuid>,
-    /// The eligible leader replicas of this partition.
-    ///
     /// Kafka: `EligibleLeaderReplicas`, versions 2+, nullable 2+, tag 1 in 2+, default null.
     pub eligible_leader_replicas: Option<Vec<i32>>,
-    /// The last known eligible leader replicas of this partition.
-    ///
     /// Kafka: `LastKnownElr`, versions 2+, nullable 2+, tag 2 in 2+, default null.
     pub last_known_elr: Option<Vec<i32>>,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -1037,20 +964,12 @@ impl PartitionRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/ConfigRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigRecord {
-    /// The type of resource this configuration applies to.
-    ///
     /// Kafka: `ResourceType`, versions 0+.
     pub resource_type: i8,
-    /// The name of the resource this configuration applies to.
-    ///
     /// Kafka: `ResourceName`, versions 0+.
     pub resource_name: String,
-    /// The name of the configuration key.
-    ///
     /// Kafka: `Name`, versions 0+.
     pub name: String,
-    /// The value of the configuration, or null if the it should be deleted.
-    ///
     /// Kafka: `Value`, versions 0+, nullable 0+.
     pub value: Option<String>,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -1169,50 +1088,26 @@ impl ConfigRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/PartitionChangeRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionChangeRecord {
-    /// The partition id.
-    ///
     /// Kafka: `PartitionId`, versions 0+, default -1.
     pub partition_id: i32,
-    /// The unique ID of this topic.
-    ///
     /// Kafka: `TopicId`, versions 0+.
     pub topic_id: Uuid,
-    /// null if the ISR didn't change; the new in-sync replicas otherwise.
-    ///
     /// Kafka: `Isr`, versions 0+, nullable 0+, tag 0 in 0+, default null.
     pub isr: Option<Vec<i32>>,
-    /// -1 if there is now no leader; -2 if the leader didn't change; the new leader otherwise.
-    ///
     /// Kafka: `Leader`, versions 0+, tag 1 in 0+, default -2.
     pub leader: i32,
-    /// null if the replicas didn't change; the new replicas otherwise.
-    ///
     /// Kafka: `Replicas`, versions 0+, nullable 0+, tag 2 in 0+, default null.
     pub replicas: Option<Vec<i32>>,
-    /// null if the removing replicas didn't change; the new removing replicas otherwise.
-    ///
     /// Kafka: `RemovingReplicas`, versions 0+, nullable 0+, tag 3 in 0+, default null.
     pub removing_replicas: Option<Vec<i32>>,
-    /// null if the adding replicas didn't change; the new adding replicas otherwise.
-    ///
     /// Kafka: `AddingReplicas`, versions 0+, nullable 0+, tag 4 in 0+, default null.
     pub adding_replicas: Option<Vec<i32>>,
-    /// -1 if it didn't change; 0 if the leader was elected from the ISR or recovered from an
-    /// unclean election; 1 if the leader that was elected using unclean leader election and it is
-    /// still recovering.
-    ///
     /// Kafka: `LeaderRecoveryState`, versions 0+, tag 5 in 0+, default -1.
     pub leader_recovery_state: i8,
-    /// null if the log dirs didn't change; the new log directory for each replica otherwise.
-    ///
     /// Kafka: `Directories`, versions 1+, nullable 1+, tag 8 in 1+, default null.
     pub directories: Option<Vec<Uuid>>,
-    /// null if the ELR didn't change; the new eligible leader replicas otherwise.
-    ///
     /// Kafka: `EligibleLeaderReplicas`, versions 2+, nullable 2+, tag 6 in 2+, default null.
     pub eligible_leader_replicas: Option<Vec<i32>>,
-    /// null if the LastKnownElr didn't change; the last known eligible leader replicas otherwise.
-    ///
     /// Kafka: `LastKnownElr`, versions 2+, nullable 2+, tag 7 in 2+, default null.
     pub last_known_elr: Option<Vec<i32>>,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -1705,12 +1600,8 @@ impl PartitionChangeRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/FenceBrokerRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct FenceBrokerRecord {
-    /// The broker ID to fence. It will be removed from all ISRs.
-    ///
     /// Kafka: `Id`, versions 0+.
     pub id: i32,
-    /// The epoch of the broker to fence.
-    ///
     /// Kafka: `Epoch`, versions 0+.
     pub epoch: i64,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -1803,12 +1694,8 @@ impl FenceBrokerRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/UnfenceBrokerRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct UnfenceBrokerRecord {
-    /// The broker ID to unfence.
-    ///
     /// Kafka: `Id`, versions 0+.
     pub id: i32,
-    /// The epoch of the broker to unfence.
-    ///
     /// Kafka: `Epoch`, versions 0+.
     pub epoch: i64,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -1901,8 +1788,6 @@ impl UnfenceBrokerRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/RemoveTopicRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct RemoveTopicRecord {
-    /// The topic to remove. All associated partitions will be removed as well.
-    ///
     /// Kafka: `TopicId`, versions 0+.
     pub topic_id: Uuid,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -1992,32 +1877,18 @@ impl RemoveTopicRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/DelegationTokenRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct DelegationTokenRecord {
-    /// The delegation token owner.
-    ///
     /// Kafka: `Owner`, versions 0+.
     pub owner: String,
-    /// The delegation token requester.
-    ///
     /// Kafka: `Requester`, versions 0+.
     pub requester: String,
-    /// The principals which can renew this token.
-    ///
     /// Kafka: `Renewers`, versions 0+.
     pub renewers: Vec<String>,
-    /// The time at which this timestamp was issued.
-    ///
     /// Kafka: `IssueTimestamp`, versions 0+.
     pub issue_timestamp: i64,
-    /// The time at which this token cannot be renewed any more.
-    ///
     /// Kafka: `MaxTimestamp`, versions 0+.
     pub max_timestamp: i64,
-    /// The next time at which this token must be renewed.
-    ///
     /// Kafka: `ExpirationTimestamp`, versions 0+.
     pub expiration_timestamp: i64,
-    /// The token id.
-    ///
     /// Kafka: `TokenId`, versions 0+.
     pub token_id: String,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -2147,28 +2018,16 @@ impl DelegationTokenRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/UserScramCredentialRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct UserScramCredentialRecord {
-    /// The user name.
-    ///
     /// Kafka: `Name`, versions 0+.
     pub name: String,
-    /// The SCRAM mechanism.
-    ///
     /// Kafka: `Mechanism`, versions 0+.
     pub mechanism: i8,
-    /// A random salt generated by the client.
-    ///
     /// Kafka: `Salt`, versions 0+.
     pub salt: Bytes,
-    /// The key the Server uses to authenticate the Client.
-    ///
     /// Kafka: `StoredKey`, versions 0+.
     pub stored_key: Bytes,
-    /// The key the Client uses to validate the Servers identity.
-    ///
     /// Kafka: `ServerKey`, versions 0+.
     pub server_key: Bytes,
-    /// The number of iterations used in the SCRAM credential.
-    ///
     /// Kafka: `Iterations`, versions 0+.
     pub iterations: i32,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -2282,13 +2141,8 @@ impl UserScramCredentialRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/FeatureLevelRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct FeatureLevelRecord {
-    /// The feature name.
-    ///
     /// Kafka: `Name`, versions 0+.
     pub name: String,
-    /// The current finalized feature level of this feature for the cluster, a value of 0 means
-    /// feature not supported.
-    ///
     /// Kafka: `FeatureLevel`, versions 0+.
     pub feature_level: i16,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -2382,20 +2236,12 @@ impl FeatureLevelRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/ClientQuotaRecord.json`).
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct ClientQuotaRecord {
-    /// The quota entity to alter.
-    ///
     /// Kafka: `Entity`, versions 0+.
     pub entity: Vec<ClientQuotaRecordEntityData>,
-    /// The quota configuration key.
-    ///
     /// Kafka: `Key`, versions 0+.
     pub key: String,
-    /// The value to set, otherwise ignored if the value is to be removed.
-    ///
     /// Kafka: `Value`, versions 0+.
     pub value: f64,
-    /// Whether the quota configuration value should be removed, otherwise set.
-    ///
     /// Kafka: `Remove`, versions 0+.
     pub remove: bool,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -2504,16 +2350,10 @@ impl ClientQuotaRecord {
 }
 
 /// An element of `ClientQuotaRecord.Entity`.
-///
-/// The quota entity to alter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientQuotaRecordEntityData {
-    /// The entity type.
-    ///
     /// Kafka: `EntityType`, versions 0+.
     pub entity_type: String,
-    /// The name of the entity, or null if the default.
-    ///
     /// Kafka: `EntityName`, versions 0+, nullable 0+.
     pub entity_name: Option<String>,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -2574,17 +2414,10 @@ impl ClientQuotaRecordEntityData {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/ProducerIdsRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProducerIdsRecord {
-    /// The ID of the requesting broker
-    ///
     /// Kafka: `BrokerId`, versions 0+.
     pub broker_id: i32,
-    /// The epoch of the requesting broker
-    ///
     /// Kafka: `BrokerEpoch`, versions 0+, default -1.
     pub broker_epoch: i64,
-    /// The next producerId that will be assigned (i.e. the first producerId in the next assigned
-    /// block)
-    ///
     /// Kafka: `NextProducerId`, versions 0+.
     pub next_producer_id: i64,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -2691,24 +2524,14 @@ impl ProducerIdsRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/BrokerRegistrationChangeRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct BrokerRegistrationChangeRecord {
-    /// The broker id.
-    ///
     /// Kafka: `BrokerId`, versions 0+.
     pub broker_id: i32,
-    /// The broker epoch assigned by the controller.
-    ///
     /// Kafka: `BrokerEpoch`, versions 0+.
     pub broker_epoch: i64,
-    /// -1 if the broker has been unfenced, 0 if no change, 1 if the broker has been fenced.
-    ///
     /// Kafka: `Fenced`, versions 0+, tag 0 in 0+.
     pub fenced: i8,
-    /// 0 if no change, 1 if the broker is in controlled shutdown.
-    ///
     /// Kafka: `InControlledShutdown`, versions 1+, tag 1 in 1+.
     pub in_controlled_shutdown: i8,
-    /// Log directories configured in this broker which are available.
-    ///
     /// Kafka: `LogDirs`, versions 2+, tag 2 in 2+.
     pub log_dirs: Vec<Uuid>,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -2909,36 +2732,20 @@ impl BrokerRegistrationChangeRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/AccessControlEntryRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct AccessControlEntryRecord {
-    /// The unique ID of this ACL.
-    ///
     /// Kafka: `Id`, versions 0+.
     pub id: Uuid,
-    /// The resource type.
-    ///
     /// Kafka: `ResourceType`, versions 0+.
     pub resource_type: i8,
-    /// The resource name.
-    ///
     /// Kafka: `ResourceName`, versions 0+.
     pub resource_name: String,
-    /// The resource name pattern type.
-    ///
     /// Kafka: `PatternType`, versions 0+.
     pub pattern_type: i8,
-    /// The principal name.
-    ///
     /// Kafka: `Principal`, versions 0+.
     pub principal: String,
-    /// The host name.
-    ///
     /// Kafka: `Host`, versions 0+.
     pub host: String,
-    /// The AclOperation.
-    ///
     /// Kafka: `Operation`, versions 0+.
     pub operation: i8,
-    /// The AclPermissionType.
-    ///
     /// Kafka: `PermissionType`, versions 0+.
     pub permission_type: i8,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -3059,8 +2866,6 @@ impl AccessControlEntryRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/RemoveAccessControlEntryRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct RemoveAccessControlEntryRecord {
-    /// The ID of the AccessControlEntry to remove.
-    ///
     /// Kafka: `Id`, versions 0+.
     pub id: Uuid,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -3234,8 +3039,6 @@ impl NoOpRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/ZkMigrationRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ZkMigrationStateRecord {
-    /// One of the possible migration states.
-    ///
     /// Kafka: `ZkMigrationState`, versions 0+.
     pub zk_migration_state: i8,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -3325,12 +3128,8 @@ impl ZkMigrationStateRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/RemoveUserScramCredentialRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct RemoveUserScramCredentialRecord {
-    /// The user name.
-    ///
     /// Kafka: `Name`, versions 0+.
     pub name: String,
-    /// The SCRAM mechanism.
-    ///
     /// Kafka: `Mechanism`, versions 0+.
     pub mechanism: i8,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -3424,8 +3223,6 @@ impl RemoveUserScramCredentialRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/BeginTransactionRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct BeginTransactionRecord {
-    /// An optional textual description of this transaction.
-    ///
     /// Kafka: `Name`, versions 0+, nullable 0+, tag 0 in 0+, default null.
     pub name: Option<String>,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -3631,8 +3428,6 @@ impl EndTransactionRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/AbortTransactionRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct AbortTransactionRecord {
-    /// An optional textual description of why the transaction was aborted.
-    ///
     /// Kafka: `Reason`, versions 0+, nullable 0+, tag 0 in 0+, default null.
     pub reason: Option<String>,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -3755,8 +3550,6 @@ impl AbortTransactionRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/RemoveDelegationTokenRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct RemoveDelegationTokenRecord {
-    /// The tokenID to remove.
-    ///
     /// Kafka: `TokenId`, versions 0+.
     pub token_id: String,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -3847,24 +3640,14 @@ impl RemoveDelegationTokenRecord {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/RegisterControllerRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct RegisterControllerRecord {
-    /// The controller id.
-    ///
     /// Kafka: `ControllerId`, versions 0+.
     pub controller_id: i32,
-    /// The incarnation ID of the controller process
-    ///
     /// Kafka: `IncarnationId`, versions 0+.
     pub incarnation_id: Uuid,
-    /// Set if the required configurations for ZK migration are present.
-    ///
     /// Kafka: `ZkMigrationReady`, versions 0+.
     pub zk_migration_ready: bool,
-    /// The endpoints that can be used to communicate with this controller.
-    ///
     /// Kafka: `EndPoints`, versions 0+.
     pub end_points: Vec<RegisterControllerRecordControllerEndpoint>,
-    /// The features on this controller
-    ///
     /// Kafka: `Features`, versions 0+.
     pub features: Vec<RegisterControllerRecordControllerFeature>,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -3993,24 +3776,14 @@ impl RegisterControllerRecord {
 }
 
 /// An element of `RegisterControllerRecord.EndPoints`.
-///
-/// The endpoints that can be used to communicate with this controller.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct RegisterControllerRecordControllerEndpoint {
-    /// The name of the endpoint.
-    ///
     /// Kafka: `Name`, versions 0+.
     pub name: String,
-    /// The hostname.
-    ///
     /// Kafka: `Host`, versions 0+.
     pub host: String,
-    /// The port.
-    ///
     /// Kafka: `Port`, versions 0+.
     pub port: u16,
-    /// The security protocol.
-    ///
     /// Kafka: `SecurityProtocol`, versions 0+.
     pub security_protocol: i16,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -4063,20 +3836,12 @@ impl RegisterControllerRecordControllerEndpoint {
 }
 
 /// An element of `RegisterControllerRecord.Features`.
-///
-/// The features on this controller
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct RegisterControllerRecordControllerFeature {
-    /// The feature name.
-    ///
     /// Kafka: `Name`, versions 0+.
     pub name: String,
-    /// The minimum supported feature level.
-    ///
     /// Kafka: `MinSupportedVersion`, versions 0+.
     pub min_supported_version: i16,
-    /// The maximum supported feature level.
-    ///
     /// Kafka: `MaxSupportedVersion`, versions 0+.
     pub max_supported_version: i16,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -4125,8 +3890,6 @@ impl RegisterControllerRecordControllerFeature {
 /// (`kafka-metadata-4.1.2.jar!common/metadata/ClearElrRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ClearElrRecord {
-    /// The name of the topic to clear ELRs for, or empty if all ELRs should be cleared.
-    ///
     /// Kafka: `TopicName`, versions 0+.
     pub topic_name: String,
     /// Tagged fields this version does not define, in tag order: kept when read, written
@@ -4217,12 +3980,8 @@ impl ClearElrRecord {
 /// (`kafka-clients-4.1.2.jar!common/message/KRaftVersionRecord.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct KRaftVersionRecord {
-    /// The version of the kraft version record.
-    ///
     /// Kafka: `Version`, versions 0+.
     pub version: i16,
-    /// The kraft protocol version.
-    ///
     /// Kafka: `KRaftVersion`, versions 0+.
     pub kraft_version: i16,
     /// Tagged fields this version does not define, in tag order: kept when read, written

@@ -103,6 +103,7 @@ pub fn context() -> ListenerContext {
         advertised_port: 9092,
         default_timeout_ms: 2_000,
         served: ServedApis::controller(),
+        log: Default::default(),
     }
 }
 

@@ -1,0 +1,334 @@
+//! corum's metadata records as Kafka's, one for one, framed as Kafka frames a metadata record
+//! in a record's value (frame version 1, API key, record version, body).
+//!
+//! | corum record | Kafka record |
+//! |---|---|
+//! | `RegisterBroker` | `RegisterBrokerRecord` |
+//! | `UnregisterBroker` | `UnregisterBrokerRecord` |
+//! | `FenceBroker`, `UnfenceBroker` | `FenceBrokerRecord`, `UnfenceBrokerRecord` |
+//! | `BrokerRegistrationChange` | `BrokerRegistrationChangeRecord` (controlled shutdown) |
+//! | `Topic` | `TopicRecord`; a deletion decided (`deleting`) is `NoOpRecord`: Kafka has no such step, the topic goes with its `RemoveTopicRecord` |
+//! | `RemoveTopic` | `RemoveTopicRecord` |
+//! | `Partition` | `PartitionRecord` |
+//! | `PartitionLeaderChange`, `PartitionIsrChange` | `PartitionChangeRecord` (leader, or ISR) |
+//! | `Config` | `ConfigRecord` (resource type TOPIC 2, BROKER 4) |
+//! | `FeatureLevel` | `FeatureLevelRecord` (the range's top level; 0 removes the feature) |
+//! | `ProducerIds` | `ProducerIdsRecord` |
+//! | `NoOp` | `NoOpRecord` |
+//! | `RegisterController` | `RegisterControllerRecord` |
+//!
+//! Record versions follow the `metadata.version` in force, as Kafka's controller picks them:
+//! from 3.7-IV2 (level 17) registrations carry log directories and partitions their replicas'
+//! directories.
+
+use bytes::BytesMut;
+use corum_controller::records::{decode_batch, ConfigResourceType, MetadataRecord};
+use corum_controller::ArchivedMetadataRecord;
+use corum_types::{NodeId, Uuid};
+
+use crate::metadata as k;
+
+/// A `metadata.version` feature level (Kafka's `MetadataVersion`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MetadataVersion(pub i16);
+
+impl MetadataVersion {
+    /// 3.3-IV3: the lowest level a Kafka 4 broker supports.
+    pub const MINIMUM: MetadataVersion = MetadataVersion(7);
+    /// 3.4-IV0: registrations may carry `IsMigratingZkBroker`.
+    pub const IBP_3_4_IV0: MetadataVersion = MetadataVersion(8);
+    /// 3.7-IV2: JBOD directory assignment (KIP-858).
+    pub const IBP_3_7_IV2: MetadataVersion = MetadataVersion(17);
+
+    fn directories(self) -> bool {
+        self >= Self::IBP_3_7_IV2
+    }
+
+    pub fn register_broker_version(self) -> i16 {
+        if self.directories() {
+            3
+        } else if self >= Self::IBP_3_4_IV0 {
+            2
+        } else {
+            1
+        }
+    }
+
+    pub fn broker_registration_change_version(self) -> i16 {
+        if self.directories() {
+            2
+        } else if self >= Self::IBP_3_4_IV0 {
+            1
+        } else {
+            0
+        }
+    }
+
+    pub fn partition_version(self) -> i16 {
+        i16::from(self.directories())
+    }
+}
+
+/// What rendering needs besides the records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RenderContext {
+    pub metadata_version: MetadataVersion,
+    /// The timestamp batches carry: corum's Raft batches do not keep their append time, so
+    /// -1 (Kafka's "no timestamp").
+    pub timestamp_ms: i64,
+}
+
+impl Default for RenderContext {
+    fn default() -> Self {
+        RenderContext {
+            metadata_version: MetadataVersion(27),
+            timestamp_ms: -1,
+        }
+    }
+}
+
+fn uuid(u: Uuid) -> uuid::Uuid {
+    uuid::Uuid::from_bytes(u.0)
+}
+
+fn id(n: NodeId) -> i32 {
+    n.0 as i32
+}
+
+fn ids(v: &[NodeId]) -> Vec<i32> {
+    v.iter().map(|&n| id(n)).collect()
+}
+
+/// Kafka's resource type codes (`ConfigResource.Type`).
+fn resource_type(t: ConfigResourceType) -> i8 {
+    match t {
+        ConfigResourceType::Topic => 2,
+        ConfigResourceType::Broker => 4,
+    }
+}
+
+/// The directory Kafka assumes for a replica no directory was assigned to.
+const UNASSIGNED_DIR: uuid::Uuid = uuid::Uuid::nil();
+
+/// One corum record as its Kafka counterpart and the version to write it at.
+pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataRecord, i16) {
+    use k::AnyMetadataRecord as A;
+    match r {
+        MetadataRecord::RegisterBroker(r) => (
+            A::RegisterBroker(k::RegisterBrokerRecord {
+                broker_id: id(r.broker_id),
+                incarnation_id: uuid(r.incarnation_id),
+                broker_epoch: r.broker_epoch.0 as i64,
+                end_points: r
+                    .listeners
+                    .iter()
+                    .map(|l| k::RegisterBrokerRecordBrokerEndpoint {
+                        name: l.name.clone(),
+                        host: l.host.clone(),
+                        port: l.port,
+                        security_protocol: 0,
+                        ..Default::default()
+                    })
+                    .collect(),
+                features: r
+                    .features
+                    .iter()
+                    .map(|f| k::RegisterBrokerRecordBrokerFeature {
+                        name: f.name.clone(),
+                        min_supported_version: f.min_level as i16,
+                        max_supported_version: f.max_level as i16,
+                        ..Default::default()
+                    })
+                    .collect(),
+                rack: r.rack.clone(),
+                fenced: true,
+                ..Default::default()
+            }),
+            mv.register_broker_version(),
+        ),
+        MetadataRecord::UnregisterBroker(r) => (
+            A::UnregisterBroker(k::UnregisterBrokerRecord {
+                broker_id: id(r.broker_id),
+                broker_epoch: r.broker_epoch.0 as i64,
+                ..Default::default()
+            }),
+            0,
+        ),
+        MetadataRecord::FenceBroker(r) => (
+            A::FenceBroker(k::FenceBrokerRecord {
+                id: id(r.broker_id),
+                epoch: r.broker_epoch.0 as i64,
+                ..Default::default()
+            }),
+            0,
+        ),
+        MetadataRecord::UnfenceBroker(r) => (
+            A::UnfenceBroker(k::UnfenceBrokerRecord {
+                id: id(r.broker_id),
+                epoch: r.broker_epoch.0 as i64,
+                ..Default::default()
+            }),
+            0,
+        ),
+        MetadataRecord::BrokerRegistrationChange(r) => (
+            A::BrokerRegistrationChange(k::BrokerRegistrationChangeRecord {
+                broker_id: id(r.broker_id),
+                broker_epoch: r.broker_epoch.0 as i64,
+                // Kafka's BrokerRegistrationInControlledShutdownChange: 0 none, 1 in
+                // controlled shutdown.
+                in_controlled_shutdown: i8::from(r.in_controlled_shutdown),
+                ..Default::default()
+            }),
+            mv.broker_registration_change_version().max(1),
+        ),
+        MetadataRecord::Topic(r) if r.deleting => (A::NoOp(k::NoOpRecord::default()), 0),
+        MetadataRecord::Topic(r) => (
+            A::Topic(k::TopicRecord {
+                name: r.name.clone(),
+                topic_id: uuid(r.topic_id.0),
+                ..Default::default()
+            }),
+            0,
+        ),
+        MetadataRecord::RemoveTopic(r) => (
+            A::RemoveTopic(k::RemoveTopicRecord {
+                topic_id: uuid(r.topic_id.0),
+                ..Default::default()
+            }),
+            0,
+        ),
+        MetadataRecord::Partition(r) => {
+            let version = mv.partition_version();
+            (
+                A::Partition(k::PartitionRecord {
+                    partition_id: r.partition_id.0 as i32,
+                    topic_id: uuid(r.topic_id.0),
+                    replicas: ids(&r.replicas),
+                    isr: ids(&r.isr),
+                    leader: r.leader.map_or(-1, id),
+                    leader_epoch: r.leader_epoch.0 as i32,
+                    partition_epoch: r.partition_epoch.0 as i32,
+                    directories: if version >= 1 {
+                        vec![UNASSIGNED_DIR; r.replicas.len()]
+                    } else {
+                        Vec::new()
+                    },
+                    ..Default::default()
+                }),
+                version,
+            )
+        }
+        MetadataRecord::PartitionLeaderChange(r) => (
+            A::PartitionChange(k::PartitionChangeRecord {
+                partition_id: r.partition_id.0 as i32,
+                topic_id: uuid(r.topic_id.0),
+                leader: r.leader.map_or(-1, id),
+                ..Default::default()
+            }),
+            mv.partition_version(),
+        ),
+        MetadataRecord::PartitionIsrChange(r) => (
+            A::PartitionChange(k::PartitionChangeRecord {
+                partition_id: r.partition_id.0 as i32,
+                topic_id: uuid(r.topic_id.0),
+                isr: Some(ids(&r.isr)),
+                ..Default::default()
+            }),
+            mv.partition_version(),
+        ),
+        MetadataRecord::Config(r) => (
+            A::Config(k::ConfigRecord {
+                resource_type: resource_type(r.resource_type),
+                resource_name: r.resource_name.clone(),
+                name: r.key.clone(),
+                value: r.value.clone(),
+                ..Default::default()
+            }),
+            0,
+        ),
+        MetadataRecord::FeatureLevel(r) => (
+            A::FeatureLevel(k::FeatureLevelRecord {
+                name: r.name.clone(),
+                feature_level: r.max_level as i16,
+                ..Default::default()
+            }),
+            0,
+        ),
+        MetadataRecord::ProducerIds(r) => (
+            A::ProducerIds(k::ProducerIdsRecord {
+                broker_id: id(r.broker_id),
+                broker_epoch: r.broker_epoch.0 as i64,
+                next_producer_id: r.next_producer_id as i64,
+                ..Default::default()
+            }),
+            0,
+        ),
+        MetadataRecord::NoOp(_) => (A::NoOp(k::NoOpRecord::default()), 0),
+        MetadataRecord::RegisterController(r) => (
+            A::RegisterController(k::RegisterControllerRecord {
+                controller_id: id(r.controller_id),
+                incarnation_id: uuid(r.incarnation_id),
+                zk_migration_ready: false,
+                end_points: r
+                    .end_points
+                    .iter()
+                    .map(|e| k::RegisterControllerRecordControllerEndpoint {
+                        name: e.name.clone(),
+                        host: e.host.clone(),
+                        port: e.port,
+                        security_protocol: e.security_protocol,
+                        ..Default::default()
+                    })
+                    .collect(),
+                features: r
+                    .features
+                    .iter()
+                    .map(|f| k::RegisterControllerRecordControllerFeature {
+                        name: f.name.clone(),
+                        min_supported_version: f.min_level as i16,
+                        max_supported_version: f.max_level as i16,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }),
+            0,
+        ),
+    }
+}
+
+/// Renders every record of an encoded corum batch, calling `emit` with each framed Kafka
+/// record value in order. `scratch` holds each value while it is emitted.
+pub fn render_payload(
+    payload: &[u8],
+    ctx: &RenderContext,
+    mut emit: impl FnMut(&[u8]),
+    scratch: &mut BytesMut,
+) -> Result<(), String> {
+    // A payload in a buffer not aligned for the archived batch is copied into one first.
+    let aligned;
+    let align = std::mem::align_of::<corum_controller::records::ArchivedBatch>();
+    let bytes = if (payload.as_ptr() as usize) % align == 0 {
+        payload
+    } else {
+        let mut a = rkyv::util::AlignedVec::<16>::with_capacity(payload.len());
+        a.extend_from_slice(payload);
+        aligned = a;
+        aligned.as_slice()
+    };
+    let batch = decode_batch(bytes).map_err(|e| e.to_string())?;
+    for archived in batch.iter() {
+        let owned = owned(archived)?;
+        let (record, version) = kafka_record(&owned, ctx.metadata_version);
+        scratch.clear();
+        record
+            .encode_framed(version, scratch)
+            .map_err(|e| format!("{} as a Kafka record: {e}", owned.kind()))?;
+        emit(scratch);
+    }
+    Ok(())
+}
+
+fn owned(a: &ArchivedMetadataRecord) -> Result<MetadataRecord, String> {
+    rkyv::deserialize::<MetadataRecord, rkyv::rancor::Error>(a).map_err(|e| e.to_string())
+}
