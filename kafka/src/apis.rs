@@ -30,6 +30,9 @@ pub const SERVED: &[ApiKey] = &[
     ApiKey::BrokerRegistration,
     ApiKey::BrokerHeartbeat,
     ApiKey::UnregisterBroker,
+    ApiKey::AllocateProducerIds,
+    ApiKey::ListPartitionReassignments,
+    ApiKey::Envelope,
 ];
 
 /// A table of served APIs and their version ranges, sorted by API key.
@@ -111,6 +114,13 @@ pub fn default_request(api: ApiKey) -> Option<RequestKind> {
         ApiKey::UnregisterBroker => {
             RequestKind::UnregisterBroker(UnregisterBrokerRequest::default())
         }
+        ApiKey::AllocateProducerIds => {
+            RequestKind::AllocateProducerIds(AllocateProducerIdsRequest::default())
+        }
+        ApiKey::ListPartitionReassignments => {
+            RequestKind::ListPartitionReassignments(ListPartitionReassignmentsRequest::default())
+        }
+        ApiKey::Envelope => RequestKind::Envelope(EnvelopeRequest::default()),
         _ => return None,
     })
 }

@@ -16,6 +16,9 @@
 //! | DescribeTopicPartitions | `DescribeTopics` | |
 //! | DescribeAcls, CreateAcls, DeleteAcls | — | SECURITY_DISABLED, as Kafka without an authorizer |
 //! | BrokerRegistration, BrokerHeartbeat, UnregisterBroker | `BrokerHeartbeat` (a registration has no epoch), `UnregisterBroker` | see [`crate::api::brokers`] |
+//! | AllocateProducerIds | `AllocateProducerIds` | blocks of 1000 |
+//! | ListPartitionReassignments | — | none in progress: corum does not move replicas |
+//! | Envelope (KIP-590, from brokers) | the wrapped request's | see [`crate::api::envelope`] |
 //! | Fetch, FetchSnapshot (of `__cluster_metadata`, by brokers) | `Fetch`, `FetchSnapshot` (the Raft core's observer fetches) | see [`crate::api::raft_fetch`]; records rendered by [`crate::log`] |
 //! | AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter | `AddVoter`, `RemoveVoter`, `UpdateVoter` (UpdateRaftVoter: `DescribeQuorum` first, for the epoch) | see [`crate::api::voters`] |
 //!
@@ -127,6 +130,15 @@ async fn dispatch<B: Backend>(
         }
         RequestKind::UnregisterBroker(r) => {
             ResponseKind::UnregisterBroker(api::brokers::unregister_broker(ctx, backend, r).await)
+        }
+        RequestKind::AllocateProducerIds(r) => ResponseKind::AllocateProducerIds(
+            api::brokers::allocate_producer_ids(ctx, backend, r).await,
+        ),
+        RequestKind::ListPartitionReassignments(_) => {
+            ResponseKind::ListPartitionReassignments(api::topics::list_partition_reassignments())
+        }
+        RequestKind::Envelope(r) => {
+            ResponseKind::Envelope(api::envelope::envelope(ctx, backend, r).await)
         }
         RequestKind::Fetch(r) => {
             ResponseKind::Fetch(api::raft_fetch::fetch(ctx, backend, r, v).await)

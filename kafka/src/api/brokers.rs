@@ -1,6 +1,6 @@
 //! What Kafka brokers ask their controllers about themselves: BrokerRegistration,
 //! BrokerHeartbeat and UnregisterBroker, as corum's broker heartbeat (a registration is a
-//! heartbeat without an epoch) and UnregisterBroker.
+//! heartbeat without an epoch) and UnregisterBroker; and AllocateProducerIds.
 //!
 //! A heartbeat's `current_metadata_offset` is the last offset the broker applied; corum's
 //! heartbeat carries the offset after it. corum's target state becomes Kafka's two flags:
@@ -15,13 +15,15 @@
 use corum_controller::control::cluster_control::{
     BrokerHeartbeatRequest as Heartbeat, TargetState, UnregisterBrokerRequest as Unregister,
 };
+use corum_controller::control::producer_id_control::AllocateProducerIdsRequest as Allocate;
 use corum_controller::records::{ListenerV1, SupportedFeatureV1};
 use corum_protocol::{RequestBody, ResponseBody};
 use corum_types::{BrokerEpoch, LogOffset, NodeId};
 use kafka_protocol::error::ResponseError as K;
 use kafka_protocol::messages::{
-    BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerRegistrationRequest,
-    BrokerRegistrationResponse, UnregisterBrokerRequest, UnregisterBrokerResponse,
+    AllocateProducerIdsRequest, AllocateProducerIdsResponse, BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse, BrokerRegistrationRequest, BrokerRegistrationResponse,
+    UnregisterBrokerRequest, UnregisterBrokerResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -211,6 +213,54 @@ pub async fn unregister_broker<B: Backend>(
         let e = KafkaError::rpc(&e);
         response.error_code = e.code;
         response.error_message = e.message.map(StrBytes::from_string);
+    }
+    response
+}
+
+/// Serves AllocateProducerIds: the next block of producer ids for the broker's idempotent and
+/// transactional producers.
+pub async fn allocate_producer_ids<B: Backend>(
+    ctx: &ListenerContext,
+    backend: &B,
+    r: AllocateProducerIdsRequest,
+) -> AllocateProducerIdsResponse {
+    let mut response = AllocateProducerIdsResponse::default()
+        .with_producer_id_start((-1).into())
+        .with_producer_id_len(0);
+    let (id, epoch) = match (broker_id(r.broker_id.0), u64::try_from(r.broker_epoch)) {
+        (Ok(id), Ok(epoch)) => (id, epoch),
+        _ => {
+            response.error_code = K::InvalidRequest.code();
+            return response;
+        }
+    };
+    let answer = call(
+        backend,
+        RequestBody::AllocateProducerIds(Allocate {
+            broker_id: id,
+            broker_epoch: BrokerEpoch(epoch),
+        }),
+        ctx.default_timeout_ms,
+        |a| match a {
+            ResponseBody::AllocateProducerIds(r) => Some(r),
+            _ => None,
+        },
+    )
+    .await;
+    match answer {
+        Ok(block) => {
+            match (
+                i64::try_from(block.first_producer_id),
+                i32::try_from(block.count),
+            ) {
+                (Ok(start), Ok(len)) => {
+                    response.producer_id_start = start.into();
+                    response.producer_id_len = len;
+                }
+                _ => response.error_code = K::UnknownServerError.code(),
+            }
+        }
+        Err(e) => response.error_code = KafkaError::rpc(&e).code,
     }
     response
 }

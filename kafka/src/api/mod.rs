@@ -6,6 +6,7 @@ pub mod api_versions;
 pub mod brokers;
 pub mod cluster;
 pub mod configs;
+pub mod envelope;
 pub mod features;
 pub mod metadata;
 pub mod nodes;

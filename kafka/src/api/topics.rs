@@ -28,7 +28,7 @@ use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaE
 use kafka_protocol::messages::{
     BrokerId, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
     CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest,
-    ElectLeadersResponse, TopicName,
+    ElectLeadersResponse, ListPartitionReassignmentsResponse, TopicName,
 };
 
 use super::{corum_uuid, cow_text, kafka_uuid, text};
@@ -537,4 +537,10 @@ pub async fn elect_leaders<B: Backend>(
     }
     response.replica_election_results = by_topic;
     response
+}
+
+/// Serves ListPartitionReassignments: corum moves no replicas between brokers, so no
+/// reassignment is ever in progress (`kafka-topics --describe` asks).
+pub fn list_partition_reassignments() -> ListPartitionReassignmentsResponse {
+    ListPartitionReassignmentsResponse::default()
 }
