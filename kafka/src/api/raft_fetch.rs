@@ -22,7 +22,7 @@ use corum_raft::message::{
     FetchRequest as RaftFetch, FetchResult, FetchSnapshotRequest as RaftFetchSnapshot,
     FetchSnapshotResult,
 };
-use corum_raft::{ReplicaKey, SnapshotId};
+use corum_raft::{Endpoint, ReplicaKey, SnapshotId};
 use corum_types::{Epoch, LogOffset, NodeId};
 use kafka_protocol::error::ResponseError as K;
 use kafka_protocol::messages::{
@@ -120,6 +120,29 @@ async fn leader_endpoint<B: Backend>(
         .await
         .into_iter()
         .find(|n| n.id == leader.0 as i32)
+}
+
+/// What rendering a control batch or a snapshot needs: each controller's endpoint on this
+/// listener, which brokers dial as a voter's (from the controllers' registrations).
+async fn render_context<B: Backend>(ctx: &ListenerContext, backend: &B) -> RenderContext {
+    let voter_endpoints = nodes::controllers(ctx, backend)
+        .await
+        .into_iter()
+        .filter_map(|n| {
+            Some((
+                NodeId(u32::try_from(n.id).ok()?),
+                Endpoint {
+                    listener: ctx.listener_name.clone(),
+                    host: n.host,
+                    port: u16::try_from(n.port).ok()?,
+                },
+            ))
+        })
+        .collect();
+    RenderContext {
+        voter_endpoints,
+        ..RenderContext::default()
+    }
 }
 
 /// The leader and epoch to tell a replica sent elsewhere: the core's answer when it gave one,
@@ -259,7 +282,11 @@ pub async fn fetch<B: Backend>(
         } => {
             answer.high_watermark = offset_i64(high_watermark);
             ctx.log.sent_high_watermark(replica.id, high_watermark);
-            let render = RenderContext::default();
+            let render = if batches.iter().any(|b| b.control) {
+                render_context(ctx, backend).await
+            } else {
+                RenderContext::default()
+            };
             match log::render_batches(&batches, &render, FETCH_BYTES_MAX) {
                 Ok(bytes) => answer.records = Some(bytes),
                 Err(e) => {
@@ -484,12 +511,12 @@ async fn kafka_snapshot<B: Backend>(
             }
         }
     };
+    let render = render_context(ctx, backend).await;
     let rendered =
-        log::render_snapshot(id, &voters, kraft_version, &data, &RenderContext::default())
-            .map_err(|e| {
-                tracing::error!(error = %e, "cannot render a snapshot for a broker");
-                SnapshotError::Kafka(KafkaError::new(K::KafkaStorageError, e.to_string()))
-            })?;
+        log::render_snapshot(id, &voters, kraft_version, &data, &render).map_err(|e| {
+            tracing::error!(error = %e, "cannot render a snapshot for a broker");
+            SnapshotError::Kafka(KafkaError::new(K::KafkaStorageError, e.to_string()))
+        })?;
     ctx.log.cache_snapshot(id, rendered.clone());
     Ok(rendered)
 }

@@ -12,7 +12,8 @@
 
 use bytes::BytesMut;
 use corum_raft::control::ControlRecord;
-use corum_raft::{Voter, VoterSet};
+use corum_raft::{Endpoint, Voter, VoterSet};
+use corum_types::NodeId;
 use kafka_protocol::messages::{
     leader_change_message, voters_record, LeaderChangeMessage, SnapshotFooterRecord,
     SnapshotHeaderRecord, VotersRecord,
@@ -53,29 +54,38 @@ fn kafka_uuid(u: corum_types::Uuid) -> uuid::Uuid {
     uuid::Uuid::from_bytes(u.0)
 }
 
-fn voter(v: &Voter) -> voters_record::Voter {
+fn endpoint(e: &Endpoint) -> voters_record::Endpoint {
+    voters_record::Endpoint::default()
+        .with_name(StrBytes::from_string(e.listener.clone()))
+        .with_host(StrBytes::from_string(e.host.clone()))
+        .with_port(e.port)
+}
+
+/// A voter with its Raft endpoints and, after them, the `extra` endpoints of its id whose
+/// listener it does not already name.
+fn voter(v: &Voter, extra: &[(NodeId, Endpoint)]) -> voters_record::Voter {
+    let mut endpoints: Vec<voters_record::Endpoint> = v.endpoints.iter().map(endpoint).collect();
+    for (_, e) in extra.iter().filter(|(id, _)| *id == v.key.id) {
+        if !v
+            .endpoints
+            .iter()
+            .any(|o| o.listener.eq_ignore_ascii_case(&e.listener))
+        {
+            endpoints.push(endpoint(e));
+        }
+    }
     voters_record::Voter::default()
         .with_voter_id((v.key.id.0 as i32).into())
         .with_voter_directory_id(kafka_uuid(v.key.directory_id))
-        .with_endpoints(
-            v.endpoints
-                .iter()
-                .map(|e| {
-                    voters_record::Endpoint::default()
-                        .with_name(StrBytes::from_string(e.listener.clone()))
-                        .with_host(StrBytes::from_string(e.host.clone()))
-                        .with_port(e.port)
-                })
-                .collect(),
-        )
+        .with_endpoints(endpoints)
         .with_k_raft_version_feature(kraft_range())
 }
 
-/// Kafka's VotersRecord of a voter set.
-pub fn voters_record(voters: &VoterSet) -> VotersRecord {
+/// Kafka's VotersRecord of a voter set, each voter also listing its `extra` endpoints.
+pub fn voters_record(voters: &VoterSet, extra: &[(NodeId, Endpoint)]) -> VotersRecord {
     VotersRecord::default()
         .with_version(0)
-        .with_voters(voters.voters().iter().map(voter).collect())
+        .with_voters(voters.voters().iter().map(|v| voter(v, extra)).collect())
 }
 
 /// Writes `message` at version 0 as a control record value.
@@ -89,7 +99,8 @@ fn value<M: Encodable>(message: &M, out: &mut BytesMut) {
 }
 
 /// One corum control record as a Kafka control record: its type and value (written to `out`).
-pub fn record(r: &ControlRecord, out: &mut BytesMut) -> ControlType {
+/// `extra` are endpoints to add to a VotersRecord's voters ([`voters_record`]).
+pub fn record(r: &ControlRecord, extra: &[(NodeId, Endpoint)], out: &mut BytesMut) -> ControlType {
     match r {
         ControlRecord::LeaderChange(lc) => {
             let granted: Vec<leader_change_message::Voter> = lc
@@ -108,7 +119,7 @@ pub fn record(r: &ControlRecord, out: &mut BytesMut) -> ControlType {
             ControlType::LeaderChange
         }
         ControlRecord::Voters(v) => {
-            value(&voters_record(&v.voters), out);
+            value(&voters_record(&v.voters, extra), out);
             ControlType::Voters
         }
         ControlRecord::KRaftVersion(k) => {

@@ -94,7 +94,7 @@ pub fn render_batch(
         let records = corum_raft::control::decode(&b.payload).map_err(|e| bad(e.to_string()))?;
         for r in &records {
             scratch.clear();
-            let t = control::record(r, scratch);
+            let t = control::record(r, &ctx.voter_endpoints, scratch);
             w.record(Some(&t.key()), scratch);
         }
     } else {
@@ -155,7 +155,7 @@ pub fn render_snapshot(
                 }),
             ] {
                 scratch.clear();
-                let t = control::record(&r, &mut scratch);
+                let t = control::record(&r, &ctx.voter_endpoints, &mut scratch);
                 w.record(Some(&t.key()), &scratch);
             }
         }

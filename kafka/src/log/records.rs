@@ -70,12 +70,17 @@ impl MetadataVersion {
 }
 
 /// What rendering needs besides the records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RenderContext {
     pub metadata_version: MetadataVersion,
     /// The timestamp batches carry: corum's Raft batches do not keep their append time, so
     /// -1 (Kafka's "no timestamp").
     pub timestamp_ms: i64,
+    /// Where each controller serves brokers (its Kafka listener, from its KIP-919
+    /// registration), added to its entry in a VotersRecord: a Kafka broker reaches the voters
+    /// by the name of its `controller.listener.names`, and corum's voters replicate among
+    /// themselves on another listener.
+    pub voter_endpoints: Vec<(corum_types::NodeId, corum_raft::Endpoint)>,
 }
 
 impl Default for RenderContext {
@@ -83,6 +88,7 @@ impl Default for RenderContext {
         RenderContext {
             metadata_version: MetadataVersion(27),
             timestamp_ms: -1,
+            voter_endpoints: Vec::new(),
         }
     }
 }
