@@ -37,9 +37,9 @@ use super::{ControllerResult, RequestContext, View};
 use crate::error::ApiError;
 use crate::image::{BrokerRegistration, ControllerRegistration, MetadataImage};
 use crate::records::{
-    BrokerRegistrationChangeRecordV1, ControllerEndpointV1, FenceBrokerRecordV1, ListenerV1,
-    MetadataRecord, RegisterBrokerRecordV1, RegisterControllerRecordV1, SupportedFeatureV1,
-    UnfenceBrokerRecordV1, UnregisterBrokerRecordV1,
+    BrokerEndpointV1, BrokerRegistrationChangeRecordV1, ControllerEndpointV1, FenceBrokerRecordV1,
+    ListenerV1, MetadataRecord, RegisterBrokerRecordV1, RegisterControllerRecordV1,
+    SupportedFeatureV1, UnfenceBrokerRecordV1, UnregisterBrokerRecordV1,
 };
 
 /// One broker's lease: soft state of the active controller.
@@ -495,7 +495,7 @@ pub(crate) fn describe_cluster(
             .map(|b| DescribedBroker {
                 broker_id: b.broker_id,
                 broker_epoch: b.broker_epoch,
-                listeners: b.listeners.clone(),
+                listeners: b.endpoints.iter().map(BrokerEndpointV1::listener).collect(),
                 rack: b.rack.as_deref().map(str::to_owned),
                 fenced: b.fenced,
                 in_controlled_shutdown: b.in_controlled_shutdown,
