@@ -60,8 +60,9 @@ pub fn rpc_error(e: ApiError) -> RpcError {
     }
 }
 
-/// Runs the handler for `body`. Handlers never mutate the image; `BrokerHeartbeat` and
-/// `UnregisterBroker` update the soft lease state, as [`Controller`] documents.
+/// Runs the handler for `body`. Handlers never mutate the image; `BrokerHeartbeat`,
+/// `RegisterBroker` and `UnregisterBroker` update the soft lease state, as [`Controller`]
+/// documents.
 pub fn dispatch(
     controller: &mut Controller,
     body: &RequestBody,
@@ -130,6 +131,17 @@ pub fn dispatch(
         RequestBody::CreateTopicsWithConfigs(r) => Dispatch::from_result(
             controller.create_topics_with_configs(r, ctx),
             ResponseBody::CreateTopicsWithConfigs,
+        ),
+        RequestBody::RegisterBroker(r) => Dispatch::from_result(
+            controller.register_broker(r, ctx),
+            ResponseBody::RegisterBroker,
+        ),
+        RequestBody::AlterPartition(r) => {
+            Dispatch::from_result(controller.alter_partition(r), ResponseBody::AlterPartition)
+        }
+        RequestBody::AssignReplicasToDirs(r) => Dispatch::from_result(
+            controller.assign_replicas_to_dirs(r),
+            ResponseBody::AssignReplicasToDirs,
         ),
         // Served by the Raft shard, never by the controller (`RequestBody::is_raft` routes
         // them); answered as not implemented here rather than panicking on a routing mistake.

@@ -413,10 +413,11 @@ impl Scenario {
         };
         let features = match a.kv.get("features") {
             Some(list) => features(list),
+            // What a Kafka 4.1 broker supports.
             None => vec![SupportedFeatureV1 {
                 name: "metadata.version".into(),
-                min_level: 1,
-                max_level: 5,
+                min_level: 7,
+                max_level: 27,
             }],
         };
         BrokerHeartbeatRequest {
@@ -578,7 +579,7 @@ impl Scenario {
                         for (reference, result) in &r.response.topics {
                             let shown = match result {
                                 Ok(d) => format!(
-                                    "deleting {} ({})",
+                                    "deleted {} ({})",
                                     d.name,
                                     self.fmt_ref(&TopicRef::Id(d.topic_id))
                                 ),
