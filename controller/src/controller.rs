@@ -941,4 +941,106 @@ mod tests {
         assert!(c.image().brokers.is_empty());
         assert_eq!(c.committed_end(), LogOffset(6));
     }
+
+    /// A log an older controller wrote replays unchanged: V1 partitions put every replica on
+    /// the MIGRATING directory, a V1 leader change sets the epochs it carries, a V1 fence clears
+    /// the controlled-shutdown flag; its deletion intent (`Topic{deleting: true}`) hides the
+    /// topic (a deletion answers TopicDeletionInProgress) until the tick removes it.
+    #[test]
+    fn an_older_controllers_log_replays_unchanged() {
+        use crate::ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId, MIGRATING_DIR};
+        use crate::records::*;
+        use corum_types::BrokerEpoch;
+        let t = TopicId(Uuid([5; 16]));
+        let b1 = (NodeId(1), BrokerEpoch(0));
+        let log = vec![
+            MetadataRecord::RegisterBroker(RegisterBrokerRecordV1 {
+                broker_id: b1.0,
+                incarnation_id: Uuid([1; 16]),
+                broker_epoch: b1.1,
+                listeners: vec![ListenerV1 {
+                    name: "P".into(),
+                    host: "h".into(),
+                    port: 1,
+                }],
+                features: vec![],
+                rack: None,
+            }),
+            MetadataRecord::UnfenceBroker(UnfenceBrokerRecordV1 {
+                broker_id: b1.0,
+                broker_epoch: b1.1,
+            }),
+            MetadataRecord::Topic(TopicRecordV1 {
+                name: "t".into(),
+                topic_id: t,
+                deleting: false,
+            }),
+            MetadataRecord::Partition(PartitionRecordV1 {
+                topic_id: t,
+                partition_id: PartitionId(0),
+                replicas: vec![b1.0],
+                isr: vec![b1.0],
+                leader: Some(b1.0),
+                leader_epoch: LeaderEpoch(0),
+                partition_epoch: PartitionEpoch(0),
+            }),
+            MetadataRecord::PartitionLeaderChange(PartitionLeaderChangeRecordV1 {
+                topic_id: t,
+                partition_id: PartitionId(0),
+                leader: None,
+                leader_epoch: LeaderEpoch(4),
+                partition_epoch: PartitionEpoch(6),
+            }),
+            MetadataRecord::BrokerRegistrationChange(BrokerRegistrationChangeRecordV1 {
+                broker_id: b1.0,
+                broker_epoch: b1.1,
+                in_controlled_shutdown: true,
+            }),
+            MetadataRecord::FenceBroker(FenceBrokerRecordV1 {
+                broker_id: b1.0,
+                broker_epoch: b1.1,
+            }),
+            MetadataRecord::Topic(TopicRecordV1 {
+                name: "t".into(),
+                topic_id: t,
+                deleting: true,
+            }),
+        ];
+        let mut c = Controller::new(ControllerConfig::default(), NodeId(9)).unwrap();
+        commit_all(&mut c, &[(LogOffset(0), log)]);
+        let b = c.image().brokers.get(b1.0).unwrap();
+        assert!(b.fenced && !b.in_controlled_shutdown);
+        assert_eq!(
+            b.endpoints[0].security_protocol, 0,
+            "V1 listeners are PLAINTEXT"
+        );
+        let p = c.image().topics.partition(t, PartitionId(0)).unwrap();
+        assert_eq!(&p.directories[..], &[MIGRATING_DIR]);
+        assert_eq!(
+            (p.leader_epoch, p.partition_epoch),
+            (LeaderEpoch(4), PartitionEpoch(6))
+        );
+        c.on_become_active(0);
+        let deletion = c
+            .delete_topics(&DeleteTopicsRequest {
+                names: vec!["t".into()],
+            })
+            .unwrap();
+        assert!(deletion.records.is_empty());
+        assert_eq!(
+            deletion.response.topics[0].1,
+            Err(ApiError::TopicDeletionInProgress { name: "t".into() })
+        );
+        let tick = c.tick(&ctx(&c, 1)).unwrap();
+        assert_eq!(
+            tick.records,
+            vec![MetadataRecord::RemoveTopic(RemoveTopicRecordV1 {
+                topic_id: t
+            })]
+        );
+        let base = propose(&mut c, &tick.records);
+        commit_all(&mut c, &[(base, tick.records)]);
+        assert!(c.image().topics.is_empty());
+        c.check_invariants();
+    }
 }

@@ -844,3 +844,270 @@ pub(crate) fn describe_controllers(image: &MetadataImage) -> DescribeControllers
             .collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::test_harness::{dir, Harness};
+    use crate::ids::{LOST_DIR, MIGRATING_DIR, UNASSIGNED_DIR};
+    use crate::records::FeatureLevelRecordV1;
+
+    fn register_err(h: &Harness, req: &BrokerRegistrationRequest) -> ApiError {
+        let mut c = h.c.clone();
+        c.register_broker(req, &h.ctx()).unwrap_err()
+    }
+
+    /// A registration must name log directories (from metadata.version 3.7-IV2), none of
+    /// Kafka's 100 reserved ids, none twice, none another broker registered; each refusal is
+    /// InvalidRegistration and writes nothing.
+    #[test]
+    fn log_directories_are_checked_as_kafka_checks_them() {
+        let mut h = Harness::new();
+        h.register(1, vec![dir(1)]);
+        let invalid = |e: ApiError| matches!(e, ApiError::InvalidRegistration { .. });
+        for dirs in [
+            vec![],
+            vec![MIGRATING_DIR],
+            vec![UNASSIGNED_DIR],
+            vec![LOST_DIR],
+            vec![Uuid([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 99])],
+            vec![dir(2), dir(2)],
+            vec![dir(2), dir(1)],
+        ] {
+            let req = h.registration(2, dirs.clone());
+            assert!(invalid(register_err(&h, &req)), "{dirs:?}");
+        }
+        // The 100th id is the first one a broker may use.
+        let req = h.registration(
+            2,
+            vec![Uuid([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 100])],
+        );
+        let r = h.c.clone().register_broker(&req, &h.ctx()).unwrap();
+        assert_eq!(r.records.len(), 1);
+        // A broker re-registering its own directories is fine.
+        let mut again = h.registration(1, vec![dir(1)]);
+        again.incarnation_id = Uuid([1; 16]);
+        assert!(h.c.clone().register_broker(&again, &h.ctx()).is_ok());
+        // An unknown security protocol is refused too.
+        let mut req = h.registration(3, vec![dir(3)]);
+        req.endpoints[0].security_protocol = 7;
+        assert!(invalid(register_err(&h, &req)));
+    }
+
+    /// Below metadata.version 3.7-IV2 Kafka neither requires nor records log directories; new
+    /// replicas then get the MIGRATING directory.
+    #[test]
+    fn below_directory_assignment_no_directories_are_recorded() {
+        let mut h = Harness::at_metadata_version(16);
+        h.register(1, vec![]);
+        h.register(2, vec![dir(2)]);
+        assert!(h
+            .c
+            .image()
+            .brokers
+            .get(NodeId(2))
+            .unwrap()
+            .log_dirs
+            .is_empty());
+        h.heartbeat(1);
+        h.heartbeat(2);
+        let t = h.topic("t", &[&[1, 2]]);
+        assert_eq!(&h.partition(t, 0).directories[..], &[MIGRATING_DIR; 2]);
+    }
+
+    /// Kafka's feature check: every finalized level within the broker's range; a finalized
+    /// feature the broker does not list counts as level 0 only, metadata.version as 1 only; a
+    /// listed feature the cluster did not finalize is at level 0.
+    #[test]
+    fn features_are_checked_against_the_finalized_levels() {
+        let mut h = Harness::new();
+        let unsupported = |e: ApiError| matches!(e, ApiError::UnsupportedFeatures { .. });
+        let mut req = h.registration(1, vec![dir(1)]);
+        req.features[0].max_level = 26;
+        assert!(unsupported(register_err(&h, &req)));
+        req.features.clear();
+        assert!(unsupported(register_err(&h, &req)));
+        let listed = |name: &str, min_level, max_level| SupportedFeatureV1 {
+            name: name.into(),
+            min_level,
+            max_level,
+        };
+        let mut req = h.registration(1, vec![dir(1)]);
+        req.features.push(listed("group.version", 1, 1));
+        assert!(unsupported(register_err(&h, &req)));
+        let mut req = h.registration(1, vec![dir(1)]);
+        req.features.push(listed("group.version", 0, 1));
+        assert!(h.c.clone().register_broker(&req, &h.ctx()).is_ok());
+        // A finalized feature the broker does not list.
+        h.commit(&[MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
+            name: "group.version".into(),
+            min_level: 1,
+            max_level: 1,
+        })]);
+        let req = h.registration(1, vec![dir(1)]);
+        assert!(unsupported(register_err(&h, &req)));
+    }
+
+    /// The same incarnation registering again keeps its epoch: with nothing changed no record
+    /// (whatever the lease), with a change one RegisterBrokerV2 of the same epoch that keeps
+    /// its fencing; another incarnation is refused while the lease is live and replaces the
+    /// registration (fencing the old one first) once it expired.
+    #[test]
+    fn reregistrations_follow_the_incarnation() {
+        let mut h = Harness::new();
+        h.brokers(&[1, 2]);
+        let epoch = h.c.image().brokers.get(NodeId(1)).unwrap().broker_epoch;
+        let t = h.topic("t", &[&[1, 2]]);
+        let same = h.registration(1, vec![dir(1)]);
+        let r = h.c.clone().register_broker(&same, &h.ctx()).unwrap();
+        assert!(r.records.is_empty());
+        assert_eq!(r.response.broker_epoch, epoch);
+        let mut moved = same.clone();
+        moved.endpoints[0].port = 9999;
+        let r = h.c.clone().register_broker(&moved, &h.ctx()).unwrap();
+        match &r.records[..] {
+            [MetadataRecord::RegisterBrokerV2(rec)] => {
+                assert_eq!(rec.broker_epoch, epoch);
+                assert!(!rec.fenced && !rec.in_controlled_shutdown);
+                assert_eq!(rec.endpoints[0].port, 9999);
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut other = same.clone();
+        other.incarnation_id = Uuid([0x77; 16]);
+        assert_eq!(
+            register_err(&h, &other),
+            ApiError::DuplicateBrokerRegistration {
+                broker_id: NodeId(1)
+            }
+        );
+        // Broker 2 keeps heartbeating; broker 1's lease expires.
+        h.now_ms = 9_500;
+        h.heartbeat(2);
+        let r = h.c.clone().register_broker(&other, &h.ctx()).unwrap();
+        let kinds: Vec<&str> = r.records.iter().map(MetadataRecord::kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                "PartitionChange",
+                "BrokerRegistrationChangeV2",
+                "RegisterBrokerV2"
+            ]
+        );
+        let next = h.ctx().next_offset;
+        let new_epoch = h.run(Ok(r)).broker_epoch;
+        assert_eq!(new_epoch, BrokerEpoch(next.0 + 2));
+        let b = h.c.image().brokers.get(NodeId(1)).unwrap();
+        assert!(b.fenced && b.broker_epoch == new_epoch);
+        assert_eq!(h.partition(t, 0).leader, Some(NodeId(2)));
+    }
+
+    /// A heartbeat of the registration's epoch is accepted after the lease expired and the
+    /// broker was fenced: it renews the lease and unfences the broker (Kafka's brokers keep
+    /// their epoch).
+    #[test]
+    fn an_expired_lease_is_renewed_by_the_next_heartbeat() {
+        let mut h = Harness::new();
+        h.brokers(&[1]);
+        h.now_ms = 10_000;
+        let ctx = h.ctx();
+        let tick = h.c.tick(&ctx);
+        assert_eq!(h.run(tick).fenced, vec![NodeId(1)]);
+        assert!(h.c.image().brokers.get(NodeId(1)).unwrap().fenced);
+        let r = h.heartbeat(1);
+        assert_eq!(r.target_state, TargetState::Active);
+        assert!(!r.is_fenced() && !r.should_shut_down() && r.is_caught_up);
+        assert!(!h.c.image().brokers.get(NodeId(1)).unwrap().fenced);
+    }
+
+    /// Controlled shutdown as Kafka's heartbeat manager runs it: a broker that leads
+    /// partitions enters it (its leaderships and ISR memberships move); it may go only once it
+    /// leads nothing and every active broker has replayed those records; it is then fenced, its
+    /// controlled-shutdown flag kept. A broker that leads nothing is fenced at once.
+    #[test]
+    fn controlled_shutdown_ends_fenced_once_active_brokers_caught_up() {
+        let mut h = Harness::new();
+        h.brokers(&[1, 2, 3]);
+        let t = h.topic("t", &[&[1, 2], &[2, 3]]);
+        let mut req = h.heartbeat_request(1, h.c.committed_end());
+        req.want_shutdown = true;
+        let r = h.send_heartbeat(&req);
+        assert_eq!(r.target_state, TargetState::ControlledShutdown);
+        assert!(!r.is_fenced() && !r.should_shut_down());
+        let p = h.partition(t, 0);
+        assert_eq!((p.leader, &p.isr[..]), (Some(NodeId(2)), &[NodeId(2)][..]));
+        let b = h.c.image().brokers.get(NodeId(1)).unwrap();
+        assert!(b.in_controlled_shutdown && !b.fenced);
+        let end = h.c.committed_end();
+        // Brokers 2 and 3 have not reported the moves yet.
+        req.next_metadata_offset = end;
+        assert_eq!(
+            h.send_heartbeat(&req).target_state,
+            TargetState::ControlledShutdown
+        );
+        h.heartbeat(2);
+        assert_eq!(
+            h.send_heartbeat(&req).target_state,
+            TargetState::ControlledShutdown
+        );
+        h.heartbeat(3);
+        let r = h.send_heartbeat(&req);
+        assert_eq!(r.target_state, TargetState::Shutdown);
+        assert!(r.is_fenced() && r.should_shut_down());
+        let b = h.c.image().brokers.get(NodeId(1)).unwrap();
+        assert!(b.fenced && b.in_controlled_shutdown, "{b:?}");
+        // Fenced, it is told to shut down at once, with nothing written.
+        let ctx = h.ctx();
+        req.next_metadata_offset = h.c.committed_end();
+        let r = h.c.broker_heartbeat(&req, &ctx).unwrap();
+        assert!(r.records.is_empty());
+        assert_eq!(r.response.target_state, TargetState::Shutdown);
+        // Broker 3 leads nothing (t/1's leader is broker 2): asking to shut down fences it at
+        // once, out of t/1's ISR.
+        let mut req3 = h.heartbeat_request(3, h.c.committed_end());
+        req3.want_shutdown = true;
+        let r = h.send_heartbeat(&req3);
+        assert_eq!(r.target_state, TargetState::Shutdown);
+        assert_eq!(&h.partition(t, 1).isr[..], &[NodeId(2)]);
+        let b = h.c.image().brokers.get(NodeId(3)).unwrap();
+        assert!(b.fenced && !b.in_controlled_shutdown);
+    }
+
+    /// A new active controller does not know when a controlled shutdown started: a broker in
+    /// controlled shutdown that leads nothing and still asks to go is let go (fenced) at once,
+    /// as Kafka's new controller sees it active and wanting to shut down.
+    #[test]
+    fn after_a_failover_a_shutting_down_broker_that_leads_nothing_goes() {
+        let mut h = Harness::new();
+        h.brokers(&[1, 2]);
+        h.topic("t", &[&[1, 2]]);
+        let mut req = h.heartbeat_request(1, h.c.committed_end());
+        req.want_shutdown = true;
+        assert_eq!(
+            h.send_heartbeat(&req).target_state,
+            TargetState::ControlledShutdown
+        );
+        h.c.on_resign();
+        h.c.on_become_active(h.now_ms);
+        req.next_metadata_offset = h.c.committed_end();
+        assert_eq!(h.send_heartbeat(&req).target_state, TargetState::Shutdown);
+        assert!(h.c.image().brokers.get(NodeId(1)).unwrap().fenced);
+    }
+
+    /// Asking to be fenced while active fences the broker (and, with want_shutdown too, lets
+    /// it go); in controlled shutdown the wish changes nothing, as in Kafka.
+    #[test]
+    fn want_fence_fences_an_active_broker() {
+        let mut h = Harness::new();
+        h.brokers(&[1, 2]);
+        let mut req = h.heartbeat_request(1, h.c.committed_end());
+        req.want_fence = true;
+        let r = h.send_heartbeat(&req);
+        assert_eq!(r.target_state, TargetState::Fenced);
+        assert!(h.c.image().brokers.get(NodeId(1)).unwrap().fenced);
+        let mut req = h.heartbeat_request(2, h.c.committed_end());
+        req.want_fence = true;
+        req.want_shutdown = true;
+        assert_eq!(h.send_heartbeat(&req).target_state, TargetState::Shutdown);
+    }
+}

@@ -1852,4 +1852,532 @@ mod tests {
         assert!(validate_topic_name(&"a".repeat(249)).is_ok());
         assert!(validate_topic_name(&"a".repeat(250)).is_err());
     }
+
+    mod kafka_semantics {
+        use super::*;
+        use crate::control::cluster_control::BrokerHeartbeatRequest;
+        use crate::control::test_harness::{dir, Harness};
+        use crate::ids::{MIGRATING_DIR, UNASSIGNED_DIR};
+        use crate::Controller;
+
+        fn member(b: u32, epoch: Option<u64>) -> IsrMember {
+            IsrMember {
+                broker_id: NodeId(b),
+                broker_epoch: epoch.map(BrokerEpoch),
+            }
+        }
+
+        /// An AlterPartition of one partition from its current leader with `isr`.
+        fn alter(h: &Harness, t: TopicId, p: u32, isr: &[u32]) -> AlterPartitionRequest {
+            let part = h.partition(t, p);
+            let leader = part.leader.expect("the partition has a leader");
+            AlterPartitionRequest {
+                broker_id: leader,
+                broker_epoch: h.c.image().brokers.get(leader).unwrap().broker_epoch,
+                topics: vec![AlterPartitionTopic {
+                    topic_id: t,
+                    partitions: vec![PartitionAlteration {
+                        partition_id: PartitionId(p),
+                        leader_epoch: part.leader_epoch,
+                        new_isr_with_epochs: isr.iter().map(|b| member(*b, None)).collect(),
+                        leader_recovery_state: part.leader_recovery_state,
+                        partition_epoch: part.partition_epoch,
+                    }],
+                }],
+            }
+        }
+
+        fn part(r: &mut AlterPartitionRequest) -> &mut PartitionAlteration {
+            &mut r.topics[0].partitions[0]
+        }
+
+        /// The one partition result of `req`, with the records it would write.
+        fn one(
+            c: &Controller,
+            req: &AlterPartitionRequest,
+        ) -> (Vec<MetadataRecord>, Result<AlteredPartition, ApiError>) {
+            let r = c.alter_partition(req).unwrap();
+            let result = r.response.topics[0].partitions[0].1.clone();
+            (r.records, result)
+        }
+
+        /// Three brokers with one directory each, topic `t` with one partition on all three
+        /// (leader 1).
+        fn three() -> (Harness, TopicId) {
+            let mut h = Harness::new();
+            h.brokers(&[1, 2, 3]);
+            let t = h.topic("t", &[&[1, 2, 3]]);
+            (h, t)
+        }
+
+        /// A leader's ISR shrink and expansion: one PartitionChange naming only the ISR;
+        /// the partition epoch grows, the leader epoch does not (Kafka from 3.6); the answer
+        /// is the partition's state after the change, and a request that changes nothing
+        /// writes nothing and answers the current state.
+        #[test]
+        fn isr_changes_keep_the_leader_epoch() {
+            let (mut h, t) = three();
+            let before = h.partition(t, 0);
+            let req = alter(&h, t, 0, &[1, 2]);
+            let (records, result) = one(&h.c, &req);
+            assert_eq!(
+                records,
+                vec![MetadataRecord::PartitionChange(PartitionChangeRecordV1 {
+                    topic_id: t,
+                    partition_id: PartitionId(0),
+                    isr: Some(vec![NodeId(1), NodeId(2)]),
+                    leader: LeaderChange::Unchanged,
+                    replicas: None,
+                    leader_recovery_state: None,
+                    directories: None,
+                })]
+            );
+            let answered = result.unwrap();
+            h.commit(&records);
+            let after = h.partition(t, 0);
+            assert_eq!(after.leader_epoch, before.leader_epoch);
+            assert_eq!(after.partition_epoch, before.partition_epoch.next());
+            assert_eq!(
+                answered,
+                AlteredPartition {
+                    leader: Some(NodeId(1)),
+                    leader_epoch: after.leader_epoch,
+                    isr: after.isr.to_vec(),
+                    leader_recovery_state: LeaderRecoveryState::Recovered,
+                    partition_epoch: after.partition_epoch,
+                }
+            );
+            let req = alter(&h, t, 0, &[1, 2]);
+            let (records, result) = one(&h.c, &req);
+            assert!(records.is_empty());
+            assert_eq!(result.unwrap().partition_epoch, after.partition_epoch);
+        }
+
+        /// Every refusal of Kafka's AlterPartition checks, in its order, with Kafka's codes.
+        #[test]
+        fn alter_partition_refusals() {
+            let (mut h, t) = three();
+            let base = alter(&h, t, 0, &[1, 2, 3]);
+            let check = |h: &Harness,
+                         f: &dyn Fn(&mut AlterPartitionRequest),
+                         want: &dyn Fn(&ApiError) -> bool| {
+                let mut req = base.clone();
+                f(&mut req);
+                let (records, result) = one(&h.c, &req);
+                let e = result.unwrap_err();
+                assert!(records.is_empty());
+                assert!(want(&e), "{e:?}");
+            };
+            // The requester's own epoch is the whole request's.
+            let mut stale = base.clone();
+            stale.broker_epoch = BrokerEpoch(99);
+            assert!(matches!(
+                h.c.alter_partition(&stale),
+                Err(ApiError::StaleBrokerEpoch { .. })
+            ));
+            let mut unknown = base.clone();
+            unknown.broker_id = NodeId(9);
+            assert!(matches!(
+                h.c.alter_partition(&unknown),
+                Err(ApiError::BrokerIdNotRegistered { .. })
+            ));
+            check(
+                &h,
+                &|r| r.topics[0].topic_id = TopicId(Uuid([0xee; 16])),
+                &|e| matches!(e, ApiError::UnknownTopicId { .. }),
+            );
+            check(&h, &|r| part(r).partition_id = PartitionId(5), &|e| {
+                matches!(e, ApiError::UnknownPartition { .. })
+            });
+            check(&h, &|r| part(r).leader_epoch = LeaderEpoch(7), &|e| {
+                *e == ApiError::NotController
+            });
+            check(&h, &|r| part(r).partition_epoch = PartitionEpoch(7), &|e| {
+                *e == ApiError::NotController
+            });
+            check(
+                &h,
+                &|r| part(r).new_isr_with_epochs.push(member(2, None)),
+                &|e| matches!(e, ApiError::InvalidIsr { .. }),
+            );
+            check(
+                &h,
+                &|r| part(r).new_isr_with_epochs.push(member(4, None)),
+                &|e| matches!(e, ApiError::InvalidIsr { .. }),
+            );
+            check(
+                &h,
+                &|r| {
+                    part(r).new_isr_with_epochs.remove(0);
+                },
+                &|e| matches!(e, ApiError::InvalidIsr { .. }),
+            );
+            check(
+                &h,
+                &|r| part(r).leader_recovery_state = LeaderRecoveryState::Recovering,
+                &|e| matches!(e, ApiError::InvalidRequest { .. }),
+            );
+            check(
+                &h,
+                &|r| part(r).new_isr_with_epochs[1].broker_epoch = Some(BrokerEpoch(77)),
+                &|e| {
+                    matches!(
+                        e,
+                        ApiError::IneligibleReplica {
+                            broker_id: NodeId(2),
+                            ..
+                        }
+                    )
+                },
+            );
+            // Another broker than the leader.
+            let mut other = alter(&h, t, 0, &[1, 2, 3]);
+            other.broker_id = NodeId(2);
+            other.broker_epoch = h.c.image().brokers.get(NodeId(2)).unwrap().broker_epoch;
+            let (_, result) = one(&h.c, &other);
+            assert!(matches!(result, Err(ApiError::InvalidRequest { .. })));
+            // A change moves both epochs on: the old ones are fenced or stale.
+            let shrink = alter(&h, t, 0, &[1, 2]);
+            let r = h.c.alter_partition(&shrink).unwrap();
+            h.commit(&r.records);
+            let (_, result) = one(&h.c, &base);
+            assert!(matches!(result, Err(ApiError::StalePartitionEpoch { .. })));
+            let mut fenced_epoch = alter(&h, t, 0, &[1, 2]);
+            fenced_epoch.topics[0].partitions[0].leader_epoch = LeaderEpoch(0);
+            h.commit(&[MetadataRecord::PartitionChange(PartitionChangeRecordV1 {
+                topic_id: t,
+                partition_id: PartitionId(0),
+                isr: None,
+                leader: LeaderChange::Broker(NodeId(1)),
+                replicas: None,
+                leader_recovery_state: None,
+                directories: None,
+            })]);
+            let (_, result) = one(&h.c, &fenced_epoch);
+            assert!(matches!(result, Err(ApiError::FencedLeaderEpoch { .. })));
+        }
+
+        /// KIP-903: every member of the new ISR must be registered, unfenced and not in
+        /// controlled shutdown (members already in the ISR too), with the epoch the leader
+        /// named (none skips that check).
+        #[test]
+        fn ineligible_isr_members_are_refused() {
+            let mut h = Harness::new();
+            h.brokers(&[1, 2, 3, 4]);
+            let t = h.topic("t", &[&[1, 2, 3, 4]]);
+            let ineligible = |h: &Harness, isr: &[u32]| {
+                let (records, result) = one(&h.c, &alter(h, t, 0, isr));
+                assert!(records.is_empty());
+                match result {
+                    Err(ApiError::IneligibleReplica { broker_id, reason }) => (broker_id.0, reason),
+                    other => panic!("{other:?}"),
+                }
+            };
+            // Broker 2 fenced, broker 3 shutting down (it leads nothing: it is fenced at once,
+            // so make it lead a partition first), broker 4 unregistered.
+            let mut req = h.heartbeat_request(2, h.c.committed_end());
+            req.want_fence = true;
+            h.send_heartbeat(&req);
+            assert_eq!(ineligible(&h, &[1, 2]).0, 2);
+            h.topic("led", &[&[3]]);
+            let mut req = h.heartbeat_request(3, h.c.committed_end());
+            req.want_shutdown = true;
+            h.send_heartbeat(&req);
+            let (b, reason) = ineligible(&h, &[1, 3]);
+            assert_eq!((b, &*reason), (3, "in controlled shutdown"));
+            let mut fence4 = h.heartbeat_request(4, h.c.committed_end());
+            fence4.want_fence = true;
+            h.send_heartbeat(&fence4);
+            let r =
+                h.c.unregister_broker(&crate::control::cluster_control::UnregisterBrokerRequest {
+                    broker_id: NodeId(4),
+                });
+            h.run(r);
+            let (b, reason) = ineligible(&h, &[1, 4]);
+            assert_eq!((b, &*reason), (4, "not registered"));
+            // Broker 1 alone is fine.
+            let (_, result) = one(&h.c, &alter(&h, t, 0, &[1]));
+            assert!(result.is_ok());
+        }
+
+        /// After an unclean election the leader is RECOVERING with itself as the ISR: it may
+        /// not add members while RECOVERING, nor go back from RECOVERED; RECOVERING →
+        /// RECOVERED with a larger ISR is accepted.
+        #[test]
+        fn leader_recovery_state_moves_only_to_recovered() {
+            let (mut h, t) = three();
+            h.commit(&[MetadataRecord::PartitionChange(PartitionChangeRecordV1 {
+                topic_id: t,
+                partition_id: PartitionId(0),
+                isr: Some(vec![NodeId(1)]),
+                leader: LeaderChange::Broker(NodeId(1)),
+                replicas: None,
+                leader_recovery_state: Some(LeaderRecoveryState::Recovering),
+                directories: None,
+            })]);
+            let mut req = alter(&h, t, 0, &[1, 2]);
+            let (_, result) = one(&h.c, &req);
+            assert!(
+                matches!(result, Err(ApiError::InvalidRequest { .. })),
+                "{result:?}"
+            );
+            req.topics[0].partitions[0].leader_recovery_state = LeaderRecoveryState::Recovered;
+            let (records, result) = one(&h.c, &req);
+            assert_eq!(
+                result.unwrap().leader_recovery_state,
+                LeaderRecoveryState::Recovered
+            );
+            h.commit(&records);
+            assert_eq!(
+                h.partition(t, 0).leader_recovery_state,
+                LeaderRecoveryState::Recovered
+            );
+        }
+
+        /// The older AlterIsr is served by AlterPartition: the same records and results.
+        #[test]
+        fn alter_isr_is_alter_partition() {
+            let (h, t) = three();
+            let p = h.partition(t, 0);
+            let req = AlterIsrRequest {
+                broker_id: NodeId(1),
+                broker_epoch: h.c.image().brokers.get(NodeId(1)).unwrap().broker_epoch,
+                partitions: vec![IsrUpdate {
+                    topic_id: t,
+                    partition_id: PartitionId(0),
+                    leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
+                    new_isr: vec![NodeId(1), NodeId(3)],
+                }],
+            };
+            let old = h.c.alter_isr(&req).unwrap();
+            let new = h.c.alter_partition(&alter(&h, t, 0, &[1, 3])).unwrap();
+            assert_eq!(old.records, new.records);
+            let (_, _, result) = &old.response.partitions[0];
+            assert_eq!(result.as_ref().unwrap().isr, vec![NodeId(1), NodeId(3)]);
+        }
+
+        /// A new replica's directory is its broker's only log directory, UNASSIGNED when it
+        /// has several, MIGRATING when it registered none (Kafka's defaultDir).
+        #[test]
+        fn new_replicas_get_their_brokers_default_directory() {
+            let mut h = Harness::new();
+            h.register(1, vec![dir(1)]);
+            h.register(2, vec![dir(2), dir(22)]);
+            let legacy = BrokerHeartbeatRequest {
+                broker_id: NodeId(3),
+                broker_epoch: None,
+                incarnation_id: Uuid([3; 16]),
+                listeners: vec![crate::records::ListenerV1 {
+                    name: "PLAINTEXT".into(),
+                    host: "b3".into(),
+                    port: 9092,
+                }],
+                features: crate::control::feature_control::supported_features(),
+                rack: None,
+                next_metadata_offset: LogOffset(0),
+                want_fence: false,
+                want_shutdown: false,
+            };
+            h.send_heartbeat(&legacy);
+            for b in [1, 2, 3] {
+                h.heartbeat(b);
+            }
+            let t = h.topic("t", &[&[1, 2, 3]]);
+            assert_eq!(
+                &h.partition(t, 0).directories[..],
+                &[dir(1), UNASSIGNED_DIR, MIGRATING_DIR]
+            );
+        }
+
+        fn assign(
+            h: &Harness,
+            broker: u32,
+            dir_id: Uuid,
+            t: TopicId,
+            partitions: &[u32],
+        ) -> AssignReplicasToDirsRequest {
+            AssignReplicasToDirsRequest {
+                broker_id: NodeId(broker),
+                broker_epoch: h
+                    .c
+                    .image()
+                    .brokers
+                    .get(NodeId(broker))
+                    .unwrap()
+                    .broker_epoch,
+                directories: vec![DirectoryAssignment {
+                    directory_id: dir_id,
+                    topics: vec![TopicPartitions {
+                        topic_id: t,
+                        partitions: partitions.iter().map(|p| PartitionId(*p)).collect(),
+                    }],
+                }],
+            }
+        }
+
+        fn results(r: &AssignReplicasToDirsResponse) -> Vec<Result<(), ApiError>> {
+            r.directories
+                .iter()
+                .flat_map(|d| d.topics.iter())
+                .flat_map(|t| t.partitions.iter().map(|(_, r)| r.clone()))
+                .collect()
+        }
+
+        /// AssignReplicasToDirs sets the broker's replica's directory with one PartitionChange
+        /// (nothing when it is already there); a partition the broker holds no replica of is
+        /// NotReplica, an unknown one UnknownPartition, an unknown topic UnknownTopicId; the
+        /// broker epoch is the whole request's; below 3.7-IV2 the request is unsupported.
+        #[test]
+        fn replicas_are_assigned_to_directories() {
+            let mut h = Harness::new();
+            h.register(1, vec![dir(1), dir(11)]);
+            h.brokers(&[2, 3]);
+            h.heartbeat(1);
+            let t = h.topic("t", &[&[1, 2], &[2, 3]]);
+            assert_eq!(
+                &h.partition(t, 0).directories[..],
+                &[UNASSIGNED_DIR, dir(2)]
+            );
+            let req = assign(&h, 1, dir(11), t, &[0, 1, 7, 0]);
+            let r = h.c.assign_replicas_to_dirs(&req).unwrap();
+            assert_eq!(r.records.len(), 1);
+            let rs = results(&r.response);
+            assert!(rs[0].is_ok());
+            assert!(matches!(rs[1], Err(ApiError::NotReplica { .. })));
+            assert!(matches!(rs[2], Err(ApiError::UnknownPartition { .. })));
+            assert!(matches!(rs[3], Err(ApiError::InvalidRequest { .. })));
+            let before = h.partition(t, 0);
+            h.commit(&r.records);
+            let after = h.partition(t, 0);
+            assert_eq!(&after.directories[..], &[dir(11), dir(2)]);
+            assert_eq!(after.leader_epoch, before.leader_epoch);
+            assert_eq!(after.partition_epoch, before.partition_epoch.next());
+            // Again: nothing to change.
+            let r = h.c.assign_replicas_to_dirs(&req).unwrap();
+            assert!(r.records.is_empty());
+            let unknown = assign(&h, 1, dir(1), TopicId(Uuid([0xee; 16])), &[0]);
+            let r = h.c.assign_replicas_to_dirs(&unknown).unwrap();
+            assert!(matches!(
+                results(&r.response)[0],
+                Err(ApiError::UnknownTopicId { .. })
+            ));
+            let mut stale = req.clone();
+            stale.broker_epoch = BrokerEpoch(99);
+            assert!(matches!(
+                h.c.assign_replicas_to_dirs(&stale),
+                Err(ApiError::StaleBrokerEpoch { .. })
+            ));
+            let old = Harness::at_metadata_version(16);
+            assert!(matches!(
+                old.c.assign_replicas_to_dirs(&req),
+                Err(ApiError::UnsupportedVersion { .. })
+            ));
+        }
+
+        /// A replica assigned to a directory its broker does not have online (not among its
+        /// log directories) is offline, as in Kafka: the same record takes the broker out of
+        /// the ISR and moves its leadership, and it is not elected while there.
+        #[test]
+        fn a_replica_on_an_offline_directory_leaves_isr_and_leadership() {
+            let (mut h, t) = three();
+            let req = assign(&h, 1, dir(99), t, &[0]);
+            let r = h.c.assign_replicas_to_dirs(&req).unwrap();
+            match &r.records[..] {
+                [MetadataRecord::PartitionChange(c)] => {
+                    assert_eq!(c.leader, LeaderChange::Broker(NodeId(2)));
+                    assert_eq!(c.isr.as_deref(), Some(&[NodeId(2), NodeId(3)][..]));
+                    assert_eq!(
+                        c.directories.as_deref(),
+                        Some(&[dir(99), dir(2), dir(3)][..])
+                    );
+                }
+                other => panic!("{other:?}"),
+            }
+            h.commit(&r.records);
+            // The preferred leader (1) cannot be elected back while its replica is offline.
+            let r = h.c.elect_leaders(&ElectLeadersRequest {
+                election_type: ElectionType::Preferred,
+                partitions: Some(vec![("t".into(), PartitionId(0))]),
+            });
+            assert!(matches!(
+                r.unwrap().response.partitions[0].2,
+                Err(ApiError::PreferredLeaderNotAvailable { .. })
+            ));
+        }
+
+        /// With `unclean.leader.election.enable` (the topic's, or the cluster default's),
+        /// fencing the last ISR member elects another live replica with itself as the ISR,
+        /// RECOVERING (leader epoch and partition epoch each grow by one, one record); without
+        /// it the partition is left without a leader.
+        #[test]
+        fn unclean_elections_follow_the_topic_config() {
+            for (topic_config, cluster_config, unclean) in [
+                (None, None, false),
+                (Some("true"), None, true),
+                (None, Some("true"), true),
+                (Some("false"), Some("true"), false),
+            ] {
+                let (mut h, t) = three();
+                // Only broker 1 in the ISR.
+                let r = h.c.alter_partition(&alter(&h, t, 0, &[1])).unwrap();
+                h.commit(&r.records);
+                if let Some(v) = topic_config {
+                    h.config("t", "unclean.leader.election.enable", v);
+                }
+                if let Some(v) = cluster_config {
+                    h.config("", "unclean.leader.election.enable", v);
+                }
+                let before = h.partition(t, 0);
+                let mut req = h.heartbeat_request(1, h.c.committed_end());
+                req.want_fence = true;
+                let ctx = h.ctx();
+                let r = h.c.broker_heartbeat(&req, &ctx).unwrap();
+                let changes = r
+                    .records
+                    .iter()
+                    .filter(|r| matches!(r, MetadataRecord::PartitionChange(_)))
+                    .count();
+                assert_eq!(changes, 1);
+                h.commit(&r.records);
+                let p = h.partition(t, 0);
+                assert_eq!(p.leader_epoch, before.leader_epoch.next());
+                assert_eq!(p.partition_epoch, before.partition_epoch.next());
+                if unclean {
+                    assert_eq!(p.leader, Some(NodeId(2)));
+                    assert_eq!(&p.isr[..], &[NodeId(2)]);
+                    assert_eq!(p.leader_recovery_state, LeaderRecoveryState::Recovering);
+                } else {
+                    assert_eq!(p.leader, None);
+                    assert_eq!(&p.isr[..], &[NodeId(1)]);
+                    assert_eq!(p.leader_recovery_state, LeaderRecoveryState::Recovered);
+                }
+            }
+        }
+
+        /// The periodic tick elects unclean leaders for leaderless partitions whose topic
+        /// allows it (Kafka's maybeElectUncleanLeaders), once a replica can lead.
+        #[test]
+        fn the_tick_elects_unclean_leaders() {
+            let (mut h, t) = three();
+            let r = h.c.alter_partition(&alter(&h, t, 0, &[1])).unwrap();
+            h.commit(&r.records);
+            let mut req = h.heartbeat_request(1, h.c.committed_end());
+            req.want_fence = true;
+            h.send_heartbeat(&req);
+            assert_eq!(h.partition(t, 0).leader, None);
+            let ctx = h.ctx();
+            let tick = h.c.tick(&ctx);
+            assert_eq!(h.run(tick).leaders_elected, 0);
+            h.config("t", "unclean.leader.election.enable", "TRUE");
+            let ctx = h.ctx();
+            let tick = h.c.tick(&ctx);
+            assert_eq!(h.run(tick).leaders_elected, 1);
+            let p = h.partition(t, 0);
+            assert_eq!(
+                (p.leader, p.leader_recovery_state),
+                (Some(NodeId(2)), LeaderRecoveryState::Recovering)
+            );
+        }
+    }
 }
