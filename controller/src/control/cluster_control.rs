@@ -292,14 +292,14 @@ fn check_features(
             None if f.name == mv => feature_control::metadata_version(image),
             None => 0,
         };
-        if !(f.min_level <= level && level <= f.max_level) {
+        if !(f.min_level..=f.max_level).contains(&level) {
             return Err(unsupported(&f.name));
         }
     }
     for (name, f) in image.features.iter() {
         let listed = features.iter().any(|s| s.name == name);
         let (min, max) = if name == mv { (1, 1) } else { (0, 0) };
-        if !listed && !(min <= f.max_level && f.max_level <= max) {
+        if !listed && !(min..=max).contains(&f.max_level) {
             return Err(unsupported(name));
         }
     }

@@ -869,11 +869,11 @@ pub struct DescribedPartition {
     /// Assigned replicas; the first is the preferred leader.
     pub replicas: Vec<NodeId>,
     pub isr: Vec<NodeId>,
-    /// Replicas on a broker that is not registered or is fenced (Kafka's `offline_replicas`,
-    /// which a broker also fills with replicas on a broker without the request's listener or
-    /// on an offline log directory: the listener knows the former, corum has no log
-    /// directories). corum keeps no eligible leader replicas (KIP-966): a
-    /// DescribeTopicPartitions answer lists none.
+    /// Replicas on a broker that is not registered or is fenced, or on a log directory that is
+    /// not online on its broker (Kafka's `offline_replicas`, which a broker also fills with
+    /// replicas on a broker without the request's listener: the listener knows that). corum
+    /// keeps no eligible leader replicas (KIP-966): a DescribeTopicPartitions answer lists
+    /// none.
     pub offline_replicas: Vec<NodeId>,
 }
 
@@ -949,8 +949,13 @@ fn describe_topic(brokers: &BrokersImage, t: &TopicImage) -> DescribedTopic {
                 offline_replicas: p
                     .replicas
                     .iter()
-                    .copied()
-                    .filter(|b| !brokers.is_unfenced(*b))
+                    .zip(p.directories.iter())
+                    .filter(|(b, dir)| {
+                        brokers
+                            .get(**b)
+                            .is_none_or(|r| r.fenced || !r.has_online_dir(dir))
+                    })
+                    .map(|(b, _)| *b)
                     .collect(),
             })
             .collect(),

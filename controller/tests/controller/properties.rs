@@ -590,7 +590,13 @@ proptest! {
                         prop_assert_eq!(&p.replicas[..], &ip.replicas[..]);
                         prop_assert_eq!(&p.isr[..], &ip.isr[..]);
                         prop_assert_eq!(p.leader, ip.leader);
-                        prop_assert!(p.offline_replicas.iter().all(|b| !standby.brokers.is_unfenced(*b)));
+                        // Offline: on a broker that is not registered or fenced, or on a
+                        // directory not online on its broker.
+                        let offline: Vec<NodeId> = ip.replicas.iter().zip(ip.directories.iter())
+                            .filter(|(b, dir)| standby.brokers.get(**b).is_none_or(|r| r.fenced || !r.has_online_dir(dir)))
+                            .map(|(b, _)| *b)
+                            .collect();
+                        prop_assert_eq!(&p.offline_replicas, &offline);
                     }
                 }
             }
