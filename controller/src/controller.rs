@@ -640,7 +640,7 @@ mod tests {
                 host: "h".into(),
                 port: 1,
             }],
-            features: vec![],
+            features: feature_control::supported_features(),
             rack: None,
             next_metadata_offset: LogOffset(0),
             want_fence: false,

@@ -8,9 +8,11 @@
 //!
 //! - a variant is never removed or reordered; new variants are appended at the end;
 //! - a v2 of a record is a new variant appended at the end (e.g. `RegisterBrokerV2(
-//!   RegisterBrokerRecordV2)`), and `replay` keeps a match arm for every version ever written, so a
-//!   log written by an older controller replays unchanged; a controller only writes v2 once every
-//!   voter supports it (gated by a `metadata.version` feature level);
+//!   Box<RegisterBrokerRecordV2>)`), and `replay` keeps a match arm for every version ever
+//!   written, so a log written by an older controller replays unchanged; once corum is released,
+//!   a controller may write a new version only when every voter reads it (a feature level every
+//!   voter supports); before that release every node runs one build, and the controller writes
+//!   the newest versions;
 //! - the golden test (`testdata/records_v1.golden`) pins the bytes of one of each record, so any
 //!   accidental change to a V1 layout fails the build's tests;
 //! - an archived record is as large as its largest variant ([`ARCHIVED_RECORD_BYTES`], the

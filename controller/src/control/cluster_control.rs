@@ -9,6 +9,7 @@
 //! | no listener, an unknown security protocol      | any                                | InvalidRequest / InvalidRegistration     |
 //! | log directories: none (from `metadata.version` 3.7-IV2), a reserved id, one twice, one another broker registered | any | InvalidRegistration |
 //! | a finalized feature level outside the broker's range (a feature it does not list counts as 0..=0, and one it lists but the cluster did not finalize as level 0) | any | UnsupportedFeatures (UNSUPPORTED_VERSION) |
+//! | no `metadata.version` among the broker's features | any | InvalidRegistration |
 //! | the same incarnation, nothing changed          | registered                         | the same epoch, no records               |
 //! | the same incarnation, something changed        | registered                         | RegisterBrokerV2 amending it: same epoch, same fencing and controlled shutdown |
 //! | a new incarnation (or none registered)         | not live                           | RegisterBrokerV2, epoch = its offset, fenced (an old unfenced registration is fenced first, in the same batch, so no partition keeps a leader on it) |
@@ -270,10 +271,11 @@ impl<R> LeaseOutcome<R> {
     }
 }
 
-/// Kafka's registration check of features: every finalized level (the record's `max_level`)
-/// within the range the broker supports; a finalized feature the broker does not list counts
-/// as supported at level 0 only (`metadata.version` at 1 only, as Kafka assumes of a broker
-/// that lists none), and a listed one the cluster did not finalize as finalized at 0.
+/// Kafka's registration check of features, in Kafka 4.1's order: every feature the broker lists
+/// must hold its finalized level (the record's `max_level`; a feature the cluster did not
+/// finalize is at level 0) in its range (UnsupportedFeatures); the broker must list
+/// `metadata.version` (InvalidRegistration); a finalized feature it does not list counts as
+/// supported at level 0 only (UnsupportedFeatures).
 fn check_features(
     image: &MetadataImage,
     broker_id: NodeId,
@@ -296,10 +298,15 @@ fn check_features(
             return Err(unsupported(&f.name));
         }
     }
+    if !features.iter().any(|f| f.name == mv) {
+        return Err(ApiError::InvalidRegistration {
+            broker_id,
+            reason: "the features do not list metadata.version".into(),
+        });
+    }
     for (name, f) in image.features.iter() {
         let listed = features.iter().any(|s| s.name == name);
-        let (min, max) = if name == mv { (1, 1) } else { (0, 0) };
-        if !listed && !(min..=max).contains(&f.max_level) {
+        if !listed && f.max_level != 0 {
             return Err(unsupported(name));
         }
     }
@@ -916,8 +923,8 @@ mod tests {
     }
 
     /// Kafka's feature check: every finalized level within the broker's range; a finalized
-    /// feature the broker does not list counts as level 0 only, metadata.version as 1 only; a
-    /// listed feature the cluster did not finalize is at level 0.
+    /// feature the broker does not list counts as level 0 only; a listed feature the cluster
+    /// did not finalize is at level 0; a broker must list metadata.version (Kafka 4.1).
     #[test]
     fn features_are_checked_against_the_finalized_levels() {
         let mut h = Harness::new();
@@ -926,7 +933,10 @@ mod tests {
         req.features[0].max_level = 26;
         assert!(unsupported(register_err(&h, &req)));
         req.features.clear();
-        assert!(unsupported(register_err(&h, &req)));
+        assert!(matches!(
+            register_err(&h, &req),
+            ApiError::InvalidRegistration { .. }
+        ));
         let listed = |name: &str, min_level, max_level| SupportedFeatureV1 {
             name: name.into(),
             min_level,
