@@ -1,22 +1,29 @@
 //! [`BrokerSession`]: one (simulated) broker's registration and heartbeats.
 //!
-//! Registration is a `BrokerHeartbeat` without a broker epoch (KIP-631 as the seed thread has
-//! it); the answer carries the broker epoch (the offset of the registration record) and the
-//! target state, FENCED at first. Every later heartbeat reports the shared follower's applied
-//! end as NextMetadataOffset; the controller unfences the broker once that reaches its high
-//! watermark and passes the registration record.
+//! Registration is a `RegisterBroker` request, as a Kafka broker's BrokerRegistration: its
+//! listeners (PLAINTEXT), the features it supports and one log directory (an id made from its
+//! incarnation, so each process has its own and new partitions place their replica in it). The
+//! answer carries the broker epoch (the offset of the registration record); the broker is
+//! FENCED until a heartbeat says otherwise. Every heartbeat reports the shared follower's
+//! applied end as NextMetadataOffset; the controller unfences the broker once that passes the
+//! registration record.
 //!
 //! | heartbeat answer | session |
 //! |---|---|
 //! | a target state | keeps it (and the lease duration) |
-//! | `StaleBrokerEpoch`, `BrokerIdNotRegistered`, `BrokerLeaseExpired` | registers again (new epoch, FENCED) and returns that state |
+//! | `StaleBrokerEpoch`, `BrokerIdNotRegistered`, `BrokerLeaseExpired` | registers again (the same epoch if its registration is still there, else a new one; FENCED) and returns that state |
 //! | any other error | returned; nothing changes |
+//!
+//! A lease that expired does not end the registration: the controller fences the broker, and
+//! the next heartbeat of the same epoch unfences it again (as Kafka's controller does).
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use corum_controller::control::cluster_control::BrokerHeartbeatRequest;
-use corum_controller::records::{ListenerV1, SupportedFeatureV1};
+use corum_controller::control::cluster_control::{
+    BrokerHeartbeatRequest, BrokerRegistrationRequest,
+};
+use corum_controller::records::{BrokerEndpointV1, ListenerV1, SupportedFeatureV1};
 use corum_controller::{ApiError, TargetState};
 use corum_protocol::RpcError;
 use corum_types::{BrokerEpoch, LogOffset, NodeId, Uuid};
@@ -31,37 +38,57 @@ pub struct BrokerIdentity {
     pub broker_id: NodeId,
     /// Distinguishes this process from an earlier one with the same id.
     pub incarnation_id: Uuid,
-    pub listeners: Vec<ListenerV1>,
+    pub endpoints: Vec<BrokerEndpointV1>,
     pub features: Vec<SupportedFeatureV1>,
     pub rack: Option<String>,
+    /// The ids of its log directories.
+    pub log_dirs: Vec<Uuid>,
 }
 
 impl BrokerIdentity {
     /// A broker supporting every feature level the controller supports (Kafka 4.1's
-    /// `metadata.version` range), without a rack.
+    /// `metadata.version` range), without a rack, listening on `listeners` (PLAINTEXT), with one
+    /// log directory whose id is drawn from the incarnation (never one of Kafka's reserved ids).
     pub fn new(broker_id: NodeId, incarnation_id: Uuid, listeners: Vec<ListenerV1>) -> Self {
         BrokerIdentity {
             broker_id,
             incarnation_id,
-            listeners,
+            endpoints: listeners.iter().map(BrokerEndpointV1::plaintext).collect(),
             features: corum_controller::control::feature_control::supported_features(),
             rack: None,
+            log_dirs: vec![Uuid::from_random_bits(
+                incarnation_id.as_u128() ^ 0x6c6f_672d_6469_7273,
+            )],
         }
     }
 
+    fn registration(&self) -> BrokerRegistrationRequest {
+        BrokerRegistrationRequest {
+            broker_id: self.broker_id,
+            incarnation_id: self.incarnation_id,
+            endpoints: self.endpoints.clone(),
+            features: self.features.clone(),
+            rack: self.rack.clone(),
+            log_dirs: self.log_dirs.clone(),
+            previous_broker_epoch: None,
+        }
+    }
+
+    /// A heartbeat of registration `epoch` (the registration fields stay empty: a heartbeat
+    /// with an epoch does not read them).
     fn heartbeat(
         &self,
-        epoch: Option<BrokerEpoch>,
+        epoch: BrokerEpoch,
         next: LogOffset,
         want_shutdown: bool,
     ) -> BrokerHeartbeatRequest {
         BrokerHeartbeatRequest {
             broker_id: self.broker_id,
-            broker_epoch: epoch,
+            broker_epoch: Some(epoch),
             incarnation_id: self.incarnation_id,
-            listeners: self.listeners.clone(),
-            features: self.features.clone(),
-            rack: self.rack.clone(),
+            listeners: Vec::new(),
+            features: Vec::new(),
+            rack: None,
             next_metadata_offset: next,
             want_fence: false,
             want_shutdown,
@@ -120,17 +147,16 @@ impl BrokerSession {
     }
 
     async fn register_again(&mut self) -> Result<TargetState> {
-        let next = self.follower.next_offset();
-        let req = self.identity.heartbeat(None, next, false);
         let sent = Instant::now();
-        let r = self.client.broker_heartbeat(req).await?;
+        let r = self
+            .client
+            .register_broker(self.identity.registration())
+            .await?;
         self.registered_at = sent;
         self.registrations += 1;
         self.epoch = r.broker_epoch;
-        self.state = r.target_state;
-        self.lease_duration_ms = r.lease_duration_ms;
-        self.reported = next;
-        Ok(r.target_state)
+        self.state = TargetState::Fenced;
+        Ok(TargetState::Fenced)
     }
 
     /// One heartbeat reporting the follower's applied end; see the module doc.
@@ -140,9 +166,7 @@ impl BrokerSession {
 
     async fn beat(&mut self, want_shutdown: bool) -> Result<TargetState> {
         let next = self.follower.next_offset();
-        let req = self
-            .identity
-            .heartbeat(Some(self.epoch), next, want_shutdown);
+        let req = self.identity.heartbeat(self.epoch, next, want_shutdown);
         match self.client.broker_heartbeat(req).await {
             Ok(r) => {
                 self.state = r.target_state;
@@ -177,7 +201,7 @@ impl BrokerSession {
         self.state
     }
 
-    /// The lease the controller granted with the last answer.
+    /// The lease the controller granted with the last heartbeat's answer (zero before one).
     pub fn lease_duration(&self) -> Duration {
         Duration::from_millis(self.lease_duration_ms)
     }

@@ -42,7 +42,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use corum_controller::control::cluster_control::{
-    BrokerHeartbeatRequest, BrokerHeartbeatResponse, DescribeClusterResponse,
+    BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerRegistrationRequest,
+    BrokerRegistrationResponse, DescribeClusterResponse,
 };
 use corum_controller::control::config_control::{
     AlterConfigOp, AlterConfigsResource, AlterableConfig, DescribeConfigsRequest,
@@ -50,7 +51,9 @@ use corum_controller::control::config_control::{
     IncrementalAlterConfigsResponse,
 };
 use corum_controller::control::replication_control::{
-    CreatableTopic, CreateTopicsRequest, CreateTopicsResponse, CreatedTopic,
+    AlterPartitionRequest, AlterPartitionResponse, AssignReplicasToDirsRequest,
+    AssignReplicasToDirsResponse, CreatableTopic, CreateTopicsRequest, CreateTopicsResponse,
+    CreatedTopic,
 };
 use corum_controller::image::ConfigResource;
 use corum_protocol::{
@@ -517,6 +520,42 @@ impl ControllerClient {
         match self.call(RequestBody::BrokerHeartbeat(req)).await? {
             ResponseBody::BrokerHeartbeat(r) => Ok(r),
             other => Err(unexpected("BrokerHeartbeat", &other)),
+        }
+    }
+
+    /// Registers a broker (Kafka's BrokerRegistration): its epoch.
+    pub async fn register_broker(
+        &self,
+        req: BrokerRegistrationRequest,
+    ) -> Result<BrokerRegistrationResponse> {
+        match self
+            .call(RequestBody::RegisterBroker(Box::new(req)))
+            .await?
+        {
+            ResponseBody::RegisterBroker(r) => Ok(r),
+            other => Err(unexpected("RegisterBroker", &other)),
+        }
+    }
+
+    /// AlterPartition as given; per-partition results in the response.
+    pub async fn alter_partition(
+        &self,
+        req: AlterPartitionRequest,
+    ) -> Result<AlterPartitionResponse> {
+        match self.call(RequestBody::AlterPartition(req)).await? {
+            ResponseBody::AlterPartition(r) => Ok(r),
+            other => Err(unexpected("AlterPartition", &other)),
+        }
+    }
+
+    /// AssignReplicasToDirs as given; per-partition results in the response.
+    pub async fn assign_replicas_to_dirs(
+        &self,
+        req: AssignReplicasToDirsRequest,
+    ) -> Result<AssignReplicasToDirsResponse> {
+        match self.call(RequestBody::AssignReplicasToDirs(req)).await? {
+            ResponseBody::AssignReplicasToDirs(r) => Ok(r),
+            other => Err(unexpected("AssignReplicasToDirs", &other)),
         }
     }
 

@@ -40,9 +40,9 @@ use corum_types::{LogOffset, NodeId};
 
 use crate::config::ControllerConfig;
 use crate::control::cluster_control::{
-    self, BrokerHeartbeatRequest, BrokerHeartbeatResponse, DescribeClusterResponse,
-    DescribeControllersResponse, Leases, RegisterControllerRequest, TickResponse,
-    UnregisterBrokerRequest,
+    self, BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerRegistrationRequest,
+    BrokerRegistrationResponse, DescribeClusterResponse, DescribeControllersResponse, Leases,
+    RegisterControllerRequest, TickResponse, UnregisterBrokerRequest,
 };
 use crate::control::config_control::{
     self, AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest,
@@ -56,11 +56,12 @@ use crate::control::producer_id_control::{
     self, AllocateProducerIdsRequest, AllocateProducerIdsResponse,
 };
 use crate::control::replication_control::{
-    self, AlterIsrRequest, AlterIsrResponse, CreatePartitionsRequest, CreatePartitionsResponse,
-    CreateTopicsRequest, CreateTopicsResponse, CreateTopicsWithConfigsResponse,
-    CreatedTopicWithConfigs, DeleteTopicsRequest, DeleteTopicsResponse, DeleteTopicsV2Request,
-    DeleteTopicsV2Response, DescribeTopicsRequest, DescribeTopicsResponse, ElectLeadersRequest,
-    ElectLeadersResponse,
+    self, AlterIsrRequest, AlterIsrResponse, AlterPartitionRequest, AlterPartitionResponse,
+    AssignReplicasToDirsRequest, AssignReplicasToDirsResponse, CreatePartitionsRequest,
+    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    CreateTopicsWithConfigsResponse, CreatedTopicWithConfigs, DeleteTopicsRequest,
+    DeleteTopicsResponse, DeleteTopicsV2Request, DeleteTopicsV2Response, DescribeTopicsRequest,
+    DescribeTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
 };
 use crate::control::{ControllerResult, ImageReads, RequestContext, View};
 use crate::error::{ApiError, ConfigError, ReplayError};
@@ -335,6 +336,22 @@ impl Controller {
         outcome.result
     }
 
+    /// Registers a broker (Kafka's BrokerRegistration); like a heartbeat it records the
+    /// broker's lease.
+    pub fn register_broker(
+        &mut self,
+        req: &BrokerRegistrationRequest,
+        ctx: &RequestContext,
+    ) -> HandlerResult<BrokerRegistrationResponse> {
+        self.require_active()?;
+        self.now_ms_seen = self.now_ms_seen.max(ctx.now_ms);
+        let outcome = cluster_control::register_broker(self.view(), req, ctx, LogOffset(0), true);
+        if let Some(lease) = outcome.lease {
+            self.leases.set(req.broker_id, lease);
+        }
+        outcome.result
+    }
+
     /// Periodic work of the active controller: fence brokers whose lease expired (moving their
     /// leaderships and ISR memberships); if none expired, elect leaders for leaderless
     /// partitions that have an eligible ISR member (a separate tick, so no partition is changed
@@ -344,9 +361,13 @@ impl Controller {
         self.now_ms_seen = self.now_ms_seen.max(ctx.now_ms);
         let mut records = Vec::new();
         let mut response = cluster_control::fence_expired(self.view(), ctx.now_ms, &mut records);
+        for b in &response.fenced {
+            self.leases.end_controlled_shutdown(*b);
+        }
         if records.is_empty() {
             response.leaders_elected = replication_control::elect_leaderless(
-                &self.image,
+                self.view(),
+                None,
                 self.config.records_per_batch_max,
                 &mut records,
             );
@@ -462,9 +483,29 @@ impl Controller {
         ))
     }
 
+    /// corum's first AlterPartition, served as [`Controller::alter_partition`].
     pub fn alter_isr(&self, req: &AlterIsrRequest) -> HandlerResult<AlterIsrResponse> {
         self.require_active()?;
         replication_control::alter_isr(self.view(), req)
+    }
+
+    /// Kafka's AlterPartition: a leader changes the ISR and leader recovery state of its
+    /// partitions.
+    pub fn alter_partition(
+        &self,
+        req: &AlterPartitionRequest,
+    ) -> HandlerResult<AlterPartitionResponse> {
+        self.require_active()?;
+        replication_control::alter_partition(self.view(), req)
+    }
+
+    /// Kafka's AssignReplicasToDirs: a broker says which log directory holds each replica.
+    pub fn assign_replicas_to_dirs(
+        &self,
+        req: &AssignReplicasToDirsRequest,
+    ) -> HandlerResult<AssignReplicasToDirsResponse> {
+        self.require_active()?;
+        replication_control::assign_replicas_to_dirs(self.view(), req)
     }
 
     pub fn elect_leaders(&self, req: &ElectLeadersRequest) -> HandlerResult<ElectLeadersResponse> {
@@ -599,7 +640,7 @@ mod tests {
                 host: "h".into(),
                 port: 1,
             }],
-            features: vec![],
+            features: feature_control::supported_features(),
             rack: None,
             next_metadata_offset: LogOffset(0),
             want_fence: false,
@@ -810,9 +851,10 @@ mod tests {
         ));
     }
 
-    /// A fenced broker is unfenced once it has replayed past its own registration record, even
-    /// while the log has moved on beyond it (other brokers registering): the high watermark is
-    /// a moving target under steady writes. Short of its registration it stays fenced.
+    /// A fenced broker is unfenced (and caught up, as Kafka's `IsCaughtUp` says) once it has
+    /// replayed past its own registration record, even while the log has moved on beyond it
+    /// (other brokers registering): the high watermark is a moving target under steady writes.
+    /// Short of its registration it stays fenced.
     #[test]
     fn unfencing_needs_the_registration_replayed_not_the_high_watermark() {
         let mut c = Controller::new(ControllerConfig::default(), NodeId(9)).unwrap();
@@ -836,8 +878,12 @@ mod tests {
         hb.next_metadata_offset = registered_end;
         let past = c.broker_heartbeat(&hb, &ctx(&c, 3)).unwrap();
         assert_eq!(past.response.target_state, crate::TargetState::Active);
-        assert!(!past.response.is_caught_up, "behind the high watermark");
-        assert!(!past.records.is_empty(), "an UnfenceBroker record");
+        assert!(
+            past.response.is_caught_up,
+            "past its registration, as Kafka's IsCaughtUp, however far behind the high watermark"
+        );
+        assert!(!short.response.is_caught_up);
+        assert!(!past.records.is_empty(), "an unfencing record");
     }
 
     /// Requests sharing one batch (`on_proposed` then `on_proposed_more`) each see the ones
@@ -894,5 +940,107 @@ mod tests {
         c.replay(LogOffset(5), rec).unwrap();
         assert!(c.image().brokers.is_empty());
         assert_eq!(c.committed_end(), LogOffset(6));
+    }
+
+    /// A log an older controller wrote replays unchanged: V1 partitions put every replica on
+    /// the MIGRATING directory, a V1 leader change sets the epochs it carries, a V1 fence clears
+    /// the controlled-shutdown flag; its deletion intent (`Topic{deleting: true}`) hides the
+    /// topic (a deletion answers TopicDeletionInProgress) until the tick removes it.
+    #[test]
+    fn an_older_controllers_log_replays_unchanged() {
+        use crate::ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId, MIGRATING_DIR};
+        use crate::records::*;
+        use corum_types::BrokerEpoch;
+        let t = TopicId(Uuid([5; 16]));
+        let b1 = (NodeId(1), BrokerEpoch(0));
+        let log = vec![
+            MetadataRecord::RegisterBroker(RegisterBrokerRecordV1 {
+                broker_id: b1.0,
+                incarnation_id: Uuid([1; 16]),
+                broker_epoch: b1.1,
+                listeners: vec![ListenerV1 {
+                    name: "P".into(),
+                    host: "h".into(),
+                    port: 1,
+                }],
+                features: vec![],
+                rack: None,
+            }),
+            MetadataRecord::UnfenceBroker(UnfenceBrokerRecordV1 {
+                broker_id: b1.0,
+                broker_epoch: b1.1,
+            }),
+            MetadataRecord::Topic(TopicRecordV1 {
+                name: "t".into(),
+                topic_id: t,
+                deleting: false,
+            }),
+            MetadataRecord::Partition(PartitionRecordV1 {
+                topic_id: t,
+                partition_id: PartitionId(0),
+                replicas: vec![b1.0],
+                isr: vec![b1.0],
+                leader: Some(b1.0),
+                leader_epoch: LeaderEpoch(0),
+                partition_epoch: PartitionEpoch(0),
+            }),
+            MetadataRecord::PartitionLeaderChange(PartitionLeaderChangeRecordV1 {
+                topic_id: t,
+                partition_id: PartitionId(0),
+                leader: None,
+                leader_epoch: LeaderEpoch(4),
+                partition_epoch: PartitionEpoch(6),
+            }),
+            MetadataRecord::BrokerRegistrationChange(BrokerRegistrationChangeRecordV1 {
+                broker_id: b1.0,
+                broker_epoch: b1.1,
+                in_controlled_shutdown: true,
+            }),
+            MetadataRecord::FenceBroker(FenceBrokerRecordV1 {
+                broker_id: b1.0,
+                broker_epoch: b1.1,
+            }),
+            MetadataRecord::Topic(TopicRecordV1 {
+                name: "t".into(),
+                topic_id: t,
+                deleting: true,
+            }),
+        ];
+        let mut c = Controller::new(ControllerConfig::default(), NodeId(9)).unwrap();
+        commit_all(&mut c, &[(LogOffset(0), log)]);
+        let b = c.image().brokers.get(b1.0).unwrap();
+        assert!(b.fenced && !b.in_controlled_shutdown);
+        assert_eq!(
+            b.endpoints[0].security_protocol, 0,
+            "V1 listeners are PLAINTEXT"
+        );
+        let p = c.image().topics.partition(t, PartitionId(0)).unwrap();
+        assert_eq!(&p.directories[..], &[MIGRATING_DIR]);
+        assert_eq!(
+            (p.leader_epoch, p.partition_epoch),
+            (LeaderEpoch(4), PartitionEpoch(6))
+        );
+        c.on_become_active(0);
+        let deletion = c
+            .delete_topics(&DeleteTopicsRequest {
+                names: vec!["t".into()],
+            })
+            .unwrap();
+        assert!(deletion.records.is_empty());
+        assert_eq!(
+            deletion.response.topics[0].1,
+            Err(ApiError::TopicDeletionInProgress { name: "t".into() })
+        );
+        let tick = c.tick(&ctx(&c, 1)).unwrap();
+        assert_eq!(
+            tick.records,
+            vec![MetadataRecord::RemoveTopic(RemoveTopicRecordV1 {
+                topic_id: t
+            })]
+        );
+        let base = propose(&mut c, &tick.records);
+        commit_all(&mut c, &[(base, tick.records)]);
+        assert!(c.image().topics.is_empty());
+        c.check_invariants();
     }
 }

@@ -149,6 +149,29 @@ pub enum ApiError {
         #[rkyv(with = rkyv::with::AsOwned)]
         reason: Reason,
     },
+    /// A broker registration the controller refuses (Kafka's INVALID_REGISTRATION): its log
+    /// directories (none, a reserved id, one twice, one another broker registered) or its
+    /// listeners.
+    #[error("invalid registration of broker {broker_id}: {reason}")]
+    InvalidRegistration {
+        broker_id: NodeId,
+        #[rkyv(with = rkyv::with::AsOwned)]
+        reason: Reason,
+    },
+    /// The broker holds no replica of the partition (Kafka's NOT_LEADER_OR_FOLLOWER).
+    #[error("broker {broker_id} holds no replica of {topic_id}/{partition}")]
+    NotReplica {
+        broker_id: NodeId,
+        topic_id: TopicId,
+        partition: PartitionId,
+    },
+    /// The request needs a feature level the cluster has not finalized (Kafka's
+    /// UNSUPPORTED_VERSION).
+    #[error("unsupported: {reason}")]
+    UnsupportedVersion {
+        #[rkyv(with = rkyv::with::AsOwned)]
+        reason: Reason,
+    },
 }
 
 /// Bytes that are not a valid record batch.

@@ -100,3 +100,21 @@ newtype_u32!(
     ArchivedPartitionEpoch,
     "pe"
 );
+
+/// Kafka's reserved log directory ids (its `DirectoryId`, KIP-858): the first 100 ids
+/// (`msb == 0 && lsb < 100`) are reserved, and three of them have a meaning.
+///
+/// A replica's directory is [`MIGRATING_DIR`] when its partition's record named none (written
+/// before directories were tracked), [`UNASSIGNED_DIR`] until its broker tells the controller
+/// which of its several directories holds it (AssignReplicasToDirs), [`LOST_DIR`] when it is on
+/// a directory that went offline.
+pub const MIGRATING_DIR: Uuid = Uuid([0; 16]);
+/// See [`MIGRATING_DIR`].
+pub const UNASSIGNED_DIR: Uuid = Uuid([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+/// See [`MIGRATING_DIR`].
+pub const LOST_DIR: Uuid = Uuid([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+
+/// Whether `dir` is one of Kafka's 100 reserved directory ids, which no broker may register.
+pub fn is_reserved_dir(dir: &Uuid) -> bool {
+    dir.as_u128() < 100
+}

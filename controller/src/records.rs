@@ -8,11 +8,29 @@
 //!
 //! - a variant is never removed or reordered; new variants are appended at the end;
 //! - a v2 of a record is a new variant appended at the end (e.g. `RegisterBrokerV2(
-//!   RegisterBrokerRecordV2)`), and `replay` keeps a match arm for every version ever written, so a
-//!   log written by an older controller replays unchanged; a controller only writes v2 once every
-//!   voter supports it (gated by a `metadata.version` feature level);
+//!   Box<RegisterBrokerRecordV2>)`), and `replay` keeps a match arm for every version ever
+//!   written, so a log written by an older controller replays unchanged; once corum is released,
+//!   a controller may write a new version only when every voter reads it (a feature level every
+//!   voter supports); before that release every node runs one build, and the controller writes
+//!   the newest versions;
 //! - the golden test (`testdata/records_v1.golden`) pins the bytes of one of each record, so any
-//!   accidental change to a V1 layout fails the build's tests.
+//!   accidental change to a V1 layout fails the build's tests;
+//! - an archived record is as large as its largest variant ([`ARCHIVED_RECORD_BYTES`], the
+//!   stride of a batch's record array), so a variant that would be larger goes in a `Box`
+//!   (archived as a 4-byte relative pointer), like `RegisterBrokerV2`.
+//!
+//! # Kafka's records
+//!
+//! Every record has one Kafka metadata record as its counterpart, and the records the
+//! controller writes today replay as Kafka's brokers replay those: `RegisterBrokerV2` is
+//! RegisterBrokerRecord v3, `BrokerRegistrationChangeV2` BrokerRegistrationChangeRecord (what
+//! Kafka's controller writes to fence, unfence and start a controlled shutdown),
+//! `PartitionV2` PartitionRecord v1, `PartitionChange` PartitionChangeRecord v1 (no epochs:
+//! replay counts them), `Topic` TopicRecord, `RemoveTopic` RemoveTopicRecord, `Config`
+//! ConfigRecord, `FeatureLevel` FeatureLevelRecord (its `max_level` is Kafka's level),
+//! `ProducerIds`, `NoOp`, `RegisterController` and `UnregisterBroker` theirs. The V1 records
+//! that the V2 ones replaced (RegisterBroker, Fence/UnfenceBroker, BrokerRegistrationChange,
+//! Partition, PartitionLeaderChange, PartitionIsrChange) are only replayed (older logs).
 //!
 //! # Batches
 //!
@@ -269,6 +287,164 @@ pub struct RegisterControllerRecordV1 {
     pub features: Vec<SupportedFeatureV1>,
 }
 
+/// One listener of a broker with its security protocol (Kafka's `BrokerEndpoint` of
+/// RegisterBrokerRecord). `security_protocol` is Kafka's code: see [`SecurityProtocol`].
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct BrokerEndpointV1 {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    pub security_protocol: i16,
+}
+
+impl BrokerEndpointV1 {
+    /// The endpoint of a [`ListenerV1`] (which names no protocol): PLAINTEXT, the only
+    /// protocol corum's listeners speak. [`RegisterBrokerRecordV1`] replays with it.
+    pub fn plaintext(l: &ListenerV1) -> BrokerEndpointV1 {
+        BrokerEndpointV1 {
+            name: l.name.clone(),
+            host: l.host.clone(),
+            port: l.port,
+            security_protocol: SecurityProtocol::Plaintext as i16,
+        }
+    }
+
+    /// The listener of this endpoint, without its protocol (what DescribeCluster carries).
+    pub fn listener(&self) -> ListenerV1 {
+        ListenerV1 {
+            name: self.name.clone(),
+            host: self.host.clone(),
+            port: self.port,
+        }
+    }
+}
+
+/// A broker registered, or amended its registration (Kafka's RegisterBrokerRecord v3: KIP-631,
+/// KIP-858's log directories). A new registration (a new broker epoch) starts fenced and not in
+/// controlled shutdown; an amendment by the same process keeps its epoch and both flags.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct RegisterBrokerRecordV2 {
+    pub broker_id: NodeId,
+    /// Random per process start; tells a retried registration from a new process.
+    pub incarnation_id: Uuid,
+    /// The offset of the record that started this registration (a new one: its own offset).
+    pub broker_epoch: BrokerEpoch,
+    pub endpoints: Vec<BrokerEndpointV1>,
+    pub features: Vec<SupportedFeatureV1>,
+    pub rack: Option<String>,
+    pub fenced: bool,
+    pub in_controlled_shutdown: bool,
+    /// The ids of the broker's online log directories (KIP-858); empty when the broker named
+    /// none or `metadata.version` is below 3.7-IV2.
+    pub log_dirs: Vec<Uuid>,
+}
+
+/// How a [`BrokerRegistrationChangeRecordV2`] changes the fencing of a broker (Kafka's
+/// `BrokerRegistrationFencingChange`: 0, 1, -1 in the record).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug, PartialEq, Eq))]
+#[repr(u8)]
+pub enum FencingChange {
+    /// Leaves it as it is (Kafka: 0).
+    Unchanged = 0,
+    /// Fences the broker (Kafka: 1).
+    Fence = 1,
+    /// Unfences the broker (Kafka: -1).
+    Unfence = 2,
+}
+
+/// A change to one registration (Kafka's BrokerRegistrationChangeRecord, which Kafka's
+/// controller writes for fencing, unfencing and controlled shutdown): fencing changes as
+/// `fenced` says; `in_controlled_shutdown: true` puts the broker in controlled shutdown and
+/// `false` leaves that flag as it is (only a new registration clears it, as in Kafka). Unlike
+/// [`FenceBrokerRecordV1`], fencing leaves `in_controlled_shutdown` as it is.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct BrokerRegistrationChangeRecordV2 {
+    pub broker_id: NodeId,
+    pub broker_epoch: BrokerEpoch,
+    pub fenced: FencingChange,
+    pub in_controlled_shutdown: bool,
+}
+
+/// Whether a partition's leader is recovering from an unclean election (KIP-704; Kafka's
+/// `LeaderRecoveryState`, the byte of PartitionRecord and PartitionChangeRecord).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
+)]
+#[rkyv(derive(Debug, PartialEq, Eq))]
+#[repr(u8)]
+pub enum LeaderRecoveryState {
+    /// The leader was elected from the ISR, or has recovered (Kafka: 0).
+    #[default]
+    Recovered = 0,
+    /// The leader was elected outside the ISR and its ISR is itself alone until it recovers
+    /// (Kafka: 1).
+    Recovering = 1,
+}
+
+impl LeaderRecoveryState {
+    /// The value of an archived state.
+    pub fn from_archived(a: &ArchivedLeaderRecoveryState) -> LeaderRecoveryState {
+        match a {
+            ArchivedLeaderRecoveryState::Recovered => LeaderRecoveryState::Recovered,
+            ArchivedLeaderRecoveryState::Recovering => LeaderRecoveryState::Recovering,
+        }
+    }
+}
+
+/// The full state of one partition (Kafka's PartitionRecord v1, without reassignment and
+/// eligible leader replicas, which corum does not implement). `directories` holds the log
+/// directory of each replica, in replica order; an empty list means every replica's is
+/// [`crate::ids::MIGRATING_DIR`] (as Kafka reads a PartitionRecord without directories).
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct PartitionRecordV2 {
+    pub topic_id: TopicId,
+    pub partition_id: PartitionId,
+    pub replicas: Vec<NodeId>,
+    pub isr: Vec<NodeId>,
+    pub leader: Option<NodeId>,
+    pub leader_recovery_state: LeaderRecoveryState,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: PartitionEpoch,
+    pub directories: Vec<Uuid>,
+}
+
+/// The leader field of a [`PartitionChangeRecordV1`] (Kafka's -2, -1 or a broker id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug, PartialEq, Eq))]
+pub enum LeaderChange {
+    /// The leader stays, and so does the leader epoch (Kafka: -2).
+    Unchanged,
+    /// The partition has no leader now (Kafka: -1); the leader epoch grows by one.
+    NoLeader,
+    /// The broker leads now, possibly the same one again; the leader epoch grows by one.
+    Broker(NodeId),
+}
+
+/// One change to a partition (Kafka's PartitionChangeRecord v1, without reassignment and
+/// eligible leader replicas): every `None` field stays as it is. It carries no epochs: replay
+/// grows the partition epoch by one for every such record, and the leader epoch by one exactly
+/// when `leader` is not [`LeaderChange::Unchanged`] (Kafka's `PartitionRegistration.merge`),
+/// so a broker replaying the same changes counts the same epochs.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct PartitionChangeRecordV1 {
+    pub topic_id: TopicId,
+    pub partition_id: PartitionId,
+    pub isr: Option<Vec<NodeId>>,
+    pub leader: LeaderChange,
+    /// New replicas, with `directories` for them (corum's controller never writes it: it does
+    /// not reassign partitions).
+    pub replicas: Option<Vec<NodeId>>,
+    pub leader_recovery_state: Option<LeaderRecoveryState>,
+    /// The new log directory of every replica, in replica order.
+    pub directories: Option<Vec<Uuid>>,
+}
+
 /// Every metadata record. Append new variants (and new versions) at the end only; see the module
 /// doc.
 #[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -289,7 +465,19 @@ pub enum MetadataRecord {
     ProducerIds(ProducerIdsRecordV1),
     NoOp(NoOpRecordV1),
     RegisterController(RegisterControllerRecordV1),
+    // An archived record is as large as its largest variant and a batch is an array of them,
+    // so a new variant larger than every one above would change the layout of every batch ever
+    // written ([`ARCHIVED_RECORD_BYTES`] pins it): such a variant is boxed (archived as a
+    // 4-byte relative pointer to its fields).
+    RegisterBrokerV2(Box<RegisterBrokerRecordV2>),
+    BrokerRegistrationChangeV2(BrokerRegistrationChangeRecordV2),
+    PartitionV2(PartitionRecordV2),
+    PartitionChange(PartitionChangeRecordV1),
 }
+
+/// The size of one archived record (the largest variant's, with its tag): the stride of a
+/// batch's record array. It must never change (see the variants' comment).
+pub const ARCHIVED_RECORD_BYTES: usize = 72;
 
 impl MetadataRecord {
     /// The record's type name, for logs and scenario output.
@@ -310,6 +498,10 @@ impl MetadataRecord {
             MetadataRecord::ProducerIds(_) => "ProducerIds",
             MetadataRecord::NoOp(_) => "NoOp",
             MetadataRecord::RegisterController(_) => "RegisterController",
+            MetadataRecord::RegisterBrokerV2(_) => "RegisterBrokerV2",
+            MetadataRecord::BrokerRegistrationChangeV2(_) => "BrokerRegistrationChangeV2",
+            MetadataRecord::PartitionV2(_) => "PartitionV2",
+            MetadataRecord::PartitionChange(_) => "PartitionChange",
         }
     }
 }
@@ -662,8 +854,10 @@ pub(crate) mod tests {
     /// order. The golden file pins each alone in a batch, after the first set's batch, so the
     /// first set's lines never change.
     pub(crate) fn appended() -> Vec<MetadataRecord> {
-        vec![MetadataRecord::RegisterController(
-            RegisterControllerRecordV1 {
+        let t = TopicId(Uuid([7; 16]));
+        let dir = |b: u8| Uuid([b; 16]);
+        vec![
+            MetadataRecord::RegisterController(RegisterControllerRecordV1 {
                 controller_id: NodeId(3000),
                 incarnation_id: Uuid([0x33; 16]),
                 end_points: vec![
@@ -685,8 +879,63 @@ pub(crate) mod tests {
                     min_level: 7,
                     max_level: 27,
                 }],
-            },
-        )]
+            }),
+            MetadataRecord::RegisterBrokerV2(Box::new(RegisterBrokerRecordV2 {
+                broker_id: NodeId(4),
+                incarnation_id: Uuid([0x44; 16]),
+                broker_epoch: BrokerEpoch(40),
+                endpoints: vec![BrokerEndpointV1 {
+                    name: "SASL".into(),
+                    host: "b4.example".into(),
+                    port: 9094,
+                    security_protocol: SecurityProtocol::SaslSsl as i16,
+                }],
+                features: vec![SupportedFeatureV1 {
+                    name: "metadata.version".into(),
+                    min_level: 7,
+                    max_level: 27,
+                }],
+                rack: Some("r4".into()),
+                fenced: true,
+                in_controlled_shutdown: false,
+                log_dirs: vec![dir(0x41), dir(0x42)],
+            })),
+            MetadataRecord::BrokerRegistrationChangeV2(BrokerRegistrationChangeRecordV2 {
+                broker_id: NodeId(4),
+                broker_epoch: BrokerEpoch(40),
+                fenced: FencingChange::Unfence,
+                in_controlled_shutdown: true,
+            }),
+            MetadataRecord::PartitionV2(PartitionRecordV2 {
+                topic_id: t,
+                partition_id: PartitionId(1),
+                replicas: vec![NodeId(4), NodeId(5)],
+                isr: vec![NodeId(4)],
+                leader: Some(NodeId(4)),
+                leader_recovery_state: LeaderRecoveryState::Recovering,
+                leader_epoch: LeaderEpoch(3),
+                partition_epoch: PartitionEpoch(9),
+                directories: vec![dir(0x41), crate::ids::UNASSIGNED_DIR],
+            }),
+            MetadataRecord::PartitionChange(PartitionChangeRecordV1 {
+                topic_id: t,
+                partition_id: PartitionId(1),
+                isr: Some(vec![NodeId(4), NodeId(5)]),
+                leader: LeaderChange::Broker(NodeId(5)),
+                replicas: None,
+                leader_recovery_state: Some(LeaderRecoveryState::Recovered),
+                directories: Some(vec![dir(0x41), dir(0x51)]),
+            }),
+            MetadataRecord::PartitionChange(PartitionChangeRecordV1 {
+                topic_id: t,
+                partition_id: PartitionId(1),
+                isr: None,
+                leader: LeaderChange::NoLeader,
+                replicas: Some(vec![NodeId(5), NodeId(4), NodeId(6)]),
+                leader_recovery_state: None,
+                directories: None,
+            }),
+        ]
     }
 
     /// Every kind of record: the first set and the appended ones.
@@ -769,9 +1018,19 @@ pub(crate) mod tests {
         let all = all_kinds();
         let kinds: std::collections::BTreeSet<&str> =
             all.iter().map(MetadataRecord::kind).collect();
-        assert_eq!(kinds.len(), 15, "a record of each of the 15 kinds");
+        assert_eq!(kinds.len(), 19, "a record of each of the 19 kinds");
         let empty = encode_batch(&[]);
         assert_eq!(decode_batch(&empty).unwrap().len(), 0);
+    }
+
+    /// An archived record is exactly as large as it always was: a batch is an array of them,
+    /// so a variant that outgrows the old ones would move every record of every old batch.
+    #[test]
+    fn archived_record_size_never_changes() {
+        assert_eq!(
+            std::mem::size_of::<ArchivedMetadataRecord>(),
+            ARCHIVED_RECORD_BYTES
+        );
     }
 
     /// Kafka's security protocol codes map to their names and back; other codes name none.
@@ -931,6 +1190,99 @@ pub(crate) mod tests {
                 broker_id: NodeId(b),
                 broker_epoch: BrokerEpoch(u64::from(b)),
             })),
+            (
+                text(),
+                proptest::collection::vec((text(), text(), any::<u16>(), any::<i16>()), 0..3),
+                proptest::option::of(text()),
+                any::<(bool, bool)>(),
+                proptest::collection::vec(any::<[u8; 16]>().prop_map(Uuid), 0..3),
+            )
+                .prop_map(|(name, endpoints, rack, (fenced, shutdown), log_dirs)| {
+                    MetadataRecord::RegisterBrokerV2(Box::new(RegisterBrokerRecordV2 {
+                        broker_id: NodeId(name.len() as u32),
+                        incarnation_id: Uuid([5; 16]),
+                        broker_epoch: BrokerEpoch(8),
+                        endpoints: endpoints
+                            .into_iter()
+                            .map(|(name, host, port, security_protocol)| BrokerEndpointV1 {
+                                name,
+                                host,
+                                port,
+                                security_protocol,
+                            })
+                            .collect(),
+                        features: vec![SupportedFeatureV1 {
+                            name,
+                            min_level: 0,
+                            max_level: 1,
+                        }],
+                        rack,
+                        fenced,
+                        in_controlled_shutdown: shutdown,
+                        log_dirs,
+                    }))
+                }),
+            (0..9u32, 0..3u8, any::<bool>()).prop_map(|(b, f, shutdown)| {
+                MetadataRecord::BrokerRegistrationChangeV2(BrokerRegistrationChangeRecordV2 {
+                    broker_id: NodeId(b),
+                    broker_epoch: BrokerEpoch(3),
+                    fenced: [
+                        FencingChange::Unchanged,
+                        FencingChange::Fence,
+                        FencingChange::Unfence,
+                    ][usize::from(f)],
+                    in_controlled_shutdown: shutdown,
+                })
+            }),
+            (topic_id(), nodes(), nodes(), any::<bool>()).prop_map(
+                |(topic_id, replicas, isr, recovering)| {
+                    MetadataRecord::PartitionV2(PartitionRecordV2 {
+                        topic_id,
+                        partition_id: PartitionId(isr.len() as u32),
+                        directories: replicas.iter().map(|b| Uuid([b.0 as u8; 16])).collect(),
+                        leader: replicas.first().copied(),
+                        replicas,
+                        isr,
+                        leader_recovery_state: if recovering {
+                            LeaderRecoveryState::Recovering
+                        } else {
+                            LeaderRecoveryState::Recovered
+                        },
+                        leader_epoch: LeaderEpoch(4),
+                        partition_epoch: PartitionEpoch(5),
+                    })
+                }
+            ),
+            (
+                topic_id(),
+                proptest::option::of(nodes()),
+                0..3u8,
+                proptest::option::of(nodes()),
+                proptest::option::of(any::<bool>()),
+            )
+                .prop_map(|(topic_id, isr, leader, replicas, recovering)| {
+                    MetadataRecord::PartitionChange(PartitionChangeRecordV1 {
+                        topic_id,
+                        partition_id: PartitionId(2),
+                        directories: replicas
+                            .as_ref()
+                            .map(|r| r.iter().map(|b| Uuid([b.0 as u8; 16])).collect()),
+                        isr,
+                        leader: match leader {
+                            0 => LeaderChange::Unchanged,
+                            1 => LeaderChange::NoLeader,
+                            _ => LeaderChange::Broker(NodeId(7)),
+                        },
+                        replicas,
+                        leader_recovery_state: recovering.map(|r| {
+                            if r {
+                                LeaderRecoveryState::Recovering
+                            } else {
+                                LeaderRecoveryState::Recovered
+                            }
+                        }),
+                    })
+                }),
         ]
     }
 

@@ -99,6 +99,9 @@ pub fn api_error_code(e: &ApiError) -> K {
         ApiError::EligibleLeadersNotAvailable { .. } => K::EligibleLeadersNotAvailable,
         ApiError::TooManyRecords { .. } => K::PolicyViolation,
         ApiError::InvalidRequest { .. } => K::InvalidRequest,
+        ApiError::InvalidRegistration { .. } => K::InvalidRegistration,
+        ApiError::NotReplica { .. } => K::NotLeaderOrFollower,
+        ApiError::UnsupportedVersion { .. } => K::UnsupportedVersion,
     }
 }
 

@@ -75,6 +75,20 @@
 //! | `AlterConfigs(AlterConfigsRequest)` | `AlterConfigs(AlterConfigsResponse)` | AlterConfigs (the legacy whole-resource replace) |
 //! | `CreateTopicsWithConfigs(CreateTopicsRequest)` | `CreateTopicsWithConfigs(CreateTopicsWithConfigsResponse)` | CreateTopics v5+ (answers carry each new topic's configs) |
 //!
+//! # What Kafka's brokers need (appended after `CreateTopicsWithConfigs`)
+//!
+//! | request | response | Kafka API it serves |
+//! |---|---|---|
+//! | `RegisterBroker(Box<BrokerRegistrationRequest>)` | `RegisterBroker(BrokerRegistrationResponse)` | BrokerRegistration (endpoints with security protocols, log directories) |
+//! | `AlterPartition(AlterPartitionRequest)` | `AlterPartition(AlterPartitionResponse)` | AlterPartition v2-v3 (KIP-903 member epochs, leader recovery state) |
+//! | `AssignReplicasToDirs(AssignReplicasToDirsRequest)` | `AssignReplicasToDirs(AssignReplicasToDirsResponse)` | AssignReplicasToDirs (KIP-858) |
+//!
+//! Kafka's BrokerHeartbeat is `BrokerHeartbeat` with an epoch (its answer's target state gives
+//! Kafka's `IsFenced` and `ShouldShutDown`). The registration is boxed (it is larger than every
+//! older request); `BrokerHeartbeat` without an epoch and `AlterIsr` stay for corum's older
+//! clients and are served by the same handlers. New `ApiError` variants (InvalidRegistration,
+//! NotReplica, UnsupportedVersion) are appended after `InvalidRequest`.
+//!
 //! # Where a request is answered
 //!
 //! Every request but the Raft ones ([`RequestBody::is_raft`]) is the active controller's: a
@@ -88,8 +102,9 @@
 //! after an acknowledged write sees it.
 
 use corum_controller::control::cluster_control::{
-    BrokerHeartbeatRequest, BrokerHeartbeatResponse, DescribeClusterResponse,
-    DescribeControllersResponse, RegisterControllerRequest, UnregisterBrokerRequest,
+    BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerRegistrationRequest,
+    BrokerRegistrationResponse, DescribeClusterResponse, DescribeControllersResponse,
+    RegisterControllerRequest, UnregisterBrokerRequest,
 };
 use corum_controller::control::config_control::{
     AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
@@ -102,10 +117,12 @@ use corum_controller::control::producer_id_control::{
     AllocateProducerIdsRequest, AllocateProducerIdsResponse,
 };
 use corum_controller::control::replication_control::{
-    AlterIsrRequest, AlterIsrResponse, CreatePartitionsRequest, CreatePartitionsResponse,
-    CreateTopicsRequest, CreateTopicsResponse, CreateTopicsWithConfigsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse, DeleteTopicsV2Request, DeleteTopicsV2Response,
-    DescribeTopicsRequest, DescribeTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
+    AlterIsrRequest, AlterIsrResponse, AlterPartitionRequest, AlterPartitionResponse,
+    AssignReplicasToDirsRequest, AssignReplicasToDirsResponse, CreatePartitionsRequest,
+    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    CreateTopicsWithConfigsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    DeleteTopicsV2Request, DeleteTopicsV2Response, DescribeTopicsRequest, DescribeTopicsResponse,
+    ElectLeadersRequest, ElectLeadersResponse,
 };
 use corum_raft::message::{
     AddVoterRequest, FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse,
@@ -166,6 +183,12 @@ pub enum RequestBody {
     /// CreateTopics whose answers also describe each new topic's configs, as DescribeConfigs
     /// would once it exists (Kafka's CreateTopics v5+ returns them).
     CreateTopicsWithConfigs(CreateTopicsRequest),
+    /// A broker registers (Kafka's BrokerRegistration).
+    RegisterBroker(Box<BrokerRegistrationRequest>),
+    /// A partition leader changes ISRs and leader recovery states (Kafka's AlterPartition).
+    AlterPartition(AlterPartitionRequest),
+    /// A broker names the log directory of its replicas (Kafka's AssignReplicasToDirs).
+    AssignReplicasToDirs(AssignReplicasToDirsRequest),
 }
 
 /// The reads any node answers from the image it replayed, each the same read as the
@@ -233,6 +256,9 @@ pub enum ResponseBody {
     DeleteTopicsV2(DeleteTopicsV2Response),
     AlterConfigs(AlterConfigsResponse),
     CreateTopicsWithConfigs(CreateTopicsWithConfigsResponse),
+    RegisterBroker(BrokerRegistrationResponse),
+    AlterPartition(AlterPartitionResponse),
+    AssignReplicasToDirs(AssignReplicasToDirsResponse),
 }
 
 impl RequestBody {
@@ -265,6 +291,9 @@ impl RequestBody {
             RequestBody::LocalRead(read) => read.kind(),
             RequestBody::AlterConfigs(_) => "AlterConfigs",
             RequestBody::CreateTopicsWithConfigs(_) => "CreateTopicsWithConfigs",
+            RequestBody::RegisterBroker(_) => "RegisterBroker",
+            RequestBody::AlterPartition(_) => "AlterPartition",
+            RequestBody::AssignReplicasToDirs(_) => "AssignReplicasToDirs",
         }
     }
 
@@ -320,6 +349,9 @@ impl ResponseBody {
             ResponseBody::DeleteTopicsV2(_) => "DeleteTopicsV2",
             ResponseBody::AlterConfigs(_) => "AlterConfigs",
             ResponseBody::CreateTopicsWithConfigs(_) => "CreateTopicsWithConfigs",
+            ResponseBody::RegisterBroker(_) => "RegisterBroker",
+            ResponseBody::AlterPartition(_) => "AlterPartition",
+            ResponseBody::AssignReplicasToDirs(_) => "AssignReplicasToDirs",
         }
     }
 
@@ -482,12 +514,16 @@ mod tests {
     };
     use corum_controller::control::feature_control::{FeatureUpdate, FinalizedFeatureLevel};
     use corum_controller::control::replication_control::{
-        CreatableTopic, CreatedTopic, CreatedTopicWithConfigs, DeletedTopic, DescribedPartition,
-        DescribedTopic, ElectionType, IsrUpdate, IsrUpdated, PartitionsIncrease, TopicRef,
+        AlterPartitionTopic, AlterPartitionTopicResult, AlteredPartition, CreatableTopic,
+        CreatedTopic, CreatedTopicWithConfigs, DeletedTopic, DescribedPartition, DescribedTopic,
+        DirectoryAssignment, DirectoryAssignmentResult, ElectionType, IsrMember, IsrUpdate,
+        IsrUpdated, PartitionAlteration, PartitionsIncrease, TopicPartitionResults,
+        TopicPartitions, TopicRef,
     };
     use corum_controller::image::ConfigResource;
     use corum_controller::records::{
-        ConfigResourceType, ControllerEndpointV1, ListenerV1, SupportedFeatureV1,
+        BrokerEndpointV1, ConfigResourceType, ControllerEndpointV1, LeaderRecoveryState,
+        ListenerV1, SupportedFeatureV1,
     };
     use corum_controller::{ApiError, LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
     use corum_raft::message::{FetchResult, FetchSnapshotResult};
@@ -734,7 +770,129 @@ mod tests {
             Just(RequestBody::DescribeCluster),
             arb_raft_request(),
             arb_listener_request(),
+            arb_broker_request(),
         ]
+    }
+
+    /// The requests appended for Kafka's brokers.
+    fn arb_broker_request() -> impl Strategy<Value = RequestBody> {
+        let uuid = || any::<u128>().prop_map(|u| Uuid(u.to_be_bytes()));
+        let register = (
+            any::<u32>(),
+            uuid(),
+            proptest::collection::vec((arb_name(), arb_name(), any::<u16>(), any::<i16>()), 0..3),
+            proptest::option::of(arb_name()),
+            proptest::collection::vec(uuid(), 0..3),
+            proptest::option::of(any::<u64>()),
+        )
+            .prop_map(|(id, incarnation_id, es, rack, log_dirs, previous)| {
+                RequestBody::RegisterBroker(Box::new(BrokerRegistrationRequest {
+                    broker_id: NodeId(id),
+                    incarnation_id,
+                    endpoints: es
+                        .into_iter()
+                        .map(|(name, host, port, security_protocol)| BrokerEndpointV1 {
+                            name,
+                            host,
+                            port,
+                            security_protocol,
+                        })
+                        .collect(),
+                    features: vec![],
+                    rack,
+                    log_dirs,
+                    previous_broker_epoch: previous.map(BrokerEpoch),
+                }))
+            });
+        let alter = (
+            any::<u32>(),
+            any::<u64>(),
+            proptest::collection::vec(
+                (
+                    uuid(),
+                    proptest::collection::vec(
+                        (
+                            any::<u32>(),
+                            any::<u32>(),
+                            proptest::collection::vec(
+                                (any::<u32>(), proptest::option::of(any::<u64>())),
+                                0..3,
+                            ),
+                            any::<bool>(),
+                            any::<u32>(),
+                        ),
+                        0..3,
+                    ),
+                ),
+                0..3,
+            ),
+        )
+            .prop_map(|(b, e, topics)| {
+                RequestBody::AlterPartition(AlterPartitionRequest {
+                    broker_id: NodeId(b),
+                    broker_epoch: BrokerEpoch(e),
+                    topics: topics
+                        .into_iter()
+                        .map(|(t, ps)| AlterPartitionTopic {
+                            topic_id: TopicId(t),
+                            partitions: ps
+                                .into_iter()
+                                .map(|(p, le, isr, recovering, pe)| PartitionAlteration {
+                                    partition_id: PartitionId(p),
+                                    leader_epoch: LeaderEpoch(le),
+                                    new_isr_with_epochs: isr
+                                        .into_iter()
+                                        .map(|(b, e)| IsrMember {
+                                            broker_id: NodeId(b),
+                                            broker_epoch: e.map(BrokerEpoch),
+                                        })
+                                        .collect(),
+                                    leader_recovery_state: if recovering {
+                                        LeaderRecoveryState::Recovering
+                                    } else {
+                                        LeaderRecoveryState::Recovered
+                                    },
+                                    partition_epoch: PartitionEpoch(pe),
+                                })
+                                .collect(),
+                        })
+                        .collect(),
+                })
+            });
+        let assign = (
+            any::<u32>(),
+            any::<u64>(),
+            proptest::collection::vec(
+                (
+                    uuid(),
+                    proptest::collection::vec(
+                        (uuid(), proptest::collection::vec(any::<u32>(), 0..3)),
+                        0..3,
+                    ),
+                ),
+                0..3,
+            ),
+        )
+            .prop_map(|(b, e, dirs)| {
+                RequestBody::AssignReplicasToDirs(AssignReplicasToDirsRequest {
+                    broker_id: NodeId(b),
+                    broker_epoch: BrokerEpoch(e),
+                    directories: dirs
+                        .into_iter()
+                        .map(|(directory_id, topics)| DirectoryAssignment {
+                            directory_id,
+                            topics: topics
+                                .into_iter()
+                                .map(|(t, ps)| TopicPartitions {
+                                    topic_id: TopicId(t),
+                                    partitions: ps.into_iter().map(PartitionId).collect(),
+                                })
+                                .collect(),
+                        })
+                        .collect(),
+                })
+            });
+        prop_oneof![register, alter, assign]
     }
 
     fn arb_topic_ref() -> impl Strategy<Value = TopicRef> {
@@ -1462,6 +1620,18 @@ mod tests {
                 max: 10_000,
             },
             ApiError::InvalidRequest { reason: "r".into() },
+            ApiError::InvalidRegistration {
+                broker_id: b,
+                reason: "no log directory".into(),
+            },
+            ApiError::NotReplica {
+                broker_id: b,
+                topic_id: t,
+                partition: p,
+            },
+            ApiError::UnsupportedVersion {
+                reason: "metadata.version".into(),
+            },
         ]
     }
 
@@ -1497,6 +1667,9 @@ mod tests {
             ApiError::EligibleLeadersNotAvailable { .. } => 27,
             ApiError::TooManyRecords { .. } => 28,
             ApiError::InvalidRequest { .. } => 29,
+            ApiError::InvalidRegistration { .. } => 30,
+            ApiError::NotReplica { .. } => 31,
+            ApiError::UnsupportedVersion { .. } => 32,
         }
     }
 
@@ -1741,8 +1914,9 @@ mod tests {
     }
 
     /// Requests appended after the listener's first ones (AlterConfigs,
-    /// CreateTopicsWithConfigs), each paired with its answer; pinned by the golden file after
-    /// the listener's frames.
+    /// CreateTopicsWithConfigs, then Kafka's broker RPCs: RegisterBroker, AlterPartition,
+    /// AssignReplicasToDirs), each paired with its answer; pinned by the golden file after the
+    /// listener's frames.
     fn golden_appended_frames() -> Vec<(RequestFrame, ResponseFrame)> {
         let topic = |name: &str| ConfigResource {
             resource_type: ConfigResourceType::Topic,
@@ -1802,6 +1976,110 @@ mod tests {
                             }),
                         ),
                     ],
+                }),
+            ),
+            (
+                RequestBody::RegisterBroker(Box::new(BrokerRegistrationRequest {
+                    broker_id: NodeId(7),
+                    incarnation_id: Uuid([0x22; 16]),
+                    endpoints: vec![BrokerEndpointV1 {
+                        name: "SSL".into(),
+                        host: "10.0.0.7".into(),
+                        port: 9093,
+                        security_protocol: 1,
+                    }],
+                    features: vec![SupportedFeatureV1 {
+                        name: "metadata.version".into(),
+                        min_level: 7,
+                        max_level: 27,
+                    }],
+                    rack: Some("r1".into()),
+                    log_dirs: vec![Uuid([0x71; 16]), Uuid([0x72; 16])],
+                    previous_broker_epoch: Some(BrokerEpoch(41)),
+                })),
+                ResponseBody::RegisterBroker(BrokerRegistrationResponse {
+                    broker_epoch: BrokerEpoch(42),
+                }),
+            ),
+            (
+                RequestBody::AlterPartition(AlterPartitionRequest {
+                    broker_id: NodeId(7),
+                    broker_epoch: BrokerEpoch(42),
+                    topics: vec![AlterPartitionTopic {
+                        topic_id: TopicId(Uuid([7; 16])),
+                        partitions: vec![PartitionAlteration {
+                            partition_id: PartitionId(1),
+                            leader_epoch: LeaderEpoch(3),
+                            new_isr_with_epochs: vec![
+                                IsrMember {
+                                    broker_id: NodeId(7),
+                                    broker_epoch: Some(BrokerEpoch(42)),
+                                },
+                                IsrMember {
+                                    broker_id: NodeId(8),
+                                    broker_epoch: None,
+                                },
+                            ],
+                            leader_recovery_state: LeaderRecoveryState::Recovered,
+                            partition_epoch: PartitionEpoch(5),
+                        }],
+                    }],
+                }),
+                ResponseBody::AlterPartition(AlterPartitionResponse {
+                    topics: vec![AlterPartitionTopicResult {
+                        topic_id: TopicId(Uuid([7; 16])),
+                        partitions: vec![
+                            (
+                                PartitionId(1),
+                                Ok(AlteredPartition {
+                                    leader: Some(NodeId(7)),
+                                    leader_epoch: LeaderEpoch(3),
+                                    isr: vec![NodeId(7), NodeId(8)],
+                                    leader_recovery_state: LeaderRecoveryState::Recovered,
+                                    partition_epoch: PartitionEpoch(6),
+                                }),
+                            ),
+                            (
+                                PartitionId(2),
+                                Err(ApiError::IneligibleReplica {
+                                    broker_id: NodeId(8),
+                                    reason: "fenced".into(),
+                                }),
+                            ),
+                        ],
+                    }],
+                }),
+            ),
+            (
+                RequestBody::AssignReplicasToDirs(AssignReplicasToDirsRequest {
+                    broker_id: NodeId(7),
+                    broker_epoch: BrokerEpoch(42),
+                    directories: vec![DirectoryAssignment {
+                        directory_id: Uuid([0x71; 16]),
+                        topics: vec![TopicPartitions {
+                            topic_id: TopicId(Uuid([7; 16])),
+                            partitions: vec![PartitionId(0), PartitionId(1)],
+                        }],
+                    }],
+                }),
+                ResponseBody::AssignReplicasToDirs(AssignReplicasToDirsResponse {
+                    directories: vec![DirectoryAssignmentResult {
+                        directory_id: Uuid([0x71; 16]),
+                        topics: vec![TopicPartitionResults {
+                            topic_id: TopicId(Uuid([7; 16])),
+                            partitions: vec![
+                                (PartitionId(0), Ok(())),
+                                (
+                                    PartitionId(1),
+                                    Err(ApiError::NotReplica {
+                                        broker_id: NodeId(7),
+                                        topic_id: TopicId(Uuid([7; 16])),
+                                        partition: PartitionId(1),
+                                    }),
+                                ),
+                            ],
+                        }],
+                    }],
                 }),
             ),
         ];

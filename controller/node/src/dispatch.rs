@@ -60,8 +60,9 @@ pub fn rpc_error(e: ApiError) -> RpcError {
     }
 }
 
-/// Runs the handler for `body`. Handlers never mutate the image; `BrokerHeartbeat` and
-/// `UnregisterBroker` update the soft lease state, as [`Controller`] documents.
+/// Runs the handler for `body`. Handlers never mutate the image; `BrokerHeartbeat`,
+/// `RegisterBroker` and `UnregisterBroker` update the soft lease state, as [`Controller`]
+/// documents.
 pub fn dispatch(
     controller: &mut Controller,
     body: &RequestBody,
@@ -130,6 +131,17 @@ pub fn dispatch(
         RequestBody::CreateTopicsWithConfigs(r) => Dispatch::from_result(
             controller.create_topics_with_configs(r, ctx),
             ResponseBody::CreateTopicsWithConfigs,
+        ),
+        RequestBody::RegisterBroker(r) => Dispatch::from_result(
+            controller.register_broker(r, ctx),
+            ResponseBody::RegisterBroker,
+        ),
+        RequestBody::AlterPartition(r) => {
+            Dispatch::from_result(controller.alter_partition(r), ResponseBody::AlterPartition)
+        }
+        RequestBody::AssignReplicasToDirs(r) => Dispatch::from_result(
+            controller.assign_replicas_to_dirs(r),
+            ResponseBody::AssignReplicasToDirs,
         ),
         // Served by the Raft shard, never by the controller (`RequestBody::is_raft` routes
         // them); answered as not implemented here rather than panicking on a routing mistake.
@@ -222,7 +234,7 @@ mod tests {
         DescribeTopicsRequest, TopicRef,
     };
     use corum_controller::image::ConfigResource;
-    use corum_controller::records::{ControllerEndpointV1, ListenerV1, SupportedFeatureV1};
+    use corum_controller::records::{BrokerEndpointV1, ControllerEndpointV1, ListenerV1};
     use corum_controller::{ControllerConfig, TopicId};
     use corum_types::{LogOffset, NodeId, Uuid};
 
@@ -244,11 +256,7 @@ mod tests {
                 host: "h".into(),
                 port: 9092,
             }],
-            features: vec![SupportedFeatureV1 {
-                name: "metadata.version".into(),
-                min_level: 1,
-                max_level: 1,
-            }],
+            features: corum_controller::control::feature_control::supported_features(),
             rack: None,
             next_metadata_offset: LogOffset(0),
             want_fence: false,
@@ -343,6 +351,75 @@ mod tests {
                 broker_id: NodeId(99)
             }))
         );
+    }
+
+    /// The requests of Kafka's brokers: a registration is proposed and answered with its
+    /// epoch; AlterPartition and AssignReplicasToDirs answer per item at once when nothing is
+    /// to change, and refuse a stale broker epoch whole.
+    #[test]
+    fn active_dispatch_of_broker_requests() {
+        use corum_controller::control::cluster_control::BrokerRegistrationRequest;
+        use corum_controller::control::replication_control::{
+            AlterPartitionRequest, AlterPartitionTopic, AssignReplicasToDirsRequest,
+        };
+        use corum_types::BrokerEpoch;
+        let mut c = Controller::new(ControllerConfig::default(), NodeId(1)).unwrap();
+        c.on_become_active(0);
+        let registration = RequestBody::RegisterBroker(Box::new(BrokerRegistrationRequest {
+            broker_id: NodeId(7),
+            incarnation_id: Uuid([7; 16]),
+            endpoints: vec![BrokerEndpointV1 {
+                name: "PLAINTEXT".into(),
+                host: "h".into(),
+                port: 9092,
+                security_protocol: 0,
+            }],
+            features: corum_controller::control::feature_control::supported_features(),
+            rack: None,
+            log_dirs: vec![Uuid([0x70; 16])],
+            previous_broker_epoch: None,
+        }));
+        let Dispatch::Propose { records, response } =
+            dispatch(&mut c, &registration, &ctx(0)).unwrap()
+        else {
+            panic!("a registration is proposed");
+        };
+        assert_eq!(
+            response,
+            ResponseBody::RegisterBroker(
+                corum_controller::control::cluster_control::BrokerRegistrationResponse {
+                    broker_epoch: BrokerEpoch(0)
+                }
+            )
+        );
+        c.on_proposed(LogOffset(0), &records).unwrap();
+        let alter = |epoch| {
+            RequestBody::AlterPartition(AlterPartitionRequest {
+                broker_id: NodeId(7),
+                broker_epoch: BrokerEpoch(epoch),
+                topics: vec![AlterPartitionTopic {
+                    topic_id: TopicId::default(),
+                    partitions: vec![],
+                }],
+            })
+        };
+        assert!(matches!(
+            dispatch(&mut c, &alter(0), &ctx(1)).unwrap(),
+            Dispatch::Answer(ResponseBody::AlterPartition(_))
+        ));
+        assert!(matches!(
+            dispatch(&mut c, &alter(5), &ctx(1)),
+            Err(RpcError::Api(ApiError::StaleBrokerEpoch { .. }))
+        ));
+        let assign = RequestBody::AssignReplicasToDirs(AssignReplicasToDirsRequest {
+            broker_id: NodeId(7),
+            broker_epoch: BrokerEpoch(0),
+            directories: vec![],
+        });
+        assert!(matches!(
+            dispatch(&mut c, &assign, &ctx(1)).unwrap(),
+            Dispatch::Answer(ResponseBody::AssignReplicasToDirs(_))
+        ));
     }
 
     fn register_controller(id: u32) -> RegisterControllerRequest {

@@ -783,6 +783,22 @@ pub(crate) fn default_replication_factor(image: &MetadataImage, config: &Control
         .unwrap_or(config.default_replication_factor)
 }
 
+/// Whether topic `name` may elect a leader outside its ISR: its effective
+/// `unclean.leader.election.enable` (its own setting, else the cluster default's, else the
+/// static config's, else Kafka's default, false), read as Java reads a boolean.
+pub(crate) fn unclean_leader_election_enabled(
+    image: &MetadataImage,
+    config: &ControllerConfig,
+    name: &str,
+) -> bool {
+    let key = config_schema::key(ConfigResourceType::Topic, "unclean.leader.election.enable")
+        .expect("a topic key of Kafka's schema");
+    let own = image.configs.get(&ConfigResource::topic(name));
+    Layers::new(image, config)
+        .effective(ConfigResourceType::Topic, "", own, key)
+        .is_some_and(|v| config_schema::java_trim(&v).eq_ignore_ascii_case("true"))
+}
+
 // ---------------------------------------------------------------------------------------------
 // DescribeConfigs.
 

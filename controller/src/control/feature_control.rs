@@ -40,7 +40,9 @@ pub struct SupportedFeature {
 ///
 /// - `metadata.version` 7..=27: the range an Apache Kafka 4.1 controller supports (3.3-IV3,
 ///   Kafka 4's minimum, to 4.1-IV1, its latest production level), since the Kafka listener
-///   speaks Kafka 4.1's protocol. corum's own records do not depend on the level.
+///   speaks Kafka 4.1's protocol. corum's records do not depend on the level; what they say
+///   does where Kafka's do: below 3.7-IV2 ([`DIRECTORY_ASSIGNMENT_LEVEL`]) registrations
+///   record no log directories and new replicas get the MIGRATING directory.
 ///
 /// Not here: `kraft.version`, which Raft keeps (the bootstrap checkpoint), not a FeatureLevel
 /// record; Kafka's group, transaction, share and streams versions, whose features corum does
@@ -50,6 +52,28 @@ pub const SUPPORTED_FEATURES: &[SupportedFeature] = &[SupportedFeature {
     min_level: 7,
     max_level: 27,
 }];
+
+/// The `metadata.version` level (3.7-IV2) from which Kafka tracks each replica's log directory
+/// (KIP-858): registrations carry log directories and AssignReplicasToDirs is served.
+pub const DIRECTORY_ASSIGNMENT_LEVEL: u16 = 17;
+
+/// The finalized `metadata.version` level of `image`; before the first active controller
+/// finalized it, the highest this controller supports (what it will finalize).
+pub fn metadata_version(image: &MetadataImage) -> u16 {
+    image
+        .features
+        .get(crate::controller::METADATA_VERSION)
+        .map_or_else(
+            || locally_supported(crate::controller::METADATA_VERSION).map_or(0, |(_, max)| max),
+            |f| f.max_level,
+        )
+}
+
+/// Whether replicas' log directories are tracked at `image`'s `metadata.version` (Kafka's
+/// `isDirectoryAssignmentSupported`).
+pub fn directory_assignment_supported(image: &MetadataImage) -> bool {
+    metadata_version(image) >= DIRECTORY_ASSIGNMENT_LEVEL
+}
 
 /// [`SUPPORTED_FEATURES`] as the records and requests list them (a controller's registration,
 /// a DescribeFeatures answer).

@@ -17,6 +17,8 @@ pub mod config_control;
 pub mod feature_control;
 pub mod producer_id_control;
 pub mod replication_control;
+#[cfg(test)]
+pub(crate) mod test_harness;
 
 use corum_types::{LogOffset, NodeId};
 

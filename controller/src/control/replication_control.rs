@@ -1,28 +1,33 @@
 //! Topics, partitions, ISRs and leaders: CreateTopics, DeleteTopics, CreatePartitions, AlterIsr,
 //! ElectLeaders, and the partition changes that fencing, unfencing and controlled shutdown need.
 //!
-//! A partition change is one logical step that bumps the partition epoch once; it is written as a
-//! `PartitionIsrChange` record, a `PartitionLeaderChange` record, or both (both carrying the same
-//! new partition epoch). A new leader always bumps the leader epoch. Leaders are chosen in replica
-//! order (so the first replica, the preferred leader, wins when eligible) among ISR members that
-//! are registered, unfenced and not in controlled shutdown. An ISR never becomes empty: when its
-//! last member leaves, the ISR keeps it and the partition has no leader until it comes back (or an
-//! unclean election picks another replica).
+//! A partition change is one logical step written as one `PartitionChange` record (Kafka's
+//! PartitionChangeRecord) naming only what changes; replay bumps the partition epoch once per
+//! record and the leader epoch when the leader field is set (a new leader, or none). An ISR-only
+//! change keeps the leader epoch (as Kafka does from `metadata.version` 3.6). Leaders are chosen
+//! as Kafka's `PartitionChangeBuilder` chooses them: the current leader stays while it is an
+//! acceptable ISR member, else the first acceptable ISR member in replica order (so the preferred
+//! leader wins when it can); acceptable means registered, unfenced, not in controlled shutdown
+//! and with its replica's log directory online. An ISR never becomes empty: when its last member
+//! leaves, the ISR keeps it and the partition has no leader until it comes back, or, when the
+//! topic's `unclean.leader.election.enable` is true, an unclean election makes the first
+//! acceptable replica leader with itself as the ISR and the leader RECOVERING.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use corum_types::{NodeId, Uuid};
+use corum_types::{BrokerEpoch, NodeId, Uuid};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::config_control::{self, DescribedConfig};
+use super::feature_control;
 use super::{ControllerResult, RequestContext, View};
 use crate::error::ApiError;
-use crate::ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
+use crate::ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId, MIGRATING_DIR};
 use crate::image::{BrokersImage, MetadataImage, PartitionImage, ReplicaList, TopicImage};
 use crate::records::{
-    ConfigRecordV1, ConfigResourceType, MetadataRecord, PartitionIsrChangeRecordV1,
-    PartitionLeaderChangeRecordV1, PartitionRecordV1, TopicRecordV1,
+    ConfigRecordV1, ConfigResourceType, LeaderChange, LeaderRecoveryState, MetadataRecord,
+    PartitionChangeRecordV1, PartitionRecordV2, RemoveTopicRecordV1, TopicRecordV1,
 };
 
 /// Longest topic name (Kafka's limit, so a topic name fits in a file name with its suffixes).
@@ -54,154 +59,209 @@ pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Builds the records of one partition change. `new_isr`/`new_leader` are the wanted state;
-/// nothing is emitted when neither differs from `p`.
+/// What one partition is to become: its ISR, leader, leader recovery state and, when
+/// `directories` is set, its replicas' directories.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PartitionTarget {
+    pub isr: ReplicaList,
+    pub leader: Option<NodeId>,
+    pub leader_recovery_state: LeaderRecoveryState,
+    pub directories: Option<Vec<Uuid>>,
+}
+
+impl PartitionTarget {
+    /// `p` as it is.
+    pub(crate) fn of(p: &PartitionImage) -> PartitionTarget {
+        PartitionTarget {
+            isr: p.isr.clone(),
+            leader: p.leader,
+            leader_recovery_state: p.leader_recovery_state,
+            directories: None,
+        }
+    }
+}
+
+/// Appends the one PartitionChange record that takes `p` to `target`, naming only what differs
+/// (a new leader, or none, bumps the leader epoch on replay; every record bumps the partition
+/// epoch). Returns false, writing nothing, when nothing differs.
 pub(crate) fn partition_change(
     topic_id: TopicId,
     partition_id: PartitionId,
     p: &PartitionImage,
-    new_isr: &[NodeId],
-    new_leader: Option<NodeId>,
+    target: PartitionTarget,
     out: &mut Vec<MetadataRecord>,
 ) -> bool {
-    let isr_changed = new_isr != p.isr.as_slice();
-    let leader_changed = new_leader != p.leader;
-    if !isr_changed && !leader_changed {
+    let isr = (target.isr != p.isr).then(|| target.isr.to_vec());
+    let leader = match target.leader {
+        l if l == p.leader => LeaderChange::Unchanged,
+        None => LeaderChange::NoLeader,
+        Some(b) => LeaderChange::Broker(b),
+    };
+    let leader_recovery_state = (target.leader_recovery_state != p.leader_recovery_state)
+        .then_some(target.leader_recovery_state);
+    let directories = target
+        .directories
+        .filter(|d| d.as_slice() != &p.directories[..]);
+    if isr.is_none()
+        && leader == LeaderChange::Unchanged
+        && leader_recovery_state.is_none()
+        && directories.is_none()
+    {
         return false;
     }
-    let partition_epoch = p.partition_epoch.next();
-    // When the ISR grows the ISR record goes first, when the leader moves away from a member that
-    // leaves the ISR the leader record goes first, so that every prefix of the batch keeps the
-    // leader inside the ISR.
-    let leader_first = new_leader.is_none_or(|l| p.isr.contains(&l));
-    let isr_rec = || {
-        MetadataRecord::PartitionIsrChange(PartitionIsrChangeRecordV1 {
-            topic_id,
-            partition_id,
-            isr: new_isr.to_vec(),
-            partition_epoch,
-        })
-    };
-    let leader_rec = || {
-        MetadataRecord::PartitionLeaderChange(PartitionLeaderChangeRecordV1 {
-            topic_id,
-            partition_id,
-            leader: new_leader,
-            leader_epoch: p.leader_epoch.next(),
-            partition_epoch,
-        })
-    };
-    match (isr_changed, leader_changed) {
-        (true, true) if leader_first => {
-            out.push(leader_rec());
-            out.push(isr_rec());
-        }
-        (true, true) => {
-            out.push(isr_rec());
-            out.push(leader_rec());
-        }
-        (true, false) => out.push(isr_rec()),
-        (false, true) => out.push(leader_rec()),
-        (false, false) => unreachable!("checked above"),
-    }
+    out.push(MetadataRecord::PartitionChange(PartitionChangeRecordV1 {
+        topic_id,
+        partition_id,
+        isr,
+        leader,
+        replicas: None,
+        leader_recovery_state,
+        directories,
+    }));
     true
 }
 
-/// The first replica (in replica order) that is in `isr`, eligible, and not in `excluded`.
-fn choose_leader(
+/// Who may lead a partition (Kafka's `LeaderAcceptor`): a registered broker that is unfenced
+/// and not in controlled shutdown (or `added`, unfenced in the same batch), not among
+/// `removed` (leaving in the same batch), whose replica's directory is online.
+#[derive(Clone, Copy)]
+pub(crate) struct Electorate<'a> {
+    pub image: &'a MetadataImage,
+    pub removed: &'a [NodeId],
+    pub added: Option<NodeId>,
+}
+
+impl<'a> Electorate<'a> {
+    pub(crate) fn new(image: &'a MetadataImage) -> Electorate<'a> {
+        Electorate {
+            image,
+            removed: &[],
+            added: None,
+        }
+    }
+
+    pub(crate) fn accepts(&self, p: &PartitionImage, b: NodeId) -> bool {
+        if self.removed.contains(&b) {
+            return false;
+        }
+        let Some(reg) = self.image.brokers.get(b) else {
+            return false;
+        };
+        (self.added == Some(b) || reg.is_eligible())
+            && p.directory(b).is_some_and(|d| reg.has_online_dir(&d))
+    }
+}
+
+/// Kafka's ONLINE and UNCLEAN elections (`PartitionChangeBuilder.electAnyLeader`) for `p` whose
+/// ISR becomes `isr`: the current leader stays if it is in `isr` and acceptable; else the first
+/// replica (in replica order) that is; else, when `unclean()` allows it, the first acceptable
+/// replica becomes leader with itself as the whole ISR, RECOVERING; else no leader. An ISR
+/// never becomes empty: `isr` is the ISR the caller keeps.
+pub(crate) fn elect(
     p: &PartitionImage,
-    isr: &[NodeId],
-    brokers: &BrokersImage,
-    excluded: &[NodeId],
-) -> Option<NodeId> {
-    p.replicas
-        .iter()
-        .copied()
-        .find(|r| isr.contains(r) && !excluded.contains(r) && brokers.is_eligible(*r))
+    isr: ReplicaList,
+    electorate: Electorate<'_>,
+    unclean: impl FnOnce() -> bool,
+) -> PartitionTarget {
+    let valid = |b: NodeId| isr.contains(&b) && electorate.accepts(p, b);
+    let leader = match p.leader {
+        Some(l) if valid(l) => Some(l),
+        _ => p.replicas.iter().copied().find(|r| valid(*r)),
+    };
+    if leader.is_none() && unclean() {
+        if let Some(l) = p
+            .replicas
+            .iter()
+            .copied()
+            .find(|r| electorate.accepts(p, *r))
+        {
+            return PartitionTarget {
+                isr: ReplicaList::from_slice(&[l]),
+                leader: Some(l),
+                leader_recovery_state: LeaderRecoveryState::Recovering,
+                directories: None,
+            };
+        }
+    }
+    PartitionTarget {
+        isr,
+        leader,
+        leader_recovery_state: p.leader_recovery_state,
+        directories: None,
+    }
+}
+
+/// Whether `topic` may elect a leader outside its ISR: its `unclean.leader.election.enable`,
+/// else the cluster default's, else the static config's (Kafka's
+/// `uncleanLeaderElectionEnabledForTopic`).
+pub(crate) fn unclean_election_enabled(view: View<'_>, topic: &TopicImage) -> bool {
+    config_control::unclean_leader_election_enabled(view.image, view.config, &topic.name)
 }
 
 /// Appends the partition changes that take `brokers` out of every ISR (unless it would empty
-/// the ISR) and move their leaderships to another eligible ISR member (or to none), stopping
-/// before `out` would exceed `records_max`. Returns true if every change fit. Fencing and
-/// controlled shutdown both use it: in both cases the brokers may no longer lead or be in sync.
+/// the ISR) and move their leaderships to another acceptable ISR member (or, where the topic
+/// allows unclean elections, to another replica; or to none), stopping before `out` would
+/// exceed `records_max`. Returns true if every change fit. Fencing and controlled shutdown
+/// both use it: in both cases the brokers may no longer lead or be in sync (Kafka's
+/// `generateLeaderAndIsrUpdates` with them as `brokerToRemove`).
 pub(crate) fn move_off_brokers(
-    image: &MetadataImage,
+    view: View<'_>,
     brokers: &[NodeId],
     records_max: usize,
     out: &mut Vec<MetadataRecord>,
 ) -> bool {
-    let mut isr = ReplicaList::new();
-    for topic in image.topics.iter() {
+    let electorate = Electorate {
+        image: view.image,
+        removed: brokers,
+        added: None,
+    };
+    for topic in view.image.topics.iter() {
         for (i, p) in topic.partitions.iter().enumerate() {
             let leader_affected = p.leader.is_some_and(|l| brokers.contains(&l));
             if !leader_affected && !p.isr.iter().any(|b| brokers.contains(b)) {
                 continue;
             }
-            if out.len() + 2 > records_max {
-                return false;
-            }
-            isr.clear();
-            isr.extend(p.isr.iter().copied().filter(|b| !brokers.contains(b)));
-            if isr.is_empty() {
-                isr.clone_from(&p.isr);
-            }
-            let leader = match p.leader {
-                Some(l) if !brokers.contains(&l) && isr.contains(&l) => Some(l),
-                _ => choose_leader(p, &isr, &image.brokers, brokers),
-            };
-            partition_change(topic.topic_id, PartitionId(i as u32), p, &isr, leader, out);
-        }
-    }
-    true
-}
-
-/// Appends leader elections for leaderless partitions that have `broker` in their ISR, for a
-/// broker being unfenced in the same batch (so it counts as eligible). Returns true if all fit.
-pub(crate) fn elect_for_unfenced(
-    image: &MetadataImage,
-    broker: NodeId,
-    records_max: usize,
-    out: &mut Vec<MetadataRecord>,
-) -> bool {
-    for topic in image.topics.iter() {
-        for (i, p) in topic.partitions.iter().enumerate() {
-            if p.leader.is_some() || !p.isr.contains(&broker) {
-                continue;
-            }
             if out.len() + 1 > records_max {
                 return false;
             }
-            let leader = p
-                .replicas
+            let mut isr: ReplicaList = p
+                .isr
                 .iter()
                 .copied()
-                .find(|r| p.isr.contains(r) && (*r == broker || image.brokers.is_eligible(*r)));
-            partition_change(
-                topic.topic_id,
-                PartitionId(i as u32),
-                p,
-                &p.isr,
-                leader,
-                out,
-            );
+                .filter(|b| !brokers.contains(b))
+                .collect();
+            if isr.is_empty() {
+                isr.clone_from(&p.isr);
+            }
+            let target = elect(p, isr, electorate, || unclean_election_enabled(view, topic));
+            partition_change(topic.topic_id, PartitionId(i as u32), p, target, out);
         }
     }
     true
 }
 
-/// Appends clean leader elections for leaderless partitions that have an eligible ISR member
-/// (left over when an unfence batch was full, or when an ISR member came back some other way).
-/// Skips the scan when the image has no leaderless partition. Returns how many were elected.
+/// Appends leader elections for leaderless partitions (of topics not being deleted): from the
+/// ISR, counting `added` (unfenced in the same batch) as acceptable; outside the ISR where the
+/// topic allows unclean elections. Kafka runs this when a broker is unfenced
+/// (`handleBrokerUnfenced`) and, for unclean elections, periodically; corum's tick also elects
+/// what a full batch left over. Skips the scan when the image has no leaderless partition.
+/// Returns how many partitions got a leader.
 pub(crate) fn elect_leaderless(
-    image: &MetadataImage,
+    view: View<'_>,
+    added: Option<NodeId>,
     records_max: usize,
     out: &mut Vec<MetadataRecord>,
 ) -> usize {
-    if image.topics.leaderless_count() == 0 {
+    if view.image.topics.leaderless_count() == 0 {
         return 0;
     }
+    let electorate = Electorate {
+        image: view.image,
+        removed: &[],
+        added,
+    };
     let mut elected = 0;
-    for topic in image.topics.iter().filter(|t| !t.deleting) {
+    for topic in view.image.topics.iter().filter(|t| !t.deleting) {
         for (i, p) in topic.partitions.iter().enumerate() {
             if p.leader.is_some() {
                 continue;
@@ -209,15 +269,11 @@ pub(crate) fn elect_leaderless(
             if out.len() + 1 > records_max {
                 return elected;
             }
-            if let Some(leader) = choose_leader(p, &p.isr, &image.brokers, &[]) {
-                partition_change(
-                    topic.topic_id,
-                    PartitionId(i as u32),
-                    p,
-                    &p.isr,
-                    Some(leader),
-                    out,
-                );
+            let target = elect(p, p.isr.clone(), electorate, || {
+                unclean_election_enabled(view, topic)
+            });
+            if target.leader.is_some() {
+                partition_change(topic.topic_id, PartitionId(i as u32), p, target, out);
                 elected += 1;
             }
         }
@@ -339,13 +395,17 @@ fn new_topic_id(rng: &mut ChaCha8Rng, image: &MetadataImage, taken: &[TopicId]) 
 }
 
 /// The partition record of a new partition with `replicas`: ISR = the eligible replicas, leader =
-/// the first of them. Errors if no replica is eligible.
+/// the first of them, each replica's directory its broker's default (Kafka's `defaultDir`: its
+/// only log directory, else UNASSIGNED, or MIGRATING for a broker that named none) or, below
+/// `metadata.version` 3.7-IV2, MIGRATING (Kafka's PartitionRecord v0 has no directories). Errors
+/// if no replica is eligible.
 fn new_partition(
     topic_id: TopicId,
     partition_id: PartitionId,
     replicas: &[NodeId],
-    brokers: &BrokersImage,
+    image: &MetadataImage,
 ) -> Result<MetadataRecord, ApiError> {
+    let brokers = &image.brokers;
     let isr: Vec<NodeId> = replicas
         .iter()
         .copied()
@@ -356,14 +416,21 @@ fn new_partition(
             reason: format!("every replica of partition {partition_id} is fenced or shutting down"),
         });
     };
-    Ok(MetadataRecord::Partition(PartitionRecordV1 {
+    let directories = if feature_control::directory_assignment_supported(image) {
+        replicas.iter().map(|b| brokers.default_dir(*b)).collect()
+    } else {
+        vec![MIGRATING_DIR; replicas.len()]
+    };
+    Ok(MetadataRecord::PartitionV2(PartitionRecordV2 {
         topic_id,
         partition_id,
         replicas: replicas.to_vec(),
         isr,
         leader: Some(leader),
+        leader_recovery_state: LeaderRecoveryState::Recovered,
         leader_epoch: LeaderEpoch(0),
         partition_epoch: PartitionEpoch(0),
+        directories,
     }))
 }
 
@@ -593,7 +660,7 @@ fn create_one_topic(
             topic_id,
             PartitionId(p as u32),
             &replicas,
-            &image.brokers,
+            image,
         )?);
     }
     Ok(CreatedTopic {
@@ -655,7 +722,7 @@ pub struct DeleteTopicsRequest {
     pub names: Vec<String>,
 }
 
-/// One result per requested name: the id of the topic now marked for deletion.
+/// One result per requested name: the id of the topic removed.
 #[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[rkyv(derive(Debug))]
 pub struct DeleteTopicsResponse {
@@ -670,7 +737,7 @@ pub struct DeleteTopicsV2Request {
     pub topics: Vec<TopicRef>,
 }
 
-/// A topic marked for deletion: both its id and its name, whichever the request named it by.
+/// A removed topic: both its id and its name, whichever the request named it by.
 #[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[rkyv(derive(Debug))]
 pub struct DeletedTopic {
@@ -685,8 +752,10 @@ pub struct DeleteTopicsV2Response {
     pub topics: Vec<(TopicRef, Result<DeletedTopic, ApiError>)>,
 }
 
-/// Phase one of deletion: a `Topic{deleting: true}` record per topic. Phase two (`RemoveTopic`)
-/// is written by [`remove_deleted_topics`] once the intent is committed.
+/// Deletion: a `RemoveTopic` record per topic (Kafka's RemoveTopicRecord), which removes the
+/// topic, its partitions and its configs. A topic an older controller only marked as being
+/// deleted (`Topic{deleting: true}`) is answered TopicDeletionInProgress; the tick removes it
+/// ([`remove_deleted_topics`]).
 pub(crate) fn delete_topics(
     view: View<'_>,
     req: &DeleteTopicsRequest,
@@ -713,7 +782,7 @@ pub(crate) fn delete_topics_v2(
     ControllerResult::new(records, DeleteTopicsV2Response { topics })
 }
 
-/// The deletion records of `refs` and one result per reference, in order. A topic named twice
+/// The removal records of `refs` and one result per reference, in order. A topic named twice
 /// (the same reference again, or by its name and by its id) fails the second time.
 fn mark_deleting(
     view: View<'_>,
@@ -743,10 +812,8 @@ fn mark_deleting(
                 }
                 Ok(t) => {
                     marked.insert(t.topic_id);
-                    records.push(MetadataRecord::Topic(TopicRecordV1 {
-                        name: t.name.to_string(),
+                    records.push(MetadataRecord::RemoveTopic(RemoveTopicRecordV1 {
                         topic_id: t.topic_id,
-                        deleting: true,
                     }));
                     Ok(DeletedTopic {
                         topic_id: t.topic_id,
@@ -760,8 +827,9 @@ fn mark_deleting(
     (records, results)
 }
 
-/// Phase two of deletion: `RemoveTopic` for every topic whose deletion intent is committed and
-/// that is still present (no removal in flight).
+/// The end of a deletion an older controller began: `RemoveTopic` for every topic whose
+/// deletion intent (`Topic{deleting: true}`, which this controller no longer writes) is
+/// committed and that is still present (no removal in flight).
 pub(crate) fn remove_deleted_topics(
     view: View<'_>,
     records_max: usize,
@@ -772,9 +840,9 @@ pub(crate) fn remove_deleted_topics(
             return;
         }
         if view.image.topics.get(topic_id).is_some() {
-            out.push(MetadataRecord::RemoveTopic(
-                crate::records::RemoveTopicRecordV1 { topic_id },
-            ));
+            out.push(MetadataRecord::RemoveTopic(RemoveTopicRecordV1 {
+                topic_id,
+            }));
         }
     }
 }
@@ -801,11 +869,11 @@ pub struct DescribedPartition {
     /// Assigned replicas; the first is the preferred leader.
     pub replicas: Vec<NodeId>,
     pub isr: Vec<NodeId>,
-    /// Replicas on a broker that is not registered or is fenced (Kafka's `offline_replicas`,
-    /// which a broker also fills with replicas on a broker without the request's listener or
-    /// on an offline log directory: the listener knows the former, corum has no log
-    /// directories). corum keeps no eligible leader replicas (KIP-966): a
-    /// DescribeTopicPartitions answer lists none.
+    /// Replicas on a broker that is not registered or is fenced, or on a log directory that is
+    /// not online on its broker (Kafka's `offline_replicas`, which a broker also fills with
+    /// replicas on a broker without the request's listener: the listener knows that). corum
+    /// keeps no eligible leader replicas (KIP-966): a DescribeTopicPartitions answer lists
+    /// none.
     pub offline_replicas: Vec<NodeId>,
 }
 
@@ -881,8 +949,13 @@ fn describe_topic(brokers: &BrokersImage, t: &TopicImage) -> DescribedTopic {
                 offline_replicas: p
                     .replicas
                     .iter()
-                    .copied()
-                    .filter(|b| !brokers.is_unfenced(*b))
+                    .zip(p.directories.iter())
+                    .filter(|(b, dir)| {
+                        brokers
+                            .get(**b)
+                            .is_none_or(|r| r.fenced || !r.has_online_dir(dir))
+                    })
+                    .map(|(b, _)| *b)
                     .collect(),
             })
             .collect(),
@@ -1008,16 +1081,104 @@ fn grow_topic(
             topic.topic_id,
             PartitionId(p as u32),
             &replicas,
-            &view.image.brokers,
+            view.image,
         )?);
     }
     Ok(inc.count)
 }
 
 // ---------------------------------------------------------------------------------------------
-// AlterIsr.
+// AlterPartition (and the older AlterIsr).
+//
+// Kafka's checks (`ReplicationControlManager.validateAlterPartitionData`), in its order, each
+// answered per partition:
+//
+// | request for one partition                                      | answer                      |
+// |----------------------------------------------------------------|-----------------------------|
+// | the requester's broker epoch is not its registration's          | StaleBrokerEpoch (whole request), BrokerIdNotRegistered without one |
+// | unknown topic id / partition                                    | UnknownTopicId / UnknownPartition |
+// | leader or partition epoch above the current one                 | NotController (this controller is behind: find the new one) |
+// | leader epoch below the current one                              | FencedLeaderEpoch           |
+// | the requester does not lead the partition                       | InvalidRequest              |
+// | partition epoch below the current one                           | StalePartitionEpoch (INVALID_UPDATE_VERSION) |
+// | ISR with a duplicate or a non-replica, or without the leader    | InvalidIsr (INVALID_REQUEST) |
+// | RECOVERING with more than one ISR member; RECOVERED → RECOVERING | InvalidRequest             |
+// | an ISR member not registered, in controlled shutdown, fenced, or of another broker epoch than the one named | IneligibleReplica (KIP-903) |
+// | otherwise                                                       | one PartitionChange (ISR, recovery state) if anything differs; the partition's state after it |
+//
+// The leader stays: it is in the new ISR and eligible (checked above), so Kafka's election keeps
+// it too.
 
-/// A leader's request to change one partition's ISR.
+/// One ISR member with the broker epoch the leader knows it by (Kafka's `BrokerState`);
+/// `None` (Kafka's -1) skips the epoch check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct IsrMember {
+    pub broker_id: NodeId,
+    pub broker_epoch: Option<BrokerEpoch>,
+}
+
+/// A leader's request to change one partition (Kafka's AlterPartition `PartitionData`, v3).
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct PartitionAlteration {
+    pub partition_id: PartitionId,
+    /// The leader epoch the leader knows; it must be current.
+    pub leader_epoch: LeaderEpoch,
+    pub new_isr_with_epochs: Vec<IsrMember>,
+    pub leader_recovery_state: LeaderRecoveryState,
+    /// The partition epoch the leader last saw; the change applies only if it is current.
+    pub partition_epoch: PartitionEpoch,
+}
+
+/// The partitions of one topic to change.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct AlterPartitionTopic {
+    pub topic_id: TopicId,
+    pub partitions: Vec<PartitionAlteration>,
+}
+
+/// Kafka's AlterPartition (KIP-497, KIP-704, KIP-841, KIP-903): a partition leader changes the
+/// ISR and the leader recovery state of partitions it leads.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct AlterPartitionRequest {
+    pub broker_id: NodeId,
+    pub broker_epoch: BrokerEpoch,
+    pub topics: Vec<AlterPartitionTopic>,
+}
+
+/// A partition's state after an accepted AlterPartition (what Kafka's response carries).
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct AlteredPartition {
+    pub leader: Option<NodeId>,
+    pub leader_epoch: LeaderEpoch,
+    pub isr: Vec<NodeId>,
+    pub leader_recovery_state: LeaderRecoveryState,
+    pub partition_epoch: PartitionEpoch,
+}
+
+/// One topic's results, one per requested partition in request order.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct AlterPartitionTopicResult {
+    pub topic_id: TopicId,
+    pub partitions: Vec<(PartitionId, Result<AlteredPartition, ApiError>)>,
+}
+
+/// One result per requested topic, in request order. Whole-request errors (the requester's
+/// broker epoch) are the handler's error instead.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct AlterPartitionResponse {
+    pub topics: Vec<AlterPartitionTopicResult>,
+}
+
+/// A leader's request to change one partition's ISR (corum's first version of AlterPartition:
+/// no recovery state, no member epochs; served by [`alter_partition`] as Kafka serves
+/// AlterPartition v0: members unchecked by epoch, state RECOVERED).
 #[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[rkyv(derive(Debug))]
 pub struct IsrUpdate {
@@ -1033,7 +1194,7 @@ pub struct IsrUpdate {
 #[rkyv(derive(Debug))]
 pub struct AlterIsrRequest {
     pub broker_id: NodeId,
-    pub broker_epoch: corum_types::BrokerEpoch,
+    pub broker_epoch: BrokerEpoch,
     pub partitions: Vec<IsrUpdate>,
 }
 
@@ -1053,63 +1214,81 @@ pub struct AlterIsrResponse {
     pub partitions: Vec<(TopicId, PartitionId, Result<IsrUpdated, ApiError>)>,
 }
 
-pub(crate) fn alter_isr(
-    view: View<'_>,
-    req: &AlterIsrRequest,
-) -> Result<ControllerResult<AlterIsrResponse>, ApiError> {
-    let image = view.image;
+/// The requester's registration must be the one of `broker_epoch` (Kafka's
+/// `checkBrokerEpoch`).
+pub(crate) fn check_broker_epoch(
+    image: &MetadataImage,
+    broker_id: NodeId,
+    broker_epoch: BrokerEpoch,
+) -> Result<(), ApiError> {
     let reg = image
         .brokers
-        .get(req.broker_id)
-        .ok_or(ApiError::BrokerIdNotRegistered {
-            broker_id: req.broker_id,
-        })?;
-    if reg.broker_epoch != req.broker_epoch {
+        .get(broker_id)
+        .ok_or(ApiError::BrokerIdNotRegistered { broker_id })?;
+    if reg.broker_epoch != broker_epoch {
         return Err(ApiError::StaleBrokerEpoch {
-            broker_id: req.broker_id,
+            broker_id,
             current: reg.broker_epoch,
-            request: req.broker_epoch,
+            request: broker_epoch,
         });
     }
+    Ok(())
+}
+
+pub(crate) fn alter_partition(
+    view: View<'_>,
+    req: &AlterPartitionRequest,
+) -> Result<ControllerResult<AlterPartitionResponse>, ApiError> {
+    let image = view.image;
+    check_broker_epoch(image, req.broker_id, req.broker_epoch)?;
+    let max = view.config.records_per_batch_max;
     let mut records = Vec::new();
-    let mut results = Vec::with_capacity(req.partitions.len());
-    for (i, u) in req.partitions.iter().enumerate() {
-        let result = if req.partitions[..i]
+    let mut seen = BTreeSet::new();
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        let topic = image.topics.get(t.topic_id);
+        let partitions = t
+            .partitions
             .iter()
-            .any(|o| o.topic_id == u.topic_id && o.partition_id == u.partition_id)
-        {
-            Err(ApiError::InvalidRequest {
-                reason: "partition named more than once in the request".into(),
+            .map(|u| {
+                let result = if !seen.insert((t.topic_id, u.partition_id)) {
+                    Err(ApiError::InvalidRequest {
+                        reason: "partition named more than once in the request".into(),
+                    })
+                } else if records.len() + 1 > max {
+                    Err(ApiError::TooManyRecords {
+                        records: records.len() + 1,
+                        max,
+                    })
+                } else {
+                    topic
+                        .ok_or(ApiError::UnknownTopicId {
+                            topic_id: t.topic_id,
+                        })
+                        .and_then(|topic| alter_one(image, req.broker_id, topic, u, &mut records))
+                };
+                (u.partition_id, result)
             })
-        } else if records.len() + 1 > view.config.records_per_batch_max {
-            Err(ApiError::TooManyRecords {
-                records: records.len() + 1,
-                max: view.config.records_per_batch_max,
-            })
-        } else {
-            alter_one_isr(image, req.broker_id, u, &mut records)
-        };
-        results.push((u.topic_id, u.partition_id, result));
+            .collect();
+        topics.push(AlterPartitionTopicResult {
+            topic_id: t.topic_id,
+            partitions,
+        });
     }
     Ok(ControllerResult::new(
         records,
-        AlterIsrResponse {
-            partitions: results,
-        },
+        AlterPartitionResponse { topics },
     ))
 }
 
-fn alter_one_isr(
+fn alter_one(
     image: &MetadataImage,
     broker_id: NodeId,
-    u: &IsrUpdate,
+    topic: &TopicImage,
+    u: &PartitionAlteration,
     out: &mut Vec<MetadataRecord>,
-) -> Result<IsrUpdated, ApiError> {
-    let (topic_id, partition) = (u.topic_id, u.partition_id);
-    let topic = image
-        .topics
-        .get(topic_id)
-        .ok_or(ApiError::UnknownTopicId { topic_id })?;
+) -> Result<AlteredPartition, ApiError> {
+    let (topic_id, partition) = (topic.topic_id, u.partition_id);
     let p = topic
         .partitions
         .get(partition.0 as usize)
@@ -1117,14 +1296,11 @@ fn alter_one_isr(
             topic_id,
             partition,
         })?;
-    if p.leader != Some(broker_id) {
-        return Err(ApiError::NotLeader {
-            broker_id,
-            topic_id,
-            partition,
-        });
+    if u.leader_epoch > p.leader_epoch || u.partition_epoch > p.partition_epoch {
+        // The leader knows a newer state than this controller: it is no longer the active one.
+        return Err(ApiError::NotController);
     }
-    if u.leader_epoch != p.leader_epoch {
+    if u.leader_epoch < p.leader_epoch {
         return Err(ApiError::FencedLeaderEpoch {
             topic_id,
             partition,
@@ -1132,7 +1308,16 @@ fn alter_one_isr(
             request: u.leader_epoch,
         });
     }
-    if u.partition_epoch != p.partition_epoch {
+    if p.leader != Some(broker_id) {
+        return Err(ApiError::InvalidRequest {
+            reason: format!(
+                "broker {broker_id} is not the leader of {topic_id}/{partition} (the leader is {})",
+                p.leader.map_or("none".to_owned(), |l| l.to_string())
+            )
+            .into(),
+        });
+    }
+    if u.partition_epoch < p.partition_epoch {
         return Err(ApiError::StalePartitionEpoch {
             topic_id,
             partition,
@@ -1140,10 +1325,10 @@ fn alter_one_isr(
             request: u.partition_epoch,
         });
     }
-    let isr = &u.new_isr;
-    if isr.is_empty() || isr.iter().enumerate().any(|(i, b)| isr[..i].contains(b)) {
+    let isr: ReplicaList = u.new_isr_with_epochs.iter().map(|m| m.broker_id).collect();
+    if isr.iter().enumerate().any(|(i, b)| isr[..i].contains(b)) {
         return Err(ApiError::InvalidIsr {
-            reason: "must be a non-empty set".into(),
+            reason: "a broker is listed twice".into(),
         });
     }
     if isr.iter().any(|b| !p.replicas.contains(b)) {
@@ -1156,42 +1341,289 @@ fn alter_one_isr(
             reason: "must contain the leader".into(),
         });
     }
-    for b in isr.iter().filter(|b| !p.isr.contains(b)) {
-        match image.brokers.get(*b) {
-            None => {
-                return Err(ApiError::IneligibleReplica {
-                    broker_id: *b,
-                    reason: "not registered".into(),
-                })
-            }
-            Some(r) if r.fenced => {
-                return Err(ApiError::IneligibleReplica {
-                    broker_id: *b,
-                    reason: "fenced".into(),
-                })
-            }
+    if u.leader_recovery_state == LeaderRecoveryState::Recovering && isr.len() > 1 {
+        return Err(ApiError::InvalidRequest {
+            reason: "a leader recovering from an unclean election must be the whole ISR".into(),
+        });
+    }
+    if p.leader_recovery_state == LeaderRecoveryState::Recovered
+        && u.leader_recovery_state == LeaderRecoveryState::Recovering
+    {
+        return Err(ApiError::InvalidRequest {
+            reason: "the leader recovery state cannot go from RECOVERED to RECOVERING".into(),
+        });
+    }
+    for m in &u.new_isr_with_epochs {
+        let ineligible = |reason: String| {
+            Err(ApiError::IneligibleReplica {
+                broker_id: m.broker_id,
+                reason: reason.into(),
+            })
+        };
+        match image.brokers.get(m.broker_id) {
+            None => return ineligible("not registered".into()),
             Some(r) if r.in_controlled_shutdown => {
-                return Err(ApiError::IneligibleReplica {
-                    broker_id: *b,
-                    reason: "in controlled shutdown".into(),
-                })
+                return ineligible("in controlled shutdown".into())
             }
-            Some(_) => {}
+            Some(r) if r.fenced => return ineligible("fenced".into()),
+            Some(r) => {
+                if let Some(e) = m.broker_epoch.filter(|e| *e != r.broker_epoch) {
+                    return ineligible(format!(
+                        "broker epoch {e} is not the registered {}",
+                        r.broker_epoch
+                    ));
+                }
+            }
         }
     }
-    if partition_change(topic_id, partition, p, isr, p.leader, out) {
-        Ok(IsrUpdated {
-            isr: isr.clone(),
-            leader_epoch: p.leader_epoch,
-            partition_epoch: p.partition_epoch.next(),
+    let target = PartitionTarget {
+        isr,
+        leader: p.leader,
+        leader_recovery_state: u.leader_recovery_state,
+        directories: None,
+    };
+    let changed = partition_change(topic_id, partition, p, target.clone(), out);
+    Ok(AlteredPartition {
+        leader: target.leader,
+        leader_epoch: p.leader_epoch,
+        isr: target.isr.to_vec(),
+        leader_recovery_state: target.leader_recovery_state,
+        partition_epoch: if changed {
+            p.partition_epoch.next()
+        } else {
+            p.partition_epoch
+        },
+    })
+}
+
+/// AlterIsr, served as AlterPartition (see [`IsrUpdate`]), its answers cut back to its own.
+pub(crate) fn alter_isr(
+    view: View<'_>,
+    req: &AlterIsrRequest,
+) -> Result<ControllerResult<AlterIsrResponse>, ApiError> {
+    let as_partition = AlterPartitionRequest {
+        broker_id: req.broker_id,
+        broker_epoch: req.broker_epoch,
+        topics: req
+            .partitions
+            .iter()
+            .map(|u| AlterPartitionTopic {
+                topic_id: u.topic_id,
+                partitions: vec![PartitionAlteration {
+                    partition_id: u.partition_id,
+                    leader_epoch: u.leader_epoch,
+                    new_isr_with_epochs: u
+                        .new_isr
+                        .iter()
+                        .map(|&broker_id| IsrMember {
+                            broker_id,
+                            broker_epoch: None,
+                        })
+                        .collect(),
+                    leader_recovery_state: LeaderRecoveryState::Recovered,
+                    partition_epoch: u.partition_epoch,
+                }],
+            })
+            .collect(),
+    };
+    let ControllerResult { records, response } = alter_partition(view, &as_partition)?;
+    let partitions = response
+        .topics
+        .into_iter()
+        .flat_map(|t| {
+            t.partitions.into_iter().map(move |(partition_id, r)| {
+                let r = r.map(|a| IsrUpdated {
+                    isr: a.isr,
+                    leader_epoch: a.leader_epoch,
+                    partition_epoch: a.partition_epoch,
+                });
+                (t.topic_id, partition_id, r)
+            })
         })
-    } else {
-        Ok(IsrUpdated {
-            isr: isr.clone(),
-            leader_epoch: p.leader_epoch,
-            partition_epoch: p.partition_epoch,
-        })
+        .collect();
+    Ok(ControllerResult::new(
+        records,
+        AlterIsrResponse { partitions },
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// AssignReplicasToDirs (KIP-858).
+//
+// | request                                                    | answer                              |
+// |------------------------------------------------------------|-------------------------------------|
+// | `metadata.version` below 3.7-IV2                            | UnsupportedVersion (whole request)  |
+// | the broker epoch is not the registration's                  | StaleBrokerEpoch (whole request), BrokerIdNotRegistered without one |
+// | unknown topic id / partition                                | UnknownTopicId / UnknownPartition   |
+// | the broker is not a replica                                 | NotReplica (NOT_LEADER_OR_FOLLOWER) |
+// | a partition named twice                                     | InvalidRequest                      |
+// | otherwise                                                   | a PartitionChange with the new directories if they differ; for a directory that is not online on the broker (not among its log directories), the same record also takes the broker out of the ISR and moves its leadership, as Kafka does for a replica on an offline directory |
+
+/// The partitions of one topic whose replica on the requesting broker is in one directory.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct TopicPartitions {
+    pub topic_id: TopicId,
+    pub partitions: Vec<PartitionId>,
+}
+
+/// The replicas a broker placed in one of its log directories.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DirectoryAssignment {
+    pub directory_id: Uuid,
+    pub topics: Vec<TopicPartitions>,
+}
+
+/// Kafka's AssignReplicasToDirs: a broker tells the controller in which of its log directories
+/// each of its replicas lives.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct AssignReplicasToDirsRequest {
+    pub broker_id: NodeId,
+    pub broker_epoch: BrokerEpoch,
+    pub directories: Vec<DirectoryAssignment>,
+}
+
+/// One topic's results, one per requested partition in request order.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct TopicPartitionResults {
+    pub topic_id: TopicId,
+    pub partitions: Vec<(PartitionId, Result<(), ApiError>)>,
+}
+
+/// One directory's results, its topics in request order.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DirectoryAssignmentResult {
+    pub directory_id: Uuid,
+    pub topics: Vec<TopicPartitionResults>,
+}
+
+/// One result per requested directory, in request order.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct AssignReplicasToDirsResponse {
+    pub directories: Vec<DirectoryAssignmentResult>,
+}
+
+pub(crate) fn assign_replicas_to_dirs(
+    view: View<'_>,
+    req: &AssignReplicasToDirsRequest,
+) -> Result<ControllerResult<AssignReplicasToDirsResponse>, ApiError> {
+    let image = view.image;
+    if !feature_control::directory_assignment_supported(image) {
+        return Err(ApiError::UnsupportedVersion {
+            reason: format!(
+                "directory assignment needs metadata.version {} (3.7-IV2) or above; it is {}",
+                feature_control::DIRECTORY_ASSIGNMENT_LEVEL,
+                feature_control::metadata_version(image)
+            )
+            .into(),
+        });
     }
+    check_broker_epoch(image, req.broker_id, req.broker_epoch)?;
+    let reg = image
+        .brokers
+        .get(req.broker_id)
+        .expect("check_broker_epoch found the registration");
+    let max = view.config.records_per_batch_max;
+    let mut records = Vec::new();
+    let mut seen = BTreeSet::new();
+    let mut directories = Vec::with_capacity(req.directories.len());
+    for d in &req.directories {
+        let online = reg.has_online_dir(&d.directory_id);
+        let mut topics = Vec::with_capacity(d.topics.len());
+        for t in &d.topics {
+            let topic = image.topics.get(t.topic_id);
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|&partition| {
+                    let result = if !seen.insert((t.topic_id, partition)) {
+                        Err(ApiError::InvalidRequest {
+                            reason: "partition named more than once in the request".into(),
+                        })
+                    } else if records.len() + 1 > max {
+                        Err(ApiError::TooManyRecords {
+                            records: records.len() + 1,
+                            max,
+                        })
+                    } else {
+                        topic
+                            .ok_or(ApiError::UnknownTopicId {
+                                topic_id: t.topic_id,
+                            })
+                            .and_then(|topic| {
+                                assign_one(view, req.broker_id, topic, partition, d, online)
+                            })
+                            .map(|change| records.extend(change))
+                    };
+                    (partition, result)
+                })
+                .collect();
+            topics.push(TopicPartitionResults {
+                topic_id: t.topic_id,
+                partitions,
+            });
+        }
+        directories.push(DirectoryAssignmentResult {
+            directory_id: d.directory_id,
+            topics,
+        });
+    }
+    Ok(ControllerResult::new(
+        records,
+        AssignReplicasToDirsResponse { directories },
+    ))
+}
+
+/// The change (if any) that puts `broker`'s replica of `topic`/`partition` in directory `d`.
+fn assign_one(
+    view: View<'_>,
+    broker: NodeId,
+    topic: &TopicImage,
+    partition: PartitionId,
+    d: &DirectoryAssignment,
+    online: bool,
+) -> Result<Option<MetadataRecord>, ApiError> {
+    let topic_id = topic.topic_id;
+    let p = topic
+        .partitions
+        .get(partition.0 as usize)
+        .ok_or(ApiError::UnknownPartition {
+            topic_id,
+            partition,
+        })?;
+    let Some(index) = p.replicas.iter().position(|r| *r == broker) else {
+        return Err(ApiError::NotReplica {
+            broker_id: broker,
+            topic_id,
+            partition,
+        });
+    };
+    let mut directories = p.directories.to_vec();
+    directories[index] = d.directory_id;
+    let mut target = if online {
+        PartitionTarget::of(p)
+    } else {
+        // A replica on an offline directory can neither lead nor be in sync.
+        let mut isr: ReplicaList = p.isr.iter().copied().filter(|b| *b != broker).collect();
+        if isr.is_empty() {
+            isr.clone_from(&p.isr);
+        }
+        let electorate = Electorate {
+            image: view.image,
+            removed: &[broker],
+            added: None,
+        };
+        elect(p, isr, electorate, || unclean_election_enabled(view, topic))
+    };
+    target.directories = Some(directories);
+    let mut out = Vec::with_capacity(1);
+    partition_change(topic_id, partition, p, target, &mut out);
+    Ok(out.pop())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1203,7 +1635,7 @@ pub enum ElectionType {
     /// Move leadership to the first replica if it is an eligible ISR member.
     Preferred,
     /// For a leaderless partition: elect an eligible ISR member, or failing that any eligible
-    /// replica (which becomes the whole ISR, possibly losing data).
+    /// replica (which becomes the whole ISR, possibly losing data, its leader RECOVERING).
     Unclean,
 }
 
@@ -1237,9 +1669,9 @@ pub(crate) fn elect_leaders(
                     Err(ApiError::InvalidRequest {
                         reason: "partition named more than once in the request".into(),
                     })
-                } else if records.len() + 2 > max {
+                } else if records.len() + 1 > max {
                     Err(ApiError::TooManyRecords {
-                        records: records.len() + 2,
+                        records: records.len() + 1,
                         max,
                     })
                 } else {
@@ -1260,7 +1692,7 @@ pub(crate) fn elect_leaders(
         None => {
             'topics: for t in image.topics.iter().filter(|t| !t.deleting) {
                 for (i, p) in t.partitions.iter().enumerate() {
-                    if records.len() + 2 > max {
+                    if records.len() + 1 > max {
                         break 'topics;
                     }
                     let pid = PartitionId(i as u32);
@@ -1280,6 +1712,11 @@ pub(crate) fn elect_leaders(
     )
 }
 
+/// One partition's election (Kafka's `electLeader`): PREFERRED elects the first replica when
+/// it is an acceptable ISR member, else keeps an acceptable current leader (then the preferred
+/// one is not available), else elects the first acceptable ISR member; UNCLEAN elects for a
+/// leaderless partition from the ISR, else the first acceptable replica with itself as the ISR,
+/// RECOVERING.
 fn elect_one(
     image: &MetadataImage,
     topic_id: TopicId,
@@ -1288,7 +1725,8 @@ fn elect_one(
     election_type: ElectionType,
     out: &mut Vec<MetadataRecord>,
 ) -> Result<NodeId, ApiError> {
-    match election_type {
+    let electorate = Electorate::new(image);
+    let target = match election_type {
         ElectionType::Preferred => {
             let preferred = p.replicas[0];
             if p.leader == Some(preferred) {
@@ -1297,14 +1735,24 @@ fn elect_one(
                     partition,
                 });
             }
-            if !p.isr.contains(&preferred) || !image.brokers.is_eligible(preferred) {
+            let valid = |b: NodeId| p.isr.contains(&b) && electorate.accepts(p, b);
+            let leader = if valid(preferred) {
+                Some(preferred)
+            } else if p.leader.is_some_and(valid) {
+                p.leader
+            } else {
+                p.replicas.iter().copied().find(|r| valid(*r))
+            };
+            if leader.is_none() {
                 return Err(ApiError::PreferredLeaderNotAvailable {
                     topic_id,
                     partition,
                 });
             }
-            partition_change(topic_id, partition, p, &p.isr, Some(preferred), out);
-            Ok(preferred)
+            PartitionTarget {
+                leader,
+                ..PartitionTarget::of(p)
+            }
         }
         ElectionType::Unclean => {
             if p.leader.is_some() {
@@ -1313,23 +1761,26 @@ fn elect_one(
                     partition,
                 });
             }
-            if let Some(leader) = choose_leader(p, &p.isr, &image.brokers, &[]) {
-                partition_change(topic_id, partition, p, &p.isr, Some(leader), out);
-                return Ok(leader);
-            }
-            let leader = p
-                .replicas
-                .iter()
-                .copied()
-                .find(|r| image.brokers.is_eligible(*r))
-                .ok_or(ApiError::EligibleLeadersNotAvailable {
-                    topic_id,
-                    partition,
-                })?;
-            partition_change(topic_id, partition, p, &[leader], Some(leader), out);
-            Ok(leader)
+            elect(p, p.isr.clone(), electorate, || true)
         }
+    };
+    let leader = target.leader;
+    if !partition_change(topic_id, partition, p, target, out) {
+        return Err(match election_type {
+            ElectionType::Preferred => ApiError::PreferredLeaderNotAvailable {
+                topic_id,
+                partition,
+            },
+            ElectionType::Unclean => ApiError::EligibleLeadersNotAvailable {
+                topic_id,
+                partition,
+            },
+        });
     }
+    leader.ok_or(ApiError::EligibleLeadersNotAvailable {
+        topic_id,
+        partition,
+    })
 }
 
 #[cfg(test)]
@@ -1405,5 +1856,533 @@ mod tests {
         }
         assert!(validate_topic_name(&"a".repeat(249)).is_ok());
         assert!(validate_topic_name(&"a".repeat(250)).is_err());
+    }
+
+    mod kafka_semantics {
+        use super::*;
+        use crate::control::cluster_control::BrokerHeartbeatRequest;
+        use crate::control::test_harness::{dir, Harness};
+        use crate::ids::{MIGRATING_DIR, UNASSIGNED_DIR};
+        use crate::Controller;
+
+        fn member(b: u32, epoch: Option<u64>) -> IsrMember {
+            IsrMember {
+                broker_id: NodeId(b),
+                broker_epoch: epoch.map(BrokerEpoch),
+            }
+        }
+
+        /// An AlterPartition of one partition from its current leader with `isr`.
+        fn alter(h: &Harness, t: TopicId, p: u32, isr: &[u32]) -> AlterPartitionRequest {
+            let part = h.partition(t, p);
+            let leader = part.leader.expect("the partition has a leader");
+            AlterPartitionRequest {
+                broker_id: leader,
+                broker_epoch: h.c.image().brokers.get(leader).unwrap().broker_epoch,
+                topics: vec![AlterPartitionTopic {
+                    topic_id: t,
+                    partitions: vec![PartitionAlteration {
+                        partition_id: PartitionId(p),
+                        leader_epoch: part.leader_epoch,
+                        new_isr_with_epochs: isr.iter().map(|b| member(*b, None)).collect(),
+                        leader_recovery_state: part.leader_recovery_state,
+                        partition_epoch: part.partition_epoch,
+                    }],
+                }],
+            }
+        }
+
+        fn part(r: &mut AlterPartitionRequest) -> &mut PartitionAlteration {
+            &mut r.topics[0].partitions[0]
+        }
+
+        /// The one partition result of `req`, with the records it would write.
+        fn one(
+            c: &Controller,
+            req: &AlterPartitionRequest,
+        ) -> (Vec<MetadataRecord>, Result<AlteredPartition, ApiError>) {
+            let r = c.alter_partition(req).unwrap();
+            let result = r.response.topics[0].partitions[0].1.clone();
+            (r.records, result)
+        }
+
+        /// Three brokers with one directory each, topic `t` with one partition on all three
+        /// (leader 1).
+        fn three() -> (Harness, TopicId) {
+            let mut h = Harness::new();
+            h.brokers(&[1, 2, 3]);
+            let t = h.topic("t", &[&[1, 2, 3]]);
+            (h, t)
+        }
+
+        /// A leader's ISR shrink and expansion: one PartitionChange naming only the ISR;
+        /// the partition epoch grows, the leader epoch does not (Kafka from 3.6); the answer
+        /// is the partition's state after the change, and a request that changes nothing
+        /// writes nothing and answers the current state.
+        #[test]
+        fn isr_changes_keep_the_leader_epoch() {
+            let (mut h, t) = three();
+            let before = h.partition(t, 0);
+            let req = alter(&h, t, 0, &[1, 2]);
+            let (records, result) = one(&h.c, &req);
+            assert_eq!(
+                records,
+                vec![MetadataRecord::PartitionChange(PartitionChangeRecordV1 {
+                    topic_id: t,
+                    partition_id: PartitionId(0),
+                    isr: Some(vec![NodeId(1), NodeId(2)]),
+                    leader: LeaderChange::Unchanged,
+                    replicas: None,
+                    leader_recovery_state: None,
+                    directories: None,
+                })]
+            );
+            let answered = result.unwrap();
+            h.commit(&records);
+            let after = h.partition(t, 0);
+            assert_eq!(after.leader_epoch, before.leader_epoch);
+            assert_eq!(after.partition_epoch, before.partition_epoch.next());
+            assert_eq!(
+                answered,
+                AlteredPartition {
+                    leader: Some(NodeId(1)),
+                    leader_epoch: after.leader_epoch,
+                    isr: after.isr.to_vec(),
+                    leader_recovery_state: LeaderRecoveryState::Recovered,
+                    partition_epoch: after.partition_epoch,
+                }
+            );
+            let req = alter(&h, t, 0, &[1, 2]);
+            let (records, result) = one(&h.c, &req);
+            assert!(records.is_empty());
+            assert_eq!(result.unwrap().partition_epoch, after.partition_epoch);
+        }
+
+        /// Every refusal of Kafka's AlterPartition checks, in its order, with Kafka's codes.
+        #[test]
+        fn alter_partition_refusals() {
+            let (mut h, t) = three();
+            let base = alter(&h, t, 0, &[1, 2, 3]);
+            let check = |h: &Harness,
+                         f: &dyn Fn(&mut AlterPartitionRequest),
+                         want: &dyn Fn(&ApiError) -> bool| {
+                let mut req = base.clone();
+                f(&mut req);
+                let (records, result) = one(&h.c, &req);
+                let e = result.unwrap_err();
+                assert!(records.is_empty());
+                assert!(want(&e), "{e:?}");
+            };
+            // The requester's own epoch is the whole request's.
+            let mut stale = base.clone();
+            stale.broker_epoch = BrokerEpoch(99);
+            assert!(matches!(
+                h.c.alter_partition(&stale),
+                Err(ApiError::StaleBrokerEpoch { .. })
+            ));
+            let mut unknown = base.clone();
+            unknown.broker_id = NodeId(9);
+            assert!(matches!(
+                h.c.alter_partition(&unknown),
+                Err(ApiError::BrokerIdNotRegistered { .. })
+            ));
+            check(
+                &h,
+                &|r| r.topics[0].topic_id = TopicId(Uuid([0xee; 16])),
+                &|e| matches!(e, ApiError::UnknownTopicId { .. }),
+            );
+            check(&h, &|r| part(r).partition_id = PartitionId(5), &|e| {
+                matches!(e, ApiError::UnknownPartition { .. })
+            });
+            check(&h, &|r| part(r).leader_epoch = LeaderEpoch(7), &|e| {
+                *e == ApiError::NotController
+            });
+            check(&h, &|r| part(r).partition_epoch = PartitionEpoch(7), &|e| {
+                *e == ApiError::NotController
+            });
+            check(
+                &h,
+                &|r| part(r).new_isr_with_epochs.push(member(2, None)),
+                &|e| matches!(e, ApiError::InvalidIsr { .. }),
+            );
+            check(
+                &h,
+                &|r| part(r).new_isr_with_epochs.push(member(4, None)),
+                &|e| matches!(e, ApiError::InvalidIsr { .. }),
+            );
+            check(
+                &h,
+                &|r| {
+                    part(r).new_isr_with_epochs.remove(0);
+                },
+                &|e| matches!(e, ApiError::InvalidIsr { .. }),
+            );
+            check(
+                &h,
+                &|r| part(r).leader_recovery_state = LeaderRecoveryState::Recovering,
+                &|e| matches!(e, ApiError::InvalidRequest { .. }),
+            );
+            check(
+                &h,
+                &|r| part(r).new_isr_with_epochs[1].broker_epoch = Some(BrokerEpoch(77)),
+                &|e| {
+                    matches!(
+                        e,
+                        ApiError::IneligibleReplica {
+                            broker_id: NodeId(2),
+                            ..
+                        }
+                    )
+                },
+            );
+            // Another broker than the leader.
+            let mut other = alter(&h, t, 0, &[1, 2, 3]);
+            other.broker_id = NodeId(2);
+            other.broker_epoch = h.c.image().brokers.get(NodeId(2)).unwrap().broker_epoch;
+            let (_, result) = one(&h.c, &other);
+            assert!(matches!(result, Err(ApiError::InvalidRequest { .. })));
+            // A change moves both epochs on: the old ones are fenced or stale.
+            let shrink = alter(&h, t, 0, &[1, 2]);
+            let r = h.c.alter_partition(&shrink).unwrap();
+            h.commit(&r.records);
+            let (_, result) = one(&h.c, &base);
+            assert!(matches!(result, Err(ApiError::StalePartitionEpoch { .. })));
+            let mut fenced_epoch = alter(&h, t, 0, &[1, 2]);
+            fenced_epoch.topics[0].partitions[0].leader_epoch = LeaderEpoch(0);
+            h.commit(&[MetadataRecord::PartitionChange(PartitionChangeRecordV1 {
+                topic_id: t,
+                partition_id: PartitionId(0),
+                isr: None,
+                leader: LeaderChange::Broker(NodeId(1)),
+                replicas: None,
+                leader_recovery_state: None,
+                directories: None,
+            })]);
+            let (_, result) = one(&h.c, &fenced_epoch);
+            assert!(matches!(result, Err(ApiError::FencedLeaderEpoch { .. })));
+        }
+
+        /// KIP-903: every member of the new ISR must be registered, unfenced and not in
+        /// controlled shutdown (members already in the ISR too), with the epoch the leader
+        /// named (none skips that check).
+        #[test]
+        fn ineligible_isr_members_are_refused() {
+            let mut h = Harness::new();
+            h.brokers(&[1, 2, 3, 4]);
+            let t = h.topic("t", &[&[1, 2, 3, 4]]);
+            let ineligible = |h: &Harness, isr: &[u32]| {
+                let (records, result) = one(&h.c, &alter(h, t, 0, isr));
+                assert!(records.is_empty());
+                match result {
+                    Err(ApiError::IneligibleReplica { broker_id, reason }) => (broker_id.0, reason),
+                    other => panic!("{other:?}"),
+                }
+            };
+            // Broker 2 fenced, broker 3 shutting down (it leads nothing: it is fenced at once,
+            // so make it lead a partition first), broker 4 unregistered.
+            let mut req = h.heartbeat_request(2, h.c.committed_end());
+            req.want_fence = true;
+            h.send_heartbeat(&req);
+            assert_eq!(ineligible(&h, &[1, 2]).0, 2);
+            h.topic("led", &[&[3]]);
+            let mut req = h.heartbeat_request(3, h.c.committed_end());
+            req.want_shutdown = true;
+            h.send_heartbeat(&req);
+            let (b, reason) = ineligible(&h, &[1, 3]);
+            assert_eq!((b, &*reason), (3, "in controlled shutdown"));
+            let mut fence4 = h.heartbeat_request(4, h.c.committed_end());
+            fence4.want_fence = true;
+            h.send_heartbeat(&fence4);
+            let r =
+                h.c.unregister_broker(&crate::control::cluster_control::UnregisterBrokerRequest {
+                    broker_id: NodeId(4),
+                });
+            h.run(r);
+            let (b, reason) = ineligible(&h, &[1, 4]);
+            assert_eq!((b, &*reason), (4, "not registered"));
+            // Broker 1 alone is fine.
+            let (_, result) = one(&h.c, &alter(&h, t, 0, &[1]));
+            assert!(result.is_ok());
+        }
+
+        /// After an unclean election the leader is RECOVERING with itself as the ISR: it may
+        /// not add members while RECOVERING, nor go back from RECOVERED; RECOVERING →
+        /// RECOVERED with a larger ISR is accepted.
+        #[test]
+        fn leader_recovery_state_moves_only_to_recovered() {
+            let (mut h, t) = three();
+            h.commit(&[MetadataRecord::PartitionChange(PartitionChangeRecordV1 {
+                topic_id: t,
+                partition_id: PartitionId(0),
+                isr: Some(vec![NodeId(1)]),
+                leader: LeaderChange::Broker(NodeId(1)),
+                replicas: None,
+                leader_recovery_state: Some(LeaderRecoveryState::Recovering),
+                directories: None,
+            })]);
+            let mut req = alter(&h, t, 0, &[1, 2]);
+            let (_, result) = one(&h.c, &req);
+            assert!(
+                matches!(result, Err(ApiError::InvalidRequest { .. })),
+                "{result:?}"
+            );
+            req.topics[0].partitions[0].leader_recovery_state = LeaderRecoveryState::Recovered;
+            let (records, result) = one(&h.c, &req);
+            assert_eq!(
+                result.unwrap().leader_recovery_state,
+                LeaderRecoveryState::Recovered
+            );
+            h.commit(&records);
+            assert_eq!(
+                h.partition(t, 0).leader_recovery_state,
+                LeaderRecoveryState::Recovered
+            );
+        }
+
+        /// The older AlterIsr is served by AlterPartition: the same records and results.
+        #[test]
+        fn alter_isr_is_alter_partition() {
+            let (h, t) = three();
+            let p = h.partition(t, 0);
+            let req = AlterIsrRequest {
+                broker_id: NodeId(1),
+                broker_epoch: h.c.image().brokers.get(NodeId(1)).unwrap().broker_epoch,
+                partitions: vec![IsrUpdate {
+                    topic_id: t,
+                    partition_id: PartitionId(0),
+                    leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
+                    new_isr: vec![NodeId(1), NodeId(3)],
+                }],
+            };
+            let old = h.c.alter_isr(&req).unwrap();
+            let new = h.c.alter_partition(&alter(&h, t, 0, &[1, 3])).unwrap();
+            assert_eq!(old.records, new.records);
+            let (_, _, result) = &old.response.partitions[0];
+            assert_eq!(result.as_ref().unwrap().isr, vec![NodeId(1), NodeId(3)]);
+        }
+
+        /// A new replica's directory is its broker's only log directory, UNASSIGNED when it
+        /// has several, MIGRATING when it registered none (Kafka's defaultDir).
+        #[test]
+        fn new_replicas_get_their_brokers_default_directory() {
+            let mut h = Harness::new();
+            h.register(1, vec![dir(1)]);
+            h.register(2, vec![dir(2), dir(22)]);
+            let legacy = BrokerHeartbeatRequest {
+                broker_id: NodeId(3),
+                broker_epoch: None,
+                incarnation_id: Uuid([3; 16]),
+                listeners: vec![crate::records::ListenerV1 {
+                    name: "PLAINTEXT".into(),
+                    host: "b3".into(),
+                    port: 9092,
+                }],
+                features: crate::control::feature_control::supported_features(),
+                rack: None,
+                next_metadata_offset: LogOffset(0),
+                want_fence: false,
+                want_shutdown: false,
+            };
+            h.send_heartbeat(&legacy);
+            for b in [1, 2, 3] {
+                h.heartbeat(b);
+            }
+            let t = h.topic("t", &[&[1, 2, 3]]);
+            assert_eq!(
+                &h.partition(t, 0).directories[..],
+                &[dir(1), UNASSIGNED_DIR, MIGRATING_DIR]
+            );
+        }
+
+        fn assign(
+            h: &Harness,
+            broker: u32,
+            dir_id: Uuid,
+            t: TopicId,
+            partitions: &[u32],
+        ) -> AssignReplicasToDirsRequest {
+            AssignReplicasToDirsRequest {
+                broker_id: NodeId(broker),
+                broker_epoch: h
+                    .c
+                    .image()
+                    .brokers
+                    .get(NodeId(broker))
+                    .unwrap()
+                    .broker_epoch,
+                directories: vec![DirectoryAssignment {
+                    directory_id: dir_id,
+                    topics: vec![TopicPartitions {
+                        topic_id: t,
+                        partitions: partitions.iter().map(|p| PartitionId(*p)).collect(),
+                    }],
+                }],
+            }
+        }
+
+        fn results(r: &AssignReplicasToDirsResponse) -> Vec<Result<(), ApiError>> {
+            r.directories
+                .iter()
+                .flat_map(|d| d.topics.iter())
+                .flat_map(|t| t.partitions.iter().map(|(_, r)| r.clone()))
+                .collect()
+        }
+
+        /// AssignReplicasToDirs sets the broker's replica's directory with one PartitionChange
+        /// (nothing when it is already there); a partition the broker holds no replica of is
+        /// NotReplica, an unknown one UnknownPartition, an unknown topic UnknownTopicId; the
+        /// broker epoch is the whole request's; below 3.7-IV2 the request is unsupported.
+        #[test]
+        fn replicas_are_assigned_to_directories() {
+            let mut h = Harness::new();
+            h.register(1, vec![dir(1), dir(11)]);
+            h.brokers(&[2, 3]);
+            h.heartbeat(1);
+            let t = h.topic("t", &[&[1, 2], &[2, 3]]);
+            assert_eq!(
+                &h.partition(t, 0).directories[..],
+                &[UNASSIGNED_DIR, dir(2)]
+            );
+            let req = assign(&h, 1, dir(11), t, &[0, 1, 7, 0]);
+            let r = h.c.assign_replicas_to_dirs(&req).unwrap();
+            assert_eq!(r.records.len(), 1);
+            let rs = results(&r.response);
+            assert!(rs[0].is_ok());
+            assert!(matches!(rs[1], Err(ApiError::NotReplica { .. })));
+            assert!(matches!(rs[2], Err(ApiError::UnknownPartition { .. })));
+            assert!(matches!(rs[3], Err(ApiError::InvalidRequest { .. })));
+            let before = h.partition(t, 0);
+            h.commit(&r.records);
+            let after = h.partition(t, 0);
+            assert_eq!(&after.directories[..], &[dir(11), dir(2)]);
+            assert_eq!(after.leader_epoch, before.leader_epoch);
+            assert_eq!(after.partition_epoch, before.partition_epoch.next());
+            // Again: nothing to change.
+            let r = h.c.assign_replicas_to_dirs(&req).unwrap();
+            assert!(r.records.is_empty());
+            let unknown = assign(&h, 1, dir(1), TopicId(Uuid([0xee; 16])), &[0]);
+            let r = h.c.assign_replicas_to_dirs(&unknown).unwrap();
+            assert!(matches!(
+                results(&r.response)[0],
+                Err(ApiError::UnknownTopicId { .. })
+            ));
+            let mut stale = req.clone();
+            stale.broker_epoch = BrokerEpoch(99);
+            assert!(matches!(
+                h.c.assign_replicas_to_dirs(&stale),
+                Err(ApiError::StaleBrokerEpoch { .. })
+            ));
+            let old = Harness::at_metadata_version(16);
+            assert!(matches!(
+                old.c.assign_replicas_to_dirs(&req),
+                Err(ApiError::UnsupportedVersion { .. })
+            ));
+        }
+
+        /// A replica assigned to a directory its broker does not have online (not among its
+        /// log directories) is offline, as in Kafka: the same record takes the broker out of
+        /// the ISR and moves its leadership, and it is not elected while there.
+        #[test]
+        fn a_replica_on_an_offline_directory_leaves_isr_and_leadership() {
+            let (mut h, t) = three();
+            let req = assign(&h, 1, dir(99), t, &[0]);
+            let r = h.c.assign_replicas_to_dirs(&req).unwrap();
+            match &r.records[..] {
+                [MetadataRecord::PartitionChange(c)] => {
+                    assert_eq!(c.leader, LeaderChange::Broker(NodeId(2)));
+                    assert_eq!(c.isr.as_deref(), Some(&[NodeId(2), NodeId(3)][..]));
+                    assert_eq!(
+                        c.directories.as_deref(),
+                        Some(&[dir(99), dir(2), dir(3)][..])
+                    );
+                }
+                other => panic!("{other:?}"),
+            }
+            h.commit(&r.records);
+            // The preferred leader (1) cannot be elected back while its replica is offline.
+            let r = h.c.elect_leaders(&ElectLeadersRequest {
+                election_type: ElectionType::Preferred,
+                partitions: Some(vec![("t".into(), PartitionId(0))]),
+            });
+            assert!(matches!(
+                r.unwrap().response.partitions[0].2,
+                Err(ApiError::PreferredLeaderNotAvailable { .. })
+            ));
+        }
+
+        /// With `unclean.leader.election.enable` (the topic's, or the cluster default's),
+        /// fencing the last ISR member elects another live replica with itself as the ISR,
+        /// RECOVERING (leader epoch and partition epoch each grow by one, one record); without
+        /// it the partition is left without a leader.
+        #[test]
+        fn unclean_elections_follow_the_topic_config() {
+            for (topic_config, cluster_config, unclean) in [
+                (None, None, false),
+                (Some("true"), None, true),
+                (None, Some("true"), true),
+                (Some("false"), Some("true"), false),
+            ] {
+                let (mut h, t) = three();
+                // Only broker 1 in the ISR.
+                let r = h.c.alter_partition(&alter(&h, t, 0, &[1])).unwrap();
+                h.commit(&r.records);
+                if let Some(v) = topic_config {
+                    h.config("t", "unclean.leader.election.enable", v);
+                }
+                if let Some(v) = cluster_config {
+                    h.config("", "unclean.leader.election.enable", v);
+                }
+                let before = h.partition(t, 0);
+                let mut req = h.heartbeat_request(1, h.c.committed_end());
+                req.want_fence = true;
+                let ctx = h.ctx();
+                let r = h.c.broker_heartbeat(&req, &ctx).unwrap();
+                let changes = r
+                    .records
+                    .iter()
+                    .filter(|r| matches!(r, MetadataRecord::PartitionChange(_)))
+                    .count();
+                assert_eq!(changes, 1);
+                h.commit(&r.records);
+                let p = h.partition(t, 0);
+                assert_eq!(p.leader_epoch, before.leader_epoch.next());
+                assert_eq!(p.partition_epoch, before.partition_epoch.next());
+                if unclean {
+                    assert_eq!(p.leader, Some(NodeId(2)));
+                    assert_eq!(&p.isr[..], &[NodeId(2)]);
+                    assert_eq!(p.leader_recovery_state, LeaderRecoveryState::Recovering);
+                } else {
+                    assert_eq!(p.leader, None);
+                    assert_eq!(&p.isr[..], &[NodeId(1)]);
+                    assert_eq!(p.leader_recovery_state, LeaderRecoveryState::Recovered);
+                }
+            }
+        }
+
+        /// The periodic tick elects unclean leaders for leaderless partitions whose topic
+        /// allows it (Kafka's maybeElectUncleanLeaders), once a replica can lead.
+        #[test]
+        fn the_tick_elects_unclean_leaders() {
+            let (mut h, t) = three();
+            let r = h.c.alter_partition(&alter(&h, t, 0, &[1])).unwrap();
+            h.commit(&r.records);
+            let mut req = h.heartbeat_request(1, h.c.committed_end());
+            req.want_fence = true;
+            h.send_heartbeat(&req);
+            assert_eq!(h.partition(t, 0).leader, None);
+            let ctx = h.ctx();
+            let tick = h.c.tick(&ctx);
+            assert_eq!(h.run(tick).leaders_elected, 0);
+            h.config("t", "unclean.leader.election.enable", "TRUE");
+            let ctx = h.ctx();
+            let tick = h.c.tick(&ctx);
+            assert_eq!(h.run(tick).leaders_elected, 1);
+            let p = h.partition(t, 0);
+            assert_eq!(
+                (p.leader, p.leader_recovery_state),
+                (Some(NodeId(2)), LeaderRecoveryState::Recovering)
+            );
+        }
     }
 }

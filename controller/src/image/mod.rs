@@ -21,10 +21,9 @@ use corum_types::{BrokerEpoch, LogOffset, NodeId};
 use crate::error::ReplayError;
 use crate::ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
 use crate::records::{
-    ArchivedBatch, ArchivedConfigResourceType, ArchivedMetadataRecord,
-    BrokerRegistrationChangeRecordV1, ConfigRecordV1, ConfigResourceType, FeatureLevelRecordV1,
-    MetadataRecord, PartitionRecordV1, ProducerIdsRecordV1, RegisterBrokerRecordV1, TopicRecordV1,
-    UnfenceBrokerRecordV1,
+    ArchivedBatch, ArchivedConfigResourceType, ArchivedFencingChange, ArchivedMetadataRecord,
+    ConfigRecordV1, ConfigResourceType, FeatureLevelRecordV1, FencingChange, LeaderRecoveryState,
+    MetadataRecord, PartitionRecordV2, ProducerIdsRecordV1, TopicRecordV1,
 };
 
 pub use brokers::{BrokerRegistration, BrokersImage};
@@ -32,7 +31,7 @@ pub use configs::{ConfigResource, ConfigsImage};
 pub use controllers::{ControllerRegistration, ControllersImage};
 pub use features::{FeaturesImage, FinalizedFeature};
 pub use producer_ids::ProducerIdsImage;
-pub use topics::{PartitionImage, ReplicaList, TopicImage, TopicsImage};
+pub use topics::{DirectoryList, PartitionImage, ReplicaList, TopicImage, TopicsImage};
 
 /// The whole metadata state at one log offset.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -95,9 +94,11 @@ impl MetadataImage {
                 TopicId::from_archived(&r.topic_id),
                 PartitionId::from_archived(&r.partition_id),
                 PartitionImage {
+                    directories: topics::directories_for(r.replicas.len(), Vec::new()),
                     replicas: topics::ids_from(&r.replicas),
                     isr: topics::ids_from(&r.isr),
                     leader: topics::leader_from(&r.leader),
+                    leader_recovery_state: LeaderRecoveryState::Recovered,
                     leader_epoch: LeaderEpoch::from_archived(&r.leader_epoch),
                     partition_epoch: PartitionEpoch::from_archived(&r.partition_epoch),
                 },
@@ -142,6 +143,45 @@ impl MetadataImage {
             R::RegisterController(r) => self
                 .controllers
                 .replay_register(ControllerRegistration::from_archived(r)),
+            R::RegisterBrokerV2(r) => self
+                .brokers
+                .replay_register(offset, BrokerRegistration::from_archived_v2(r)),
+            R::BrokerRegistrationChangeV2(r) => self.registration_change_v2(
+                offset,
+                NodeId::from(&r.broker_id),
+                BrokerEpoch::from(&r.broker_epoch),
+                match r.fenced {
+                    ArchivedFencingChange::Unchanged => FencingChange::Unchanged,
+                    ArchivedFencingChange::Fence => FencingChange::Fence,
+                    ArchivedFencingChange::Unfence => FencingChange::Unfence,
+                },
+                r.in_controlled_shutdown,
+            )?,
+            R::PartitionV2(r) => self.topics.replay_partition(
+                offset,
+                TopicId::from_archived(&r.topic_id),
+                PartitionId::from_archived(&r.partition_id),
+                PartitionImage {
+                    directories: topics::directories_for(
+                        r.replicas.len(),
+                        r.directories.iter().map(corum_types::Uuid::from).collect(),
+                    ),
+                    replicas: topics::ids_from(&r.replicas),
+                    isr: topics::ids_from(&r.isr),
+                    leader: topics::leader_from(&r.leader),
+                    leader_recovery_state: LeaderRecoveryState::from_archived(
+                        &r.leader_recovery_state,
+                    ),
+                    leader_epoch: LeaderEpoch::from_archived(&r.leader_epoch),
+                    partition_epoch: PartitionEpoch::from_archived(&r.partition_epoch),
+                },
+            )?,
+            R::PartitionChange(r) => self.topics.replay_change(
+                offset,
+                TopicId::from_archived(&r.topic_id),
+                PartitionId::from_archived(&r.partition_id),
+                topics::PartitionDelta::from_archived(r),
+            )?,
         }
         self.end_offset = offset.next();
         Ok(())
@@ -181,7 +221,9 @@ impl MetadataImage {
                 PartitionImage {
                     replicas: ReplicaList::from_slice(&r.replicas),
                     isr: ReplicaList::from_slice(&r.isr),
+                    directories: topics::directories_for(r.replicas.len(), Vec::new()),
                     leader: r.leader,
+                    leader_recovery_state: LeaderRecoveryState::Recovered,
                     leader_epoch: r.leader_epoch,
                     partition_epoch: r.partition_epoch,
                 },
@@ -219,6 +261,36 @@ impl MetadataImage {
             R::RegisterController(r) => self
                 .controllers
                 .replay_register(ControllerRegistration::from_record(r)),
+            R::RegisterBrokerV2(r) => self
+                .brokers
+                .replay_register(offset, BrokerRegistration::from_record_v2(r)),
+            R::BrokerRegistrationChangeV2(r) => self.registration_change_v2(
+                offset,
+                r.broker_id,
+                r.broker_epoch,
+                r.fenced,
+                r.in_controlled_shutdown,
+            )?,
+            R::PartitionV2(r) => self.topics.replay_partition(
+                offset,
+                r.topic_id,
+                r.partition_id,
+                PartitionImage {
+                    replicas: ReplicaList::from_slice(&r.replicas),
+                    isr: ReplicaList::from_slice(&r.isr),
+                    directories: topics::directories_for(r.replicas.len(), r.directories.clone()),
+                    leader: r.leader,
+                    leader_recovery_state: r.leader_recovery_state,
+                    leader_epoch: r.leader_epoch,
+                    partition_epoch: r.partition_epoch,
+                },
+            )?,
+            R::PartitionChange(r) => self.topics.replay_change(
+                offset,
+                r.topic_id,
+                r.partition_id,
+                topics::PartitionDelta::from_record(r),
+            )?,
         }
         self.end_offset = offset.next();
         Ok(())
@@ -270,6 +342,29 @@ impl MetadataImage {
             })
     }
 
+    /// A BrokerRegistrationChangeV2: Kafka's BrokerRegistrationChangeRecord (fencing leaves
+    /// the controlled-shutdown flag as it is).
+    fn registration_change_v2(
+        &mut self,
+        offset: LogOffset,
+        broker_id: NodeId,
+        broker_epoch: BrokerEpoch,
+        fenced: FencingChange,
+        in_controlled_shutdown: bool,
+    ) -> Result<(), ReplayError> {
+        self.brokers
+            .replay_change(offset, broker_id, broker_epoch, |b| {
+                match fenced {
+                    FencingChange::Unchanged => {}
+                    FencingChange::Fence => b.fenced = true,
+                    FencingChange::Unfence => b.fenced = false,
+                }
+                if in_controlled_shutdown {
+                    b.in_controlled_shutdown = true;
+                }
+            })
+    }
+
     fn remove_topic(&mut self, offset: LogOffset, topic_id: TopicId) -> Result<(), ReplayError> {
         let name = self.topics.replay_remove(offset, topic_id)?;
         self.configs.remove_topic(&name);
@@ -295,33 +390,12 @@ impl MetadataImage {
     /// replaying them in order gives an image equal to this one except for `end_offset`.
     /// Brokers first (so features and partitions can refer to them), then controllers,
     /// features, topics with their partitions, configs, and the producer-id high-water mark.
+    /// Each is written in its newest version: one RegisterBrokerV2 per broker (with its fencing
+    /// and controlled shutdown) and one PartitionV2 per partition, as Kafka's image writer does.
     pub fn snapshot_records(&self) -> Vec<MetadataRecord> {
         let mut out = Vec::new();
         for b in self.brokers.iter() {
-            let (broker_id, broker_epoch) = (b.broker_id, b.broker_epoch);
-            out.push(MetadataRecord::RegisterBroker(RegisterBrokerRecordV1 {
-                broker_id,
-                incarnation_id: b.incarnation_id,
-                broker_epoch,
-                listeners: b.listeners.clone(),
-                features: b.features.clone(),
-                rack: b.rack.as_deref().map(str::to_owned),
-            }));
-            if !b.fenced {
-                out.push(MetadataRecord::UnfenceBroker(UnfenceBrokerRecordV1 {
-                    broker_id,
-                    broker_epoch,
-                }));
-            }
-            if b.in_controlled_shutdown {
-                out.push(MetadataRecord::BrokerRegistrationChange(
-                    BrokerRegistrationChangeRecordV1 {
-                        broker_id,
-                        broker_epoch,
-                        in_controlled_shutdown: true,
-                    },
-                ));
-            }
+            out.push(MetadataRecord::RegisterBrokerV2(Box::new(b.to_record())));
         }
         for c in self.controllers.iter() {
             out.push(MetadataRecord::RegisterController(c.to_record()));
@@ -340,14 +414,16 @@ impl MetadataImage {
                 deleting: t.deleting,
             }));
             for (i, p) in t.partitions.iter().enumerate() {
-                out.push(MetadataRecord::Partition(PartitionRecordV1 {
+                out.push(MetadataRecord::PartitionV2(PartitionRecordV2 {
                     topic_id: t.topic_id,
                     partition_id: PartitionId(i as u32),
                     replicas: p.replicas.to_vec(),
                     isr: p.isr.to_vec(),
                     leader: p.leader,
+                    leader_recovery_state: p.leader_recovery_state,
                     leader_epoch: p.leader_epoch,
                     partition_epoch: p.partition_epoch,
+                    directories: p.directories.to_vec(),
                 }));
             }
         }
@@ -375,7 +451,8 @@ impl MetadataImage {
     /// batch. Panics with a description of the first violation.
     ///
     /// - every partition's replicas and ISR are duplicate-free, the ISR is a non-empty subset of
-    ///   the replicas, and the leader (if any) is in the ISR and on a registered unfenced broker;
+    ///   the replicas, the leader (if any) is in the ISR and on a registered unfenced broker,
+    ///   every replica has a directory, and a recovering leader's ISR is the leader alone;
     /// - the name and id indexes and the deleting set agree with the topics;
     /// - every finalized feature range is valid;
     /// - every controller registration is filed under its id, its lists in name order, and
@@ -429,6 +506,20 @@ impl MetadataImage {
                         at()
                     );
                 }
+                assert_eq!(
+                    p.directories.len(),
+                    p.replicas.len(),
+                    "one directory per replica at {}",
+                    at()
+                );
+                if written_by_controller {
+                    assert!(
+                        p.leader_recovery_state == LeaderRecoveryState::Recovered
+                            || p.isr.len() == 1,
+                        "a recovering leader's ISR is itself alone at {}",
+                        at()
+                    );
+                }
                 if let Some(leader) = p.leader.filter(|_| written_by_controller) {
                     assert!(p.isr.contains(&leader), "leader not in ISR at {}", at());
                     assert!(
@@ -460,11 +551,21 @@ mod tests {
     use corum_types::Uuid;
     use proptest::prelude::*;
 
+    fn lrs(recovering: bool) -> LeaderRecoveryState {
+        if recovering {
+            LeaderRecoveryState::Recovering
+        } else {
+            LeaderRecoveryState::Recovered
+        }
+    }
+
     fn record() -> impl Strategy<Value = MetadataRecord> {
         let node = || (0..4u32).prop_map(NodeId);
         let nodes = move || proptest::collection::vec(node(), 0..4);
         let topic = || (0..3u8).prop_map(|t| TopicId(Uuid([t; 16])));
         let epoch = || (0..3u64).prop_map(BrokerEpoch);
+        // A few directory ids, MIGRATING among them.
+        let dir = || (0..3u8).prop_map(|d| Uuid([d; 16]));
         prop_oneof![
             (node(), epoch()).prop_map(|(broker_id, broker_epoch)| MetadataRecord::RegisterBroker(
                 RegisterBrokerRecordV1 {
@@ -596,6 +697,103 @@ mod tests {
                     next_producer_id
                 }
             )),
+            (
+                node(),
+                epoch(),
+                any::<(bool, bool)>(),
+                proptest::collection::vec(dir(), 0..3)
+            )
+                .prop_map(|(broker_id, broker_epoch, (fenced, shutdown), log_dirs)| {
+                    MetadataRecord::RegisterBrokerV2(Box::new(RegisterBrokerRecordV2 {
+                        broker_id,
+                        incarnation_id: Uuid([broker_id.0 as u8; 16]),
+                        broker_epoch,
+                        endpoints: vec![BrokerEndpointV1 {
+                            name: "SSL".into(),
+                            host: format!("b{broker_id}"),
+                            port: 9093,
+                            security_protocol: 1,
+                        }],
+                        // Out of order: replay sorts them.
+                        features: ["z.version", "metadata.version"]
+                            .into_iter()
+                            .map(|name| SupportedFeatureV1 {
+                                name: name.into(),
+                                min_level: 1,
+                                max_level: 2,
+                            })
+                            .collect(),
+                        rack: None,
+                        fenced,
+                        in_controlled_shutdown: shutdown,
+                        log_dirs,
+                    }))
+                }),
+            (node(), epoch(), 0..3u8, any::<bool>()).prop_map(
+                |(broker_id, broker_epoch, f, shutdown)| {
+                    MetadataRecord::BrokerRegistrationChangeV2(BrokerRegistrationChangeRecordV2 {
+                        broker_id,
+                        broker_epoch,
+                        fenced: [
+                            FencingChange::Unchanged,
+                            FencingChange::Fence,
+                            FencingChange::Unfence,
+                        ][usize::from(f)],
+                        in_controlled_shutdown: shutdown,
+                    })
+                }
+            ),
+            (
+                topic(),
+                0..3u32,
+                nodes(),
+                nodes(),
+                proptest::option::of(node()),
+                any::<bool>(),
+                proptest::option::of(proptest::collection::vec(dir(), 0..4)),
+            )
+                .prop_map(|(topic_id, p, replicas, isr, leader, recovering, dirs)| {
+                    MetadataRecord::PartitionV2(PartitionRecordV2 {
+                        topic_id,
+                        partition_id: PartitionId(p),
+                        // Mostly one per replica; sometimes none (MIGRATING) or a wrong count.
+                        directories: dirs.unwrap_or_else(|| {
+                            replicas.iter().map(|b| Uuid([b.0 as u8 + 1; 16])).collect()
+                        }),
+                        replicas,
+                        isr,
+                        leader,
+                        leader_recovery_state: lrs(recovering),
+                        leader_epoch: LeaderEpoch(0),
+                        partition_epoch: PartitionEpoch(0),
+                    })
+                }),
+            (
+                topic(),
+                0..3u32,
+                proptest::option::of(nodes()),
+                proptest::option::of(proptest::option::of(node())),
+                proptest::option::of(nodes()),
+                proptest::option::of(any::<bool>()),
+                proptest::option::of(proptest::collection::vec(dir(), 0..4)),
+            )
+                .prop_map(
+                    |(topic_id, p, isr, leader, replicas, recovering, directories)| {
+                        MetadataRecord::PartitionChange(PartitionChangeRecordV1 {
+                            topic_id,
+                            partition_id: PartitionId(p),
+                            isr,
+                            leader: match leader {
+                                None => LeaderChange::Unchanged,
+                                Some(None) => LeaderChange::NoLeader,
+                                Some(Some(b)) => LeaderChange::Broker(b),
+                            },
+                            replicas,
+                            leader_recovery_state: recovering.map(lrs),
+                            directories,
+                        })
+                    }
+                ),
             (
                 node(),
                 0..3u8,

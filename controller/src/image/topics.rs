@@ -1,27 +1,44 @@
 //! Topics and their partitions.
 //!
 //! Memory layout (compact for ~1M partitions): a topic holds its partitions in one `Vec`, indexed
-//! by partition id; a partition is 64 bytes with its replica and ISR lists inline (up to 4 ids
-//! each, spilling to the heap beyond), ids as `u32`. Topics are shared `Arc`s in persistent maps,
+//! by partition id; a partition is 88 bytes with its replica and ISR lists inline (up to 4 ids
+//! each, spilling to the heap beyond), ids as `u32`, and a shared list of its replicas' log
+//! directories (16 bytes per replica on the heap). Topics are shared `Arc`s in persistent maps,
 //! so cloning the image is O(1) and a write after a clone copies only the path to the changed
 //! topic plus that topic's partition vector (readers keep their snapshot untouched).
 //!
 //! Topic lifecycle: `Topic{deleting: false}` creates (with its `Partition` records after it),
-//! `Topic{deleting: true}` marks the deletion intent (the name stays taken, the topic is hidden
-//! from admin requests), `RemoveTopic` removes the topic, its partitions and its configs.
+//! `RemoveTopic` removes the topic, its partitions and its configs (as Kafka's TopicRecord and
+//! RemoveTopicRecord). Logs of older controllers also hold `Topic{deleting: true}`, a deletion
+//! intent (the name stays taken, the topic is hidden from admin requests) that the active
+//! controller completes with `RemoveTopic`.
+//!
+//! Partition changes (Kafka's `PartitionRegistration.merge`): a `PartitionChange` record sets
+//! the fields it names and grows the partition epoch by one, and the leader epoch by one when it
+//! names a leader (even the same one). The V1 `PartitionLeaderChange`/`PartitionIsrChange`
+//! records of older logs carry their epochs and set them. A partition record without
+//! directories (V1, or V2 with an empty list) gives every replica the MIGRATING directory, and a
+//! change that leaves only MIGRATING directories resizes them to the replicas, as Kafka does.
 
 use std::sync::Arc;
 
-use corum_types::{LogOffset, NodeId};
+use corum_types::{LogOffset, NodeId, Uuid};
 use imbl::{OrdMap, OrdSet};
 use smallvec::SmallVec;
 
 use crate::error::ReplayError;
-use crate::ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
+use crate::ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId, MIGRATING_DIR};
+use crate::records::{
+    ArchivedLeaderChange, ArchivedPartitionChangeRecordV1, LeaderChange, LeaderRecoveryState,
+    PartitionChangeRecordV1,
+};
 use rkyv::option::ArchivedOption;
 
 /// A list of broker ids stored inline up to 4 entries.
 pub type ReplicaList = SmallVec<[NodeId; 4]>;
+
+/// The log directory of each replica, in replica order (shared: a clone is a reference count).
+pub type DirectoryList = Arc<[Uuid]>;
 
 /// One partition's replication state.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,9 +47,72 @@ pub struct PartitionImage {
     pub replicas: ReplicaList,
     /// In-sync replicas, a non-empty subset of `replicas`.
     pub isr: ReplicaList,
+    /// One per replica, in the same order (KIP-858).
+    pub directories: DirectoryList,
     pub leader: Option<NodeId>,
+    pub leader_recovery_state: LeaderRecoveryState,
     pub leader_epoch: LeaderEpoch,
     pub partition_epoch: PartitionEpoch,
+}
+
+impl PartitionImage {
+    /// The log directory of `broker`'s replica, if it is a replica.
+    pub fn directory(&self, broker: NodeId) -> Option<Uuid> {
+        self.replicas
+            .iter()
+            .position(|r| *r == broker)
+            .map(|i| self.directories[i])
+    }
+}
+
+/// `dirs` as a partition of `replicas` holds them: an empty or all-MIGRATING list becomes one
+/// MIGRATING directory per replica (Kafka's `defaultToMigrating`).
+pub(crate) fn directories_for(replicas: usize, dirs: Vec<Uuid>) -> DirectoryList {
+    if dirs.iter().all(|d| *d == MIGRATING_DIR) {
+        return vec![MIGRATING_DIR; replicas].into();
+    }
+    dirs.into()
+}
+
+/// One partition change, decoded from a record (owned or archived) before it is checked.
+pub(crate) struct PartitionDelta {
+    pub isr: Option<ReplicaList>,
+    pub leader: LeaderChange,
+    pub replicas: Option<ReplicaList>,
+    pub leader_recovery_state: Option<LeaderRecoveryState>,
+    pub directories: Option<Vec<Uuid>>,
+}
+
+impl PartitionDelta {
+    pub(crate) fn from_archived(r: &ArchivedPartitionChangeRecordV1) -> PartitionDelta {
+        PartitionDelta {
+            isr: r.isr.as_ref().map(ids_from),
+            leader: match &r.leader {
+                ArchivedLeaderChange::Unchanged => LeaderChange::Unchanged,
+                ArchivedLeaderChange::NoLeader => LeaderChange::NoLeader,
+                ArchivedLeaderChange::Broker(b) => LeaderChange::Broker(NodeId::from(b)),
+            },
+            replicas: r.replicas.as_ref().map(ids_from),
+            leader_recovery_state: r
+                .leader_recovery_state
+                .as_ref()
+                .map(LeaderRecoveryState::from_archived),
+            directories: r
+                .directories
+                .as_ref()
+                .map(|d| d.iter().map(Uuid::from).collect()),
+        }
+    }
+
+    pub(crate) fn from_record(r: &PartitionChangeRecordV1) -> PartitionDelta {
+        PartitionDelta {
+            isr: r.isr.as_deref().map(ReplicaList::from_slice),
+            leader: r.leader,
+            replicas: r.replicas.as_deref().map(ReplicaList::from_slice),
+            leader_recovery_state: r.leader_recovery_state,
+            directories: r.directories.clone(),
+        }
+    }
 }
 
 /// One topic.
@@ -212,12 +292,7 @@ impl TopicsImage {
         pid: PartitionId,
         partition: PartitionImage,
     ) -> Result<(), ReplayError> {
-        validate_partition(
-            offset,
-            &partition.replicas,
-            &partition.isr,
-            partition.leader,
-        )?;
+        validate_partition(offset, &partition)?;
         let leaderless = usize::from(partition.leader.is_none());
         let topic = self.topic_mut(offset, topic_id)?;
         let count = topic.partitions.len();
@@ -286,6 +361,47 @@ impl TopicsImage {
         Ok(())
     }
 
+    /// Applies a PartitionChange record (see the module doc): the partition it leaves must be
+    /// valid, else nothing changes.
+    pub(crate) fn replay_change(
+        &mut self,
+        offset: LogOffset,
+        topic_id: TopicId,
+        pid: PartitionId,
+        delta: PartitionDelta,
+    ) -> Result<(), ReplayError> {
+        let p = self.partition_mut(offset, topic_id, pid)?;
+        let replicas = delta.replicas.unwrap_or_else(|| p.replicas.clone());
+        let directories = match delta.directories {
+            Some(dirs) => directories_for(replicas.len(), dirs),
+            None if p.directories.iter().all(|d| *d == MIGRATING_DIR) => {
+                directories_for(replicas.len(), Vec::new())
+            }
+            None => p.directories.clone(),
+        };
+        let (leader, leader_epoch) = match delta.leader {
+            LeaderChange::Unchanged => (p.leader, p.leader_epoch),
+            LeaderChange::NoLeader => (None, p.leader_epoch.next()),
+            LeaderChange::Broker(b) => (Some(b), p.leader_epoch.next()),
+        };
+        let next = PartitionImage {
+            replicas,
+            isr: delta.isr.unwrap_or_else(|| p.isr.clone()),
+            directories,
+            leader,
+            leader_recovery_state: delta
+                .leader_recovery_state
+                .unwrap_or(p.leader_recovery_state),
+            leader_epoch,
+            partition_epoch: p.partition_epoch.next(),
+        };
+        validate_partition(offset, &next)?;
+        let was = usize::from(p.leader.is_none());
+        *p = next;
+        self.leaderless_count = self.leaderless_count - was + usize::from(leader.is_none());
+        Ok(())
+    }
+
     pub(crate) fn replay_isr_change(
         &mut self,
         offset: LogOffset,
@@ -307,12 +423,8 @@ impl TopicsImage {
     }
 }
 
-fn validate_partition(
-    offset: LogOffset,
-    replicas: &[NodeId],
-    isr: &[NodeId],
-    leader: Option<NodeId>,
-) -> Result<(), ReplayError> {
+fn validate_partition(offset: LogOffset, p: &PartitionImage) -> Result<(), ReplayError> {
+    let (replicas, isr, leader) = (&p.replicas[..], &p.isr[..], p.leader);
     if replicas.is_empty() || has_duplicates(replicas) {
         return Err(ReplayError::InvalidPartition {
             offset,
@@ -331,6 +443,12 @@ fn validate_partition(
             reason: "leader is not a replica",
         });
     }
+    if p.directories.len() != replicas.len() {
+        return Err(ReplayError::InvalidPartition {
+            offset,
+            reason: "one directory per replica",
+        });
+    }
     Ok(())
 }
 
@@ -338,19 +456,22 @@ fn validate_partition(
 mod tests {
     use super::*;
 
-    /// A partition fits in 64 bytes with three replicas inline, the basis of the ≤ 200 bytes per
-    /// partition target.
+    /// A partition fits in 88 bytes with three replicas inline (and 48 bytes of directories
+    /// plus the shared list's header on the heap), the basis of the ≤ 200 bytes per partition
+    /// target.
     #[test]
     fn partition_is_compact() {
         assert!(
-            std::mem::size_of::<PartitionImage>() <= 64,
+            std::mem::size_of::<PartitionImage>() <= 88,
             "{}",
             std::mem::size_of::<PartitionImage>()
         );
         let p = PartitionImage {
             replicas: [NodeId(1), NodeId(2), NodeId(3)].into_iter().collect(),
             isr: [NodeId(1), NodeId(2), NodeId(3)].into_iter().collect(),
+            directories: directories_for(3, vec![]),
             leader: Some(NodeId(1)),
+            leader_recovery_state: LeaderRecoveryState::Recovered,
             leader_epoch: LeaderEpoch(0),
             partition_epoch: PartitionEpoch(0),
         };

@@ -1,20 +1,34 @@
 //! Property tests over random operation sequences driven through the in-memory driver.
+//!
+//! Besides the controller's own invariants, every commit checks the image against a model of
+//! what a Kafka broker computes from the same records rendered as Kafka's (the `kafka_model`
+//! module below): the partition epoch grows by one per PartitionChange, the leader epoch when
+//! the change names a leader, fencing leaves the controlled-shutdown flag, and so on.
 
 use crate::common::{replay_log, Driver};
 use corum_controller::control::cluster_control::{
-    RegisterControllerRequest, UnregisterBrokerRequest,
+    BrokerRegistrationRequest, RegisterControllerRequest, UnregisterBrokerRequest,
+};
+use corum_controller::control::config_control::{
+    AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
 };
 use corum_controller::control::replication_control::{
-    AlterIsrRequest, CreatableTopic, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteTopicsRequest, DeleteTopicsV2Request, DescribeTopicsRequest, ElectLeadersRequest,
-    ElectionType, IsrUpdate, PartitionsIncrease, TopicRef,
+    AlterIsrRequest, AlterPartitionRequest, AlterPartitionTopic, AssignReplicasToDirsRequest,
+    CreatableTopic, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    DeleteTopicsV2Request, DescribeTopicsRequest, DirectoryAssignment, ElectLeadersRequest,
+    ElectionType, IsrMember, IsrUpdate, PartitionAlteration, PartitionsIncrease, TopicPartitions,
+    TopicRef,
 };
 use corum_controller::control::ImageReads;
-use corum_controller::records::{ControllerEndpointV1, ListenerV1, SupportedFeatureV1};
+use corum_controller::image::ConfigResource;
+use corum_controller::records::{
+    BrokerEndpointV1, ConfigResourceType, ControllerEndpointV1, LeaderRecoveryState, ListenerV1,
+    SupportedFeatureV1,
+};
 use corum_controller::{
     decode_batch, encode_batch, BrokerHeartbeatRequest, ControllerConfig, PartitionId,
 };
-use corum_types::{LogOffset, NodeId, Uuid};
+use corum_types::{BrokerEpoch, LogOffset, NodeId, Uuid};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -68,6 +82,34 @@ enum Op {
     DeleteTopicById {
         name: u8,
     },
+    /// A broker registers with Kafka's BrokerRegistration and `dirs` log directories (0: refused).
+    RegisterBroker {
+        broker: u32,
+        incarnation: u8,
+        dirs: u8,
+    },
+    /// The leader of a partition sends AlterPartition: ISR from `mask`, member epochs named or
+    /// not (or wrong), the recovery state it asks for.
+    AlterPartition {
+        name: u8,
+        partition: u32,
+        mask: u8,
+        epochs: u8,
+        recovered: bool,
+    },
+    /// A broker assigns its replica of a partition to one of its directories, or (`which` 3)
+    /// to one it does not have.
+    AssignDirs {
+        broker: u32,
+        name: u8,
+        partition: u32,
+        which: u8,
+    },
+    /// `unclean.leader.election.enable` set for a topic, or the cluster default (`None`).
+    Unclean {
+        name: Option<u8>,
+        on: bool,
+    },
     Commit,
     FailOver,
 }
@@ -89,9 +131,24 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1..4u32, 0..2u8, any::<bool>())
             .prop_map(|(controller, incarnation, variant)| Op::RegisterController { controller, incarnation, variant }),
         1 => (0..4u8).prop_map(|name| Op::DeleteTopicById { name }),
+        3 => (1..6u32, 0..2u8, 0..3u8).prop_map(|(broker, incarnation, dirs)| Op::RegisterBroker { broker, incarnation, dirs }),
+        3 => (0..4u8, 0..5u32, any::<u8>(), 0..3u8, any::<bool>())
+            .prop_map(|(name, partition, mask, epochs, recovered)| Op::AlterPartition { name, partition, mask, epochs, recovered }),
+        2 => (1..6u32, 0..4u8, 0..5u32, 0..4u8)
+            .prop_map(|(broker, name, partition, which)| Op::AssignDirs { broker, name, partition, which }),
+        1 => (proptest::option::of(0..4u8), any::<bool>()).prop_map(|(name, on)| Op::Unclean { name, on }),
         4 => Just(Op::Commit),
         1 => Just(Op::FailOver),
     ]
+}
+
+/// Log directory `i` of broker `broker`'s incarnation `incarnation` (distinct per broker).
+fn log_dir(broker: u32, incarnation: u8, i: u8) -> Uuid {
+    let mut b = [0x5a; 16];
+    b[0] = broker as u8;
+    b[1] = incarnation;
+    b[2] = i;
+    Uuid(b)
 }
 
 fn heartbeat(
@@ -124,8 +181,8 @@ fn heartbeat(
         }],
         features: vec![SupportedFeatureV1 {
             name: "metadata.version".into(),
-            min_level: 1,
-            max_level: 3,
+            min_level: 7,
+            max_level: 27,
         }],
         rack: Some(format!("r{}", broker % 3)),
         next_metadata_offset: offset,
@@ -328,6 +385,149 @@ fn apply(d: &mut Driver, op: &Op) {
             };
             d.controller.delete_topics_v2(&req).unwrap().records
         }
+        Op::RegisterBroker {
+            broker,
+            incarnation,
+            dirs,
+        } => {
+            let req = BrokerRegistrationRequest {
+                broker_id: NodeId(*broker),
+                incarnation_id: Uuid([*incarnation; 16]),
+                endpoints: vec![BrokerEndpointV1 {
+                    name: "SSL".into(),
+                    host: format!("b{broker}"),
+                    port: 9093,
+                    security_protocol: 1,
+                }],
+                features: vec![SupportedFeatureV1 {
+                    name: "metadata.version".into(),
+                    min_level: 7,
+                    max_level: 27,
+                }],
+                rack: Some(format!("r{}", broker % 3)),
+                log_dirs: (0..*dirs)
+                    .map(|i| log_dir(*broker, *incarnation, i))
+                    .collect(),
+                previous_broker_epoch: None,
+            };
+            d.controller
+                .register_broker(&req, &ctx)
+                .map(|r| r.records)
+                .unwrap_or_default()
+        }
+        Op::AlterPartition {
+            name,
+            partition,
+            mask,
+            epochs,
+            recovered,
+        } => {
+            let image = d.controller.image();
+            let Some(t) = image.topics.get_by_name(&format!("t{name}")) else {
+                return;
+            };
+            let Some(p) = t.partitions.get(*partition as usize) else {
+                return;
+            };
+            let Some(leader) = p.leader else { return };
+            let Some(reg) = image.brokers.get(leader) else {
+                return;
+            };
+            let mut isr: Vec<NodeId> = p
+                .replicas
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| mask & (1 << i) != 0)
+                .map(|(_, b)| *b)
+                .collect();
+            if !isr.contains(&leader) && mask & 0x80 != 0 {
+                isr.push(leader);
+            }
+            let new_isr_with_epochs = isr
+                .iter()
+                .map(|&b| IsrMember {
+                    broker_id: b,
+                    broker_epoch: match epochs {
+                        0 => None,
+                        1 => image.brokers.get(b).map(|r| r.broker_epoch),
+                        _ => Some(BrokerEpoch(1_000_000)),
+                    },
+                })
+                .collect();
+            let req = AlterPartitionRequest {
+                broker_id: leader,
+                broker_epoch: reg.broker_epoch,
+                topics: vec![AlterPartitionTopic {
+                    topic_id: t.topic_id,
+                    partitions: vec![PartitionAlteration {
+                        partition_id: PartitionId(*partition),
+                        leader_epoch: p.leader_epoch,
+                        new_isr_with_epochs,
+                        leader_recovery_state: if *recovered {
+                            LeaderRecoveryState::Recovered
+                        } else {
+                            p.leader_recovery_state
+                        },
+                        partition_epoch: p.partition_epoch,
+                    }],
+                }],
+            };
+            d.controller.alter_partition(&req).unwrap().records
+        }
+        Op::AssignDirs {
+            broker,
+            name,
+            partition,
+            which,
+        } => {
+            let image = d.controller.image();
+            let Some(reg) = image.brokers.get(NodeId(*broker)) else {
+                return;
+            };
+            let Some(t) = image.topics.get_by_name(&format!("t{name}")) else {
+                return;
+            };
+            let directory_id = match reg.log_dirs.get(usize::from(*which)) {
+                Some(dir) if *which < 3 => *dir,
+                _ => Uuid([0x99; 16]),
+            };
+            let req = AssignReplicasToDirsRequest {
+                broker_id: reg.broker_id,
+                broker_epoch: reg.broker_epoch,
+                directories: vec![DirectoryAssignment {
+                    directory_id,
+                    topics: vec![TopicPartitions {
+                        topic_id: t.topic_id,
+                        partitions: vec![PartitionId(*partition)],
+                    }],
+                }],
+            };
+            d.controller.assign_replicas_to_dirs(&req).unwrap().records
+        }
+        Op::Unclean { name, on } => {
+            let resource = match name {
+                Some(n) => ConfigResource::topic(&format!("t{n}")),
+                None => ConfigResource {
+                    resource_type: ConfigResourceType::Broker,
+                    name: String::new(),
+                },
+            };
+            let req = IncrementalAlterConfigsRequest {
+                resources: vec![AlterConfigsResource {
+                    resource,
+                    configs: vec![AlterableConfig {
+                        key: "unclean.leader.election.enable".into(),
+                        op: AlterConfigOp::Set,
+                        value: on.to_string(),
+                    }],
+                }],
+                validate_only: false,
+            };
+            d.controller
+                .incremental_alter_configs(&req)
+                .unwrap()
+                .records
+        }
         Op::Commit => {
             d.commit();
             return;
@@ -367,6 +567,7 @@ proptest! {
             // active controller's committed reads do.
             if matches!(op, Op::Commit) {
                 let standby = replay_log(&d.log);
+                kafka_model::check(&d.log, &standby);
                 let (ours, theirs) = (d.controller.committed_reads(), ImageReads::new(&standby, d.controller.config()));
                 let all = DescribeTopicsRequest { topics: None };
                 prop_assert_eq!(ours.describe_topics(&all), theirs.describe_topics(&all));
@@ -389,13 +590,20 @@ proptest! {
                         prop_assert_eq!(&p.replicas[..], &ip.replicas[..]);
                         prop_assert_eq!(&p.isr[..], &ip.isr[..]);
                         prop_assert_eq!(p.leader, ip.leader);
-                        prop_assert!(p.offline_replicas.iter().all(|b| !standby.brokers.is_unfenced(*b)));
+                        // Offline: on a broker that is not registered or fenced, or on a
+                        // directory not online on its broker.
+                        let offline: Vec<NodeId> = ip.replicas.iter().zip(ip.directories.iter())
+                            .filter(|(b, dir)| standby.brokers.get(**b).is_none_or(|r| r.fenced || !r.has_online_dir(dir)))
+                            .map(|(b, _)| *b)
+                            .collect();
+                        prop_assert_eq!(&p.offline_replicas, &offline);
                     }
                 }
             }
         }
         d.commit();
         let a = replay_log(&d.log);
+        kafka_model::check(&d.log, &a);
         let b = replay_log(&d.log);
         prop_assert_eq!(&a, &b);
         prop_assert_eq!(&a, d.controller.image());
@@ -409,5 +617,223 @@ proptest! {
         .unwrap();
         rebuilt.check_invariants();
         prop_assert_eq!(rebuilt, a);
+    }
+}
+
+/// What a Kafka broker computes from the committed records, each rendered as the Kafka record
+/// of the same offset, written independently of the image's code (Kafka's own conventions:
+/// -1 for no leader, int epochs): `ClusterDelta` and `PartitionRegistration.merge` in miniature.
+/// Records the controller must no longer write (the V1 versions the V2 ones replaced, and
+/// `Topic{deleting: true}`) fail the check.
+mod kafka_model {
+    use std::collections::BTreeMap;
+
+    use corum_controller::ids::MIGRATING_DIR;
+    use corum_controller::records::{FencingChange, LeaderChange};
+    use corum_controller::{decode_batch, MetadataImage, MetadataRecord, TopicId};
+    use corum_types::{LogOffset, Uuid};
+    use rkyv::util::AlignedVec;
+
+    #[derive(Debug, PartialEq, Eq)]
+    struct Broker {
+        epoch: u64,
+        incarnation: Uuid,
+        endpoints: Vec<(String, String, u16, i16)>,
+        fenced: bool,
+        in_controlled_shutdown: bool,
+        log_dirs: Vec<Uuid>,
+    }
+
+    #[derive(Debug, PartialEq, Eq)]
+    struct Partition {
+        replicas: Vec<u32>,
+        isr: Vec<u32>,
+        leader: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        leader_recovery_state: i8,
+        directories: Vec<Uuid>,
+    }
+
+    #[derive(Debug, Default, PartialEq, Eq)]
+    struct BrokerView {
+        brokers: BTreeMap<u32, Broker>,
+        topics: BTreeMap<TopicId, (String, BTreeMap<u32, Partition>)>,
+    }
+
+    fn migrating_if_empty(dirs: Vec<Uuid>, replicas: usize) -> Vec<Uuid> {
+        if dirs.iter().all(|d| *d == MIGRATING_DIR) {
+            vec![MIGRATING_DIR; replicas]
+        } else {
+            dirs
+        }
+    }
+
+    impl BrokerView {
+        fn replay(&mut self, r: &MetadataRecord) {
+            match r {
+                MetadataRecord::RegisterBrokerV2(r) => {
+                    self.brokers.insert(
+                        r.broker_id.0,
+                        Broker {
+                            epoch: r.broker_epoch.0,
+                            incarnation: r.incarnation_id,
+                            endpoints: r
+                                .endpoints
+                                .iter()
+                                .map(|e| {
+                                    (e.name.clone(), e.host.clone(), e.port, e.security_protocol)
+                                })
+                                .collect(),
+                            fenced: r.fenced,
+                            in_controlled_shutdown: r.in_controlled_shutdown,
+                            log_dirs: r.log_dirs.clone(),
+                        },
+                    );
+                }
+                MetadataRecord::BrokerRegistrationChangeV2(r) => {
+                    let b = self.brokers.get_mut(&r.broker_id.0).expect("registered");
+                    assert_eq!(b.epoch, r.broker_epoch.0);
+                    match r.fenced {
+                        FencingChange::Unchanged => {}
+                        FencingChange::Fence => b.fenced = true,
+                        FencingChange::Unfence => b.fenced = false,
+                    }
+                    if r.in_controlled_shutdown {
+                        b.in_controlled_shutdown = true;
+                    }
+                }
+                MetadataRecord::UnregisterBroker(r) => {
+                    self.brokers.remove(&r.broker_id.0);
+                }
+                MetadataRecord::Topic(r) => {
+                    assert!(!r.deleting, "Kafka has no deletion intent: {r:?}");
+                    self.topics
+                        .insert(r.topic_id, (r.name.clone(), BTreeMap::new()));
+                }
+                MetadataRecord::RemoveTopic(r) => {
+                    self.topics.remove(&r.topic_id);
+                }
+                MetadataRecord::PartitionV2(r) => {
+                    let parts = &mut self.topics.get_mut(&r.topic_id).expect("topic").1;
+                    parts.insert(
+                        r.partition_id.0,
+                        Partition {
+                            replicas: r.replicas.iter().map(|b| b.0).collect(),
+                            isr: r.isr.iter().map(|b| b.0).collect(),
+                            leader: r.leader.map_or(-1, |l| l.0 as i32),
+                            leader_epoch: r.leader_epoch.0 as i32,
+                            partition_epoch: r.partition_epoch.0 as i32,
+                            leader_recovery_state: r.leader_recovery_state as i8,
+                            directories: migrating_if_empty(
+                                r.directories.clone(),
+                                r.replicas.len(),
+                            ),
+                        },
+                    );
+                }
+                MetadataRecord::PartitionChange(r) => {
+                    let parts = &mut self.topics.get_mut(&r.topic_id).expect("topic").1;
+                    let p = parts.get_mut(&r.partition_id.0).expect("partition");
+                    if let Some(replicas) = &r.replicas {
+                        p.replicas = replicas.iter().map(|b| b.0).collect();
+                    }
+                    if let Some(dirs) = &r.directories {
+                        p.directories = dirs.clone();
+                    }
+                    p.directories =
+                        migrating_if_empty(std::mem::take(&mut p.directories), p.replicas.len());
+                    if let Some(isr) = &r.isr {
+                        p.isr = isr.iter().map(|b| b.0).collect();
+                    }
+                    match r.leader {
+                        LeaderChange::Unchanged => {}
+                        LeaderChange::NoLeader => {
+                            p.leader = -1;
+                            p.leader_epoch += 1;
+                        }
+                        LeaderChange::Broker(b) => {
+                            p.leader = b.0 as i32;
+                            p.leader_epoch += 1;
+                        }
+                    }
+                    if let Some(lrs) = r.leader_recovery_state {
+                        p.leader_recovery_state = lrs as i8;
+                    }
+                    p.partition_epoch += 1;
+                }
+                MetadataRecord::Config(_)
+                | MetadataRecord::FeatureLevel(_)
+                | MetadataRecord::ProducerIds(_)
+                | MetadataRecord::NoOp(_)
+                | MetadataRecord::RegisterController(_) => {}
+                old => panic!("the controller wrote a replaced record version: {old:?}"),
+            }
+        }
+
+        /// The same view of corum's image.
+        fn of(image: &MetadataImage) -> BrokerView {
+            let mut out = BrokerView::default();
+            for b in image.brokers.iter() {
+                out.brokers.insert(
+                    b.broker_id.0,
+                    Broker {
+                        epoch: b.broker_epoch.0,
+                        incarnation: b.incarnation_id,
+                        endpoints: b
+                            .endpoints
+                            .iter()
+                            .map(|e| (e.name.clone(), e.host.clone(), e.port, e.security_protocol))
+                            .collect(),
+                        fenced: b.fenced,
+                        in_controlled_shutdown: b.in_controlled_shutdown,
+                        log_dirs: b.log_dirs.clone(),
+                    },
+                );
+            }
+            for t in image.topics.iter() {
+                let parts = t
+                    .partitions
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        (
+                            i as u32,
+                            Partition {
+                                replicas: p.replicas.iter().map(|b| b.0).collect(),
+                                isr: p.isr.iter().map(|b| b.0).collect(),
+                                leader: p.leader.map_or(-1, |l| l.0 as i32),
+                                leader_epoch: p.leader_epoch.0 as i32,
+                                partition_epoch: p.partition_epoch.0 as i32,
+                                leader_recovery_state: p.leader_recovery_state as i8,
+                                directories: p.directories.to_vec(),
+                            },
+                        )
+                    })
+                    .collect();
+                out.topics.insert(t.topic_id, (t.name.to_string(), parts));
+            }
+            out
+        }
+    }
+
+    /// The model replayed from `log` equals `image`'s view.
+    pub(super) fn check(log: &[(LogOffset, AlignedVec)], image: &MetadataImage) {
+        let mut model = BrokerView::default();
+        for (_, bytes) in log {
+            let records: Vec<MetadataRecord> =
+                rkyv::deserialize::<Vec<MetadataRecord>, rkyv::rancor::Error>(
+                    decode_batch(bytes).expect("committed batches decode"),
+                )
+                .expect("validated batches deserialize");
+            for r in &records {
+                model.replay(r);
+            }
+        }
+        assert_eq!(
+            model,
+            BrokerView::of(image),
+            "a Kafka broker's view differs"
+        );
     }
 }

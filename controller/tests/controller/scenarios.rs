@@ -35,7 +35,7 @@ use corum_controller::control::replication_control::{
 use corum_controller::control::ImageReads;
 use corum_controller::image::ConfigResource;
 use corum_controller::records::{
-    ConfigResourceType, ControllerEndpointV1, ListenerV1, SupportedFeatureV1,
+    ConfigResourceType, ControllerEndpointV1, LeaderChange, ListenerV1, SupportedFeatureV1,
 };
 use corum_controller::{
     BrokerHeartbeatRequest, ControllerConfig, ControllerResult, MetadataRecord, PartitionId,
@@ -99,6 +99,21 @@ fn ids(s: &str) -> Vec<NodeId> {
 
 fn fmt_ids(v: &[NodeId]) -> String {
     let inner: Vec<String> = v.iter().map(|n| n.to_string()).collect();
+    format!("[{}]", inner.join(","))
+}
+
+/// Directory ids by their first byte (the scenarios make them `[b; 16]`), Kafka's reserved ones
+/// by name.
+fn fmt_dirs(v: &[Uuid]) -> String {
+    let inner: Vec<String> = v
+        .iter()
+        .map(|d| match *d {
+            corum_controller::ids::MIGRATING_DIR => "MIGRATING".to_owned(),
+            corum_controller::ids::UNASSIGNED_DIR => "UNASSIGNED".to_owned(),
+            corum_controller::ids::LOST_DIR => "LOST".to_owned(),
+            d => format!("d{}", d.0[0]),
+        })
+        .collect();
     format!("[{}]", inner.join(","))
 }
 
@@ -237,6 +252,57 @@ impl Scenario {
                 fmt_end_points(&r.end_points),
                 fmt_features(&r.features)
             ),
+            MetadataRecord::RegisterBrokerV2(r) => format!(
+                "RegisterBrokerV2 broker={} epoch={} incarnation={} rack={} fenced={} shutdown={} log_dirs={}",
+                r.broker_id,
+                r.broker_epoch.0,
+                r.incarnation_id.0[0],
+                r.rack.as_deref().unwrap_or("-"),
+                r.fenced,
+                r.in_controlled_shutdown,
+                fmt_dirs(&r.log_dirs)
+            ),
+            MetadataRecord::BrokerRegistrationChangeV2(r) => format!(
+                "BrokerRegistrationChangeV2 broker={} epoch={} fenced={:?} shutdown={}",
+                r.broker_id, r.broker_epoch.0, r.fenced, r.in_controlled_shutdown
+            ),
+            MetadataRecord::PartitionV2(r) => format!(
+                "PartitionV2 {}/{} replicas={} isr={} leader={} le={} pe={} lrs={:?} dirs={}",
+                self.tname(r.topic_id),
+                r.partition_id.0,
+                fmt_ids(&r.replicas),
+                fmt_ids(&r.isr),
+                fmt_leader(r.leader),
+                r.leader_epoch.0,
+                r.partition_epoch.0,
+                r.leader_recovery_state,
+                fmt_dirs(&r.directories)
+            ),
+            MetadataRecord::PartitionChange(r) => {
+                let mut line = format!(
+                    "PartitionChange {}/{}",
+                    self.tname(r.topic_id),
+                    r.partition_id.0
+                );
+                if let Some(isr) = &r.isr {
+                    write!(line, " isr={}", fmt_ids(isr)).unwrap();
+                }
+                match r.leader {
+                    LeaderChange::Unchanged => {}
+                    LeaderChange::NoLeader => line.push_str(" leader=none"),
+                    LeaderChange::Broker(b) => write!(line, " leader={b}").unwrap(),
+                }
+                if let Some(replicas) = &r.replicas {
+                    write!(line, " replicas={}", fmt_ids(replicas)).unwrap();
+                }
+                if let Some(lrs) = r.leader_recovery_state {
+                    write!(line, " lrs={lrs:?}").unwrap();
+                }
+                if let Some(dirs) = &r.directories {
+                    write!(line, " dirs={}", fmt_dirs(dirs)).unwrap();
+                }
+                line
+            }
         }
     }
 
@@ -347,10 +413,11 @@ impl Scenario {
         };
         let features = match a.kv.get("features") {
             Some(list) => features(list),
+            // What a Kafka 4.1 broker supports.
             None => vec![SupportedFeatureV1 {
                 name: "metadata.version".into(),
-                min_level: 1,
-                max_level: 5,
+                min_level: 7,
+                max_level: 27,
             }],
         };
         BrokerHeartbeatRequest {
@@ -512,7 +579,7 @@ impl Scenario {
                         for (reference, result) in &r.response.topics {
                             let shown = match result {
                                 Ok(d) => format!(
-                                    "deleting {} ({})",
+                                    "deleted {} ({})",
                                     d.name,
                                     self.fmt_ref(&TopicRef::Id(d.topic_id))
                                 ),

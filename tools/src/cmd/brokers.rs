@@ -6,7 +6,7 @@
 //! | `unregister ID` | UnregisterBroker | that the broker is no longer registered |
 //!
 //! A broker's state is `active` (unfenced), `fenced`, or `shutting-down` (in controlled
-//! shutdown). Only a fenced broker can be unregistered (a decommission: stop the broker, wait
+//! shutdown, not yet fenced). Only a fenced broker can be unregistered (a decommission: stop the broker, wait
 //! until it is fenced, then unregister it); the controller refuses an unfenced one
 //! (INVALID_REQUEST) and an unknown id (BROKER_ID_NOT_REGISTERED), as Kafka's `kafka-cluster
 //! unregister` reports them.
@@ -84,12 +84,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
-/// A broker's state as the list shows it.
+/// A broker's state as the list shows it. A broker fenced at the end of its controlled
+/// shutdown keeps the shutdown flag (as in Kafka): it shows fenced.
 pub fn state(b: &DescribedBroker) -> &'static str {
-    if b.in_controlled_shutdown {
-        "shutting-down"
-    } else if b.fenced {
+    if b.fenced {
         "fenced"
+    } else if b.in_controlled_shutdown {
+        "shutting-down"
     } else {
         "active"
     }

@@ -409,11 +409,12 @@ pub struct ShellJson {
 }
 
 fn broker_state(b: &BrokerRegistration) -> &'static str {
-    // Fencing clears the shutdown flag, so the two never show together.
-    if b.in_controlled_shutdown {
-        "shutting-down"
-    } else if b.fenced {
+    // A broker fenced during (or at the end of) its controlled shutdown keeps the shutdown
+    // flag, as in Kafka: fenced is what matters then.
+    if b.fenced {
         "fenced"
+    } else if b.in_controlled_shutdown {
+        "shutting-down"
     } else {
         "active"
     }
@@ -427,7 +428,7 @@ fn broker_json(b: &BrokerRegistration) -> BrokerJson {
         state: broker_state(b),
         rack: b.rack.as_deref().map(str::to_owned),
         listeners: b
-            .listeners
+            .endpoints
             .iter()
             .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
             .collect(),
