@@ -33,6 +33,8 @@ pub const SERVED: &[ApiKey] = &[
     ApiKey::AllocateProducerIds,
     ApiKey::ListPartitionReassignments,
     ApiKey::Envelope,
+    ApiKey::AlterPartition,
+    ApiKey::AssignReplicasToDirs,
 ];
 
 /// A table of served APIs and their version ranges, sorted by API key.
@@ -121,6 +123,10 @@ pub fn default_request(api: ApiKey) -> Option<RequestKind> {
             RequestKind::ListPartitionReassignments(ListPartitionReassignmentsRequest::default())
         }
         ApiKey::Envelope => RequestKind::Envelope(EnvelopeRequest::default()),
+        ApiKey::AlterPartition => RequestKind::AlterPartition(AlterPartitionRequest::default()),
+        ApiKey::AssignReplicasToDirs => {
+            RequestKind::AssignReplicasToDirs(AssignReplicasToDirsRequest::default())
+        }
         _ => return None,
     })
 }

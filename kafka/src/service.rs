@@ -15,7 +15,7 @@
 //! | ElectLeaders | `ElectLeaders` | preferred and unclean |
 //! | DescribeTopicPartitions | `DescribeTopics` | |
 //! | DescribeAcls, CreateAcls, DeleteAcls | — | SECURITY_DISABLED, as Kafka without an authorizer |
-//! | BrokerRegistration, BrokerHeartbeat, UnregisterBroker | `BrokerHeartbeat` (a registration has no epoch), `UnregisterBroker` | see [`crate::api::brokers`] |
+//! | BrokerRegistration, BrokerHeartbeat, UnregisterBroker, AlterPartition, AssignReplicasToDirs | `RegisterBroker`, `BrokerHeartbeat`, `UnregisterBroker`, `AlterPartition`, `AssignReplicasToDirs` | see [`crate::api::brokers`] |
 //! | AllocateProducerIds | `AllocateProducerIds` | blocks of 1000 |
 //! | ListPartitionReassignments | — | none in progress: corum does not move replicas |
 //! | Envelope (KIP-590, from brokers) | the wrapped request's | see [`crate::api::envelope`] |
@@ -131,6 +131,12 @@ async fn dispatch<B: Backend>(
         RequestKind::UnregisterBroker(r) => {
             ResponseKind::UnregisterBroker(api::brokers::unregister_broker(ctx, backend, r).await)
         }
+        RequestKind::AlterPartition(r) => {
+            ResponseKind::AlterPartition(api::brokers::alter_partition(ctx, backend, r, v).await)
+        }
+        RequestKind::AssignReplicasToDirs(r) => ResponseKind::AssignReplicasToDirs(
+            api::brokers::assign_replicas_to_dirs(ctx, backend, r).await,
+        ),
         RequestKind::AllocateProducerIds(r) => ResponseKind::AllocateProducerIds(
             api::brokers::allocate_producer_ids(ctx, backend, r).await,
         ),

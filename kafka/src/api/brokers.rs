@@ -1,6 +1,6 @@
-//! What Kafka brokers ask their controllers about themselves: BrokerRegistration,
-//! BrokerHeartbeat and UnregisterBroker, as corum's broker heartbeat (a registration is a
-//! heartbeat without an epoch) and UnregisterBroker; and AllocateProducerIds.
+//! What Kafka brokers ask their controllers: BrokerRegistration (corum's `RegisterBroker`),
+//! BrokerHeartbeat (corum's heartbeat with an epoch), UnregisterBroker, AllocateProducerIds,
+//! AlterPartition and AssignReplicasToDirs, each the corum request of the same meaning.
 //!
 //! A heartbeat's `current_metadata_offset` is the last offset the broker applied; corum's
 //! heartbeat carries the offset after it. corum's target state becomes Kafka's two flags:
@@ -13,21 +13,30 @@
 //! | Shutdown | true | true |
 
 use corum_controller::control::cluster_control::{
-    BrokerHeartbeatRequest as Heartbeat, TargetState, UnregisterBrokerRequest as Unregister,
+    BrokerHeartbeatRequest as Heartbeat, BrokerRegistrationRequest as Registration, TargetState,
+    UnregisterBrokerRequest as Unregister,
 };
 use corum_controller::control::producer_id_control::AllocateProducerIdsRequest as Allocate;
-use corum_controller::records::{ListenerV1, SupportedFeatureV1};
+use corum_controller::control::replication_control::{
+    AlterPartitionRequest as AlterPartition, AlterPartitionTopic,
+    AssignReplicasToDirsRequest as AssignDirs, DirectoryAssignment, IsrMember, PartitionAlteration,
+    TopicPartitions,
+};
+use corum_controller::ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
+use corum_controller::records::{BrokerEndpointV1, LeaderRecoveryState, SupportedFeatureV1};
 use corum_protocol::{RequestBody, ResponseBody};
 use corum_types::{BrokerEpoch, LogOffset, NodeId};
 use kafka_protocol::error::ResponseError as K;
 use kafka_protocol::messages::{
-    AllocateProducerIdsRequest, AllocateProducerIdsResponse, BrokerHeartbeatRequest,
+    alter_partition_response, assign_replicas_to_dirs_response, AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse, AlterPartitionRequest, AlterPartitionResponse,
+    AssignReplicasToDirsRequest, AssignReplicasToDirsResponse, BrokerHeartbeatRequest,
     BrokerHeartbeatResponse, BrokerRegistrationRequest, BrokerRegistrationResponse,
     UnregisterBrokerRequest, UnregisterBrokerResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::api::corum_uuid;
+use crate::api::{corum_uuid, kafka_uuid};
 use crate::backend::{Backend, ListenerContext};
 use crate::errors::KafkaError;
 use crate::service::call;
@@ -50,7 +59,7 @@ fn level(v: i16, what: &str) -> Result<u16, KafkaError> {
 fn registration(
     ctx: &ListenerContext,
     r: &BrokerRegistrationRequest,
-) -> Result<Heartbeat, KafkaError> {
+) -> Result<Registration, KafkaError> {
     if r.cluster_id.as_str() != ctx.cluster_id_text() {
         return Err(KafkaError::new(
             K::InconsistentClusterId,
@@ -73,24 +82,23 @@ fn registration(
             })
         })
         .collect::<Result<Vec<_>, KafkaError>>()?;
-    Ok(Heartbeat {
+    Ok(Registration {
         broker_id: broker_id(r.broker_id.0)?,
-        broker_epoch: None,
         incarnation_id: corum_uuid(r.incarnation_id),
-        listeners: r
+        endpoints: r
             .listeners
             .iter()
-            .map(|l| ListenerV1 {
+            .map(|l| BrokerEndpointV1 {
                 name: l.name.to_string(),
                 host: l.host.to_string(),
                 port: l.port,
+                security_protocol: l.security_protocol,
             })
             .collect(),
         features,
         rack: r.rack.as_ref().map(|s| s.to_string()),
-        next_metadata_offset: LogOffset(0),
-        want_fence: true,
-        want_shutdown: false,
+        log_dirs: r.log_dirs.iter().map(|&d| corum_uuid(d)).collect(),
+        previous_broker_epoch: u64::try_from(r.previous_broker_epoch).ok().map(BrokerEpoch),
     })
 }
 
@@ -101,7 +109,7 @@ pub async fn broker_registration<B: Backend>(
     r: BrokerRegistrationRequest,
 ) -> BrokerRegistrationResponse {
     let mut response = BrokerRegistrationResponse::default().with_broker_epoch(-1);
-    let heartbeat = match registration(ctx, &r) {
+    let registration = match registration(ctx, &r) {
         Ok(h) => h,
         Err(e) => {
             response.error_code = e.code;
@@ -110,10 +118,10 @@ pub async fn broker_registration<B: Backend>(
     };
     match call(
         backend,
-        RequestBody::BrokerHeartbeat(heartbeat),
+        RequestBody::RegisterBroker(Box::new(registration)),
         ctx.default_timeout_ms,
         |a| match a {
-            ResponseBody::BrokerHeartbeat(h) => Some(h),
+            ResponseBody::RegisterBroker(h) => Some(h),
             _ => None,
         },
     )
@@ -262,5 +270,235 @@ pub async fn allocate_producer_ids<B: Backend>(
         }
         Err(e) => response.error_code = KafkaError::rpc(&e).code,
     }
+    response
+}
+
+fn topic_id(u: uuid::Uuid) -> TopicId {
+    TopicId(corum_uuid(u))
+}
+
+fn partition_id(p: i32) -> Option<PartitionId> {
+    u32::try_from(p).ok().map(PartitionId)
+}
+
+fn recovery_state(s: i8) -> Option<LeaderRecoveryState> {
+    match s {
+        0 => Some(LeaderRecoveryState::Recovered),
+        1 => Some(LeaderRecoveryState::Recovering),
+        _ => None,
+    }
+}
+
+fn recovery_code(s: LeaderRecoveryState) -> i8 {
+    match s {
+        LeaderRecoveryState::Recovered => 0,
+        LeaderRecoveryState::Recovering => 1,
+    }
+}
+
+/// Serves AlterPartition (v2+: topics by id; v3 names each new ISR member's broker epoch,
+/// KIP-903): a partition leader's ISR changes and leader recovery, per partition.
+pub async fn alter_partition<B: Backend>(
+    ctx: &ListenerContext,
+    backend: &B,
+    r: AlterPartitionRequest,
+    version: i16,
+) -> AlterPartitionResponse {
+    let mut response = AlterPartitionResponse::default();
+    let (Ok(requester), Ok(epoch)) = (broker_id(r.broker_id.0), u64::try_from(r.broker_epoch))
+    else {
+        response.error_code = K::InvalidRequest.code();
+        return response;
+    };
+    let mut topics = Vec::with_capacity(r.topics.len());
+    for t in &r.topics {
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let members: Option<Vec<IsrMember>> = if version >= 3 {
+                p.new_isr_with_epochs
+                    .iter()
+                    .map(|m| {
+                        Some(IsrMember {
+                            broker_id: NodeId(u32::try_from(m.broker_id.0).ok()?),
+                            broker_epoch: u64::try_from(m.broker_epoch).ok().map(BrokerEpoch),
+                        })
+                    })
+                    .collect()
+            } else {
+                p.new_isr
+                    .iter()
+                    .map(|&b| {
+                        Some(IsrMember {
+                            broker_id: NodeId(u32::try_from(b.0).ok()?),
+                            broker_epoch: None,
+                        })
+                    })
+                    .collect()
+            };
+            let (Some(members), Some(id), Ok(leader_epoch), Ok(partition_epoch), Some(state)) = (
+                members,
+                partition_id(p.partition_index),
+                u32::try_from(p.leader_epoch),
+                u32::try_from(p.partition_epoch),
+                recovery_state(p.leader_recovery_state),
+            ) else {
+                response.error_code = K::InvalidRequest.code();
+                return response;
+            };
+            partitions.push(PartitionAlteration {
+                partition_id: id,
+                leader_epoch: LeaderEpoch(leader_epoch),
+                new_isr_with_epochs: members,
+                leader_recovery_state: state,
+                partition_epoch: PartitionEpoch(partition_epoch),
+            });
+        }
+        topics.push(AlterPartitionTopic {
+            topic_id: topic_id(t.topic_id),
+            partitions,
+        });
+    }
+    let request = AlterPartition {
+        broker_id: requester,
+        broker_epoch: BrokerEpoch(epoch),
+        topics,
+    };
+    let answer = call(
+        backend,
+        RequestBody::AlterPartition(request),
+        ctx.default_timeout_ms,
+        |a| match a {
+            ResponseBody::AlterPartition(r) => Some(r),
+            _ => None,
+        },
+    )
+    .await;
+    let result = match answer {
+        Ok(r) => r,
+        Err(e) => {
+            response.error_code = KafkaError::rpc(&e).code;
+            return response;
+        }
+    };
+    response.topics = result
+        .topics
+        .into_iter()
+        .map(|t| {
+            alter_partition_response::TopicData::default()
+                .with_topic_id(kafka_uuid(t.topic_id.0))
+                .with_partitions(
+                    t.partitions
+                        .into_iter()
+                        .map(|(id, r)| {
+                            let p = alter_partition_response::PartitionData::default()
+                                .with_partition_index(id.0 as i32);
+                            match r {
+                                Ok(a) => p
+                                    .with_leader_id(a.leader.map_or(-1, |l| l.0 as i32).into())
+                                    .with_leader_epoch(a.leader_epoch.0 as i32)
+                                    .with_isr(a.isr.iter().map(|b| (b.0 as i32).into()).collect())
+                                    .with_leader_recovery_state(recovery_code(
+                                        a.leader_recovery_state,
+                                    ))
+                                    .with_partition_epoch(a.partition_epoch.0 as i32),
+                                Err(e) => p
+                                    .with_error_code(KafkaError::api(&e).code)
+                                    .with_leader_id((-1).into()),
+                            }
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    response
+}
+
+/// Serves AssignReplicasToDirs (KIP-858): in which of its log directories a broker keeps each
+/// of its replicas.
+pub async fn assign_replicas_to_dirs<B: Backend>(
+    ctx: &ListenerContext,
+    backend: &B,
+    r: AssignReplicasToDirsRequest,
+) -> AssignReplicasToDirsResponse {
+    let mut response = AssignReplicasToDirsResponse::default();
+    let (Ok(requester), Ok(epoch)) = (broker_id(r.broker_id.0), u64::try_from(r.broker_epoch))
+    else {
+        response.error_code = K::InvalidRequest.code();
+        return response;
+    };
+    let mut directories = Vec::with_capacity(r.directories.len());
+    for d in &r.directories {
+        let mut topics = Vec::with_capacity(d.topics.len());
+        for t in &d.topics {
+            let Some(partitions) = t
+                .partitions
+                .iter()
+                .map(|p| partition_id(p.partition_index))
+                .collect::<Option<Vec<_>>>()
+            else {
+                response.error_code = K::InvalidRequest.code();
+                return response;
+            };
+            topics.push(TopicPartitions {
+                topic_id: topic_id(t.topic_id),
+                partitions,
+            });
+        }
+        directories.push(DirectoryAssignment {
+            directory_id: corum_uuid(d.id),
+            topics,
+        });
+    }
+    let request = AssignDirs {
+        broker_id: requester,
+        broker_epoch: BrokerEpoch(epoch),
+        directories,
+    };
+    let answer = call(
+        backend,
+        RequestBody::AssignReplicasToDirs(request),
+        ctx.default_timeout_ms,
+        |a| match a {
+            ResponseBody::AssignReplicasToDirs(r) => Some(r),
+            _ => None,
+        },
+    )
+    .await;
+    let result = match answer {
+        Ok(r) => r,
+        Err(e) => {
+            response.error_code = KafkaError::rpc(&e).code;
+            return response;
+        }
+    };
+    response.directories = result
+        .directories
+        .into_iter()
+        .map(|d| {
+            assign_replicas_to_dirs_response::DirectoryData::default()
+                .with_id(kafka_uuid(d.directory_id))
+                .with_topics(
+                    d.topics
+                        .into_iter()
+                        .map(|t| {
+                            assign_replicas_to_dirs_response::TopicData::default()
+                                .with_topic_id(kafka_uuid(t.topic_id.0))
+                                .with_partitions(
+                                    t.partitions
+                                        .into_iter()
+                                        .map(|(id, r)| {
+                                            assign_replicas_to_dirs_response::PartitionData::default()
+                                                .with_partition_index(id.0 as i32)
+                                                .with_error_code(
+                                                    r.err().map_or(0, |e| KafkaError::api(&e).code),
+                                                )
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
     response
 }

@@ -3,14 +3,15 @@
 //!
 //! | corum record | Kafka record |
 //! |---|---|
-//! | `RegisterBroker` | `RegisterBrokerRecord` |
+//! | `RegisterBroker`, `RegisterBrokerV2` | `RegisterBrokerRecord` (V1 names no security protocol: PLAINTEXT) |
 //! | `UnregisterBroker` | `UnregisterBrokerRecord` |
 //! | `FenceBroker`, `UnfenceBroker` | `FenceBrokerRecord`, `UnfenceBrokerRecord` |
-//! | `BrokerRegistrationChange` | `BrokerRegistrationChangeRecord` (controlled shutdown) |
+//! | `BrokerRegistrationChange`, `BrokerRegistrationChangeV2` | `BrokerRegistrationChangeRecord` (fencing, unfencing, controlled shutdown) |
 //! | `Topic` | `TopicRecord`; a deletion decided (`deleting`) is `NoOpRecord`: Kafka has no such step, the topic goes with its `RemoveTopicRecord` |
 //! | `RemoveTopic` | `RemoveTopicRecord` |
-//! | `Partition` | `PartitionRecord` |
-//! | `PartitionLeaderChange`, `PartitionIsrChange` | `PartitionChangeRecord` (leader, or ISR) |
+//! | `Partition`, `PartitionV2` | `PartitionRecord` (V1 has no directories: UNASSIGNED) |
+//! | `PartitionChange` | `PartitionChangeRecord` |
+//! | `PartitionLeaderChange`, `PartitionIsrChange` (written before `PartitionChange` existed) | `PartitionChangeRecord` (leader, or ISR); a pair written for one change counts two partition epochs on a broker where corum counted one |
 //! | `Config` | `ConfigRecord` (resource type TOPIC 2, BROKER 4) |
 //! | `FeatureLevel` | `FeatureLevelRecord` (the range's top level; 0 removes the feature) |
 //! | `ProducerIds` | `ProducerIdsRecord` |
@@ -22,7 +23,10 @@
 //! directories.
 
 use bytes::BytesMut;
-use corum_controller::records::{decode_batch, ConfigResourceType, MetadataRecord};
+use corum_controller::records::{
+    decode_batch, ConfigResourceType, FencingChange, LeaderChange, LeaderRecoveryState,
+    MetadataRecord, SupportedFeatureV1,
+};
 use corum_controller::ArchivedMetadataRecord;
 use corum_types::{NodeId, Uuid};
 
@@ -110,6 +114,24 @@ fn resource_type(t: ConfigResourceType) -> i8 {
     match t {
         ConfigResourceType::Topic => 2,
         ConfigResourceType::Broker => 4,
+    }
+}
+
+fn features(f: &[SupportedFeatureV1]) -> Vec<k::RegisterBrokerRecordBrokerFeature> {
+    f.iter()
+        .map(|f| k::RegisterBrokerRecordBrokerFeature {
+            name: f.name.clone(),
+            min_supported_version: f.min_level as i16,
+            max_supported_version: f.max_level as i16,
+            ..Default::default()
+        })
+        .collect()
+}
+
+fn recovery(s: LeaderRecoveryState) -> i8 {
+    match s {
+        LeaderRecoveryState::Recovered => 0,
+        LeaderRecoveryState::Recovering => 1,
     }
 }
 
@@ -269,6 +291,95 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
             }),
             0,
         ),
+        MetadataRecord::RegisterBrokerV2(r) => (
+            A::RegisterBroker(k::RegisterBrokerRecord {
+                broker_id: id(r.broker_id),
+                incarnation_id: uuid(r.incarnation_id),
+                broker_epoch: r.broker_epoch.0 as i64,
+                end_points: r
+                    .endpoints
+                    .iter()
+                    .map(|e| k::RegisterBrokerRecordBrokerEndpoint {
+                        name: e.name.clone(),
+                        host: e.host.clone(),
+                        port: e.port,
+                        security_protocol: e.security_protocol,
+                        ..Default::default()
+                    })
+                    .collect(),
+                features: features(&r.features),
+                rack: r.rack.clone(),
+                fenced: r.fenced,
+                in_controlled_shutdown: r.in_controlled_shutdown,
+                log_dirs: r.log_dirs.iter().map(|&d| uuid(d)).collect(),
+                ..Default::default()
+            }),
+            mv.register_broker_version(),
+        ),
+        MetadataRecord::BrokerRegistrationChangeV2(r) => (
+            A::BrokerRegistrationChange(k::BrokerRegistrationChangeRecord {
+                broker_id: id(r.broker_id),
+                broker_epoch: r.broker_epoch.0 as i64,
+                // Kafka's BrokerRegistrationFencingChange: 0 none, 1 fence, -1 unfence.
+                fenced: match r.fenced {
+                    FencingChange::Unchanged => 0,
+                    FencingChange::Fence => 1,
+                    FencingChange::Unfence => -1,
+                },
+                in_controlled_shutdown: i8::from(r.in_controlled_shutdown),
+                ..Default::default()
+            }),
+            mv.broker_registration_change_version(),
+        ),
+        MetadataRecord::PartitionV2(r) => {
+            let version = mv.partition_version();
+            (
+                A::Partition(k::PartitionRecord {
+                    partition_id: r.partition_id.0 as i32,
+                    topic_id: uuid(r.topic_id.0),
+                    replicas: ids(&r.replicas),
+                    isr: ids(&r.isr),
+                    leader: r.leader.map_or(-1, id),
+                    leader_recovery_state: recovery(r.leader_recovery_state),
+                    leader_epoch: r.leader_epoch.0 as i32,
+                    partition_epoch: r.partition_epoch.0 as i32,
+                    directories: if version >= 1 {
+                        r.directories.iter().map(|&d| uuid(d)).collect()
+                    } else {
+                        Vec::new()
+                    },
+                    ..Default::default()
+                }),
+                version,
+            )
+        }
+        MetadataRecord::PartitionChange(r) => {
+            let version = mv.partition_version();
+            (
+                A::PartitionChange(k::PartitionChangeRecord {
+                    partition_id: r.partition_id.0 as i32,
+                    topic_id: uuid(r.topic_id.0),
+                    isr: r.isr.as_deref().map(ids),
+                    // Kafka's sentinels: -2 no change, -1 no leader.
+                    leader: match r.leader {
+                        LeaderChange::Unchanged => -2,
+                        LeaderChange::NoLeader => -1,
+                        LeaderChange::Broker(b) => id(b),
+                    },
+                    replicas: r.replicas.as_deref().map(ids),
+                    leader_recovery_state: r.leader_recovery_state.map_or(-1, recovery),
+                    directories: if version >= 1 {
+                        r.directories
+                            .as_ref()
+                            .map(|d| d.iter().map(|&d| uuid(d)).collect())
+                    } else {
+                        None
+                    },
+                    ..Default::default()
+                }),
+                version,
+            )
+        }
         MetadataRecord::NoOp(_) => (A::NoOp(k::NoOpRecord::default()), 0),
         MetadataRecord::RegisterController(r) => (
             A::RegisterController(k::RegisterControllerRecord {
