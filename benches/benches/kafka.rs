@@ -1,0 +1,113 @@
+//! What serving Kafka brokers costs the controller: rendering corum's batches as Kafka's
+//! (`corum_kafka::log`), per metadata record, beside the replay of the same batch into an image
+//! (which every node does anyway), measured in the same run so the ratio holds on a noisy host.
+//!
+//! - `kafka/render/configs`: a 1,000-record batch of topic ConfigRecords (the configs workload);
+//! - `kafka/render/topics`: TopicRecords each followed by 3 PartitionRecords of 3 replicas;
+//! - `kafka/replay/configs`, `kafka/replay/topics`: the same batches replayed into an image.
+//!
+//! Throughput is in records; the time per record is criterion's time over 1,000.
+
+use std::sync::Arc;
+
+use corum_controller::records::{
+    ConfigRecordV1, ConfigResourceType, LeaderRecoveryState, PartitionRecordV2, TopicRecordV1,
+};
+use corum_controller::{
+    decode_batch, encode_batch, LeaderEpoch, MetadataImage, MetadataRecord, PartitionEpoch,
+    PartitionId, TopicId,
+};
+use corum_kafka::log::{render_batch, RenderContext};
+use corum_raft::Batch;
+use corum_types::{Epoch, LogOffset, NodeId, Uuid};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+
+const RECORDS: usize = 1_000;
+
+fn config_records() -> Vec<MetadataRecord> {
+    (0..RECORDS)
+        .map(|i| {
+            MetadataRecord::Config(ConfigRecordV1 {
+                resource_type: ConfigResourceType::Topic,
+                resource_name: format!("topic-{}", i % 64),
+                key: "retention.ms".into(),
+                value: Some(format!("{}", 86_400_000 + i)),
+            })
+        })
+        .collect()
+}
+
+fn topic_records() -> Vec<MetadataRecord> {
+    let mut out = Vec::with_capacity(RECORDS);
+    let mut t = 0u32;
+    while out.len() + 4 <= RECORDS {
+        let topic_id = TopicId(Uuid::from_random_bits(u128::from(t) * 0x9e37_79b9 + 1));
+        out.push(MetadataRecord::Topic(TopicRecordV1 {
+            name: format!("topic-{t}"),
+            topic_id,
+            deleting: false,
+        }));
+        for p in 0..3 {
+            let replicas: Vec<NodeId> = (0..3).map(|k| NodeId((t + p + k) % 5 + 1)).collect();
+            out.push(MetadataRecord::PartitionV2(PartitionRecordV2 {
+                topic_id,
+                partition_id: PartitionId(p),
+                replicas: replicas.clone(),
+                isr: replicas.clone(),
+                leader: Some(replicas[0]),
+                leader_recovery_state: LeaderRecoveryState::Recovered,
+                leader_epoch: LeaderEpoch(0),
+                partition_epoch: PartitionEpoch(0),
+                directories: replicas.iter().map(|r| Uuid([r.0 as u8; 16])).collect(),
+            }));
+        }
+        t += 1;
+    }
+    out
+}
+
+fn batch(records: &[MetadataRecord]) -> Batch {
+    let bytes = encode_batch(records);
+    Batch {
+        base_offset: LogOffset(1_000),
+        epoch: Epoch(3),
+        record_count: records.len() as u32,
+        control: false,
+        payload: Arc::from(bytes.as_slice()),
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("kafka");
+    for (name, records) in [("configs", config_records()), ("topics", topic_records())] {
+        let b = batch(&records);
+        g.throughput(Throughput::Elements(records.len() as u64));
+        let ctx = RenderContext::default();
+        let mut out = bytes::BytesMut::with_capacity(1 << 20);
+        let mut scratch = bytes::BytesMut::new();
+        g.bench_function(format!("render/{name}"), |bench| {
+            bench.iter(|| {
+                out.clear();
+                render_batch(&b, &ctx, &mut out, &mut scratch).expect("renders");
+                out.len()
+            })
+        });
+        let payload = encode_batch(&records);
+        g.bench_function(format!("replay/{name}"), |bench| {
+            bench.iter(|| {
+                let mut image = MetadataImage::default();
+                let archived = decode_batch(&payload).expect("valid batch");
+                for (i, r) in archived.iter().enumerate() {
+                    // Replay may refuse a record whose topic is unknown (configs of topics
+                    // never created): the work of checking it is what is measured.
+                    let _ = image.replay(LogOffset(1_000 + i as u64), r);
+                }
+                image.end_offset
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
