@@ -7,7 +7,9 @@
 //! The corpus's seeds (`seed-*` files) are generated here: every served API at every served
 //! version, encoded from the codec's default value and from filled-in values, once as a
 //! healthy controller answers them and once with the scripted backend's faults, plus whole
-//! client sessions and framing the listener must refuse. `seeds_are_current` fails when the
+//! client sessions (an admin client's, a broker's) and framing the listener must refuse;
+//! `broker_seeds_reach_their_paths` checks that the broker-facing seeds reach the answers
+//! they are written for. `seeds_are_current` fails when the
 //! generated seeds and the checked-in ones differ (a new API or version, a changed seed);
 //! `CORUM_REWRITE=1 cargo test -p corum-kafka --test fuzz_corpus` rewrites them. Files the
 //! fuzzer found (named by their SHA-1) are kept as they are.
@@ -19,21 +21,26 @@ use std::path::{Path, PathBuf};
 
 use bytes::{BufMut, BytesMut};
 use corum_kafka::apis::SERVED;
+use kafka_protocol::messages::ResponseKind;
 use kafka_protocol::messages::{
-    add_raft_voter_request, alter_configs_request, create_partitions_request,
-    create_topics_request, delete_topics_request, describe_configs_request,
-    describe_quorum_request, describe_topic_partitions_request, elect_leaders_request,
+    add_raft_voter_request, alter_configs_request, broker_registration_request,
+    create_partitions_request, create_topics_request, delete_topics_request,
+    describe_configs_request, describe_quorum_request, describe_topic_partitions_request,
+    elect_leaders_request, fetch_request, fetch_snapshot_request,
     incremental_alter_configs_request, metadata_request, update_features_request,
     update_raft_voter_request, AddRaftVoterRequest, AlterConfigsRequest, ApiKey,
-    ApiVersionsRequest, BrokerId, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteAclsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, DescribeQuorumRequest, DescribeTopicPartitionsRequest,
-    ElectLeadersRequest, IncrementalAlterConfigsRequest, MetadataRequest, RemoveRaftVoterRequest,
-    RequestHeader, RequestKind, TopicName, UpdateFeaturesRequest, UpdateRaftVoterRequest,
+    ApiVersionsRequest, BrokerHeartbeatRequest, BrokerId, BrokerRegistrationRequest,
+    CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
+    DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    DescribeQuorumRequest, DescribeTopicPartitionsRequest, ElectLeadersRequest, FetchRequest,
+    FetchSnapshotRequest, IncrementalAlterConfigsRequest, MetadataRequest, RemoveRaftVoterRequest,
+    RequestHeader, RequestKind, TopicName, UnregisterBrokerRequest, UpdateFeaturesRequest,
+    UpdateRaftVoterRequest,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::records::RecordBatchDecoder;
 
-use fuzz_harness::{connection, topic_id};
+use fuzz_harness::{answers, connection, topic_id};
 
 /// The tests decode hostile bytes: the process allocator must be the one a node uses.
 #[global_allocator]
@@ -492,9 +499,224 @@ fn filled_requests(api: ApiKey, version: i16) -> Vec<RequestKind> {
                 )
             })
             .collect(),
+        // The metadata log of the harness: a snapshot ends at 90 (epoch 2), the leader's
+        // epoch 3 holds 90..100, and broker 4 (epoch 40, directory [4; 16]) follows it.
+        ApiKey::Fetch => {
+            // What a broker sends, field by field as its version has them.
+            let fetch = |offset: i64, last_fetched_epoch: i32, leader_epoch: i32| {
+                let mut p = fetch_request::FetchPartition::default()
+                    .with_partition(0)
+                    .with_current_leader_epoch(leader_epoch)
+                    .with_fetch_offset(offset)
+                    .with_partition_max_bytes(1 << 20);
+                if version >= 12 {
+                    p.last_fetched_epoch = last_fetched_epoch;
+                }
+                if version >= 17 {
+                    p.replica_directory_id = uuid::Uuid::from_bytes([4; 16]);
+                }
+                if version >= 18 {
+                    // The high watermark the broker knows.
+                    p.high_watermark = offset.min(93);
+                }
+                let mut t = fetch_request::FetchTopic::default().with_partitions(vec![p]);
+                if version >= 13 {
+                    t.topic_id = METADATA_TOPIC_ID;
+                } else {
+                    t.topic = name("__cluster_metadata");
+                }
+                let mut r = FetchRequest::default()
+                    .with_max_wait_ms(500)
+                    .with_min_bytes(0)
+                    .with_max_bytes(8 << 20)
+                    .with_topics(vec![t]);
+                if version >= 12 {
+                    r.cluster_id = Some(text(&own_cluster()));
+                }
+                if version >= 15 {
+                    r.replica_state = fetch_request::ReplicaState::default()
+                        .with_replica_id(BrokerId(4))
+                        .with_replica_epoch(40);
+                } else {
+                    r.replica_id = BrokerId(4);
+                }
+                r
+            };
+            // A fetch before v12 has no last fetched epoch, so only offset 0 is valid.
+            let mut requests = vec![fetch(0, 0, 3)];
+            if version >= 12 {
+                requests.extend([
+                    // Right after the snapshot, inside the log, at its end, past it.
+                    fetch(90, 2, 3),
+                    fetch(93, 3, 3),
+                    fetch(100, 3, 3),
+                    fetch(120, 3, 3),
+                ]);
+            }
+            if version >= 9 {
+                // A leader epoch this node does not know yet.
+                requests.push(fetch(if version >= 12 { 93 } else { 0 }, 3, 4));
+            }
+            let mut wrong_topic = fetch(0, 0, 3);
+            if version >= 13 {
+                wrong_topic.topics[0].topic_id = uuid::Uuid::from_u64_pair(0, 2);
+            } else {
+                wrong_topic.topics[0].topic = name("orders");
+            }
+            let mut two_partitions = fetch(0, 0, 3);
+            let mut second = two_partitions.topics[0].partitions[0].clone();
+            second.partition = 1;
+            two_partitions.topics[0].partitions.push(second);
+            let mut negative_replica = fetch(0, 0, 3);
+            negative_replica.replica_id = BrokerId(-1);
+            if version >= 15 {
+                negative_replica.replica_state.replica_id = BrokerId(-1);
+                negative_replica.replica_id = BrokerId(-1);
+            }
+            requests.extend([wrong_topic, two_partitions, negative_replica]);
+            if version >= 12 {
+                let mut other_cluster = fetch(0, 0, 3);
+                other_cluster.cluster_id = Some(text("another-cluster"));
+                requests.push(other_cluster);
+            }
+            requests.into_iter().map(RequestKind::Fetch).collect()
+        }
+        ApiKey::FetchSnapshot => {
+            let snapshot = |end_offset: i64, position: i64, max_bytes: i32, leader_epoch: i32| {
+                let mut p = fetch_snapshot_request::PartitionSnapshot::default()
+                    .with_partition(0)
+                    .with_current_leader_epoch(leader_epoch)
+                    .with_snapshot_id(
+                        fetch_snapshot_request::SnapshotId::default()
+                            .with_end_offset(end_offset)
+                            .with_epoch(2),
+                    )
+                    .with_position(position);
+                if version >= 1 {
+                    p.replica_directory_id = uuid::Uuid::from_bytes([4; 16]);
+                }
+                FetchSnapshotRequest::default()
+                    .with_cluster_id(Some(text(&own_cluster())))
+                    .with_replica_id(BrokerId(4))
+                    .with_max_bytes(max_bytes)
+                    .with_topics(vec![fetch_snapshot_request::TopicSnapshot::default()
+                        .with_name(name("__cluster_metadata"))
+                        .with_partitions(vec![p])])
+            };
+            let mut other_cluster = snapshot(90, 0, 1 << 20, 3);
+            other_cluster.cluster_id = Some(text("another-cluster"));
+            [
+                // All of it, a chunk further on, past its end.
+                snapshot(90, 0, 1 << 20, 3),
+                snapshot(90, 300, 1000, 3),
+                snapshot(90, 1 << 20, 1000, 3),
+                // A snapshot the leader does not hold; a leader epoch not known yet.
+                snapshot(80, 0, 1 << 20, 3),
+                snapshot(90, 0, 1 << 20, 4),
+                other_cluster,
+            ]
+            .into_iter()
+            .map(RequestKind::FetchSnapshot)
+            .collect()
+        }
+        ApiKey::BrokerRegistration => {
+            let listener = |name: &str, port: u16| {
+                broker_registration_request::Listener::default()
+                    .with_name(text(name))
+                    .with_host(text("b4"))
+                    .with_port(port)
+                    .with_security_protocol(0)
+            };
+            let feature = |name: &str, min: i16, max: i16| {
+                broker_registration_request::Feature::default()
+                    .with_name(text(name))
+                    .with_min_supported_version(min)
+                    .with_max_supported_version(max)
+            };
+            // What a Kafka 4.1 broker sends (the fields of its version).
+            let register = |id: i32, cluster: &str, metadata_version_min: i16| {
+                let mut r = BrokerRegistrationRequest::default()
+                    .with_broker_id(BrokerId(id))
+                    .with_cluster_id(text(cluster))
+                    .with_incarnation_id(uuid::Uuid::from_bytes([id as u8; 16]))
+                    .with_listeners(vec![listener("PLAINTEXT", 9092), listener("KAFKA", 9094)])
+                    .with_features(vec![
+                        feature("metadata.version", metadata_version_min, 27),
+                        feature("kraft.version", 0, 1),
+                        feature("group.version", 0, 1),
+                    ])
+                    .with_rack(Some(text("r1")));
+                if version >= 2 {
+                    r.log_dirs = vec![uuid::Uuid::from_bytes([40 + id as u8; 16])];
+                }
+                if version >= 3 {
+                    r.previous_broker_epoch = 40;
+                }
+                r
+            };
+            let own = own_cluster();
+            let mut new_broker = register(9, &own, 7);
+            new_broker.rack = None;
+            let mut another_incarnation = register(4, &own, 7);
+            another_incarnation.incarnation_id = uuid::Uuid::from_bytes([9; 16]);
+            [
+                register(4, &own, 7),
+                new_broker,
+                another_incarnation,
+                register(4, "another-cluster", 7),
+                register(4, &own, -1),
+            ]
+            .into_iter()
+            .map(RequestKind::BrokerRegistration)
+            .collect()
+        }
+        ApiKey::BrokerHeartbeat => {
+            let heartbeat = |id: i32, epoch: i64, applied: i64| {
+                let mut r = BrokerHeartbeatRequest::default()
+                    .with_broker_id(BrokerId(id))
+                    .with_broker_epoch(epoch)
+                    .with_current_metadata_offset(applied);
+                if version >= 1 {
+                    r.offline_log_dirs = vec![uuid::Uuid::from_bytes([41; 16])];
+                }
+                r
+            };
+            [
+                // Caught up; behind; asking to be fenced; shutting down (4 leads partitions,
+                // 6 none); a stale epoch; an unknown broker; the largest offset.
+                heartbeat(4, 40, 99),
+                heartbeat(4, 40, 50),
+                heartbeat(4, 40, 99).with_want_fence(true),
+                heartbeat(4, 40, 99).with_want_shut_down(true),
+                heartbeat(6, 60, 99).with_want_shut_down(true),
+                heartbeat(4, 39, 99),
+                heartbeat(9, 90, 99),
+                heartbeat(4, 40, i64::MAX),
+            ]
+            .into_iter()
+            .map(RequestKind::BrokerHeartbeat)
+            .collect()
+        }
+        // Broker 5 is fenced, 4 is not, 9 is unknown.
+        ApiKey::UnregisterBroker => [5, 4, 9, -1]
+            .into_iter()
+            .map(|id| {
+                RequestKind::UnregisterBroker(
+                    UnregisterBrokerRequest::default().with_broker_id(BrokerId(id)),
+                )
+            })
+            .collect(),
         other => panic!("{other:?} is served but has no seed: add it here"),
     }
 }
+
+/// The harness's cluster id as Kafka prints it.
+fn own_cluster() -> String {
+    corum_types::Uuid([7; 16]).to_string()
+}
+
+/// The metadata log's topic id (Kafka's `Uuid.METADATA_TOPIC_ID`).
+const METADATA_TOPIC_ID: uuid::Uuid = uuid::Uuid::from_u64_pair(0, 1);
 
 /// A seed's bytes and how the listener must treat it: the requests it answers and whether it
 /// closes the connection.
@@ -568,6 +790,42 @@ fn seeds() -> BTreeMap<String, Seed> {
         })
         .collect();
     add("seed-session-admin".into(), bytes, session.len(), false);
+    // A broker's session: it registers, is sent to the snapshot, fetches it, follows the
+    // log from the snapshot's end (the listener remembers the high watermark it sent, and
+    // the rendered snapshot), and heartbeats.
+    let session: Vec<(ApiKey, i16, usize)> = vec![
+        (ApiKey::ApiVersions, 4, 0),
+        (ApiKey::BrokerRegistration, 4, 0),
+        (ApiKey::Fetch, 17, 0),
+        (ApiKey::FetchSnapshot, 1, 0),
+        (ApiKey::FetchSnapshot, 1, 1),
+        (ApiKey::Fetch, 17, 1),
+        (ApiKey::BrokerHeartbeat, 1, 0),
+        (ApiKey::Fetch, 17, 3),
+    ];
+    let bytes: Vec<u8> = session
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &(api, version, which))| {
+            let body = filled_requests(api, version).swap_remove(which);
+            frame(api, version, i as i32, &body)
+        })
+        .collect();
+    add("seed-session-broker".into(), bytes, session.len(), false);
+    // A snapshot download the faults leave unrenderable (a chunk of other bytes, or one
+    // byte too many): several calls must all go that way, so the correlation id is searched
+    // for rather than drawn like the other faults seeds'.
+    let download = filled_requests(ApiKey::FetchSnapshot, 1).swap_remove(0);
+    let unrenderable = (1..100_000)
+        .map(|n| frame(ApiKey::FetchSnapshot, 1, with_faults(n, 0x11), &download))
+        .find(|bytes| outcome(&answers(bytes).1[0]) == "partition error 56")
+        .expect("some correlation id makes the snapshot unrenderable");
+    add(
+        "seed-FetchSnapshot-v1-faults-unrenderable".into(),
+        unrenderable,
+        1,
+        false,
+    );
     // KIP-511: an ApiVersions above the served versions (its header is v2, like v3's).
     let mut too_new = frame(
         ApiKey::ApiVersions,
@@ -741,5 +999,185 @@ fn corpus_and_findings_replay_cleanly() {
     assert!(
         failed.is_empty(),
         "findings (their panics are printed above): {failed:?}"
+    );
+}
+
+/// What an answer says, in short: the broker-facing seeds' outcomes below.
+fn outcome(body: &ResponseKind) -> String {
+    match body {
+        ResponseKind::Fetch(r) if r.error_code != 0 => format!("error {}", r.error_code),
+        ResponseKind::Fetch(r) => {
+            let p = &r.responses[0].partitions[0];
+            if p.error_code != 0 {
+                format!("partition error {}", p.error_code)
+            } else if p.snapshot_id.end_offset >= 0 {
+                format!(
+                    "snapshot {}-{}",
+                    p.snapshot_id.end_offset, p.snapshot_id.epoch
+                )
+            } else if p.diverging_epoch.epoch >= 0 {
+                let d = &p.diverging_epoch;
+                format!("diverging at epoch {} end {}", d.epoch, d.end_offset)
+            } else {
+                let mut records = p.records.clone().unwrap_or_default();
+                let offsets: Vec<i64> = RecordBatchDecoder::decode_all(&mut records)
+                    .expect("the records are Kafka batches")
+                    .iter()
+                    .flat_map(|set| set.records.iter().map(|r| r.offset))
+                    .collect();
+                match (offsets.first(), offsets.last()) {
+                    (Some(first), Some(last)) => {
+                        format!("records {first}..{} hwm {}", last + 1, p.high_watermark)
+                    }
+                    _ => format!("no records hwm {}", p.high_watermark),
+                }
+            }
+        }
+        ResponseKind::FetchSnapshot(r) if r.error_code != 0 => format!("error {}", r.error_code),
+        ResponseKind::FetchSnapshot(r) => {
+            let p = &r.topics[0].partitions[0];
+            if p.error_code != 0 {
+                format!("partition error {}", p.error_code)
+            } else {
+                let end = p.position + p.unaligned_records.len() as i64;
+                format!("bytes {}..{end} of {}", p.position, p.size)
+            }
+        }
+        ResponseKind::BrokerRegistration(r) if r.error_code != 0 => {
+            format!("error {}", r.error_code)
+        }
+        ResponseKind::BrokerRegistration(r) => format!("epoch {}", r.broker_epoch),
+        ResponseKind::BrokerHeartbeat(r) if r.error_code != 0 => format!("error {}", r.error_code),
+        ResponseKind::BrokerHeartbeat(r) => format!(
+            "fenced {} shut down {} caught up {}",
+            r.is_fenced, r.should_shut_down, r.is_caught_up
+        ),
+        ResponseKind::UnregisterBroker(r) => format!("error {}", r.error_code),
+        other => panic!("not a broker-facing answer: {other:?}"),
+    }
+}
+
+/// The broker-facing seeds reach the paths they are for against the healthy scripted
+/// controller (the faults seeds then turn them into errors): a broker following the log
+/// from the start is sent to the snapshot, fetches it whole or by position, then the log's
+/// batches; a diverging log, a newer epoch and what a leader refuses get their answers; a
+/// registration, heartbeats and unregistrations get the controller's verdicts.
+#[test]
+fn broker_seeds_reach_their_paths() {
+    let seeds = seeds();
+    let outcomes = |api: &str, version: i16, count: usize| -> Vec<String> {
+        (0..count)
+            .map(|i| {
+                let file = format!("seed-{api}-v{version}-filled{i}");
+                let seed = seeds
+                    .get(&file)
+                    .unwrap_or_else(|| panic!("{file} is generated"));
+                let (_, bodies) = answers(&seed.bytes);
+                format!("{i}: {}", outcome(&bodies[0]))
+            })
+            .collect()
+    };
+    let expect = |lines: &[&str]| -> Vec<String> {
+        lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| format!("{i}: {l}"))
+            .collect()
+    };
+    for version in [13, 18] {
+        assert_eq!(
+            outcomes("Fetch", version, 10),
+            expect(&[
+                "snapshot 90-2",
+                "records 90..100 hwm 100",
+                "records 93..100 hwm 100",
+                "no records hwm 100",
+                "diverging at epoch 3 end 100",
+                "partition error 75",
+                "error 42",
+                "error 42",
+                "partition error 42",
+                "error 104",
+            ]),
+            "Fetch v{version}"
+        );
+    }
+    assert_eq!(
+        outcomes("Fetch", 9, 5),
+        expect(&[
+            "snapshot 90-2",
+            "partition error 75",
+            "error 42",
+            "error 42",
+            "partition error 42",
+        ])
+    );
+    let whole = {
+        let (_, bodies) = answers(&seeds["seed-FetchSnapshot-v1-filled0"].bytes);
+        let ResponseKind::FetchSnapshot(r) = &bodies[0] else {
+            panic!("a FetchSnapshot answer: {:?}", bodies[0]);
+        };
+        r.topics[0].partitions[0].size
+    };
+    for version in [0, 1] {
+        assert_eq!(
+            outcomes("FetchSnapshot", version, 6),
+            expect(&[
+                &format!("bytes 0..{whole} of {whole}"),
+                &format!("bytes 300..1300 of {whole}"),
+                "partition error 99",
+                "partition error 98",
+                "partition error 75",
+                "error 104",
+            ]),
+            "FetchSnapshot v{version}"
+        );
+    }
+    for version in 0..=4 {
+        assert_eq!(
+            outcomes("BrokerRegistration", version, 5),
+            expect(&[
+                "epoch 40",
+                "epoch 100",
+                "error 101",
+                "error 104",
+                "error 42"
+            ]),
+            "BrokerRegistration v{version}"
+        );
+    }
+    for version in 0..=1 {
+        assert_eq!(
+            outcomes("BrokerHeartbeat", version, 8),
+            expect(&[
+                "fenced false shut down false caught up true",
+                "fenced true shut down false caught up false",
+                "fenced true shut down false caught up true",
+                "fenced false shut down false caught up true",
+                "fenced true shut down true caught up true",
+                "error 77",
+                "error 102",
+                "fenced false shut down false caught up true",
+            ]),
+            "BrokerHeartbeat v{version}"
+        );
+    }
+    assert_eq!(
+        outcomes("UnregisterBroker", 0, 4),
+        expect(&["error 0", "error 42", "error 102", "error 42"])
+    );
+    let (_, bodies) = answers(&seeds["seed-session-broker"].bytes);
+    let session: Vec<String> = bodies[1..].iter().map(outcome).collect();
+    assert_eq!(
+        session,
+        [
+            "epoch 40",
+            "snapshot 90-2",
+            &format!("bytes 0..{whole} of {whole}"),
+            &format!("bytes 300..1300 of {whole}"),
+            "records 90..100 hwm 100",
+            "fenced false shut down false caught up true",
+            "no records hwm 100",
+        ]
     );
 }

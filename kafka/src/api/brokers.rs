@@ -150,13 +150,13 @@ pub async fn broker_heartbeat<B: Backend>(
             return response;
         }
     };
-    let (Ok(epoch), Ok(applied)) = (
-        u64::try_from(r.broker_epoch),
-        u64::try_from(r.current_metadata_offset.max(-1) + 1),
-    ) else {
+    let Ok(epoch) = u64::try_from(r.broker_epoch) else {
         response.error_code = K::InvalidRequest.code();
         return response;
     };
+    // The offset after the last one applied (none applied: -1, or any negative, is 0),
+    // computed in u64: `i64::MAX + 1` overflows an i64.
+    let next_metadata_offset = u64::try_from(r.current_metadata_offset).map_or(0, |o| o + 1);
     let heartbeat = Heartbeat {
         broker_id: id,
         broker_epoch: Some(BrokerEpoch(epoch)),
@@ -164,7 +164,7 @@ pub async fn broker_heartbeat<B: Backend>(
         listeners: Vec::new(),
         features: Vec::new(),
         rack: None,
-        next_metadata_offset: LogOffset(applied),
+        next_metadata_offset: LogOffset(next_metadata_offset),
         want_fence: r.want_fence,
         want_shutdown: r.want_shut_down,
     };
@@ -501,4 +501,424 @@ pub async fn assign_replicas_to_dirs<B: Backend>(
         })
         .collect();
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use corum_controller::control::cluster_control::BrokerHeartbeatResponse as Answer;
+    use corum_controller::ApiError;
+    use corum_protocol::RpcError;
+    use corum_types::Uuid;
+    use kafka_protocol::messages::{broker_registration_request, BrokerId};
+
+    use super::*;
+    use crate::apis::ServedApis;
+
+    const CLUSTER: Uuid = Uuid([9; 16]);
+
+    fn ctx() -> ListenerContext {
+        ListenerContext {
+            listener_name: "KAFKA".into(),
+            controller_listener_name: "CONTROLLER".into(),
+            cluster_id: CLUSTER,
+            node_id: NodeId(1),
+            advertised_host: "localhost".into(),
+            advertised_port: 9092,
+            default_timeout_ms: 2_000,
+            served: ServedApis::controller(),
+            log: Default::default(),
+        }
+    }
+
+    fn run<F: std::future::Future>(f: F) -> F::Output {
+        futures_lite::future::block_on(f)
+    }
+
+    /// A controller that answers every heartbeat with `heartbeat` and every unregistration
+    /// with `unregister`, and records what it is sent.
+    struct Node {
+        heartbeat: Result<Answer, RpcError>,
+        unregister: Result<(), RpcError>,
+        sent: RefCell<Vec<RequestBody>>,
+    }
+
+    impl Node {
+        fn answering(heartbeat: Result<Answer, RpcError>) -> Node {
+            Node {
+                heartbeat,
+                unregister: Ok(()),
+                sent: RefCell::default(),
+            }
+        }
+
+        fn heartbeats(&self) -> Vec<Heartbeat> {
+            self.sent
+                .borrow()
+                .iter()
+                .map(|b| match b {
+                    RequestBody::BrokerHeartbeat(h) => h.clone(),
+                    other => panic!("not a heartbeat: {}", other.kind()),
+                })
+                .collect()
+        }
+    }
+
+    impl Backend for Node {
+        async fn call(
+            &self,
+            body: RequestBody,
+            _timeout_ms: u32,
+        ) -> Result<ResponseBody, RpcError> {
+            let answer = match &body {
+                RequestBody::BrokerHeartbeat(_) => {
+                    self.heartbeat.clone().map(ResponseBody::BrokerHeartbeat)
+                }
+                RequestBody::RegisterBroker(_) => self.heartbeat.clone().map(|h| {
+                    ResponseBody::RegisterBroker(
+                        corum_controller::control::cluster_control::BrokerRegistrationResponse {
+                            broker_epoch: h.broker_epoch,
+                        },
+                    )
+                }),
+                RequestBody::UnregisterBroker(_) => self
+                    .unregister
+                    .clone()
+                    .map(|()| ResponseBody::UnregisterBroker),
+                other => panic!("unexpected {}", other.kind()),
+            };
+            self.sent.borrow_mut().push(body);
+            answer
+        }
+
+        fn leader(&self) -> Option<NodeId> {
+            Some(NodeId(1))
+        }
+
+        fn wall_clock_ms(&self) -> i64 {
+            0
+        }
+    }
+
+    fn answer(epoch: u64, target_state: TargetState, is_caught_up: bool) -> Answer {
+        Answer {
+            broker_epoch: BrokerEpoch(epoch),
+            target_state,
+            lease_duration_ms: 9_000,
+            is_caught_up,
+        }
+    }
+
+    fn text(s: &str) -> StrBytes {
+        StrBytes::from_string(s.to_owned())
+    }
+
+    /// Broker 4's registration as a Kafka 4.1 broker sends it.
+    fn registration_request(cluster_id: &str) -> BrokerRegistrationRequest {
+        let listener = |name: &str, port: u16| {
+            broker_registration_request::Listener::default()
+                .with_name(text(name))
+                .with_host(text("b4"))
+                .with_port(port)
+                .with_security_protocol(0)
+        };
+        let feature = |name: &str, min: i16, max: i16| {
+            broker_registration_request::Feature::default()
+                .with_name(text(name))
+                .with_min_supported_version(min)
+                .with_max_supported_version(max)
+        };
+        BrokerRegistrationRequest::default()
+            .with_broker_id(BrokerId(4))
+            .with_cluster_id(text(cluster_id))
+            .with_incarnation_id(uuid::Uuid::from_bytes([4; 16]))
+            .with_listeners(vec![
+                listener("PLAINTEXT", 9092),
+                listener("REPLICATION", 9094),
+            ])
+            .with_features(vec![
+                feature("metadata.version", 7, 27),
+                feature("kraft.version", 0, 1),
+            ])
+            .with_rack(Some(text("r1")))
+            .with_log_dirs(vec![uuid::Uuid::from_bytes([44; 16])])
+    }
+
+    /// A registration reaches the controller as corum's RegisterBroker, carrying the broker's
+    /// id, incarnation, endpoints with their security protocols, features, rack and log
+    /// directories; the answer carries the broker epoch the controller gave.
+    #[test]
+    fn a_registration_is_corums_register_broker() {
+        let node = Node::answering(Ok(answer(77, TargetState::Fenced, false)));
+        let own = ctx().cluster_id_text();
+        let r = run(broker_registration(
+            &ctx(),
+            &node,
+            registration_request(&own),
+        ));
+        assert_eq!((r.error_code, r.broker_epoch), (0, 77));
+        let sent = node.sent.borrow();
+        let [RequestBody::RegisterBroker(h)] = sent.as_slice() else {
+            panic!("one registration expected, sent {sent:?}");
+        };
+        assert_eq!(h.broker_id, NodeId(4));
+        assert_eq!(h.incarnation_id, Uuid([4; 16]));
+        let endpoint = |name: &str, port| BrokerEndpointV1 {
+            name: name.into(),
+            host: "b4".into(),
+            port,
+            security_protocol: 0,
+        };
+        assert_eq!(
+            h.endpoints,
+            vec![endpoint("PLAINTEXT", 9092), endpoint("REPLICATION", 9094)]
+        );
+        let feature = |name: &str, min_level, max_level| SupportedFeatureV1 {
+            name: name.into(),
+            min_level,
+            max_level,
+        };
+        assert_eq!(
+            h.features,
+            vec![
+                feature("metadata.version", 7, 27),
+                feature("kraft.version", 0, 1)
+            ]
+        );
+        assert_eq!(h.rack.as_deref(), Some("r1"));
+        assert_eq!(h.log_dirs, vec![Uuid([44; 16])]);
+        assert_eq!(h.previous_broker_epoch, None);
+    }
+
+    /// A registration the controller must not see is refused here: another cluster
+    /// (INCONSISTENT_CLUSTER_ID), a negative supported level or broker id (INVALID_REQUEST).
+    #[test]
+    fn invalid_registrations_never_reach_the_controller() {
+        let own = ctx().cluster_id_text();
+        let mut negative_min = registration_request(&own);
+        negative_min.features[0].min_supported_version = -1;
+        let mut negative_max = registration_request(&own);
+        negative_max.features[1].max_supported_version = -3;
+        let mut negative_id = registration_request(&own);
+        negative_id.broker_id = BrokerId(-1);
+        for (i, (request, code)) in [
+            (
+                registration_request("another-cluster"),
+                K::InconsistentClusterId,
+            ),
+            (registration_request(""), K::InconsistentClusterId),
+            (negative_min, K::InvalidRequest),
+            (negative_max, K::InvalidRequest),
+            (negative_id, K::InvalidRequest),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let node = Node::answering(Ok(answer(77, TargetState::Fenced, false)));
+            let r = run(broker_registration(&ctx(), &node, request));
+            assert_eq!(
+                (r.error_code, r.broker_epoch),
+                (code.code(), -1),
+                "case {i}"
+            );
+            assert!(
+                node.sent.borrow().is_empty(),
+                "case {i}: the controller was asked"
+            );
+        }
+    }
+
+    /// The controller's refusals of a registration carry Kafka's codes.
+    #[test]
+    fn registration_refusals_carry_kafka_codes() {
+        let own = ctx().cluster_id_text();
+        for (error, code) in [
+            (
+                RpcError::Api(ApiError::DuplicateBrokerRegistration {
+                    broker_id: NodeId(4),
+                }),
+                K::DuplicateBrokerRegistration,
+            ),
+            (
+                RpcError::Api(ApiError::UnsupportedFeatures {
+                    broker_id: NodeId(4),
+                    feature: "metadata.version".into(),
+                }),
+                K::UnsupportedVersion,
+            ),
+            (RpcError::NotController { leader: None }, K::NotController),
+            (RpcError::Timeout { timeout_ms: 1 }, K::RequestTimedOut),
+        ] {
+            let node = Node::answering(Err(error.clone()));
+            let r = run(broker_registration(
+                &ctx(),
+                &node,
+                registration_request(&own),
+            ));
+            assert_eq!((r.error_code, r.broker_epoch), (code.code(), -1), "{error}");
+        }
+    }
+
+    fn heartbeat_request(applied: i64) -> BrokerHeartbeatRequest {
+        BrokerHeartbeatRequest::default()
+            .with_broker_id(BrokerId(4))
+            .with_broker_epoch(77)
+            .with_current_metadata_offset(applied)
+    }
+
+    /// Kafka's `current_metadata_offset` is the last offset the broker applied, corum's
+    /// `next_metadata_offset` the one after it; none applied (-1) is 0. The largest offset
+    /// Kafka can state is no overflow (it panicked in debug builds before).
+    #[test]
+    fn a_heartbeat_states_the_offset_after_the_last_applied() {
+        for (applied, next) in [
+            (-1i64, 0u64),
+            (-5, 0),
+            (0, 1),
+            (41, 42),
+            (i64::MAX, 1 << 63),
+        ] {
+            let node = Node::answering(Ok(answer(77, TargetState::Active, true)));
+            let r = run(broker_heartbeat(&ctx(), &node, heartbeat_request(applied)));
+            assert_eq!(r.error_code, 0, "applied {applied}");
+            let [h] = node.heartbeats().try_into().expect("one heartbeat");
+            assert_eq!(h.next_metadata_offset, LogOffset(next), "applied {applied}");
+            assert_eq!(
+                (h.broker_id, h.broker_epoch),
+                (NodeId(4), Some(BrokerEpoch(77)))
+            );
+        }
+        let node = Node::answering(Ok(answer(77, TargetState::Active, true)));
+        run(broker_heartbeat(
+            &ctx(),
+            &node,
+            heartbeat_request(5)
+                .with_want_fence(true)
+                .with_want_shut_down(true),
+        ));
+        let [h] = node.heartbeats().try_into().expect("one heartbeat");
+        assert!(h.want_fence && h.want_shutdown);
+    }
+
+    /// Each target state becomes (is_fenced, should_shut_down) as the module doc's table
+    /// says, and `is_caught_up` is the controller's.
+    #[test]
+    fn target_states_map_to_kafkas_flags() {
+        for (state, fenced, shut_down) in [
+            (TargetState::Fenced, true, false),
+            (TargetState::Active, false, false),
+            (TargetState::ControlledShutdown, false, false),
+            (TargetState::Shutdown, true, true),
+        ] {
+            for caught_up in [false, true] {
+                let node = Node::answering(Ok(answer(77, state, caught_up)));
+                let r = run(broker_heartbeat(&ctx(), &node, heartbeat_request(10)));
+                assert_eq!(r.error_code, 0);
+                assert_eq!(
+                    (r.is_fenced, r.should_shut_down, r.is_caught_up),
+                    (fenced, shut_down, caught_up),
+                    "{state:?}"
+                );
+            }
+        }
+    }
+
+    /// A heartbeat's errors carry Kafka's codes and leave the broker fenced; a negative
+    /// broker id or epoch never reaches the controller.
+    #[test]
+    fn heartbeat_errors_carry_kafka_codes() {
+        for (error, code) in [
+            (
+                RpcError::Api(ApiError::StaleBrokerEpoch {
+                    broker_id: NodeId(4),
+                    current: BrokerEpoch(80),
+                    request: BrokerEpoch(77),
+                }),
+                K::StaleBrokerEpoch,
+            ),
+            (
+                RpcError::Api(ApiError::BrokerIdNotRegistered {
+                    broker_id: NodeId(4),
+                }),
+                K::BrokerIdNotRegistered,
+            ),
+            (RpcError::NotController { leader: None }, K::NotController),
+            (RpcError::Timeout { timeout_ms: 1 }, K::RequestTimedOut),
+        ] {
+            let node = Node::answering(Err(error.clone()));
+            let r = run(broker_heartbeat(&ctx(), &node, heartbeat_request(10)));
+            assert_eq!(r.error_code, code.code(), "{error}");
+            assert!(r.is_fenced && !r.should_shut_down, "{error}");
+        }
+        for request in [
+            heartbeat_request(10).with_broker_id(BrokerId(-4)),
+            heartbeat_request(10).with_broker_epoch(-1),
+        ] {
+            let node = Node::answering(Ok(answer(77, TargetState::Active, true)));
+            let r = run(broker_heartbeat(&ctx(), &node, request));
+            assert_eq!(r.error_code, K::InvalidRequest.code());
+            assert!(r.is_fenced);
+            assert!(node.sent.borrow().is_empty());
+        }
+    }
+
+    /// UnregisterBroker becomes corum's UnregisterBroker; its refusals carry Kafka's codes
+    /// and a message saying why.
+    #[test]
+    fn unregistration_and_its_refusals() {
+        let node = Node::answering(Ok(answer(77, TargetState::Fenced, false)));
+        let r = run(unregister_broker(
+            &ctx(),
+            &node,
+            UnregisterBrokerRequest::default().with_broker_id(BrokerId(5)),
+        ));
+        assert_eq!(r.error_code, 0);
+        assert!(r.error_message.is_none_or(|m| m.is_empty()));
+        let sent = node.sent.borrow();
+        let [RequestBody::UnregisterBroker(u)] = sent.as_slice() else {
+            panic!("sent {sent:?}");
+        };
+        assert_eq!(u.broker_id, NodeId(5));
+        drop(sent);
+
+        for (error, code) in [
+            (
+                RpcError::Api(ApiError::BrokerNotFenced {
+                    broker_id: NodeId(5),
+                }),
+                K::InvalidRequest,
+            ),
+            (
+                RpcError::Api(ApiError::BrokerIdNotRegistered {
+                    broker_id: NodeId(5),
+                }),
+                K::BrokerIdNotRegistered,
+            ),
+            (RpcError::NotController { leader: None }, K::NotController),
+        ] {
+            let mut node = Node::answering(Ok(answer(77, TargetState::Fenced, false)));
+            node.unregister = Err(error.clone());
+            let r = run(unregister_broker(
+                &ctx(),
+                &node,
+                UnregisterBrokerRequest::default().with_broker_id(BrokerId(5)),
+            ));
+            assert_eq!(r.error_code, code.code(), "{error}");
+            assert_eq!(
+                r.error_message.as_deref(),
+                Some(error.to_string().as_str()),
+                "{error}"
+            );
+        }
+        let node = Node::answering(Ok(answer(77, TargetState::Fenced, false)));
+        let r = run(unregister_broker(
+            &ctx(),
+            &node,
+            UnregisterBrokerRequest::default().with_broker_id(BrokerId(-1)),
+        ));
+        assert_eq!(r.error_code, K::InvalidRequest.code());
+        assert!(r.error_message.is_some());
+        assert!(node.sent.borrow().is_empty());
+    }
 }

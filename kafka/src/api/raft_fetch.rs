@@ -520,3 +520,908 @@ async fn kafka_snapshot<B: Backend>(
     ctx.log.cache_snapshot(id, rendered.clone());
     Ok(rendered)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use corum_controller::control::cluster_control::{
+        DescribeControllersResponse, DescribedController,
+    };
+    use corum_controller::records::{encode_batch, ControllerEndpointV1, MetadataRecord};
+    use corum_controller::records::{ConfigRecordV1, ConfigResourceType, NoOpRecordV1};
+    use corum_protocol::LeaderHint;
+    use corum_raft::control::{ControlRecord, LeaderChangeRecord};
+    use corum_raft::message::{
+        FetchResponse as RaftFetchResponse, FetchSnapshotResponse as RaftSnapshotResponse,
+    };
+    use corum_raft::{Batch, Endpoint, Payload, Voter, VoterSet};
+    use corum_types::Uuid;
+    use kafka_protocol::messages::{fetch_snapshot_request, BrokerId};
+
+    use super::*;
+    use crate::apis::ServedApis;
+
+    const CLUSTER: Uuid = Uuid([9; 16]);
+    const BROKER: i32 = 7;
+
+    fn ctx() -> ListenerContext {
+        ListenerContext {
+            listener_name: "KAFKA".into(),
+            controller_listener_name: "CONTROLLER".into(),
+            cluster_id: CLUSTER,
+            node_id: NodeId(1),
+            advertised_host: "localhost".into(),
+            advertised_port: 9092,
+            default_timeout_ms: 2_000,
+            served: ServedApis::controller(),
+            log: Default::default(),
+        }
+    }
+
+    fn run<F: std::future::Future>(f: F) -> F::Output {
+        futures_lite::future::block_on(f)
+    }
+
+    fn voters() -> VoterSet {
+        VoterSet::new(
+            (1..=3)
+                .map(|id| Voter {
+                    key: ReplicaKey {
+                        id: NodeId(id),
+                        directory_id: Uuid([id as u8; 16]),
+                    },
+                    endpoints: vec![Endpoint {
+                        listener: "CONTROLLER".into(),
+                        host: format!("c{id}"),
+                        port: 9093,
+                    }],
+                })
+                .collect(),
+        )
+        .expect("three distinct voters")
+    }
+
+    /// The controllers' registrations: 1 and 2 have a KAFKA listener, 3 none.
+    fn controllers() -> Vec<DescribedController> {
+        let endpoint = |name: &str, host: &str, port: u16| ControllerEndpointV1 {
+            name: name.into(),
+            host: host.into(),
+            port,
+            security_protocol: 0,
+        };
+        [
+            (1, vec![endpoint("KAFKA", "k1", 9092)]),
+            (
+                2,
+                vec![
+                    endpoint("CONTROLLER", "c2", 9093),
+                    endpoint("KAFKA", "k2", 9192),
+                ],
+            ),
+            (3, vec![endpoint("CONTROLLER", "c3", 9093)]),
+        ]
+        .into_iter()
+        .map(|(id, end_points)| DescribedController {
+            controller_id: NodeId(id),
+            incarnation_id: Uuid([id as u8; 16]),
+            end_points,
+            features: Vec::new(),
+        })
+        .collect()
+    }
+
+    /// A node answering the Raft fetches it is sent: each Fetch with `fetch`, each
+    /// FetchSnapshot with a chunk of `snapshot` (at most `chunk_bytes` from the position
+    /// asked) or with `snapshot_result` when set; it records the fetches.
+    struct Node {
+        fetch: Result<RaftFetchResponse, RpcError>,
+        snapshot: Vec<u8>,
+        chunk_bytes: usize,
+        snapshot_result: Option<Result<RaftSnapshotResponse, RpcError>>,
+        leadership: (u64, Option<NodeId>),
+        sent: RefCell<Vec<RequestBody>>,
+    }
+
+    impl Node {
+        fn answering(fetch: Result<RaftFetchResponse, RpcError>) -> Node {
+            Node {
+                fetch,
+                snapshot: snapshot_data(),
+                chunk_bytes: 100,
+                snapshot_result: None,
+                leadership: (6, Some(NodeId(2))),
+                sent: RefCell::default(),
+            }
+        }
+
+        fn fetches(&self) -> Vec<RaftFetch> {
+            self.sent
+                .borrow()
+                .iter()
+                .filter_map(|b| match b {
+                    RequestBody::Fetch(f) => Some(f.clone()),
+                    _ => None,
+                })
+                .collect()
+        }
+
+        fn snapshot_fetches(&self) -> Vec<RaftFetchSnapshot> {
+            self.sent
+                .borrow()
+                .iter()
+                .filter_map(|b| match b {
+                    RequestBody::FetchSnapshot(f) => Some(f.clone()),
+                    _ => None,
+                })
+                .collect()
+        }
+    }
+
+    impl Backend for Node {
+        async fn call(
+            &self,
+            body: RequestBody,
+            _timeout_ms: u32,
+        ) -> Result<ResponseBody, RpcError> {
+            let answer = match &body {
+                RequestBody::DescribeControllers => {
+                    return Ok(ResponseBody::DescribeControllers(
+                        DescribeControllersResponse {
+                            controllers: controllers(),
+                        },
+                    ))
+                }
+                RequestBody::Fetch(_) => self.fetch.clone().map(|r| ResponseBody::Fetch(r.into())),
+                RequestBody::FetchSnapshot(r) => match &self.snapshot_result {
+                    Some(answer) => answer.clone(),
+                    None => {
+                        let start = (r.position as usize).min(self.snapshot.len());
+                        let end = (start + self.chunk_bytes).min(self.snapshot.len());
+                        Ok(RaftSnapshotResponse {
+                            epoch: Epoch(6),
+                            leader: Some(NodeId(1)),
+                            result: FetchSnapshotResult::Chunk {
+                                snapshot: r.snapshot,
+                                voters: voters(),
+                                kraft_version: 1,
+                                size_total: self.snapshot.len() as u64,
+                                position: r.position,
+                                bytes: Payload::from(&self.snapshot[start..end]),
+                            },
+                        })
+                    }
+                }
+                .map(|r| ResponseBody::FetchSnapshot(r.into())),
+                other => panic!("unexpected {}", other.kind()),
+            };
+            self.sent.borrow_mut().push(body);
+            answer
+        }
+
+        fn leader(&self) -> Option<NodeId> {
+            self.leadership.1
+        }
+
+        fn wall_clock_ms(&self) -> i64 {
+            0
+        }
+
+        fn leadership(&self) -> (u64, Option<NodeId>) {
+            self.leadership
+        }
+    }
+
+    fn answer(epoch: u64, leader: u32, result: FetchResult) -> Result<RaftFetchResponse, RpcError> {
+        Ok(RaftFetchResponse {
+            epoch: Epoch(epoch),
+            leader: Some(NodeId(leader)),
+            result,
+        })
+    }
+
+    /// A fetch of `__cluster_metadata-0` at `version` by broker 7 (directory [7; 16] from
+    /// v17), as a Kafka broker sends it.
+    fn request(
+        version: i16,
+        epoch: i32,
+        fetch_offset: i64,
+        last_fetched_epoch: i32,
+    ) -> FetchRequest {
+        let mut partition = fetch_request::FetchPartition::default()
+            .with_partition(0)
+            .with_current_leader_epoch(epoch)
+            .with_fetch_offset(fetch_offset)
+            .with_last_fetched_epoch(last_fetched_epoch);
+        if version >= 17 {
+            partition.replica_directory_id = uuid::Uuid::from_bytes([7; 16]);
+        }
+        let mut topic = fetch_request::FetchTopic::default().with_partitions(vec![partition]);
+        if version >= 13 {
+            topic.topic_id = METADATA_TOPIC_ID;
+        } else {
+            topic.topic = TopicName(StrBytes::from_static_str(METADATA_TOPIC));
+        }
+        let mut r = FetchRequest::default()
+            .with_max_wait_ms(500)
+            .with_topics(vec![topic]);
+        if version >= 15 {
+            r.replica_state =
+                fetch_request::ReplicaState::default().with_replica_id(BrokerId(BROKER));
+        } else {
+            r.replica_id = BrokerId(BROKER);
+        }
+        r
+    }
+
+    fn partition(r: &FetchResponse) -> &fetch_response::PartitionData {
+        let [topic] = r.responses.as_slice() else {
+            panic!("one topic answered: {r:?}");
+        };
+        let [p] = topic.partitions.as_slice() else {
+            panic!("one partition answered: {r:?}");
+        };
+        p
+    }
+
+    fn batches() -> Vec<Batch> {
+        let noop = MetadataRecord::NoOp(NoOpRecordV1 {});
+        vec![
+            Batch {
+                base_offset: LogOffset(20),
+                epoch: Epoch(6),
+                record_count: 1,
+                control: true,
+                payload: corum_raft::control::encode(vec![ControlRecord::LeaderChange(
+                    LeaderChangeRecord {
+                        epoch: Epoch(6),
+                        leader: NodeId(1),
+                        granted_by: vec![NodeId(1), NodeId(2)],
+                    },
+                )]),
+            },
+            Batch {
+                base_offset: LogOffset(21),
+                epoch: Epoch(6),
+                record_count: 2,
+                control: false,
+                payload: Payload::from(encode_batch(&[noop.clone(), noop]).as_slice()),
+            },
+        ]
+    }
+
+    /// Batches come back rendered as Kafka batches with the leader's high watermark and the
+    /// current leader, addressed to the topic by name below v13 and by id from v13; from v16
+    /// NodeEndpoints carries the leader's endpoint on this listener.
+    #[test]
+    fn batches_map_to_records_high_watermark_and_leader() {
+        let expected = log::render_batches(&batches(), &RenderContext::default(), usize::MAX)
+            .expect("valid batches render");
+        for version in 4..=18 {
+            let node = Node::answering(answer(
+                6,
+                2,
+                FetchResult::Batches {
+                    fetch_offset: LogOffset(20),
+                    last_fetched_epoch: Epoch(5),
+                    batches: batches(),
+                    high_watermark: LogOffset(23),
+                },
+            ));
+            let (offset, last) = if version >= 12 { (20, 5) } else { (0, -1) };
+            let r = run(fetch(
+                &ctx(),
+                &node,
+                request(version, 6, offset, last),
+                version,
+            ));
+            assert_eq!(r.error_code, 0, "v{version}");
+            let topic = &r.responses[0];
+            if version >= 13 {
+                assert_eq!(topic.topic_id, METADATA_TOPIC_ID, "v{version}");
+            } else {
+                assert_eq!(topic.topic.0.as_str(), METADATA_TOPIC, "v{version}");
+            }
+            let p = partition(&r);
+            assert_eq!(p.error_code, 0, "v{version}");
+            assert_eq!(p.records.as_ref(), Some(&expected), "v{version}");
+            assert_eq!(p.high_watermark, 23);
+            assert_eq!(
+                (p.current_leader.leader_id.0, p.current_leader.leader_epoch),
+                (2, 6)
+            );
+            assert_eq!(p.diverging_epoch, Default::default());
+            assert_eq!(p.snapshot_id, Default::default());
+            if version >= 16 {
+                let [e] = r.node_endpoints.as_slice() else {
+                    panic!("v{version}: the leader's endpoint: {:?}", r.node_endpoints);
+                };
+                assert_eq!(
+                    (e.node_id.0, e.host.as_str(), e.port, e.rack.as_ref()),
+                    (2, "k2", 9192, None)
+                );
+            } else {
+                assert!(r.node_endpoints.is_empty(), "v{version}");
+            }
+        }
+    }
+
+    /// A diverging log and a fetch below the log start map to Kafka's DivergingEpoch and
+    /// SnapshotId, with no records.
+    #[test]
+    fn diverging_and_snapshot_needed_map_to_kafkas_fields() {
+        let node = Node::answering(answer(
+            6,
+            1,
+            FetchResult::Diverging {
+                fetch_offset: LogOffset(30),
+                last_fetched_epoch: Epoch(5),
+                epoch: Epoch(4),
+                end_offset: LogOffset(25),
+            },
+        ));
+        let r = run(fetch(&ctx(), &node, request(17, 6, 30, 5), 17));
+        let p = partition(&r);
+        assert_eq!(p.error_code, 0);
+        assert_eq!(
+            (p.diverging_epoch.epoch, p.diverging_epoch.end_offset),
+            (4, 25)
+        );
+        assert_eq!(p.snapshot_id, Default::default());
+        assert!(p.records.as_ref().is_none_or(Bytes::is_empty));
+        assert_eq!(p.current_leader.leader_id.0, 1);
+
+        let node = Node::answering(answer(
+            6,
+            1,
+            FetchResult::SnapshotNeeded {
+                snapshot: SnapshotId {
+                    end_offset: LogOffset(20),
+                    epoch: Epoch(5),
+                },
+            },
+        ));
+        let r = run(fetch(&ctx(), &node, request(17, 6, 0, 0), 17));
+        let p = partition(&r);
+        assert_eq!(p.error_code, 0);
+        assert_eq!((p.snapshot_id.end_offset, p.snapshot_id.epoch), (20, 5));
+        assert_eq!(p.diverging_epoch, Default::default());
+        assert!(p.records.as_ref().is_none_or(Bytes::is_empty));
+    }
+
+    /// A node that does not lead answers by the epoch the broker asked for: an older one is
+    /// FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH, the same or none
+    /// NOT_LEADER_OR_FOLLOWER; with the current leader and its endpoint. The core's answer
+    /// names the leader, else the node's `NotController` hint, else the node's own view.
+    #[test]
+    fn not_leader_codes_follow_the_requested_epoch() {
+        let hint = LeaderHint {
+            id: NodeId(1),
+            host: "c1".into(),
+            port: 9093,
+        };
+        let answers = [
+            // (the node's answer, the leader and epoch the broker must be told)
+            (answer(7, 2, FetchResult::NotLeader), (2, 7)),
+            (
+                Err(RpcError::NotController {
+                    leader: Some(hint.clone()),
+                }),
+                (1, 6),
+            ),
+            (Err(RpcError::NotController { leader: None }), (2, 6)),
+        ];
+        for (node_answer, (leader, epoch)) in answers {
+            for (requested, code) in [
+                (epoch - 1, K::FencedLeaderEpoch),
+                (epoch + 1, K::UnknownLeaderEpoch),
+                (epoch, K::NotLeaderOrFollower),
+                (-1, K::NotLeaderOrFollower),
+            ] {
+                let node = Node::answering(node_answer.clone());
+                let r = run(fetch(&ctx(), &node, request(17, requested, 0, -1), 17));
+                let p = partition(&r);
+                assert_eq!(p.error_code, code.code(), "epoch {requested} of {epoch}");
+                assert_eq!(
+                    (p.current_leader.leader_id.0, p.current_leader.leader_epoch),
+                    (leader, epoch)
+                );
+                assert!(p.records.as_ref().is_none_or(Bytes::is_empty));
+                let endpoints: Vec<i32> = r.node_endpoints.iter().map(|e| e.node_id.0).collect();
+                assert_eq!(endpoints, vec![leader]);
+            }
+        }
+        // No leader known at all: -1, and no endpoint.
+        let mut node = Node::answering(Err(RpcError::NotController { leader: None }));
+        node.leadership = (6, None);
+        let r = run(fetch(&ctx(), &node, request(17, 6, 0, -1), 17));
+        assert_eq!(partition(&r).current_leader.leader_id.0, -1);
+        assert!(r.node_endpoints.is_empty());
+    }
+
+    /// Other failures of the node carry their Kafka code; a rendering failure is
+    /// KAFKA_STORAGE_ERROR rather than a broken batch.
+    #[test]
+    fn other_failures_carry_kafka_codes() {
+        for (node_answer, code) in [
+            (Err(RpcError::Timeout { timeout_ms: 1 }), K::RequestTimedOut),
+            (
+                Err(RpcError::ObserverRefused {
+                    replica_id: NodeId(7),
+                    reason: "a voter".into(),
+                }),
+                K::InvalidRequest,
+            ),
+        ] {
+            let node = Node::answering(node_answer);
+            let r = run(fetch(&ctx(), &node, request(17, 6, 0, -1), 17));
+            assert_eq!(partition(&r).error_code, code.code());
+        }
+        let mut broken = batches();
+        broken[1].record_count = 5;
+        let node = Node::answering(answer(
+            6,
+            1,
+            FetchResult::Batches {
+                fetch_offset: LogOffset(20),
+                last_fetched_epoch: Epoch(5),
+                batches: broken,
+                high_watermark: LogOffset(23),
+            },
+        ));
+        let r = run(fetch(&ctx(), &node, request(17, 6, 20, 5), 17));
+        let p = partition(&r);
+        assert_eq!(p.error_code, K::KafkaStorageError.code());
+        assert!(p.records.as_ref().is_none_or(Bytes::is_empty));
+    }
+
+    /// The fetch reaches the core as the broker's own observer fetch (its id and directory,
+    /// offsets, epochs, wait), with the high watermark the broker knows: Fetch v18's field,
+    /// -1 meaning none; before v18 (or with v18's "not supported" value) the one this
+    /// listener last sent that replica.
+    #[test]
+    fn the_known_high_watermark_comes_from_v18_or_from_what_was_sent() {
+        let ctx = ctx();
+        let node = Node::answering(answer(
+            6,
+            1,
+            FetchResult::Batches {
+                fetch_offset: LogOffset(20),
+                last_fetched_epoch: Epoch(5),
+                batches: Vec::new(),
+                high_watermark: LogOffset(42),
+            },
+        ));
+        let with_hwm = |hwm: i64| {
+            let mut r = request(18, 6, 20, 5);
+            r.topics[0].partitions[0].high_watermark = hwm;
+            r
+        };
+        // Nothing sent to broker 7 yet.
+        run(fetch(&ctx, &node, request(17, 6, 20, 5), 17));
+        // The answer above sent 42.
+        run(fetch(&ctx, &node, request(17, 6, 20, 5), 17));
+        run(fetch(&ctx, &node, request(14, 6, 20, 5), 14));
+        run(fetch(&ctx, &node, with_hwm(33), 18));
+        run(fetch(&ctx, &node, with_hwm(-1), 18));
+        run(fetch(&ctx, &node, with_hwm(i64::MAX), 18));
+        // Another replica: nothing sent to it.
+        let mut other = request(17, 6, 20, 5);
+        other.replica_state.replica_id = BrokerId(8);
+        run(fetch(&ctx, &node, other, 17));
+        let fetches = node.fetches();
+        let known: Vec<u64> = fetches.iter().map(|f| f.high_watermark.0).collect();
+        assert_eq!(known, vec![0, 42, 42, 33, 0, 42, 0]);
+        let f = &fetches[0];
+        assert_eq!(f.epoch, Epoch(6));
+        assert_eq!(f.replica.id, NodeId(7));
+        assert_eq!(f.replica.directory_id, Uuid([7; 16]));
+        assert_eq!(
+            (f.fetch_offset, f.last_fetched_epoch),
+            (LogOffset(20), Epoch(5))
+        );
+        assert_eq!(f.wait_max_ms, 500);
+        assert_eq!(
+            fetches[2].replica.directory_id,
+            Uuid::default(),
+            "v14 has none"
+        );
+        assert_eq!(fetches[6].replica.id, NodeId(8));
+    }
+
+    /// What no Kafka leader would serve is refused before the core is asked: another topic
+    /// or partition, more than one, another cluster (INCONSISTENT_CLUSTER_ID), a negative
+    /// replica id or offset, a last fetched epoch above the leader epoch.
+    #[test]
+    fn invalid_fetches_are_refused_without_asking_the_core() {
+        let cluster = ctx().cluster_id_text();
+        let mut wrong_name = request(12, 6, 0, -1);
+        wrong_name.topics[0].topic = TopicName(StrBytes::from_static_str("orders"));
+        let mut wrong_id = request(13, 6, 0, -1);
+        wrong_id.topics[0].topic_id = uuid::Uuid::from_u64_pair(0, 2);
+        let mut name_at_v13 = request(13, 6, 0, -1);
+        name_at_v13.topics[0].topic_id = uuid::Uuid::nil();
+        name_at_v13.topics[0].topic = TopicName(StrBytes::from_static_str(METADATA_TOPIC));
+        let mut two_partitions = request(17, 6, 0, -1);
+        let mut second = two_partitions.topics[0].partitions[0].clone();
+        second.partition = 1;
+        two_partitions.topics[0].partitions.push(second);
+        let mut partition_one = request(17, 6, 0, -1);
+        partition_one.topics[0].partitions[0].partition = 1;
+        let mut two_topics = request(17, 6, 0, -1);
+        two_topics.topics.push(two_topics.topics[0].clone());
+        let mut no_topic = request(17, 6, 0, -1);
+        no_topic.topics.clear();
+        let mut other_cluster = request(17, 6, 0, -1);
+        other_cluster.cluster_id = Some(StrBytes::from_static_str("another-cluster"));
+        let top_level = [
+            (wrong_name, 12, K::InvalidRequest),
+            (wrong_id, 13, K::InvalidRequest),
+            (name_at_v13, 13, K::InvalidRequest),
+            (two_partitions, 17, K::InvalidRequest),
+            (partition_one, 17, K::InvalidRequest),
+            (two_topics, 17, K::InvalidRequest),
+            (no_topic, 17, K::InvalidRequest),
+            (other_cluster, 17, K::InconsistentClusterId),
+        ];
+        for (i, (req, version, code)) in top_level.into_iter().enumerate() {
+            let node = Node::answering(answer(6, 1, FetchResult::NotLeader));
+            let r = run(fetch(&ctx(), &node, req, version));
+            assert_eq!(r.error_code, code.code(), "case {i}");
+            assert!(r.responses.is_empty(), "case {i}");
+            assert!(
+                node.sent.borrow().is_empty(),
+                "case {i}: the node was asked"
+            );
+        }
+
+        let mut negative_replica = request(17, 6, 0, -1);
+        negative_replica.replica_state.replica_id = BrokerId(-1);
+        let mut negative_replica_v14 = request(14, 6, 0, -1);
+        negative_replica_v14.replica_id = BrokerId(-1);
+        let negative_offset = request(17, 6, -1, -1);
+        let offset_without_epoch = request(17, 6, 10, -1);
+        let epoch_above_leader = request(17, 6, 10, 7);
+        let per_partition = [
+            (negative_replica, 17),
+            (negative_replica_v14, 14),
+            (negative_offset, 17),
+            (offset_without_epoch, 17),
+            (epoch_above_leader, 17),
+        ];
+        for (i, (req, version)) in per_partition.into_iter().enumerate() {
+            let node = Node::answering(answer(6, 1, FetchResult::NotLeader));
+            let r = run(fetch(&ctx(), &node, req, version));
+            assert_eq!(r.error_code, 0, "case {i}");
+            assert_eq!(
+                partition(&r).error_code,
+                K::InvalidRequest.code(),
+                "case {i}"
+            );
+            assert!(
+                node.sent.borrow().is_empty(),
+                "case {i}: the node was asked"
+            );
+        }
+
+        // This cluster's own id is accepted.
+        let mut own_cluster = request(17, 6, 0, -1);
+        own_cluster.cluster_id = Some(StrBytes::from_string(cluster));
+        let node = Node::answering(answer(6, 1, FetchResult::NotLeader));
+        let r = run(fetch(&ctx(), &node, own_cluster, 17));
+        assert_eq!(r.error_code, 0);
+        assert_eq!(node.fetches().len(), 1);
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // FetchSnapshot.
+
+    const SNAPSHOT: SnapshotId = SnapshotId {
+        end_offset: LogOffset(20),
+        epoch: Epoch(5),
+    };
+
+    /// A corum snapshot's data: one encoded batch of the image's records, a few kilobytes.
+    fn snapshot_data() -> Vec<u8> {
+        let records: Vec<MetadataRecord> = (0..60u32)
+            .map(|i| {
+                MetadataRecord::Config(ConfigRecordV1 {
+                    resource_type: ConfigResourceType::Topic,
+                    resource_name: format!("topic-{i}"),
+                    key: "retention.ms".into(),
+                    value: Some(format!("{}", i * 1000)),
+                })
+            })
+            .collect();
+        encode_batch(&records).to_vec()
+    }
+
+    /// The snapshot as the listener renders it: each voter also listed at its endpoint on
+    /// this listener, from [`controllers`] (this node at its own advertised endpoint; voter 3
+    /// registered no KAFKA listener).
+    fn rendered() -> Bytes {
+        let kafka = |id, host: &str, port| {
+            (
+                NodeId(id),
+                Endpoint {
+                    listener: "KAFKA".into(),
+                    host: host.into(),
+                    port,
+                },
+            )
+        };
+        let render = RenderContext {
+            voter_endpoints: vec![kafka(1, "localhost", 9092), kafka(2, "k2", 9192)],
+            ..RenderContext::default()
+        };
+        log::render_snapshot(SNAPSHOT, &voters(), 1, &snapshot_data(), &render)
+            .expect("the snapshot renders")
+    }
+
+    fn snapshot_request(
+        id: SnapshotId,
+        position: i64,
+        max_bytes: i32,
+        epoch: i32,
+    ) -> FetchSnapshotRequest {
+        let partition = fetch_snapshot_request::PartitionSnapshot::default()
+            .with_partition(0)
+            .with_current_leader_epoch(epoch)
+            .with_snapshot_id(
+                fetch_snapshot_request::SnapshotId::default()
+                    .with_end_offset(id.end_offset.0 as i64)
+                    .with_epoch(id.epoch.0 as i32),
+            )
+            .with_position(position);
+        FetchSnapshotRequest::default()
+            .with_replica_id(BrokerId(BROKER))
+            .with_max_bytes(max_bytes)
+            .with_topics(vec![fetch_snapshot_request::TopicSnapshot::default()
+                .with_name(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
+                .with_partitions(vec![partition])])
+    }
+
+    fn snapshot_partition(
+        r: &FetchSnapshotResponse,
+    ) -> &fetch_snapshot_response::PartitionSnapshot {
+        assert_eq!(r.error_code, 0, "{r:?}");
+        let [topic] = r.topics.as_slice() else {
+            panic!("one topic answered: {r:?}");
+        };
+        assert_eq!(topic.name.0.as_str(), METADATA_TOPIC);
+        let [p] = topic.partitions.as_slice() else {
+            panic!("one partition answered: {r:?}");
+        };
+        p
+    }
+
+    /// Chunks asked for by position with any max_bytes reassemble into exactly the Kafka
+    /// rendering of the corum snapshot, downloaded from the core chunk by chunk.
+    #[test]
+    fn chunks_reassemble_into_the_rendered_snapshot() {
+        let expected = rendered();
+        assert!(expected.len() > 1_000, "a snapshot of several chunks");
+        for max_bytes in [1, 7, 100, 999, i32::MAX] {
+            let ctx = ctx();
+            let node = Node::answering(answer(6, 1, FetchResult::NotLeader));
+            let mut got = Vec::new();
+            loop {
+                let r = run(fetch_snapshot(
+                    &ctx,
+                    &node,
+                    snapshot_request(SNAPSHOT, got.len() as i64, max_bytes, 6),
+                    1,
+                ));
+                let p = snapshot_partition(&r);
+                assert_eq!(p.error_code, 0);
+                assert_eq!((p.snapshot_id.end_offset, p.snapshot_id.epoch), (20, 5));
+                assert_eq!(p.size, expected.len() as i64);
+                assert_eq!(p.position, got.len() as i64);
+                assert!(p.unaligned_records.len() <= max_bytes as usize);
+                got.extend_from_slice(&p.unaligned_records);
+                if got.len() as i64 >= p.size {
+                    break;
+                }
+            }
+            assert_eq!(got, expected, "max_bytes {max_bytes}");
+            // The core's chunks were asked for in order, from 0, for broker 7 at epoch 6.
+            let asked: Vec<u64> = node.snapshot_fetches().iter().map(|f| f.position).collect();
+            let data_len = snapshot_data().len() as u64;
+            let chunks: Vec<u64> = (0..data_len.div_ceil(100)).map(|i| i * 100).collect();
+            assert_eq!(asked, chunks, "max_bytes {max_bytes}");
+            let f = &node.snapshot_fetches()[0];
+            assert_eq!(
+                (f.replica.id, f.epoch, f.snapshot),
+                (NodeId(7), Epoch(6), SNAPSHOT)
+            );
+        }
+    }
+
+    /// The rendering is cached per snapshot id: the core is asked once for a snapshot
+    /// however many chunks are fetched, and again for another id.
+    #[test]
+    fn the_rendering_is_cached_per_snapshot_id() {
+        let ctx = ctx();
+        let node = Node::answering(answer(6, 1, FetchResult::NotLeader));
+        let chunks_per_download = snapshot_data().len().div_ceil(100);
+        let asked = |id, position| {
+            let r = run(fetch_snapshot(
+                &ctx,
+                &node,
+                snapshot_request(id, position, 64, 6),
+                1,
+            ));
+            assert_eq!(snapshot_partition(&r).error_code, 0);
+            node.snapshot_fetches().len()
+        };
+        assert_eq!(asked(SNAPSHOT, 0), chunks_per_download);
+        assert_eq!(asked(SNAPSHOT, 64), chunks_per_download);
+        assert_eq!(asked(SNAPSHOT, 0), chunks_per_download);
+        let newer = SnapshotId {
+            end_offset: LogOffset(40),
+            epoch: Epoch(6),
+        };
+        assert_eq!(asked(newer, 0), 2 * chunks_per_download);
+        assert_eq!(asked(newer, 128), 2 * chunks_per_download);
+    }
+
+    /// A position past the end is POSITION_OUT_OF_RANGE; the end itself is an empty chunk.
+    #[test]
+    fn positions_past_the_end_are_out_of_range() {
+        let len = rendered().len() as i64;
+        let ctx = ctx();
+        let node = Node::answering(answer(6, 1, FetchResult::NotLeader));
+        let r = run(fetch_snapshot(
+            &ctx,
+            &node,
+            snapshot_request(SNAPSHOT, len + 1, 10, 6),
+            1,
+        ));
+        let p = snapshot_partition(&r);
+        assert_eq!(p.error_code, K::PositionOutOfRange.code());
+        assert!(p.unaligned_records.is_empty());
+        let r = run(fetch_snapshot(
+            &ctx,
+            &node,
+            snapshot_request(SNAPSHOT, len, 10, 6),
+            1,
+        ));
+        let p = snapshot_partition(&r);
+        assert_eq!((p.error_code, p.size, p.position), (0, len, len));
+        assert!(p.unaligned_records.is_empty());
+    }
+
+    /// The core's refusals carry Kafka's codes: no such snapshot, not the leader (by the
+    /// requested epoch, with the leader and, from v1, its endpoint), a failed call.
+    #[test]
+    fn snapshot_refusals_carry_kafka_codes() {
+        let refusal = |result| {
+            Some(Ok(RaftSnapshotResponse {
+                epoch: Epoch(7),
+                leader: Some(NodeId(2)),
+                result,
+            }))
+        };
+        let cases = [
+            (
+                refusal(FetchSnapshotResult::SnapshotNotFound),
+                7,
+                K::SnapshotNotFound,
+            ),
+            (
+                refusal(FetchSnapshotResult::NotLeader),
+                7,
+                K::NotLeaderOrFollower,
+            ),
+            (
+                refusal(FetchSnapshotResult::NotLeader),
+                6,
+                K::FencedLeaderEpoch,
+            ),
+            (
+                refusal(FetchSnapshotResult::NotLeader),
+                8,
+                K::UnknownLeaderEpoch,
+            ),
+            (
+                Some(Err(RpcError::NotController { leader: None })),
+                6,
+                K::NotLeaderOrFollower,
+            ),
+            (
+                Some(Err(RpcError::Timeout { timeout_ms: 1 })),
+                7,
+                K::RequestTimedOut,
+            ),
+        ];
+        for (i, (result, epoch, code)) in cases.into_iter().enumerate() {
+            for version in [0, 1] {
+                let mut node = Node::answering(answer(6, 1, FetchResult::NotLeader));
+                node.snapshot_result = result.clone();
+                let r = run(fetch_snapshot(
+                    &ctx(),
+                    &node,
+                    snapshot_request(SNAPSHOT, 0, 100, epoch),
+                    version,
+                ));
+                let p = snapshot_partition(&r);
+                assert_eq!(p.error_code, code.code(), "case {i} v{version}");
+                assert!(p.unaligned_records.is_empty());
+                let not_leader = code != K::SnapshotNotFound && code != K::RequestTimedOut;
+                if not_leader {
+                    let expected_epoch = if i == 4 { 6 } else { 7 };
+                    assert_eq!(
+                        (p.current_leader.leader_id.0, p.current_leader.leader_epoch),
+                        (2, expected_epoch),
+                        "case {i}"
+                    );
+                }
+                let endpoints: Vec<(i32, &str, u16)> = r
+                    .node_endpoints
+                    .iter()
+                    .map(|e| (e.node_id.0, e.host.as_str(), e.port))
+                    .collect();
+                if not_leader && version >= 1 {
+                    assert_eq!(endpoints, vec![(2, "k2", 9192)], "case {i}");
+                } else {
+                    assert!(endpoints.is_empty(), "case {i} v{version}");
+                }
+            }
+        }
+    }
+
+    /// Another cluster, topic or partition, and negative ids, positions or offsets are
+    /// refused before the core is asked.
+    #[test]
+    fn invalid_snapshot_fetches_are_refused_without_asking_the_core() {
+        let mut other_cluster = snapshot_request(SNAPSHOT, 0, 100, 6);
+        other_cluster.cluster_id = Some(StrBytes::from_static_str("another-cluster"));
+        let mut wrong_topic = snapshot_request(SNAPSHOT, 0, 100, 6);
+        wrong_topic.topics[0].name = TopicName(StrBytes::from_static_str("orders"));
+        let mut partition_one = snapshot_request(SNAPSHOT, 0, 100, 6);
+        partition_one.topics[0].partitions[0].partition = 1;
+        let mut two_topics = snapshot_request(SNAPSHOT, 0, 100, 6);
+        two_topics.topics.push(two_topics.topics[0].clone());
+        for (i, (req, code)) in [
+            (other_cluster, K::InconsistentClusterId),
+            (wrong_topic, K::InvalidRequest),
+            (partition_one, K::InvalidRequest),
+            (two_topics, K::InvalidRequest),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let node = Node::answering(answer(6, 1, FetchResult::NotLeader));
+            let r = run(fetch_snapshot(&ctx(), &node, req, 1));
+            assert_eq!(r.error_code, code.code(), "case {i}");
+            assert!(node.sent.borrow().is_empty(), "case {i}");
+        }
+        let mut negative_replica = snapshot_request(SNAPSHOT, 0, 100, 6);
+        negative_replica.replica_id = BrokerId(-1);
+        let negative_position = snapshot_request(SNAPSHOT, -1, 100, 6);
+        let mut negative_offset = snapshot_request(SNAPSHOT, 0, 100, 6);
+        negative_offset.topics[0].partitions[0]
+            .snapshot_id
+            .end_offset = -1;
+        let mut negative_epoch = snapshot_request(SNAPSHOT, 0, 100, 6);
+        negative_epoch.topics[0].partitions[0].snapshot_id.epoch = -1;
+        for (i, req) in [
+            negative_replica,
+            negative_position,
+            negative_offset,
+            negative_epoch,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let node = Node::answering(answer(6, 1, FetchResult::NotLeader));
+            let r = run(fetch_snapshot(&ctx(), &node, req, 1));
+            assert_eq!(
+                snapshot_partition(&r).error_code,
+                K::InvalidRequest.code(),
+                "case {i}"
+            );
+            assert!(node.sent.borrow().is_empty(), "case {i}");
+        }
+    }
+}

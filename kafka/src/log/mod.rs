@@ -89,28 +89,44 @@ pub fn render_batch(
         offset: b.base_offset.0,
         reason,
     };
+    let start = out.len();
     let mut w = BatchWriter::begin(out, meta);
-    if b.control {
-        let records = corum_raft::control::decode(&b.payload).map_err(|e| bad(e.to_string()))?;
-        for r in &records {
-            scratch.clear();
-            let t = control::record(r, &ctx.voter_endpoints, scratch);
-            w.record(Some(&t.key()), scratch);
-        }
+    let written = if b.control {
+        corum_raft::control::decode(&b.payload)
+            .map_err(|e| bad(e.to_string()))
+            .map(|records| {
+                for r in &records {
+                    scratch.clear();
+                    let t = control::record(r, &ctx.voter_endpoints, scratch);
+                    w.record(Some(&t.key()), scratch);
+                }
+            })
     } else {
         records::render_payload(&b.payload, ctx, |value| w.record(None, value), scratch)
-            .map_err(bad)?;
+            .map_err(bad)
+    };
+    let n = w.len();
+    let checked = written.and_then(|()| {
+        if n as u64 == u64::from(b.record_count) {
+            Ok(())
+        } else {
+            Err(bad(format!(
+                "the header counts {} records, the payload holds {n}",
+                b.record_count
+            )))
+        }
+    });
+    match checked {
+        Ok(()) => {
+            w.finish();
+            Ok(())
+        }
+        Err(e) => {
+            // Leave `out` as it was: a half-written batch must not reach a broker.
+            out.truncate(start);
+            Err(e)
+        }
     }
-    if w.len() as u64 != u64::from(b.record_count) {
-        let n = w.len();
-        // Leave `out` as it was: a half-written batch must not reach a broker.
-        return Err(bad(format!(
-            "the header counts {} records, the payload holds {n}",
-            b.record_count
-        )));
-    }
-    w.finish();
-    Ok(())
 }
 
 /// Renders a corum snapshot (`data`: one encoded corum batch of the image's records) in
@@ -231,5 +247,697 @@ impl Clone for ObserverMemory {
     /// A listener's copy starts with nothing remembered.
     fn clone(&self) -> Self {
         ObserverMemory::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Buf;
+    use corum_controller::records::{
+        encode_batch, BrokerRegistrationChangeRecordV1, ConfigRecordV1, ConfigResourceType,
+        ControllerEndpointV1, FeatureLevelRecordV1, FenceBrokerRecordV1, ListenerV1,
+        MetadataRecord, NoOpRecordV1, PartitionIsrChangeRecordV1, PartitionLeaderChangeRecordV1,
+        PartitionRecordV1, ProducerIdsRecordV1, RegisterBrokerRecordV1, RegisterControllerRecordV1,
+        RemoveTopicRecordV1, SupportedFeatureV1, TopicRecordV1, UnfenceBrokerRecordV1,
+        UnregisterBrokerRecordV1,
+    };
+    use corum_controller::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
+    use corum_raft::control::{
+        KRaftVersionRecord as RaftKRaftVersion, LeaderChangeRecord, VotersRecord as RaftVoters,
+    };
+    use corum_raft::{Endpoint, Payload, ReplicaKey, Voter};
+    use corum_types::{BrokerEpoch, Epoch, Uuid};
+    use kafka_protocol::messages::{
+        LeaderChangeMessage, SnapshotFooterRecord, SnapshotHeaderRecord, VotersRecord,
+    };
+    use kafka_protocol::protocol::Decodable;
+    use kafka_protocol::records::{RecordBatchDecoder, RecordSet};
+
+    use super::*;
+    use crate::metadata::{self as k, AnyMetadataRecord as A};
+
+    const TOPIC: TopicId = TopicId(Uuid([7; 16]));
+
+    fn kuuid(b: u8) -> uuid::Uuid {
+        uuid::Uuid::from_bytes([b; 16])
+    }
+
+    /// One record of each corum variant (a topic twice: created, and its deletion decided),
+    /// each with the Kafka record it must arrive as at `metadata.version` 27 (3.7-IV2 and up:
+    /// registrations with log directories, partitions with their replicas' directories).
+    fn one_of_each() -> Vec<(MetadataRecord, A, i16)> {
+        let feature = |name: &str, min_level, max_level| SupportedFeatureV1 {
+            name: name.into(),
+            min_level,
+            max_level,
+        };
+        vec![
+            (
+                MetadataRecord::RegisterBroker(RegisterBrokerRecordV1 {
+                    broker_id: NodeId(4),
+                    incarnation_id: Uuid([4; 16]),
+                    broker_epoch: BrokerEpoch(40),
+                    listeners: vec![ListenerV1 {
+                        name: "PLAINTEXT".into(),
+                        host: "b4".into(),
+                        port: 9092,
+                    }],
+                    features: vec![feature("metadata.version", 7, 27)],
+                    rack: Some("r1".into()),
+                }),
+                A::RegisterBroker(k::RegisterBrokerRecord {
+                    broker_id: 4,
+                    incarnation_id: kuuid(4),
+                    broker_epoch: 40,
+                    end_points: vec![k::RegisterBrokerRecordBrokerEndpoint {
+                        name: "PLAINTEXT".into(),
+                        host: "b4".into(),
+                        port: 9092,
+                        security_protocol: 0,
+                        ..Default::default()
+                    }],
+                    features: vec![k::RegisterBrokerRecordBrokerFeature {
+                        name: "metadata.version".into(),
+                        min_supported_version: 7,
+                        max_supported_version: 27,
+                        ..Default::default()
+                    }],
+                    rack: Some("r1".into()),
+                    fenced: true,
+                    ..Default::default()
+                }),
+                3,
+            ),
+            (
+                MetadataRecord::UnregisterBroker(UnregisterBrokerRecordV1 {
+                    broker_id: NodeId(5),
+                    broker_epoch: BrokerEpoch(50),
+                }),
+                A::UnregisterBroker(k::UnregisterBrokerRecord {
+                    broker_id: 5,
+                    broker_epoch: 50,
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
+                MetadataRecord::FenceBroker(FenceBrokerRecordV1 {
+                    broker_id: NodeId(4),
+                    broker_epoch: BrokerEpoch(40),
+                }),
+                A::FenceBroker(k::FenceBrokerRecord {
+                    id: 4,
+                    epoch: 40,
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
+                MetadataRecord::UnfenceBroker(UnfenceBrokerRecordV1 {
+                    broker_id: NodeId(4),
+                    broker_epoch: BrokerEpoch(40),
+                }),
+                A::UnfenceBroker(k::UnfenceBrokerRecord {
+                    id: 4,
+                    epoch: 40,
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
+                MetadataRecord::BrokerRegistrationChange(BrokerRegistrationChangeRecordV1 {
+                    broker_id: NodeId(4),
+                    broker_epoch: BrokerEpoch(40),
+                    in_controlled_shutdown: true,
+                }),
+                A::BrokerRegistrationChange(k::BrokerRegistrationChangeRecord {
+                    broker_id: 4,
+                    broker_epoch: 40,
+                    in_controlled_shutdown: 1,
+                    ..Default::default()
+                }),
+                2,
+            ),
+            (
+                MetadataRecord::Topic(TopicRecordV1 {
+                    name: "orders".into(),
+                    topic_id: TOPIC,
+                    deleting: false,
+                }),
+                A::Topic(k::TopicRecord {
+                    name: "orders".into(),
+                    topic_id: kuuid(7),
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
+                MetadataRecord::Topic(TopicRecordV1 {
+                    name: "orders".into(),
+                    topic_id: TOPIC,
+                    deleting: true,
+                }),
+                A::NoOp(k::NoOpRecord::default()),
+                0,
+            ),
+            (
+                MetadataRecord::RemoveTopic(RemoveTopicRecordV1 { topic_id: TOPIC }),
+                A::RemoveTopic(k::RemoveTopicRecord {
+                    topic_id: kuuid(7),
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
+                MetadataRecord::Partition(PartitionRecordV1 {
+                    topic_id: TOPIC,
+                    partition_id: PartitionId(2),
+                    replicas: vec![NodeId(4), NodeId(5)],
+                    isr: vec![NodeId(4)],
+                    leader: Some(NodeId(4)),
+                    leader_epoch: LeaderEpoch(3),
+                    partition_epoch: PartitionEpoch(6),
+                }),
+                A::Partition(k::PartitionRecord {
+                    partition_id: 2,
+                    topic_id: kuuid(7),
+                    replicas: vec![4, 5],
+                    isr: vec![4],
+                    leader: 4,
+                    leader_epoch: 3,
+                    partition_epoch: 6,
+                    directories: vec![uuid::Uuid::nil(); 2],
+                    ..Default::default()
+                }),
+                1,
+            ),
+            (
+                MetadataRecord::PartitionLeaderChange(PartitionLeaderChangeRecordV1 {
+                    topic_id: TOPIC,
+                    partition_id: PartitionId(2),
+                    leader: None,
+                    leader_epoch: LeaderEpoch(4),
+                    partition_epoch: PartitionEpoch(7),
+                }),
+                A::PartitionChange(k::PartitionChangeRecord {
+                    partition_id: 2,
+                    topic_id: kuuid(7),
+                    leader: -1,
+                    ..Default::default()
+                }),
+                1,
+            ),
+            (
+                MetadataRecord::PartitionIsrChange(PartitionIsrChangeRecordV1 {
+                    topic_id: TOPIC,
+                    partition_id: PartitionId(2),
+                    isr: vec![NodeId(4), NodeId(5)],
+                    partition_epoch: PartitionEpoch(8),
+                }),
+                A::PartitionChange(k::PartitionChangeRecord {
+                    partition_id: 2,
+                    topic_id: kuuid(7),
+                    isr: Some(vec![4, 5]),
+                    // No leader change: Kafka's -2.
+                    leader: -2,
+                    ..Default::default()
+                }),
+                1,
+            ),
+            (
+                MetadataRecord::Config(ConfigRecordV1 {
+                    resource_type: ConfigResourceType::Broker,
+                    resource_name: "4".into(),
+                    key: "log.retention.ms".into(),
+                    value: None,
+                }),
+                A::Config(k::ConfigRecord {
+                    resource_type: 4,
+                    resource_name: "4".into(),
+                    name: "log.retention.ms".into(),
+                    value: None,
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
+                MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
+                    name: "metadata.version".into(),
+                    min_level: 1,
+                    max_level: 27,
+                }),
+                A::FeatureLevel(k::FeatureLevelRecord {
+                    name: "metadata.version".into(),
+                    feature_level: 27,
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
+                MetadataRecord::ProducerIds(ProducerIdsRecordV1 {
+                    broker_id: NodeId(4),
+                    broker_epoch: BrokerEpoch(40),
+                    next_producer_id: 2000,
+                }),
+                A::ProducerIds(k::ProducerIdsRecord {
+                    broker_id: 4,
+                    broker_epoch: 40,
+                    next_producer_id: 2000,
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
+                MetadataRecord::NoOp(NoOpRecordV1 {}),
+                A::NoOp(k::NoOpRecord::default()),
+                0,
+            ),
+            (
+                MetadataRecord::RegisterController(RegisterControllerRecordV1 {
+                    controller_id: NodeId(1),
+                    incarnation_id: Uuid([1; 16]),
+                    end_points: vec![ControllerEndpointV1 {
+                        name: "CONTROLLER".into(),
+                        host: "c1".into(),
+                        port: 9093,
+                        security_protocol: 1,
+                    }],
+                    features: vec![feature("kraft.version", 0, 1)],
+                }),
+                A::RegisterController(k::RegisterControllerRecord {
+                    controller_id: 1,
+                    incarnation_id: kuuid(1),
+                    end_points: vec![k::RegisterControllerRecordControllerEndpoint {
+                        name: "CONTROLLER".into(),
+                        host: "c1".into(),
+                        port: 9093,
+                        security_protocol: 1,
+                        ..Default::default()
+                    }],
+                    features: vec![k::RegisterControllerRecordControllerFeature {
+                        name: "kraft.version".into(),
+                        min_supported_version: 0,
+                        max_supported_version: 1,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                0,
+            ),
+        ]
+    }
+
+    fn data_batch(base_offset: u64, epoch: u64, records: &[MetadataRecord]) -> Batch {
+        Batch {
+            base_offset: LogOffset(base_offset),
+            epoch: Epoch(epoch),
+            record_count: records.len() as u32,
+            control: false,
+            payload: Payload::from(encode_batch(records).as_slice()),
+        }
+    }
+
+    fn voters() -> VoterSet {
+        VoterSet::new(
+            (1..=3)
+                .map(|id| Voter {
+                    key: ReplicaKey {
+                        id: NodeId(id),
+                        directory_id: Uuid([id as u8; 16]),
+                    },
+                    endpoints: vec![Endpoint {
+                        listener: "CONTROLLER".into(),
+                        host: format!("c{id}"),
+                        port: 9093,
+                    }],
+                })
+                .collect(),
+        )
+        .expect("three distinct voters")
+    }
+
+    fn control_batch(base_offset: u64, epoch: u64, records: Vec<ControlRecord>) -> Batch {
+        Batch {
+            base_offset: LogOffset(base_offset),
+            epoch: Epoch(epoch),
+            record_count: records.len() as u32,
+            control: true,
+            payload: corum_raft::control::encode(records),
+        }
+    }
+
+    /// A control batch of each control record corum writes.
+    fn leader_change_batch(base_offset: u64, epoch: u64) -> Batch {
+        control_batch(
+            base_offset,
+            epoch,
+            vec![
+                ControlRecord::LeaderChange(LeaderChangeRecord {
+                    epoch: Epoch(epoch),
+                    leader: NodeId(2),
+                    granted_by: vec![NodeId(2), NodeId(3)],
+                }),
+                ControlRecord::Voters(RaftVoters {
+                    version: 0,
+                    voters: voters(),
+                }),
+                ControlRecord::KRaftVersion(RaftKRaftVersion { version: 1 }),
+            ],
+        )
+    }
+
+    fn decode_all(bytes: &Bytes) -> Vec<RecordSet> {
+        RecordBatchDecoder::decode_all(&mut bytes.clone())
+            .expect("Kafka's batch decoder reads the rendering")
+    }
+
+    fn key_type(key: &Option<Bytes>) -> i16 {
+        let key = key.as_ref().expect("a control record has a key");
+        assert_eq!(key.len(), 4, "key version and type");
+        assert_eq!(&key[..2], &[0, 0], "key version 0");
+        i16::from_be_bytes([key[2], key[3]])
+    }
+
+    /// Decodes `value` as a control message at version 0 and checks nothing follows it.
+    fn message<M: Decodable>(value: &Option<Bytes>) -> M {
+        let mut buf = value.clone().expect("a control record has a value");
+        let m = M::decode(&mut buf, 0).expect("the value decodes at version 0");
+        assert!(
+            !buf.has_remaining(),
+            "{} bytes after the message",
+            buf.len()
+        );
+        m
+    }
+
+    fn expected_voters() -> Vec<(i32, uuid::Uuid, String)> {
+        (1..=3)
+            .map(|id| (id, kuuid(id as u8), format!("c{id}")))
+            .collect()
+    }
+
+    fn check_voters_record(v: &VotersRecord) {
+        assert_eq!(v.version, 0);
+        let got: Vec<(i32, uuid::Uuid, String)> = v
+            .voters
+            .iter()
+            .map(|v| {
+                assert_eq!(v.endpoints.len(), 1);
+                assert_eq!(v.endpoints[0].name.as_str(), "CONTROLLER");
+                assert_eq!(v.endpoints[0].port, 9093);
+                assert_eq!(v.k_raft_version_feature.min_supported_version, 0);
+                assert_eq!(v.k_raft_version_feature.max_supported_version, 1);
+                (
+                    v.voter_id.0,
+                    v.voter_directory_id,
+                    v.endpoints[0].host.to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(got, expected_voters());
+    }
+
+    /// A control batch and a data batch holding one of each corum record become Kafka
+    /// batches at corum's offsets and epochs, which Kafka's decoders read back field by
+    /// field: the control records keyed by their type with the message at version 0 as the
+    /// value, the metadata records framed at the `metadata.version`'s record versions.
+    #[test]
+    fn batches_render_at_corums_offsets_and_epochs_and_decode_back() {
+        let records = one_of_each();
+        let corum: Vec<MetadataRecord> = records.iter().map(|r| r.0.clone()).collect();
+        let batches = [leader_change_batch(37, 6), data_batch(40, 6, &corum)];
+        let ctx = RenderContext {
+            voter_endpoints: Vec::new(),
+            metadata_version: MetadataVersion(27),
+            timestamp_ms: 1_234,
+        };
+        let bytes = render_batches(&batches, &ctx, usize::MAX).expect("valid batches render");
+        let sets = decode_all(&bytes);
+        assert_eq!(sets.len(), 2, "one Kafka batch per corum batch");
+        for (set, b) in sets.iter().zip(&batches) {
+            assert_eq!(set.records.len(), b.record_count as usize);
+            for (i, r) in set.records.iter().enumerate() {
+                assert_eq!(r.offset, b.base_offset.0 as i64 + i as i64);
+                assert_eq!(r.partition_leader_epoch, b.epoch.0 as i32);
+                assert_eq!(r.control, b.control);
+                assert_eq!(r.timestamp, 1_234);
+                assert!(!r.transactional);
+                assert_eq!(r.producer_id, -1);
+            }
+        }
+
+        let control = &sets[0].records;
+        assert_eq!(
+            control.iter().map(|r| key_type(&r.key)).collect::<Vec<_>>(),
+            vec![2, 6, 5],
+            "LeaderChange, Voters, KRaftVersion"
+        );
+        let lc: LeaderChangeMessage = message(&control[0].value);
+        assert_eq!(lc.version, 0);
+        assert_eq!(lc.leader_id.0, 2);
+        let granting: Vec<i32> = lc.granting_voters.iter().map(|v| v.voter_id).collect();
+        assert_eq!(granting, vec![2, 3]);
+        check_voters_record(&message::<VotersRecord>(&control[1].value));
+        let mut kv = control[2].value.clone().expect("a value");
+        let kv = k::KRaftVersionRecord::decode(&mut kv, 0).expect("KRaftVersionRecord v0");
+        assert_eq!((kv.version, kv.kraft_version), (0, 1));
+
+        let data = &sets[1].records;
+        for (r, (corum, kafka, version)) in data.iter().zip(&records) {
+            assert!(r.key.is_none(), "a metadata record has no key");
+            let value = r.value.clone().expect("a metadata record has a value");
+            let (decoded, v) = A::decode_framed(value).expect("a framed metadata record");
+            assert_eq!(
+                (&decoded, v),
+                (kafka, *version),
+                "{} as Kafka's record",
+                corum.kind()
+            );
+        }
+    }
+
+    /// Below 3.7-IV2 the records are written at the versions without log directories, as
+    /// Kafka's controller writes them for such a `metadata.version`.
+    #[test]
+    fn record_versions_follow_the_metadata_version() {
+        let records = one_of_each();
+        let corum: Vec<MetadataRecord> = records.iter().map(|r| r.0.clone()).collect();
+        let ctx = RenderContext {
+            voter_endpoints: Vec::new(),
+            metadata_version: MetadataVersion::MINIMUM,
+            timestamp_ms: -1,
+        };
+        let bytes = render_batches(&[data_batch(0, 1, &corum)], &ctx, usize::MAX)
+            .expect("valid batches render");
+        let sets = decode_all(&bytes);
+        let versions: Vec<(&str, i16)> = sets[0]
+            .records
+            .iter()
+            .map(|r| {
+                let (rec, v) = A::decode_framed(r.value.clone().expect("a value"))
+                    .expect("a framed metadata record");
+                if let A::Partition(p) = &rec {
+                    assert!(p.directories.is_empty(), "v0 has no directories");
+                }
+                (rec.name(), v)
+            })
+            .filter(|(_, v)| *v != 0)
+            .collect();
+        assert_eq!(
+            versions,
+            vec![
+                ("RegisterBrokerRecord", 1),
+                ("BrokerRegistrationChangeRecord", 1)
+            ]
+        );
+    }
+
+    /// A batch whose header counts other records than its payload holds, or whose payload
+    /// does not decode, is an error naming its offset, and leaves the output exactly as it
+    /// was: no half-written batch reaches a broker.
+    #[test]
+    fn a_bad_batch_is_an_error_and_writes_nothing() {
+        let ctx = RenderContext::default();
+        let good = leader_change_batch(10, 2);
+        let noop = [MetadataRecord::NoOp(NoOpRecordV1 {})];
+        let mut miscounted = data_batch(13, 2, &[noop[0].clone(), noop[0].clone()]);
+        miscounted.record_count = 3;
+        let mut undercounted = data_batch(13, 2, &noop);
+        undercounted.record_count = 0;
+        let mut control_miscounted = leader_change_batch(13, 2);
+        control_miscounted.record_count = 2;
+        let mut not_control = leader_change_batch(13, 2);
+        not_control.payload = Payload::from(&b"not a control batch"[..]);
+        let mut not_data = data_batch(13, 2, &noop);
+        not_data.payload = Payload::from(&[0xffu8; 24][..]);
+        for bad in [
+            miscounted,
+            undercounted,
+            control_miscounted,
+            not_control,
+            not_data,
+        ] {
+            let mut out = BytesMut::new();
+            let mut scratch = BytesMut::new();
+            render_batch(&good, &ctx, &mut out, &mut scratch).expect("a good batch renders");
+            let before = out.clone();
+            let err = render_batch(&bad, &ctx, &mut out, &mut scratch)
+                .expect_err("a bad batch is refused");
+            assert!(
+                matches!(err, RenderError::Batch { offset: 13, .. }),
+                "{err}"
+            );
+            assert_eq!(out, before, "{err}: the output changed");
+            assert!(render_batches(&[good.clone(), bad], &ctx, usize::MAX).is_err());
+        }
+    }
+
+    /// `bytes_max` cuts between batches: the batches that fit are rendered whole, the first
+    /// always, and nothing of the one that does not fit.
+    #[test]
+    fn bytes_max_cuts_between_batches() {
+        let ctx = RenderContext::default();
+        let noop = MetadataRecord::NoOp(NoOpRecordV1 {});
+        let batches = [
+            leader_change_batch(0, 1),
+            data_batch(3, 1, &[noop.clone(), noop.clone()]),
+            data_batch(5, 1, &[noop]),
+        ];
+        let alone: Vec<Bytes> = batches
+            .iter()
+            .map(|b| render_batches(std::slice::from_ref(b), &ctx, usize::MAX).expect("renders"))
+            .collect();
+        let whole = render_batches(&batches, &ctx, usize::MAX).expect("renders");
+        assert_eq!(whole, [&alone[0][..], &alone[1], &alone[2]].concat());
+        let (a, b) = (alone[0].len(), alone[1].len());
+        for (bytes_max, batches_kept) in [
+            (0, 1),
+            (a - 1, 1),
+            (a, 1),
+            (a + b - 1, 1),
+            (a + b, 2),
+            (whole.len() - 1, 2),
+            (whole.len(), 3),
+        ] {
+            let cut = render_batches(&batches, &ctx, bytes_max).expect("renders");
+            let kept: usize = alone[..batches_kept].iter().map(Bytes::len).sum();
+            assert_eq!(&cut[..], &whole[..kept], "bytes_max {bytes_max}");
+            assert_eq!(
+                decode_all(&cut).len(),
+                batches_kept,
+                "bytes_max {bytes_max}"
+            );
+        }
+    }
+
+    /// A corum snapshot renders in Kafka's layout: a header batch (SnapshotHeader, and with
+    /// `kraft.version` 1 the KRaftVersion and Voters records), the image's records in batches
+    /// of at most a thousand, and a footer batch; offsets count from 0 without a gap and every
+    /// batch is at the snapshot's epoch.
+    #[test]
+    fn snapshots_render_in_kafkas_layout() {
+        let id = SnapshotId {
+            end_offset: LogOffset(5_000),
+            epoch: Epoch(9),
+        };
+        let mut image: Vec<MetadataRecord> = one_of_each().into_iter().map(|r| r.0).collect();
+        let named = image.len();
+        image.extend((0..2_000u32).map(|i| {
+            MetadataRecord::Config(ConfigRecordV1 {
+                resource_type: ConfigResourceType::Topic,
+                resource_name: format!("t{i}"),
+                key: "retention.ms".into(),
+                value: Some(i.to_string()),
+            })
+        }));
+        let data = encode_batch(&image);
+        let ctx = RenderContext {
+            voter_endpoints: Vec::new(),
+            metadata_version: MetadataVersion(27),
+            timestamp_ms: 77,
+        };
+        for kraft_version in [0u16, 1] {
+            let bytes = render_snapshot(id, &voters(), kraft_version, &data, &ctx)
+                .expect("a valid snapshot renders");
+            let sets = decode_all(&bytes);
+            let header_len = if kraft_version > 0 { 3 } else { 1 };
+            // Header, 1,000 + 1,000 + the rest, footer.
+            assert_eq!(
+                sets.iter().map(|s| s.records.len()).collect::<Vec<_>>(),
+                vec![header_len, 1_000, 1_000, image.len() - 2_000, 1],
+                "kraft.version {kraft_version}"
+            );
+            let mut next = 0i64;
+            for (i, set) in sets.iter().enumerate() {
+                let control = i == 0 || i == sets.len() - 1;
+                for r in &set.records {
+                    assert_eq!(r.offset, next, "offsets are contiguous from 0");
+                    assert_eq!(r.partition_leader_epoch, 9, "at the snapshot's epoch");
+                    assert_eq!(r.control, control);
+                    next += 1;
+                }
+            }
+            let header = &sets[0].records;
+            assert_eq!(key_type(&header[0].key), 3);
+            let h: SnapshotHeaderRecord = message(&header[0].value);
+            assert_eq!((h.version, h.last_contained_log_timestamp), (0, 77));
+            if kraft_version > 0 {
+                assert_eq!(key_type(&header[1].key), 5);
+                let mut kv = header[1].value.clone().expect("a value");
+                let kv = k::KRaftVersionRecord::decode(&mut kv, 0).expect("v0");
+                assert_eq!(kv.kraft_version, 1);
+                assert_eq!(key_type(&header[2].key), 6);
+                check_voters_record(&message::<VotersRecord>(&header[2].value));
+            }
+            let footer = &sets[sets.len() - 1].records[0];
+            assert_eq!(key_type(&footer.key), 4);
+            let f: SnapshotFooterRecord = message(&footer.value);
+            assert_eq!(f.version, 0);
+            let values: Vec<A> = sets[1..sets.len() - 1]
+                .iter()
+                .flat_map(|s| &s.records)
+                .map(|r| {
+                    A::decode_framed(r.value.clone().expect("a value"))
+                        .expect("a framed metadata record")
+                        .0
+                })
+                .collect();
+            let expected: Vec<A> = one_of_each().into_iter().map(|r| r.1).collect();
+            assert_eq!(&values[..named], &expected[..]);
+            let A::Config(last) = &values[values.len() - 1] else {
+                panic!("the last record is a config: {:?}", values.last());
+            };
+            assert_eq!(
+                (last.resource_name.as_str(), last.value.as_deref()),
+                ("t1999", Some("1999"))
+            );
+        }
+    }
+
+    /// An empty image is a header and a footer; bytes that are not a corum batch are an
+    /// error naming the snapshot.
+    #[test]
+    fn snapshot_edges() {
+        let id = SnapshotId {
+            end_offset: LogOffset(3),
+            epoch: Epoch(1),
+        };
+        let ctx = RenderContext::default();
+        let empty = render_snapshot(id, &voters(), 0, &encode_batch(&[]), &ctx).expect("renders");
+        let sets = decode_all(&empty);
+        assert_eq!(sets.len(), 2);
+        assert_eq!(sets[1].records[0].offset, 1);
+        let err = render_snapshot(id, &voters(), 1, &[1, 2, 3], &ctx).expect_err("not a batch");
+        assert!(
+            matches!(
+                err,
+                RenderError::Snapshot {
+                    end_offset: 3,
+                    epoch: 1,
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 }

@@ -24,12 +24,20 @@
 //! [`ScriptedBackend`] answers every corum request the translations send with a response of
 //! the right variant built from the request and a fixed image (three controllers, four
 //! brokers, two topics, a few configs), so the translations of successful answers run, not
-//! only their error paths. The fault byte — the top byte of the request's correlation id —
-//! picks what goes wrong: 0 (what real clients send: their ids are small) answers everything
-//! as a healthy active controller would; any other value draws, per call, a whole-request
-//! error, a response of another variant, per-item errors, a response with an item missing
-//! or one too many, and which leader the node knows. Everything is a function of the input
-//! bytes, so a finding replays.
+//! only their error paths. Brokers following the metadata log find a snapshot ending at 90
+//! (the image's records as one encoded corum batch, handed out in chunks of 512 bytes) and
+//! the log after it at the leader's epoch 3 (a control batch, then two batches of metadata
+//! records, encoded as corum's controller and Raft core encode them); a fetch is answered as
+//! a leader answers it: batches, the snapshot to fetch, a diverging epoch, or not the leader
+//! for a newer epoch. The fault byte — the top byte of the request's correlation id — picks
+//! what goes wrong: 0 (what real clients send: their ids are small) answers everything as a
+//! healthy active controller would; any other value draws, per call, a whole-request error,
+//! a response of another variant, per-item errors, a response with an item missing or one
+//! too many, and which leader the node knows. For the log, a per-item error is another
+//! fetch result or a batch whose header miscounts its records, or a snapshot chunk that is
+//! gone, not the leader's, or other bytes; an item missing or repeated is a batch, or a
+//! chunk's bytes (none, or one byte too many). Everything is a function of the input bytes,
+//! so a finding replays.
 
 // Each includer uses its own part of the harness.
 #![allow(dead_code)]
@@ -37,11 +45,14 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::pin;
+use std::sync::OnceLock;
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Buf, Bytes};
 use corum_controller::control::cluster_control::{
-    DescribeClusterResponse, DescribeControllersResponse, DescribedBroker, DescribedController,
+    BrokerHeartbeatRequest, BrokerHeartbeatResponse, DescribeClusterResponse,
+    DescribeControllersResponse, DescribedBroker, DescribedController, TargetState,
+    UnregisterBrokerRequest,
 };
 use corum_controller::control::config_control::{
     AlterConfigOp, ConfigSource, DescribeConfigsResponse, DescribedConfig,
@@ -57,7 +68,11 @@ use corum_controller::control::replication_control::{
     TopicRef,
 };
 use corum_controller::image::configs::ConfigResource;
-use corum_controller::records::{ConfigResourceType, ControllerEndpointV1, ListenerV1};
+use corum_controller::records::{
+    encode_batch, ConfigRecordV1, ConfigResourceType, ControllerEndpointV1, FeatureLevelRecordV1,
+    ListenerV1, MetadataRecord, NoOpRecordV1, PartitionRecordV1, RegisterBrokerRecordV1,
+    RegisterControllerRecordV1, TopicRecordV1, UnfenceBrokerRecordV1,
+};
 use corum_controller::{ApiError, LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
 use corum_kafka::request::Parsed;
 use corum_kafka::{Backend, ListenerContext, ServedApis};
@@ -65,8 +80,14 @@ use corum_protocol::{
     DescribeQuorumResponse, LeaderHint, LocalRead, ReplicaState, RequestBody, ResponseBody,
     RpcError,
 };
-use corum_raft::message::VoterChangeResponse;
-use corum_raft::{Endpoint, VoterChangeError};
+use corum_raft::control::{ControlRecord, KRaftVersionRecord, LeaderChangeRecord, VotersRecord};
+use corum_raft::message::{
+    FetchRequest, FetchResponse, FetchResult, FetchSnapshotRequest, FetchSnapshotResponse,
+    FetchSnapshotResult, VoterChangeResponse,
+};
+use corum_raft::{
+    Batch, Endpoint, Payload, ReplicaKey, SnapshotId, Voter, VoterChangeError, VoterSet,
+};
 use corum_types::{BrokerEpoch, Epoch, LogOffset, NodeId, Uuid};
 use kafka_protocol::messages::{ApiKey, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::Decodable;
@@ -110,6 +131,18 @@ pub fn context() -> ListenerContext {
 /// Serves the bytes a client sends on one connection, as the listener does; panics on a
 /// finding (see the module doc).
 pub fn connection(input: &[u8]) -> Session {
+    serve_connection(input, |_| {})
+}
+
+/// [`connection`], also returning the answers' bodies in order: what tests look at to see a
+/// seed reach the path it is for.
+pub fn answers(input: &[u8]) -> (Session, Vec<ResponseKind>) {
+    let mut bodies = Vec::new();
+    let session = serve_connection(input, |body| bodies.push(body));
+    (session, bodies)
+}
+
+fn serve_connection(input: &[u8], mut keep: impl FnMut(ResponseKind)) -> Session {
     let ctx = context();
     let mut session = Session::default();
     let mut rest = input;
@@ -137,7 +170,9 @@ pub fn connection(input: &[u8]) -> Session {
                     return session;
                 }
             };
-        session.answered.push(serve_one(&ctx, parsed));
+        let (answered, body) = serve_one(&ctx, parsed);
+        session.answered.push(answered);
+        keep(body);
     }
     session
 }
@@ -161,7 +196,7 @@ fn in_decoder<T>(parse: impl FnOnce() -> T) -> T {
 }
 
 /// Serves and encodes one parsed request and checks the bytes a client would read.
-fn serve_one(ctx: &ListenerContext, parsed: Parsed) -> (i16, i16) {
+fn serve_one(ctx: &ListenerContext, parsed: Parsed) -> ((i16, i16), ResponseKind) {
     let (asked, correlation_id, too_new) = match &parsed {
         Parsed::Request { head, .. } => {
             ((head.api_key, head.api_version), head.correlation_id, false)
@@ -206,7 +241,7 @@ fn serve_one(ctx: &ListenerContext, parsed: Parsed) -> (i16, i16) {
         )
     });
     check_response_bytes(answer.api, answer.version, correlation_id, bytes);
-    (answer.api as i16, answer.version)
+    ((answer.api as i16, answer.version), answer.body)
 }
 
 /// What a Kafka client does with the answer's bytes, with Kafka's own schema.
@@ -350,6 +385,10 @@ impl Backend for ScriptedBackend {
     fn wall_clock_ms(&self) -> i64 {
         1_700_000_000_000
     }
+
+    fn leadership(&self) -> (u64, Option<NodeId>) {
+        (LEADER_EPOCH.0, self.leader())
+    }
 }
 
 fn rpc_error(d: u64) -> RpcError {
@@ -438,6 +477,39 @@ fn item_errors(response: &mut ResponseBody, d: u64) {
         ResponseBody::AddVoter(r) | ResponseBody::RemoveVoter(r) | ResponseBody::UpdateVoter(r) => {
             r.result = Err(voter_change_error(d))
         }
+        // The log's answers: another result, or a batch the renderer must refuse.
+        ResponseBody::Fetch(r) => match (d % 4, &mut r.result) {
+            (0, FetchResult::Batches { batches, .. }) if !batches.is_empty() => {
+                batches[0].record_count += 1;
+            }
+            (1, _) => {
+                r.result = FetchResult::Diverging {
+                    fetch_offset: LOG_END,
+                    last_fetched_epoch: LEADER_EPOCH,
+                    epoch: SNAPSHOT.epoch,
+                    end_offset: SNAPSHOT.end_offset,
+                }
+            }
+            (2, _) => r.result = FetchResult::SnapshotNeeded { snapshot: SNAPSHOT },
+            _ => r.result = FetchResult::NotLeader,
+        },
+        // A snapshot chunk: gone, not the leader, or bytes that are not the snapshot.
+        ResponseBody::FetchSnapshot(r) => match (d % 3, &mut r.result) {
+            (0, FetchSnapshotResult::Chunk { bytes, .. }) => {
+                *bytes = Payload::from(vec![0xff; bytes.len()]);
+            }
+            (1, _) => r.result = FetchSnapshotResult::NotLeader,
+            _ => r.result = FetchSnapshotResult::SnapshotNotFound,
+        },
+        ResponseBody::BrokerHeartbeat(r) => {
+            r.target_state = [
+                TargetState::Fenced,
+                TargetState::Active,
+                TargetState::ControlledShutdown,
+                TargetState::Shutdown,
+            ][(d % 4) as usize];
+            r.is_caught_up = d & 4 != 0;
+        }
         _ => {}
     }
 }
@@ -483,6 +555,19 @@ fn resize_items(response: &mut ResponseBody, extra: bool) {
         ResponseBody::DescribeTopics(r) => resize(&mut r.topics, extra),
         ResponseBody::DescribeCluster(r) => resize(&mut r.brokers, extra),
         ResponseBody::DescribeControllers(r) => resize(&mut r.controllers, extra),
+        ResponseBody::Fetch(r) => {
+            if let FetchResult::Batches { batches, .. } = &mut r.result {
+                resize(batches, extra)
+            }
+        }
+        // A chunk without its bytes, or with one byte too many.
+        ResponseBody::FetchSnapshot(r) => {
+            if let FetchSnapshotResult::Chunk { bytes, .. } = &mut r.result {
+                let mut b = if extra { bytes.to_vec() } else { Vec::new() };
+                b.extend(extra.then_some(0));
+                *bytes = Payload::from(b);
+            }
+        }
         _ => {}
     }
 }
@@ -965,6 +1050,13 @@ fn answer(body: RequestBody) -> Result<ResponseBody, RpcError> {
             r.voter.key.id,
             r.voter.key.directory_id,
         ))),
+        RequestBody::Fetch(r) => ResponseBody::Fetch(Box::new(fetch(&r))),
+        RequestBody::FetchSnapshot(r) => ResponseBody::FetchSnapshot(Box::new(fetch_snapshot(&r))),
+        RequestBody::BrokerHeartbeat(r) => ResponseBody::BrokerHeartbeat(broker_heartbeat(&r)?),
+        RequestBody::UnregisterBroker(r) => {
+            unregister_broker(&r)?;
+            ResponseBody::UnregisterBroker
+        }
         other => {
             return Err(RpcError::NotImplemented {
                 api: other.kind().to_owned(),
@@ -1041,4 +1133,332 @@ fn create_topic(
         num_partitions: partitions,
         replication_factor,
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The metadata log Kafka brokers follow.
+//
+// A snapshot ends at offset 90 (epoch 2); the log then holds, at epoch 3 (the leader's), a
+// control batch (LeaderChange, Voters, KRaftVersion) at 90, a batch of five records at 93 and
+// one of two at 98: its end, 100, is the high watermark.
+
+/// The leader's epoch: node 1 leads it.
+pub const LEADER_EPOCH: Epoch = Epoch(3);
+/// The snapshot below the log's start.
+pub const SNAPSHOT: SnapshotId = SnapshotId {
+    end_offset: LogOffset(90),
+    epoch: Epoch(2),
+};
+/// The log's end and high watermark.
+pub const LOG_END: LogOffset = LogOffset(100);
+/// Bytes per snapshot chunk the core hands out: the snapshot takes several.
+const SNAPSHOT_CHUNK_BYTES: usize = 512;
+
+/// The voters 1, 2 and 3, each with the directory id of its id's byte.
+fn voter_set() -> VoterSet {
+    VoterSet::new(
+        (1..=3u32)
+            .map(|id| Voter {
+                key: ReplicaKey {
+                    id: NodeId(id),
+                    directory_id: Uuid([id as u8; 16]),
+                },
+                endpoints: vec![Endpoint {
+                    listener: "CONTROLLER".into(),
+                    host: format!("host{id}"),
+                    port: 9093,
+                }],
+            })
+            .collect(),
+    )
+    .expect("three distinct voters")
+}
+
+fn register_broker(b: &DescribedBroker) -> MetadataRecord {
+    MetadataRecord::RegisterBroker(RegisterBrokerRecordV1 {
+        broker_id: b.broker_id,
+        incarnation_id: Uuid([b.broker_id.0 as u8; 16]),
+        broker_epoch: b.broker_epoch,
+        listeners: b.listeners.clone(),
+        features: supported_features(),
+        rack: b.rack.clone(),
+    })
+}
+
+fn data_batch(base_offset: u64, records: &[MetadataRecord]) -> Batch {
+    Batch {
+        base_offset: LogOffset(base_offset),
+        epoch: LEADER_EPOCH,
+        record_count: records.len() as u32,
+        control: false,
+        payload: Payload::from(encode_batch(records).as_slice()),
+    }
+}
+
+/// The log's batches after the snapshot, encoded once (as corum's controller and Raft core
+/// encode them).
+fn log_batches() -> &'static [Batch] {
+    static LOG: OnceLock<Vec<Batch>> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let control = Batch {
+            base_offset: SNAPSHOT.end_offset,
+            epoch: LEADER_EPOCH,
+            record_count: 3,
+            control: true,
+            payload: corum_raft::control::encode(vec![
+                ControlRecord::LeaderChange(LeaderChangeRecord {
+                    epoch: LEADER_EPOCH,
+                    leader: NodeId(NODE_ID),
+                    granted_by: vec![NodeId(1), NodeId(2)],
+                }),
+                ControlRecord::Voters(VotersRecord {
+                    version: 0,
+                    voters: voter_set(),
+                }),
+                ControlRecord::KRaftVersion(KRaftVersionRecord { version: 1 }),
+            ]),
+        };
+        let brokers = brokers();
+        let logs = topic_id("logs");
+        let five = [
+            register_broker(&brokers[1]),
+            MetadataRecord::Topic(TopicRecordV1 {
+                name: "logs".into(),
+                topic_id: logs,
+                deleting: false,
+            }),
+            MetadataRecord::Partition(PartitionRecordV1 {
+                topic_id: logs,
+                partition_id: PartitionId(0),
+                replicas: vec![NodeId(4), NodeId(5)],
+                isr: vec![NodeId(4)],
+                leader: Some(NodeId(4)),
+                leader_epoch: LeaderEpoch(2),
+                partition_epoch: PartitionEpoch(5),
+            }),
+            MetadataRecord::Config(ConfigRecordV1 {
+                resource_type: ConfigResourceType::Topic,
+                resource_name: "logs".into(),
+                key: "retention.ms".into(),
+                value: Some("86400000".into()),
+            }),
+            MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
+                name: "metadata.version".into(),
+                min_level: 1,
+                max_level: 27,
+            }),
+        ];
+        let two = [
+            MetadataRecord::UnfenceBroker(UnfenceBrokerRecordV1 {
+                broker_id: NodeId(4),
+                broker_epoch: BrokerEpoch(40),
+            }),
+            MetadataRecord::NoOp(NoOpRecordV1 {}),
+        ];
+        let log = vec![control, data_batch(93, &five), data_batch(98, &two)];
+        assert_eq!(log.last().map(Batch::end_offset), Some(LOG_END));
+        log
+    })
+}
+
+/// The snapshot's data: the image's records as one encoded corum batch.
+fn snapshot_data() -> &'static [u8] {
+    static DATA: OnceLock<Vec<u8>> = OnceLock::new();
+    DATA.get_or_init(|| {
+        let mut records: Vec<MetadataRecord> = brokers().iter().map(register_broker).collect();
+        for &(name, partitions) in TOPICS {
+            let described = described_topic(name, partitions);
+            records.push(MetadataRecord::Topic(TopicRecordV1 {
+                name: name.into(),
+                topic_id: described.topic_id,
+                deleting: false,
+            }));
+            records.extend(described.partitions.into_iter().map(|p| {
+                MetadataRecord::Partition(PartitionRecordV1 {
+                    topic_id: described.topic_id,
+                    partition_id: p.partition_id,
+                    replicas: p.replicas,
+                    isr: p.isr,
+                    leader: p.leader,
+                    leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
+                })
+            }));
+            let resource = ConfigResource {
+                resource_type: ConfigResourceType::Topic,
+                name: name.into(),
+            };
+            records.extend(described_configs(&resource).into_iter().map(|c| {
+                MetadataRecord::Config(ConfigRecordV1 {
+                    resource_type: ConfigResourceType::Topic,
+                    resource_name: name.into(),
+                    key: c.name.into(),
+                    value: c.value.map(|v| v.into()),
+                })
+            }));
+        }
+        records.push(MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
+            name: "metadata.version".into(),
+            min_level: 1,
+            max_level: 27,
+        }));
+        records.extend(controllers().into_iter().map(|c| {
+            MetadataRecord::RegisterController(RegisterControllerRecordV1 {
+                controller_id: c.controller_id,
+                incarnation_id: c.incarnation_id,
+                end_points: c.end_points,
+                features: c.features,
+            })
+        }));
+        let data = encode_batch(&records).to_vec();
+        assert!(
+            data.len() > 2 * SNAPSHOT_CHUNK_BYTES,
+            "the snapshot takes several chunks"
+        );
+        data
+    })
+}
+
+/// The leader's answer to an observer's fetch.
+fn fetch(r: &FetchRequest) -> FetchResponse {
+    let result = if r.epoch > LEADER_EPOCH {
+        FetchResult::NotLeader
+    } else if r.fetch_offset < SNAPSHOT.end_offset {
+        FetchResult::SnapshotNeeded { snapshot: SNAPSHOT }
+    } else if r.fetch_offset > LOG_END
+        || (r.fetch_offset == SNAPSHOT.end_offset && r.last_fetched_epoch != SNAPSHOT.epoch)
+        || (r.fetch_offset > SNAPSHOT.end_offset && r.last_fetched_epoch != LEADER_EPOCH)
+    {
+        // The fetcher's log ends in an epoch the leader's does not hold there.
+        let (epoch, end_offset) = if r.last_fetched_epoch < LEADER_EPOCH {
+            (SNAPSHOT.epoch, SNAPSHOT.end_offset)
+        } else {
+            (LEADER_EPOCH, LOG_END)
+        };
+        FetchResult::Diverging {
+            fetch_offset: r.fetch_offset,
+            last_fetched_epoch: r.last_fetched_epoch,
+            epoch,
+            end_offset,
+        }
+    } else {
+        FetchResult::Batches {
+            fetch_offset: r.fetch_offset,
+            last_fetched_epoch: r.last_fetched_epoch,
+            batches: log_batches()
+                .iter()
+                .filter(|b| b.end_offset() > r.fetch_offset)
+                .cloned()
+                .collect(),
+            high_watermark: LOG_END,
+        }
+    };
+    FetchResponse {
+        epoch: LEADER_EPOCH,
+        leader: Some(NodeId(NODE_ID)),
+        result,
+    }
+}
+
+/// The leader's answer to a snapshot fetch: a chunk of [`snapshot_data`] from the position
+/// asked.
+fn fetch_snapshot(r: &FetchSnapshotRequest) -> FetchSnapshotResponse {
+    let data = snapshot_data();
+    let result = if r.epoch > LEADER_EPOCH {
+        FetchSnapshotResult::NotLeader
+    } else if r.snapshot != SNAPSHOT {
+        FetchSnapshotResult::SnapshotNotFound
+    } else {
+        let start = usize::try_from(r.position).map_or(data.len(), |p| p.min(data.len()));
+        let end = data.len().min(start + SNAPSHOT_CHUNK_BYTES);
+        FetchSnapshotResult::Chunk {
+            snapshot: SNAPSHOT,
+            voters: voter_set(),
+            kraft_version: 1,
+            size_total: data.len() as u64,
+            position: r.position,
+            bytes: Payload::from(&data[start..end]),
+        }
+    };
+    FetchSnapshotResponse {
+        epoch: LEADER_EPOCH,
+        leader: Some(NodeId(NODE_ID)),
+        result,
+    }
+}
+
+/// The controller's verdict on a broker's registration (no epoch) or heartbeat: the image's
+/// brokers each have the incarnation id of their id's byte and epoch `10 × id`; a new
+/// broker's epoch is the log end.
+fn broker_heartbeat(r: &BrokerHeartbeatRequest) -> Result<BrokerHeartbeatResponse, RpcError> {
+    let brokers = brokers();
+    let known = brokers.iter().find(|b| b.broker_id == r.broker_id);
+    let api = |e| Err(RpcError::Api(e));
+    let (broker_epoch, target_state) = match (r.broker_epoch, known) {
+        (None, _) => {
+            let supported = r
+                .features
+                .iter()
+                .any(|f| f.name == "metadata.version" && f.min_level <= 27 && 27 <= f.max_level);
+            if !supported {
+                return api(ApiError::UnsupportedFeatures {
+                    broker_id: r.broker_id,
+                    feature: "metadata.version".into(),
+                });
+            }
+            match known {
+                Some(b) if r.incarnation_id != Uuid([b.broker_id.0 as u8; 16]) => {
+                    return api(ApiError::DuplicateBrokerRegistration {
+                        broker_id: r.broker_id,
+                    })
+                }
+                Some(b) => (b.broker_epoch, TargetState::Fenced),
+                None => (BrokerEpoch(LOG_END.0), TargetState::Fenced),
+            }
+        }
+        (Some(_), None) => {
+            return api(ApiError::BrokerIdNotRegistered {
+                broker_id: r.broker_id,
+            })
+        }
+        (Some(epoch), Some(b)) if epoch != b.broker_epoch => {
+            return api(ApiError::StaleBrokerEpoch {
+                broker_id: r.broker_id,
+                current: b.broker_epoch,
+                request: epoch,
+            })
+        }
+        (Some(epoch), Some(b)) => {
+            // Broker 4 leads partitions: its shutdown waits for them to move.
+            let state = if r.want_shutdown && b.broker_id == NodeId(4) {
+                TargetState::ControlledShutdown
+            } else if r.want_shutdown {
+                TargetState::Shutdown
+            } else if r.want_fence || r.next_metadata_offset < LOG_END {
+                TargetState::Fenced
+            } else {
+                TargetState::Active
+            };
+            (epoch, state)
+        }
+    };
+    Ok(BrokerHeartbeatResponse {
+        broker_epoch,
+        target_state,
+        lease_duration_ms: 9_000,
+        is_caught_up: r.next_metadata_offset >= LOG_END,
+    })
+}
+
+/// Only a fenced broker of the image (5) can be unregistered.
+fn unregister_broker(r: &UnregisterBrokerRequest) -> Result<(), RpcError> {
+    match brokers().iter().find(|b| b.broker_id == r.broker_id) {
+        None => Err(RpcError::Api(ApiError::BrokerIdNotRegistered {
+            broker_id: r.broker_id,
+        })),
+        Some(b) if !b.fenced => Err(RpcError::Api(ApiError::BrokerNotFenced {
+            broker_id: r.broker_id,
+        })),
+        Some(_) => Ok(()),
+    }
 }
