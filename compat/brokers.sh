@@ -13,7 +13,8 @@
 #   brokers.sh restart ID [--timeout S]        # (SIGTERM if running,) start again, wait until started
 #   brokers.sh status | env | logs             # up/down per broker; the cluster's shape; log paths
 #   brokers.sh traffic [--topic T] [--messages N] [--partitions 6] [--replication-factor 3]
-#                      [--rate R] [--size B] [--timeout S] [--name NAME] [--allow-unacked] [--no-create]
+#                      [--rate R] [--size B] [--timeout S] [--drain-timeout-s S] [--name NAME]
+#                      [--allow-unacked] [--no-create]
 #                      [--start | --wait | --progress | --wait-acked N]
 #   brokers.sh monitor --start [--topics T,...] [--interval-ms MS] | --stop | --last
 #                      | --wait EXPR [--after EPOCH_MS] [--timeout S]
@@ -54,7 +55,9 @@
 # missing, ...; see BrokerTraffic.java) and exits non-zero unless every acknowledged message was
 # consumed exactly once. --start runs it in the background (files DIR/traffic/NAME.*), --progress
 # prints its last progress line, --wait-acked N returns once N messages are acknowledged (to kill
-# something mid-run), --wait waits for the result. monitor runs BrokerMonitor (brokers/java) in
+# something mid-run), --wait waits for the result; --drain-timeout-s (default 120) is how long
+# the consumer may go on reading after the last send before what it lacks counts as missing.
+# monitor runs BrokerMonitor (brokers/java) in
 # the background: a JSON line in DIR/monitor.jsonl whenever the brokers' view changes (fenced and
 # unfenced brokers, leaders and ISR membership per broker over --topics); --wait EXPR prints the
 # epoch ms of the first state at or after --after where the Python expression EXPR holds (names:
@@ -79,7 +82,7 @@ DIR="${COMPAT_BROKERS_DIR:-/tmp/corum-compat-brokers}"
 BC="" QV="" CL="" CID="" IDS_ARG="" BASE_PORT_ARG=19392 SESSION_MS=9000 HEARTBEAT_MS=2000 RELEASE=""
 TIMEOUT="" KEEP=0 PROPS=() POS=()
 T_TOPIC="" T_MESSAGES=100000 T_PARTITIONS=6 T_RF=3 T_RATE=0 T_SIZE=100 T_NAME=traffic T_MODE=run
-T_ALLOW=0 T_CREATE=1 T_ACKED=0 M_MODE="" M_TOPICS="" M_INTERVAL=100 M_EXPR="" M_AFTER=0 M_UNTIL=0
+T_ALLOW=0 T_CREATE=1 T_DRAIN=120 T_ACKED=0 M_MODE="" M_TOPICS="" M_INTERVAL=100 M_EXPR="" M_AFTER=0 M_UNTIL=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) DIR="$2"; shift 2 ;;
@@ -103,6 +106,7 @@ while [ $# -gt 0 ]; do
     --size) T_SIZE="$2"; shift 2 ;;
     --name) T_NAME="$2"; shift 2 ;;
     --allow-unacked) T_ALLOW=1; shift ;;
+    --drain-timeout-s) T_DRAIN="$2"; shift 2 ;;
     --no-create) T_CREATE=0; shift ;;
     --progress) T_MODE=progress; shift ;;
     --wait-acked) T_MODE=wait-acked; T_ACKED="$2"; shift 2 ;;
@@ -172,7 +176,8 @@ show_logs() {
   for id in "${ID_LIST[@]}"; do
     f="$(bdir "$id")/logs/server.log"
     echo "  broker $id: $f" >&2
-    [ -f "$f" ] && grep -E '\] (ERROR|WARN) ' "$f" | tail -n 3 | sed 's/^/      /' >&2 || true
+    # Cut: a broker's request dumps run to many kilobytes a line.
+    [ -f "$f" ] && grep -E '\] (ERROR|WARN) ' "$f" | tail -n 3 | cut -c1-300 | sed 's/^/      /' >&2 || true
   done
   local running
   running=$(running_ids)
@@ -443,7 +448,7 @@ EOF
     echo "$T_TOPIC" > "$TF.topic"
     allow=(); [ "$T_ALLOW" = 0 ] || allow=(--allow-unacked)
     targs=(BrokerTraffic --bootstrap "$BOOTSTRAP" --topic "$T_TOPIC" --messages "$T_MESSAGES"
-           --size "$T_SIZE" --rate "$T_RATE" --timeout-s "${TIMEOUT:-300}" "${allow[@]}")
+           --size "$T_SIZE" --rate "$T_RATE" --timeout-s "${TIMEOUT:-300}" --drain-timeout-s "$T_DRAIN" "${allow[@]}")
     if [ "$T_MODE" = start ]; then
       # Its own process group (setsid) so that stop can end it and nothing else.
       JAVA_TOOL_OPTS_S="${JAVA_TOOL_OPTS[*]}"

@@ -1,13 +1,15 @@
 //! The `corum` binary's tests, one test binary (every test binary links the whole dependency
 //! graph; one binary with a module per subject links once). Each module runs the built
 //! `corum` as child processes: `dump-log`, `format` and `info`, `placement`, `sim`, and whole local
-//! quorums (`quorum_process`, and `admin_cli` for the admin commands; each holds
-//! [`common::serial`] so that one cluster runs at a time).
+//! quorums (`quorum_process`, `admin_cli` for the admin commands, `kafka_compat` for Kafka's
+//! clients and `kafka_brokers` for Kafka's brokers; each holds [`common::serial`] so that one
+//! cluster runs at a time).
 
 mod admin_cli;
 mod common;
 mod dump_log;
 mod format_info;
+mod kafka_brokers;
 mod kafka_compat;
 mod placement;
 mod quorum_process;
