@@ -13,7 +13,7 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use corum_controller::control::cluster_control::RegisterControllerRequest;
+use corum_controller::control::cluster_control::{DescribedController, RegisterControllerRequest};
 use corum_kafka::Backend;
 use corum_protocol::{LocalRead, RequestBody, ResponseBody};
 use corum_runtime::ShutdownSignal;
@@ -36,12 +36,8 @@ pub async fn keep_registered(
     loop {
         let registered = matches!(
             backend.call(RequestBody::LocalRead(Box::new(LocalRead::DescribeControllers)), timeout_ms).await,
-            Ok(ResponseBody::DescribeControllers(r)) if r.controllers.iter().any(|c| {
-                c.controller_id == request.controller_id
-                    && c.incarnation_id == request.incarnation_id
-                    && c.end_points == request.end_points
-                    && c.features == request.features
-            })
+            Ok(ResponseBody::DescribeControllers(r))
+                if r.controllers.iter().any(|c| is_registered(c, &request))
         );
         let pause_ms = if registered {
             CHECK_INTERVAL_MS
@@ -67,6 +63,22 @@ pub async fn keep_registered(
     }
 }
 
+/// Whether `c`, a committed registration, is `request`'s. The image keeps endpoints and
+/// features in its own order (by name), the request in the configuration's: they are compared
+/// as sets, or a node would register again every [`CHECK_INTERVAL_MS`] forever.
+fn is_registered(c: &DescribedController, request: &RegisterControllerRequest) -> bool {
+    fn sorted<T: Clone, K: Ord>(v: &[T], key: impl Fn(&T) -> K) -> Vec<T> {
+        let mut v = v.to_vec();
+        v.sort_by_key(key);
+        v
+    }
+    c.controller_id == request.controller_id
+        && c.incarnation_id == request.incarnation_id
+        && sorted(&c.end_points, |e| e.name.clone())
+            == sorted(&request.end_points, |e| e.name.clone())
+        && sorted(&c.features, |f| f.name.clone()) == sorted(&request.features, |f| f.name.clone())
+}
+
 /// A fresh incarnation id for this process (16 bytes from the OS).
 pub fn incarnation_id() -> corum_types::Uuid {
     let mut bytes = [0u8; 16];
@@ -82,4 +94,59 @@ pub fn incarnation_id() -> corum_types::Uuid {
         bytes[..16].copy_from_slice(&(now ^ u128::from(std::process::id())).to_le_bytes());
     }
     corum_types::Uuid(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corum_controller::records::{ControllerEndpointV1, SupportedFeatureV1};
+    use corum_types::{NodeId, Uuid};
+
+    /// A registration written in another order than the image keeps it is still the same one.
+    #[test]
+    fn a_registration_in_another_order_is_registered() {
+        let endpoint = |name: &str, port| ControllerEndpointV1 {
+            name: name.into(),
+            host: "h".into(),
+            port,
+            security_protocol: 0,
+        };
+        let feature = |name: &str| SupportedFeatureV1 {
+            name: name.into(),
+            min_level: 0,
+            max_level: 1,
+        };
+        let request = RegisterControllerRequest {
+            controller_id: NodeId(1),
+            incarnation_id: Uuid([1; 16]),
+            end_points: vec![
+                endpoint("KAFKA", 3),
+                endpoint("CLIENT", 2),
+                endpoint("CONTROLLER", 1),
+            ],
+            features: vec![feature("z.version"), feature("metadata.version")],
+        };
+        let mut committed = DescribedController {
+            controller_id: NodeId(1),
+            incarnation_id: Uuid([1; 16]),
+            end_points: vec![
+                endpoint("CLIENT", 2),
+                endpoint("CONTROLLER", 1),
+                endpoint("KAFKA", 3),
+            ],
+            features: vec![feature("metadata.version"), feature("z.version")],
+        };
+        assert!(is_registered(&committed, &request));
+        committed.end_points[2].port = 4;
+        assert!(
+            !is_registered(&committed, &request),
+            "a moved listener registers again"
+        );
+        committed.end_points[2].port = 3;
+        committed.incarnation_id = Uuid([2; 16]);
+        assert!(
+            !is_registered(&committed, &request),
+            "a restarted process registers again"
+        );
+    }
 }

@@ -649,9 +649,12 @@ fn an_idle_active_controller_appends_noops_only_when_asked() {
 }
 
 /// The state-machine records committed in `[from, to)`, read as an observer from offset 0
-/// (so the fetch position is always valid): `NoOp`, `FenceBroker(<id>)`, or the record's kind.
+/// (so the fetch position is always valid): `NoOp`, `FenceBroker(<id>)` (a FenceBroker record or
+/// a registration change that fences), or the record's kind.
 async fn records_between(client: &ControllerClient, from: LogOffset, to: LogOffset) -> Vec<String> {
-    use corum_controller::records::{aligned, decode_batch, ArchivedMetadataRecord};
+    use corum_controller::records::{
+        aligned, decode_batch, ArchivedFencingChange, ArchivedMetadataRecord,
+    };
     let observer = ReplicaKey {
         id: NodeId(902),
         directory_id: Uuid([92; 16]),
@@ -692,6 +695,12 @@ async fn records_between(client: &ControllerClient, from: LogOffset, to: LogOffs
                     ArchivedMetadataRecord::NoOp(_) => "NoOp".to_owned(),
                     ArchivedMetadataRecord::FenceBroker(f) => {
                         format!("FenceBroker({})", f.broker_id.0.to_native())
+                    }
+                    // How fencing is written since the records follow Kafka's.
+                    ArchivedMetadataRecord::BrokerRegistrationChangeV2(c)
+                        if c.fenced == ArchivedFencingChange::Fence =>
+                    {
+                        format!("FenceBroker({})", c.broker_id.0.to_native())
                     }
                     other => format!("{other:?}").chars().take(40).collect(),
                 });
