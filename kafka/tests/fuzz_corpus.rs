@@ -21,23 +21,27 @@ use std::path::{Path, PathBuf};
 
 use bytes::{BufMut, BytesMut};
 use corum_kafka::apis::SERVED;
+use kafka_protocol::messages::ResponseHeader;
 use kafka_protocol::messages::ResponseKind;
 use kafka_protocol::messages::{
-    add_raft_voter_request, alter_configs_request, broker_registration_request,
-    create_partitions_request, create_topics_request, delete_topics_request,
-    describe_configs_request, describe_quorum_request, describe_topic_partitions_request,
-    elect_leaders_request, fetch_request, fetch_snapshot_request,
-    incremental_alter_configs_request, metadata_request, update_features_request,
-    update_raft_voter_request, AddRaftVoterRequest, AlterConfigsRequest, ApiKey,
-    ApiVersionsRequest, BrokerHeartbeatRequest, BrokerId, BrokerRegistrationRequest,
-    CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
-    DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeQuorumRequest, DescribeTopicPartitionsRequest, ElectLeadersRequest, FetchRequest,
-    FetchSnapshotRequest, IncrementalAlterConfigsRequest, MetadataRequest, RemoveRaftVoterRequest,
-    RequestHeader, RequestKind, TopicName, UnregisterBrokerRequest, UpdateFeaturesRequest,
-    UpdateRaftVoterRequest,
+    add_raft_voter_request, alter_configs_request, alter_partition_request,
+    assign_replicas_to_dirs_request, broker_registration_request, create_partitions_request,
+    create_topics_request, delete_topics_request, describe_configs_request,
+    describe_quorum_request, describe_topic_partitions_request, elect_leaders_request,
+    fetch_request, fetch_snapshot_request, incremental_alter_configs_request,
+    list_partition_reassignments_request, metadata_request, update_features_request,
+    update_raft_voter_request, AddRaftVoterRequest, AllocateProducerIdsRequest,
+    AlterConfigsRequest, AlterPartitionRequest, ApiKey, ApiVersionsRequest,
+    AssignReplicasToDirsRequest, BrokerHeartbeatRequest, BrokerId, BrokerRegistrationRequest,
+    CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DefaultPrincipalData,
+    DeleteAclsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, DescribeQuorumRequest, DescribeTopicPartitionsRequest,
+    ElectLeadersRequest, EnvelopeRequest, FetchRequest, FetchSnapshotRequest,
+    IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest, MetadataRequest,
+    ProduceRequest, RemoveRaftVoterRequest, RequestHeader, RequestKind, TopicName,
+    UnregisterBrokerRequest, UpdateFeaturesRequest, UpdateRaftVoterRequest,
 };
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::RecordBatchDecoder;
 
 use fuzz_harness::{answers, connection, topic_id};
@@ -706,8 +710,231 @@ fn filled_requests(api: ApiKey, version: i16) -> Vec<RequestKind> {
                 )
             })
             .collect(),
+        // Broker 4 (epoch 40) leads every partition but 1 of the image's topics; 5 is fenced.
+        ApiKey::AllocateProducerIds => [(4, 40), (4, 39), (9, 90), (-1, 40), (4, -1)]
+            .into_iter()
+            .map(|(id, epoch)| {
+                RequestKind::AllocateProducerIds(
+                    AllocateProducerIdsRequest::default()
+                        .with_broker_id(BrokerId(id))
+                        .with_broker_epoch(epoch),
+                )
+            })
+            .collect(),
+        ApiKey::AlterPartition => {
+            // The partition's leader and partition epochs in the image are `p + 2`, `p + 5`.
+            let partition = |p: i32, leader_epoch: i32, partition_epoch: i32, isr: &[i32]| {
+                let mut d = alter_partition_request::PartitionData::default()
+                    .with_partition_index(p)
+                    .with_leader_epoch(leader_epoch)
+                    .with_partition_epoch(partition_epoch);
+                if version >= 3 {
+                    d.new_isr_with_epochs = isr
+                        .iter()
+                        .map(|&b| {
+                            alter_partition_request::BrokerState::default()
+                                .with_broker_id(BrokerId(b))
+                                .with_broker_epoch(i64::from(b) * 10)
+                        })
+                        .collect();
+                } else {
+                    d.new_isr = isr.iter().map(|&b| BrokerId(b)).collect();
+                }
+                d
+            };
+            let topic = |n: &str, partitions| {
+                alter_partition_request::TopicData::default()
+                    .with_topic_id(uuid(topic_id(n)))
+                    .with_partitions(partitions)
+            };
+            let alter = |id: i32, epoch: i64, topics| {
+                AlterPartitionRequest::default()
+                    .with_broker_id(BrokerId(id))
+                    .with_broker_epoch(epoch)
+                    .with_topics(topics)
+            };
+            let mut stale_member = partition(0, 2, 5, &[4]);
+            if version >= 3 {
+                stale_member.new_isr_with_epochs[0].broker_epoch = 39;
+            }
+            let corners = alter(
+                4,
+                40,
+                vec![
+                    topic(
+                        "orders",
+                        vec![
+                            // Shrunk to the leader; recovering; not led by 4; a fenced
+                            // member; an old leader epoch; an old partition epoch; no such
+                            // partition; a member at another epoch (v3 only: v2 names none).
+                            partition(0, 2, 5, &[4]),
+                            partition(2, 4, 7, &[4]).with_leader_recovery_state(1),
+                            partition(1, 3, 6, &[4]),
+                            partition(0, 2, 5, &[4, 5]),
+                            partition(0, 1, 5, &[4]),
+                            partition(0, 2, 4, &[4]),
+                            partition(7, 2, 5, &[4]),
+                            stale_member,
+                        ],
+                    ),
+                    topic("missing", vec![partition(0, 2, 5, &[4])]),
+                ],
+            );
+            let good = || vec![topic("logs", vec![partition(0, 2, 5, &[4])])];
+            let mut negative_partition = good();
+            negative_partition[0].partitions[0].partition_index = -1;
+            let mut bad_state = good();
+            bad_state[0].partitions[0].leader_recovery_state = 2;
+            let negative_member = vec![topic("logs", vec![partition(0, 2, 5, &[-1])])];
+            [
+                corners,
+                alter(4, 39, good()),
+                alter(4, 40, negative_partition),
+                alter(4, 40, bad_state),
+                alter(4, 40, negative_member),
+                alter(-1, 40, good()),
+            ]
+            .into_iter()
+            .map(RequestKind::AlterPartition)
+            .collect()
+        }
+        ApiKey::AssignReplicasToDirs => {
+            let topic = |n: &str, partitions: &[i32]| {
+                assign_replicas_to_dirs_request::TopicData::default()
+                    .with_topic_id(uuid(topic_id(n)))
+                    .with_partitions(
+                        partitions
+                            .iter()
+                            .map(|&p| {
+                                assign_replicas_to_dirs_request::PartitionData::default()
+                                    .with_partition_index(p)
+                            })
+                            .collect(),
+                    )
+            };
+            let assign = |id: i32, epoch: i64, topics| {
+                AssignReplicasToDirsRequest::default()
+                    .with_broker_id(BrokerId(id))
+                    .with_broker_epoch(epoch)
+                    .with_directories(vec![
+                        assign_replicas_to_dirs_request::DirectoryData::default()
+                            .with_id(uuid::Uuid::from_bytes([44; 16]))
+                            .with_topics(topics),
+                    ])
+            };
+            [
+                assign(
+                    4,
+                    40,
+                    vec![
+                        topic("orders", &[0, 1, 2, 7]),
+                        topic("logs", &[0]),
+                        topic("missing", &[0]),
+                    ],
+                ),
+                // Broker 6 holds no replica; a stale epoch; a negative partition or broker.
+                assign(6, 60, vec![topic("orders", &[0])]),
+                assign(4, 39, vec![topic("orders", &[0])]),
+                assign(4, 40, vec![topic("orders", &[-1])]),
+                assign(-1, 40, vec![topic("orders", &[0])]),
+            ]
+            .into_iter()
+            .map(RequestKind::AssignReplicasToDirs)
+            .collect()
+        }
+        ApiKey::ListPartitionReassignments => {
+            let some =
+                list_partition_reassignments_request::ListPartitionReassignmentsTopics::default()
+                    .with_name(name("orders"))
+                    .with_partition_indexes(vec![0, 1]);
+            [None, Some(vec![some])]
+                .into_iter()
+                .map(|topics| {
+                    RequestKind::ListPartitionReassignments(
+                        ListPartitionReassignmentsRequest::default()
+                            .with_timeout_ms(30_000)
+                            .with_topics(topics),
+                    )
+                })
+                .collect()
+        }
+        ApiKey::Envelope => {
+            let envelope = |data: Vec<u8>, principal: Option<Vec<u8>>| {
+                RequestKind::Envelope(
+                    EnvelopeRequest::default()
+                        .with_request_data(data.into())
+                        .with_request_principal(principal.map(Into::into))
+                        .with_client_host_address(vec![10, 0, 0, 7].into()),
+                )
+            };
+            let alice = principal("User", "alice");
+            // What brokers forward: an admin client's CreateTopics, DescribeQuorum, Metadata.
+            let create = wrapped(ApiKey::CreateTopics, 7, 21, 0);
+            let quorum = wrapped(ApiKey::DescribeQuorum, 2, 22, 0);
+            let metadata = wrapped(ApiKey::Metadata, 12, 23, 0);
+            let nested = {
+                let RequestKind::Envelope(inner) = envelope(metadata.clone(), Some(alice.clone()))
+                else {
+                    unreachable!("an envelope");
+                };
+                unprefixed(ApiKey::Envelope, 0, 24, &RequestKind::Envelope(inner))
+            };
+            let mut truncated = metadata.clone();
+            truncated.truncate(truncated.len() - 6);
+            let mut too_new = unprefixed(
+                ApiKey::ApiVersions,
+                3,
+                25,
+                &default_request(ApiKey::ApiVersions),
+            );
+            too_new[2..4].copy_from_slice(&99i16.to_be_bytes());
+            let mut bad_version = alice.clone();
+            bad_version[..2].copy_from_slice(&1i16.to_be_bytes());
+            let not_served = unprefixed(
+                ApiKey::Produce,
+                9,
+                26,
+                &RequestKind::Produce(ProduceRequest::default()),
+            );
+            vec![
+                envelope(create, Some(alice.clone())),
+                envelope(quorum, Some(alice.clone())),
+                envelope(metadata.clone(), None),
+                envelope(nested, Some(alice.clone())),
+                envelope(vec![0xff, 0x01, 0x02], Some(alice.clone())),
+                envelope(truncated, Some(alice.clone())),
+                envelope(metadata.clone(), Some(bad_version)),
+                envelope(metadata.clone(), Some(alice[..5].to_vec())),
+                envelope(not_served, Some(alice.clone())),
+                envelope(too_new, Some(alice)),
+            ]
+        }
         other => panic!("{other:?} is served but has no seed: add it here"),
     }
+}
+
+/// A request as an Envelope wraps it: header and body, no size prefix.
+fn unprefixed(api: ApiKey, version: i16, correlation_id: i32, body: &RequestKind) -> Vec<u8> {
+    frame(api, version, correlation_id, body).split_off(4)
+}
+
+/// The `which`th filled-in request of `api` at `version`, as an Envelope wraps it.
+fn wrapped(api: ApiKey, version: i16, correlation_id: i32, which: usize) -> Vec<u8> {
+    let body = filled_requests(api, version).swap_remove(which);
+    unprefixed(api, version, correlation_id, &body)
+}
+
+/// A forwarded principal as a broker serializes it: an int16 version (0), then Kafka's
+/// DefaultPrincipalData at that version.
+fn principal(principal_type: &str, name: &str) -> Vec<u8> {
+    let mut buf = BytesMut::new();
+    buf.put_i16(0);
+    DefaultPrincipalData::default()
+        .with_type(text(principal_type))
+        .with_name(text(name))
+        .encode(&mut buf, 0)
+        .expect("a principal encodes");
+    buf.to_vec()
 }
 
 /// The harness's cluster id as Kafka prints it.
@@ -792,7 +1019,7 @@ fn seeds() -> BTreeMap<String, Seed> {
     add("seed-session-admin".into(), bytes, session.len(), false);
     // A broker's session: it registers, is sent to the snapshot, fetches it, follows the
     // log from the snapshot's end (the listener remembers the high watermark it sent, and
-    // the rendered snapshot), and heartbeats.
+    // the rendered snapshot), heartbeats, places its replicas and takes producer ids.
     let session: Vec<(ApiKey, i16, usize)> = vec![
         (ApiKey::ApiVersions, 4, 0),
         (ApiKey::BrokerRegistration, 4, 0),
@@ -802,6 +1029,8 @@ fn seeds() -> BTreeMap<String, Seed> {
         (ApiKey::Fetch, 17, 1),
         (ApiKey::BrokerHeartbeat, 1, 0),
         (ApiKey::Fetch, 17, 3),
+        (ApiKey::AssignReplicasToDirs, 0, 0),
+        (ApiKey::AllocateProducerIds, 0, 0),
     ];
     let bytes: Vec<u8> = session
         .iter()
@@ -1053,6 +1282,57 @@ fn outcome(body: &ResponseKind) -> String {
             r.is_fenced, r.should_shut_down, r.is_caught_up
         ),
         ResponseKind::UnregisterBroker(r) => format!("error {}", r.error_code),
+        ResponseKind::AllocateProducerIds(r) if r.error_code != 0 => {
+            format!("error {}", r.error_code)
+        }
+        ResponseKind::AllocateProducerIds(r) => {
+            format!("ids {}+{}", r.producer_id_start.0, r.producer_id_len)
+        }
+        ResponseKind::AlterPartition(r) if r.error_code != 0 => format!("error {}", r.error_code),
+        ResponseKind::AlterPartition(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| {
+                if p.error_code != 0 {
+                    format!("{}: {}", p.partition_index, p.error_code)
+                } else {
+                    let isr: Vec<i32> = p.isr.iter().map(|b| b.0).collect();
+                    format!(
+                        "{}: leader {} epoch {} isr {isr:?} recovery {} partition epoch {}",
+                        p.partition_index,
+                        p.leader_id.0,
+                        p.leader_epoch,
+                        p.leader_recovery_state,
+                        p.partition_epoch
+                    )
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        ResponseKind::AssignReplicasToDirs(r) if r.error_code != 0 => {
+            format!("error {}", r.error_code)
+        }
+        ResponseKind::AssignReplicasToDirs(r) => r
+            .directories
+            .iter()
+            .flat_map(|d| &d.topics)
+            .flat_map(|t| &t.partitions)
+            .map(|p| format!("{}: {}", p.partition_index, p.error_code))
+            .collect::<Vec<_>>()
+            .join(", "),
+        ResponseKind::ListPartitionReassignments(r) => {
+            format!("error {}, {} topics", r.error_code, r.topics.len())
+        }
+        ResponseKind::Envelope(r) if r.error_code != 0 => format!("error {}", r.error_code),
+        ResponseKind::Envelope(r) => {
+            let data = r
+                .response_data
+                .as_ref()
+                .expect("a served envelope's response");
+            let correlation_id = i32::from_be_bytes(data[..4].try_into().expect("a header"));
+            format!("response to {correlation_id}")
+        }
         other => panic!("not a broker-facing answer: {other:?}"),
     }
 }
@@ -1166,6 +1446,127 @@ fn broker_seeds_reach_their_paths() {
         outcomes("UnregisterBroker", 0, 4),
         expect(&["error 0", "error 42", "error 102", "error 42"])
     );
+    assert_eq!(
+        outcomes("AllocateProducerIds", 0, 5),
+        expect(&[
+            "ids 5000+1000",
+            "error 77",
+            "error 102",
+            "error 42",
+            "error 42"
+        ])
+    );
+    for version in [2, 3] {
+        // v2 names no member epochs: the member at another epoch is in.
+        let member_at_another_epoch = if version >= 3 {
+            "0: 107"
+        } else {
+            "0: leader 4 epoch 2 isr [4] recovery 0 partition epoch 6"
+        };
+        assert_eq!(
+            outcomes("AlterPartition", version, 6),
+            expect(&[
+                &[
+                    "0: leader 4 epoch 2 isr [4] recovery 0 partition epoch 6",
+                    "2: leader 4 epoch 4 isr [4] recovery 1 partition epoch 8",
+                    "1: 6",
+                    "0: 107",
+                    "0: 74",
+                    "0: 95",
+                    "7: 3",
+                    member_at_another_epoch,
+                    "0: 100",
+                ]
+                .join(", "),
+                "error 77",
+                "error 42",
+                "error 42",
+                "error 42",
+                "error 42",
+            ]),
+            "AlterPartition v{version}"
+        );
+    }
+    assert_eq!(
+        outcomes("AssignReplicasToDirs", 0, 5),
+        expect(&[
+            "0: 0, 1: 0, 2: 0, 7: 3, 0: 0, 0: 100",
+            "0: 6",
+            "error 77",
+            "error 42",
+            "error 42",
+        ])
+    );
+    assert_eq!(
+        outcomes("ListPartitionReassignments", 0, 2),
+        expect(&["error 0, 0 topics", "error 0, 0 topics"])
+    );
+    assert_eq!(
+        outcomes("Envelope", 0, 10),
+        expect(&[
+            "response to 21",
+            "response to 22",
+            "response to 23",
+            "error 42",
+            "error 42",
+            "error 42",
+            "error 42",
+            "error 42",
+            "error 35",
+            "response to 25",
+        ])
+    );
+    // The wrapped answers are the wrapped requests' (the harness checked they decode).
+    let inner = |i: usize, api: ApiKey, version: i16| -> ResponseKind {
+        let (_, bodies) = answers(&seeds[&format!("seed-Envelope-v0-filled{i}")].bytes);
+        let ResponseKind::Envelope(r) = &bodies[0] else {
+            panic!("an Envelope answer: {:?}", bodies[0]);
+        };
+        let mut data = r.response_data.clone().expect("a response");
+        ResponseHeader::decode(&mut data, api.response_header_version(version)).expect("a header");
+        ResponseKind::decode(api, &mut data, version).expect("a body")
+    };
+    let ResponseKind::CreateTopics(created) = inner(0, ApiKey::CreateTopics, 7) else {
+        panic!("CreateTopics");
+    };
+    let codes: Vec<(String, i16)> = created
+        .topics
+        .iter()
+        .map(|t| (t.name.0.to_string(), t.error_code))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            ("new-topic".to_owned(), 0),
+            ("assigned".to_owned(), 0),
+            ("three".to_owned(), 0)
+        ]
+    );
+    let ResponseKind::DescribeQuorum(quorum) = inner(1, ApiKey::DescribeQuorum, 2) else {
+        panic!("DescribeQuorum");
+    };
+    assert_eq!(quorum.topics[0].partitions[0].leader_id.0, 1);
+    let ResponseKind::Metadata(metadata) = inner(2, ApiKey::Metadata, 12) else {
+        panic!("Metadata");
+    };
+    let topics: Vec<(Option<String>, i16)> = metadata
+        .topics
+        .iter()
+        .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.error_code))
+        .collect();
+    assert_eq!(
+        topics,
+        [
+            (Some("orders".to_owned()), 0),
+            (Some("missing".to_owned()), 3),
+            (Some("logs".to_owned()), 0),
+            (None, 100)
+        ]
+    );
+    let ResponseKind::ApiVersions(versions) = inner(9, ApiKey::ApiVersions, 0) else {
+        panic!("ApiVersions");
+    };
+    assert_eq!(versions.error_code, 35, "KIP-511 inside an envelope");
     let (_, bodies) = answers(&seeds["seed-session-broker"].bytes);
     let session: Vec<String> = bodies[1..].iter().map(outcome).collect();
     assert_eq!(
@@ -1178,6 +1579,8 @@ fn broker_seeds_reach_their_paths() {
             "records 90..100 hwm 100",
             "fenced false shut down false caught up true",
             "no records hwm 100",
+            "0: 0, 1: 0, 2: 0, 7: 3, 0: 0, 0: 100",
+            "ids 5000+1000",
         ]
     );
 }

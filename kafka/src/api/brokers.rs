@@ -511,7 +511,10 @@ mod tests {
     use corum_controller::ApiError;
     use corum_protocol::RpcError;
     use corum_types::Uuid;
-    use kafka_protocol::messages::{broker_registration_request, BrokerId};
+    use kafka_protocol::messages::{
+        alter_partition_request, assign_replicas_to_dirs_request, broker_registration_request,
+        BrokerId,
+    };
 
     use super::*;
     use crate::apis::ServedApis;
@@ -541,6 +544,8 @@ mod tests {
     struct Node {
         heartbeat: Result<Answer, RpcError>,
         unregister: Result<(), RpcError>,
+        /// The answer to any other request.
+        other: Option<Result<ResponseBody, RpcError>>,
         sent: RefCell<Vec<RequestBody>>,
     }
 
@@ -549,7 +554,16 @@ mod tests {
             Node {
                 heartbeat,
                 unregister: Ok(()),
+                other: None,
                 sent: RefCell::default(),
+            }
+        }
+
+        /// A controller that answers the one request of a test with `answer`.
+        fn replying(answer: Result<ResponseBody, RpcError>) -> Node {
+            Node {
+                other: Some(answer),
+                ..Node::answering(Err(RpcError::Timeout { timeout_ms: 1 }))
             }
         }
 
@@ -586,7 +600,10 @@ mod tests {
                     .unregister
                     .clone()
                     .map(|()| ResponseBody::UnregisterBroker),
-                other => panic!("unexpected {}", other.kind()),
+                other => self
+                    .other
+                    .clone()
+                    .unwrap_or_else(|| panic!("unexpected {}", other.kind())),
             };
             self.sent.borrow_mut().push(body);
             answer
@@ -920,5 +937,480 @@ mod tests {
         assert_eq!(r.error_code, K::InvalidRequest.code());
         assert!(r.error_message.is_some());
         assert!(node.sent.borrow().is_empty());
+    }
+
+    fn sent_one(node: &Node) -> RequestBody {
+        let sent = node.sent.borrow();
+        let [body] = sent.as_slice() else {
+            panic!("one request expected, sent {sent:?}");
+        };
+        body.clone()
+    }
+
+    fn kafka_topic(n: u8) -> uuid::Uuid {
+        uuid::Uuid::from_bytes([n; 16])
+    }
+
+    /// AllocateProducerIds carries the broker's id and epoch, and the block the controller
+    /// gives comes back as Kafka's start and length.
+    #[test]
+    fn allocate_producer_ids_maps_the_block() {
+        let node = Node::replying(Ok(ResponseBody::AllocateProducerIds(
+            corum_controller::control::producer_id_control::AllocateProducerIdsResponse {
+                first_producer_id: 7_000,
+                count: 1_000,
+            },
+        )));
+        let r = run(allocate_producer_ids(
+            &ctx(),
+            &node,
+            AllocateProducerIdsRequest::default()
+                .with_broker_id(BrokerId(4))
+                .with_broker_epoch(40),
+        ));
+        assert_eq!(
+            (r.error_code, r.producer_id_start.0, r.producer_id_len),
+            (0, 7_000, 1_000)
+        );
+        let RequestBody::AllocateProducerIds(a) = sent_one(&node) else {
+            panic!("not an allocation");
+        };
+        assert_eq!((a.broker_id, a.broker_epoch), (NodeId(4), BrokerEpoch(40)));
+    }
+
+    /// A block Kafka's fields cannot hold is an internal error, not a wrapped id; a negative
+    /// id or epoch never reaches the controller; the controller's refusals carry Kafka's codes.
+    #[test]
+    fn allocate_producer_ids_errors() {
+        let block = |first_producer_id, count| {
+            Ok(ResponseBody::AllocateProducerIds(
+                corum_controller::control::producer_id_control::AllocateProducerIdsResponse {
+                    first_producer_id,
+                    count,
+                },
+            ))
+        };
+        let request = |id: i32, epoch: i64| {
+            AllocateProducerIdsRequest::default()
+                .with_broker_id(BrokerId(id))
+                .with_broker_epoch(epoch)
+        };
+        for (answer, code) in [
+            (block(1 << 63, 1_000), K::UnknownServerError),
+            (block(0, 1 << 31), K::UnknownServerError),
+            (
+                Err(RpcError::Api(ApiError::StaleBrokerEpoch {
+                    broker_id: NodeId(4),
+                    current: BrokerEpoch(41),
+                    request: BrokerEpoch(40),
+                })),
+                K::StaleBrokerEpoch,
+            ),
+            (
+                Err(RpcError::NotController { leader: None }),
+                K::NotController,
+            ),
+            (Ok(ResponseBody::UnregisterBroker), K::UnknownServerError),
+        ] {
+            let node = Node::replying(answer.clone());
+            let r = run(allocate_producer_ids(&ctx(), &node, request(4, 40)));
+            assert_eq!(
+                (r.error_code, r.producer_id_start.0, r.producer_id_len),
+                (code.code(), -1, 0),
+                "{answer:?}"
+            );
+        }
+        for request in [request(-1, 40), request(4, -1)] {
+            let node = Node::replying(block(0, 1_000));
+            let r = run(allocate_producer_ids(&ctx(), &node, request));
+            assert_eq!(r.error_code, K::InvalidRequest.code());
+            assert!(node.sent.borrow().is_empty());
+        }
+    }
+
+    /// An AlterPartition partition as a leader sends it: v2 lists the new ISR's ids, v3 each
+    /// member with its broker epoch (-1: unknown).
+    fn alter_request(version: i16) -> AlterPartitionRequest {
+        let partition = alter_partition_request::PartitionData::default()
+            .with_partition_index(2)
+            .with_leader_epoch(6)
+            .with_partition_epoch(9)
+            .with_leader_recovery_state(1)
+            // Each version's other field is ignored.
+            .with_new_isr(if version >= 3 {
+                vec![BrokerId(9)]
+            } else {
+                vec![BrokerId(4), BrokerId(5)]
+            })
+            .with_new_isr_with_epochs(if version >= 3 {
+                vec![
+                    alter_partition_request::BrokerState::default()
+                        .with_broker_id(BrokerId(4))
+                        .with_broker_epoch(40),
+                    alter_partition_request::BrokerState::default()
+                        .with_broker_id(BrokerId(5))
+                        .with_broker_epoch(-1),
+                ]
+            } else {
+                vec![alter_partition_request::BrokerState::default()
+                    .with_broker_id(BrokerId(9))
+                    .with_broker_epoch(90)]
+            });
+        AlterPartitionRequest::default()
+            .with_broker_id(BrokerId(4))
+            .with_broker_epoch(40)
+            .with_topics(vec![alter_partition_request::TopicData::default()
+                .with_topic_id(kafka_topic(3))
+                .with_partitions(vec![partition])])
+    }
+
+    /// AlterPartition's fields reach corum's request (v2's `new_isr` without epochs, v3's
+    /// `new_isr_with_epochs` with them, a negative member epoch as unknown), and each
+    /// partition's result comes back: the new state, or its error with no leader.
+    #[test]
+    fn alter_partition_maps_fields_both_ways() {
+        use corum_controller::control::replication_control::{
+            AlterPartitionResponse as Altered, AlterPartitionTopicResult, AlteredPartition,
+        };
+        let topic = TopicId(Uuid([3; 16]));
+        let answer = Altered {
+            topics: vec![AlterPartitionTopicResult {
+                topic_id: topic,
+                partitions: vec![
+                    (
+                        PartitionId(2),
+                        Ok(AlteredPartition {
+                            leader: Some(NodeId(4)),
+                            leader_epoch: LeaderEpoch(6),
+                            isr: vec![NodeId(4), NodeId(5)],
+                            leader_recovery_state: LeaderRecoveryState::Recovering,
+                            partition_epoch: PartitionEpoch(10),
+                        }),
+                    ),
+                    (
+                        PartitionId(0),
+                        Err(ApiError::FencedLeaderEpoch {
+                            topic_id: topic,
+                            partition: PartitionId(0),
+                            current: LeaderEpoch(7),
+                            request: LeaderEpoch(6),
+                        }),
+                    ),
+                    (
+                        PartitionId(1),
+                        Ok(AlteredPartition {
+                            leader: None,
+                            leader_epoch: LeaderEpoch(3),
+                            isr: vec![],
+                            leader_recovery_state: LeaderRecoveryState::Recovered,
+                            partition_epoch: PartitionEpoch(4),
+                        }),
+                    ),
+                ],
+            }],
+        };
+        for (version, members) in [
+            (
+                2,
+                vec![
+                    IsrMember {
+                        broker_id: NodeId(4),
+                        broker_epoch: None,
+                    },
+                    IsrMember {
+                        broker_id: NodeId(5),
+                        broker_epoch: None,
+                    },
+                ],
+            ),
+            (
+                3,
+                vec![
+                    IsrMember {
+                        broker_id: NodeId(4),
+                        broker_epoch: Some(BrokerEpoch(40)),
+                    },
+                    IsrMember {
+                        broker_id: NodeId(5),
+                        broker_epoch: None,
+                    },
+                ],
+            ),
+        ] {
+            let node = Node::replying(Ok(ResponseBody::AlterPartition(answer.clone())));
+            let r = run(alter_partition(
+                &ctx(),
+                &node,
+                alter_request(version),
+                version,
+            ));
+            let RequestBody::AlterPartition(sent) = sent_one(&node) else {
+                panic!("not an AlterPartition");
+            };
+            assert_eq!(
+                sent,
+                AlterPartition {
+                    broker_id: NodeId(4),
+                    broker_epoch: BrokerEpoch(40),
+                    topics: vec![AlterPartitionTopic {
+                        topic_id: topic,
+                        partitions: vec![PartitionAlteration {
+                            partition_id: PartitionId(2),
+                            leader_epoch: LeaderEpoch(6),
+                            new_isr_with_epochs: members,
+                            leader_recovery_state: LeaderRecoveryState::Recovering,
+                            partition_epoch: PartitionEpoch(9),
+                        }],
+                    }],
+                },
+                "v{version}"
+            );
+            assert_eq!(r.error_code, 0);
+            let [t] = r.topics.as_slice() else {
+                panic!("one topic: {r:?}");
+            };
+            assert_eq!(t.topic_id, kafka_topic(3));
+            let parts: Vec<_> = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let isr: Vec<i32> = p.isr.iter().map(|b| b.0).collect();
+                    (
+                        p.partition_index,
+                        p.error_code,
+                        p.leader_id.0,
+                        p.leader_epoch,
+                        isr,
+                        p.leader_recovery_state,
+                        p.partition_epoch,
+                    )
+                })
+                .collect();
+            assert_eq!(
+                parts,
+                vec![
+                    (2, 0, 4, 6, vec![4, 5], 1, 10),
+                    (0, K::FencedLeaderEpoch.code(), -1, 0, vec![], 0, 0),
+                    (1, 0, -1, 3, vec![], 0, 4),
+                ]
+            );
+        }
+    }
+
+    /// What corum's request cannot state is INVALID_REQUEST for the whole AlterPartition and
+    /// never reaches the controller: a negative broker id, broker epoch, partition index,
+    /// leader or partition epoch or ISR member id, or an unknown leader recovery state.
+    #[test]
+    fn invalid_alter_partitions_never_reach_the_controller() {
+        type Edit = fn(&mut AlterPartitionRequest);
+        let cases: [(&str, Edit); 8] = [
+            ("broker id", |r| r.broker_id = BrokerId(-1)),
+            ("broker epoch", |r| r.broker_epoch = -1),
+            ("partition", |r| {
+                r.topics[0].partitions[0].partition_index = -2
+            }),
+            ("leader epoch", |r| {
+                r.topics[0].partitions[0].leader_epoch = -1
+            }),
+            ("partition epoch", |r| {
+                r.topics[0].partitions[0].partition_epoch = -1
+            }),
+            ("recovery state", |r| {
+                r.topics[0].partitions[0].leader_recovery_state = 2
+            }),
+            ("v2 member", |r| {
+                r.topics[0].partitions[0].new_isr[1] = BrokerId(-5)
+            }),
+            ("v3 member", |r| {
+                r.topics[0].partitions[0].new_isr_with_epochs[1].broker_id = BrokerId(-5)
+            }),
+        ];
+        for (what, edit) in cases {
+            let version = if what == "v3 member" { 3 } else { 2 };
+            let mut request = alter_request(version);
+            if version == 2 {
+                // Both fields filled, so each version's edit has something to change.
+                request.topics[0].partitions[0].new_isr_with_epochs = alter_request(3).topics[0]
+                    .partitions[0]
+                    .new_isr_with_epochs
+                    .clone();
+            }
+            edit(&mut request);
+            let node = Node::replying(Err(RpcError::Timeout { timeout_ms: 1 }));
+            let r = run(alter_partition(&ctx(), &node, request, version));
+            assert_eq!(r.error_code, K::InvalidRequest.code(), "{what}");
+            assert!(r.topics.is_empty(), "{what}");
+            assert!(
+                node.sent.borrow().is_empty(),
+                "{what}: the controller was asked"
+            );
+        }
+        // A negative member id in the field the version does not read is no error.
+        let mut request = alter_request(3);
+        request.topics[0].partitions[0].new_isr = vec![BrokerId(-1)];
+        let node = Node::replying(Err(RpcError::Timeout { timeout_ms: 1 }));
+        let r = run(alter_partition(&ctx(), &node, request, 3));
+        assert_eq!(r.error_code, K::RequestTimedOut.code());
+        assert_eq!(node.sent.borrow().len(), 1);
+    }
+
+    /// A whole-request refusal of AlterPartition is its top-level error code, with no topics.
+    #[test]
+    fn alter_partition_refusals_carry_kafka_codes() {
+        for (error, code) in [
+            (
+                RpcError::Api(ApiError::StaleBrokerEpoch {
+                    broker_id: NodeId(4),
+                    current: BrokerEpoch(41),
+                    request: BrokerEpoch(40),
+                }),
+                K::StaleBrokerEpoch,
+            ),
+            (RpcError::NotController { leader: None }, K::NotController),
+            (RpcError::Timeout { timeout_ms: 1 }, K::RequestTimedOut),
+        ] {
+            let node = Node::replying(Err(error.clone()));
+            let r = run(alter_partition(&ctx(), &node, alter_request(3), 3));
+            assert_eq!(r.error_code, code.code(), "{error}");
+            assert!(r.topics.is_empty());
+        }
+    }
+
+    fn assign_request(partitions: &[i32]) -> AssignReplicasToDirsRequest {
+        AssignReplicasToDirsRequest::default()
+            .with_broker_id(BrokerId(4))
+            .with_broker_epoch(40)
+            .with_directories(vec![
+                assign_replicas_to_dirs_request::DirectoryData::default()
+                    .with_id(uuid::Uuid::from_bytes([44; 16]))
+                    .with_topics(vec![assign_replicas_to_dirs_request::TopicData::default()
+                        .with_topic_id(kafka_topic(3))
+                        .with_partitions(
+                            partitions
+                                .iter()
+                                .map(|&p| {
+                                    assign_replicas_to_dirs_request::PartitionData::default()
+                                        .with_partition_index(p)
+                                })
+                                .collect(),
+                        )]),
+            ])
+    }
+
+    /// AssignReplicasToDirs reaches corum's request directory by directory, and each
+    /// partition's result comes back as its error code.
+    #[test]
+    fn assign_replicas_to_dirs_maps_fields_both_ways() {
+        use corum_controller::control::replication_control::{
+            AssignReplicasToDirsResponse as Assigned, DirectoryAssignmentResult,
+            TopicPartitionResults,
+        };
+        let topic = TopicId(Uuid([3; 16]));
+        let answer = Assigned {
+            directories: vec![DirectoryAssignmentResult {
+                directory_id: Uuid([44; 16]),
+                topics: vec![TopicPartitionResults {
+                    topic_id: topic,
+                    partitions: vec![
+                        (PartitionId(0), Ok(())),
+                        (
+                            PartitionId(7),
+                            Err(ApiError::UnknownPartition {
+                                topic_id: topic,
+                                partition: PartitionId(7),
+                            }),
+                        ),
+                        (
+                            PartitionId(1),
+                            Err(ApiError::NotReplica {
+                                broker_id: NodeId(4),
+                                topic_id: topic,
+                                partition: PartitionId(1),
+                            }),
+                        ),
+                    ],
+                }],
+            }],
+        };
+        let node = Node::replying(Ok(ResponseBody::AssignReplicasToDirs(answer)));
+        let r = run(assign_replicas_to_dirs(
+            &ctx(),
+            &node,
+            assign_request(&[0, 7, 1]),
+        ));
+        let RequestBody::AssignReplicasToDirs(sent) = sent_one(&node) else {
+            panic!("not an AssignReplicasToDirs");
+        };
+        assert_eq!(
+            sent,
+            AssignDirs {
+                broker_id: NodeId(4),
+                broker_epoch: BrokerEpoch(40),
+                directories: vec![DirectoryAssignment {
+                    directory_id: Uuid([44; 16]),
+                    topics: vec![TopicPartitions {
+                        topic_id: topic,
+                        partitions: vec![PartitionId(0), PartitionId(7), PartitionId(1)],
+                    }],
+                }],
+            }
+        );
+        assert_eq!(r.error_code, 0);
+        let [d] = r.directories.as_slice() else {
+            panic!("one directory: {r:?}");
+        };
+        assert_eq!(d.id, uuid::Uuid::from_bytes([44; 16]));
+        assert_eq!(d.topics.len(), 1);
+        assert_eq!(d.topics[0].topic_id, kafka_topic(3));
+        let codes: Vec<(i32, i16)> = d.topics[0]
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.error_code))
+            .collect();
+        assert_eq!(
+            codes,
+            [
+                (0, 0),
+                (7, K::UnknownTopicOrPartition.code()),
+                (1, K::NotLeaderOrFollower.code())
+            ]
+        );
+    }
+
+    /// A negative broker id, epoch or partition is INVALID_REQUEST without asking the
+    /// controller; the controller's whole-request refusals carry Kafka's codes.
+    #[test]
+    fn assign_replicas_to_dirs_errors() {
+        for request in [
+            assign_request(&[0]).with_broker_id(BrokerId(-1)),
+            assign_request(&[0]).with_broker_epoch(-1),
+            assign_request(&[0, -1]),
+        ] {
+            let node = Node::replying(Err(RpcError::Timeout { timeout_ms: 1 }));
+            let r = run(assign_replicas_to_dirs(&ctx(), &node, request));
+            assert_eq!(r.error_code, K::InvalidRequest.code());
+            assert!(r.directories.is_empty());
+            assert!(node.sent.borrow().is_empty());
+        }
+        for (error, code) in [
+            (
+                RpcError::Api(ApiError::BrokerIdNotRegistered {
+                    broker_id: NodeId(4),
+                }),
+                K::BrokerIdNotRegistered,
+            ),
+            (
+                RpcError::Api(ApiError::UnsupportedVersion {
+                    reason: "metadata.version".into(),
+                }),
+                K::UnsupportedVersion,
+            ),
+            (RpcError::NotController { leader: None }, K::NotController),
+        ] {
+            let node = Node::replying(Err(error.clone()));
+            let r = run(assign_replicas_to_dirs(&ctx(), &node, assign_request(&[0])));
+            assert_eq!(r.error_code, code.code(), "{error}");
+            assert!(r.directories.is_empty());
+        }
     }
 }

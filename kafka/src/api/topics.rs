@@ -544,3 +544,26 @@ pub async fn elect_leaders<B: Backend>(
 pub fn list_partition_reassignments() -> ListPartitionReassignmentsResponse {
     ListPartitionReassignmentsResponse::default()
 }
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::{ApiKey, ResponseKind};
+
+    use super::*;
+
+    /// corum moves no replicas, so no reassignment is ever in progress: the answer lists none
+    /// and no error, and it encodes at every version served.
+    #[test]
+    fn no_partition_reassignment_is_in_progress() {
+        let r = list_partition_reassignments();
+        assert_eq!(r.error_code, 0);
+        assert!(r.error_message.as_deref().is_none_or(str::is_empty));
+        assert!(r.topics.is_empty());
+        let api = ApiKey::ListPartitionReassignments;
+        let versions = api.valid_versions();
+        for version in versions.min..=versions.max {
+            let body = ResponseKind::ListPartitionReassignments(r.clone());
+            crate::response::encode(api, version, 3, &body).expect("it encodes");
+        }
+    }
+}

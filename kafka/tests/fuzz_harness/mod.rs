@@ -18,6 +18,8 @@
 //!   at the response header version Kafka defines (v0 for ApiVersions), and the body decodes
 //!   back, with Kafka's own schema, at the version answered, to the last byte;
 //! - a KIP-511 answer is ApiVersions v0 with UNSUPPORTED_VERSION.
+//! - an Envelope's answer carries, unless it is an error, the wrapped request's whole
+//!   response: its correlation id, at the version asked, decoding with Kafka's schema.
 //!
 //! # The scripted backend
 //!
@@ -50,9 +52,9 @@ use std::task::{Context, Poll, Waker};
 
 use bytes::{Buf, Bytes};
 use corum_controller::control::cluster_control::{
-    BrokerHeartbeatRequest, BrokerHeartbeatResponse, DescribeClusterResponse,
-    DescribeControllersResponse, DescribedBroker, DescribedController, TargetState,
-    UnregisterBrokerRequest,
+    BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerRegistrationRequest,
+    BrokerRegistrationResponse, DescribeClusterResponse, DescribeControllersResponse,
+    DescribedBroker, DescribedController, TargetState, UnregisterBrokerRequest,
 };
 use corum_controller::control::config_control::{
     AlterConfigOp, ConfigSource, DescribeConfigsResponse, DescribedConfig,
@@ -61,11 +63,16 @@ use corum_controller::control::config_control::{
 use corum_controller::control::feature_control::{
     supported_features, DescribeFeaturesResponse, FinalizedFeatureLevel, UpdateFeaturesResponse,
 };
+use corum_controller::control::producer_id_control::{
+    AllocateProducerIdsRequest, AllocateProducerIdsResponse,
+};
 use corum_controller::control::replication_control::{
-    CreatePartitionsResponse, CreateTopicsResponse, CreateTopicsWithConfigsResponse, CreatedTopic,
-    CreatedTopicWithConfigs, DeleteTopicsResponse, DeleteTopicsV2Response, DeletedTopic,
-    DescribeTopicsResponse, DescribedPartition, DescribedTopic, ElectLeadersResponse, ElectionType,
-    TopicRef,
+    AlterPartitionRequest, AlterPartitionResponse, AlterPartitionTopicResult, AlteredPartition,
+    AssignReplicasToDirsRequest, AssignReplicasToDirsResponse, CreatePartitionsResponse,
+    CreateTopicsResponse, CreateTopicsWithConfigsResponse, CreatedTopic, CreatedTopicWithConfigs,
+    DeleteTopicsResponse, DeleteTopicsV2Response, DeletedTopic, DescribeTopicsResponse,
+    DescribedPartition, DescribedTopic, DirectoryAssignmentResult, ElectLeadersResponse,
+    ElectionType, TopicPartitionResults, TopicRef,
 };
 use corum_controller::image::configs::ConfigResource;
 use corum_controller::records::{
@@ -89,7 +96,9 @@ use corum_raft::{
     Batch, Endpoint, Payload, ReplicaKey, SnapshotId, Voter, VoterChangeError, VoterSet,
 };
 use corum_types::{BrokerEpoch, Epoch, LogOffset, NodeId, Uuid};
-use kafka_protocol::messages::{ApiKey, ResponseHeader, ResponseKind};
+use kafka_protocol::messages::{
+    ApiKey, EnvelopeResponse, RequestKind, ResponseHeader, ResponseKind,
+};
 use kafka_protocol::protocol::Decodable;
 
 /// `socket.request.max.bytes` at its default (the node's, which is Kafka's): 100 MiB. A fuzz
@@ -179,13 +188,17 @@ fn serve_connection(input: &[u8], mut keep: impl FnMut(ResponseKind)) -> Session
 
 thread_local! {
     static IN_DECODER: Cell<bool> = const { Cell::new(false) };
+    static IN_ENVELOPE: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Whether this thread is inside [`corum_kafka::parse`], which turns a panic of the codec's
-/// decoders into an error: the fuzz target's panic hook lets such a panic unwind to it
-/// rather than abort.
+/// Whether this thread may be inside [`corum_kafka::parse`], which turns a panic of the
+/// codec's decoders into an error: the fuzz target's panic hook lets such a panic unwind to
+/// it rather than abort. That is while the listener parses a request, and while it serves an
+/// Envelope, which parses the request it wraps. A panic there that nothing catches still
+/// aborts the process (libFuzzer's entry point aborts on any panic that reaches it), so it
+/// is still a finding.
 pub fn in_request_decoder() -> bool {
-    IN_DECODER.with(Cell::get)
+    IN_DECODER.with(Cell::get) || IN_ENVELOPE.with(Cell::get)
 }
 
 fn in_decoder<T>(parse: impl FnOnce() -> T) -> T {
@@ -205,8 +218,17 @@ fn serve_one(ctx: &ListenerContext, parsed: Parsed) -> ((i16, i16), ResponseKind
             ((head.api_key, head.api_version), head.correlation_id, true)
         }
     };
+    let wrapped = match &parsed {
+        Parsed::Request { body, .. } => match body.as_ref() {
+            RequestKind::Envelope(e) => Some(e.request_data.clone()),
+            _ => None,
+        },
+        Parsed::ApiVersionsTooNew { .. } => None,
+    };
     let backend = ScriptedBackend::new(correlation_id);
+    IN_ENVELOPE.with(|f| f.set(wrapped.is_some()));
     let answer = ready(corum_kafka::service::serve(ctx, &backend, parsed));
+    IN_ENVELOPE.with(|f| f.set(false));
     assert_eq!(
         answer.correlation_id, correlation_id,
         "answer to another request"
@@ -241,7 +263,44 @@ fn serve_one(ctx: &ListenerContext, parsed: Parsed) -> ((i16, i16), ResponseKind
         )
     });
     check_response_bytes(answer.api, answer.version, correlation_id, bytes);
+    if let (Some(wrapped), ResponseKind::Envelope(r)) = (wrapped, &answer.body) {
+        check_enveloped(ctx, &wrapped, r);
+    }
     ((answer.api as i16, answer.version), answer.body)
+}
+
+/// What the forwarding broker does with an Envelope's answer: the wrapped request's whole
+/// response, which must be the answer to that request (its correlation id, at the version
+/// it asked or, for a KIP-511 ApiVersions, v0) and decode with Kafka's schema; none with an
+/// error.
+fn check_enveloped(ctx: &ListenerContext, wrapped: &Bytes, r: &EnvelopeResponse) {
+    if r.error_code != 0 {
+        assert!(
+            r.response_data.is_none(),
+            "an Envelope error {} with a response",
+            r.error_code
+        );
+        return;
+    }
+    let data = r
+        .response_data
+        .as_ref()
+        .expect("a served Envelope carries the wrapped request's response");
+    // It was served, so its header parsed: key, version and correlation id lead it.
+    assert!(wrapped.len() >= 8, "a served wrapped request has a header");
+    let key = i16::from_be_bytes([wrapped[0], wrapped[1]]);
+    let version = i16::from_be_bytes([wrapped[2], wrapped[3]]);
+    let correlation_id = i32::from_be_bytes([wrapped[4], wrapped[5], wrapped[6], wrapped[7]]);
+    let api = ApiKey::try_from(key).expect("a served wrapped request has a known API key");
+    let too_new = ctx.served.range(api).is_some_and(|(_, max)| version > max);
+    let version = if api == ApiKey::ApiVersions && too_new {
+        0
+    } else {
+        version
+    };
+    let mut framed = (data.len() as i32).to_be_bytes().to_vec();
+    framed.extend_from_slice(data);
+    check_response_bytes(api, version, correlation_id, Bytes::from(framed));
 }
 
 /// What a Kafka client does with the answer's bytes, with Kafka's own schema.
@@ -501,6 +560,31 @@ fn item_errors(response: &mut ResponseBody, d: u64) {
             (1, _) => r.result = FetchSnapshotResult::NotLeader,
             _ => r.result = FetchSnapshotResult::SnapshotNotFound,
         },
+        ResponseBody::AlterPartition(r) => fail(
+            r.topics
+                .iter_mut()
+                .flat_map(|t| t.partitions.iter_mut())
+                .enumerate(),
+            d,
+            |p, e| p.1 = Err(e),
+        ),
+        ResponseBody::AssignReplicasToDirs(r) => fail(
+            r.directories
+                .iter_mut()
+                .flat_map(|d| d.topics.iter_mut())
+                .flat_map(|t| t.partitions.iter_mut())
+                .enumerate(),
+            d,
+            |p, e| p.1 = Err(e),
+        ),
+        // A block of ids Kafka's fields cannot hold: the listener must refuse it.
+        ResponseBody::AllocateProducerIds(r) => {
+            if d & 1 == 0 {
+                r.first_producer_id = u64::MAX - 10;
+            } else {
+                r.count = u64::from(u32::MAX);
+            }
+        }
         ResponseBody::BrokerHeartbeat(r) => {
             r.target_state = [
                 TargetState::Fenced,
@@ -555,6 +639,8 @@ fn resize_items(response: &mut ResponseBody, extra: bool) {
         ResponseBody::DescribeTopics(r) => resize(&mut r.topics, extra),
         ResponseBody::DescribeCluster(r) => resize(&mut r.brokers, extra),
         ResponseBody::DescribeControllers(r) => resize(&mut r.controllers, extra),
+        ResponseBody::AlterPartition(r) => resize(&mut r.topics, extra),
+        ResponseBody::AssignReplicasToDirs(r) => resize(&mut r.directories, extra),
         ResponseBody::Fetch(r) => {
             if let FetchResult::Batches { batches, .. } = &mut r.result {
                 resize(batches, extra)
@@ -1053,6 +1139,14 @@ fn answer(body: RequestBody) -> Result<ResponseBody, RpcError> {
         RequestBody::Fetch(r) => ResponseBody::Fetch(Box::new(fetch(&r))),
         RequestBody::FetchSnapshot(r) => ResponseBody::FetchSnapshot(Box::new(fetch_snapshot(&r))),
         RequestBody::BrokerHeartbeat(r) => ResponseBody::BrokerHeartbeat(broker_heartbeat(&r)?),
+        RequestBody::RegisterBroker(r) => ResponseBody::RegisterBroker(registration(&r)?),
+        RequestBody::AllocateProducerIds(r) => {
+            ResponseBody::AllocateProducerIds(allocate_producer_ids(&r)?)
+        }
+        RequestBody::AlterPartition(r) => ResponseBody::AlterPartition(alter_partition(&r)?),
+        RequestBody::AssignReplicasToDirs(r) => {
+            ResponseBody::AssignReplicasToDirs(assign_replicas_to_dirs(&r)?)
+        }
         RequestBody::UnregisterBroker(r) => {
             unregister_broker(&r)?;
             ResponseBody::UnregisterBroker
@@ -1387,67 +1481,218 @@ fn fetch_snapshot(r: &FetchSnapshotRequest) -> FetchSnapshotResponse {
     }
 }
 
-/// The controller's verdict on a broker's registration (no epoch) or heartbeat: the image's
-/// brokers each have the incarnation id of their id's byte and epoch `10 × id`; a new
-/// broker's epoch is the log end.
-fn broker_heartbeat(r: &BrokerHeartbeatRequest) -> Result<BrokerHeartbeatResponse, RpcError> {
-    let brokers = brokers();
-    let known = brokers.iter().find(|b| b.broker_id == r.broker_id);
+/// The controller's verdict on a broker's registration: the image's brokers each have the
+/// incarnation id of their id's byte and epoch `10 × id` (another incarnation of a live one
+/// is refused); a new broker's epoch is the log end. A broker must support the finalized
+/// metadata.version (27).
+fn registration(r: &BrokerRegistrationRequest) -> Result<BrokerRegistrationResponse, RpcError> {
     let api = |e| Err(RpcError::Api(e));
-    let (broker_epoch, target_state) = match (r.broker_epoch, known) {
-        (None, _) => {
-            let supported = r
-                .features
-                .iter()
-                .any(|f| f.name == "metadata.version" && f.min_level <= 27 && 27 <= f.max_level);
-            if !supported {
-                return api(ApiError::UnsupportedFeatures {
-                    broker_id: r.broker_id,
-                    feature: "metadata.version".into(),
-                });
-            }
-            match known {
-                Some(b) if r.incarnation_id != Uuid([b.broker_id.0 as u8; 16]) => {
-                    return api(ApiError::DuplicateBrokerRegistration {
-                        broker_id: r.broker_id,
-                    })
-                }
-                Some(b) => (b.broker_epoch, TargetState::Fenced),
-                None => (BrokerEpoch(LOG_END.0), TargetState::Fenced),
-            }
-        }
-        (Some(_), None) => {
-            return api(ApiError::BrokerIdNotRegistered {
+    let supported = r
+        .features
+        .iter()
+        .any(|f| f.name == "metadata.version" && f.min_level <= 27 && 27 <= f.max_level);
+    if !supported {
+        return api(ApiError::UnsupportedFeatures {
+            broker_id: r.broker_id,
+            feature: "metadata.version".into(),
+        });
+    }
+    let broker_epoch = match brokers().iter().find(|b| b.broker_id == r.broker_id) {
+        Some(b) if r.incarnation_id != Uuid([b.broker_id.0 as u8; 16]) => {
+            return api(ApiError::DuplicateBrokerRegistration {
                 broker_id: r.broker_id,
             })
         }
-        (Some(epoch), Some(b)) if epoch != b.broker_epoch => {
-            return api(ApiError::StaleBrokerEpoch {
-                broker_id: r.broker_id,
-                current: b.broker_epoch,
-                request: epoch,
-            })
-        }
-        (Some(epoch), Some(b)) => {
-            // Broker 4 leads partitions: its shutdown waits for them to move.
-            let state = if r.want_shutdown && b.broker_id == NodeId(4) {
-                TargetState::ControlledShutdown
-            } else if r.want_shutdown {
-                TargetState::Shutdown
-            } else if r.want_fence || r.next_metadata_offset < LOG_END {
-                TargetState::Fenced
-            } else {
-                TargetState::Active
-            };
-            (epoch, state)
-        }
+        Some(b) => b.broker_epoch,
+        None => BrokerEpoch(LOG_END.0),
+    };
+    Ok(BrokerRegistrationResponse { broker_epoch })
+}
+
+/// The image's broker `id` at `epoch`, as the controller checks a broker's request:
+/// BROKER_ID_NOT_REGISTERED, or STALE_BROKER_EPOCH.
+fn registered(id: NodeId, epoch: BrokerEpoch) -> Result<DescribedBroker, RpcError> {
+    let Some(b) = brokers().into_iter().find(|b| b.broker_id == id) else {
+        return Err(RpcError::Api(ApiError::BrokerIdNotRegistered {
+            broker_id: id,
+        }));
+    };
+    if b.broker_epoch != epoch {
+        return Err(RpcError::Api(ApiError::StaleBrokerEpoch {
+            broker_id: id,
+            current: b.broker_epoch,
+            request: epoch,
+        }));
+    }
+    Ok(b)
+}
+
+/// The controller's verdict on a heartbeat (see [`registration`] for the image's brokers).
+fn broker_heartbeat(r: &BrokerHeartbeatRequest) -> Result<BrokerHeartbeatResponse, RpcError> {
+    let Some(epoch) = r.broker_epoch else {
+        return Err(RpcError::Api(ApiError::InvalidRequest {
+            reason: "a heartbeat without a broker epoch".into(),
+        }));
+    };
+    let b = registered(r.broker_id, epoch)?;
+    // Broker 4 leads partitions: its shutdown waits for them to move.
+    let target_state = if r.want_shutdown && b.broker_id == NodeId(4) {
+        TargetState::ControlledShutdown
+    } else if r.want_shutdown {
+        TargetState::Shutdown
+    } else if r.want_fence || r.next_metadata_offset < LOG_END {
+        TargetState::Fenced
+    } else {
+        TargetState::Active
     };
     Ok(BrokerHeartbeatResponse {
-        broker_epoch,
+        broker_epoch: epoch,
         target_state,
         lease_duration_ms: 9_000,
         is_caught_up: r.next_metadata_offset >= LOG_END,
     })
+}
+
+/// The next block of producer ids, for a registered broker at its epoch.
+fn allocate_producer_ids(
+    r: &AllocateProducerIdsRequest,
+) -> Result<AllocateProducerIdsResponse, RpcError> {
+    registered(r.broker_id, r.broker_epoch)?;
+    Ok(AllocateProducerIdsResponse {
+        first_producer_id: 5_000,
+        count: 1_000,
+    })
+}
+
+/// The image's partition `partition` of the topic `topic_id`, or the error the controller
+/// gives for it.
+fn image_partition(
+    topic_id: TopicId,
+    partition: PartitionId,
+) -> Result<DescribedPartition, ApiError> {
+    let (name, count) = image_topic(&TopicRef::Id(topic_id))?;
+    if partition.0 >= count {
+        return Err(ApiError::UnknownPartition {
+            topic_id,
+            partition,
+        });
+    }
+    Ok(described_topic(name, count)
+        .partitions
+        .swap_remove(partition.0 as usize))
+}
+
+/// The controller's verdict on a leader's AlterPartition, partition by partition: the
+/// requester must lead it (broker 4 leads every partition but 1) at its leader and
+/// partition epochs, and the new ISR holds replicas (4, 5) only, never the fenced 5 and,
+/// with member epochs, only at their brokers' epochs.
+fn alter_partition(r: &AlterPartitionRequest) -> Result<AlterPartitionResponse, RpcError> {
+    registered(r.broker_id, r.broker_epoch)?;
+    let topics = r
+        .topics
+        .iter()
+        .map(|t| AlterPartitionTopicResult {
+            topic_id: t.topic_id,
+            partitions: t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let altered = image_partition(t.topic_id, p.partition_id).and_then(|d| {
+                        if d.leader != Some(r.broker_id) {
+                            return Err(ApiError::NotLeader {
+                                broker_id: r.broker_id,
+                                topic_id: t.topic_id,
+                                partition: p.partition_id,
+                            });
+                        }
+                        if p.leader_epoch != d.leader_epoch {
+                            return Err(ApiError::FencedLeaderEpoch {
+                                topic_id: t.topic_id,
+                                partition: p.partition_id,
+                                current: d.leader_epoch,
+                                request: p.leader_epoch,
+                            });
+                        }
+                        if p.partition_epoch != d.partition_epoch {
+                            return Err(ApiError::StalePartitionEpoch {
+                                topic_id: t.topic_id,
+                                partition: p.partition_id,
+                                current: d.partition_epoch,
+                                request: p.partition_epoch,
+                            });
+                        }
+                        for m in &p.new_isr_with_epochs {
+                            if !d.replicas.contains(&m.broker_id) {
+                                return Err(ApiError::InvalidIsr {
+                                    reason: "a member is not a replica".into(),
+                                });
+                            }
+                            let b = brokers().into_iter().find(|b| b.broker_id == m.broker_id);
+                            let stale = m
+                                .broker_epoch
+                                .is_some_and(|e| b.as_ref().map(|b| b.broker_epoch) != Some(e));
+                            if b.is_none_or(|b| b.fenced) || stale {
+                                return Err(ApiError::IneligibleReplica {
+                                    broker_id: m.broker_id,
+                                    reason: "fenced, or at another epoch".into(),
+                                });
+                            }
+                        }
+                        Ok(AlteredPartition {
+                            leader: d.leader,
+                            leader_epoch: d.leader_epoch,
+                            isr: p.new_isr_with_epochs.iter().map(|m| m.broker_id).collect(),
+                            leader_recovery_state: p.leader_recovery_state,
+                            partition_epoch: PartitionEpoch(d.partition_epoch.0 + 1),
+                        })
+                    });
+                    (p.partition_id, altered)
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(AlterPartitionResponse { topics })
+}
+
+/// The controller's verdict on where a broker keeps its replicas: each named partition must
+/// exist and hold a replica on the requester.
+fn assign_replicas_to_dirs(
+    r: &AssignReplicasToDirsRequest,
+) -> Result<AssignReplicasToDirsResponse, RpcError> {
+    registered(r.broker_id, r.broker_epoch)?;
+    let directories = r
+        .directories
+        .iter()
+        .map(|d| DirectoryAssignmentResult {
+            directory_id: d.directory_id,
+            topics: d
+                .topics
+                .iter()
+                .map(|t| TopicPartitionResults {
+                    topic_id: t.topic_id,
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|&p| {
+                            let placed = image_partition(t.topic_id, p).and_then(|d| {
+                                if d.replicas.contains(&r.broker_id) {
+                                    Ok(())
+                                } else {
+                                    Err(ApiError::NotReplica {
+                                        broker_id: r.broker_id,
+                                        topic_id: t.topic_id,
+                                        partition: p,
+                                    })
+                                }
+                            });
+                            (p, placed)
+                        })
+                        .collect(),
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(AssignReplicasToDirsResponse { directories })
 }
 
 /// Only a fenced broker of the image (5) can be unregistered.
