@@ -158,16 +158,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
                         ..Default::default()
                     })
                     .collect(),
-                features: r
-                    .features
-                    .iter()
-                    .map(|f| k::RegisterBrokerRecordBrokerFeature {
-                        name: f.name.clone(),
-                        min_supported_version: f.min_level as i16,
-                        max_supported_version: f.max_level as i16,
-                        ..Default::default()
-                    })
-                    .collect(),
+                features: features(&r.features),
                 rack: r.rack.clone(),
                 fenced: true,
                 ..Default::default()
