@@ -143,8 +143,7 @@ proptest! {
         let mut bytes = vec![1, u8::try_from(api_key).expect("small"), u8::try_from(version).expect("small")];
         bytes.extend_from_slice(&body);
         if let Ok((record, v)) = AnyMetadataRecord::decode_framed(Bytes::from(bytes)) {
-            let again = framed(&record, v);
-            prop_assert_eq!(AnyMetadataRecord::decode_framed(again), Ok((record, v)));
+            prop_assert_eq!(reencoded(&framed(&record, v)), framed(&record, v));
         }
     }
 
@@ -168,10 +167,17 @@ proptest! {
     ) {
         let bytes = mutate(&framed(&record, version), &mutations);
         if let Ok((decoded, v)) = AnyMetadataRecord::decode_framed(Bytes::from(bytes)) {
-            let again = framed(&decoded, v);
-            prop_assert_eq!(AnyMetadataRecord::decode_framed(again), Ok((decoded, v)));
+            prop_assert_eq!(reencoded(&framed(&decoded, v)), framed(&decoded, v));
         }
     }
+}
+
+/// `bytes` decoded and written again. Compared as bytes rather than as values: a float64
+/// field may decode to NaN, which equals nothing, not even itself.
+fn reencoded(bytes: &Bytes) -> Bytes {
+    let (record, v) =
+        AnyMetadataRecord::decode_framed(bytes.clone()).expect("written bytes decode");
+    framed(&record, v)
 }
 
 /// Kafka's defaults: what `new XRecord()` holds in Kafka's generated classes.
