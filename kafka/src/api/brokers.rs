@@ -47,6 +47,14 @@ fn broker_id(id: i32) -> Result<NodeId, KafkaError> {
         .map_err(|_| KafkaError::new(K::InvalidRequest, format!("broker id {id} is negative")))
 }
 
+/// The broker a request comes from and the epoch it states, `None` when either is negative.
+fn requester(id: i32, epoch: i64) -> Option<(NodeId, BrokerEpoch)> {
+    Some((
+        NodeId(u32::try_from(id).ok()?),
+        BrokerEpoch(u64::try_from(epoch).ok()?),
+    ))
+}
+
 fn level(v: i16, what: &str) -> Result<u16, KafkaError> {
     u16::try_from(v).map_err(|_| {
         KafkaError::new(
@@ -143,14 +151,7 @@ pub async fn broker_heartbeat<B: Backend>(
     r: BrokerHeartbeatRequest,
 ) -> BrokerHeartbeatResponse {
     let mut response = BrokerHeartbeatResponse::default().with_is_fenced(true);
-    let id = match broker_id(r.broker_id.0) {
-        Ok(id) => id,
-        Err(e) => {
-            response.error_code = e.code;
-            return response;
-        }
-    };
-    let Ok(epoch) = u64::try_from(r.broker_epoch) else {
+    let Some((id, epoch)) = requester(r.broker_id.0, r.broker_epoch) else {
         response.error_code = K::InvalidRequest.code();
         return response;
     };
@@ -159,7 +160,7 @@ pub async fn broker_heartbeat<B: Backend>(
     let next_metadata_offset = u64::try_from(r.current_metadata_offset).map_or(0, |o| o + 1);
     let heartbeat = Heartbeat {
         broker_id: id,
-        broker_epoch: Some(BrokerEpoch(epoch)),
+        broker_epoch: Some(epoch),
         incarnation_id: corum_types::Uuid::default(),
         listeners: Vec::new(),
         features: Vec::new(),
@@ -235,18 +236,15 @@ pub async fn allocate_producer_ids<B: Backend>(
     let mut response = AllocateProducerIdsResponse::default()
         .with_producer_id_start((-1).into())
         .with_producer_id_len(0);
-    let (id, epoch) = match (broker_id(r.broker_id.0), u64::try_from(r.broker_epoch)) {
-        (Ok(id), Ok(epoch)) => (id, epoch),
-        _ => {
-            response.error_code = K::InvalidRequest.code();
-            return response;
-        }
+    let Some((id, epoch)) = requester(r.broker_id.0, r.broker_epoch) else {
+        response.error_code = K::InvalidRequest.code();
+        return response;
     };
     let answer = call(
         backend,
         RequestBody::AllocateProducerIds(Allocate {
             broker_id: id,
-            broker_epoch: BrokerEpoch(epoch),
+            broker_epoch: epoch,
         }),
         ctx.default_timeout_ms,
         |a| match a {
@@ -305,8 +303,7 @@ pub async fn alter_partition<B: Backend>(
     version: i16,
 ) -> AlterPartitionResponse {
     let mut response = AlterPartitionResponse::default();
-    let (Ok(requester), Ok(epoch)) = (broker_id(r.broker_id.0), u64::try_from(r.broker_epoch))
-    else {
+    let Some((broker, epoch)) = requester(r.broker_id.0, r.broker_epoch) else {
         response.error_code = K::InvalidRequest.code();
         return response;
     };
@@ -359,8 +356,8 @@ pub async fn alter_partition<B: Backend>(
         });
     }
     let request = AlterPartition {
-        broker_id: requester,
-        broker_epoch: BrokerEpoch(epoch),
+        broker_id: broker,
+        broker_epoch: epoch,
         topics,
     };
     let answer = call(
@@ -421,8 +418,7 @@ pub async fn assign_replicas_to_dirs<B: Backend>(
     r: AssignReplicasToDirsRequest,
 ) -> AssignReplicasToDirsResponse {
     let mut response = AssignReplicasToDirsResponse::default();
-    let (Ok(requester), Ok(epoch)) = (broker_id(r.broker_id.0), u64::try_from(r.broker_epoch))
-    else {
+    let Some((broker, epoch)) = requester(r.broker_id.0, r.broker_epoch) else {
         response.error_code = K::InvalidRequest.code();
         return response;
     };
@@ -450,8 +446,8 @@ pub async fn assign_replicas_to_dirs<B: Backend>(
         });
     }
     let request = AssignDirs {
-        broker_id: requester,
-        broker_epoch: BrokerEpoch(epoch),
+        broker_id: broker,
+        broker_epoch: epoch,
         directories,
     };
     let answer = call(

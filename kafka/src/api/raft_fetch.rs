@@ -437,8 +437,10 @@ enum SnapshotError {
     NotLeader { epoch: i32, leader: Option<NodeId> },
 }
 
-/// The Kafka rendering of snapshot `id`: from the listener's cache, else downloaded from the
-/// leader's core chunk by chunk (as any observer would), rendered, and cached.
+/// The Kafka rendering of snapshot `id`: from the listener's cache while this node leads (a
+/// node that lost leadership answers as the core does, naming the new leader), else
+/// downloaded from the leader's core chunk by chunk (as any observer would), rendered, and
+/// cached.
 async fn kafka_snapshot<B: Backend>(
     ctx: &ListenerContext,
     backend: &B,
@@ -446,8 +448,10 @@ async fn kafka_snapshot<B: Backend>(
     current_leader_epoch: i32,
     id: SnapshotId,
 ) -> Result<Bytes, SnapshotError> {
-    if let Some(b) = ctx.log.cached_snapshot(id) {
-        return Ok(b);
+    if backend.leadership().1 == Some(ctx.node_id) {
+        if let Some(b) = ctx.log.cached_snapshot(id) {
+            return Ok(b);
+        }
     }
     let mut data = Vec::new();
     let (voters, kraft_version) = loop {
@@ -632,6 +636,14 @@ mod tests {
                 snapshot_result: None,
                 leadership: (6, Some(NodeId(2))),
                 sent: RefCell::default(),
+            }
+        }
+
+        /// [`Node::answering`] on the node that leads (this listener's own, 1).
+        fn leading(fetch: Result<RaftFetchResponse, RpcError>) -> Node {
+            Node {
+                leadership: (6, Some(NodeId(1))),
+                ..Node::answering(fetch)
             }
         }
 
@@ -1203,7 +1215,7 @@ mod tests {
         assert!(expected.len() > 1_000, "a snapshot of several chunks");
         for max_bytes in [1, 7, 100, 999, i32::MAX] {
             let ctx = ctx();
-            let node = Node::answering(answer(6, 1, FetchResult::NotLeader));
+            let node = Node::leading(answer(6, 1, FetchResult::NotLeader));
             let mut got = Vec::new();
             loop {
                 let r = run(fetch_snapshot(
@@ -1242,7 +1254,7 @@ mod tests {
     #[test]
     fn the_rendering_is_cached_per_snapshot_id() {
         let ctx = ctx();
-        let node = Node::answering(answer(6, 1, FetchResult::NotLeader));
+        let mut node = Node::leading(answer(6, 1, FetchResult::NotLeader));
         let chunks_per_download = snapshot_data().len().div_ceil(100);
         let asked = |id, position| {
             let r = run(fetch_snapshot(
@@ -1263,6 +1275,16 @@ mod tests {
         };
         assert_eq!(asked(newer, 0), 2 * chunks_per_download);
         assert_eq!(asked(newer, 128), 2 * chunks_per_download);
+        // A node that no longer leads does not answer from its cache: its core is asked
+        // again (a real one then names the new leader; this one still serves the chunks).
+        node.leadership = (7, Some(NodeId(2)));
+        run(fetch_snapshot(
+            &ctx,
+            &node,
+            snapshot_request(newer, 0, 64, 7),
+            1,
+        ));
+        assert!(node.snapshot_fetches().len() > 2 * chunks_per_download);
     }
 
     /// A position past the end is POSITION_OUT_OF_RANGE; the end itself is an empty chunk.

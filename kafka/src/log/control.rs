@@ -20,6 +20,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
+use crate::api::kafka_uuid;
 use crate::metadata::KRaftVersionRecord;
 
 /// Kafka's control record types.
@@ -48,10 +49,6 @@ fn kraft_range() -> voters_record::KRaftVersionFeature {
     voters_record::KRaftVersionFeature::default()
         .with_min_supported_version(0)
         .with_max_supported_version(corum_raft::control::KRAFT_VERSION_MAX as i16)
-}
-
-fn kafka_uuid(u: corum_types::Uuid) -> uuid::Uuid {
-    uuid::Uuid::from_bytes(u.0)
 }
 
 fn endpoint(e: &Endpoint) -> voters_record::Endpoint {

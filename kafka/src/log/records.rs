@@ -24,11 +24,13 @@
 
 use bytes::BytesMut;
 use corum_controller::records::{
-    decode_batch, ConfigResourceType, FencingChange, LeaderChange, LeaderRecoveryState,
+    aligned, decode_batch, ConfigResourceType, FencingChange, LeaderChange, LeaderRecoveryState,
     MetadataRecord, SupportedFeatureV1,
 };
 use corum_controller::ArchivedMetadataRecord;
-use corum_types::{NodeId, Uuid};
+use corum_types::NodeId;
+
+use crate::api::kafka_uuid;
 
 use crate::metadata as k;
 
@@ -97,10 +99,6 @@ impl Default for RenderContext {
     }
 }
 
-fn uuid(u: Uuid) -> uuid::Uuid {
-    uuid::Uuid::from_bytes(u.0)
-}
-
 fn id(n: NodeId) -> i32 {
     n.0 as i32
 }
@@ -145,7 +143,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
         MetadataRecord::RegisterBroker(r) => (
             A::RegisterBroker(k::RegisterBrokerRecord {
                 broker_id: id(r.broker_id),
-                incarnation_id: uuid(r.incarnation_id),
+                incarnation_id: kafka_uuid(r.incarnation_id),
                 broker_epoch: r.broker_epoch.0 as i64,
                 end_points: r
                     .listeners
@@ -204,14 +202,14 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
         MetadataRecord::Topic(r) => (
             A::Topic(k::TopicRecord {
                 name: r.name.clone(),
-                topic_id: uuid(r.topic_id.0),
+                topic_id: kafka_uuid(r.topic_id.0),
                 ..Default::default()
             }),
             0,
         ),
         MetadataRecord::RemoveTopic(r) => (
             A::RemoveTopic(k::RemoveTopicRecord {
-                topic_id: uuid(r.topic_id.0),
+                topic_id: kafka_uuid(r.topic_id.0),
                 ..Default::default()
             }),
             0,
@@ -221,7 +219,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
             (
                 A::Partition(k::PartitionRecord {
                     partition_id: r.partition_id.0 as i32,
-                    topic_id: uuid(r.topic_id.0),
+                    topic_id: kafka_uuid(r.topic_id.0),
                     replicas: ids(&r.replicas),
                     isr: ids(&r.isr),
                     leader: r.leader.map_or(-1, id),
@@ -240,7 +238,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
         MetadataRecord::PartitionLeaderChange(r) => (
             A::PartitionChange(k::PartitionChangeRecord {
                 partition_id: r.partition_id.0 as i32,
-                topic_id: uuid(r.topic_id.0),
+                topic_id: kafka_uuid(r.topic_id.0),
                 leader: r.leader.map_or(-1, id),
                 ..Default::default()
             }),
@@ -249,7 +247,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
         MetadataRecord::PartitionIsrChange(r) => (
             A::PartitionChange(k::PartitionChangeRecord {
                 partition_id: r.partition_id.0 as i32,
-                topic_id: uuid(r.topic_id.0),
+                topic_id: kafka_uuid(r.topic_id.0),
                 isr: Some(ids(&r.isr)),
                 ..Default::default()
             }),
@@ -285,7 +283,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
         MetadataRecord::RegisterBrokerV2(r) => (
             A::RegisterBroker(k::RegisterBrokerRecord {
                 broker_id: id(r.broker_id),
-                incarnation_id: uuid(r.incarnation_id),
+                incarnation_id: kafka_uuid(r.incarnation_id),
                 broker_epoch: r.broker_epoch.0 as i64,
                 end_points: r
                     .endpoints
@@ -302,7 +300,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
                 rack: r.rack.clone(),
                 fenced: r.fenced,
                 in_controlled_shutdown: r.in_controlled_shutdown,
-                log_dirs: r.log_dirs.iter().map(|&d| uuid(d)).collect(),
+                log_dirs: r.log_dirs.iter().map(|&d| kafka_uuid(d)).collect(),
                 ..Default::default()
             }),
             mv.register_broker_version(),
@@ -327,7 +325,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
             (
                 A::Partition(k::PartitionRecord {
                     partition_id: r.partition_id.0 as i32,
-                    topic_id: uuid(r.topic_id.0),
+                    topic_id: kafka_uuid(r.topic_id.0),
                     replicas: ids(&r.replicas),
                     isr: ids(&r.isr),
                     leader: r.leader.map_or(-1, id),
@@ -335,7 +333,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
                     leader_epoch: r.leader_epoch.0 as i32,
                     partition_epoch: r.partition_epoch.0 as i32,
                     directories: if version >= 1 {
-                        r.directories.iter().map(|&d| uuid(d)).collect()
+                        r.directories.iter().map(|&d| kafka_uuid(d)).collect()
                     } else {
                         Vec::new()
                     },
@@ -349,7 +347,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
             (
                 A::PartitionChange(k::PartitionChangeRecord {
                     partition_id: r.partition_id.0 as i32,
-                    topic_id: uuid(r.topic_id.0),
+                    topic_id: kafka_uuid(r.topic_id.0),
                     isr: r.isr.as_deref().map(ids),
                     // Kafka's sentinels: -2 no change, -1 no leader.
                     leader: match r.leader {
@@ -362,7 +360,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
                     directories: if version >= 1 {
                         r.directories
                             .as_ref()
-                            .map(|d| d.iter().map(|&d| uuid(d)).collect())
+                            .map(|d| d.iter().map(|&d| kafka_uuid(d)).collect())
                     } else {
                         None
                     },
@@ -375,7 +373,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
         MetadataRecord::RegisterController(r) => (
             A::RegisterController(k::RegisterControllerRecord {
                 controller_id: id(r.controller_id),
-                incarnation_id: uuid(r.incarnation_id),
+                incarnation_id: kafka_uuid(r.incarnation_id),
                 zk_migration_ready: false,
                 end_points: r
                     .end_points
@@ -413,18 +411,8 @@ pub fn render_payload(
     mut emit: impl FnMut(&[u8]),
     scratch: &mut BytesMut,
 ) -> Result<(), String> {
-    // A payload in a buffer not aligned for the archived batch is copied into one first.
-    let aligned;
-    let align = std::mem::align_of::<corum_controller::records::ArchivedBatch>();
-    let bytes = if (payload.as_ptr() as usize) % align == 0 {
-        payload
-    } else {
-        let mut a = rkyv::util::AlignedVec::<16>::with_capacity(payload.len());
-        a.extend_from_slice(payload);
-        aligned = a;
-        aligned.as_slice()
-    };
-    let batch = decode_batch(bytes).map_err(|e| e.to_string())?;
+    let bytes = aligned(payload);
+    let batch = decode_batch(&bytes).map_err(|e| e.to_string())?;
     for archived in batch.iter() {
         let owned = owned(archived)?;
         let (record, version) = kafka_record(&owned, ctx.metadata_version);
