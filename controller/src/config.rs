@@ -26,6 +26,10 @@ pub struct ControllerConfig {
     pub producer_id_block_size: u64,
     /// Seed of the deterministic generator that draws topic ids and the placement start index.
     pub seed: u64,
+    /// The features the cluster was formatted with (`corum format --release-version`, the
+    /// node's `bootstrap.checkpoint`), in name order: the first active controller finalizes
+    /// them when the log holds no `metadata.version` yet.
+    pub bootstrap_features: Vec<crate::control::feature_control::BootstrapFeature>,
 }
 
 impl Default for ControllerConfig {
@@ -40,6 +44,7 @@ impl Default for ControllerConfig {
             records_per_batch_max: 10_000,
             producer_id_block_size: 1_000,
             seed: 0x636f_7275_6d00,
+            bootstrap_features: crate::control::feature_control::default_bootstrap_features(),
         }
     }
 }
@@ -102,6 +107,15 @@ impl ControllerConfig {
                 "producer.id.block.size",
                 self.producer_id_block_size,
                 "must be in 1..=1048576",
+            );
+        }
+        if crate::control::feature_control::check_bootstrap_features(&self.bootstrap_features)
+            .is_err()
+        {
+            return bad(
+                "bootstrap.features",
+                self.bootstrap_features.len() as u64,
+                "must set metadata.version, in name order, at levels this controller supports",
             );
         }
         Ok(())

@@ -381,24 +381,26 @@ impl Controller {
     }
 
     /// What a cluster must hold from its start, as Kafka's format writes it into the bootstrap
-    /// checkpoint: `metadata.version` finalized at the highest level this controller supports,
-    /// proposed by the first active controller that finds it missing (also in flight). Empty
+    /// checkpoint: the features the cluster was formatted with
+    /// ([`ControllerConfig::bootstrap_features`], each set above level 0), proposed by the
+    /// first active controller that finds `metadata.version` missing (also in flight). Empty
     /// once it is there.
     pub fn bootstrap_records(&self) -> Vec<MetadataRecord> {
         if !self.is_active() || self.image.features.get(METADATA_VERSION).is_some() {
             return Vec::new();
         }
-        let Some(supported) = feature_control::SUPPORTED_FEATURES
+        self.config
+            .bootstrap_features
             .iter()
-            .find(|f| f.name == METADATA_VERSION)
-        else {
-            return Vec::new();
-        };
-        vec![MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
-            name: METADATA_VERSION.to_owned(),
-            min_level: supported.max_level,
-            max_level: supported.max_level,
-        })]
+            .filter(|f| f.level > 0)
+            .map(|f| {
+                MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
+                    name: f.name.clone(),
+                    min_level: f.level,
+                    max_level: f.level,
+                })
+            })
+            .collect()
     }
 
     pub fn unregister_broker(&mut self, req: &UnregisterBrokerRequest) -> HandlerResult<()> {

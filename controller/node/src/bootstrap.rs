@@ -1,7 +1,9 @@
-//! `bootstrap.checkpoint`: the initial voter set `corum format` decides, kept until the Raft
-//! layer turns it into the log's first control records (KIP-853's bootstrap checkpoint
-//! `@metadata-0/00000000000000000000-0000000000.checkpoint` holding a KRaftVersion record and,
-//! for a dynamic quorum, a Voters record).
+//! `bootstrap.checkpoint`: what `corum format` decides for the cluster's start — the initial
+//! voter set, kept until the Raft layer turns it into the log's first control records
+//! (KIP-853's bootstrap checkpoint `@metadata-0/00000000000000000000-0000000000.checkpoint`
+//! holding a KRaftVersion record and, for a dynamic quorum, a Voters record), and the feature
+//! levels (`--release-version`, `--feature`) the first active controller finalizes (Kafka's
+//! bootstrap metadata).
 //!
 //! - `kraft_version = 0`: a static quorum; the voters are `controller.quorum.voters` from the
 //!   configuration and `voters` is empty.
@@ -19,7 +21,12 @@
 //! 0` the voter set is `controller.quorum.voters`. This file stays as the record of what format
 //! decided; `corum info` shows it.
 //!
-//! # Byte layout (format version 1, little-endian)
+//! The features go to the controller ([`corum_controller::ControllerConfig::bootstrap_features`]):
+//! the first active controller of a log without `metadata.version` writes one FeatureLevel
+//! record per feature above level 0 as it activates. A node formatted before features were
+//! recorded (format version 1) bootstraps `metadata.version` 4.1-IV1 alone, as it did then.
+//!
+//! # Byte layout (format version 2, little-endian)
 //!
 //! | offset   | size | field                                                             |
 //! |----------|------|-------------------------------------------------------------------|
@@ -32,11 +39,16 @@
 //!
 //! Body: `u32` voter count, then per voter: `u32` node id, 16 bytes directory id, `u16` endpoint
 //! count, then per endpoint: `u8` name length, name (UTF-8), `u8` host length, host (UTF-8),
-//! `u16` port. The decoder checks the magic, the checksum, the version, that the body is
-//! consumed exactly, and every rule of [`BootstrapVoters::validate`].
+//! `u16` port; then (format version 2) `u16` feature count, then per feature: `u8` name length,
+//! name (UTF-8), `u16` level. The decoder reads versions 1 and 2 and checks the magic, the
+//! checksum, the version, that the body is consumed exactly, and every rule of
+//! [`BootstrapCheckpoint::validate`].
 
 use std::path::Path;
 
+use corum_controller::control::feature_control::{
+    check_bootstrap_features, BootstrapFeature, METADATA_VERSION,
+};
 use corum_engine::disk::Disk;
 use corum_types::{NodeId, Uuid};
 
@@ -46,7 +58,14 @@ use crate::fsio;
 /// File name inside `metadata.log.dir`.
 pub const BOOTSTRAP_FILE: &str = "bootstrap.checkpoint";
 pub const BOOTSTRAP_MAGIC: [u8; 4] = *b"CBVT";
-pub const BOOTSTRAP_FORMAT_VERSION: u16 = 1;
+pub const BOOTSTRAP_FORMAT_VERSION: u16 = 2;
+/// The first format version, without features.
+const FORMAT_VERSION_VOTERS_ONLY: u16 = 1;
+/// What a format version 1 file bootstraps: `metadata.version` 4.1-IV1 alone, what the
+/// controller finalized before features were recorded.
+const VOTERS_ONLY_METADATA_VERSION: u16 = 27;
+/// Most features a checkpoint may list.
+pub const BOOTSTRAP_FEATURES_MAX: usize = 64;
 /// Most voters a bootstrap set may hold.
 pub const BOOTSTRAP_VOTERS_MAX: usize = 255;
 /// Most endpoints per voter.
@@ -69,14 +88,17 @@ pub struct BootstrapVoter {
     pub endpoints: Vec<BootstrapEndpoint>,
 }
 
-/// What the log must start with: the KRaft version and, for a dynamic quorum, the voter set.
+/// What the cluster starts with: the KRaft version and, for a dynamic quorum, the voter set;
+/// the feature levels the first active controller finalizes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BootstrapVoters {
+pub struct BootstrapCheckpoint {
     pub kraft_version: u16,
     pub voters: Vec<BootstrapVoter>,
+    /// In name order; `metadata.version` among them.
+    pub features: Vec<BootstrapFeature>,
 }
 
-impl BootstrapVoters {
+impl BootstrapCheckpoint {
     /// Checks the structural rules; the encoder refuses and the decoder reports any breach.
     /// A dynamic quorum's controller formatted to join it (`--no-initial-controllers`): it
     /// knows no voter until it fetches the leader's log.
@@ -85,6 +107,16 @@ impl BootstrapVoters {
     }
 
     pub fn validate(&self) -> Result<(), String> {
+        if self.features.len() > BOOTSTRAP_FEATURES_MAX {
+            return Err(format!(
+                "{} features, above the limit of {BOOTSTRAP_FEATURES_MAX}",
+                self.features.len()
+            ));
+        }
+        if let Some(f) = self.features.iter().find(|f| f.name.len() > 255) {
+            return Err(format!("feature name of {} bytes", f.name.len()));
+        }
+        check_bootstrap_features(&self.features)?;
         match self.kraft_version {
             0 if !self.voters.is_empty() => {
                 return Err("kraft.version 0 (static quorum) takes its voters from controller.quorum.voters, not from the checkpoint".into())
@@ -151,7 +183,7 @@ impl BootstrapVoters {
         self.voters.iter().find(|v| v.id == id)
     }
 
-    /// The file's bytes. Panics if [`BootstrapVoters::validate`] fails (a programmer error:
+    /// The file's bytes. Panics if [`BootstrapCheckpoint::validate`] fails (a programmer error:
     /// `corum format` validates first).
     pub fn encode(&self) -> Vec<u8> {
         if let Err(reason) = self.validate() {
@@ -171,6 +203,12 @@ impl BootstrapVoters {
                 body.extend_from_slice(&e.port.to_le_bytes());
             }
         }
+        body.extend_from_slice(&(self.features.len() as u16).to_le_bytes());
+        for f in &self.features {
+            body.push(f.name.len() as u8);
+            body.extend_from_slice(f.name.as_bytes());
+            body.extend_from_slice(&f.level.to_le_bytes());
+        }
         let mut b = Vec::with_capacity(16 + body.len());
         b.extend_from_slice(&BOOTSTRAP_MAGIC);
         b.extend_from_slice(&BOOTSTRAP_FORMAT_VERSION.to_le_bytes());
@@ -183,7 +221,7 @@ impl BootstrapVoters {
     }
 
     /// Decodes and checks the file's bytes; `path` only names the file in errors.
-    pub fn decode(bytes: &[u8], path: &Path) -> Result<BootstrapVoters, StorageError> {
+    pub fn decode(bytes: &[u8], path: &Path) -> Result<BootstrapCheckpoint, StorageError> {
         let corrupt = |reason: String| StorageError::Corrupt {
             path: path.to_path_buf(),
             reason,
@@ -214,7 +252,7 @@ impl BootstrapVoters {
             )));
         }
         let version = u16::from_le_bytes([bytes[4], bytes[5]]);
-        if version != BOOTSTRAP_FORMAT_VERSION {
+        if version != BOOTSTRAP_FORMAT_VERSION && version != FORMAT_VERSION_VOTERS_ONLY {
             return Err(StorageError::UnsupportedVersion {
                 path: path.to_path_buf(),
                 version: version.into(),
@@ -226,7 +264,7 @@ impl BootstrapVoters {
             bytes: &data[12..],
             at: 0,
         };
-        let parsed = (|| -> Result<BootstrapVoters, String> {
+        let parsed = (|| -> Result<BootstrapCheckpoint, String> {
             let count = r.u32()? as usize;
             if count > BOOTSTRAP_VOTERS_MAX {
                 return Err(format!(
@@ -256,15 +294,36 @@ impl BootstrapVoters {
                     endpoints,
                 });
             }
+            let features = if version == FORMAT_VERSION_VOTERS_ONLY {
+                vec![BootstrapFeature {
+                    name: METADATA_VERSION.to_owned(),
+                    level: VOTERS_ONLY_METADATA_VERSION,
+                }]
+            } else {
+                let n = r.u16()? as usize;
+                if n > BOOTSTRAP_FEATURES_MAX {
+                    return Err(format!(
+                        "{n} features, above the limit of {BOOTSTRAP_FEATURES_MAX}"
+                    ));
+                }
+                let mut features = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let name = r.string()?;
+                    let level = r.u16()?;
+                    features.push(BootstrapFeature { name, level });
+                }
+                features
+            };
             if r.at != r.bytes.len() {
                 return Err(format!(
                     "{} trailing bytes in the body",
                     r.bytes.len() - r.at
                 ));
             }
-            let v = BootstrapVoters {
+            let v = BootstrapCheckpoint {
                 kraft_version,
                 voters,
+                features,
             };
             v.validate()?;
             Ok(v)
@@ -276,18 +335,18 @@ impl BootstrapVoters {
     pub async fn read<D: Disk>(
         disk: &D,
         dir: &Path,
-    ) -> Result<Option<BootstrapVoters>, StorageError> {
+    ) -> Result<Option<BootstrapCheckpoint>, StorageError> {
         let path = dir.join(BOOTSTRAP_FILE);
         match fsio::read_optional(disk, &path, BOOTSTRAP_BYTES_MAX).await? {
             None => Ok(None),
-            Some(bytes) => BootstrapVoters::decode(&bytes, &path).map(Some),
+            Some(bytes) => BootstrapCheckpoint::decode(&bytes, &path).map(Some),
         }
     }
 
     /// Writes `dir/bootstrap.checkpoint` on `disk` atomically.
     pub async fn write<D: Disk>(&self, disk: &D, dir: &Path) -> Result<(), StorageError> {
         self.validate()
-            .map_err(|reason| StorageError::InvalidVoters { reason })?;
+            .map_err(|reason| StorageError::InvalidBootstrap { reason })?;
         fsio::write_atomic(disk, &dir.join(BOOTSTRAP_FILE), &self.encode()).await
     }
 }
@@ -334,9 +393,10 @@ mod tests {
     use futures_lite::future::block_on;
     use proptest::prelude::*;
 
-    fn three() -> BootstrapVoters {
-        BootstrapVoters {
+    fn three() -> BootstrapCheckpoint {
+        BootstrapCheckpoint {
             kraft_version: 1,
+            features: corum_controller::control::feature_control::default_bootstrap_features(),
             voters: (1..=3)
                 .map(|i| BootstrapVoter {
                     id: NodeId(i),
@@ -351,16 +411,29 @@ mod tests {
         }
     }
 
-    fn arb_voters() -> impl Strategy<Value = BootstrapVoters> {
-        proptest::collection::vec(
+    fn arb_voters() -> impl Strategy<Value = BootstrapCheckpoint> {
+        let voters = proptest::collection::vec(
             (
                 proptest::collection::vec(("[A-Z]{1,8}", "[a-z0-9.]{1,12}", 1u16..), 1..3),
                 any::<u128>(),
             ),
             1..5,
-        )
-        .prop_map(|vs| BootstrapVoters {
+        );
+        // Any release this controller supports, each other feature at any level it allows.
+        let features = (7u16..=27, 0u16..=1, 0u16..=2).prop_map(|(mv, gv, tv)| {
+            let f = |name: &str, level| BootstrapFeature {
+                name: name.into(),
+                level,
+            };
+            vec![
+                f("group.version", gv),
+                f(METADATA_VERSION, mv),
+                f("transaction.version", tv),
+            ]
+        });
+        (voters, features).prop_map(|(vs, features)| BootstrapCheckpoint {
             kraft_version: 1,
+            features,
             voters: vs
                 .into_iter()
                 .enumerate()
@@ -382,10 +455,15 @@ mod tests {
         })
     }
 
-    /// The bytes of a one-voter set are pinned, so a layout change shows.
+    /// The bytes of a one-voter set are pinned, so a layout change shows; a format version 1
+    /// file (no features) still reads, as `metadata.version` 4.1-IV1 alone.
     #[test]
     fn golden_bytes() {
-        let v = BootstrapVoters {
+        let features = vec![BootstrapFeature {
+            name: METADATA_VERSION.into(),
+            level: 21,
+        }];
+        let v = BootstrapCheckpoint {
             kraft_version: 1,
             voters: vec![BootstrapVoter {
                 id: NodeId(1),
@@ -396,18 +474,47 @@ mod tests {
                     port: 9093,
                 }],
             }],
+            features,
+        };
+        let seal = |mut b: Vec<u8>| {
+            let crc = crc32c::crc32c(&b);
+            b.extend_from_slice(&crc.to_le_bytes());
+            b
+        };
+        let voters_body = |b: &mut Vec<u8>| {
+            b.extend_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0]);
+            b.extend_from_slice(&[0xaa; 16]);
+            b.extend_from_slice(&[1, 0, 1, b'C', 1, b'h', 0x85, 0x23]);
         };
         let mut want = Vec::new();
         want.extend_from_slice(b"CBVT");
-        want.extend_from_slice(&[1, 0, 1, 0]);
-        want.extend_from_slice(&[32, 0, 0, 0]);
-        want.extend_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0]);
-        want.extend_from_slice(&[0xaa; 16]);
-        want.extend_from_slice(&[1, 0, 1, b'C', 1, b'h', 0x85, 0x23]);
-        let crc = crc32c::crc32c(&want);
-        want.extend_from_slice(&crc.to_le_bytes());
+        want.extend_from_slice(&[2, 0, 1, 0]);
+        want.extend_from_slice(&[53, 0, 0, 0]);
+        voters_body(&mut want);
+        want.extend_from_slice(&[1, 0, 16]);
+        want.extend_from_slice(b"metadata.version");
+        want.extend_from_slice(&[21, 0]);
+        let want = seal(want);
         assert_eq!(v.encode(), want);
-        assert_eq!(BootstrapVoters::decode(&want, Path::new("b")).unwrap(), v);
+        assert_eq!(
+            BootstrapCheckpoint::decode(&want, Path::new("b")).unwrap(),
+            v
+        );
+
+        let mut v1 = Vec::new();
+        v1.extend_from_slice(b"CBVT");
+        v1.extend_from_slice(&[1, 0, 1, 0]);
+        v1.extend_from_slice(&[32, 0, 0, 0]);
+        voters_body(&mut v1);
+        let read = BootstrapCheckpoint::decode(&seal(v1), Path::new("b")).unwrap();
+        assert_eq!(read.voters, v.voters);
+        assert_eq!(
+            read.features,
+            vec![BootstrapFeature {
+                name: METADATA_VERSION.into(),
+                level: 27
+            }]
+        );
     }
 
     /// A written set reads back; a static quorum's checkpoint holds no voters, nor does a
@@ -416,20 +523,22 @@ mod tests {
     fn write_read() {
         let disk = SimDisk::new(1);
         let dir = Path::new("/data");
-        let read = || block_on(BootstrapVoters::read(&disk, dir)).unwrap();
+        let read = || block_on(BootstrapCheckpoint::read(&disk, dir)).unwrap();
         assert_eq!(read(), None);
         block_on(three().write(&disk, dir)).unwrap();
         assert_eq!(read(), Some(three()));
-        let stat = BootstrapVoters {
+        let stat = BootstrapCheckpoint {
             kraft_version: 0,
+            features: corum_controller::control::feature_control::default_bootstrap_features(),
             voters: vec![],
         };
         block_on(stat.write(&disk, dir)).unwrap();
         assert_eq!(read(), Some(stat.clone()));
         assert!(!stat.is_joining() && !three().is_joining());
         // A dynamic quorum's controller formatted to join: kraft.version 1, no voter.
-        let joining = BootstrapVoters {
+        let joining = BootstrapCheckpoint {
             kraft_version: 1,
+            features: corum_controller::control::feature_control::default_bootstrap_features(),
             voters: vec![],
         };
         block_on(joining.write(&disk, dir)).unwrap();
@@ -442,7 +551,7 @@ mod tests {
     /// Each rule of validate() is enforced on write and on read.
     #[test]
     fn validation_rules() {
-        let mut cases: Vec<(BootstrapVoters, &str)> = Vec::new();
+        let mut cases: Vec<(BootstrapCheckpoint, &str)> = Vec::new();
         let mut v = three();
         v.kraft_version = 0;
         cases.push((v, "static quorum"));
@@ -471,13 +580,25 @@ mod tests {
         let e = v.voters[0].endpoints[0].clone();
         v.voters[0].endpoints.push(e);
         cases.push((v, "twice"));
+        let mut v = three();
+        v.features.retain(|f| f.name != METADATA_VERSION);
+        cases.push((v, "must set metadata.version"));
+        let mut v = three();
+        v.features.reverse();
+        cases.push((v, "name order"));
+        let mut v = three();
+        v.features[0].name = "a.version".into();
+        cases.push((v, "not supported"));
+        let mut v = three();
+        v.features[1].level = 99;
+        cases.push((v, "supports levels"));
         let disk = SimDisk::new(1);
         for (v, want) in cases {
             let err = v.validate().unwrap_err();
             assert!(err.contains(want), "{want}: {err}");
             assert!(matches!(
                 block_on(v.write(&disk, Path::new("/data"))),
-                Err(StorageError::InvalidVoters { .. })
+                Err(StorageError::InvalidBootstrap { .. })
             ));
         }
         assert!(disk.paths().is_empty(), "nothing written");
@@ -488,7 +609,7 @@ mod tests {
     fn decode_errors() {
         let p = Path::new("bootstrap.checkpoint");
         let good = three().encode();
-        let err = |b: &[u8]| BootstrapVoters::decode(b, p).unwrap_err().to_string();
+        let err = |b: &[u8]| BootstrapCheckpoint::decode(b, p).unwrap_err().to_string();
         assert!(err(&good[..10]).contains("shorter than header"));
         assert!(err(&good[..good.len() - 1]).contains("torn or truncated"));
         let mut b = good.clone();
@@ -507,17 +628,36 @@ mod tests {
         let mut b = good.clone();
         b[4] = 9;
         assert!(err(&reseal(b)).contains("unsupported format version 9"));
+        // The features close the body: voters' bytes go before them.
+        let features_len = 2 + three()
+            .features
+            .iter()
+            .map(|f| 3 + f.name.len())
+            .sum::<usize>();
         let grow = |extra: &[u8], count: u32| {
-            let mut b = good[..good.len() - 4].to_vec();
+            let voters_end = good.len() - 4 - features_len;
+            let mut b = good[..voters_end].to_vec();
             b.extend_from_slice(extra);
+            b.extend_from_slice(&good[voters_end..good.len() - 4]);
             let body_len = (b.len() - 12) as u32;
             b[8..12].copy_from_slice(&body_len.to_le_bytes());
             b[12..16].copy_from_slice(&count.to_le_bytes());
             b.extend_from_slice(&[0; 4]);
             reseal(b)
         };
-        assert!(err(&grow(&[0], 3)).contains("trailing bytes"));
-        assert!(err(&grow(&[], 4)).contains("ends inside a field"));
+        assert!(err(&grow(&[0], 3)).contains("768 features, above the limit"));
+        let mut trailing = good[..good.len() - 4].to_vec();
+        trailing.push(0);
+        let body_len = (trailing.len() - 12) as u32;
+        trailing[8..12].copy_from_slice(&body_len.to_le_bytes());
+        trailing.extend_from_slice(&[0; 4]);
+        assert!(err(&reseal(trailing)).contains("trailing bytes"));
+        assert!(err(&grow(&[], 4)).contains("endpoints, above 16"));
+        let mut short = good[..good.len() - 5].to_vec();
+        let body_len = (short.len() - 12) as u32;
+        short[8..12].copy_from_slice(&body_len.to_le_bytes());
+        short.extend_from_slice(&[0; 4]);
+        assert!(err(&reseal(short)).contains("ends inside a field"));
         assert!(err(&grow(&[], 1000)).contains("above the limit"));
         let mut voter = vec![9, 0, 0, 0];
         voter.extend_from_slice(&[9; 16]);
@@ -532,13 +672,13 @@ mod tests {
         /// Every valid set round-trips.
         #[test]
         fn round_trip(v in arb_voters()) {
-            prop_assert_eq!(BootstrapVoters::decode(&v.encode(), Path::new("b")).unwrap(), v);
+            prop_assert_eq!(BootstrapCheckpoint::decode(&v.encode(), Path::new("b")).unwrap(), v);
         }
 
         /// Random bytes never panic the decoder, and are accepted only with a valid checksum.
         #[test]
         fn random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..128)) {
-            if BootstrapVoters::decode(&bytes, Path::new("b")).is_ok() {
+            if BootstrapCheckpoint::decode(&bytes, Path::new("b")).is_ok() {
                 let n = bytes.len() - 4;
                 prop_assert_eq!(u32::from_le_bytes(bytes[n..].try_into().unwrap()), crc32c::crc32c(&bytes[..n]));
             }
@@ -550,7 +690,7 @@ mod tests {
             let mut b = v.encode();
             let i = at.index(b.len());
             b[i] ^= x;
-            prop_assert!(BootstrapVoters::decode(&b, Path::new("b")).is_err());
+            prop_assert!(BootstrapCheckpoint::decode(&b, Path::new("b")).is_err());
         }
     }
 }

@@ -297,8 +297,8 @@ pub enum StorageError {
     },
     #[error("format refused: {reason}")]
     FormatRefused { reason: String },
-    #[error("bootstrap voters: {reason}")]
-    InvalidVoters { reason: String },
+    #[error("bootstrap checkpoint: {reason}")]
+    InvalidBootstrap { reason: String },
     /// A snapshot ([`crate::snapshot_store`]) whose data or voter set is above the store's
     /// limit: `write` refuses it (nothing is written) and `read` does not load it.
     #[error("{}: snapshot {what} of {size_bytes} bytes exceeds the limit of {max_bytes}", path.display())]

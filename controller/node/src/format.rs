@@ -2,7 +2,7 @@
 //!
 //! [`plan_format`] is pure: from the configuration, the cluster id, the bootstrap choice and a
 //! directory id drawn by the caller (randomness stays outside), it computes the
-//! [`MetaProperties`] and [`BootstrapVoters`] to write, or a precise refusal. [`format_dir`]
+//! [`MetaProperties`] and [`BootstrapCheckpoint`] to write, or a precise refusal. [`format_dir`]
 //! writes them:
 //!
 //! | step                                   | a crash here leaves                            |
@@ -27,12 +27,13 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use corum_controller::control::feature_control::{default_bootstrap_features, BootstrapFeature};
 use corum_engine::disk::{Disk, StdDisk};
 use corum_engine::log::{LogConfig, TornTail};
 use corum_raft::SnapshotId;
 use corum_types::{LogOffset, Uuid};
 
-use crate::bootstrap::{BootstrapEndpoint, BootstrapVoter, BootstrapVoters, BOOTSTRAP_FILE};
+use crate::bootstrap::{BootstrapCheckpoint, BootstrapEndpoint, BootstrapVoter, BOOTSTRAP_FILE};
 use crate::config::{NodeConfig, QuorumVoter};
 use crate::data_dir::{DataDir, DataDirError, LogFit, Mode};
 use crate::error::StorageError;
@@ -57,7 +58,20 @@ pub enum BootstrapChoice {
 pub struct FormatPlan {
     pub dir: PathBuf,
     pub meta: MetaProperties,
-    pub bootstrap: BootstrapVoters,
+    pub bootstrap: BootstrapCheckpoint,
+}
+
+impl FormatPlan {
+    /// The plan with the cluster's bootstrap features replaced (`corum format
+    /// --release-version`/`--feature`, from
+    /// [`corum_controller::control::feature_control::bootstrap_features`]).
+    pub fn with_features(mut self, features: Vec<BootstrapFeature>) -> Result<Self, StorageError> {
+        self.bootstrap.features = features;
+        self.bootstrap
+            .validate()
+            .map_err(|reason| StorageError::InvalidBootstrap { reason })?;
+        Ok(self)
+    }
 }
 
 /// What `format` did.
@@ -93,6 +107,9 @@ pub fn plan_format(
     if random_directory_id.is_zero() {
         return Err(refuse("the all-zero directory id is reserved"));
     }
+    // Kafka's latest release this controller supports, unless the caller names another
+    // ([`FormatPlan::with_features`]).
+    let features = default_bootstrap_features();
     let node_id = config.node_id;
     let static_quorum = !config.quorum_voters.is_empty();
     let (directory_id, bootstrap) = match (choice, static_quorum) {
@@ -113,9 +130,10 @@ pub fn plan_format(
                 .unwrap_or(random_directory_id);
             (
                 dir,
-                BootstrapVoters {
+                BootstrapCheckpoint {
                     kraft_version: 0,
                     voters: Vec::new(),
+                    features: features.clone(),
                 },
             )
         }
@@ -139,9 +157,10 @@ pub fn plan_format(
             controller_endpoints(config)?;
             (
                 random_directory_id,
-                BootstrapVoters {
+                BootstrapCheckpoint {
                     kraft_version: 1,
                     voters: Vec::new(),
+                    features: features.clone(),
                 },
             )
         }
@@ -149,13 +168,14 @@ pub fn plan_format(
             let endpoints = controller_endpoints(config)?;
             (
                 random_directory_id,
-                BootstrapVoters {
+                BootstrapCheckpoint {
                     kraft_version: 1,
                     voters: vec![BootstrapVoter {
                         id: node_id,
                         directory_id: random_directory_id,
                         endpoints,
                     }],
+                    features: features.clone(),
                 },
             )
         }
@@ -189,16 +209,17 @@ pub fn plan_format(
                 .expect("checked above: every entry has a directory id");
             (
                 dir,
-                BootstrapVoters {
+                BootstrapCheckpoint {
                     kraft_version: 1,
                     voters,
+                    features: features.clone(),
                 },
             )
         }
     };
     bootstrap
         .validate()
-        .map_err(|reason| StorageError::InvalidVoters { reason })?;
+        .map_err(|reason| StorageError::InvalidBootstrap { reason })?;
     Ok(FormatPlan {
         dir: config.metadata_log_dir.clone(),
         meta: MetaProperties {
@@ -287,7 +308,7 @@ pub struct DirectoryInfo {
     pub dir: PathBuf,
     pub meta: Result<Option<MetaProperties>, StorageError>,
     pub quorum_state: Result<Option<QuorumState>, StorageError>,
-    pub bootstrap: Result<Option<BootstrapVoters>, StorageError>,
+    pub bootstrap: Result<Option<BootstrapCheckpoint>, StorageError>,
     /// The snapshot store's snapshots, oldest first ([`crate::snapshot_store::list`]).
     pub snapshots: Result<Vec<SnapshotId>, StorageError>,
     /// Whether the newest snapshot loads (`None`: there is none), as `corum run` would load it.
@@ -374,7 +395,7 @@ async fn describe<D: Disk>(
         dir: dir.to_path_buf(),
         meta: MetaProperties::read(&disk, dir).await,
         quorum_state: QuorumState::read(&disk, dir).await,
-        bootstrap: BootstrapVoters::read(&disk, dir).await,
+        bootstrap: BootstrapCheckpoint::read(&disk, dir).await,
         snapshots: listed.map(|l| l.into_iter().map(|(id, _)| id).collect()),
         newest_snapshot,
         log,
@@ -414,11 +435,11 @@ pub async fn check_formatted<D: Disk>(
     disk: &D,
     config: &NodeConfig,
     cluster_id: Option<Uuid>,
-) -> Result<(MetaProperties, BootstrapVoters), StorageError> {
+) -> Result<(MetaProperties, BootstrapCheckpoint), StorageError> {
     let dir = &config.metadata_log_dir;
     let meta = MetaProperties::read_required(disk, dir).await?;
     meta.check(dir, cluster_id, config.node_id)?;
-    let bootstrap = BootstrapVoters::read(disk, dir).await?.ok_or_else(|| StorageError::Corrupt {
+    let bootstrap = BootstrapCheckpoint::read(disk, dir).await?.ok_or_else(|| StorageError::Corrupt {
         path: dir.join(BOOTSTRAP_FILE),
         reason: "missing, though meta.properties exists: the directory was not formatted by corum format".into(),
     })?;
@@ -449,7 +470,7 @@ mod tests {
     fn check_formatted(
         config: &NodeConfig,
         cluster_id: Option<Uuid>,
-    ) -> Result<(MetaProperties, BootstrapVoters), StorageError> {
+    ) -> Result<(MetaProperties, BootstrapCheckpoint), StorageError> {
         block_on(super::check_formatted(
             &StdDisk::read_only(),
             config,
@@ -662,7 +683,10 @@ mod tests {
             RANDOM,
         )
         .unwrap_err();
-        assert!(matches!(err, StorageError::InvalidVoters { .. }), "{err}");
+        assert!(
+            matches!(err, StorageError::InvalidBootstrap { .. }),
+            "{err}"
+        );
     }
 
     /// The static/dynamic table of the module doc, and the reserved ids.

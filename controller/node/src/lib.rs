@@ -64,7 +64,7 @@ pub mod service;
 pub mod sim;
 pub mod snapshot_store;
 
-pub use bootstrap::{BootstrapEndpoint, BootstrapVoter, BootstrapVoters};
+pub use bootstrap::{BootstrapCheckpoint, BootstrapEndpoint, BootstrapVoter};
 pub use config::{CoreSet, HostPort, Listener, NodeConfig, ProcessRole, QuorumVoter};
 pub use driver::{CommittedBatch, DriverStatus, RaftDriver, RaftDriverConfig, RaftHandle};
 pub use error::{

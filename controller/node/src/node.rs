@@ -116,7 +116,9 @@ impl NodePlan {
         server.validate()?;
         let peer = components::peer_network(&config, meta.cluster_id, raft_addr);
         peer.validate()?;
-        let controller = components::controller(&config)?;
+        let mut controller = components::controller(&config)?;
+        // What `corum format` decided (`--release-version`, `--feature`), checked when read.
+        controller.bootstrap_features = bootstrap.features.clone();
         Ok(NodePlan {
             config,
             meta,

@@ -2,7 +2,7 @@
 //!
 //! | node side                                    | Raft side                          | function                    |
 //! |----------------------------------------------|------------------------------------|-----------------------------|
-//! | `bootstrap.checkpoint` ([`BootstrapVoters`]) | [`VoterSet`] (dynamic bootstrap)   | [`bootstrap_voter_set`]     |
+//! | `bootstrap.checkpoint` ([`BootstrapCheckpoint`]) | [`VoterSet`] (dynamic bootstrap)   | [`bootstrap_voter_set`]     |
 //! | `quorum-state` ([`QuorumState`])             | [`QuorumStateRecord`]              | [`to_raft_quorum_state`] / [`from_raft_quorum_state`] |
 //! | [`ReplicaKey`] (directory id or none)        | [`RaftReplicaKey`] (zero for none) | [`to_raft_replica_key`] / [`from_raft_replica_key`] |
 //! | a voter set and this node                    | the peers to connect to            | [`peer_endpoints`]          |
@@ -21,7 +21,7 @@
 use corum_raft::{Endpoint, QuorumStateRecord, ReplicaKey as RaftReplicaKey, Voter, VoterSet};
 use corum_types::{NodeId, Uuid};
 
-use crate::bootstrap::BootstrapVoters;
+use crate::bootstrap::BootstrapCheckpoint;
 use crate::protocol::LeaderHint;
 use crate::quorum_state::{QuorumState, ReplicaKey};
 
@@ -71,7 +71,7 @@ pub fn from_raft_quorum_state(record: &QuorumStateRecord) -> QuorumState {
 
 /// The initial voter set of a dynamic quorum's `bootstrap.checkpoint` (kraft.version 1).
 /// `None` for a static quorum (kraft.version 0: use [`crate::config::components::static_voter_set`]).
-pub fn bootstrap_voter_set(bootstrap: &BootstrapVoters) -> Result<Option<VoterSet>, String> {
+pub fn bootstrap_voter_set(bootstrap: &BootstrapCheckpoint) -> Result<Option<VoterSet>, String> {
     if bootstrap.kraft_version == 0 {
         return Ok(None);
     }
@@ -225,8 +225,9 @@ mod tests {
                 port: 9000 + id as u16,
             }],
         };
-        let b = BootstrapVoters {
+        let b = BootstrapCheckpoint {
             kraft_version: 1,
+            features: corum_controller::control::feature_control::default_bootstrap_features(),
             voters: vec![voter(3), voter(1)],
         };
         let set = bootstrap_voter_set(&b).unwrap().unwrap();
@@ -235,13 +236,15 @@ mod tests {
         assert_eq!(v3.key.directory_id, Uuid([3; 16]));
         assert_eq!(v3.endpoints[0].host, "h3");
         assert_eq!(v3.endpoints[0].port, 9003);
-        let static_ = BootstrapVoters {
+        let static_ = BootstrapCheckpoint {
             kraft_version: 0,
+            features: corum_controller::control::feature_control::default_bootstrap_features(),
             voters: vec![],
         };
         assert_eq!(bootstrap_voter_set(&static_).unwrap(), None);
-        let dup = BootstrapVoters {
+        let dup = BootstrapCheckpoint {
             kraft_version: 1,
+            features: corum_controller::control::feature_control::default_bootstrap_features(),
             voters: vec![voter(1), voter(1)],
         };
         assert!(bootstrap_voter_set(&dup).is_err());

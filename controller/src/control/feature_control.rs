@@ -38,35 +38,227 @@ pub struct SupportedFeature {
 /// `SupportedFeatures`, a controller's own KIP-919 registration) and the only ranges
 /// UpdateFeatures may finalize.
 ///
+/// - `group.version` 0..=1 and `transaction.version` 0..=2: Kafka 4.1's ranges. They switch
+///   brokers' group coordinator (KIP-848) and transaction coordinator (KIP-890) behaviour; the
+///   controller only finalizes them and checks that every broker and controller supports the
+///   level, as Kafka's does.
 /// - `metadata.version` 7..=27: the range an Apache Kafka 4.1 controller supports (3.3-IV3,
 ///   Kafka 4's minimum, to 4.1-IV1, its latest production level), since the Kafka listener
 ///   speaks Kafka 4.1's protocol. corum's records do not depend on the level; what they say
 ///   does where Kafka's do: below 3.7-IV2 ([`DIRECTORY_ASSIGNMENT_LEVEL`]) registrations
-///   record no log directories and new replicas get the MIGRATING directory.
+///   record no log directories and new replicas get the MIGRATING directory. The Kafka
+///   listener renders records at the versions the finalized level calls for.
 ///
 /// Not here: `kraft.version`, which Raft keeps (the bootstrap checkpoint), not a FeatureLevel
-/// record; Kafka's group, transaction, share and streams versions, whose features corum does
-/// not have.
-pub const SUPPORTED_FEATURES: &[SupportedFeature] = &[SupportedFeature {
-    name: "metadata.version",
-    min_level: 7,
-    max_level: 27,
-}];
+/// record; `eligible.leader.replicas.version` (KIP-966), whose leader-election rules corum
+/// does not implement yet, so it stays at 0 where Kafka's `--release-version 4.1` sets 1;
+/// `share.version` and `streams.version`, not production features in Kafka 4.1.
+pub const SUPPORTED_FEATURES: &[SupportedFeature] = &[
+    SupportedFeature {
+        name: GROUP_VERSION,
+        min_level: 0,
+        max_level: 1,
+    },
+    SupportedFeature {
+        name: METADATA_VERSION,
+        min_level: 7,
+        max_level: 27,
+    },
+    SupportedFeature {
+        name: TRANSACTION_VERSION,
+        min_level: 0,
+        max_level: 2,
+    },
+];
+
+pub use crate::controller::METADATA_VERSION;
+/// KIP-848's feature: the consumer rebalance protocol on brokers.
+pub const GROUP_VERSION: &str = "group.version";
+/// KIP-890's feature: the transaction coordinator's protocol on brokers.
+pub const TRANSACTION_VERSION: &str = "transaction.version";
+
+/// Each `metadata.version` level this controller supports with Kafka's name for it
+/// (`MetadataVersion`: release and internal version), in level order.
+pub const METADATA_VERSIONS: &[(u16, &str)] = &[
+    (7, "3.3-IV3"),
+    (8, "3.4-IV0"),
+    (9, "3.5-IV0"),
+    (10, "3.5-IV1"),
+    (11, "3.5-IV2"),
+    (12, "3.6-IV0"),
+    (13, "3.6-IV1"),
+    (14, "3.6-IV2"),
+    (15, "3.7-IV0"),
+    (16, "3.7-IV1"),
+    (17, "3.7-IV2"),
+    (18, "3.7-IV3"),
+    (19, "3.7-IV4"),
+    (20, "3.8-IV0"),
+    (21, "3.9-IV0"),
+    (22, "4.0-IV0"),
+    (23, "4.0-IV1"),
+    (24, "4.0-IV2"),
+    (25, "4.0-IV3"),
+    (26, "4.1-IV0"),
+    (27, "4.1-IV1"),
+];
+
+/// The release `corum format` bootstraps when none is named (Kafka's latest production
+/// `metadata.version` among those supported here).
+pub const DEFAULT_RELEASE: &str = "4.1";
+
+/// Kafka's name of `metadata.version` level `level` (`4.1-IV1`), if this controller knows it.
+pub fn metadata_version_name(level: u16) -> Option<&'static str> {
+    METADATA_VERSIONS
+        .iter()
+        .find(|(l, _)| *l == level)
+        .map(|(_, n)| *n)
+}
+
+/// The `metadata.version` level of a release as Kafka's `--release-version` reads it: a
+/// release (`4.0`: its latest level, 4.0-IV3) or a level's full name (`3.7-IV2`).
+pub fn release_metadata_version(release: &str) -> Result<u16, String> {
+    let release = release.trim();
+    let found = if release.contains('-') {
+        METADATA_VERSIONS.iter().find(|(_, n)| *n == release)
+    } else {
+        METADATA_VERSIONS
+            .iter()
+            .rev()
+            .find(|(_, n)| n.split('-').next() == Some(release))
+    };
+    found.map(|(l, _)| *l).ok_or_else(|| {
+        format!(
+            "unknown release version {release:?}: this controller supports {} to {} (a release such as 4.0, or a level such as 3.7-IV2)",
+            METADATA_VERSIONS[0].1,
+            METADATA_VERSIONS[METADATA_VERSIONS.len() - 1].1,
+        )
+    })
+}
+
+/// The level Kafka's format gives `feature` at `metadata.version` level `mv` when the operator
+/// names none (Kafka's `Feature.defaultLevel`: the highest level whose bootstrap
+/// `metadata.version` is at or below `mv`).
+fn default_level(feature: &str, mv: u16) -> u16 {
+    match feature {
+        METADATA_VERSION => mv,
+        // GV_1 from 4.0-IV0.
+        GROUP_VERSION if mv >= 22 => 1,
+        // TV_1 and TV_2 from 4.0-IV2.
+        TRANSACTION_VERSION if mv >= 24 => 2,
+        _ => 0,
+    }
+}
+
+/// One feature level set when the cluster is formatted (`bootstrap.checkpoint`), finalized by
+/// the first active controller. Level 0 means the feature is left unfinalized.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BootstrapFeature {
+    pub name: String,
+    pub level: u16,
+}
+
+/// The features a cluster starts with, Kafka's format semantics: `metadata.version` from
+/// `release` ([`release_metadata_version`]), every other supported feature at its default for
+/// that level unless `overrides` (`--feature NAME=LEVEL`) names it. `metadata.version` cannot
+/// be overridden (Kafka's rule: use the release version). Every feature this controller
+/// supports is listed, in name order, unfinalized ones at level 0.
+pub fn bootstrap_features(
+    release: &str,
+    overrides: &[(String, u16)],
+) -> Result<Vec<BootstrapFeature>, String> {
+    let mv = release_metadata_version(release)?;
+    for (i, (name, level)) in overrides.iter().enumerate() {
+        if name == METADATA_VERSION {
+            return Err(
+                "metadata.version is set with --release-version, not as a feature".to_owned(),
+            );
+        }
+        if overrides[..i].iter().any(|(n, _)| n == name) {
+            return Err(format!("feature {name} is named twice"));
+        }
+        match locally_supported(name) {
+            Some((lo, hi)) if *level == 0 || (lo..=hi).contains(level) => {}
+            Some((lo, hi)) => {
+                return Err(format!(
+                    "feature {name}={level}: this controller supports levels {lo} to {hi}"
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "feature {name} is not supported by this controller (it supports {})",
+                    SUPPORTED_FEATURES
+                        .iter()
+                        .map(|f| f.name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            }
+        }
+    }
+    let features: Vec<BootstrapFeature> = SUPPORTED_FEATURES
+        .iter()
+        .map(|f| BootstrapFeature {
+            name: f.name.to_owned(),
+            level: overrides
+                .iter()
+                .find(|(n, _)| n == f.name)
+                .map_or_else(|| default_level(f.name, mv), |(_, l)| *l),
+        })
+        .collect();
+    check_bootstrap_features(&features)?;
+    Ok(features)
+}
+
+/// Checks a bootstrap feature list: names in order and distinct, `metadata.version` listed,
+/// every level 0 or within this controller's range.
+pub fn check_bootstrap_features(features: &[BootstrapFeature]) -> Result<(), String> {
+    if !features.windows(2).all(|w| w[0].name < w[1].name) {
+        return Err("bootstrap features must be in name order, each named once".to_owned());
+    }
+    if !features
+        .iter()
+        .any(|f| f.name == METADATA_VERSION && f.level > 0)
+    {
+        return Err("the bootstrap features must set metadata.version".to_owned());
+    }
+    for f in features {
+        match locally_supported(&f.name) {
+            Some((lo, hi)) if f.level == 0 || (lo..=hi).contains(&f.level) => {}
+            Some((lo, hi)) => {
+                return Err(format!(
+                    "bootstrap feature {}={}: this controller supports levels {lo} to {hi}",
+                    f.name, f.level
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "bootstrap feature {} is not supported by this controller",
+                    f.name
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The bootstrap features of a cluster formatted without naming a release.
+pub fn default_bootstrap_features() -> Vec<BootstrapFeature> {
+    bootstrap_features(DEFAULT_RELEASE, &[]).expect("the default release is supported")
+}
 
 /// The `metadata.version` level (3.7-IV2) from which Kafka tracks each replica's log directory
 /// (KIP-858): registrations carry log directories and AssignReplicasToDirs is served.
 pub const DIRECTORY_ASSIGNMENT_LEVEL: u16 = 17;
 
 /// The finalized `metadata.version` level of `image`; before the first active controller
-/// finalized it, the highest this controller supports (what it will finalize).
+/// finalized it (it does so as it activates, before serving anything), the highest this
+/// controller supports.
 pub fn metadata_version(image: &MetadataImage) -> u16 {
-    image
-        .features
-        .get(crate::controller::METADATA_VERSION)
-        .map_or_else(
-            || locally_supported(crate::controller::METADATA_VERSION).map_or(0, |(_, max)| max),
-            |f| f.max_level,
-        )
+    image.features.get(METADATA_VERSION).map_or_else(
+        || locally_supported(METADATA_VERSION).map_or(0, |(_, max)| max),
+        |f| f.max_level,
+    )
 }
 
 /// Whether replicas' log directories are tracked at `image`'s `metadata.version` (Kafka's
@@ -283,6 +475,92 @@ mod tests {
         assert_eq!(supported_features().len(), SUPPORTED_FEATURES.len());
         assert_eq!(locally_supported("metadata.version"), Some((7, 27)));
         assert_eq!(locally_supported("kraft.version"), None);
+    }
+
+    /// Releases map to their latest level, full names to themselves; anything else is refused
+    /// with the supported range named.
+    #[test]
+    fn release_versions_are_kafkas() {
+        assert_eq!(release_metadata_version("4.1"), Ok(27));
+        assert_eq!(release_metadata_version("4.0"), Ok(25));
+        assert_eq!(release_metadata_version("3.9"), Ok(21));
+        assert_eq!(release_metadata_version("3.7"), Ok(19));
+        assert_eq!(release_metadata_version("3.7-IV2"), Ok(17));
+        assert_eq!(release_metadata_version("3.3"), Ok(7));
+        for bad in ["4.2", "3.2", "3.3-IV2", "", "4", "4.1-IV9"] {
+            let e = release_metadata_version(bad).unwrap_err();
+            assert!(e.contains("3.3-IV3 to 4.1-IV1"), "{bad}: {e}");
+        }
+        assert_eq!(metadata_version_name(27), Some("4.1-IV1"));
+        assert_eq!(metadata_version_name(6), None);
+        assert!(METADATA_VERSIONS.windows(2).all(|w| w[0].0 + 1 == w[1].0));
+        let (lo, hi) = locally_supported(METADATA_VERSION).unwrap();
+        assert_eq!(
+            (METADATA_VERSIONS[0].0, METADATA_VERSIONS.last().unwrap().0),
+            (lo, hi)
+        );
+    }
+
+    fn levels(f: &[BootstrapFeature]) -> Vec<(&str, u16)> {
+        f.iter().map(|f| (f.name.as_str(), f.level)).collect()
+    }
+
+    /// The other features follow the release as Kafka's format sets them (4.1 and 4.0: group
+    /// 1, transaction 2; 3.9: neither), `--feature` overrides them, and what this controller
+    /// cannot finalize is refused.
+    #[test]
+    fn bootstrap_features_follow_the_release() {
+        let expect = |mv, gv, tv| {
+            vec![
+                (GROUP_VERSION, gv),
+                (METADATA_VERSION, mv),
+                (TRANSACTION_VERSION, tv),
+            ]
+        };
+        assert_eq!(
+            levels(&bootstrap_features("4.1", &[]).unwrap()),
+            expect(27, 1, 2)
+        );
+        assert_eq!(levels(&default_bootstrap_features()), expect(27, 1, 2));
+        assert_eq!(
+            levels(&bootstrap_features("4.0", &[]).unwrap()),
+            expect(25, 1, 2)
+        );
+        assert_eq!(
+            levels(&bootstrap_features("4.0-IV1", &[]).unwrap()),
+            expect(23, 1, 0)
+        );
+        assert_eq!(
+            levels(&bootstrap_features("3.9", &[]).unwrap()),
+            expect(21, 0, 0)
+        );
+        let o = |n: &str, l| vec![(n.to_owned(), l)];
+        assert_eq!(
+            levels(&bootstrap_features("4.1", &o(GROUP_VERSION, 0)).unwrap()),
+            expect(27, 0, 2)
+        );
+        assert_eq!(
+            levels(&bootstrap_features("3.9", &o(TRANSACTION_VERSION, 1)).unwrap()),
+            expect(21, 0, 1)
+        );
+        for (overrides, needle) in [
+            (o(METADATA_VERSION, 20), "--release-version"),
+            (o(TRANSACTION_VERSION, 3), "levels 0 to 2"),
+            (o("eligible.leader.replicas.version", 1), "not supported"),
+            (
+                [o(GROUP_VERSION, 1), o(GROUP_VERSION, 0)].concat(),
+                "named twice",
+            ),
+        ] {
+            let e = bootstrap_features("4.1", &overrides).unwrap_err();
+            assert!(e.contains(needle), "{overrides:?}: {e}");
+        }
+        let mut bad = default_bootstrap_features();
+        bad.retain(|f| f.name != METADATA_VERSION);
+        assert!(check_bootstrap_features(&bad).is_err());
+        let mut bad = default_bootstrap_features();
+        bad.swap(0, 1);
+        assert!(check_bootstrap_features(&bad).is_err());
     }
 
     /// An empty image has no epoch; otherwise the epoch is the offset of its last record.

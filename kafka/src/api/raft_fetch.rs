@@ -17,7 +17,8 @@
 //! records, a footer batch) and served in chunks by position.
 
 use bytes::Bytes;
-use corum_protocol::{RequestBody, ResponseBody, RpcError};
+use corum_controller::control::feature_control::METADATA_VERSION;
+use corum_protocol::{LocalRead, RequestBody, ResponseBody, RpcError};
 use corum_raft::message::{
     FetchRequest as RaftFetch, FetchResult, FetchSnapshotRequest as RaftFetchSnapshot,
     FetchSnapshotResult,
@@ -35,6 +36,7 @@ use crate::api::{corum_uuid, nodes};
 use crate::backend::{Backend, ListenerContext};
 use crate::errors::KafkaError;
 use crate::log::{self, RenderContext};
+use crate::service::{call, read};
 
 /// The metadata log's topic name, as KRaft names its one partition.
 pub const METADATA_TOPIC: &str = "__cluster_metadata";
@@ -124,7 +126,11 @@ async fn leader_endpoint<B: Backend>(
 
 /// What rendering a control batch or a snapshot needs: each controller's endpoint on this
 /// listener, which brokers dial as a voter's (from the controllers' registrations).
-async fn render_context<B: Backend>(ctx: &ListenerContext, backend: &B) -> RenderContext {
+async fn render_context<B: Backend>(
+    ctx: &ListenerContext,
+    backend: &B,
+    epoch: i32,
+) -> RenderContext {
     let voter_endpoints = nodes::controllers(ctx, backend)
         .await
         .into_iter()
@@ -141,6 +147,56 @@ async fn render_context<B: Backend>(ctx: &ListenerContext, backend: &B) -> Rende
         .collect();
     RenderContext {
         voter_endpoints,
+        ..records_context(ctx, backend, epoch).await
+    }
+}
+
+/// What rendering data batches needs: the finalized `metadata.version`, remembered for the
+/// leader epoch, or asked of the core the first time in an epoch (its committed image; before
+/// the first active controller finalized it, the highest level supported).
+async fn records_context<B: Backend>(
+    ctx: &ListenerContext,
+    backend: &B,
+    epoch: i32,
+) -> RenderContext {
+    let metadata_version = match ctx.log.metadata_version(epoch) {
+        Some(mv) => mv,
+        None => {
+            let features = call(
+                backend,
+                read(LocalRead::DescribeFeatures),
+                ctx.default_timeout_ms,
+                |r| match r {
+                    ResponseBody::DescribeFeatures(f) => Some(f),
+                    _ => None,
+                },
+            )
+            .await;
+            match features {
+                Ok(f) => {
+                    let finalized = f.finalized.iter().find(|x| x.name == METADATA_VERSION);
+                    let supported = f.supported.iter().find(|x| x.name == METADATA_VERSION);
+                    let level = finalized
+                        .map(|x| x.max_level)
+                        .or(supported.map(|x| x.max_level))
+                        .map_or(log::MetadataVersion::LATEST.0, |l| l as i16);
+                    let mv = log::MetadataVersion(level);
+                    // The image's last record is `finalized_epoch`.
+                    let through = f
+                        .finalized_epoch
+                        .map_or(LogOffset(0), |o| LogOffset(o.0 + 1));
+                    ctx.log.note_metadata_version(epoch, mv, through);
+                    mv
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read metadata.version; rendering at the latest");
+                    log::MetadataVersion::LATEST
+                }
+            }
+        }
+    };
+    RenderContext {
+        metadata_version: std::cell::Cell::new(metadata_version),
         ..RenderContext::default()
     }
 }
@@ -283,11 +339,17 @@ pub async fn fetch<B: Backend>(
             answer.high_watermark = offset_i64(high_watermark);
             ctx.log.sent_high_watermark(replica.id, high_watermark);
             let render = if batches.iter().any(|b| b.control) {
-                render_context(ctx, backend).await
+                render_context(ctx, backend, epoch).await
             } else {
-                RenderContext::default()
+                records_context(ctx, backend, epoch).await
             };
-            match log::render_batches(&batches, &render, FETCH_BYTES_MAX) {
+            let rendered = log::render_batches(&batches, &render, FETCH_BYTES_MAX);
+            if let Some(last) = batches.last() {
+                let end = LogOffset(last.base_offset.0 + u64::from(last.record_count));
+                ctx.log
+                    .note_metadata_version(epoch, render.metadata_version.get(), end);
+            }
+            match rendered {
                 Ok(bytes) => answer.records = Some(bytes),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot render the metadata log for a broker");
@@ -454,7 +516,7 @@ async fn kafka_snapshot<B: Backend>(
         }
     }
     let mut data = Vec::new();
-    let (voters, kraft_version) = loop {
+    let (voters, kraft_version, leader_epoch) = loop {
         let request = RaftFetchSnapshot {
             epoch: Epoch(u64::try_from(current_leader_epoch.max(0)).unwrap_or(0)),
             replica,
@@ -498,7 +560,7 @@ async fn kafka_snapshot<B: Backend>(
                 }
                 data.extend_from_slice(&bytes);
                 if data.len() as u64 >= size_total {
-                    break (v, kraft_version);
+                    break (v, kraft_version, epoch_i32(r.epoch.0));
                 }
             }
             FetchSnapshotResult::SnapshotNotFound => {
@@ -515,12 +577,15 @@ async fn kafka_snapshot<B: Backend>(
             }
         }
     };
-    let render = render_context(ctx, backend).await;
+    let render = render_context(ctx, backend, leader_epoch).await;
     let rendered =
         log::render_snapshot(id, &voters, kraft_version, &data, &render).map_err(|e| {
             tracing::error!(error = %e, "cannot render a snapshot for a broker");
             SnapshotError::Kafka(KafkaError::new(K::KafkaStorageError, e.to_string()))
         })?;
+    // The snapshot's own FeatureLevel record gave the level in force at its end.
+    ctx.log
+        .note_metadata_version(leader_epoch, render.metadata_version.get(), id.end_offset);
     ctx.log.cache_snapshot(id, rendered.clone());
     Ok(rendered)
 }
@@ -532,8 +597,13 @@ mod tests {
     use corum_controller::control::cluster_control::{
         DescribeControllersResponse, DescribedController,
     };
+    use corum_controller::control::feature_control::{
+        supported_features, DescribeFeaturesResponse, FinalizedFeatureLevel,
+    };
     use corum_controller::records::{encode_batch, ControllerEndpointV1, MetadataRecord};
-    use corum_controller::records::{ConfigRecordV1, ConfigResourceType, NoOpRecordV1};
+    use corum_controller::records::{
+        ConfigRecordV1, ConfigResourceType, FeatureLevelRecordV1, NoOpRecordV1, PartitionRecordV1,
+    };
     use corum_protocol::LeaderHint;
     use corum_raft::control::{ControlRecord, LeaderChangeRecord};
     use corum_raft::message::{
@@ -625,6 +695,10 @@ mod tests {
         snapshot_result: Option<Result<RaftSnapshotResponse, RpcError>>,
         leadership: (u64, Option<NodeId>),
         sent: RefCell<Vec<RequestBody>>,
+        /// The finalized `metadata.version` DescribeFeatures answers, and how often it was
+        /// asked.
+        metadata_version: u16,
+        features_asked: std::cell::Cell<u32>,
     }
 
     impl Node {
@@ -636,6 +710,8 @@ mod tests {
                 snapshot_result: None,
                 leadership: (6, Some(NodeId(2))),
                 sent: RefCell::default(),
+                metadata_version: 27,
+                features_asked: Default::default(),
             }
         }
 
@@ -683,6 +759,18 @@ mod tests {
                             controllers: controllers(),
                         },
                     ))
+                }
+                RequestBody::DescribeFeatures => {
+                    self.features_asked.set(self.features_asked.get() + 1);
+                    return Ok(ResponseBody::DescribeFeatures(DescribeFeaturesResponse {
+                        finalized: vec![FinalizedFeatureLevel {
+                            name: METADATA_VERSION.into(),
+                            min_level: self.metadata_version,
+                            max_level: self.metadata_version,
+                        }],
+                        finalized_epoch: Some(LogOffset(19)),
+                        supported: supported_features(),
+                    }));
                 }
                 RequestBody::Fetch(_) => self.fetch.clone().map(|r| ResponseBody::Fetch(r.into())),
                 RequestBody::FetchSnapshot(r) => match &self.snapshot_result {
@@ -856,6 +944,103 @@ mod tests {
                 assert!(r.node_endpoints.is_empty(), "v{version}");
             }
         }
+    }
+
+    /// Records are rendered at the finalized `metadata.version` the core names (asked once
+    /// per leader epoch): at 3.6-IV2 (14) a partition carries no directories (PartitionRecord
+    /// v0); a FeatureLevel record rendered later in the log moves the level for what follows
+    /// it, and a leader change asks again.
+    #[test]
+    fn records_follow_the_finalized_metadata_version() {
+        let partition_record = MetadataRecord::Partition(PartitionRecordV1 {
+            partition_id: corum_controller::PartitionId(0),
+            topic_id: corum_controller::TopicId(corum_types::Uuid([3; 16])),
+            replicas: vec![NodeId(1)],
+            isr: vec![NodeId(1)],
+            leader: Some(NodeId(1)),
+            leader_epoch: corum_controller::LeaderEpoch(0),
+            partition_epoch: corum_controller::PartitionEpoch(0),
+        });
+        let upgrade = MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
+            name: METADATA_VERSION.into(),
+            min_level: 27,
+            max_level: 27,
+        });
+        let data = |base: u64, records: &[MetadataRecord]| Batch {
+            base_offset: LogOffset(base),
+            epoch: Epoch(6),
+            record_count: records.len() as u32,
+            control: false,
+            payload: Payload::from(encode_batch(records).as_slice()),
+        };
+        let partition_versions = |r: &FetchResponse| -> Vec<i16> {
+            let bytes = partition(r).records.clone().expect("records");
+            crate::log::tests::decode_all(&bytes)
+                .iter()
+                .flat_map(|set| set.records.iter())
+                .filter_map(|rec| {
+                    let (m, v) = crate::metadata::AnyMetadataRecord::decode_framed(
+                        rec.value.clone().expect("a value"),
+                    )
+                    .expect("framed");
+                    matches!(m, crate::metadata::AnyMetadataRecord::Partition(_)).then_some(v)
+                })
+                .collect()
+        };
+        let ctx = ctx();
+        let fetch_at =
+            |node: &Node, offset: i64| run(fetch(&ctx, node, request(17, 6, offset, 6), 17));
+        let mut node = Node::answering(answer(
+            6,
+            2,
+            FetchResult::Batches {
+                fetch_offset: LogOffset(20),
+                last_fetched_epoch: Epoch(6),
+                batches: vec![data(20, std::slice::from_ref(&partition_record))],
+                high_watermark: LogOffset(21),
+            },
+        ));
+        node.metadata_version = 14;
+        assert_eq!(partition_versions(&fetch_at(&node, 20)), vec![0]);
+        // The upgrade, then a partition: rendered at the new level.
+        node.fetch = answer(
+            6,
+            2,
+            FetchResult::Batches {
+                fetch_offset: LogOffset(21),
+                last_fetched_epoch: Epoch(6),
+                batches: vec![data(21, &[upgrade, partition_record.clone()])],
+                high_watermark: LogOffset(23),
+            },
+        );
+        assert_eq!(partition_versions(&fetch_at(&node, 21)), vec![1]);
+        // A broker catching up reads the old partition at the old level again (the
+        // remembered level does not go back), then the newest at the new one.
+        node.fetch = answer(
+            6,
+            2,
+            FetchResult::Batches {
+                fetch_offset: LogOffset(23),
+                last_fetched_epoch: Epoch(6),
+                batches: vec![data(23, std::slice::from_ref(&partition_record))],
+                high_watermark: LogOffset(24),
+            },
+        );
+        assert_eq!(partition_versions(&fetch_at(&node, 23)), vec![1]);
+        assert_eq!(node.features_asked.get(), 1, "asked once in epoch 6");
+        // Epoch 7: asked again (the core now says 14: a downgrade by another leader).
+        node.fetch = answer(
+            7,
+            2,
+            FetchResult::Batches {
+                fetch_offset: LogOffset(24),
+                last_fetched_epoch: Epoch(6),
+                batches: vec![data(24, &[partition_record])],
+                high_watermark: LogOffset(25),
+            },
+        );
+        assert_eq!(partition_versions(&fetch_at(&node, 24)), vec![0]);
+        assert_eq!(node.features_asked.get(), 2);
     }
 
     /// A diverging log and a fetch below the log start map to Kafka's DivergingEpoch and

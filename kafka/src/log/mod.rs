@@ -20,7 +20,7 @@ pub mod batch;
 pub mod control;
 pub mod records;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use bytes::{Bytes, BytesMut};
@@ -211,6 +211,19 @@ pub fn render_snapshot(
 pub struct ObserverMemory {
     sent: RefCell<HashMap<NodeId, LogOffset>>,
     snapshot: RefCell<Option<(SnapshotId, Bytes)>>,
+    /// The finalized `metadata.version` in the current leader epoch, as of a log offset: asked
+    /// of the core before the first rendering of an epoch, then moved by the FeatureLevel
+    /// records rendered past that offset.
+    metadata_version: Cell<Option<LevelSeen>>,
+}
+
+/// `metadata.version` level `level` was in force at `through` (the end offset of what was
+/// read) in leader epoch `epoch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LevelSeen {
+    epoch: i32,
+    level: MetadataVersion,
+    through: LogOffset,
 }
 
 /// Replicas remembered at most: a listener facing more (a misbehaving client cycling ids)
@@ -241,6 +254,32 @@ impl ObserverMemory {
     pub fn cache_snapshot(&self, id: SnapshotId, bytes: Bytes) {
         *self.snapshot.borrow_mut() = Some((id, bytes));
     }
+
+    /// The `metadata.version` remembered for leader epoch `epoch` (none after a leader change:
+    /// another leader may have moved it).
+    pub fn metadata_version(&self, epoch: i32) -> Option<MetadataVersion> {
+        self.metadata_version
+            .get()
+            .filter(|s| s.epoch == epoch)
+            .map(|s| s.level)
+    }
+
+    /// Remembers that `level` was in force at `through` in `epoch`, unless what is remembered
+    /// for that epoch is as new (a broker catching up renders old records, whose level must
+    /// not replace a newer one).
+    pub fn note_metadata_version(&self, epoch: i32, level: MetadataVersion, through: LogOffset) {
+        let newer = match self.metadata_version.get() {
+            Some(s) => s.epoch != epoch || through > s.through,
+            None => true,
+        };
+        if newer {
+            self.metadata_version.set(Some(LevelSeen {
+                epoch,
+                level,
+                through,
+            }));
+        }
+    }
 }
 
 impl Clone for ObserverMemory {
@@ -251,7 +290,7 @@ impl Clone for ObserverMemory {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use bytes::Buf;
     use corum_controller::records::{
         encode_batch, BrokerRegistrationChangeRecordV1, ConfigRecordV1, ConfigResourceType,
@@ -606,7 +645,7 @@ mod tests {
         )
     }
 
-    fn decode_all(bytes: &Bytes) -> Vec<RecordSet> {
+    pub(crate) fn decode_all(bytes: &Bytes) -> Vec<RecordSet> {
         RecordBatchDecoder::decode_all(&mut bytes.clone())
             .expect("Kafka's batch decoder reads the rendering")
     }
@@ -668,7 +707,7 @@ mod tests {
         let batches = [leader_change_batch(37, 6), data_batch(40, 6, &corum)];
         let ctx = RenderContext {
             voter_endpoints: Vec::new(),
-            metadata_version: MetadataVersion(27),
+            metadata_version: Cell::new(MetadataVersion(27)),
             timestamp_ms: 1_234,
         };
         let bytes = render_batches(&batches, &ctx, usize::MAX).expect("valid batches render");
@@ -724,7 +763,7 @@ mod tests {
         let corum: Vec<MetadataRecord> = records.iter().map(|r| r.0.clone()).collect();
         let ctx = RenderContext {
             voter_endpoints: Vec::new(),
-            metadata_version: MetadataVersion::MINIMUM,
+            metadata_version: Cell::new(MetadataVersion::MINIMUM),
             timestamp_ms: -1,
         };
         let bytes = render_batches(&[data_batch(0, 1, &corum)], &ctx, usize::MAX)
@@ -853,7 +892,7 @@ mod tests {
         let data = encode_batch(&image);
         let ctx = RenderContext {
             voter_endpoints: Vec::new(),
-            metadata_version: MetadataVersion(27),
+            metadata_version: Cell::new(MetadataVersion(27)),
             timestamp_ms: 77,
         };
         for kraft_version in [0u16, 1] {

@@ -18,11 +18,16 @@
 //! | `NoOp` | `NoOpRecord` |
 //! | `RegisterController` | `RegisterControllerRecord` |
 //!
-//! Record versions follow the `metadata.version` in force, as Kafka's controller picks them:
+//! Record versions follow the finalized `metadata.version`, as Kafka's controller picks them:
 //! from 3.7-IV2 (level 17) registrations carry log directories and partitions their replicas'
-//! directories.
+//! directories. Kafka writes each record at the level in force when it was written; corum
+//! renders at fetch time, so a record older than an upgrade is rendered at the newer level,
+//! which every registered broker supports (UpdateFeatures checks that).
+
+use std::cell::Cell;
 
 use bytes::BytesMut;
+use corum_controller::control::feature_control::METADATA_VERSION;
 use corum_controller::records::{
     aligned, decode_batch, ConfigResourceType, FencingChange, LeaderChange, LeaderRecoveryState,
     MetadataRecord, SupportedFeatureV1,
@@ -45,6 +50,8 @@ impl MetadataVersion {
     pub const IBP_3_4_IV0: MetadataVersion = MetadataVersion(8);
     /// 3.7-IV2: JBOD directory assignment (KIP-858).
     pub const IBP_3_7_IV2: MetadataVersion = MetadataVersion(17);
+    /// 4.1-IV1: the highest level corum's controller supports (and finalizes by default).
+    pub const LATEST: MetadataVersion = MetadataVersion(27);
 
     fn directories(self) -> bool {
         self >= Self::IBP_3_7_IV2
@@ -78,7 +85,12 @@ impl MetadataVersion {
 /// What rendering needs besides the records.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RenderContext {
-    pub metadata_version: MetadataVersion,
+    /// The finalized `metadata.version` the records are written at (Kafka's controllers
+    /// write each record at the level in force; every broker supports the finalized one).
+    /// Rendering a FeatureLevel record of `metadata.version` moves it, so the records after
+    /// an upgrade in the same fetch follow the new level; the caller reads it back to start
+    /// the next fetch there.
+    pub metadata_version: Cell<MetadataVersion>,
     /// The timestamp batches carry: corum's Raft batches do not keep their append time, so
     /// -1 (Kafka's "no timestamp").
     pub timestamp_ms: i64,
@@ -92,7 +104,7 @@ pub struct RenderContext {
 impl Default for RenderContext {
     fn default() -> Self {
         RenderContext {
-            metadata_version: MetadataVersion(27),
+            metadata_version: Cell::new(MetadataVersion::LATEST),
             timestamp_ms: -1,
             voter_endpoints: Vec::new(),
         }
@@ -415,7 +427,14 @@ pub fn render_payload(
     let batch = decode_batch(&bytes).map_err(|e| e.to_string())?;
     for archived in batch.iter() {
         let owned = owned(archived)?;
-        let (record, version) = kafka_record(&owned, ctx.metadata_version);
+        if let MetadataRecord::FeatureLevel(f) = &owned {
+            if f.name == METADATA_VERSION && f.max_level > 0 {
+                ctx.metadata_version.set(MetadataVersion(
+                    i16::try_from(f.max_level).unwrap_or(i16::MAX),
+                ));
+            }
+        }
+        let (record, version) = kafka_record(&owned, ctx.metadata_version.get());
         scratch.clear();
         record
             .encode_framed(version, scratch)

@@ -7,10 +7,21 @@
 //! `--initial-controllers ID@HOST:PORT:DIRECTORY_ID,...` (every initial voter, each formatted
 //! with the same list), or neither when the config has a static `controller.quorum.voters`.
 //! The rules are in `corum_node::format`.
+//!
+//! The cluster's features, as Kafka's `kafka-storage format`: `--release-version` (default
+//! 4.1; a release such as `4.0` means its latest `metadata.version`, or a level such as
+//! `3.7-IV2`) sets `metadata.version` and the default levels of the other features, and
+//! `--feature NAME=LEVEL` overrides one of those (`group.version=0`). They are kept in
+//! `bootstrap.checkpoint` and finalized by the first active controller; later changes are
+//! UpdateFeatures (`corum features upgrade`, `kafka-features`). Every controller of a cluster
+//! is formatted with the same release; only the first active one's counts.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
+use corum_controller::control::feature_control::{
+    bootstrap_features, metadata_version_name, BootstrapFeature, DEFAULT_RELEASE, METADATA_VERSION,
+};
 use corum_engine::disk::StdDisk;
 use corum_node::config::{parse_voters, NodeConfig};
 use corum_node::format::{format_dir, plan_format, BootstrapChoice, FormatOutcome};
@@ -41,6 +52,23 @@ pub struct Args {
     /// Leave an already formatted directory unchanged instead of failing.
     #[arg(long)]
     pub ignore_formatted: bool,
+    /// The Kafka release whose metadata.version (and default feature levels) the cluster
+    /// starts at: a release (4.0: its latest level) or a level (3.7-IV2).
+    #[arg(long, short = 'r', value_name = "VERSION", default_value = DEFAULT_RELEASE)]
+    pub release_version: String,
+    /// Set one feature's level at format time, overriding the release's default (repeatable):
+    /// group.version=0, transaction.version=1, ...
+    #[arg(long = "feature", short = 'f', value_name = "NAME=LEVEL", value_parser = parse_feature)]
+    pub features: Vec<(String, u16)>,
+}
+
+/// Parses `NAME=LEVEL` for `--feature`.
+fn parse_feature(s: &str) -> Result<(String, u16), String> {
+    let (name, level) = parse_key_value(s)?;
+    let level = level
+        .parse()
+        .map_err(|_| format!("{s:?}: the level must be a number from 0 to 32767"))?;
+    Ok((name, level))
 }
 
 /// Parses `key=value` for `--set`.
@@ -89,18 +117,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, false) if args.no_initial_controllers => BootstrapChoice::NoInitialControllers,
         (None, false) => BootstrapChoice::StaticFromConfig,
     };
-    let plan = plan_format(&config, cluster_id, &choice, super::uuid::random_uuid()?)?;
+    let features = bootstrap_features(&args.release_version, &args.features)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let plan = plan_format(&config, cluster_id, &choice, super::uuid::random_uuid()?)?
+        .with_features(features)?;
     // Outside glommio: the blocking disk.
     let disk = StdDisk::new();
     match futures_lite::future::block_on(format_dir(&disk, &plan, args.ignore_formatted))? {
         FormatOutcome::Formatted(p) => {
             println!(
-                "Formatted {} for cluster {} node {} directory {} (kraft.version {}, {} bootstrap voter(s){})",
+                "Formatted {} for cluster {} node {} directory {} (kraft.version {}, {}, {} bootstrap voter(s){})",
                 p.dir.display(),
                 p.meta.cluster_id,
                 p.meta.node_id,
                 p.meta.directory_id,
                 p.bootstrap.kraft_version,
+                describe_features(&p.bootstrap.features),
                 p.bootstrap.voters.len(),
                 if p.bootstrap.is_joining() {
                     ": joins the quorum of controller.quorum.bootstrap.servers"
@@ -119,4 +151,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `metadata.version 4.1-IV1 (27), group.version 1, transaction.version 2`: the features set
+/// above level 0, as `corum format` and `corum info` print them.
+pub fn describe_features(features: &[BootstrapFeature]) -> String {
+    // metadata.version first, then the others in name order.
+    let mut ordered: Vec<&BootstrapFeature> = features.iter().collect();
+    ordered.sort_by_key(|f| f.name != METADATA_VERSION);
+    let set: Vec<String> = ordered
+        .into_iter()
+        .filter(|f| f.level > 0)
+        .map(|f| match metadata_version_name(f.level) {
+            Some(name) if f.name == METADATA_VERSION => format!("{} {name} ({})", f.name, f.level),
+            _ => format!("{} {}", f.name, f.level),
+        })
+        .collect();
+    set.join(", ")
 }

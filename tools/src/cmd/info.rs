@@ -81,6 +81,13 @@ pub fn render(info: &DirectoryInfo) -> String {
             let _ = writeln!(w, "bootstrap: unreadable: {e}");
         }
     }
+    if let Ok(Some(b)) = &info.bootstrap {
+        let _ = writeln!(
+            w,
+            "bootstrap features: {}",
+            super::format::describe_features(&b.features)
+        );
+    }
     match &info.quorum_state {
         Ok(Some(q)) => {
             let leader = q.leader.map_or("none".to_owned(), |l| l.to_string());

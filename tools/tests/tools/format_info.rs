@@ -298,3 +298,140 @@ fn a_cluster_id_may_start_with_a_dash() {
         stdout(&info)
     );
 }
+
+/// `--release-version` and `--feature` decide the features the first active controller
+/// finalizes, as Kafka's format does: the format line and `corum info` name them, a node
+/// started on the directory finalizes exactly those (4.0: metadata.version 4.0-IV3 = 25,
+/// group.version 1, transaction.version 2; here with transaction.version overridden to 0), and
+/// what this controller cannot finalize is refused before anything is written.
+#[test]
+fn format_release_version_sets_the_finalized_features() {
+    let tmp = tempfile::tempdir().unwrap();
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let (raft, client) = (free(), free());
+    let data = tmp.path().join("data1");
+    let config = tmp.path().join("node1.properties");
+    std::fs::write(
+        &config,
+        format!(
+            "node.id=1\nprocess.roles=controller\n\
+             listeners=CONTROLLER://127.0.0.1:{raft},CLIENT://127.0.0.1:{client}\n\
+             controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:{raft}\n\
+             metadata.log.dir={}\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let format = |extra: &[&str]| {
+        let mut args = vec!["format", "--config", &config, "--cluster-id", CLUSTER];
+        args.extend_from_slice(extra);
+        corum(&args)
+    };
+    for (extra, needle) in [
+        (
+            &["--release-version", "4.2"][..],
+            "unknown release version \"4.2\"",
+        ),
+        (&["-r", "3.2"][..], "supports 3.3-IV3 to 4.1-IV1"),
+        (
+            &["--feature", "metadata.version=20"][..],
+            "set with --release-version",
+        ),
+        (
+            &["--feature", "eligible.leader.replicas.version=1"][..],
+            "not supported by this controller",
+        ),
+        (&["--feature", "transaction.version=3"][..], "levels 0 to 2"),
+        (&["--feature", "group.version"][..], "expected KEY=VALUE"),
+    ] {
+        let o = format(extra);
+        assert!(!o.status.success(), "{extra:?}: {}", stdout(&o));
+        assert!(stderr(&o).contains(needle), "{extra:?}: {}", stderr(&o));
+        assert!(
+            !data.join("meta.properties").exists(),
+            "{extra:?}: nothing written"
+        );
+    }
+    let o = format(&[
+        "--release-version",
+        "4.0",
+        "--feature",
+        "transaction.version=0",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("metadata.version 4.0-IV3 (25), group.version 1,"),
+        "{}",
+        stdout(&o)
+    );
+    let o = corum(&["info", "--dir", data.to_str().unwrap()]);
+    assert!(
+        stdout(&o).contains("bootstrap features: metadata.version 4.0-IV3 (25), group.version 1\n"),
+        "{}",
+        stdout(&o)
+    );
+
+    let node = std::process::Command::new(env!("CARGO_BIN_EXE_corum"))
+        .args(["run", "--config", &config, "--no-pin"])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("corum run");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _node = Kill(node);
+    let bootstrap = format!("127.0.0.1:{client}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let finalized = loop {
+        let o = corum(&["features", "describe", "--bootstrap", &bootstrap, "--json"]);
+        if o.status.success() {
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            let levels: Vec<(String, Option<u64>)> = v["features"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| {
+                    (
+                        f["name"].as_str().unwrap().to_owned(),
+                        f["finalized_level"].as_u64(),
+                    )
+                })
+                .collect();
+            if levels
+                .iter()
+                .any(|(n, l)| n == "metadata.version" && l.is_some())
+            {
+                break levels;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no finalized metadata.version within 60 s: {}",
+            stderr(&o)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(
+        finalized,
+        vec![
+            ("group.version".to_owned(), Some(1)),
+            // A static quorum: kraft.version 0, which Raft keeps.
+            ("kraft.version".to_owned(), None),
+            ("metadata.version".to_owned(), Some(25)),
+            ("transaction.version".to_owned(), None),
+        ]
+    );
+}

@@ -34,7 +34,7 @@ use corum_types::Uuid;
 
 use super::node_config::{NodeConfig, NODE_SHARDS_MAX};
 use super::values::{is_wildcard_host, HostPort, QuorumVoter};
-use crate::bootstrap::BootstrapVoters;
+use crate::bootstrap::BootstrapCheckpoint;
 use crate::driver::RaftDriverConfig;
 use crate::error::{ConfigError, ConfigSource, RuleError, StorageError, ValueError};
 use crate::kafka_server::KafkaServerConfig;
@@ -160,6 +160,9 @@ pub fn controller(config: &NodeConfig) -> Result<ControllerConfig> {
         )?,
         producer_id_block_size: config.controller_producer_id_block_size,
         seed: config.controller_seed,
+        // What the node was formatted with replaces this (`NodePlan::prepare`).
+        bootstrap_features: corum_controller::control::feature_control::default_bootstrap_features(
+        ),
     };
     c.validate().map_err(|e| {
         let corum_controller::ConfigError::Invalid { name, .. } = e;
@@ -305,11 +308,11 @@ pub struct RaftReplica {
 pub fn raft_replica(
     config: &NodeConfig,
     directory_id: Uuid,
-    bootstrap: Option<&BootstrapVoters>,
+    bootstrap: Option<&BootstrapCheckpoint>,
 ) -> crate::Result<RaftReplica> {
     let dynamic = match bootstrap {
         Some(b) => {
-            bootstrap_voter_set(b).map_err(|reason| StorageError::InvalidVoters { reason })?
+            bootstrap_voter_set(b).map_err(|reason| StorageError::InvalidBootstrap { reason })?
         }
         None => None,
     };
@@ -551,9 +554,10 @@ pub(crate) struct Derived {
 #[cfg(test)]
 pub(crate) fn check(config: &NodeConfig) -> crate::Result<Derived> {
     let online: Vec<CoreId> = (0..8).map(CoreId).collect();
-    let joining = crate::bootstrap::BootstrapVoters {
+    let joining = crate::bootstrap::BootstrapCheckpoint {
         kraft_version: 1,
         voters: Vec::new(),
+        features: corum_controller::control::feature_control::default_bootstrap_features(),
     };
     let bootstrap = config.quorum_voters.is_empty().then_some(&joining);
     let driver = raft_driver(config, raft_replica(config, Uuid([7; 16]), bootstrap)?)?;
@@ -1346,8 +1350,9 @@ mod tests {
                 port: 9093,
             }],
         };
-        let dynamic = BootstrapVoters {
+        let dynamic = BootstrapCheckpoint {
             kraft_version: 1,
+            features: corum_controller::control::feature_control::default_bootstrap_features(),
             voters: vec![voter(2), voter(5)],
         };
         let r = raft_replica(&c, Uuid([2; 16]), Some(&dynamic)).unwrap();
@@ -1357,20 +1362,22 @@ mod tests {
         );
         assert_eq!(r.me.directory_id, Uuid([2; 16]));
         assert_eq!(r.kraft_version, 1);
-        let static_one = BootstrapVoters {
+        let static_one = BootstrapCheckpoint {
             kraft_version: 0,
+            features: corum_controller::control::feature_control::default_bootstrap_features(),
             voters: vec![],
         };
         let r = raft_replica(&c, Uuid([2; 16]), Some(&static_one)).unwrap();
         assert_eq!(r.bootstrap_voters.len(), 3);
         assert_eq!(r.kraft_version, 0);
-        let twice = BootstrapVoters {
+        let twice = BootstrapCheckpoint {
             kraft_version: 1,
+            features: corum_controller::control::feature_control::default_bootstrap_features(),
             voters: vec![voter(2), voter(2)],
         };
         assert!(matches!(
             raft_replica(&c, Uuid([2; 16]), Some(&twice)),
-            Err(crate::Error::Storage(StorageError::InvalidVoters { .. }))
+            Err(crate::Error::Storage(StorageError::InvalidBootstrap { .. }))
         ));
     }
 
@@ -1380,8 +1387,9 @@ mod tests {
     /// configured without voters takes them from its log (an empty bootstrap set).
     #[test]
     fn a_dynamic_replica_announces_a_reachable_controller_endpoint() {
-        let joining = BootstrapVoters {
+        let joining = BootstrapCheckpoint {
             kraft_version: 1,
+            features: corum_controller::control::feature_control::default_bootstrap_features(),
             voters: vec![],
         };
         let wildcard = config(&[
@@ -1410,8 +1418,9 @@ mod tests {
             (r.endpoints[0].host.as_str(), r.endpoints[0].port),
             ("10.0.0.5", 9093)
         );
-        let static_dir = BootstrapVoters {
+        let static_dir = BootstrapCheckpoint {
             kraft_version: 0,
+            features: corum_controller::control::feature_control::default_bootstrap_features(),
             voters: vec![],
         };
         let r = raft_replica(&advertised, Uuid([2; 16]), Some(&static_dir)).unwrap();

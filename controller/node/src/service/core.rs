@@ -473,6 +473,16 @@ impl ServiceCore {
         {
             records.push(MetadataRecord::NoOp(NoOpRecordV1 {}));
         }
+        self.propose_own(epoch, records, now_ms)
+    }
+
+    /// Proposes records nobody waits for (the tick's, the bootstrap records) as one batch.
+    fn propose_own(
+        &mut self,
+        epoch: Epoch,
+        records: Vec<MetadataRecord>,
+        now_ms: u64,
+    ) -> Result<()> {
         if records.is_empty() {
             return Ok(());
         }
@@ -483,8 +493,8 @@ impl ServiceCore {
                 offset: base,
                 source,
             })?;
-        // The tick's records go out whole (the controller caps them per tick, as a handler
-        // caps a request's).
+        // The records go out whole (the controller caps them per tick, as a handler caps a
+        // request's).
         let mut group = Group::new(base);
         group.batch.push(records);
         self.propose(epoch, group, now_ms);
@@ -616,6 +626,15 @@ impl ServiceCore {
                     self.next_offset = self.committed_end.max(self.driver.log_end);
                     self.active_from = self.next_offset;
                     tracing::info!(%epoch, next_offset = %self.next_offset, "active controller");
+                    // A log without metadata.version gets the features the cluster was
+                    // formatted with before anything else is handled (Kafka writes its
+                    // bootstrap records as it activates), so no request sees a level the
+                    // cluster will not have.
+                    let records = self.controller.bootstrap_records();
+                    if let Err(e) = self.propose_own(epoch, records, now_ms) {
+                        tracing::error!(error = %e, "cannot propose the bootstrap records");
+                        self.resign();
+                    }
                 }
             }
         }
@@ -680,8 +699,8 @@ mod tests {
     use corum_controller::control::replication_control::DescribeTopicsRequest;
     use corum_controller::image::configs::ConfigResource;
     use corum_controller::records::{
-        ConfigResourceType, ControllerEndpointV1, PartitionRecordV1, RegisterControllerRecordV1,
-        TopicRecordV1,
+        ConfigResourceType, ControllerEndpointV1, FeatureLevelRecordV1, PartitionRecordV1,
+        RegisterControllerRecordV1, TopicRecordV1,
     };
     use corum_controller::{ControllerConfig, LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
     use corum_raft::Role;
@@ -772,9 +791,24 @@ mod tests {
         }
     }
 
-    /// An active core of epoch 3 whose log ends at 5.
+    /// `metadata.version` finalized, as a formatted cluster's first active controller writes
+    /// it.
+    fn bootstrapped() -> CommittedBatch {
+        data(
+            2,
+            3,
+            &[MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
+                name: "metadata.version".into(),
+                min_level: 27,
+                max_level: 27,
+            })],
+        )
+    }
+
+    /// An active core of epoch 3 whose log ends at 5 (`metadata.version` finalized at 3).
     fn active() -> ServiceCore {
         let mut c = core();
+        c.on_committed(&bootstrapped(), 0).unwrap();
         c.on_status(&status(Some(1), 3, 5), 0);
         assert!(!c.is_active(), "nothing of epoch 3 is committed yet");
         c.on_committed(&leader_change(3, 4), 0).unwrap();
@@ -985,16 +1019,57 @@ mod tests {
     #[test]
     fn an_idle_controller_proposes_a_noop() {
         let mut c = active();
-        // The first tick proposes what the cluster must hold from its start, once.
         c.tick(0).unwrap();
-        assert_eq!(proposals(&c.take_outbox()), vec![(pid(3, 5, 6), 1, vec![])]);
-        assert!(c.controller.bootstrap_records().is_empty(), "in flight now");
         c.tick(499).unwrap();
         assert!(proposals(&c.take_outbox()).is_empty());
         c.tick(500).unwrap();
-        assert_eq!(proposals(&c.take_outbox()), vec![(pid(3, 6, 7), 1, vec![])]);
+        assert_eq!(proposals(&c.take_outbox()), vec![(pid(3, 5, 6), 1, vec![])]);
         c.tick(900).unwrap();
         assert!(proposals(&c.take_outbox()).is_empty());
+        c.check_invariants();
+    }
+
+    /// Proves a log without `metadata.version` gets the formatted features as the first
+    /// proposal of the activation, before any call is handled, once: here release 3.6
+    /// (`metadata.version` 14, below directory assignment), so a broker registering at once
+    /// is recorded without log directories.
+    #[test]
+    fn activation_proposes_the_bootstrap_features_first() {
+        let config = ControllerConfig {
+            bootstrap_features: corum_controller::control::feature_control::bootstrap_features(
+                "3.6",
+                &[],
+            )
+            .unwrap(),
+            ..Default::default()
+        };
+        let mut c = core();
+        c.controller = Controller::new(config, ME).unwrap();
+        c.on_status(&status(Some(1), 3, 5), 0);
+        c.on_committed(&leader_change(3, 4), 0).unwrap();
+        assert!(c.is_active());
+        let out = c.take_outbox();
+        assert_eq!(proposals(&out), vec![(pid(3, 5, 6), 1, vec![])]);
+        let ToDriver::Propose(p) = &out[0] else {
+            panic!("{out:?}")
+        };
+        let batch = corum_controller::records::decode_batch(&p.payload).unwrap();
+        let records = rkyv::deserialize::<Vec<MetadataRecord>, rkyv::rancor::Error>(batch).unwrap();
+        assert_eq!(
+            records,
+            vec![MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
+                name: "metadata.version".into(),
+                min_level: 14,
+                max_level: 14,
+            })]
+        );
+        assert!(c.controller.bootstrap_records().is_empty(), "in flight now");
+        assert_eq!(
+            corum_controller::control::feature_control::metadata_version(c.controller.image()),
+            14
+        );
+        c.tick(1).unwrap();
+        assert!(proposals(&c.take_outbox()).is_empty(), "proposed once");
         c.check_invariants();
     }
 
@@ -1276,6 +1351,8 @@ mod tests {
             c.config.batch_bytes_max = bytes_max;
             c.config.batch_records_max = records_max;
             let mut follower = Controller::new(ControllerConfig::default(), NodeId(2)).unwrap();
+            let start = bootstrapped();
+            follower.replay_batch(start.base_offset, decode_batch(&aligned(&start.payload)).unwrap()).unwrap();
             let mut expected_sizes = Vec::new();
             let mut calls = Vec::new();
             for (i, sets) in requests.iter().enumerate() {

@@ -1596,9 +1596,10 @@ pub(crate) fn node_configs_of(
         Format::Join(voters) => {
             node.quorum_voters = Vec::new();
             node.quorum_bootstrap_servers = voters.voters().iter().map(address).collect();
-            let joining = crate::bootstrap::BootstrapVoters {
+            let joining = crate::bootstrap::BootstrapCheckpoint {
                 kraft_version: 1,
                 voters: Vec::new(),
+                features: corum_controller::control::feature_control::default_bootstrap_features(),
             };
             RaftReplica {
                 // Its controller listener, as the simulator names it.
