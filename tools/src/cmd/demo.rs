@@ -11,6 +11,10 @@
 //! | 6 | the summary on stdout: per workload ops/s, p50/p99, errors, node CPU per operation (from every node's `process_cpu_seconds_total`); leader and epoch; the disk figures, measured in node 1's log directory |
 //! | 7 | SIGTERM to every node, wait for each, then the directory is removed unless `--keep` |
 //!
+//! `--dynamic` ([`dynamic`]: voters added, replaced and removed under load) and `--kafka`
+//! ([`kafka`]: Apache Kafka's own brokers on the quorum) are other scenarios on the same
+//! cluster, signal handling and clean-up.
+//!
 //! Children die on every exit path: returning or panicking drops the cluster (each node's
 //! guard SIGKILLs it), SIGINT/SIGTERM to the demo are caught by a thread that kills every
 //! registered child and removes the directory before exiting, and each child has
@@ -79,10 +83,10 @@ pub struct Args {
     #[arg(long, value_name = "DIR", requires = "kafka")]
     pub kafka_jars: Option<PathBuf>,
     /// --kafka: messages in the produce/consume round trip.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 100_000, requires = "kafka")]
     pub messages: u64,
     /// --kafka: the quorum's broker.session.timeout.ms (a killed broker is fenced after it).
-    #[arg(long, default_value_t = 6_000)]
+    #[arg(long, default_value_t = 6_000, requires = "kafka")]
     pub broker_session_timeout_ms: u64,
     /// --kafka: leave the killed broker down (no restart step).
     #[arg(long, requires = "kafka")]
@@ -568,6 +572,48 @@ mod tests {
             ),
             "{s}"
         );
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        use clap::Parser as _;
+        Cli::try_parse_from(std::iter::once("demo").chain(args.iter().copied())).map(|c| c.args)
+    }
+
+    /// `--kafka`'s own flags need `--kafka`, `--dynamic` excludes it, and `--brokers` is left
+    /// unset for each mode to pick its default.
+    #[test]
+    fn kafka_flags() {
+        let a = parse(&[]).unwrap();
+        assert!(!a.kafka && a.brokers.is_none());
+        assert_eq!((a.messages, a.broker_session_timeout_ms), (100_000, 6_000));
+        let a = parse(&[
+            "--kafka",
+            "--brokers",
+            "2",
+            "--messages",
+            "10",
+            "--no-restart",
+        ])
+        .unwrap();
+        assert!(a.kafka && a.no_restart);
+        assert_eq!((a.brokers, a.messages), (Some(2), 10));
+        let a = parse(&["--kafka", "--kafka-jars", "/k/libs"]).unwrap();
+        assert_eq!(a.kafka_jars.as_deref(), Some(Path::new("/k/libs")));
+        for alone in [
+            &["--messages", "10"][..],
+            &["--kafka-jars", "/k"],
+            &["--no-restart"],
+            &["--broker-session-timeout-ms", "9000"],
+            &["--kafka", "--dynamic"],
+        ] {
+            assert!(parse(alone).is_err(), "{alone:?} parsed");
+        }
     }
 
     /// A given directory must be new or empty; a missing one is created.

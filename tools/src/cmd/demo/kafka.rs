@@ -692,10 +692,11 @@ pub fn render_kafka_summary(r: &KafkaReport) -> String {
     );
     let _ = writeln!(
         w,
-        "  consume: {} of {} read back by a consumer group, each exactly once, in {} (the JVM's start and the group's join included)",
+        "  consume: {} of {} read back by a consumer group, each exactly once, in {}: {:.0} msg/s (the JVM's start and the group's join included)",
         r.consumed.unique,
         r.messages,
-        secs(r.consume_took)
+        secs(r.consume_took),
+        r.consumed.unique as f64 / r.consume_took.as_secs_f64().max(1e-3)
     );
     let k = &r.kill;
     let _ = writeln!(
@@ -823,7 +824,7 @@ mod tests {
             "replication factor 3, min.insync.replicas 2; leaders broker 4: 1, broker 5: 1, broker 6: 1",
             "1000 messages acknowledged (acks=all, idempotent): 4322 msg/s",
             "p50 15 ms, p99 80 ms, max 90 ms",
-            "consume: 1000 of 1000 read back",
+            "consume: 1000 of 1000 read back by a consumer group, each exactly once, in 5.0 s: 200 msg/s",
             "broker 6 SIGKILLed (it led 1 of the topic's partitions, 5 in all): fenced by corum after 5.5 s (broker.session.timeout.ms 6000",
             "its leaders moved after 5.5 s; out of every ISR after 5.5 s",
             "without broker 6: 1000 of 1000 read again from brokers 4, 5",

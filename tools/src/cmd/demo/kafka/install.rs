@@ -164,7 +164,8 @@ pub fn jars_howto(tried: &[(PathBuf, String)]) -> String {
     let v = KAFKA_VERSION_TESTED;
     out.push_str(&format!(
         "    get Kafka {v}'s jars (the version corum is tested with) one of these ways:\n\
-         \x20     * in a corum checkout: compat/install.sh (puts them in compat/jars, found from there;\n\
+         \x20     * in a corum checkout: compat/install.sh (it puts them in compat/jars, found when corum\n\
+         \x20       runs in the checkout or was built there, else pass --kafka-jars CHECKOUT/compat/jars;\n\
          \x20       it also installs the compatibility suite's other clients and needs a JDK and Maven),\n\
          \x20       or only the jars: (cd compat && mvn -B -q dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=jars)\n\
          \x20     * Apache's release: curl -fLO https://archive.apache.org/dist/kafka/{v}/kafka_2.13-{v}.tgz && tar xzf kafka_2.13-{v}.tgz\n\
