@@ -503,8 +503,7 @@ fn await_view(
                 if !last.as_ref().is_some_and(|v| v.unfenced(id)) {
                     let _ = write!(
                         text,
-                        "\nbroker {id} is not unfenced; the end of {}:\n{}",
-                        brokers.broker(id).server_log().display(),
+                        "\nbroker {id} is not unfenced; {}",
                         brokers.log_tail(id)
                     );
                 }
@@ -530,9 +529,8 @@ fn await_started(brokers: &mut KafkaBrokers, ids: &[u32], deadline: Instant) -> 
         };
         anyhow::ensure!(
             Instant::now() < deadline,
-            "broker {id} is unfenced but did not log {:?} in time; the end of {}:\n{}",
+            "broker {id} is unfenced but did not log {:?} in time; {}",
             brokers::STARTED_LINE,
-            brokers.broker(id).server_log().display(),
             brokers.log_tail(id)
         );
         std::thread::sleep(Duration::from_millis(100));

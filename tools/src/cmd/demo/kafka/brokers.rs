@@ -35,6 +35,10 @@ use crate::cmd::demo::cluster::{spawn_guarded, GuardedChild};
 pub const BROKER_HEAP: &str = "384m";
 /// A tool JVM's heap.
 const TOOL_HEAP: &str = "256m";
+/// Every JVM's heap to start with (it grows up to its cap when needed).
+const HEAP_START: &str = "64m";
+/// Longer lines of a quoted log are cut (a broker's request dumps run to kilobytes a line).
+const TAIL_LINE_CHARS_MAX: usize = 400;
 /// The JVM options of every broker and tool: the serial collector and the client compiler
 /// only start fastest and take the least CPU from the others on a 2-core host.
 const JVM_OPTS: &[&str] = &[
@@ -87,6 +91,8 @@ pub struct KafkaBroker {
     process: Option<GuardedChild>,
     /// Where this run's part of `logs/server.log` starts.
     log_start: u64,
+    /// Where this run's part of `logs/stdout.log` (the JVM's own output) starts.
+    stdout_start: u64,
 }
 
 impl KafkaBroker {
@@ -120,6 +126,7 @@ impl KafkaBrokers {
                 dir: spec.dir.join(format!("broker-{id}")),
                 process: None,
                 log_start: 0,
+                stdout_start: 0,
             };
             std::fs::create_dir_all(b.dir.join("logs"))
                 .with_context(|| format!("creating {}", b.dir.display()))?;
@@ -227,10 +234,10 @@ impl KafkaBrokers {
             .append(true)
             .open(&stdout_log)
             .with_context(|| format!("opening {}", stdout_log.display()))?;
+        let stdout_start = stdout.metadata().map(|m| m.len()).unwrap_or(0);
         let stderr = stdout.try_clone().context("duplicating a file handle")?;
         let mut cmd = self.java(BROKER_HEAP, &b.dir.join("log4j2.properties"));
-        cmd.arg("-Xms64m")
-            .arg("kafka.Kafka")
+        cmd.arg("kafka.Kafka")
             .arg(b.config())
             .stdin(Stdio::null())
             .stdout(Stdio::from(stdout))
@@ -244,6 +251,7 @@ impl KafkaBrokers {
         let b = self.broker_mut(id);
         b.process = Some(child);
         b.log_start = log_start;
+        b.stdout_start = stdout_start;
         Ok(())
     }
 
@@ -255,11 +263,7 @@ impl KafkaBrokers {
         };
         if let Some(status) = p.wait_timeout(Duration::ZERO)? {
             b.process = None;
-            anyhow::bail!(
-                "broker {id} exited ({status}); the end of {}:\n{}",
-                b.server_log().display(),
-                self.log_tail(id)
-            );
+            anyhow::bail!("broker {id} exited ({status}); {}", self.log_tail(id));
         }
         Ok(())
     }
@@ -304,27 +308,26 @@ impl KafkaBrokers {
         out
     }
 
-    /// The end of broker `id`'s log (this run's part, at most a few KiB), for failure
-    /// messages.
+    /// The end of broker `id`'s log (this run's part, at most a few KiB, long lines cut),
+    /// and of its JVM's own output when there is any (a JVM that cannot start says why there),
+    /// each under its path: for failure messages.
     pub fn log_tail(&self, id: u32) -> String {
         let b = self.broker(id);
-        let text = read_from(&b.server_log(), b.log_start);
-        let text = text.trim_end();
-        let cut = text.len().saturating_sub(TAIL_BYTES as usize);
-        let cut = (cut..text.len())
-            .find(|&i| text.is_char_boundary(i))
-            .unwrap_or(text.len());
-        let tail = &text[cut..];
-        // Start at a whole line.
-        let tail = if cut > 0 {
-            tail.split_once('\n').map_or(tail, |(_, rest)| rest)
-        } else {
-            tail
-        };
-        tail.lines()
-            .map(|l| format!("    {l}"))
-            .collect::<Vec<_>>()
-            .join("\n")
+        let mut out = format!(
+            "the end of {}:\n{}",
+            b.server_log().display(),
+            tail(&read_from(&b.server_log(), b.log_start))
+        );
+        let stdout_log = b.dir.join("logs/stdout.log");
+        let jvm = read_from(&stdout_log, b.stdout_start);
+        if !jvm.trim().is_empty() {
+            out.push_str(&format!(
+                "\nthe end of {} (the JVM's output):\n{}",
+                stdout_log.display(),
+                tail(&jvm)
+            ));
+        }
+        out
     }
 
     /// A JVM command line for a class of the jars, with `heap` and `log4j` (the caller adds
@@ -334,6 +337,7 @@ impl KafkaBrokers {
         let mut log4j_flag = OsString::from("-Dlog4j2.configurationFile=");
         log4j_flag.push(log4j);
         cmd.arg(format!("-Xmx{heap}"))
+            .arg(format!("-Xms{}", HEAP_START))
             .args(JVM_OPTS)
             .arg(log4j_flag)
             .arg("-cp")
@@ -395,6 +399,27 @@ pub struct ToolRun {
     /// Where its stdout is (a consumer's may be large).
     pub stdout: PathBuf,
     pub stderr: String,
+}
+
+/// The end of a log (at most [`TAIL_BYTES`], from a whole line), each line indented and cut
+/// at [`TAIL_LINE_CHARS_MAX`] characters.
+fn tail(text: &str) -> String {
+    let text = text.trim_end();
+    let cut = text.len().saturating_sub(TAIL_BYTES as usize);
+    let cut = (cut..text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(text.len());
+    let mut tail = &text[cut..];
+    if cut > 0 {
+        tail = tail.split_once('\n').map_or(tail, |(_, rest)| rest);
+    }
+    tail.lines()
+        .map(|l| match l.char_indices().nth(TAIL_LINE_CHARS_MAX) {
+            Some((cut, _)) => format!("    {} ...", &l[..cut]),
+            None => format!("    {l}"),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The last `n` lines of `text`, indented, for failure messages.
@@ -521,6 +546,7 @@ mod tests {
             dir: "/d/kafka/broker-5".into(),
             process: None,
             log_start: 0,
+            stdout_start: 0,
         };
         let text = broker_properties(&spec(3), &b);
         for line in [
@@ -546,9 +572,20 @@ mod tests {
         );
     }
 
-    /// The tail of a log starts at a whole line and keeps the end.
+    /// The tail of a log starts at a whole line, keeps the end and cuts long lines.
     #[test]
     fn tails() {
+        let long = "x".repeat(1_000);
+        let text = format!("first\n{long}\n{}last\n", "line\n".repeat(700));
+        let t = tail(&text);
+        assert!(t.ends_with("    last"), "{t}");
+        assert!(!t.contains("first") && !t.contains(&long), "{t}");
+        assert!(t
+            .lines()
+            .all(|l| l.starts_with("    line") || l == "    last"));
+        let t = tail(&format!("a\n{long}\n"));
+        assert_eq!(t.lines().next(), Some("    a"));
+        assert_eq!(t.lines().nth(1).map(str::len), Some(4 + 400 + 4));
         assert_eq!(last_lines("a\nb\nc\n", 2), "    b\n    c");
         assert_eq!(last_lines("", 2), "");
     }

@@ -122,7 +122,8 @@ fn find_jars(
     let mut tried = Vec::new();
     for (dir, why) in candidates {
         match kafka_jars_in(dir) {
-            Ok(version) => return Ok((dir.clone(), version)),
+            // Absolute, so that what the demo prints and the JVMs load say the same.
+            Ok(version) => return Ok((std::fs::canonicalize(dir).unwrap_or(dir.clone()), version)),
             Err(reason) => tried.push((dir.clone(), format!("{reason} ({why})"))),
         }
     }
