@@ -42,6 +42,8 @@ use install::KafkaInstall;
 use traffic::{check_consumed, parse_producer_figures, Consumed, ProducerFigures};
 use watch::{View, Watch};
 
+/// How the demo's lines on stderr start.
+const WHO: &str = "corum demo --kafka";
 /// Brokers when `--brokers` is not given.
 pub const BROKERS_DEFAULT: usize = 3;
 /// At least two: the kill step needs a broker to survive.
@@ -160,10 +162,9 @@ pub fn validate(args: &Args) -> anyhow::Result<usize> {
 }
 
 pub fn demo(args: &Args, install: &KafkaInstall, exe: &Path, dir: &Path) -> anyhow::Result<()> {
-    let who = "corum demo --kafka";
     let broker_count = validate(args)?;
     eprintln!(
-        "{who}: Kafka {} from {} on Java {} ({})",
+        "{WHO}: Kafka {} from {} on Java {} ({})",
         install.kafka_version,
         install.jars.display(),
         install.java_version,
@@ -171,16 +172,16 @@ pub fn demo(args: &Args, install: &KafkaInstall, exe: &Path, dir: &Path) -> anyh
     );
     if install.kafka_version != install::KAFKA_VERSION_TESTED {
         eprintln!(
-            "{who}: corum is tested with Kafka {}; trying {} anyway",
+            "{WHO}: corum is tested with Kafka {}; trying {} anyway",
             install::KAFKA_VERSION_TESTED,
             install.kafka_version
         );
     }
 
     // 1. The quorum.
-    eprintln!("{who}: formatting 3 controllers in {}", dir.display());
+    eprintln!("{WHO}: formatting 3 controllers in {}", dir.display());
     let session_ms = args.broker_session_timeout_ms;
-    let mut spec = super::quorum_spec(exe, dir, who);
+    let mut spec = super::quorum_spec(exe, dir, WHO);
     spec.settings.extend([
         ("broker.session.timeout.ms".into(), session_ms.to_string()),
         (
@@ -194,7 +195,7 @@ pub fn demo(args: &Args, install: &KafkaInstall, exe: &Path, dir: &Path) -> anyh
     let first = describe(&bootstrap, Duration::from_secs(20)).context("waiting for a leader")?;
     let kafka_listeners: Vec<String> = cluster.nodes.iter().map(|n| n.kafka.to_string()).collect();
     eprintln!(
-        "{who}: corum node {} leads (epoch {}); Kafka listeners {}",
+        "{WHO}: corum node {} leads (epoch {}); Kafka listeners {}",
         first.node_id,
         first.leader_epoch.0,
         kafka_listeners.join(",")
@@ -225,10 +226,10 @@ pub fn demo(args: &Args, install: &KafkaInstall, exe: &Path, dir: &Path) -> anyh
         &ports,
     )?;
     let min_isr = brokers.spec.min_insync_replicas();
-    eprintln!("{who}: formatting brokers {ids:?} with Kafka's StorageTool");
+    eprintln!("{WHO}: formatting brokers {ids:?} with Kafka's StorageTool");
     brokers.format_all(FORMAT_TIMEOUT)?;
     eprintln!(
-        "{who}: starting brokers {ids:?} (heap {} each) on {}",
+        "{WHO}: starting brokers {ids:?} (heap {} each) on {}",
         brokers::BROKER_HEAP,
         brokers.bootstrap()
     );
@@ -248,7 +249,7 @@ pub fn demo(args: &Args, install: &KafkaInstall, exe: &Path, dir: &Path) -> anyh
     )?;
     let unfenced_after = v.at - launched;
     eprintln!(
-        "{who}: brokers {ids:?} registered and unfenced after {:.1} s",
+        "{WHO}: brokers {ids:?} registered and unfenced after {:.1} s",
         unfenced_after.as_secs_f64()
     );
     await_started(&mut brokers, &ids, launched + BROKERS_START_TIMEOUT)?;
@@ -271,159 +272,41 @@ pub fn demo(args: &Args, install: &KafkaInstall, exe: &Path, dir: &Path) -> anyh
     )?;
     let leaders: Vec<(u32, usize)> = ids.iter().map(|&id| (id, v.led_by_in(id, TOPIC))).collect();
     eprintln!(
-        "{who}: topic {TOPIC} created ({partitions} partitions, replication factor {rf}); leaders {}",
+        "{WHO}: topic {TOPIC} created ({partitions} partitions, replication factor {rf}); leaders {}",
         leaders_text(&leaders)
     );
 
     // 4. The round trip.
     let messages = args.messages;
     let tool_timeout = TOOL_TIMEOUT_BASE + Duration::from_millis(messages);
-    eprintln!("{who}: producing {messages} messages (Kafka's ProducerPerformance, acks=all)");
-    let produced = brokers.run_tool(
-        "producer",
-        "org.apache.kafka.tools.ProducerPerformance",
-        &[
-            "--topic".into(),
-            TOPIC.into(),
-            "--num-records".into(),
-            messages.to_string(),
-            "--throughput".into(),
-            "-1".into(),
-            "--payload-monotonic".into(),
-            "--producer-props".into(),
-            format!("bootstrap.servers={}", brokers.bootstrap()),
-            "acks=all".into(),
-            "enable.idempotence=true".into(),
-            "client.id=corum-demo-producer".into(),
-        ],
-        tool_timeout,
-    )?;
-    let out = std::fs::read_to_string(&produced.stdout).unwrap_or_default();
-    let produce = match parse_producer_figures(&out) {
-        Some(f) if produced.status.success() && f.records == messages => f,
-        _ => anyhow::bail!(
-            "Kafka's ProducerPerformance failed ({}); its output ({}) ends:\n{}\nits stderr ends:\n{}",
-            produced.status,
-            produced.stdout.display(),
-            last_lines(&out, 5),
-            last_lines(&produced.stderr, 10)
-        ),
-    };
-    eprintln!(
-        "{who}: {} messages acknowledged, {:.0} msg/s",
-        produce.records, produce.records_per_sec
-    );
+    let (produce, produce_took) = produce_numbers(&brokers, messages, tool_timeout)?;
     let (consumed, consume_took) = consume(&brokers, "consumer", &ids, messages, tool_timeout)?;
     eprintln!(
-        "{who}: all {messages} read back by a consumer group ({:.1} s)",
+        "{WHO}: all {messages} read back by a consumer group ({:.1} s)",
         consume_took.as_secs_f64()
     );
 
-    // 5. A broker SIGKILLed.
-    let v = watch.latest().context("corum's view is gone")?;
-    let victim = ids
-        .iter()
-        .copied()
-        .max_by_key(|&id| (v.led_by_in(id, TOPIC), id))
-        .expect("at least two brokers");
-    let (led, led_in_topic) = (v.led_by(victim), v.led_by_in(victim, TOPIC));
-    let old_epoch = v.epoch(victim).context("the victim's broker epoch")?;
-    let survivors: Vec<u32> = ids.iter().copied().filter(|&id| id != victim).collect();
-    eprintln!(
-        "{who}: SIGKILL to broker {victim} (it leads {led_in_topic} of the topic's partitions, {led} in all)"
-    );
-    let killed = Instant::now();
-    brokers.kill(victim);
-    let fence_timeout = Duration::from_millis(session_ms) + FENCE_SLACK;
-    let v = await_view(
+    // 5 and 6. A broker SIGKILLed, and the data without it.
+    let (kill, old_epoch) = kill_one(
         &watch,
         &mut brokers,
-        &survivors,
-        &format!("corum to fence broker {victim}"),
-        killed,
-        fence_timeout,
-        |v| v.fenced(victim),
+        &ids,
+        session_ms,
+        messages,
+        tool_timeout,
     )?;
-    let fenced_after = v.at - killed;
-    eprintln!(
-        "{who}: corum fenced broker {victim} {:.1} s after the kill (broker.session.timeout.ms {session_ms})",
-        fenced_after.as_secs_f64()
-    );
-    let v = await_view(
-        &watch,
-        &mut brokers,
-        &survivors,
-        &format!("the partitions broker {victim} led to have other leaders"),
-        killed,
-        fenced_after + AFTER_FENCE_TIMEOUT,
-        |v| v.led_by(victim) == 0,
-    )?;
-    let leaders_moved_after = v.at - killed;
-    let v = await_view(
-        &watch,
-        &mut brokers,
-        &survivors,
-        &format!("broker {victim} out of every ISR"),
-        killed,
-        fenced_after + AFTER_FENCE_TIMEOUT,
-        |v| v.in_isr(victim) == 0,
-    )?;
-    let isr_shrunk_after = v.at - killed;
-
-    // 6. The data, without it.
-    let (reread, reread_took) = consume(&brokers, "reread", &survivors, messages, tool_timeout)?;
-    eprintln!("{who}: all {messages} read again from brokers {survivors:?}");
-    let kill = KillFigures {
-        broker: victim,
-        led,
-        led_in_topic,
-        fenced_after,
-        leaders_moved_after,
-        isr_shrunk_after,
-        survivors,
-        reread,
-        reread_took,
-    };
 
     // 7. The broker back.
     let restart = if args.no_restart {
         None
     } else {
-        eprintln!("{who}: restarting broker {victim}");
-        let restarted = Instant::now();
-        brokers.start(victim)?;
-        let v = await_view(
+        Some(restart_broker(
             &watch,
             &mut brokers,
             &ids,
-            &format!("broker {victim} registered again and unfenced"),
-            restarted,
-            BROKERS_START_TIMEOUT,
-            |v| v.unfenced(victim) && v.epoch(victim) != Some(old_epoch),
-        )?;
-        let unfenced_after = v.at - restarted;
-        let new_epoch = v.epoch(victim).expect("an unfenced broker is registered");
-        let v = await_view(
-            &watch,
-            &mut brokers,
-            &ids,
-            &format!("broker {victim} back in every ISR"),
-            restarted,
-            BROKERS_START_TIMEOUT,
-            |v| v.in_isr(victim) == v.replica_of(victim),
-        )?;
-        eprintln!(
-            "{who}: broker {victim} unfenced after {:.1} s, in every ISR after {:.1} s",
-            unfenced_after.as_secs_f64(),
-            (v.at - restarted).as_secs_f64()
-        );
-        Some(RestartFigures {
+            kill.broker,
             old_epoch,
-            new_epoch,
-            unfenced_after,
-            partitions: v.replica_of(victim),
-            in_sync_after: v.at - restarted,
-        })
+        )?)
     };
 
     // 8. The summary, then everything stopped.
@@ -442,7 +325,7 @@ pub fn demo(args: &Args, install: &KafkaInstall, exe: &Path, dir: &Path) -> anyh
         leaders,
         messages,
         produce,
-        produce_took: produced.took,
+        produce_took,
         consumed,
         consume_took,
         session_timeout_ms: session_ms,
@@ -452,7 +335,7 @@ pub fn demo(args: &Args, install: &KafkaInstall, exe: &Path, dir: &Path) -> anyh
         last,
     };
     print!("{}", render_kafka_summary(&report));
-    eprintln!("{who}: stopping the brokers (SIGTERM: controlled shutdown)");
+    eprintln!("{WHO}: stopping the brokers (SIGTERM: controlled shutdown)");
     let mut failures = Vec::new();
     for (id, outcome) in brokers.terminate_all(BROKERS_STOP_TIMEOUT) {
         match outcome {
@@ -462,10 +345,177 @@ pub fn demo(args: &Args, install: &KafkaInstall, exe: &Path, dir: &Path) -> anyh
             Err(e) => failures.push(format!("{e:#}")),
         }
     }
-    eprintln!("{who}: stopping the corum nodes (SIGTERM)");
-    let nodes = stop_cleanly(&mut cluster, 0, who);
+    eprintln!("{WHO}: stopping the corum nodes (SIGTERM)");
+    let nodes = stop_cleanly(&mut cluster, 0, WHO);
     anyhow::ensure!(failures.is_empty(), "{}", failures.join("; "));
     nodes
+}
+
+/// Sends `messages` numbers with Kafka's `ProducerPerformance` (acks=all, idempotent)
+/// through every broker; its figures and how long it ran.
+fn produce_numbers(
+    brokers: &KafkaBrokers,
+    messages: u64,
+    timeout: Duration,
+) -> anyhow::Result<(ProducerFigures, Duration)> {
+    eprintln!("{WHO}: producing {messages} messages (Kafka's ProducerPerformance, acks=all)");
+    let run = brokers.run_tool(
+        "producer",
+        "org.apache.kafka.tools.ProducerPerformance",
+        &[
+            "--topic".into(),
+            TOPIC.into(),
+            "--num-records".into(),
+            messages.to_string(),
+            "--throughput".into(),
+            "-1".into(),
+            "--payload-monotonic".into(),
+            "--producer-props".into(),
+            format!("bootstrap.servers={}", brokers.bootstrap()),
+            "acks=all".into(),
+            "enable.idempotence=true".into(),
+            "client.id=corum-demo-producer".into(),
+        ],
+        timeout,
+    )?;
+    let out = std::fs::read_to_string(&run.stdout).unwrap_or_default();
+    let figures = match parse_producer_figures(&out) {
+        Some(f) if run.status.success() && f.records == messages => f,
+        _ => anyhow::bail!(
+            "Kafka's ProducerPerformance failed ({}); its output ({}) ends:\n{}\nits stderr ends:\n{}",
+            run.status,
+            run.stdout.display(),
+            last_lines(&out, 5),
+            last_lines(&run.stderr, 10)
+        ),
+    };
+    eprintln!(
+        "{WHO}: {} messages acknowledged, {:.0} msg/s",
+        figures.records, figures.records_per_sec
+    );
+    Ok((figures, run.took))
+}
+
+/// SIGKILLs the broker leading most of the topic's partitions (the highest id of a tie),
+/// waits for corum to fence it, move its leaders and drop it from every ISR, then reads every
+/// message again from the others. Returns the figures and the killed broker's epoch.
+fn kill_one(
+    watch: &Watch,
+    brokers: &mut KafkaBrokers,
+    ids: &[u32],
+    session_ms: u64,
+    messages: u64,
+    tool_timeout: Duration,
+) -> anyhow::Result<(KillFigures, u64)> {
+    let v = watch.latest().context("corum's view is gone")?;
+    let victim = ids
+        .iter()
+        .copied()
+        .max_by_key(|&id| (v.led_by_in(id, TOPIC), id))
+        .expect("at least two brokers");
+    let (led, led_in_topic) = (v.led_by(victim), v.led_by_in(victim, TOPIC));
+    let old_epoch = v.epoch(victim).context("the killed broker's epoch")?;
+    let survivors: Vec<u32> = ids.iter().copied().filter(|&id| id != victim).collect();
+    eprintln!(
+        "{WHO}: SIGKILL to broker {victim} (it leads {led_in_topic} of the topic's partitions, {led} in all)"
+    );
+    let killed = Instant::now();
+    brokers.kill(victim);
+    let v = await_view(
+        watch,
+        brokers,
+        &survivors,
+        &format!("corum to fence broker {victim}"),
+        killed,
+        Duration::from_millis(session_ms) + FENCE_SLACK,
+        |v| v.fenced(victim),
+    )?;
+    let fenced_after = v.at - killed;
+    eprintln!(
+        "{WHO}: corum fenced broker {victim} {:.1} s after the kill (broker.session.timeout.ms {session_ms})",
+        fenced_after.as_secs_f64()
+    );
+    let v = await_view(
+        watch,
+        brokers,
+        &survivors,
+        &format!("the partitions broker {victim} led to have other leaders"),
+        killed,
+        fenced_after + AFTER_FENCE_TIMEOUT,
+        |v| v.led_by(victim) == 0,
+    )?;
+    let leaders_moved_after = v.at - killed;
+    let v = await_view(
+        watch,
+        brokers,
+        &survivors,
+        &format!("broker {victim} out of every ISR"),
+        killed,
+        fenced_after + AFTER_FENCE_TIMEOUT,
+        |v| v.in_isr(victim) == 0,
+    )?;
+    let isr_shrunk_after = v.at - killed;
+    let (reread, reread_took) = consume(brokers, "reread", &survivors, messages, tool_timeout)?;
+    eprintln!("{WHO}: all {messages} read again from brokers {survivors:?}");
+    let figures = KillFigures {
+        broker: victim,
+        led,
+        led_in_topic,
+        fenced_after,
+        leaders_moved_after,
+        isr_shrunk_after,
+        survivors,
+        reread,
+        reread_took,
+    };
+    Ok((figures, old_epoch))
+}
+
+/// Starts the killed broker again and waits until corum unfences it under a new broker epoch
+/// and it is back in the ISR of every partition it is a replica of.
+fn restart_broker(
+    watch: &Watch,
+    brokers: &mut KafkaBrokers,
+    ids: &[u32],
+    victim: u32,
+    old_epoch: u64,
+) -> anyhow::Result<RestartFigures> {
+    eprintln!("{WHO}: restarting broker {victim}");
+    let restarted = Instant::now();
+    brokers.start(victim)?;
+    let v = await_view(
+        watch,
+        brokers,
+        ids,
+        &format!("broker {victim} registered again and unfenced"),
+        restarted,
+        BROKERS_START_TIMEOUT,
+        |v| v.unfenced(victim) && v.epoch(victim) != Some(old_epoch),
+    )?;
+    let unfenced_after = v.at - restarted;
+    let new_epoch = v.epoch(victim).expect("an unfenced broker is registered");
+    let v = await_view(
+        watch,
+        brokers,
+        ids,
+        &format!("broker {victim} back in every ISR"),
+        restarted,
+        BROKERS_START_TIMEOUT,
+        |v| v.in_isr(victim) == v.replica_of(victim),
+    )?;
+    let in_sync_after = v.at - restarted;
+    eprintln!(
+        "{WHO}: broker {victim} unfenced after {:.1} s, in every ISR after {:.1} s",
+        unfenced_after.as_secs_f64(),
+        in_sync_after.as_secs_f64()
+    );
+    Ok(RestartFigures {
+        old_epoch,
+        new_epoch,
+        unfenced_after,
+        partitions: v.replica_of(victim),
+        in_sync_after,
+    })
 }
 
 /// Waits until corum's view (received at or after `after`) satisfies `cond`, for at most
