@@ -42,7 +42,8 @@ enum Command {
     Loadgen(cmd::loadgen::Args),
     /// Print the metadata image of a running quorum (`[brokers|topics|configs|features|all]`).
     Shell(cmd::shell::Args),
-    /// Start a local 3-node quorum, run every workload against it, print a summary.
+    /// Start a local 3-node quorum, run every workload against it, print a summary
+    /// (`--dynamic`: its voters changed at run time; `--kafka`: Apache Kafka's brokers on it).
     Demo(cmd::demo::Args),
     /// Create, delete, describe and list topics (`topics create|delete|describe|list`).
     Topics(cmd::topics::Args),

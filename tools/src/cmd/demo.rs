@@ -11,6 +11,10 @@
 //! | 6 | the summary on stdout: per workload ops/s, p50/p99, errors, node CPU per operation (from every node's `process_cpu_seconds_total`); leader and epoch; the disk figures, measured in node 1's log directory |
 //! | 7 | SIGTERM to every node, wait for each, then the directory is removed unless `--keep` |
 //!
+//! `--dynamic` ([`dynamic`]: voters added, replaced and removed under load) and `--kafka`
+//! ([`kafka`]: Apache Kafka's own brokers on the quorum) are other scenarios on the same
+//! cluster, signal handling and clean-up.
+//!
 //! Children die on every exit path: returning or panicking drops the cluster (each node's
 //! guard SIGKILLs it), SIGINT/SIGTERM to the demo are caught by a thread that kills every
 //! registered child and removes the directory before exiting, and each child has
@@ -33,6 +37,7 @@ use crate::cmd::quorum::describe_leader;
 
 pub mod cluster;
 pub mod dynamic;
+pub mod kafka;
 
 use cluster::{kill_registered_children, ClusterSpec, LocalCluster};
 
@@ -50,13 +55,14 @@ pub struct Args {
     /// configs workload: concurrent clients.
     #[arg(long, default_value_t = 64)]
     pub clients: usize,
-    /// brokers workload: simulated brokers.
-    #[arg(long, default_value_t = 200)]
-    pub brokers: usize,
+    /// brokers workload: simulated brokers (default 200); with --kafka: Kafka brokers to run
+    /// (default 3, 2 to 9).
+    #[arg(long)]
+    pub brokers: Option<usize>,
     /// brokers workload: heartbeat interval.
     #[arg(long, default_value_t = 500)]
     pub heartbeat_interval_ms: u64,
-    /// topics workload: partitions per topic.
+    /// topics workload: partitions per topic; with --kafka: the demo topic's partitions.
     #[arg(long, default_value_t = 3)]
     pub partitions: u32,
     /// topics workload: concurrent clients.
@@ -65,9 +71,30 @@ pub struct Args {
     /// KIP-853 instead: one `--standalone` controller grows to 5 by auto-join, one disk is
     /// replaced, and the quorum shrinks to 3, under a verified configs load of `--clients`
     /// clients (at least 20 s, or `--duration-secs`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "kafka")]
     pub dynamic: bool,
+    /// Apache Kafka's own brokers on the quorum instead: `--brokers` of them registered and
+    /// unfenced, a produce/consume round trip with Kafka's tools, one broker SIGKILLed, fenced
+    /// and restarted. Needs Java 17+ and Kafka's jars (it says how to get them when missing).
+    #[arg(long)]
+    pub kafka: bool,
+    /// --kafka: the directory of Kafka's jars (default: $CORUM_KAFKA_JARS, else compat/jars
+    /// under the current directory or above the corum executable).
+    #[arg(long, value_name = "DIR", requires = "kafka")]
+    pub kafka_jars: Option<PathBuf>,
+    /// --kafka: messages in the produce/consume round trip.
+    #[arg(long, default_value_t = 100_000, requires = "kafka")]
+    pub messages: u64,
+    /// --kafka: the quorum's broker.session.timeout.ms (a killed broker is fenced after it).
+    #[arg(long, default_value_t = 6_000, requires = "kafka")]
+    pub broker_session_timeout_ms: u64,
+    /// --kafka: leave the killed broker down (no restart step).
+    #[arg(long, requires = "kafka")]
+    pub no_restart: bool,
 }
+
+/// Simulated brokers of the brokers workload when `--brokers` is not given.
+const WORKLOAD_BROKERS_DEFAULT: usize = 200;
 
 /// What the signal thread needs to clean up: the directory and whether to keep it.
 static CLEANUP: Mutex<Option<(PathBuf, bool)>> = Mutex::new(None);
@@ -80,13 +107,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.duration_secs.is_finite() && args.duration_secs > 0.0 && args.duration_secs <= 3600.0,
         "--duration-secs must be above 0 and at most 3600"
     );
+    // Java and Kafka's jars are looked for before anything is created or started: when either
+    // is missing the demo only says how to get it.
+    let install = if args.kafka {
+        kafka::validate(&args)?;
+        Some(kafka::install::KafkaInstall::find(
+            args.kafka_jars.as_deref(),
+        )?)
+    } else {
+        None
+    };
     let dir = prepare_dir(args.dir.as_deref())?;
     *CLEANUP
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((dir.clone(), args.keep));
     watch_signals()?;
     let exe = std::env::current_exe().context("locating the corum executable")?;
-    let result = if args.dynamic {
+    let result = if let Some(install) = &install {
+        kafka::demo(&args, install, &exe, &dir)
+    } else if args.dynamic {
         dynamic::demo(&args, &exe, &dir)
     } else {
         demo(&args, &exe, &dir)
@@ -97,7 +136,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             std::thread::park();
         }
     }
-    if args.keep {
+    if args.kafka && result.is_err() {
+        // The brokers' logs say why; the error names the failing one's.
+        eprintln!(
+            "corum demo: kept {} for its logs: corum nodes nodeN.log, brokers kafka/broker-ID/logs/server.log, Kafka's tools kafka/tools/",
+            dir.display()
+        );
+    } else if args.keep {
         eprintln!("corum demo: kept {}", dir.display());
     } else if let Err(e) = std::fs::remove_dir_all(&dir) {
         eprintln!("corum demo: could not remove {}: {e}", dir.display());
@@ -194,8 +239,9 @@ fn describe(bootstrap: &[SocketAddr], timeout: Duration) -> anyhow::Result<Descr
         .map_err(|e| anyhow::anyhow!("the describe executor failed: {e}"))?
 }
 
-fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
-    eprintln!("corum demo: formatting 3 controllers in {}", dir.display());
+/// The 3-voter quorum of `corum demo` and `--kafka` in `dir`: segments of 64 MiB, and on a
+/// small host one shard per node.
+fn quorum_spec(exe: &Path, dir: &Path, who: &str) -> ClusterSpec {
     let mut spec = ClusterSpec::new(exe, dir);
     // Segments of 64 MiB rather than the 1 GiB default: three nodes preallocate one each.
     spec.settings.push((
@@ -209,12 +255,18 @@ fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
         let core = online.first().map_or(0, |c| c.0);
         spec.settings.push(("corum.cores".into(), core.to_string()));
         eprintln!(
-            "corum demo: {} cores for {} nodes: each node runs on one shard (with {} or more cores each gets a worker and a controller shard)",
+            "{who}: {} cores for {} nodes: each node runs on one shard (with {} or more cores each gets a worker and a controller shard)",
             online.len(),
             spec.voters,
             2 * spec.voters
         );
     }
+    spec
+}
+
+fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
+    eprintln!("corum demo: formatting 3 controllers in {}", dir.display());
+    let spec = quorum_spec(exe, dir, "corum demo");
     let mut cluster = LocalCluster::create(spec)?;
     cluster.start_all()?;
     for n in &cluster.nodes {
@@ -256,7 +308,7 @@ fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
             kafka_bootstrap: Vec::new(),
             verify: workload == Workload::Configs,
             partitions: args.partitions,
-            brokers: args.brokers,
+            brokers: args.brokers.unwrap_or(WORKLOAD_BROKERS_DEFAULT),
             heartbeat_interval: Duration::from_millis(args.heartbeat_interval_ms),
             // Each workload registers its own brokers: ids of one run must not collide with
             // the still-live registrations of the run before.
@@ -520,6 +572,48 @@ mod tests {
             ),
             "{s}"
         );
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        use clap::Parser as _;
+        Cli::try_parse_from(std::iter::once("demo").chain(args.iter().copied())).map(|c| c.args)
+    }
+
+    /// `--kafka`'s own flags need `--kafka`, `--dynamic` excludes it, and `--brokers` is left
+    /// unset for each mode to pick its default.
+    #[test]
+    fn kafka_flags() {
+        let a = parse(&[]).unwrap();
+        assert!(!a.kafka && a.brokers.is_none());
+        assert_eq!((a.messages, a.broker_session_timeout_ms), (100_000, 6_000));
+        let a = parse(&[
+            "--kafka",
+            "--brokers",
+            "2",
+            "--messages",
+            "10",
+            "--no-restart",
+        ])
+        .unwrap();
+        assert!(a.kafka && a.no_restart);
+        assert_eq!((a.brokers, a.messages), (Some(2), 10));
+        let a = parse(&["--kafka", "--kafka-jars", "/k/libs"]).unwrap();
+        assert_eq!(a.kafka_jars.as_deref(), Some(Path::new("/k/libs")));
+        for alone in [
+            &["--messages", "10"][..],
+            &["--kafka-jars", "/k"],
+            &["--no-restart"],
+            &["--broker-session-timeout-ms", "9000"],
+            &["--kafka", "--dynamic"],
+        ] {
+            assert!(parse(alone).is_err(), "{alone:?} parsed");
+        }
     }
 
     /// A given directory must be new or empty; a missing one is created.

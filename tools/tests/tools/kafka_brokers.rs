@@ -69,12 +69,6 @@ fn free_base(offsets: &[u16], taken: &[u16]) -> u16 {
     panic!("no free loopback ports for {offsets:?} in {PORT_BASES:?}");
 }
 
-fn repo_root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tools/ has a parent")
-}
-
 /// Fails (never skips) unless Java, Kafka's jars and the compiled broker programs are there.
 fn require_install(compat: &Path) {
     let fix = "run compat/install.sh first (it needs a JDK 17 or newer, puts Kafka 4.1.2's jars \

@@ -11,7 +11,6 @@
 //! Needs what `compat/install.sh` installs (the README's test command runs it first); a
 //! missing client fails its session.
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -22,12 +21,6 @@ use crate::common::*;
 
 /// The whole suite, failovers included (about 4 minutes here).
 const SUITE_DEADLINE: Duration = Duration::from_secs(1_200);
-
-fn repo_root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tools/ has a parent")
-}
 
 /// Registered brokers that are not fenced.
 fn unfenced_brokers(c: &LocalCluster) -> usize {

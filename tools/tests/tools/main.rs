@@ -1,9 +1,9 @@
 //! The `corum` binary's tests, one test binary (every test binary links the whole dependency
 //! graph; one binary with a module per subject links once). Each module runs the built
-//! `corum` as child processes: `dump-log`, `format` and `info`, `placement`, `sim`, and whole local
-//! quorums (`quorum_process`, `admin_cli` for the admin commands, `kafka_compat` for Kafka's
-//! clients and `kafka_brokers` for Kafka's brokers; each holds [`common::serial`] so that one
-//! cluster runs at a time).
+//! `corum` as child processes: `dump-log`, `format` and `info`, `placement`, `sim`, and whole
+//! local quorums (`quorum_process`, `admin_cli` for the admin commands, `kafka_compat` for
+//! Kafka's clients, `kafka_brokers` for Kafka's brokers and `kafka_demo` for `corum demo
+//! --kafka`; each holds [`common::serial`] so that one cluster runs at a time).
 
 mod admin_cli;
 mod common;
@@ -11,6 +11,7 @@ mod dump_log;
 mod format_info;
 mod kafka_brokers;
 mod kafka_compat;
+mod kafka_demo;
 mod placement;
 mod quorum_process;
 mod sim;

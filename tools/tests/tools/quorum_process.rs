@@ -995,22 +995,6 @@ fn silent_broker_is_fenced_then_unfenced_after_returning() {
     });
 }
 
-/// Processes whose command line mentions `needle` (to find a demo's nodes by their directory).
-fn processes_mentioning(needle: &str) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            if String::from_utf8_lossy(&cmdline).contains(needle) {
-                found.push(pid);
-            }
-        }
-    }
-    found
-}
-
 /// `corum demo` runs the three workloads against three node processes, prints the summary,
 /// stops the nodes cleanly and removes its directory.
 #[test]

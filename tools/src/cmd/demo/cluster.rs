@@ -10,7 +10,8 @@
 //! | drop          | every child still running is SIGKILLed and reaped                          |
 //!
 //! Children are killed on every exit path: a [`NodeProcess`] kills its child when dropped
-//! (normal return and panics alike), each child gets `PR_SET_PDEATHSIG = SIGKILL` (it dies if
+//! (normal return and panics alike), and so does any other child started with
+//! [`spawn_guarded`] (`corum demo --kafka`'s brokers and Kafka tools); each child gets `PR_SET_PDEATHSIG = SIGKILL` (it dies if
 //! the thread that spawned it dies, even by SIGKILL), and every live child pid is listed in a
 //! process-wide registry that a signal handler can empty with [`kill_registered_children`].
 
@@ -119,19 +120,46 @@ pub fn free_loopback_ports(count: usize) -> anyhow::Result<Vec<u16>> {
         .collect()
 }
 
-/// A running `corum run` child. Dropping it SIGKILLs and reaps the child.
-pub struct NodeProcess {
+/// A child process spawned by [`spawn_guarded`]. Dropping it SIGKILLs and reaps the child.
+pub struct GuardedChild {
     child: Child,
-    ready: ReadyLine,
 }
 
-impl NodeProcess {
+/// Spawns `cmd` so that it dies with the demo: its signal mask cleared (the demo blocks
+/// SIGINT and SIGTERM to handle them on a thread of its own, and a blocked mask survives
+/// exec), `PR_SET_PDEATHSIG = SIGKILL` (it dies if the spawning thread dies, even by
+/// SIGKILL), its pid in the registry [`kill_registered_children`] empties, and a guard that
+/// kills it when dropped.
+pub fn spawn_guarded(cmd: &mut Command) -> std::io::Result<GuardedChild> {
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // sigemptyset, pthread_sigmask and prctl, which are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            let rc = libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            if rc != 0 {
+                return Err(std::io::Error::from_raw_os_error(rc));
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn()?;
+    registry().push(child.id());
+    Ok(GuardedChild { child })
+}
+
+impl GuardedChild {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    pub fn ready(&self) -> ReadyLine {
-        self.ready
+    /// The child's stdout, if it was piped and not taken yet.
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.stdout.take()
     }
 
     /// Sends `signal` (the process may already have exited; that is not an error).
@@ -143,7 +171,7 @@ impl NodeProcess {
     pub fn wait_timeout(&mut self, timeout: Duration) -> anyhow::Result<Option<ExitStatus>> {
         let start = Instant::now();
         loop {
-            if let Some(status) = self.child.try_wait().context("waiting for a node")? {
+            if let Some(status) = self.child.try_wait().context("waiting for a child")? {
                 registry().retain(|&p| p != self.child.id());
                 return Ok(Some(status));
             }
@@ -155,13 +183,39 @@ impl NodeProcess {
     }
 }
 
-impl Drop for NodeProcess {
+impl Drop for GuardedChild {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
         registry().retain(|&p| p != self.child.id());
+    }
+}
+
+/// A running `corum run` child. Dropping it SIGKILLs and reaps the child.
+pub struct NodeProcess {
+    child: GuardedChild,
+    ready: ReadyLine,
+}
+
+impl NodeProcess {
+    pub fn pid(&self) -> u32 {
+        self.child.pid()
+    }
+
+    pub fn ready(&self) -> ReadyLine {
+        self.ready
+    }
+
+    /// Sends `signal` (the process may already have exited; that is not an error).
+    pub fn signal(&self, signal: libc::c_int) {
+        self.child.signal(signal);
+    }
+
+    /// Waits up to `timeout` for the process to exit; `None` if it is still running.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> anyhow::Result<Option<ExitStatus>> {
+        self.child.wait_timeout(timeout)
     }
 }
 
@@ -562,29 +616,9 @@ impl LocalCluster {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log));
-        // SAFETY: the closure runs in the forked child before exec and calls only
-        // sigemptyset, pthread_sigmask and prctl, which are async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                // The parent may block SIGINT/SIGTERM to handle them on a thread of its own
-                // (`corum demo`); a blocked mask survives exec, and the node must get SIGTERM.
-                let mut none: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut none);
-                let rc = libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-                if rc != 0 {
-                    return Err(std::io::Error::from_raw_os_error(rc));
-                }
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let mut child = cmd
-            .spawn()
+        let mut child = spawn_guarded(&mut cmd)
             .with_context(|| format!("spawning {} run", self.spec.exe.display()))?;
-        registry().push(child.id());
-        let stdout = child.stdout.take().expect("stdout was piped");
+        let stdout = child.take_stdout().expect("stdout was piped");
         let (tx, rx) = mpsc::channel();
         // Reads the ready line, then drains stdout until the child closes it, so the child
         // never blocks on a full pipe.
@@ -795,9 +829,9 @@ mod tests {
     /// Dropping a process guard kills its child and clears it from the registry.
     #[test]
     fn guard_kills_child() {
-        let child = Command::new("sleep").arg("30").spawn().unwrap();
-        let pid = child.id();
-        registry().push(pid);
+        let child = spawn_guarded(Command::new("sleep").arg("30")).unwrap();
+        let pid = child.pid();
+        assert!(registry().contains(&pid));
         let p = NodeProcess {
             child,
             ready: ReadyLine {
