@@ -10,7 +10,7 @@
 #   compat/node_modules       kafkajs (package.json, package-lock.json)
 #   compat/jars               Apache Kafka's jars and their runtime dependencies, copied by Maven
 #                             from pom.xml (kafka-clients, kafka-tools, kafka-server-common,
-#                             kafka_2.13): Kafka's tools run as classes from there
+#                             kafka_2.13, kafka-shell): Kafka's tools run as classes from there
 #   compat/build/classes      the Java session program (sessions/java) and Kafka's check of corum's
 #                             metadata record codecs (kafka/metadata/MetadataRecordCheck.java, run
 #                             by kafka/tests/metadata_kafka.rs), compiled against the jars

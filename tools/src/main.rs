@@ -29,7 +29,8 @@ enum Command {
     Info(cmd::info::Args),
     /// Measure the device and the log engine (`bench disk`, `bench log`).
     Bench(cmd::bench::Args),
-    /// Print (and with --verify, check) the segments and batches of a log directory.
+    /// Print (and with --verify, check) the segments and batches of a log directory; with
+    /// --kafka-export OUT, write the log and newest snapshot as Kafka's files instead.
     DumpLog(cmd::dump_log::Args),
     /// Resolve --cores/--controller-core/--no-pin into shards; --start tries them on this host.
     Placement(cmd::placement::Args),

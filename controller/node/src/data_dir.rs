@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 
 use corum_engine::disk::Disk;
 use corum_engine::log::{Log, LogConfig, RecoveryReport};
+use corum_engine::record::FrameView;
 use corum_raft::{Payload, RestoredBatch, Snapshot, SnapshotId};
 use corum_types::LogOffset;
 
@@ -239,30 +240,50 @@ pub async fn restore_log<D: Disk>(
     to: LogOffset,
 ) -> Result<Vec<RestoredBatch>, DataDirError> {
     let mut out = Vec::new();
+    visit_frames(log, from, to, |frame| {
+        let h = frame.header();
+        let control = h.attributes.is_control();
+        out.push(RestoredBatch {
+            base_offset: h.base_offset,
+            epoch: h.epoch,
+            record_count: h.record_count,
+            control,
+            payload_bytes: frame.payload().len(),
+            payload: control.then(|| Payload::from(frame.payload())),
+        });
+        Ok::<(), DataDirError>(())
+    })
+    .await?;
+    Ok(out)
+}
+
+/// Calls `visit` with every frame of `log` whose batch starts in `from..to`, in offset order,
+/// reading about a mebibyte at a time; `from` must be where a batch starts. The frames passed
+/// their checks when read. Stops at the first error `visit` returns.
+pub async fn visit_frames<D: Disk, E: From<DataDirError>>(
+    log: &Log<D>,
+    from: LogOffset,
+    to: LogOffset,
+    mut visit: impl FnMut(FrameView<'_>) -> Result<(), E>,
+) -> Result<(), E> {
     let mut at = from;
     while at < to {
-        let chunk = log.read(at, READ_CHUNK_BYTES).await?;
+        let chunk = log
+            .read(at, READ_CHUNK_BYTES)
+            .await
+            .map_err(|e| E::from(DataDirError::Log(e)))?;
         let Some(end) = chunk.end_offset() else {
-            return Err(DataDirError::ShortRead { at, end: to });
+            return Err(DataDirError::ShortRead { at, end: to }.into());
         };
         for frame in chunk.frames() {
-            let h = frame.header();
-            if h.base_offset >= to {
+            if frame.header().base_offset >= to {
                 break;
             }
-            let control = h.attributes.is_control();
-            out.push(RestoredBatch {
-                base_offset: h.base_offset,
-                epoch: h.epoch,
-                record_count: h.record_count,
-                control,
-                payload_bytes: frame.payload().len(),
-                payload: control.then(|| Payload::from(frame.payload())),
-            });
+            visit(frame)?;
         }
         at = end;
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

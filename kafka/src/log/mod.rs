@@ -10,6 +10,7 @@
 //! | [`batch`] | Kafka's RecordBatch (magic 2), written |
 //! | [`control`] | Raft control records: LeaderChange, Voters, KRaftVersion, snapshot header and footer |
 //! | [`records`] | metadata records: each corum record as its Kafka counterpart, at the record version the `metadata.version` in force writes |
+//! | [`export`] | a log and snapshot written out as Kafka's segment and `.checkpoint` files (`corum dump-log --kafka-export`) |
 //!
 //! A Kafka snapshot is a header batch (SnapshotHeader, then KRaftVersion and Voters when the
 //! quorum is dynamic), the image's records in batches, and a footer batch, with offsets
@@ -18,6 +19,7 @@
 
 pub mod batch;
 pub mod control;
+pub mod export;
 pub mod records;
 
 use std::cell::{Cell, RefCell};

@@ -49,14 +49,12 @@ use corum_controller::MetadataImage;
 use corum_controller::{aligned, decode_batch};
 use corum_engine::disk::{executor_builder, StdDisk};
 use corum_engine::log::LogConfig;
-use corum_node::data_dir::{DataDir, Mode};
+use corum_node::data_dir::{visit_frames, DataDir, Mode};
 use corum_types::{NodeId, Uuid};
 use serde::Serialize;
 
 use crate::cmd::quorum::{describe_leader, parse_bootstrap, Bootstrap};
 
-/// Bytes of frames read per call when reading a data directory's log.
-const READ_CHUNK_BYTES: usize = 1 << 20;
 /// How long one fetch of the observer may wait at the leader.
 const FOLLOWER_WAIT_MAX: Duration = Duration::from_millis(500);
 /// Per-call timeout of the observer's client (a fetch adds its long-poll wait to it).
@@ -192,60 +190,56 @@ fn default_observer_id() -> u32 {
 /// a read-only `StdDisk`: leftover part files and torn tails stay as they are, and a suffix that
 /// does not continue the snapshot is left out). Control batches advance the offset only.
 pub async fn read_directory(dir: &Path) -> anyhow::Result<(MetadataImage, Source)> {
-    let data = DataDir::open(
-        StdDisk::read_only(),
-        dir,
-        LogConfig::default(),
-        Mode::ReadOnly,
-    )
-    .await
-    .with_context(|| format!("reading the data directory {}", dir.display()))?;
-    let (mut image, snapshot_end) = match &data.snapshot {
-        Some(snap) => {
-            let bytes = aligned(&snap.data);
-            let image = decode_batch(&bytes)
-                .map_err(anyhow::Error::from)
-                .and_then(|batch| Ok(MetadataImage::from_snapshot(snap.id.end_offset, batch)?))
-                .with_context(|| format!("loading the snapshot through {}", snap.id.end_offset))?;
-            (image, Some(snap.id.end_offset))
-        }
-        None => (MetadataImage::default(), None),
-    };
-    let mut next = data.log_start;
-    while next < data.log_end {
-        let chunk = data
-            .log
-            .read(next, READ_CHUNK_BYTES)
-            .await
-            .with_context(|| format!("reading the metadata log at {next}"))?;
-        let end = chunk
-            .end_offset()
-            .with_context(|| format!("the metadata log returned nothing at {next}"))?;
-        for frame in chunk.frames() {
-            let h = frame.header();
-            if h.base_offset >= data.log_end {
-                break;
-            }
-            if h.attributes.is_control() {
-                continue;
-            }
-            let payload = aligned(frame.payload());
-            let batch = decode_batch(&payload)
-                .with_context(|| format!("batch at offset {}", h.base_offset))?;
-            for (i, record) in batch.iter().enumerate() {
-                // The error names the record's offset.
-                image.replay(h.base_offset.add(i as u64), record)?;
-            }
-        }
-        next = end.min(data.log_end);
-    }
-    image.end_offset = image.end_offset.max(next);
+    let data = open_directory(dir, LogConfig::default()).await?;
+    let image = image_of(&data).await?;
     let source = Source::Directory {
         dir: dir.to_path_buf(),
-        snapshot_end: snapshot_end.map(|o| o.0),
-        log_end: next.0,
+        snapshot_end: data.snapshot.as_ref().map(|s| s.id.end_offset.0),
+        log_end: image.end_offset.0,
     };
     Ok((image, source))
+}
+
+/// Opens a (stopped) node's `metadata.log.dir` without changing anything in it.
+pub async fn open_directory(dir: &Path, log_config: LogConfig) -> anyhow::Result<DataDir<StdDisk>> {
+    DataDir::open(StdDisk::read_only(), dir, log_config, Mode::ReadOnly)
+        .await
+        .with_context(|| format!("reading the data directory {}", dir.display()))
+}
+
+/// The image an opened data directory holds (see [`read_directory`]): its snapshot, then the
+/// data records of the log from [`DataDir::log_start`] to [`DataDir::log_end`].
+pub async fn image_of(data: &DataDir<StdDisk>) -> anyhow::Result<MetadataImage> {
+    let mut image = match &data.snapshot {
+        Some(snap) => {
+            let bytes = aligned(&snap.data);
+            decode_batch(&bytes)
+                .map_err(anyhow::Error::from)
+                .and_then(|batch| Ok(MetadataImage::from_snapshot(snap.id.end_offset, batch)?))
+                .with_context(|| format!("loading the snapshot through {}", snap.id.end_offset))?
+        }
+        None => MetadataImage::default(),
+    };
+    let mut next = data.log_start;
+    visit_frames(&data.log, data.log_start, data.log_end, |frame| {
+        let h = frame.header();
+        next = h.end_offset().min(data.log_end);
+        if h.attributes.is_control() {
+            return Ok(());
+        }
+        let payload = aligned(frame.payload());
+        let batch =
+            decode_batch(&payload).with_context(|| format!("batch at offset {}", h.base_offset))?;
+        for (i, record) in batch.iter().enumerate() {
+            // The error names the record's offset.
+            image.replay(h.base_offset.add(i as u64), record)?;
+        }
+        anyhow::Ok(())
+    })
+    .await
+    .context("reading the metadata log")?;
+    image.end_offset = image.end_offset.max(next);
+    Ok(image)
 }
 
 /// Finds the leader's high watermark, follows the log as `observer` until it has applied that

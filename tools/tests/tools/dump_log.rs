@@ -11,6 +11,8 @@ use corum_engine::log::{Log, LogConfig, NewBatch};
 use corum_engine::record::Attributes;
 use corum_types::Epoch;
 
+use crate::common::file_tree;
+
 const BATCHES: u32 = 40;
 
 fn write_log(dir: &Path) {
@@ -117,28 +119,11 @@ fn dump_lists_batches_and_verify_catches_a_flipped_byte() {
     assert!(all.contains("CORRUPTION"), "{all}");
 }
 
-/// Every file under `dir`: (path, length, modification time), sorted.
-fn tree(dir: &Path) -> Vec<(std::path::PathBuf, u64, std::time::SystemTime)> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).expect("read dir") {
-            let e = e.expect("entry");
-            let md = e.metadata().expect("stat");
-            if md.is_dir() {
-                todo.push(e.path());
-            }
-            out.push((e.path(), md.len(), md.modified().expect("mtime")));
-        }
-    }
-    out.sort();
-    out
-}
-
 /// `dump-log`, `info` and `shell --dir` on a formatted node directory whose log has a torn
 /// tail (which a node's start would zero): each succeeds, `info` reports what recovery would
 /// cut, and afterwards no file changed (contents, length, modification time), appeared or
-/// vanished.
+/// vanished. `dump-log --kafka-export` of it fails (its control batches hold no control
+/// records), naming the batch, and leaves no partition directory behind in its output.
 #[test]
 fn offline_tools_write_nothing() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -180,7 +165,7 @@ fn offline_tools_write_nothing() {
     let at = last.end_position as usize;
     bytes[at..at + 24].copy_from_slice(&[0xab; 24]);
     std::fs::write(&last.path, &bytes).expect("write segment");
-    let before = tree(tmp.path());
+    let before = file_tree(tmp.path());
     let contents: Vec<Vec<u8>> = before
         .iter()
         .filter(|(p, _, _)| p.is_file())
@@ -215,9 +200,25 @@ fn offline_tools_write_nothing() {
     assert!(info.contains("recovery would cut a torn tail"), "{info}");
     let shell = run(&["shell", "--json", "--dir"]);
     assert!(shell.contains("directory"), "{shell}");
+    let out = tempfile::tempdir().expect("tempdir");
+    let export = Command::new(env!("CARGO_BIN_EXE_corum"))
+        .args(["dump-log", "--kafka-export"])
+        .arg(out.path())
+        .arg("--dir")
+        .arg(&data)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run corum");
+    let err = String::from_utf8_lossy(&export.stderr);
+    assert!(!export.status.success(), "{err}");
+    assert!(err.contains("batch at offset 0"), "{err}");
+    assert!(
+        !out.path().join("__cluster_metadata-0").exists(),
+        "a failed export leaves nothing"
+    );
 
     assert_eq!(
-        tree(tmp.path()),
+        file_tree(tmp.path()),
         before,
         "a file changed, appeared or vanished"
     );

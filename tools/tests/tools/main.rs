@@ -2,8 +2,9 @@
 //! graph; one binary with a module per subject links once). Each module runs the built
 //! `corum` as child processes: `dump-log`, `format` and `info`, `placement`, `sim`, and whole
 //! local quorums (`quorum_process`, `admin_cli` for the admin commands, `kafka_compat` for
-//! Kafka's clients, `kafka_brokers` for Kafka's brokers and `kafka_demo` for `corum demo
-//! --kafka`; each holds [`common::serial`] so that one cluster runs at a time).
+//! Kafka's clients, `kafka_brokers` for Kafka's brokers, `kafka_demo` for `corum demo --kafka`
+//! and `kafka_export` for Kafka's tools reading `dump-log --kafka-export`; each holds
+//! [`common::serial`] so that one cluster runs at a time).
 
 mod admin_cli;
 mod common;
@@ -12,6 +13,7 @@ mod format_info;
 mod kafka_brokers;
 mod kafka_compat;
 mod kafka_demo;
+mod kafka_export;
 mod placement;
 mod quorum_process;
 mod sim;

@@ -309,3 +309,22 @@ where
         }
     }
 }
+
+/// Every file and directory under `dir`: (path, length, modification time), sorted; what a
+/// test compares to show that nothing was written there.
+pub fn file_tree(dir: &Path) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).expect("read dir") {
+            let e = e.expect("entry");
+            let md = e.metadata().expect("stat");
+            if md.is_dir() {
+                todo.push(e.path());
+            }
+            out.push((e.path(), md.len(), md.modified().expect("mtime")));
+        }
+    }
+    out.sort();
+    out
+}

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# What serving real Kafka brokers costs the controllers: the configs workload against a quorum
+# with 3 Apache Kafka brokers following its metadata log, against the same without brokers, in
+# one run on this host. For each round and case, a fresh static 3-voter quorum on loopback (one
+# unpinned shard per node, a Kafka listener on each; tools/scripts/lib/quorum.sh); with brokers,
+# compat/brokers.sh starts brokers 4, 5 and 6 on the Kafka listeners and waits until they are
+# registered and unfenced; then `corum loadgen --workload configs` (CLIENTS clients over
+# CONNECTIONS connections, broker configs `log.retention.ms` over 1,000 resources, corum's own
+# protocol). The cases alternate, so drift on a shared host hits both.
+#
+#   tools/scripts/brokers-overhead.sh [CORUM] [SECONDS] [ROUNDS]
+#
+# Environment: CLIENTS (default 256), CONNECTIONS (default 8), BASE_PORT (default 19600),
+# BROKER_BASE_PORT (default 19700). Needs compat/install.sh (Java, Kafka's jars).
+# Prints one line per run — throughput, latency, the nodes' CPU per write, the brokers' CPU per
+# write — then each case's mean and the ratio with / without.
+# Everything it starts stops at exit; its directory is removed.
+set -euo pipefail
+
+BIN=${1:-target/release/corum}
+SECONDS_PER_RUN=${2:-10}
+ROUNDS=${3:-3}
+CLIENTS=${CLIENTS:-256}
+CONNECTIONS=${CONNECTIONS:-8}
+BASE_PORT=${BASE_PORT:-19600}
+BROKER_BASE_PORT=${BROKER_BASE_PORT:-19700}
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+# shellcheck source=lib/quorum.sh
+. "$(dirname "$0")/lib/quorum.sh"
+work_dir /var/tmp/corum-brokers-overhead
+BROKERS_DIR=""
+stop_brokers() {
+    if [ -n "$BROKERS_DIR" ]; then
+        "$ROOT/compat/brokers.sh" stop --dir "$BROKERS_DIR" >/dev/null 2>&1 || true
+        BROKERS_DIR=""
+    fi
+}
+trap 'stop_brokers; cleanup' EXIT INT TERM
+
+[ -x "$BIN" ] || { echo "no corum binary at $BIN (cargo build --release -p corum-tools)" >&2; exit 2; }
+compgen -G "$ROOT/compat/jars/kafka_2.13-*.jar" >/dev/null \
+    || { echo "no Kafka jars in compat/jars: run compat/install.sh" >&2; exit 2; }
+
+# The brokers' JVMs (children of the brokers.sh that started them), by their directories.
+broker_pids() {
+    pgrep -f "kafka.Kafka $BROKERS_DIR/" || true
+}
+
+echo "round case ops_per_sec p50_us p99_us node_cpu_us/op broker_cpu_us/op errors"
+for round in $(seq 1 "$ROUNDS"); do
+    for case in without with; do
+        tag=$case$round
+        start_quorum "$BIN" "$tag" kafka
+        # A static quorum: the brokers name each controller's Kafka listener.
+        kafka_voters="1@127.0.0.1:$((BASE_PORT + 21)),2@127.0.0.1:$((BASE_PORT + 22)),3@127.0.0.1:$((BASE_PORT + 23))"
+        bpids=()
+        if [ "$case" = with ]; then
+            BROKERS_DIR=$WORK/$tag/brokers
+            "$ROOT/compat/brokers.sh" start --dir "$BROKERS_DIR" \
+                --bootstrap-controllers "$(cat "$WORK/$tag.kafka")" \
+                --quorum-voters "$kafka_voters" --controller-listener KAFKA \
+                --cluster-id "$(cat "$WORK/$tag.cluster_id")" --ids 4,5,6 \
+                --base-port "$BROKER_BASE_PORT" --timeout 180 >"$WORK/$tag/brokers.out" 2>&1 \
+                || { cat "$WORK/$tag/brokers.out" >&2; exit 1; }
+            mapfile -t bpids < <(broker_pids)
+            [ "${#bpids[@]}" -eq 3 ] || { echo "expected 3 broker JVMs, found ${#bpids[@]}" >&2; exit 1; }
+        fi
+        before=$(cpu_of "${NODE_PIDS[@]}")
+        bbefore=0
+        [ "${#bpids[@]}" -eq 0 ] || bbefore=$(cpu_of "${bpids[@]}")
+        "$BIN" loadgen --bootstrap "$(cat "$WORK/$tag.bootstrap")" --workload configs \
+            --clients "$CLIENTS" --connections "$CONNECTIONS" --duration "$SECONDS_PER_RUN" \
+            --raw-fsync-seconds 0 --raw-quorum-writers 0 --rtt-probes 0 --no-progress \
+            --json >"$WORK/$tag.json"
+        after=$(cpu_of "${NODE_PIDS[@]}")
+        bafter=0
+        [ "${#bpids[@]}" -eq 0 ] || bafter=$(cpu_of "${bpids[@]}")
+        python3 - "$round" "$case" "$WORK/$tag.json" "$before" "$after" "$bbefore" "$bafter" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[3]))
+ops = max(r["ops"], 1)
+node_us = (float(sys.argv[5]) - float(sys.argv[4])) * 1e6 / ops
+broker_us = (float(sys.argv[7]) - float(sys.argv[6])) * 1e6 / ops
+print(f"{sys.argv[1]:>5} {sys.argv[2]:7} {r['ops_per_sec']:>11.0f} {r['p50_us']:>6} "
+      f"{r['p99_us']:>6} {node_us:>14.1f} {broker_us:>16.1f} {r['errors']:>6}")
+PY
+        stop_brokers
+        stop_quorum
+    done
+done
+python3 - "$WORK" "$ROUNDS" <<'PY'
+import json, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+mean = {}
+for c in ("without", "with"):
+    runs = [json.load(open(f"{work}/{c}{r}.json"))["ops_per_sec"] for r in range(1, rounds + 1)]
+    mean[c] = sum(runs) / len(runs)
+    print(f"{c:8} brokers: mean {mean[c]:.0f} writes/s")
+print(f"ratio with / without brokers: {mean['with'] / mean['without']:.2f}")
+PY
