@@ -12,6 +12,10 @@
 #
 # Environment: CLIENTS (default 256), CONNECTIONS (default 8), BASE_PORT (default 19600),
 # BROKER_BASE_PORT (default 19700). Needs compat/install.sh (Java, Kafka's jars).
+# CONTROLLER_CPUS and BROKER_CPUS (taskset lists, e.g. 0 and 1): pin the corum nodes and the load
+# generator to the first, the brokers' JVMs to the second, so that on a small host the brokers'
+# own work (replaying every record) does not take the controllers' CPU — as on separate hosts.
+# Unset: nothing pinned.
 # Prints one line per run — throughput, latency, the nodes' CPU per write, the brokers' CPU per
 # write — then each case's mean and the ratio with / without.
 # Everything it starts stops at exit; its directory is removed.
@@ -51,6 +55,9 @@ for round in $(seq 1 "$ROUNDS"); do
     for case in without with; do
         tag=$case$round
         start_quorum "$BIN" "$tag" kafka
+        if [ -n "${CONTROLLER_CPUS:-}" ]; then
+            for p in "${NODE_PIDS[@]}"; do taskset -a -pc "$CONTROLLER_CPUS" "$p" >/dev/null; done
+        fi
         # A static quorum: the brokers name each controller's Kafka listener.
         kafka_voters="1@127.0.0.1:$((BASE_PORT + 21)),2@127.0.0.1:$((BASE_PORT + 22)),3@127.0.0.1:$((BASE_PORT + 23))"
         bpids=()
@@ -64,11 +71,16 @@ for round in $(seq 1 "$ROUNDS"); do
                 || { cat "$WORK/$tag/brokers.out" >&2; exit 1; }
             mapfile -t bpids < <(broker_pids)
             [ "${#bpids[@]}" -eq 3 ] || { echo "expected 3 broker JVMs, found ${#bpids[@]}" >&2; exit 1; }
+            if [ -n "${BROKER_CPUS:-}" ]; then
+                for p in "${bpids[@]}"; do taskset -a -pc "$BROKER_CPUS" "$p" >/dev/null; done
+            fi
         fi
         before=$(cpu_of "${NODE_PIDS[@]}")
         bbefore=0
         [ "${#bpids[@]}" -eq 0 ] || bbefore=$(cpu_of "${bpids[@]}")
-        "$BIN" loadgen --bootstrap "$(cat "$WORK/$tag.bootstrap")" --workload configs \
+        pin=()
+        [ -z "${CONTROLLER_CPUS:-}" ] || pin=(taskset -c "$CONTROLLER_CPUS")
+        "${pin[@]}" "$BIN" loadgen --bootstrap "$(cat "$WORK/$tag.bootstrap")" --workload configs \
             --clients "$CLIENTS" --connections "$CONNECTIONS" --duration "$SECONDS_PER_RUN" \
             --raw-fsync-seconds 0 --raw-quorum-writers 0 --rtt-probes 0 --no-progress \
             --json >"$WORK/$tag.json"

@@ -2,7 +2,6 @@
 //! tagged fields. A too-new request gets the KIP-511 answer: v0, UNSUPPORTED_VERSION, and
 //! ApiVersions' own range, so the client retries at a version both know.
 
-use corum_protocol::{LocalRead, ResponseBody};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
@@ -12,7 +11,6 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 use super::text;
 use crate::apis::ServedApis;
 use crate::backend::{Backend, ListenerContext};
-use crate::service::{call, read};
 
 fn api_keys(served: &ServedApis) -> Vec<ApiVersion> {
     served
@@ -49,16 +47,7 @@ pub async fn serve<B: Backend>(
     if version < 3 {
         return response;
     }
-    let features = call(
-        backend,
-        read(LocalRead::DescribeFeatures),
-        ctx.default_timeout_ms,
-        |r| match r {
-            ResponseBody::DescribeFeatures(f) => Some(f),
-            _ => None,
-        },
-    )
-    .await;
+    let features = super::features::describe_features(ctx, backend).await;
     match features {
         Ok(f) => {
             response.supported_features = f

@@ -11,9 +11,9 @@
 //! 3.x); corum's records keep a range, finalized here as `[level, level]`.
 
 use corum_controller::control::feature_control::{
-    FeatureUpdate, UpdateFeaturesRequest as CorumUpdateFeatures,
+    DescribeFeaturesResponse, FeatureUpdate, UpdateFeaturesRequest as CorumUpdateFeatures,
 };
-use corum_protocol::{RequestBody, ResponseBody};
+use corum_protocol::{LocalRead, RequestBody, ResponseBody, RpcError};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
 use kafka_protocol::messages::{UpdateFeaturesRequest, UpdateFeaturesResponse};
@@ -21,7 +21,25 @@ use kafka_protocol::messages::{UpdateFeaturesRequest, UpdateFeaturesResponse};
 use super::text;
 use crate::backend::{Backend, ListenerContext};
 use crate::errors::KafkaError;
-use crate::service::call;
+use crate::service::{call, read};
+
+/// The finalized and supported features, as the node answers a local read (ApiVersions'
+/// feature fields; the `metadata.version` the metadata log is rendered at).
+pub async fn describe_features<B: Backend>(
+    ctx: &ListenerContext,
+    backend: &B,
+) -> Result<DescribeFeaturesResponse, RpcError> {
+    call(
+        backend,
+        read(LocalRead::DescribeFeatures),
+        ctx.default_timeout_ms,
+        |r| match r {
+            ResponseBody::DescribeFeatures(f) => Some(f),
+            _ => None,
+        },
+    )
+    .await
+}
 
 const UPGRADE: i8 = 1;
 const SAFE_DOWNGRADE: i8 = 2;

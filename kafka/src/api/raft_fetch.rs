@@ -18,7 +18,7 @@
 
 use bytes::Bytes;
 use corum_controller::control::feature_control::METADATA_VERSION;
-use corum_protocol::{LocalRead, RequestBody, ResponseBody, RpcError};
+use corum_protocol::{RequestBody, ResponseBody, RpcError};
 use corum_raft::message::{
     FetchRequest as RaftFetch, FetchResult, FetchSnapshotRequest as RaftFetchSnapshot,
     FetchSnapshotResult,
@@ -36,7 +36,6 @@ use crate::api::{corum_uuid, nodes};
 use crate::backend::{Backend, ListenerContext};
 use crate::errors::KafkaError;
 use crate::log::{self, RenderContext};
-use crate::service::{call, read};
 
 /// The metadata log's topic name, as KRaft names its one partition.
 pub const METADATA_TOPIC: &str = "__cluster_metadata";
@@ -162,16 +161,7 @@ async fn records_context<B: Backend>(
     let metadata_version = match ctx.log.metadata_version(epoch) {
         Some(mv) => mv,
         None => {
-            let features = call(
-                backend,
-                read(LocalRead::DescribeFeatures),
-                ctx.default_timeout_ms,
-                |r| match r {
-                    ResponseBody::DescribeFeatures(f) => Some(f),
-                    _ => None,
-                },
-            )
-            .await;
+            let features = super::features::describe_features(ctx, backend).await;
             match features {
                 Ok(f) => {
                     let finalized = f.finalized.iter().find(|x| x.name == METADATA_VERSION);

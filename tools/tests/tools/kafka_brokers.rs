@@ -73,15 +73,7 @@ fn free_base(offsets: &[u16], taken: &[u16]) -> u16 {
 fn require_install(compat: &Path) {
     let fix = "run compat/install.sh first (it needs a JDK 17 or newer, puts Kafka 4.1.2's jars \
                in compat/jars and compiles the broker programs into compat/build)";
-    let java = Command::new("java")
-        .arg("-version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    assert!(
-        matches!(java, Ok(s) if s.success()),
-        "java is not runnable (a JDK 17 or newer is needed): {fix}"
-    );
+    require_java(fix);
     let jars = std::fs::read_dir(compat.join("jars"))
         .map(|d| {
             d.filter_map(Result::ok).any(|e| {

@@ -28,15 +28,7 @@ const DEMO_DEADLINE: Duration = Duration::from_secs(480);
 fn require_kafka() {
     let fix = "run compat/install.sh first (it needs a JDK 17 or newer and puts Kafka 4.1.2's \
                jars in compat/jars)";
-    let java = Command::new("java")
-        .arg("-version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    assert!(
-        matches!(java, Ok(s) if s.success()),
-        "java is not runnable (a JDK 17 or newer is needed): {fix}"
-    );
+    require_java(fix);
     let jars = repo_root().join("compat/jars");
     let found = std::fs::read_dir(&jars)
         .map(|d| {

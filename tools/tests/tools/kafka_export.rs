@@ -66,15 +66,7 @@ fn repo_root() -> &'static Path {
 fn require_jars(compat: &Path) {
     let fix = "run compat/install.sh first (it needs a JDK 17 or newer and puts Kafka 4.1.2's \
                jars, kafka-shell among them, in compat/jars)";
-    let java = Command::new("java")
-        .arg("-version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    assert!(
-        matches!(java, Ok(s) if s.success()),
-        "java is not runnable (a JDK 17 or newer is needed): {fix}"
-    );
+    require_java(fix);
     let jars: Vec<String> = std::fs::read_dir(compat.join("jars"))
         .map(|d| {
             d.filter_map(Result::ok)

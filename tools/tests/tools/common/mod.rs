@@ -37,6 +37,19 @@ pub fn repo_root() -> &'static Path {
         .expect("tools/ has a parent")
 }
 
+/// Fails the test, saying `fix`, unless `java -version` runs.
+pub fn require_java(fix: &str) {
+    let java = Command::new("java")
+        .arg("-version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    assert!(
+        matches!(java, Ok(s) if s.success()),
+        "java is not runnable (a JDK 17 or newer is needed): {fix}"
+    );
+}
+
 /// Processes whose command line mentions `needle` (to find a demo's nodes and brokers by their directory).
 pub fn processes_mentioning(needle: &str) -> Vec<u32> {
     let mut found = Vec::new();
