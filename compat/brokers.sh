@@ -49,6 +49,10 @@
 # remembered in DIR/brokers.env for restart. Everything else brokers.sh runs (kafka-topics,
 # kafka-cluster, the traffic and monitor programs) stays on compat/jars (4.1.2): the brokers'
 # version is the one under test, the clients' is held fixed.
+# BROKER_LOG_LEVELS=LOGGER=LEVEL[,...] (environment, at start; restart keeps the files) sets some
+# of the brokers' loggers, e.g. org.apache.kafka.clients.NetworkClient=DEBUG logs the API
+# versions each broker recorded for each controller and broker it connected to ("API versions:
+# ... [usable: N]"), and every request it sent.
 #
 # wait-unfenced uses Kafka's own `kafka-cluster list-endpoints --include-fenced-brokers` (the
 # Admin's DescribeCluster v2 with IncludeFencedBrokers, KIP-1073) against the brokers, after every
@@ -86,6 +90,7 @@ cmd="${1:-}"
 shift
 
 DIR="${COMPAT_BROKERS_DIR:-/tmp/corum-compat-brokers}"
+BROKER_LOG_LEVELS="${BROKER_LOG_LEVELS:-}"
 BC="" QV="" CL="" CID="" IDS_ARG="" BASE_PORT_ARG=19392 SESSION_MS=9000 HEARTBEAT_MS=2000 RELEASE=""
 TIMEOUT="" KEEP=0 PROPS=() POS=() BROKER_JARS_ARG="${KAFKA_JARS:-}"
 T_TOPIC="" T_MESSAGES=100000 T_PARTITIONS=6 T_RF=3 T_RATE=0 T_SIZE=100 T_NAME=traffic T_MODE=run
@@ -253,6 +258,11 @@ appender.server.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = INFO
 rootLogger.appenderRef.server.ref = server
 EOF
+  local spec n=0
+  for spec in ${BROKER_LOG_LEVELS//,/ }; do
+    n=$((n + 1))
+    printf 'logger.l%d.name = %s\nlogger.l%d.level = %s\n' "$n" "${spec%%=*}" "$n" "${spec#*=}" >> "$d/log4j2.properties"
+  done
 }
 
 start_broker() {
