@@ -4,7 +4,8 @@
 #
 #   broker-versions.sh [--versions 4.0.2,4.1.2,4.2.2,4.3.2,4.4.0] [--corum-bin PATH] [--out DIR]
 #                      [--cache DIR] [--release V=R ...] [--max-release R] [--suite-timeout-s S]
-#                      [--messages N] [--broker-base-port P] [--corum-base-port P] [--fetch-only]
+#                      [--messages N] [--broker-base-port P] [--corum-base-port P] [--keep-data]
+#                      [--fetch-only]
 #   broker-versions.sh --table DIR              # print the tables of an earlier run again
 #
 # For each version V (4.0 or newer: Kafka 4 logs through log4j2, which brokers.sh configures):
@@ -26,7 +27,8 @@
 # --corum-bin (default $CORUM_BIN, else `cargo build --release -p corum-tools` here and
 # target/release/corum). Everything goes to --out DIR (default /var/tmp/corum-broker-versions/
 # <date>-<time>): per version V/suite.out (the suite's output), V/suite/ (every broker's and corum
-# node's log, kept), V/run.env (exit status, wall time, load), V/diagnosis.txt (the failed checks,
+# node's log, kept; their data directories are removed after the run unless --keep-data: a corum
+# node preallocates its 1 GiB log segment, 3 GiB a version), V/run.env (exit status, wall time, load), V/diagnosis.txt (the failed checks,
 # the brokers' API-version errors, corum's warnings); results.jsonl (the suite's RESULT lines);
 # table.md (printed at the end: pass/fail per step, the timings). Ctrl-C or a kill stops the
 # running suite, its brokers and its quorum. Exit 0 when every version passed.
@@ -36,7 +38,7 @@ COMPAT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$COMPAT/.." && pwd)"
 VERSIONS="4.0.2,4.1.2,4.2.2,4.3.2,4.4.0" CORUM_BIN_ARG="${CORUM_BIN:-}" OUT="" CACHE="$COMPAT/.versions"
 MAX_RELEASE=4.1 SUITE_TIMEOUT_S=900 MESSAGES=100000 BROKER_PORT=19392 CORUM_PORT=19600 FETCH_ONLY=0
-TABLE_ONLY="" RELEASES=()
+TABLE_ONLY="" RELEASES=() KEEP_DATA=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --versions) VERSIONS="$2"; shift 2 ;;
@@ -50,6 +52,7 @@ while [ $# -gt 0 ]; do
     --broker-base-port) BROKER_PORT="$2"; shift 2 ;;
     --corum-base-port) CORUM_PORT="$2"; shift 2 ;;
     --fetch-only) FETCH_ONLY=1; shift ;;
+    --keep-data) KEEP_DATA=1; shift ;;
     --table) TABLE_ONLY="$2"; shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "broker-versions.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
@@ -63,6 +66,9 @@ if [ -n "$TABLE_ONLY" ]; then exec python3 "$TABLE_PY" "$TABLE_ONLY"; fi
 MVN_TIMEOUT_S=600       # one `mvn dependency:copy-dependencies` (a first fetch: ~20 s here)
 BUILD_TIMEOUT_S=3600    # cargo build --release of corum-tools
 STOP_TIMEOUT_S=60       # stopping a version's brokers and quorum after its suite
+# Free space a version's run needs where --out is: three corum nodes preallocate a 1 GiB log
+# segment each, the brokers write ~100 MB.
+FREE_MB_MIN=5000
 # The binding's version when Kafka brings no log4j at all (compat/pom.xml's).
 LOG4J_FALLBACK=2.25.3
 
@@ -185,39 +191,53 @@ stop_run() {
   [ -n "$RUN_DIR" ] || return 0
   timeout "$STOP_TIMEOUT_S" "$COMPAT/brokers.sh" stop --dir "$RUN_DIR/brokers" --keep --timeout 20 >/dev/null 2>&1 || true
   timeout "$STOP_TIMEOUT_S" "$COMPAT/corum-quorum.sh" stop --dir "$RUN_DIR/controllers" --keep >/dev/null 2>&1 || true
+  # The logs stay; the data goes (only once nothing runs on it).
+  if [ "$KEEP_DATA" = 0 ] && ! pgrep -f -- "$RUN_DIR/" >/dev/null 2>&1; then
+    rm -rf "$RUN_DIR"/controllers/node-*/data "$RUN_DIR"/brokers/broker-*/data
+  fi
   RUN_DIR=""
 }
 trap 'stop_run' EXIT
 trap 'echo "broker-versions.sh: interrupted; stopping the running suite" >&2; exit 130' INT TERM
 
 # diagnose VERSION_DIR: what to look at first when a version failed.
-diagnose() {
-  local d="$1" f n
+or_none() { local x; x=$(cat); if [ -n "$x" ]; then echo "$x"; else echo "none"; fi; }
+# By kind: the log lines matching $1 without their timestamps, digits as N, counted.
+kinds() {
+  grep -E "$1" | sed -E 's/^\[[^]]*\] //; s/^[0-9T:.-]+Z +//; s/[0-9]+/N/g' | cut -c1-240 \
+    | sort | uniq -c | sort -rn | head -n 10 | or_none
+}
+# In a subshell without -e and pipefail: a grep that finds nothing is an answer here.
+diagnose() (
+  set +e +o pipefail
+  local d="$1" f n api='UnsupportedVersion|unsupported version|API version problem|UNSUPPORTED_VERSION'
   {
     echo "== failed checks (suite.out)"
-    grep -E '^(FAIL |STEP FAIL|broker-suite.sh: (FAILED|failed check))' "$d/suite.out" || echo "none"
-    echo "== brokers: API version errors (server.log*: count, then the first of each kind)"
+    grep -E '^(FAIL |STEP FAIL|broker-suite.sh: (FAILED|failed check))' "$d/suite.out" | or_none
+    echo "== brokers: API version errors per log"
     for f in "$d"/suite/brokers/broker-*/logs/server.log*; do
       [ -f "$f" ] || continue
-      n=$(grep -c -E 'UnsupportedVersion|unsupported version|API version problem|UNSUPPORTED_VERSION' "$f" || true)
+      n=$(grep -c -E "$api" "$f" || true)
       [ "$n" = 0 ] || echo "$f: $n"
-    done
-    cat "$d"/suite/brokers/broker-*/logs/server.log* 2>/dev/null \
-      | grep -E 'UnsupportedVersion|unsupported version|API version problem|UNSUPPORTED_VERSION' \
-      | sed -E 's/^\[[^]]*\] //; s/[0-9]+/N/g' | cut -c1-240 | sort | uniq -c | sort -rn | head -n 10 || true
-    echo "== brokers: ERROR lines, by kind (digits as N)"
-    cat "$d"/suite/brokers/broker-*/logs/server.log* 2>/dev/null | grep -E '^\[[^]]*\] ERROR ' \
-      | sed -E 's/^\[[^]]*\] //; s/[0-9]+/N/g' | cut -c1-200 | sort | uniq -c | sort -rn | head -n 10 || true
-    echo "== corum: WARN and ERROR lines, by kind (digits as N)"
-    cat "$d"/suite/controllers/node-*/corum.log 2>/dev/null | grep -E ' (WARN|ERROR) ' | grep -v 'single-core placement' \
-      | sed -E 's/^[^ ]+ +//; s/[0-9]+/N/g' | cut -c1-200 | sort | uniq -c | sort -rn | head -n 10 || true
+    done | or_none
+    echo "== brokers: API version errors, by kind"
+    cat "$d"/suite/brokers/broker-*/logs/server.log* 2>/dev/null | kinds "$api"
+    echo "== brokers: ERROR lines, by kind"
+    cat "$d"/suite/brokers/broker-*/logs/server.log* 2>/dev/null | kinds '^\[[^]]*\] ERROR '
+    echo "== corum: WARN and ERROR lines (but the single-core placement note), by kind"
+    cat "$d"/suite/controllers/node-*/corum.log 2>/dev/null | grep -v 'single-core placement' | kinds ' (WARN|ERROR) '
+    echo "== corum: requests a standby forwarded to the leader (per node start)"
+    grep -h 'requests forwarded to the leader' "$d"/suite/controllers/node-*/corum.log 2>/dev/null \
+      | sed -E 's/^[^ ]+ +//' | or_none
   } > "$d/diagnosis.txt" 2>&1
-}
+)
 
 rc_all=0
 for v in "${VERSION_LIST[@]}"; do
   r=$(release_for "$v")
   vd="$OUT/$v"
+  free_mb=$(df -Pm "$OUT" | awk 'NR == 2 {print $4}')
+  [ "${free_mb:-0}" -ge "$FREE_MB_MIN" ] || die "only ${free_mb} MB free in $OUT, a run needs $FREE_MB_MIN MB: stopped before Kafka $v"
   rm -rf "$vd"
   mkdir -p "$vd"
   RUN_DIR="$vd/suite"
