@@ -403,11 +403,15 @@ else
 fi
 # A broker's heartbeat channel logs "Recorded new KRaft controller" when it switches, but not
 # always: one whose heartbeat timed out while it still aimed at the dead controller can go on
-# to the new one without that line. Such a broker counts as heartbeating to the new controller
-# if it stays unfenced for the session timeout plus 5 s (the election) after the kill.
+# to the new one without that line, and one that reached the restarted old controller goes on
+# there if that controller forwards its heartbeats instead of answering NOT_CONTROLLER (corum's
+# standbys do). Such a broker counts as heartbeating to the new controller if it stays unfenced
+# for the session timeout plus 5 s (the election) after the kill. The channel is named in the
+# message up to Kafka 4.2 ("[broker-4-to-controller-heartbeat-channel-manager]: Recorded ..."),
+# from 4.3 only in the thread, which brokers.sh's log layout adds at the end of each line.
 hb_until=$((ctl_at + SESSION_MS + 5000))
 until hb=$(python3 "$COMPAT/brokers/log_first.py" --each --after "$ctl_at" --not-group "$old" \
-    --regex 'to-controller-heartbeat-channel-manager\]: Recorded new KRaft controller, from now on will use node \S+ \(id: ([0-9]+)' \
+    --regex '^(?=.*to-controller-heartbeat-channel-manager).*Recorded new KRaft controller, from now on will use node \S+ \(id: ([0-9]+)' \
     "${logs[@]}" 2>/dev/null) || [ "$(now_ms)" -ge "$hb_until" ]; do
   sleep 0.5
 done

@@ -52,7 +52,10 @@
 # BROKER_LOG_LEVELS=LOGGER=LEVEL[,...] (environment, at start; restart keeps the files) sets some
 # of the brokers' loggers, e.g. org.apache.kafka.clients.NetworkClient=DEBUG logs the API
 # versions each broker recorded for each controller and broker it connected to ("API versions:
-# ... [usable: N]"), and every request it sent.
+# ... [usable: N]"), and every request it sent. A log line ends with its logger and, in brackets,
+# its thread: Kafka 4.3 and newer no longer name the controller channel in their channels'
+# messages ("Recorded new KRaft controller ..."), and the thread (e.g.
+# broker-4-to-controller-heartbeat-channel-manager) tells them apart.
 #
 # wait-unfenced uses Kafka's own `kafka-cluster list-endpoints --include-fenced-brokers` (the
 # Admin's DescribeCluster v2 with IncludeFencedBrokers, KIP-1073) against the brokers, after every
@@ -254,7 +257,7 @@ appender.server.type = File
 appender.server.name = server
 appender.server.fileName = $d/logs/server.log
 appender.server.layout.type = PatternLayout
-appender.server.layout.pattern = [%d] %p %m (%c)%n
+appender.server.layout.pattern = [%d] %p %m (%c) [%t]%n
 rootLogger.level = INFO
 rootLogger.appenderRef.server.ref = server
 EOF
