@@ -15,11 +15,16 @@
 #      binding that matches the slf4j-api Kafka V resolved to (log4j-slf4j-impl for 1.x,
 #      log4j-slf4j2-impl for 2.x) at the log4j version it resolved (and log4j-core when Kafka V
 #      does not bring it: 4.0 does not), so that the brokers' server.log is written;
-#   2. the suite: broker-suite.sh --controllers corum --corum-bin PATH --release-version R
-#      --kafka-jars DIR/V/jars --keep-going --keep, with the bounds of tools/tests/tools/
-#      kafka_brokers.rs (session timeout 9,000 ms, fence bound 10,000 ms, follow bound 5,000 ms),
-#      bounded by --suite-timeout-s (default 900; then SIGTERM, and SIGKILL 30 s later). Only the
-#      brokers run V: the tools, the traffic and the monitor programs stay on compat/jars (4.1.2).
+#   2. a corum quorum: corum-quorum.sh start --nodes 3 --release-version R --props
+#      broker.session.timeout.ms=9000 metadata.log.segment.bytes=67108864 (64 MiB segments, as
+#      `corum demo` uses: each node preallocates one, and the default 1 GiB would take 3 GiB of
+#      disk a version for a metadata log of a few hundred KB);
+#   3. the suite against it, as tools/tests/tools/kafka_brokers.rs runs it: broker-suite.sh
+#      --controllers corum --corum-quorum DIR --kafka-jars DIR/V/jars --keep-going --keep, with
+#      the test's bounds (session timeout 9,000 ms, fence bound 10,000 ms, follow bound
+#      5,000 ms), bounded by --suite-timeout-s (default 900; then SIGTERM, and SIGKILL 30 s
+#      later); then the quorum is stopped. Only the brokers run V: the tools, the traffic and
+#      the monitor programs stay on compat/jars (4.1.2).
 # R, the release corum is formatted at: --release V=R if given, else V's major.minor while it
 # is at most --max-release (default 4.1, the newest release corum supports: metadata.version
 # 4.1-IV1), else --max-release. So 4.0.x brokers get a cluster at 4.0 (4.0-IV3: they support no
@@ -27,9 +32,9 @@
 # --corum-bin (default $CORUM_BIN, else `cargo build --release -p corum-tools` here and
 # target/release/corum). Everything goes to --out DIR (default /var/tmp/corum-broker-versions/
 # <date>-<time>): per version V/suite.out (the suite's output), V/suite/ (every broker's and corum
-# node's log, kept; their data directories are removed after the run unless --keep-data: a corum
-# node preallocates its 1 GiB log segment, 3 GiB a version), V/run.env (exit status, wall time, load), V/diagnosis.txt (the failed checks,
-# the brokers' API-version errors, corum's warnings); results.jsonl (the suite's RESULT lines);
+# node's log, kept; their data directories are removed after the run unless --keep-data),
+# V/run.env (exit status, wall time, load), V/diagnosis.txt (the failed checks, the brokers'
+# API-version errors, corum's warnings and forwarded requests); results.jsonl (the suite's RESULT lines);
 # table.md (printed at the end: pass/fail per step, the timings). Ctrl-C or a kill stops the
 # running suite, its brokers and its quorum. Exit 0 when every version passed.
 set -euo pipefail
@@ -66,9 +71,10 @@ if [ -n "$TABLE_ONLY" ]; then exec python3 "$TABLE_PY" "$TABLE_ONLY"; fi
 MVN_TIMEOUT_S=600       # one `mvn dependency:copy-dependencies` (a first fetch: ~20 s here)
 BUILD_TIMEOUT_S=3600    # cargo build --release of corum-tools
 STOP_TIMEOUT_S=60       # stopping a version's brokers and quorum after its suite
-# Free space a version's run needs where --out is: three corum nodes preallocate a 1 GiB log
+QUORUM_TIMEOUT_S=180    # corum-quorum.sh start (format, three ready lines, a leader)
+# Free space a version's run needs where --out is: three corum nodes preallocate a 64 MiB log
 # segment each, the brokers write ~100 MB.
-FREE_MB_MIN=5000
+FREE_MB_MIN=1000
 # The binding's version when Kafka brings no log4j at all (compat/pom.xml's).
 LOG4J_FALLBACK=2.25.3
 
@@ -244,16 +250,26 @@ for v in "${VERSION_LIST[@]}"; do
   echo "broker-versions.sh: $(date +%H:%M:%S) Kafka $v brokers, corum formatted at release $r (log: $vd/suite.out)"
   load0=$(cut -d' ' -f1 /proc/loadavg)
   t0=$SECONDS
-  # In the background, so that a signal reaches the trap at once; timeout signals the suite's
-  # whole process group (its brokers and corum nodes run in their own: stop_run stops those).
-  timeout --kill-after=30 "$SUITE_TIMEOUT_S" "$COMPAT/broker-suite.sh" --controllers corum \
-    --corum-bin "$CORUM_BIN_ARG" --release-version "$r" --kafka-jars "${JARS_OF[$v]}" --dir "$RUN_DIR" \
-    --messages "$MESSAGES" --session-timeout-ms 9000 --fence-bound-ms 10000 --follow-bound-ms 5000 \
-    --broker-base-port "$BROKER_PORT" --corum-base-port "$CORUM_PORT" --keep-going --keep \
-    --results "$OUT/results.jsonl" >"$vd/suite.out" 2>&1 </dev/null &
-  SUITE_PID=$!
-  rc=0; wait "$SUITE_PID" || rc=$?
-  SUITE_PID=""
+  rc=0
+  if ! timeout "$QUORUM_TIMEOUT_S" "$COMPAT/corum-quorum.sh" start --nodes 3 --dir "$RUN_DIR/controllers" \
+      --bin "$CORUM_BIN_ARG" --base-port "$CORUM_PORT" --release-version "$r" \
+      --props broker.session.timeout.ms=9000 metadata.log.segment.bytes=67108864 >"$vd/quorum.out" 2>&1 </dev/null; then
+    rc=1
+    # In the suite's words, for the table.
+    { echo "== $(date +%H:%M:%S) controllers (corum)"; cat "$vd/quorum.out"
+      echo "STEP FAIL  controllers (corum) (the suite stopped here)"; } > "$vd/suite.out"
+  else
+    # In the background, so that a signal reaches the trap at once; timeout signals the suite's
+    # whole process group (its brokers run in their own, the corum nodes too: stop_run stops them).
+    timeout --kill-after=30 "$SUITE_TIMEOUT_S" "$COMPAT/broker-suite.sh" --controllers corum \
+      --corum-quorum "$RUN_DIR/controllers" --kafka-jars "${JARS_OF[$v]}" --dir "$RUN_DIR" \
+      --messages "$MESSAGES" --session-timeout-ms 9000 --fence-bound-ms 10000 --follow-bound-ms 5000 \
+      --broker-base-port "$BROKER_PORT" --keep-going --keep \
+      --results "$OUT/results.jsonl" >"$vd/suite.out" 2>&1 </dev/null &
+    SUITE_PID=$!
+    wait "$SUITE_PID" || rc=$?
+    SUITE_PID=""
+  fi
   wall=$((SECONDS - t0))
   stop_run
   [ "$rc" = 0 ] || rc_all=1
