@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Real Apache Kafka 4.1.2 brokers (process.roles=broker, run by brokers.sh) against a KRaft
-# controller quorum, through broker and controller failures, with the data checked throughout.
+# Real Apache Kafka brokers (process.roles=broker, run by brokers.sh; 4.1.2 from compat/jars
+# unless --kafka-jars) against a KRaft controller quorum, through broker and controller failures,
+# with the data checked throughout.
 #
 #   broker-suite.sh --controllers kafka [--quorum dynamic|static] [common options]
 #   broker-suite.sh --controllers corum --corum-bin PATH | --corum-quorum DIR [common options]
@@ -9,7 +10,7 @@
 #                   [--controller-listener NAME] [--direct-bootstrap H:P[,...]] [common options]
 # common options: [--dir DIR] [--messages N] [--rate R] [--session-timeout-ms MS] [--keep]
 #                 [--results FILE] [--fence-bound-ms MS] [--follow-bound-ms MS] [--keep-going]
-#                 [--broker-base-port P] [--corum-base-port P]
+#                 [--broker-base-port P] [--corum-base-port P] [--kafka-jars DIR] [--release-version V]
 #
 # The controller side is pluggable. With --controllers kafka the suite runs three Kafka
 # controller-only nodes itself (kafka-kraft.sh --roles controller, formatted at release 4.1) and
@@ -44,6 +45,13 @@
 # brokers then reach the quorum through its Kafka listeners (controller.listener.names=KAFKA,
 # controller.quorum.voters=KAFKA_VOTERS: the quorum is static), the controller kill is
 # corum-quorum.sh failover, and --direct-bootstrap is its KAFKA_BOOTSTRAP.
+# --kafka-jars DIR [KAFKA_JARS] runs the brokers from another Kafka version's jars (brokers.sh
+# --kafka-jars; broker-versions.sh fetches them); the tools, the traffic and the monitor stay on
+# compat/jars. --release-version V [SUITE_RELEASE_VERSION] is the release the controllers are
+# formatted at (kafka-kraft.sh --release-version, default 4.1; corum-quorum.sh --release-version,
+# default corum's, 4.1; with --corum-quorum DIR the quorum's own RELEASE_VERSION); step 6 checks
+# that the brokers report that release's metadata.version as finalized (4.1-IV1 by default, any
+# V-IVn for a release V, V itself for a level such as 4.0-IV3).
 # The controllers' broker.session.timeout.ms decides when a silent broker is fenced: the suite
 # starts Kafka's with --session-timeout-ms (default 9000, Kafka's default); a caller's quorum
 # should use the same. Kafka's controllers also get min.insync.replicas=2: a 4.1 controller with
@@ -88,7 +96,7 @@ set -euo pipefail
 COMPAT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CONTROLLERS="" QUORUM=dynamic DIR="" MESSAGES=100000 RATE=10000 SESSION_MS=9000 KEEP=0 RESULTS=""
 FENCE_BOUND_MS="" FOLLOW_BOUND_MS="" BROKER_PORT=19392 CORUM_PORT=19600 KEEP_GOING=0 CORUM_BIN="${CORUM_BIN:-}" CORUM_QUORUM=""
-DIRECT="${SUITE_DIRECT_BOOTSTRAP:-}"
+DIRECT="${SUITE_DIRECT_BOOTSTRAP:-}" KAFKA_JARS_ARG="${KAFKA_JARS:-}" RELEASE="${SUITE_RELEASE_VERSION:-}"
 BC="${SUITE_BOOTSTRAP_CONTROLLERS:-}" QV="${SUITE_QUORUM_VOTERS:-}" CL="${SUITE_CONTROLLER_LISTENER:-CONTROLLER}" CID="${SUITE_CLUSTER_ID:-}"
 LEADER_CMD="${SUITE_LEADER_CMD:-}" KILL_CMD="${SUITE_KILL_LEADER_CMD:-}" AFTER_KILL_CMD="${SUITE_AFTER_KILL_CMD:-}"
 while [ $# -gt 0 ]; do
@@ -116,6 +124,8 @@ while [ $# -gt 0 ]; do
     --keep-going) KEEP_GOING=1; shift ;;
     --broker-base-port) BROKER_PORT="$2"; shift 2 ;;
     --corum-base-port) CORUM_PORT="$2"; shift 2 ;;
+    --kafka-jars) KAFKA_JARS_ARG="$2"; shift 2 ;;
+    --release-version) RELEASE="$2"; shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "broker-suite.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
@@ -135,6 +145,8 @@ elif [ "$CONTROLLERS" = corum ] && [ -z "$BC" ]; then
 fi
 BROKERS=(4 5 6)
 B="$COMPAT/brokers.sh"
+# KAFKA_JARS reaches every brokers.sh command (start records it; the others read brokers.env).
+if [ -n "$KAFKA_JARS_ARG" ]; then export KAFKA_JARS="$KAFKA_JARS_ARG"; else unset KAFKA_JARS; fi
 bk() { "$B" "$@" --dir "$DIR/brokers"; }
 now_ms() { date +%s%3N; }
 
@@ -230,7 +242,7 @@ SUITE_T0=$SECONDS
 # --- 1. controllers and brokers -------------------------------------------------------------------
 step "controllers ($CONTROLLERS)"
 if [ "$CONTROLLERS" = kafka ]; then
-  "$COMPAT/kafka-kraft.sh" start --nodes 3 --roles controller --quorum "$QUORUM" --release-version 4.1 \
+  "$COMPAT/kafka-kraft.sh" start --nodes 3 --roles controller --quorum "$QUORUM" --release-version "${RELEASE:-4.1}" \
     --dir "$CTL_DIR" --props min.insync.replicas=2 "broker.session.timeout.ms=$SESSION_MS" >"$DIR/controllers.out" \
     || die "kafka-kraft.sh start failed: $(cat "$DIR/controllers.out")"
   # shellcheck disable=SC1091
@@ -244,13 +256,15 @@ if [ "$CONTROLLERS" = kafka ]; then
   AFTER_KILL_CMD="'$COMPAT/kafka-kraft.sh' wait-ready --dir '$CTL_DIR'"
 elif [ -n "$CORUM_DIR" ]; then
   if [ "$OWN_CTL" = 1 ]; then
+    release_args=(); [ -z "$RELEASE" ] || release_args=(--release-version "$RELEASE")
     "$COMPAT/corum-quorum.sh" start --nodes 3 --dir "$CTL_DIR" --bin "$CORUM_BIN" --base-port "$CORUM_PORT" \
-      --props "broker.session.timeout.ms=$SESSION_MS" >"$DIR/controllers.out" 2>&1 \
+      "${release_args[@]}" --props "broker.session.timeout.ms=$SESSION_MS" >"$DIR/controllers.out" 2>&1 \
       || die "corum-quorum.sh start failed: $(cat "$DIR/controllers.out")"
   fi
   # shellcheck disable=SC1091
   . "$CORUM_DIR/quorum.env" || die "no corum quorum in $CORUM_DIR (corum-quorum.sh start --dir $CORUM_DIR)"
   BC="$KAFKA_BOOTSTRAP" QV="$KAFKA_VOTERS" CL="$KAFKA_LISTENER" CID="$CLUSTER_ID" DIRECT="$KAFKA_BOOTSTRAP"
+  [ -n "$RELEASE" ] || RELEASE="${RELEASE_VERSION:-}"
   LEADER_CMD="'$COMPAT/corum-quorum.sh' leader --dir '$CORUM_DIR'"
   KILL_CMD="'$COMPAT/corum-quorum.sh' failover --dir '$CORUM_DIR'"
   AFTER_KILL_CMD="'$COMPAT/corum-quorum.sh' wait-ready --dir '$CORUM_DIR'"
@@ -262,13 +276,21 @@ else
     || die "--controllers $CONTROLLERS needs --bootstrap-controllers, --cluster-id, --leader-cmd and --kill-leader-cmd"
 fi
 callback() { timeout 120 bash -c "$1"; }
-echo "controllers: $BC (listener $CL, cluster $CID, active $(callback "$LEADER_CMD"))"
+echo "controllers: $BC (listener $CL, cluster $CID, active $(callback "$LEADER_CMD"), release ${RELEASE:-default})"
+# The metadata.version the brokers must report finalized in step 6 (an extended regex).
+case "$RELEASE" in
+  "") WANT_MV='4\.1-IV1' ;;
+  *-IV*) WANT_MV="${RELEASE//./\\.}" ;;
+  *) WANT_MV="${RELEASE//./\\.}-IV[0-9]+" ;;
+esac
 
 step "brokers start"
 t0=$(now_ms)
 voters=(); [ -z "$QV" ] || voters=(--quorum-voters "$QV")
 bk start --bootstrap-controllers "$BC" "${voters[@]}" --controller-listener "$CL" --cluster-id "$CID" \
-  --ids "$(IFS=,; echo "${BROKERS[*]}")" --base-port "$BROKER_PORT" --session-timeout-ms "$SESSION_MS" --timeout 90 >/dev/null
+  --ids "$(IFS=,; echo "${BROKERS[*]}")" --base-port "$BROKER_PORT" --session-timeout-ms "$SESSION_MS" --timeout 90 \
+  >"$DIR/brokers-start.out"
+grep '^brokers.sh: started' "$DIR/brokers-start.out" || true
 bk wait-unfenced --timeout 60
 timing brokers_start_to_all_unfenced $(( $(now_ms) - t0 ))
 . "$DIR/brokers/brokers.env"
@@ -381,11 +403,15 @@ else
 fi
 # A broker's heartbeat channel logs "Recorded new KRaft controller" when it switches, but not
 # always: one whose heartbeat timed out while it still aimed at the dead controller can go on
-# to the new one without that line. Such a broker counts as heartbeating to the new controller
-# if it stays unfenced for the session timeout plus 5 s (the election) after the kill.
+# to the new one without that line, and one that reached the restarted old controller goes on
+# there if that controller forwards its heartbeats instead of answering NOT_CONTROLLER (corum's
+# standbys do). Such a broker counts as heartbeating to the new controller if it stays unfenced
+# for the session timeout plus 5 s (the election) after the kill. The channel is named in the
+# message up to Kafka 4.2 ("[broker-4-to-controller-heartbeat-channel-manager]: Recorded ..."),
+# from 4.3 only in the thread, which brokers.sh's log layout adds at the end of each line.
 hb_until=$((ctl_at + SESSION_MS + 5000))
 until hb=$(python3 "$COMPAT/brokers/log_first.py" --each --after "$ctl_at" --not-group "$old" \
-    --regex 'to-controller-heartbeat-channel-manager\]: Recorded new KRaft controller, from now on will use node \S+ \(id: ([0-9]+)' \
+    --regex '^(?=.*to-controller-heartbeat-channel-manager).*Recorded new KRaft controller, from now on will use node \S+ \(id: ([0-9]+)' \
     "${logs[@]}" 2>/dev/null) || [ "$(now_ms)" -ge "$hb_until" ]; do
   sleep 0.5
 done
@@ -415,10 +441,12 @@ if q=$(kafka_tool org.apache.kafka.tools.MetadataQuorumCommand --bootstrap-serve
 else
   check_failed "kafka-metadata-quorum describe --status failed: $q" || true
 fi
+MV_SEEN=""
 if f=$(kafka_tool org.apache.kafka.tools.FeatureCommand --bootstrap-server "$BOOTSTRAP" describe 2>&1); then
   echo "$f" | sed 's/^/  /'
-  grep -q "Feature: metadata.version.*FinalizedVersionLevel: 4.1-IV1" <<< "$f" \
-    || check_failed "kafka-features describe shows no finalized metadata.version 4.1-IV1" || true
+  MV_SEEN=$(sed -n -E 's/^Feature: metadata\.version.*FinalizedVersionLevel: ([^[:space:]]+).*/\1/p' <<< "$f" | head -n 1)
+  grep -qE "Feature: metadata.version.*FinalizedVersionLevel: $WANT_MV\b" <<< "$f" \
+    || check_failed "kafka-features describe shows no finalized metadata.version $WANT_MV" || true
 else
   check_failed "kafka-features describe failed: $f" || true
 fi
@@ -428,6 +456,7 @@ bk stop --keep >/dev/null
 stop_controllers >/dev/null
 timing suite_wall $(( (SECONDS - SUITE_T0) * 1000 ))
 json="{\"controllers\":\"$CONTROLLERS\",\"quorum\":\"$([ "$CONTROLLERS" = kafka ] && echo "$QUORUM" || echo external)\""
+json+=",\"broker_version\":\"${BROKER_VERSION:-}\",\"release_version\":\"$RELEASE\",\"metadata_version\":\"$MV_SEEN\""
 for k in "${ORDER[@]}"; do json+=",\"$k\":${T[$k]}"; done
 json+=",\"traffic_a\":$A,\"traffic_b\":$B_OUT,\"failed_checks\":${#FAILED[@]}}"
 echo "RESULT $json"

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Real Apache Kafka brokers (process.roles=broker, from the jars install.sh put in compat/jars/)
-# against any KRaft controller quorum given by address: Kafka's own controllers
+# Real Apache Kafka brokers (process.roles=broker, from the jars install.sh put in compat/jars/,
+# or another version's: --kafka-jars) against any KRaft controller quorum given by address: Kafka's own controllers
 # (kafka-kraft.sh --roles controller) or corum's. Each broker is its own JVM with its own
 # directory and logs, on loopback.
 #
 #   brokers.sh start --bootstrap-controllers H:P[,H:P...] --controller-listener NAME --cluster-id ID
 #                    [--quorum-voters ID@H:P[,...]] --ids 4,5,6 [--base-port P] [--dir DIR] [--session-timeout-ms MS]
-#                    [--heartbeat-interval-ms MS] [--release-version V] [--timeout S] [--props k=v ...]
+#                    [--heartbeat-interval-ms MS] [--release-version V] [--kafka-jars DIR] [--timeout S]
+#                    [--props k=v ...]
 #   brokers.sh wait-unfenced [--timeout S]     # every running broker registered and unfenced
 #   brokers.sh kill ID                         # SIGKILL; prints at_ms=
 #   brokers.sh term ID [--timeout S]           # SIGTERM, wait for the exit, print how long it took
@@ -42,6 +43,19 @@
 # that fences a broker is the controllers' (set it there too); --heartbeat-interval-ms is the
 # brokers' own broker.heartbeat.interval.ms. --props k=v (repeatable) appends to every broker's
 # server.properties, later keys winning.
+# --kafka-jars DIR (default $KAFKA_JARS, else compat/jars) runs the brokers, and their format,
+# from another Kafka version's jars (a directory of a kafka_2.13 release and its runtime
+# dependencies with an SLF4J binding to log4j2, as broker-versions.sh fetches them); it is
+# remembered in DIR/brokers.env for restart. Everything else brokers.sh runs (kafka-topics,
+# kafka-cluster, the traffic and monitor programs) stays on compat/jars (4.1.2): the brokers'
+# version is the one under test, the clients' is held fixed.
+# BROKER_LOG_LEVELS=LOGGER=LEVEL[,...] (environment, at start; restart keeps the files) sets some
+# of the brokers' loggers, e.g. org.apache.kafka.clients.NetworkClient=DEBUG logs the API
+# versions each broker recorded for each controller and broker it connected to ("API versions:
+# ... [usable: N]"), and every request it sent. A log line ends with its logger and, in brackets,
+# its thread: Kafka 4.3 and newer no longer name the controller channel in their channels'
+# messages ("Recorded new KRaft controller ..."), and the thread (e.g.
+# broker-4-to-controller-heartbeat-channel-manager) tells them apart.
 #
 # wait-unfenced uses Kafka's own `kafka-cluster list-endpoints --include-fenced-brokers` (the
 # Admin's DescribeCluster v2 with IncludeFencedBrokers, KIP-1073) against the brokers, after every
@@ -79,8 +93,9 @@ cmd="${1:-}"
 shift
 
 DIR="${COMPAT_BROKERS_DIR:-/tmp/corum-compat-brokers}"
+BROKER_LOG_LEVELS="${BROKER_LOG_LEVELS:-}"
 BC="" QV="" CL="" CID="" IDS_ARG="" BASE_PORT_ARG=19392 SESSION_MS=9000 HEARTBEAT_MS=2000 RELEASE=""
-TIMEOUT="" KEEP=0 PROPS=() POS=()
+TIMEOUT="" KEEP=0 PROPS=() POS=() BROKER_JARS_ARG="${KAFKA_JARS:-}"
 T_TOPIC="" T_MESSAGES=100000 T_PARTITIONS=6 T_RF=3 T_RATE=0 T_SIZE=100 T_NAME=traffic T_MODE=run
 T_ALLOW=0 T_CREATE=1 T_DRAIN=120 T_ACKED=0 M_MODE="" M_TOPICS="" M_INTERVAL=100 M_EXPR="" M_AFTER=0 M_UNTIL=0
 while [ $# -gt 0 ]; do
@@ -95,6 +110,7 @@ while [ $# -gt 0 ]; do
     --session-timeout-ms) SESSION_MS="$2"; shift 2 ;;
     --heartbeat-interval-ms) HEARTBEAT_MS="$2"; shift 2 ;;
     --release-version) RELEASE="$2"; shift 2 ;;
+    --kafka-jars) BROKER_JARS_ARG="$2"; shift 2 ;;
     --timeout) TIMEOUT="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --props) shift; while [ $# -gt 0 ] && [[ "$1" != --* ]]; do PROPS+=("$1"); shift; done ;;
@@ -143,6 +159,8 @@ broker_program() {
 
 require_install() {
   compgen -G "$JARS/kafka_2.13-*.jar" >/dev/null || die "no Kafka jars in $JARS: run compat/install.sh first"
+  [ -z "${BROKER_JARS:-}" ] || compgen -G "$BROKER_JARS/kafka_2.13-*.jar" >/dev/null \
+    || die "no kafka_2.13 jar in $BROKER_JARS (--kafka-jars / KAFKA_JARS)"
   [ -f "$CLASSES/BrokerTraffic.class" ] && [ -f "$CLASSES/BrokerMonitor.class" ] \
     || die "no compiled broker programs in $CLASSES: run compat/install.sh first"
   command -v java >/dev/null || die "java not found (install a JDK 17 or newer)"
@@ -153,6 +171,14 @@ load_env() {
   # shellcheck disable=SC1091
   . "$DIR/brokers.env"
   IFS=, read -r -a ID_LIST <<< "$IDS"
+  # Written by start since --kafka-jars; a brokers.env without it means compat/jars.
+  BROKER_JARS="${BROKER_JARS:-$JARS}"
+}
+# The version of the kafka_2.13 jar in a jars directory.
+jars_version() {
+  local j
+  j=$(compgen -G "$1/kafka_2.13-*.jar" | head -n 1) || return 1
+  j=${j##*/kafka_2.13-}; echo "${j%.jar}"
 }
 
 bdir() { echo "$DIR/broker-$1"; }
@@ -231,10 +257,15 @@ appender.server.type = File
 appender.server.name = server
 appender.server.fileName = $d/logs/server.log
 appender.server.layout.type = PatternLayout
-appender.server.layout.pattern = [%d] %p %m (%c)%n
+appender.server.layout.pattern = [%d] %p %m (%c) [%t]%n
 rootLogger.level = INFO
 rootLogger.appenderRef.server.ref = server
 EOF
+  local spec n=0
+  for spec in ${BROKER_LOG_LEVELS//,/ }; do
+    n=$((n + 1))
+    printf 'logger.l%d.name = %s\nlogger.l%d.level = %s\n' "$n" "${spec%%=*}" "$n" "${spec#*=}" >> "$d/log4j2.properties"
+  done
 }
 
 start_broker() {
@@ -242,7 +273,7 @@ start_broker() {
   d=$(bdir "$id")
   # setsid: its own process group, so a SIGINT to the caller does not reach it.
   setsid java "${JAVA_BROKER_OPTS[@]}" -Dlog4j2.configurationFile="$d/log4j2.properties" \
-    -cp "$JARS/*" kafka.Kafka "$d/server.properties" >"$d/logs/stdout.log" 2>&1 </dev/null &
+    -cp "$BROKER_JARS/*" kafka.Kafka "$d/server.properties" >"$d/logs/stdout.log" 2>&1 </dev/null &
   echo $! > "$d/pid"
   echo "$(now_ms)" > "$d/started_at_ms"
 }
@@ -301,6 +332,8 @@ traffic_progress() { grep '^progress' "$TF.err" 2>/dev/null | tail -n 1 || true;
 
 case "$cmd" in
   start)
+    BROKER_JARS=$(cd "${BROKER_JARS_ARG:-$JARS}" 2>/dev/null && pwd) \
+      || die "--kafka-jars ${BROKER_JARS_ARG}: no such directory"
     require_install
     { [ -n "$BC" ] || [ -n "$QV" ]; } && [ -n "$CL" ] && [ -n "$CID" ] && [ -n "$IDS_ARG" ] \
       || die "start needs --bootstrap-controllers (or --quorum-voters), --controller-listener, --cluster-id and --ids"
@@ -326,6 +359,8 @@ CLUSTER_ID=$CID
 IDS=$IDS_ARG
 BASE_PORT=$BASE_PORT_ARG
 BOOTSTRAP=$boot
+BROKER_JARS=$BROKER_JARS
+BROKER_VERSION=$(jars_version "$BROKER_JARS")
 EOF
     printf 'default.api.timeout.ms=8000\nrequest.timeout.ms=3000\n' > "$DIR/tools-fast.properties"
     load_env
@@ -334,7 +369,9 @@ EOF
     fpids=()
     for id in "${ID_LIST[@]}"; do
       write_broker "$id"
-      kafka_tool kafka.tools.StorageTool format --cluster-id "$CLUSTER_ID" "${release_args[@]}" \
+      # The brokers' own StorageTool: meta.properties as their version writes it.
+      java "${JAVA_TOOL_OPTS[@]}" -Dlog4j2.configurationFile="$COMPAT/log4j2-tools.properties" \
+        -cp "$BROKER_JARS/*" kafka.tools.StorageTool format --cluster-id "$CLUSTER_ID" "${release_args[@]}" \
         --config "$(bdir "$id")/server.properties" >"$(bdir "$id")/logs/format.log" 2>&1 &
       fpids+=($!)
     done
@@ -343,7 +380,7 @@ EOF
     done
     for id in "${ID_LIST[@]}"; do start_broker "$id"; done
     for id in "${ID_LIST[@]}"; do wait_started "$id" "${TIMEOUT:-120}"; done
-    echo "brokers.sh: started brokers $IDS in ${SECONDS} s"
+    echo "brokers.sh: started brokers $IDS (Kafka $BROKER_VERSION) in ${SECONDS} s"
     cat "$DIR/brokers.env"
     ;;
   env) load_env; cat "$DIR/brokers.env" ;;

@@ -3,7 +3,7 @@
 # run against: kafka-kraft.sh's counterpart for corum.
 #
 #   corum-quorum.sh start [--nodes 1|3] [--dir DIR] [--base-port P] [--bin PATH] [--log FILTER]
-#                         [--props k=v ...]
+#                         [--release-version V] [--feature NAME=LEVEL ...] [--props k=v ...]
 #   corum-quorum.sh env [--dir DIR]            # CLUSTER_ID= KAFKA_VOTERS= KAFKA_BOOTSTRAP= CLIENT_BOOTSTRAP= ...
 #   corum-quorum.sh status [--dir DIR]         # up/down per node, the leader
 #   corum-quorum.sh leader [--dir DIR]         # node id of the active controller (the Raft leader)
@@ -23,7 +23,11 @@
 # runs one unpinned shard (corum.cores=0, corum.no.pin=true: several nodes share the cores here).
 # --bin: the corum binary (default $CORUM_BIN, else `corum` on the PATH); it is remembered for the
 # other commands. --props k=v (repeatable) appends to every node's properties (later keys win),
-# e.g. broker.session.timeout.ms=9000.
+# e.g. broker.session.timeout.ms=9000. --release-version V (default $CORUM_RELEASE_VERSION, else
+# none: corum format's default, 4.1) and --feature NAME=LEVEL (repeatable) go to `corum format`:
+# the metadata.version and feature levels the cluster starts at (Kafka 4.0 brokers, for one, need
+# --release-version 4.0: they support metadata.version up to 4.0-IV3 only); quorum.env keeps the
+# release as RELEASE_VERSION (empty: the default).
 #
 # Brokers reach the quorum through the KAFKA listeners: controller.listener.names=KAFKA and
 # controller.quorum.voters=$KAFKA_VOTERS (the corum node ids at their Kafka ports). A static
@@ -45,6 +49,7 @@ shift
 
 DIR="${COMPAT_CORUM_DIR:-/tmp/corum-compat-corum}"
 NODES=3 BASE_PORT_ARG=19600 BIN_ARG="${CORUM_BIN:-}" LOG_FILTER=info KEEP=0 PROPS=() POS=()
+RELEASE_ARG="${CORUM_RELEASE_VERSION:-}" FEATURES=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) DIR="$2"; shift 2 ;;
@@ -52,6 +57,8 @@ while [ $# -gt 0 ]; do
     --base-port) BASE_PORT_ARG="$2"; shift 2 ;;
     --bin) BIN_ARG="$2"; shift 2 ;;
     --log) LOG_FILTER="$2"; shift 2 ;;
+    --release-version) RELEASE_ARG="$2"; shift 2 ;;
+    --feature) FEATURES+=("$2"); shift 2 ;;
     --keep) KEEP=1; shift ;;
     --props) shift; while [ $# -gt 0 ] && [[ "$1" != --* ]]; do PROPS+=("$1"); shift; done ;;
     --*) echo "corum-quorum.sh: unknown argument '$1' (corum-quorum.sh --help)" >&2; exit 2 ;;
@@ -182,6 +189,7 @@ KAFKA_BOOTSTRAP=$kboot
 CLIENT_BOOTSTRAP=$cboot
 CONTROLLER_VOTERS=$voters
 LOG_FILTER=$LOG_FILTER
+RELEASE_VERSION=$RELEASE_ARG
 EOF
 }
 
@@ -233,16 +241,19 @@ case "$cmd" in
     cid=$("$BIN" random-uuid) || die "$BIN random-uuid failed"
     write_env "$cid"
     load_env
+    feature_args=()
+    [ -z "$RELEASE_ARG" ] || feature_args+=(--release-version "$RELEASE_ARG")
+    for f in "${FEATURES[@]}"; do feature_args+=(--feature "$f"); done
     for i in $(seq 1 "$NODES"); do
       write_node "$i"
       # `=`: a cluster id may start with '-'.
       RUST_LOG=warn "$BIN" format --config "$(ndir "$i")/server.properties" --cluster-id="$CLUSTER_ID" \
-        >"$(ndir "$i")/format.log" 2>&1 || die "format of node $i failed: $(cat "$(ndir "$i")/format.log")"
+        "${feature_args[@]}" >"$(ndir "$i")/format.log" 2>&1 || die "format of node $i failed: $(cat "$(ndir "$i")/format.log")"
     done
     for i in $(seq 1 "$NODES"); do start_node "$i"; done
     for i in $(seq 1 "$NODES"); do wait_node_ready "$i"; done
     l=$(wait_leader)
-    echo "corum-quorum.sh: $NODES node(s) ready in $SECONDS s, leader $l"
+    echo "corum-quorum.sh: $NODES node(s) ready in $SECONDS s, leader $l$([ -z "$RELEASE_ARG" ] || echo ", release $RELEASE_ARG")"
     cat "$DIR/quorum.env"
     ;;
   env) load_env; cat "$DIR/quorum.env" ;;
