@@ -168,7 +168,7 @@ pub fn bootstrap_features(
     overrides: &[(String, u16)],
 ) -> Result<Vec<BootstrapFeature>, String> {
     let mv = release_metadata_version(release)?;
-    for (i, (name, level)) in overrides.iter().enumerate() {
+    for (i, (name, _)) in overrides.iter().enumerate() {
         if name == METADATA_VERSION {
             return Err(
                 "metadata.version is set with --release-version, not as a feature".to_owned(),
@@ -177,23 +177,17 @@ pub fn bootstrap_features(
         if overrides[..i].iter().any(|(n, _)| n == name) {
             return Err(format!("feature {name} is named twice"));
         }
-        match locally_supported(name) {
-            Some((lo, hi)) if *level == 0 || (lo..=hi).contains(level) => {}
-            Some((lo, hi)) => {
-                return Err(format!(
-                    "feature {name}={level}: this controller supports levels {lo} to {hi}"
-                ))
-            }
-            None => {
-                return Err(format!(
-                    "feature {name} is not supported by this controller (it supports {})",
-                    SUPPORTED_FEATURES
-                        .iter()
-                        .map(|f| f.name)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-            }
+        // The list is built from the supported features: a name outside them would be lost.
+        // Levels are checked with the whole list below.
+        if locally_supported(name).is_none() {
+            return Err(format!(
+                "feature {name} is not supported by this controller (it supports {})",
+                SUPPORTED_FEATURES
+                    .iter()
+                    .map(|f| f.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
         }
     }
     let features: Vec<BootstrapFeature> = SUPPORTED_FEATURES

@@ -1235,6 +1235,31 @@ pub(crate) fn check_broker_epoch(
     Ok(())
 }
 
+/// The checks every partition a broker's request names goes through first, in Kafka's order:
+/// named once in the request, room for one more record in the batch (`proposed` so far of at
+/// most `max`), a known topic.
+fn partition_named<'a>(
+    seen: &mut BTreeSet<(TopicId, PartitionId)>,
+    proposed: usize,
+    max: usize,
+    topic_id: TopicId,
+    partition: PartitionId,
+    topic: Option<&'a TopicImage>,
+) -> Result<&'a TopicImage, ApiError> {
+    if !seen.insert((topic_id, partition)) {
+        return Err(ApiError::InvalidRequest {
+            reason: "partition named more than once in the request".into(),
+        });
+    }
+    if proposed + 1 > max {
+        return Err(ApiError::TooManyRecords {
+            records: proposed + 1,
+            max,
+        });
+    }
+    topic.ok_or(ApiError::UnknownTopicId { topic_id })
+}
+
 pub(crate) fn alter_partition(
     view: View<'_>,
     req: &AlterPartitionRequest,
@@ -1251,22 +1276,15 @@ pub(crate) fn alter_partition(
             .partitions
             .iter()
             .map(|u| {
-                let result = if !seen.insert((t.topic_id, u.partition_id)) {
-                    Err(ApiError::InvalidRequest {
-                        reason: "partition named more than once in the request".into(),
-                    })
-                } else if records.len() + 1 > max {
-                    Err(ApiError::TooManyRecords {
-                        records: records.len() + 1,
-                        max,
-                    })
-                } else {
-                    topic
-                        .ok_or(ApiError::UnknownTopicId {
-                            topic_id: t.topic_id,
-                        })
-                        .and_then(|topic| alter_one(image, req.broker_id, topic, u, &mut records))
-                };
+                let result = partition_named(
+                    &mut seen,
+                    records.len(),
+                    max,
+                    t.topic_id,
+                    u.partition_id,
+                    topic,
+                )
+                .and_then(|topic| alter_one(image, req.broker_id, topic, u, &mut records));
                 (u.partition_id, result)
             })
             .collect();
@@ -1541,25 +1559,16 @@ pub(crate) fn assign_replicas_to_dirs(
                 .partitions
                 .iter()
                 .map(|&partition| {
-                    let result = if !seen.insert((t.topic_id, partition)) {
-                        Err(ApiError::InvalidRequest {
-                            reason: "partition named more than once in the request".into(),
-                        })
-                    } else if records.len() + 1 > max {
-                        Err(ApiError::TooManyRecords {
-                            records: records.len() + 1,
-                            max,
-                        })
-                    } else {
-                        topic
-                            .ok_or(ApiError::UnknownTopicId {
-                                topic_id: t.topic_id,
-                            })
-                            .and_then(|topic| {
-                                assign_one(view, req.broker_id, topic, partition, d, online)
-                            })
-                            .map(|change| records.extend(change))
-                    };
+                    let result = partition_named(
+                        &mut seen,
+                        records.len(),
+                        max,
+                        t.topic_id,
+                        partition,
+                        topic,
+                    )
+                    .and_then(|topic| assign_one(view, req.broker_id, topic, partition, d, online))
+                    .map(|change| records.extend(change));
                     (partition, result)
                 })
                 .collect();

@@ -364,53 +364,33 @@ mod tests {
     };
     use corum_controller::{MetadataImage, TopicId};
     use corum_raft::control::{ControlRecord, LeaderChangeRecord, VotersRecord as RaftVoters};
-    use corum_raft::{Payload, ReplicaKey, Voter, VoterSet};
+    use corum_raft::Payload;
     use corum_types::Uuid;
     use kafka_protocol::messages::VotersRecord;
     use kafka_protocol::protocol::Decodable;
     use kafka_protocol::records::{RecordBatchDecoder, RecordSet};
 
     use super::*;
+    use crate::log::tests::{control_batch, data_batch, voters};
     use crate::metadata::AnyMetadataRecord as A;
 
-    fn voters() -> VoterSet {
-        VoterSet::new(
-            (1..=3)
-                .map(|id| Voter {
-                    key: ReplicaKey {
-                        id: NodeId(id),
-                        directory_id: Uuid([id as u8; 16]),
-                    },
-                    endpoints: vec![Endpoint {
-                        listener: "CONTROLLER".into(),
-                        host: format!("c{id}"),
-                        port: 9093,
-                    }],
-                })
-                .collect(),
+    /// A LeaderChange and a Voters record: what a new leader of a dynamic quorum writes.
+    fn leader_batch(base_offset: u64, epoch: u64) -> Batch {
+        control_batch(
+            base_offset,
+            epoch,
+            vec![
+                ControlRecord::LeaderChange(LeaderChangeRecord {
+                    epoch: Epoch(epoch),
+                    leader: NodeId(1),
+                    granted_by: vec![NodeId(1), NodeId(2)],
+                }),
+                ControlRecord::Voters(RaftVoters {
+                    version: 0,
+                    voters: voters(),
+                }),
+            ],
         )
-        .expect("a valid voter set")
-    }
-
-    fn control_batch(base_offset: u64, epoch: u64) -> Batch {
-        let records = vec![
-            ControlRecord::LeaderChange(LeaderChangeRecord {
-                epoch: Epoch(epoch),
-                leader: NodeId(1),
-                granted_by: vec![NodeId(1), NodeId(2)],
-            }),
-            ControlRecord::Voters(RaftVoters {
-                version: 0,
-                voters: voters(),
-            }),
-        ];
-        Batch {
-            base_offset: LogOffset(base_offset),
-            epoch: Epoch(epoch),
-            record_count: 2,
-            control: true,
-            payload: corum_raft::control::encode(records),
-        }
     }
 
     fn topic(i: u64) -> MetadataRecord {
@@ -421,19 +401,9 @@ mod tests {
         })
     }
 
-    fn data_batch(base_offset: u64, epoch: u64, records: &[MetadataRecord]) -> Batch {
-        Batch {
-            base_offset: LogOffset(base_offset),
-            epoch: Epoch(epoch),
-            record_count: records.len() as u32,
-            control: false,
-            payload: Payload::from(&encode_batch(records)[..]),
-        }
-    }
-
     /// A log of a control batch and `n` data batches of two topics each, from offset `base`.
     fn log(base: u64, n: u64) -> Vec<Batch> {
-        let mut out = vec![control_batch(base, 4)];
+        let mut out = vec![leader_batch(base, 4)];
         let mut at = base + 2;
         for i in 0..n {
             out.push(data_batch(at, 4, &[topic(2 * i), topic(2 * i + 1)]));
@@ -724,7 +694,7 @@ mod tests {
         };
         let tmp = tempfile::tempdir().expect("a temporary directory");
         let mut export = KafkaExport::create(tmp.path(), ctx, SEGMENT_BYTES_MAX).expect("new");
-        export.append(&control_batch(0, 1)).expect("appends");
+        export.append(&leader_batch(0, 1)).expect("appends");
         let summary = export.finish().expect("finishes");
         let sets = decode_file(&summary.segments[0]);
         let mut value = sets[0].records[1].value.clone().expect("a value");

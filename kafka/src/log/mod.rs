@@ -588,7 +588,7 @@ pub(crate) mod tests {
         ]
     }
 
-    fn data_batch(base_offset: u64, epoch: u64, records: &[MetadataRecord]) -> Batch {
+    pub(crate) fn data_batch(base_offset: u64, epoch: u64, records: &[MetadataRecord]) -> Batch {
         Batch {
             base_offset: LogOffset(base_offset),
             epoch: Epoch(epoch),
@@ -598,7 +598,7 @@ pub(crate) mod tests {
         }
     }
 
-    fn voters() -> VoterSet {
+    pub(crate) fn voters() -> VoterSet {
         VoterSet::new(
             (1..=3)
                 .map(|id| Voter {
@@ -617,7 +617,11 @@ pub(crate) mod tests {
         .expect("three distinct voters")
     }
 
-    fn control_batch(base_offset: u64, epoch: u64, records: Vec<ControlRecord>) -> Batch {
+    pub(crate) fn control_batch(
+        base_offset: u64,
+        epoch: u64,
+        records: Vec<ControlRecord>,
+    ) -> Batch {
         Batch {
             base_offset: LogOffset(base_offset),
             epoch: Epoch(epoch),

@@ -27,7 +27,7 @@
 use std::cell::Cell;
 
 use bytes::BytesMut;
-use corum_controller::control::feature_control::METADATA_VERSION;
+use corum_controller::control::feature_control::{self, METADATA_VERSION};
 use corum_controller::records::{
     aligned, decode_batch, ConfigResourceType, FencingChange, LeaderChange, LeaderRecoveryState,
     MetadataRecord, SupportedFeatureV1,
@@ -50,8 +50,10 @@ impl MetadataVersion {
     pub const IBP_3_4_IV0: MetadataVersion = MetadataVersion(8);
     /// 3.7-IV2: JBOD directory assignment (KIP-858).
     pub const IBP_3_7_IV2: MetadataVersion = MetadataVersion(17);
-    /// 4.1-IV1: the highest level corum's controller supports (and finalizes by default).
-    pub const LATEST: MetadataVersion = MetadataVersion(27);
+    /// The highest level corum's controller supports (and finalizes by default).
+    pub const LATEST: MetadataVersion = MetadataVersion(
+        feature_control::METADATA_VERSIONS[feature_control::METADATA_VERSIONS.len() - 1].0 as i16,
+    );
 
     fn directories(self) -> bool {
         self >= Self::IBP_3_7_IV2

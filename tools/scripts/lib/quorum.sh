@@ -32,8 +32,8 @@ EOF
 
 # start_quorum BIN TAG [kafka]: starts the quorum with BIN, waits for a leader (asking with
 # $DESCRIBE_BIN, default BIN), sets NODE_PIDS, writes the client listeners to
-# $WORK/TAG.bootstrap, the cluster id to $WORK/TAG.cluster_id, controller.quorum.voters to
-# $WORK/TAG.voters and, with `kafka`, a Kafka listener per node to $WORK/TAG.kafka.
+# $WORK/TAG.bootstrap, the cluster id to $WORK/TAG.cluster_id and, with `kafka`, a Kafka
+# listener per node to $WORK/TAG.kafka.
 start_quorum() {
     local bin=$1 tag=$2 kafka=${3:-} cid voters="" boot="" kafka_listeners=""
     cid=$("$bin" random-uuid)
@@ -67,7 +67,6 @@ EOF
     done
     echo "$boot" >"$WORK/$tag.bootstrap"
     echo "$cid" >"$WORK/$tag.cluster_id"
-    echo "$voters" >"$WORK/$tag.voters"
     if [ -n "$kafka" ]; then
         echo "$kafka_listeners" >"$WORK/$tag.kafka"
     fi
