@@ -53,6 +53,23 @@ pub struct ListenerContext {
 }
 
 impl ListenerContext {
+    /// A controller's listener `KAFKA` of node 1 in cluster `cluster_id`, advertised as
+    /// localhost:9092, for unit tests.
+    #[cfg(test)]
+    pub(crate) fn for_tests(cluster_id: Uuid) -> ListenerContext {
+        ListenerContext {
+            listener_name: "KAFKA".into(),
+            controller_listener_name: "CONTROLLER".into(),
+            cluster_id,
+            node_id: NodeId(1),
+            advertised_host: "localhost".into(),
+            advertised_port: 9092,
+            default_timeout_ms: 2_000,
+            served: ServedApis::controller(),
+            log: Default::default(),
+        }
+    }
+
     /// The wait for a request carrying `timeout_ms` (Kafka's field; 0 or less means the
     /// default). The node's call table caps it at its own maximum.
     pub fn timeout_ms(&self, timeout_ms: i32) -> u32 {

@@ -513,22 +513,11 @@ mod tests {
     };
 
     use super::*;
-    use crate::apis::ServedApis;
 
     const CLUSTER: Uuid = Uuid([9; 16]);
 
     fn ctx() -> ListenerContext {
-        ListenerContext {
-            listener_name: "KAFKA".into(),
-            controller_listener_name: "CONTROLLER".into(),
-            cluster_id: CLUSTER,
-            node_id: NodeId(1),
-            advertised_host: "localhost".into(),
-            advertised_port: 9092,
-            default_timeout_ms: 2_000,
-            served: ServedApis::controller(),
-            log: Default::default(),
-        }
+        ListenerContext::for_tests(CLUSTER)
     }
 
     fn run<F: std::future::Future>(f: F) -> F::Output {

@@ -124,20 +124,9 @@ mod tests {
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
     use super::*;
-    use crate::apis::ServedApis;
 
     fn ctx() -> ListenerContext {
-        ListenerContext {
-            listener_name: "KAFKA".into(),
-            controller_listener_name: "CONTROLLER".into(),
-            cluster_id: Uuid([9; 16]),
-            node_id: NodeId(1),
-            advertised_host: "localhost".into(),
-            advertised_port: 9092,
-            default_timeout_ms: 2_000,
-            served: ServedApis::controller(),
-            log: Default::default(),
-        }
+        ListenerContext::for_tests(Uuid([9; 16]))
     }
 
     /// A node that is not the active controller, counting what it is asked.

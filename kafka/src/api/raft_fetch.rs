@@ -604,23 +604,12 @@ mod tests {
     use kafka_protocol::messages::{fetch_snapshot_request, BrokerId};
 
     use super::*;
-    use crate::apis::ServedApis;
 
     const CLUSTER: Uuid = Uuid([9; 16]);
     const BROKER: i32 = 7;
 
     fn ctx() -> ListenerContext {
-        ListenerContext {
-            listener_name: "KAFKA".into(),
-            controller_listener_name: "CONTROLLER".into(),
-            cluster_id: CLUSTER,
-            node_id: NodeId(1),
-            advertised_host: "localhost".into(),
-            advertised_port: 9092,
-            default_timeout_ms: 2_000,
-            served: ServedApis::controller(),
-            log: Default::default(),
-        }
+        ListenerContext::for_tests(CLUSTER)
     }
 
     fn run<F: std::future::Future>(f: F) -> F::Output {

@@ -360,22 +360,11 @@ mod tests {
     use kafka_protocol::messages::{add_raft_voter_request, update_raft_voter_request};
 
     use super::*;
-    use crate::apis::ServedApis;
 
     const CLUSTER: Uuid = Uuid([9; 16]);
 
     fn ctx() -> ListenerContext {
-        ListenerContext {
-            listener_name: "KAFKA".into(),
-            controller_listener_name: "CONTROLLER".into(),
-            cluster_id: CLUSTER,
-            node_id: NodeId(1),
-            advertised_host: "localhost".into(),
-            advertised_port: 9092,
-            default_timeout_ms: 2_000,
-            served: ServedApis::controller(),
-            log: Default::default(),
-        }
+        ListenerContext::for_tests(CLUSTER)
     }
 
     /// A node that records the voter change it is sent and answers it with `verdict`.
