@@ -50,17 +50,28 @@
 //! | valid envelope for this node           | `Inbound` pushed to the inbox; `received` + 1 |
 //! | wrong cluster id / wrong `to` / bad message | logged, connection closed; `rejected_envelopes` + 1 |
 //! | bad frame (magic, checksum, size, archive) | logged, connection closed; `bad_frames` + 1 |
-//! | peer closes                            | connection task ends                          |
+//! | peer closes (or resets)                | connection task ends; the peer is probed (below) |
 //! | network closed or shutdown             | connection task ends, socket closed           |
+//!
+//! # A peer whose process is gone
+//!
+//! When a connection from a known peer ends (closed or reset, not by this node's shutdown),
+//! the receiver tries to connect to that peer's listener, twice, 50 ms apart. A refused
+//! connect means nothing listens there any more: the process died (or is restarting), since a
+//! live one accepts. That peer is then reported on [`PeerInbox::unreachable`], and the driver
+//! tells the Raft core ([`corum_raft::RaftCore::peer_unreachable`]), which replaces a dead
+//! leader at once instead of after the fetch timeout. A connect that succeeds or times out
+//! reports nothing: a crashed host or a partition still waits out the fetch timeout. The
+//! report only speeds up an election; a wrong one costs a pre-vote round.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 use corum_raft::Message;
-use corum_runtime::transport::{ConnectionConfig, Listener, PeerConfig, ReconnectingPeer};
+use corum_runtime::transport::{self, ConnectionConfig, Listener, PeerConfig, ReconnectingPeer};
 use corum_runtime::{BackoffConfig, ShutdownSignal, TcpConnection};
 use corum_types::{NodeId, Uuid};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
@@ -256,6 +267,8 @@ pub struct InboundStats {
     pub rejected_envelopes: u64,
     /// Connections closed for a bad frame (header, checksum, size, archive).
     pub bad_frames: u64,
+    /// Peers reported gone: their connection closed and their listener refused a probe.
+    pub peers_gone: u64,
 }
 
 #[derive(Debug, Default)]
@@ -264,6 +277,7 @@ struct InboundCounters {
     received: Cell<u64>,
     rejected_envelopes: Cell<u64>,
     bad_frames: Cell<u64>,
+    peers_gone: Cell<u64>,
 }
 
 struct Link {
@@ -279,6 +293,7 @@ struct Link {
 #[derive(Debug)]
 pub struct PeerInbox {
     rx: LocalReceiver<Inbound>,
+    down: LocalReceiver<NodeId>,
 }
 
 impl PeerInbox {
@@ -286,14 +301,26 @@ impl PeerInbox {
     pub async fn recv(&self) -> Option<Inbound> {
         self.rx.recv().await
     }
+
+    /// The next peer found gone (see the module doc); `None` once the network is closed.
+    pub async fn unreachable(&self) -> Option<NodeId> {
+        self.down.recv().await
+    }
 }
+
+/// Reports of gone peers queued for the driver; more are dropped (each is a hint).
+const UNREACHABLE_QUEUE: usize = 16;
+/// Connect attempts of a probe, this far apart, each bounded by the same time.
+const PROBE_ATTEMPTS: u32 = 2;
+const PROBE_INTERVAL: Duration = Duration::from_millis(50);
 
 /// The peer transport of one node, living on one glommio shard (the Raft shard). See the
 /// module doc for the model.
 pub struct PeerNetwork {
     config: PeerNetworkConfig,
     local: SocketAddr,
-    links: RefCell<BTreeMap<NodeId, Link>>,
+    /// Shared with the receiver, which probes a peer at its link's address.
+    links: Rc<RefCell<BTreeMap<NodeId, Link>>>,
     /// Links opened from routes ([`PeerNetwork::learn_route`]).
     learned: Cell<usize>,
     /// Where this node listens, as links introduce it ([`PeerNetwork::set_own_route`]).
@@ -334,11 +361,16 @@ impl PeerNetwork {
             .detach();
         }
         let (tx, rx) = local_channel::new_bounded(config.inbound_queue_capacity);
+        let (down_tx, down_rx) = local_channel::new_bounded(UNREACHABLE_QUEUE);
         let inbound = Rc::new(InboundCounters::default());
+        let links = Rc::new(RefCell::new(BTreeMap::new()));
         let receiver = Rc::new(Receiver {
             cluster_id: config.cluster_id,
             me: config.node_id,
             inbox: tx,
+            down: down_tx,
+            links: Rc::downgrade(&links),
+            connection: config.connection,
             counters: inbound.clone(),
             stop: stop.clone(),
         });
@@ -348,14 +380,14 @@ impl PeerNetwork {
         let network = PeerNetwork {
             config,
             local,
-            links: RefCell::new(BTreeMap::new()),
+            links,
             learned: Cell::new(0),
             own_route: RefCell::new(None),
             inbound,
             stop,
             listener: RefCell::new(Some(task)),
         };
-        Ok((network, PeerInbox { rx }))
+        Ok((network, PeerInbox { rx, down: down_rx }))
     }
 
     /// The listener's address (the chosen port when bound to port 0).
@@ -590,6 +622,7 @@ impl PeerNetwork {
             received: self.inbound.received.get(),
             rejected_envelopes: self.inbound.rejected_envelopes.get(),
             bad_frames: self.inbound.bad_frames.get(),
+            peers_gone: self.inbound.peers_gone.get(),
         }
     }
 
@@ -695,6 +728,9 @@ struct Receiver {
     cluster_id: Uuid,
     me: NodeId,
     inbox: LocalSender<Inbound>,
+    down: LocalSender<NodeId>,
+    links: Weak<RefCell<BTreeMap<NodeId, Link>>>,
+    connection: ConnectionConfig,
     counters: Rc<InboundCounters>,
     stop: ShutdownSignal,
 }
@@ -739,6 +775,7 @@ impl Receiver {
     async fn handle(self: Rc<Self>, mut conn: TcpConnection) -> corum_runtime::Result<()> {
         bump(&self.counters.connections_accepted);
         let peer = conn.peer();
+        let mut from = None;
         loop {
             let Some(received) = self.stop.run_until(conn.recv::<PeerEnvelope>()).await else {
                 return Ok(());
@@ -753,8 +790,14 @@ impl Receiver {
                     bump(&self.counters.bad_frames);
                     return Err(e);
                 }
-                // Closed by the peer, reset, or another IO error: nothing to count.
-                Err(e) => return Err(e),
+                // Closed by the peer, reset, or another IO error: nothing to count, but a
+                // peer that closed may be gone.
+                Err(e) => {
+                    if let Some(from) = from {
+                        self.probe(from).await;
+                    }
+                    return Err(e);
+                }
             };
             let envelope: PeerEnvelope =
                 rkyv::deserialize::<PeerEnvelope, rkyv::rancor::Error>(validated.get())
@@ -765,6 +808,7 @@ impl Receiver {
                 conn.close().await;
                 return Ok(());
             }
+            from = Some(envelope.from);
             let inbound = Inbound {
                 from: envelope.from,
                 message: envelope.message,
@@ -774,6 +818,54 @@ impl Receiver {
                 Some(Ok(())) => bump(&self.counters.received),
                 // Shutdown, or the driver dropped its inbox: nobody reads any more.
                 None | Some(Err(_)) => return Ok(()),
+            }
+        }
+    }
+}
+
+impl Receiver {
+    /// Reports `peer` unreachable if its listener refuses connections (see the module doc).
+    async fn probe(&self, peer: NodeId) {
+        for attempt in 0..PROBE_ATTEMPTS {
+            if attempt > 0
+                && self
+                    .stop
+                    .run_until(glommio::timer::sleep(PROBE_INTERVAL))
+                    .await
+                    .is_none()
+            {
+                return;
+            }
+            let Some(addr) = self
+                .links
+                .upgrade()
+                .and_then(|links| links.borrow().get(&peer).map(|l| l.addr))
+            else {
+                return;
+            };
+            let connect = async { Some(transport::connect(addr, self.connection).await) };
+            let expire = async {
+                glommio::timer::sleep(PROBE_INTERVAL).await;
+                None
+            };
+            match self
+                .stop
+                .run_until(futures_lite::future::or(connect, expire))
+                .await
+            {
+                // Shutdown.
+                None => return,
+                Some(Some(Err(corum_runtime::Error::Io { source, .. })))
+                    if source.kind() == std::io::ErrorKind::ConnectionRefused =>
+                {
+                    tracing::info!(%peer, %addr,
+                        "peer connection closed and its listener refuses connections: reporting its process gone");
+                    bump(&self.counters.peers_gone);
+                    let _ = self.down.try_send(peer);
+                    return;
+                }
+                // It accepted (alive), or another error / no answer in time: no report.
+                Some(_) => {}
             }
         }
     }

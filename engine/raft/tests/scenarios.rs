@@ -9,6 +9,7 @@
 //! - `run ms=N [trace]`: advance the clock N ms (optionally print every delivered message)
 //! - `status`: one line per node
 //! - `campaign N`, `resign N`, `crash N`, `restart N [gen=G]`, `isolate N`, `heal`, `snapshot N`
+//! - `unreachable N M`: node N's transport reports M's process gone (its port refuses)
 //! - `propose N TEXT`: propose at node N
 //! - `fsync N LO HI`: node N's fsync latency range in ms
 //! - `add-voter AT N`, `remove-voter AT N`: voter change requested at node AT
@@ -158,6 +159,12 @@ impl Harness {
                         endpoints(id.0, g.parse().unwrap());
                 }
                 self.c().start(id).unwrap();
+                "ok\n".into()
+            }
+            "unreachable" => {
+                // `unreachable N M`: N's transport reports M's process gone.
+                let (to, peer) = (self.node(args[0]), self.node(args[1]));
+                self.c().with_core(to, |c| c.peer_unreachable(peer));
                 "ok\n".into()
             }
             "isolate" => {
@@ -380,6 +387,11 @@ scenario!(
     static_quorum,
     "static_quorum.txt",
     "A static quorum (kraft.version 0) never changes its voters: a voter restarted with another endpoint sends no UpdateVoter, and the leader refuses AddVoter and RemoveVoter."
+);
+scenario!(
+    crash_reported,
+    "crash_reported.txt",
+    "A leader whose process is reported gone is replaced within a quarter election timeout, not the fetch timeout; a wrong report changes nothing."
 );
 scenario!(
     graceful_resign,

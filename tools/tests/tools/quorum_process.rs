@@ -350,9 +350,10 @@ fn leader_sigkill_under_verified_load_loses_nothing() {
         "leader SIGKILL to the next acknowledged write: {} ms",
         failover.as_millis()
     );
-    // Followers notice after the fetch timeout plus up to a quarter election timeout, then
-    // campaign; the bound leaves room for a split vote (one more election timeout) and a
-    // loaded 2-core machine.
+    // Followers notice at once (the killed leader's port refuses) and campaign within a
+    // quarter election timeout, or, without that report, after the fetch timeout plus up to a
+    // quarter election timeout; the bound is the latter's, with room for a split vote (one
+    // more election timeout) and a loaded 2-core machine.
     let bound = Duration::from_millis(3 * ELECTION_TIMEOUT_MS + 1_000);
     assert!(
         failover < bound,
@@ -938,6 +939,52 @@ fn leader_sigterm_hands_over_before_the_election_timeout() {
     let status = c.terminate(l, Duration::from_secs(10)).unwrap();
     assert!(status.success(), "the resigned leader exited with {status}");
     verified_load_lost_nothing(load);
+}
+
+/// SIGKILL of the leader: its followers' connections from it close and its port refuses, so
+/// they elect a new leader at once rather than after the fetch timeout. With a 60 s fetch
+/// timeout, a new leader well within it can only come from that report.
+#[test]
+fn a_killed_leader_is_replaced_before_the_fetch_timeout() {
+    const FETCH_TIMEOUT_MS: u64 = 60_000;
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let fetch_timeout = FETCH_TIMEOUT_MS.to_string();
+    let mut c = start_cluster(
+        tmp.path(),
+        &[
+            ("controller.quorum.election.timeout.ms", "1000"),
+            ("controller.quorum.fetch.timeout.ms", &fetch_timeout),
+        ],
+    );
+    let (l, epoch) = wait_until("a first leader", Duration::from_secs(30), || {
+        describe(&c.bootstrap(), 2_000).map(|d| leader_of(&d))
+    });
+    let others: Vec<u32> = c.ids().into_iter().filter(|&id| id != l).collect();
+    let others_bootstrap = bootstrap_of(&c, &others);
+    let killed_at = Instant::now();
+    c.kill(l);
+    let (new_leader, new_epoch) = wait_until(
+        "a new leader",
+        Duration::from_millis(FETCH_TIMEOUT_MS / 2),
+        || {
+            describe(&others_bootstrap, 500)
+                .map(|d| leader_of(&d))
+                .filter(|&(id, e)| id != l && e > epoch)
+        },
+    );
+    eprintln!(
+        "leader SIGKILL to a new leader (fetch timeout {FETCH_TIMEOUT_MS} ms): {} ms",
+        killed_at.elapsed().as_millis()
+    );
+    assert!(others.contains(&new_leader) && new_epoch > epoch);
+    for id in &others {
+        let log = std::fs::read_to_string(&c.node(*id).log).unwrap_or_default();
+        assert!(
+            log.contains("reporting its process gone"),
+            "node {id} did not report the killed leader:\n{log}"
+        );
+    }
 }
 
 /// A broker that stops heartbeating is fenced after its session timeout, and unfenced again

@@ -226,6 +226,11 @@ impl<D: Disk> DriverCore<D> {
         self.core.step(from, message);
     }
 
+    /// The peer network found `peer`'s process gone ([`RaftCore::peer_unreachable`]).
+    pub fn peer_unreachable(&mut self, peer: NodeId) {
+        self.core.peer_unreachable(peer);
+    }
+
     /// Whether an observer may step `from`'s requests into the core: not this node, and not
     /// a voter (its fetches would count as that voter's progress).
     pub fn observer_allowed(&self, from: NodeId) -> std::result::Result<(), &'static str> {

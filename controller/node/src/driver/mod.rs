@@ -13,6 +13,7 @@
 //! |------------------------------------------|------------------------------|
 //! | the tick timer (`tick_interval_ms`)      | `tick(now_ms)` (monotonic clock read here) |
 //! | a checked message from the peer inbox    | `step(from, message)`        |
+//! | a peer the inbox reports gone (its listener refuses: [`crate::peer`]) | `peer_unreachable(peer)` |
 //! | a proposal of the service ([`crate::port::ToDriver::Propose`]) | `propose(payload, count)` if this node leads its epoch, the log ends at its predicted base and no earlier proposal of its activation was refused; its calls' success answers then wait in the table; else refused ([`crate::port::ToService::Refused`]) |
 //! | a group-commit round of the log finished | `persisted(end, epoch)`      |
 //! | a snapshot offered by the state machine ([`crate::port::ToDriver::Snapshot`]) | `snapshot_at(end)` (its id and voters); once it is durable and the whole segments below it outgrow `log_retention_bytes`, `snapshot_created(end, data)` |
@@ -372,6 +373,8 @@ enum Event {
     Synced(corum_engine::Result<LogOffset>, Option<Duration>),
     PublishFailed(corum_engine::Error),
     Message(Inbound),
+    /// The peer network found this peer's process gone.
+    Unreachable(NodeId),
     InboxClosed,
     Proposal(Proposal),
     Observer(ObserverRequest),
@@ -618,6 +621,10 @@ impl<D: Disk> RaftDriver<D> {
                 Event::Message(m) => {
                     self.learn_routes(m.from, &m.routes);
                     self.core.step(m.from, m.message);
+                    Ok(())
+                }
+                Event::Unreachable(peer) => {
+                    self.core.peer_unreachable(peer);
                     Ok(())
                 }
                 Event::InboxClosed => {
@@ -883,6 +890,12 @@ impl<D: Disk> RaftDriver<D> {
                 None => Event::InboxClosed,
             }
         };
+        let unreachable = async {
+            match self.inbox.unreachable().await {
+                Some(peer) => Event::Unreachable(peer),
+                None => std::future::pending().await,
+            }
+        };
         let admit = self.core.admits_proposals();
         let proposal = async {
             if !admit {
@@ -915,7 +928,10 @@ impl<D: Disk> RaftDriver<D> {
             shutdown,
             or(
                 report,
-                or(message, or(proposal, or(observer, or(offer, tick)))),
+                or(
+                    message,
+                    or(unreachable, or(proposal, or(observer, or(offer, tick)))),
+                ),
             ),
         )
         .await

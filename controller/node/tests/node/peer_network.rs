@@ -214,6 +214,38 @@ fn a_restarted_peer_is_reached_again() {
     });
 }
 
+#[test]
+fn a_peer_whose_process_is_gone_is_reported_and_a_live_one_is_not() {
+    // Node 3's link to node 1 closes while node 3 still listens: node 1's probe connects, so
+    // nothing is reported. Then node 2 stops (its listener closes with its connections): node
+    // 1's probe is refused and node 2 is reported gone, once.
+    on_shard(TEST_DEADLINE, || async {
+        let (a, a_in) = node(1);
+        let (b, _b_in) = node(2);
+        let (c, _c_in) = node(3);
+        for (net, id) in [(&b, 2), (&c, 3)] {
+            net.add_peer(NodeId(1), a.local_addr()).unwrap();
+            a.add_peer(NodeId(id), net.local_addr()).unwrap();
+            net.send(NodeId(1), vote(2, id)).unwrap();
+            expect(&a_in, id, &vote(2, id)).await;
+        }
+        assert!(c.remove_peer(NodeId(1)).await);
+        let quiet = futures_lite::future::or(async { Some(a_in.unreachable().await) }, async {
+            glommio::timer::sleep(Duration::from_millis(300)).await;
+            None
+        })
+        .await;
+        assert_eq!(quiet, None, "a live peer was reported gone");
+        assert_eq!(a.inbound_stats().peers_gone, 0);
+
+        b.close().await;
+        assert_eq!(a_in.unreachable().await, Some(NodeId(2)));
+        assert_eq!(a.inbound_stats().peers_gone, 1);
+        c.close().await;
+        a.close().await;
+    });
+}
+
 /// An envelope as a misbehaving or misconfigured node would send it.
 fn envelope(cluster_id: Uuid, from: u32, to: u32) -> PeerEnvelope {
     PeerEnvelope {

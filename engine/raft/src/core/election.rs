@@ -409,6 +409,40 @@ impl RaftCore {
         }
     }
 
+    /// The transport found `peer`'s process gone: a connection from it closed and a new one
+    /// to its address was refused, so nothing listens there. If it is this replica's leader,
+    /// the leader stops counting as live at once (this replica grants pre-votes, as after
+    /// EndQuorumEpoch) and a voter starts its pre-vote after a random delay of at most a
+    /// quarter of the election timeout, instead of waiting out the fetch timeout; an observer
+    /// looks for the new leader at once. A message from the leader makes it live again.
+    ///
+    /// Only liveness depends on this report. A wrong one costs a pre-vote round, which the
+    /// voters still hearing from the leader reject (KIP-996); a crashed host's connections
+    /// never report (nothing refuses), and the fetch timeout still finds it.
+    pub fn peer_unreachable(&mut self, peer: NodeId) {
+        if !matches!(&self.state, State::Follower(f) if f.leader == peer) {
+            return;
+        }
+        let now = self.now_ms;
+        if !self.can_campaign() {
+            let epoch = self.epoch;
+            self.become_unattached(epoch);
+            if let State::Unattached { deadline_ms } = &mut self.state {
+                *deadline_ms = now;
+            }
+            self.tick(now);
+            return;
+        }
+        let delay = rand::Rng::gen_range(&mut self.rng, 0..=self.config.election_timeout_ms / 4);
+        if let State::Follower(f) = &mut self.state {
+            f.live_until_ms = now;
+            f.deadline_ms = f.deadline_ms.min(now + delay);
+        }
+        if delay == 0 {
+            self.tick(now);
+        }
+    }
+
     /// An observer without a leader asks every bootstrap server at once (some may be down;
     /// the first answer naming the leader wins) and a random voter of the set in force (the
     /// answer names the leader): the bootstrap servers are where a controller formatted to

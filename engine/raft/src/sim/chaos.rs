@@ -179,6 +179,13 @@ fn chaos_and_heal(
                 if c.is_up(id) {
                     c.crash(id);
                     report.crashes += 1;
+                    // A crashed process's sockets close and its port refuses: most of the
+                    // time the others' transports report it (not when the host died).
+                    if rng.gen_range(0..4) != 0 {
+                        for other in ids.iter().copied().filter(|o| *o != id) {
+                            c.with_core(other, |core| core.peer_unreachable(id));
+                        }
+                    }
                 }
             }
             306..=335 => {
@@ -286,6 +293,12 @@ fn chaos_and_heal(
                         }
                     }
                 }
+            }
+            400..=404 => {
+                // A wrong report (the peer is alive): costs at most a failed pre-vote.
+                let to = ids[rng.gen_range(0..ids.len())];
+                let peer = ids[rng.gen_range(0..ids.len())];
+                c.with_core(to, |core| core.peer_unreachable(peer));
             }
             _ => {}
         }
