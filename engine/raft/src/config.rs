@@ -35,6 +35,13 @@ pub struct Config {
     pub batch_bytes_max: usize,
     /// Longest time the leader holds a caught-up observer's fetch (long-poll).
     pub fetch_wait_max_ms: u64,
+    /// An observer's fetch (a broker following the log) is answered at most this often while
+    /// it is caught up, and woken by a newer high watermark rather than by uncommitted
+    /// entries (0: at once, on either). Under a steady write load a commit lands every
+    /// millisecond or so; answering each observer at each one costs the leader a request
+    /// per observer per commit, which this bounds. An observer then sees a commit up to this
+    /// late. At most `fetch_wait_max_ms`.
+    pub observer_fetch_interval_ms: u64,
     /// Bytes of snapshot per FetchSnapshot response.
     pub snapshot_chunk_bytes_max: usize,
     /// The largest snapshot a follower downloads (it holds the whole snapshot in memory before
@@ -66,6 +73,7 @@ impl Default for Config {
             append_inflight_bytes_max: 8 << 20,
             batch_bytes_max: 1 << 20,
             fetch_wait_max_ms: 500,
+            observer_fetch_interval_ms: 5,
             snapshot_chunk_bytes_max: 1 << 20,
             snapshot_bytes_max: crate::follower::SNAPSHOT_BYTES_MAX,
             retry_backoff_ms: 20,
@@ -89,6 +97,7 @@ pub enum ConfigField {
     AppendInflightBytesMax,
     BatchBytesMax,
     FetchWaitMaxMs,
+    ObserverFetchIntervalMs,
     SnapshotChunkBytesMax,
     SnapshotBytesMax,
     RetryBackoffMs,
@@ -97,7 +106,7 @@ pub enum ConfigField {
 
 impl ConfigField {
     /// Every field, in declaration order.
-    pub const ALL: [ConfigField; 14] = [
+    pub const ALL: [ConfigField; 15] = [
         ConfigField::ElectionTimeoutMs,
         ConfigField::FetchTimeoutMs,
         ConfigField::ElectionBackoffMaxMs,
@@ -108,6 +117,7 @@ impl ConfigField {
         ConfigField::AppendInflightBytesMax,
         ConfigField::BatchBytesMax,
         ConfigField::FetchWaitMaxMs,
+        ConfigField::ObserverFetchIntervalMs,
         ConfigField::SnapshotChunkBytesMax,
         ConfigField::SnapshotBytesMax,
         ConfigField::RetryBackoffMs,
@@ -127,6 +137,7 @@ impl ConfigField {
             ConfigField::AppendInflightBytesMax => "append_inflight_bytes_max",
             ConfigField::BatchBytesMax => "batch_bytes_max",
             ConfigField::FetchWaitMaxMs => "fetch_wait_max_ms",
+            ConfigField::ObserverFetchIntervalMs => "observer_fetch_interval_ms",
             ConfigField::SnapshotChunkBytesMax => "snapshot_chunk_bytes_max",
             ConfigField::SnapshotBytesMax => "snapshot_bytes_max",
             ConfigField::RetryBackoffMs => "retry_backoff_ms",
@@ -156,6 +167,7 @@ impl Config {
             ConfigField::AppendInflightBytesMax => wide(self.append_inflight_bytes_max),
             ConfigField::BatchBytesMax => wide(self.batch_bytes_max),
             ConfigField::FetchWaitMaxMs => self.fetch_wait_max_ms,
+            ConfigField::ObserverFetchIntervalMs => self.observer_fetch_interval_ms,
             ConfigField::SnapshotChunkBytesMax => wide(self.snapshot_chunk_bytes_max),
             ConfigField::SnapshotBytesMax => self.snapshot_bytes_max,
             ConfigField::RetryBackoffMs => self.retry_backoff_ms,
@@ -222,6 +234,16 @@ impl Config {
             });
         }
         let (field, value, other, other_value) = related(F::HwmLingerMs, F::HeartbeatIntervalMs);
+        if value > other_value {
+            return Err(ConfigError::AboveOther {
+                field,
+                value,
+                other,
+                other_value,
+            });
+        }
+        let (field, value, other, other_value) =
+            related(F::ObserverFetchIntervalMs, F::FetchWaitMaxMs);
         if value > other_value {
             return Err(ConfigError::AboveOther {
                 field,
@@ -388,6 +410,18 @@ mod tests {
             ),
             (
                 Config {
+                    observer_fetch_interval_ms: 501,
+                    ..d()
+                },
+                ConfigError::AboveOther {
+                    field: ConfigField::ObserverFetchIntervalMs,
+                    value: 501,
+                    other: ConfigField::FetchWaitMaxMs,
+                    other_value: 500,
+                },
+            ),
+            (
+                Config {
                     fetch_wait_max_ms: 5_000,
                     ..d()
                 },
@@ -419,10 +453,11 @@ mod tests {
             append_inflight_bytes_max: 8,
             batch_bytes_max: 9,
             fetch_wait_max_ms: 10,
-            snapshot_chunk_bytes_max: 11,
-            snapshot_bytes_max: 12,
-            retry_backoff_ms: 13,
-            payload_cache_bytes_max: 14,
+            observer_fetch_interval_ms: 11,
+            snapshot_chunk_bytes_max: 12,
+            snapshot_bytes_max: 13,
+            retry_backoff_ms: 14,
+            payload_cache_bytes_max: 15,
             auto_join: false,
         };
         let mut names: Vec<&str> = ConfigField::ALL.iter().map(|f| f.name()).collect();

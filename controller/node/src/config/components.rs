@@ -85,6 +85,7 @@ pub fn raft_key(field: ConfigField) -> &'static str {
         ConfigField::AppendInflightBytesMax => "corum.raft.append.inflight.bytes.max",
         ConfigField::BatchBytesMax => "corum.raft.batch.bytes.max",
         ConfigField::FetchWaitMaxMs => "corum.raft.fetch.wait.max.ms",
+        ConfigField::ObserverFetchIntervalMs => "corum.raft.observer.fetch.interval.ms",
         ConfigField::SnapshotChunkBytesMax => "corum.raft.snapshot.chunk.bytes.max",
         ConfigField::SnapshotBytesMax => "corum.raft.snapshot.bytes.max",
         ConfigField::RetryBackoffMs => "controller.quorum.retry.backoff.ms",
@@ -115,6 +116,7 @@ pub fn raft(config: &NodeConfig) -> Result<corum_raft::Config> {
             config.raft_batch_bytes_max.into(),
         )?,
         fetch_wait_max_ms: config.raft_fetch_wait_ms_max,
+        observer_fetch_interval_ms: config.raft_observer_fetch_interval_ms,
         snapshot_chunk_bytes_max: usize_of(
             "corum.raft.snapshot.chunk.bytes.max",
             config.raft_snapshot_chunk_bytes_max.into(),
@@ -927,6 +929,12 @@ mod tests {
                 Raft,
                 &[("corum.raft.fetch.wait.max.ms", "400")],
                 |d, v| d.raft.fetch_wait_max_ms == num::<u64>(v),
+            ),
+            (
+                "corum.raft.observer.fetch.interval.ms",
+                Raft,
+                &[("corum.raft.observer.fetch.interval.ms", "7")],
+                |d, v| d.raft.observer_fetch_interval_ms == num::<u64>(v),
             ),
             (
                 "corum.raft.snapshot.chunk.bytes.max",

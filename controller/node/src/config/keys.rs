@@ -638,6 +638,16 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "Longest time the leader holds a caught-up observer's Fetch (long-poll); below the fetch timeout."
     ),
     int_key!(
+        "corum.raft.observer.fetch.interval.ms",
+        raft_observer_fetch_interval_ms,
+        u64,
+        0,
+        HOUR_MS,
+        "5",
+        &[RAFT],
+        "An observer's Fetch (a Kafka broker or a corum client following the metadata log) is answered at most this often while it is caught up, and woken by a newer high watermark rather than by uncommitted entries (0: at once, on either). Under a steady write load a commit lands every millisecond or so, and answering each observer at each one costs the leader a request per observer per commit; an observer then sees a commit up to this late. At most corum.raft.fetch.wait.max.ms."
+    ),
+    int_key!(
         "corum.raft.snapshot.chunk.bytes.max",
         raft_snapshot_chunk_bytes_max,
         u32,

@@ -74,6 +74,7 @@ impl NodeConfig {
             raft_append_inflight_bytes_max: 0,
             raft_batch_bytes_max: 0,
             raft_fetch_wait_ms_max: 0,
+            raft_observer_fetch_interval_ms: 0,
             raft_snapshot_chunk_bytes_max: 0,
             raft_snapshot_bytes_max: 0,
             raft_payload_cache_bytes_max: 0,

@@ -81,6 +81,8 @@ pub struct NodeConfig {
     pub raft_append_inflight_bytes_max: u64,
     pub raft_batch_bytes_max: u32,
     pub raft_fetch_wait_ms_max: u64,
+    /// `corum.raft.observer.fetch.interval.ms` (Raft's `observer_fetch_interval_ms`).
+    pub raft_observer_fetch_interval_ms: u64,
     pub raft_snapshot_chunk_bytes_max: u32,
     pub raft_snapshot_bytes_max: u64,
     pub raft_payload_cache_bytes_max: u64,
@@ -239,6 +241,17 @@ impl NodeConfig {
                     value: self.raft_fetch_wait_ms_max,
                     other: "controller.quorum.fetch.timeout.ms",
                     other_value: self.fetch_timeout_ms,
+                },
+            );
+        }
+        if self.raft_observer_fetch_interval_ms > self.raft_fetch_wait_ms_max {
+            return invalid(
+                "corum.raft.observer.fetch.interval.ms",
+                RuleError::AboveOther {
+                    value: self.raft_observer_fetch_interval_ms,
+                    other: "corum.raft.fetch.wait.max.ms",
+                    other_value: self.raft_fetch_wait_ms_max,
+                    why: ": a caught-up observer's fetch is answered by then anyway",
                 },
             );
         }

@@ -274,6 +274,10 @@ impl Progress {
 pub(crate) struct HeldFetch {
     pub req: FetchRequest,
     pub deadline_ms: u64,
+    /// An observer's: woken by a newer high watermark only, and not before
+    /// `not_before_ms` (see `Config::observer_fetch_interval_ms`).
+    pub observer: bool,
+    pub not_before_ms: u64,
 }
 
 #[derive(Debug)]
@@ -283,6 +287,8 @@ pub(crate) struct Fetcher {
     pub fetch_offset: LogOffset,
     /// When a fetch last arrived at the leader's log end.
     pub last_caught_up_ms: Option<u64>,
+    /// When the last answer left for it, and the log's end then.
+    pub answered: Option<(u64, LogOffset)>,
 }
 
 #[derive(Debug)]

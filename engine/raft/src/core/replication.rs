@@ -604,11 +604,9 @@ impl RaftCore {
         let now = self.now_ms;
         let log_end = self.log.end();
         if let State::Leader(ls) = &mut self.state {
-            let caught_up_before = ls
-                .fetchers
-                .get(&from)
-                .filter(|f| f.key == req.replica)
-                .and_then(|f| f.last_caught_up_ms);
+            let before = ls.fetchers.get(&from).filter(|f| f.key == req.replica);
+            let caught_up_before = before.and_then(|f| f.last_caught_up_ms);
+            let answered = before.and_then(|f| f.answered);
             ls.fetchers.insert(
                 from,
                 super::Fetcher {
@@ -620,6 +618,7 @@ impl RaftCore {
                     } else {
                         caught_up_before
                     },
+                    answered,
                 },
             );
             if let Some(p) = ls.progress.get_mut(&from) {
@@ -633,9 +632,31 @@ impl RaftCore {
         self.serve_fetch(from, req, true);
     }
 
-    /// Answers a fetch now, or holds it (long-poll) if the fetcher is caught up and `may_hold`.
+    /// When an observer's fetch may be answered: `Config::observer_fetch_interval_ms` after
+    /// its last answer if that answer took it to the log's end then, else at once (it is
+    /// catching up: the last answer was cut by the byte limit). `None` for a voter's fetch.
+    fn observer_not_before(&self, from: NodeId, req: &FetchRequest) -> Option<u64> {
+        let State::Leader(ls) = &self.state else {
+            return None;
+        };
+        if ls.progress.contains_key(&from) {
+            return None;
+        }
+        Some(match ls.fetchers.get(&from).and_then(|f| f.answered) {
+            Some((at_ms, end)) if req.fetch_offset >= end => {
+                at_ms + self.config.observer_fetch_interval_ms
+            }
+            _ => 0,
+        })
+    }
+
+    /// Answers a fetch now, or holds it (long-poll) if `may_hold` and the fetcher is caught up:
+    /// a voter with the whole log and the high watermark, an observer with every committed
+    /// entry and the high watermark (uncommitted ones do not wake it), or an observer answered
+    /// less than `Config::observer_fetch_interval_ms` ago.
     fn serve_fetch(&mut self, from: NodeId, req: FetchRequest, may_hold: bool) {
         let log_start = self.log.start();
+        let observer_not_before = self.observer_not_before(from, &req);
         let result = if req.fetch_offset < log_start {
             FetchResult::SnapshotNeeded {
                 snapshot: self.log.start_id(),
@@ -654,6 +675,26 @@ impl RaftCore {
                     snapshot: self.log.start_id(),
                 },
             }
+        } else if let Some(not_before) = observer_not_before.filter(|t| {
+            may_hold
+                && req.wait_max_ms > 0
+                && (self.now_ms < *t
+                    || (req.fetch_offset >= self.hwm && req.high_watermark >= self.hwm))
+        }) {
+            let wait = req.wait_max_ms.min(self.config.fetch_wait_max_ms);
+            let deadline_ms = self.now_ms + wait;
+            if let State::Leader(ls) = &mut self.state {
+                ls.held_fetches.insert(
+                    from,
+                    HeldFetch {
+                        req,
+                        deadline_ms,
+                        observer: true,
+                        not_before_ms: not_before,
+                    },
+                );
+            }
+            return;
         } else if req.fetch_offset < self.log.end() {
             match self.log.read(req.fetch_offset, self.config.batch_bytes_max) {
                 Ok(batches) => FetchResult::Batches {
@@ -680,7 +721,15 @@ impl RaftCore {
             let wait = req.wait_max_ms.min(self.config.fetch_wait_max_ms);
             let deadline_ms = self.now_ms + wait;
             if let State::Leader(ls) = &mut self.state {
-                ls.held_fetches.insert(from, HeldFetch { req, deadline_ms });
+                ls.held_fetches.insert(
+                    from,
+                    HeldFetch {
+                        req,
+                        deadline_ms,
+                        observer: false,
+                        not_before_ms: 0,
+                    },
+                );
             }
             return;
         } else {
@@ -691,6 +740,14 @@ impl RaftCore {
                 high_watermark: self.hwm,
             }
         };
+        if observer_not_before.is_some() {
+            let (now, end) = (self.now_ms, self.log.end());
+            if let State::Leader(ls) = &mut self.state {
+                if let Some(f) = ls.fetchers.get_mut(&from) {
+                    f.answered = Some((now, end));
+                }
+            }
+        }
         let resp = FetchResponse {
             epoch: self.epoch,
             leader: Some(self.me.id),
@@ -699,7 +756,8 @@ impl RaftCore {
         self.send(from, Message::FetchResponse(resp));
     }
 
-    /// Answers held fetches whose wait expired or that can now see new entries or a newer HWM.
+    /// Answers held fetches whose wait expired or that can now see new entries or a newer HWM
+    /// (an observer's: a newer HWM or committed entries it lacks, once its interval passed).
     fn answer_held_fetches(&mut self) {
         let now = self.now_ms;
         let end = self.log.end();
@@ -714,7 +772,13 @@ impl RaftCore {
             .held_fetches
             .iter()
             .filter(|(_, h)| {
-                now >= h.deadline_ms || end > h.req.fetch_offset || hwm > h.req.high_watermark
+                now >= h.deadline_ms
+                    || if h.observer {
+                        now >= h.not_before_ms
+                            && (hwm > h.req.high_watermark || hwm > h.req.fetch_offset)
+                    } else {
+                        end > h.req.fetch_offset || hwm > h.req.high_watermark
+                    }
             })
             .map(|(id, _)| *id)
             .collect();
@@ -887,6 +951,56 @@ mod tests {
                 .all(|&f| c.core(f).unwrap().high_watermark() >= hwm)
         });
         (sent, learned)
+    }
+
+    /// Messages the leader sent to an observer while a proposal went in every 2 ms for 400 ms,
+    /// and whether the observer then learned the last commit within the interval (+ 50 ms).
+    /// `cut`: answers of the simulator's 512 bytes, which leave the observer behind.
+    fn steady_load_to_observer(interval_ms: u64, cut: bool) -> (u64, bool) {
+        let mut spec = ClusterSpec::new(12, 3, 1);
+        spec.raft.observer_fetch_interval_ms = interval_ms;
+        if !cut {
+            // One answer holds everything a caught-up observer lacks.
+            spec.raft.batch_bytes_max = spec.raft.append_inflight_bytes_max;
+        }
+        let mut c = Cluster::new(spec).unwrap();
+        assert!(c.run_until(5_000, |c| c.leader().is_some()));
+        let leader = c.leader().unwrap();
+        let observer = NodeId(4);
+        assert!(!c.core(observer).unwrap().voter_set().contains_id(observer));
+        c.run_for(500);
+        let before = c.net.sent_to.get(&observer).copied().unwrap_or(0);
+        for i in 0..200u32 {
+            c.propose(leader, &i.to_be_bytes()).unwrap().unwrap();
+            c.run_for(2);
+        }
+        let sent = c.net.sent_to[&observer] - before;
+        let end = c.core(leader).unwrap().log_end_offset();
+        assert!(c.run_until(1_000, |c| c.core(leader).unwrap().high_watermark() >= end));
+        let learned = c.run_until(interval_ms + 50, |c| {
+            c.core(observer).unwrap().high_watermark() >= end
+        });
+
+        (sent, learned)
+    }
+
+    /// Under a steady load, a caught-up observer is answered at each new high watermark and
+    /// each append without pacing; with it, at most once per interval (and never for
+    /// uncommitted entries alone), and it still learns every commit. An observer left behind
+    /// by an answer cut at the byte limit is not paced while it catches up.
+    #[test]
+    fn observer_fetches_are_paced_under_load() {
+        let (at_once, learned_at_once) = steady_load_to_observer(0, false);
+        let (paced, learned_paced) = steady_load_to_observer(20, false);
+        assert!(learned_at_once && learned_paced);
+        let (_, learned_cut) = steady_load_to_observer(20, true);
+        assert!(learned_cut, "an observer behind a cut answer was paced");
+        // 400 ms at most one answer per 20 ms, plus the first at once.
+        assert!(paced <= 400 / 20 + 2, "{paced} answers paced");
+        assert!(
+            at_once >= 4 * paced,
+            "{at_once} answers at once, {paced} paced"
+        );
     }
 
     /// With a high-watermark linger, a commit at low load costs fewer messages (the next

@@ -112,6 +112,10 @@ fn run_inner(seed: u64, spec: ChaosSpec, report: &mut SeedReport) -> Result<(), 
     if small_cache {
         cs.raft.payload_cache_bytes_max = 256;
     }
+    // Half of the seeds pace the observers' fetches.
+    if rng.gen_bool(0.5) {
+        cs.raft.observer_fetch_interval_ms = rng.gen_range(1..=20);
+    }
     let mut c = Cluster::new(cs).map_err(|e| e.to_string())?;
     // CORUM_SIM_TRACE=N appends the last N delivered messages to a violation report.
     let trace_lines: usize = std::env::var("CORUM_SIM_TRACE")

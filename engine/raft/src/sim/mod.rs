@@ -118,6 +118,7 @@ impl ClusterSpec {
             append_inflight_bytes_max: 4096,
             batch_bytes_max: 512,
             fetch_wait_max_ms: 100,
+            observer_fetch_interval_ms: 0,
             snapshot_chunk_bytes_max: 64,
             snapshot_bytes_max: 1 << 20,
             retry_backoff_ms: 10,

@@ -45,6 +45,8 @@ pub struct Network {
     seq: u64,
     blocked: BTreeSet<(NodeId, NodeId)>,
     pub sent: u64,
+    /// Messages sent to each node (dropped ones included).
+    pub sent_to: BTreeMap<NodeId, u64>,
     pub dropped: u64,
 }
 
@@ -56,6 +58,7 @@ impl Network {
             seq: 0,
             blocked: BTreeSet::new(),
             sent: 0,
+            sent_to: BTreeMap::new(),
             dropped: 0,
         }
     }
@@ -69,6 +72,7 @@ impl Network {
         msg: Message,
     ) {
         self.sent += 1;
+        *self.sent_to.entry(to).or_default() += 1;
         if self.faults.drop_pct > 0 && rng.gen_range(0..100) < self.faults.drop_pct {
             self.dropped += 1;
             return;
