@@ -39,6 +39,12 @@ pub use backend::{Backend, ListenerContext};
 pub use errors::KafkaError;
 pub use request::{parse, Parsed, RequestError, RequestHead};
 
+/// The name of API `key` as Kafka's request metrics spell it (`Fetch`, `BrokerHeartbeat`).
+pub fn api_name(key: i16) -> String {
+    kafka_protocol::messages::ApiKey::try_from(key)
+        .map_or_else(|_| format!("Unknown{key}"), |api| format!("{api:?}"))
+}
+
 use bytes::Bytes;
 
 /// What the listener does with one request's bytes.

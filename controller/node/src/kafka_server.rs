@@ -36,7 +36,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use corum_kafka::{ListenerContext, Outcome};
+use corum_kafka::{ListenerContext, Outcome, Parsed};
 use corum_runtime::ShutdownSignal;
 use corum_types::{NodeId, Uuid};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
@@ -73,12 +73,14 @@ pub struct KafkaServerConfig {
 }
 
 /// Counters of a [`KafkaServer`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KafkaServerStats {
     pub accepted: u64,
     pub refused: u64,
     pub open: u64,
     pub requests: u64,
+    /// Requests served, by API key (Kafka's `RequestsPerSec{request}`).
+    pub by_api: std::collections::BTreeMap<i16, u64>,
     /// Connections closed on a request that could not be served (logged with the reason).
     pub closed_on_bad_request: u64,
 }
@@ -115,6 +117,11 @@ impl KafkaServer {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// The listener's name (`listeners`).
+    pub fn listener_name(&self) -> &str {
+        &self.config.listener_name
     }
 
     pub fn stats(&self) -> Rc<RefCell<KafkaServerStats>> {
@@ -154,7 +161,7 @@ impl KafkaServer {
             })
             .detach();
         }
-        let stats = *self.stats.borrow();
+        let stats = self.stats.borrow().clone();
         stats
     }
 }
@@ -225,7 +232,14 @@ async fn serve_connection(
                 break;
             }
         };
-        stats.borrow_mut().requests += 1;
+        {
+            let mut stats = stats.borrow_mut();
+            stats.requests += 1;
+            let api = match &parsed {
+                Parsed::Request { head, .. } | Parsed::ApiVersionsTooNew { head } => head.api_key,
+            };
+            *stats.by_api.entry(api as i16).or_default() += 1;
+        }
         let (ctx, backend) = (ctx.clone(), backend.clone());
         let task = glommio::spawn_local(async move {
             let answer = corum_kafka::service::serve(&ctx, &*backend, parsed).await;

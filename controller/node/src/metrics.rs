@@ -22,6 +22,7 @@
 //! | `corum_log_sync_duration_seconds` | histogram | driver status: each group-commit round of the log (one O_DSYNC write, or writes + fdatasync), the disk's share of every commit |
 //! | `corum_brokers{state="active"|"fenced"|"shutting_down"}`, `corum_topics`, `corum_partitions` | gauge | committed image |
 //! | `corum_rpc_connections_open`, `corum_rpc_connections_accepted_total`, `corum_rpc_connections_refused_total`, `corum_rpc_requests_total`, `corum_rpc_malformed_total` | gauge/counter | RPC server |
+//! | `corum_kafka_connections_open{listener}`, `corum_kafka_requests_total{listener,api}` | gauge/counter | each Kafka listener (`api` as Kafka's request metrics name it: `Fetch`, `BrokerHeartbeat`, ...) |
 //! | `process_cpu_seconds_total`, `process_start_time_seconds`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_threads`, `process_open_fds` | counter/gauge | `/proc` at each scrape ([`process`]) |
 //!
 //! The server reads at most 8 KiB of request head, answers one request per connection and
@@ -38,6 +39,7 @@ use glommio::net::TcpListener;
 
 use crate::calls::CallStats;
 use crate::driver::{DriverStatus, RaftHandle};
+use crate::kafka_server::KafkaServerStats;
 use crate::port::ServiceStatus;
 use crate::rpc_server::RpcServerStats;
 
@@ -53,6 +55,8 @@ pub struct MetricsSnapshot {
     pub calls: CallStats,
     pub service: ServiceStatus,
     pub rpc: RpcServerStats,
+    /// Each Kafka listener's counters, by listener name.
+    pub kafka: Vec<(String, KafkaServerStats)>,
 }
 
 fn role_name(role: corum_raft::Role) -> &'static str {
@@ -159,6 +163,40 @@ pub fn render(m: &MetricsSnapshot) -> String {
             &[(String::new(), value as f64)],
         );
     }
+    let kafka_open: Vec<(String, f64)> = m
+        .kafka
+        .iter()
+        .map(|(listener, k)| (format!("{{listener=\"{listener}\"}}"), k.open as f64))
+        .collect();
+    family(
+        &mut out,
+        "corum_kafka_connections_open",
+        "gauge",
+        "Connections open on each Kafka listener.",
+        &kafka_open,
+    );
+    let kafka_requests: Vec<(String, f64)> = m
+        .kafka
+        .iter()
+        .flat_map(|(listener, k)| {
+            k.by_api.iter().map(move |(api, n)| {
+                (
+                    format!(
+                        "{{listener=\"{listener}\",api=\"{}\"}}",
+                        corum_kafka::api_name(*api)
+                    ),
+                    *n as f64,
+                )
+            })
+        })
+        .collect();
+    family(
+        &mut out,
+        "corum_kafka_requests_total",
+        "counter",
+        "Requests served on each Kafka listener, by API.",
+        &kafka_requests,
+    );
     let roles: Vec<(String, f64)> = ROLES
         .iter()
         .map(|&role| {
@@ -296,6 +334,8 @@ pub struct MetricsSources {
     /// The driver's status, and the service's as it last reported it.
     pub raft: RaftHandle,
     pub rpc: Rc<RefCell<RpcServerStats>>,
+    /// Each Kafka listener's name and counters.
+    pub kafka: Vec<(String, Rc<RefCell<KafkaServerStats>>)>,
 }
 
 impl MetricsSources {
@@ -305,6 +345,11 @@ impl MetricsSources {
             calls: self.raft.call_stats(),
             service: self.raft.service_status(),
             rpc: *self.rpc.borrow(),
+            kafka: self
+                .kafka
+                .iter()
+                .map(|(name, stats)| (name.clone(), stats.borrow().clone()))
+                .collect(),
         }
     }
 }
@@ -417,7 +462,20 @@ mod tests {
             calls,
             service,
             rpc: RpcServerStats::default(),
+            kafka: vec![(
+                "KAFKA".into(),
+                KafkaServerStats {
+                    open: 2,
+                    by_api: [(1, 40), (63, 3)].into_iter().collect(),
+                    ..KafkaServerStats::default()
+                },
+            )],
         });
+        assert!(text.contains("corum_kafka_connections_open{listener=\"KAFKA\"} 2\n"), "{text}");
+        assert!(text.contains("corum_kafka_requests_total{listener=\"KAFKA\",api=\"Fetch\"} 40\n"));
+        assert!(text.contains(
+            "corum_kafka_requests_total{listener=\"KAFKA\",api=\"BrokerHeartbeat\"} 3\n"
+        ));
         assert!(
             text.contains("corum_controller_commit_latency_seconds_bucket{le=\"0.000025\"} 0\n"),
             "{text}"

@@ -327,6 +327,10 @@ async fn worker_shard(
         let sources = MetricsSources {
             raft: raft.clone(),
             rpc: server.stats(),
+            kafka: kafka_servers
+                .iter()
+                .map(|k| (k.listener_name().to_owned(), k.stats()))
+                .collect(),
         };
         glommio::spawn_local(metrics::serve(listener, sources, stop.clone())).detach();
     }

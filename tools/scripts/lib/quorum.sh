@@ -33,7 +33,9 @@ EOF
 # start_quorum BIN TAG [kafka]: starts the quorum with BIN, waits for a leader (asking with
 # $DESCRIBE_BIN, default BIN), sets NODE_PIDS, writes the client listeners to
 # $WORK/TAG.bootstrap, the cluster id to $WORK/TAG.cluster_id and, with `kafka`, a Kafka
-# listener per node to $WORK/TAG.kafka.
+# listener per node to $WORK/TAG.kafka. Each node serves Prometheus metrics on
+# 127.0.0.1:$((BASE_PORT + 30 + i)) (`kafka_requests`). NODE_PROPERTIES (lines of
+# key=value) is added to every node's configuration.
 start_quorum() {
     local bin=$1 tag=$2 kafka=${3:-} cid voters="" boot="" kafka_listeners=""
     cid=$("$bin" random-uuid)
@@ -59,6 +61,8 @@ controller.quorum.voters=$voters
 metadata.log.dir=$dir/data
 corum.cores=0
 corum.no.pin=true
+corum.metrics.listener=127.0.0.1:$((BASE_PORT + 30 + i))
+${NODE_PROPERTIES:-}
 EOF
         "$bin" format --config "$WORK/$tag/node$i.properties" --cluster-id "$cid" >/dev/null
         RUST_LOG=warn "$bin" run --config "$WORK/$tag/node$i.properties" >"$WORK/$tag/node$i.log" 2>&1 &
@@ -78,6 +82,20 @@ EOF
     done
     echo "no leader for $tag" >&2
     exit 1
+}
+
+# kafka_requests API: the quorum's nodes' Kafka requests of API (e.g. Fetch) served so far.
+kafka_requests() {
+    python3 - "$1" "$BASE_PORT" <<'EOF'
+import re, sys, urllib.request
+api, base = sys.argv[1], int(sys.argv[2])
+total = 0
+for i in (1, 2, 3):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{base + 30 + i}/metrics", timeout=5).read().decode()
+    for m in re.finditer(r'^corum_kafka_requests_total\{[^}]*api="' + re.escape(api) + r'"\} (\S+)$', text, re.M):
+        total += float(m.group(1))
+print(int(total))
+EOF
 }
 
 stop_quorum() {
