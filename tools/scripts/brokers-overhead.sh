@@ -17,8 +17,10 @@
 # own work (replaying every record) does not take the controllers' CPU — as on separate hosts.
 # Unset: nothing pinned.
 # Prints one line per run — throughput, latency, the nodes' CPU per write, the brokers' CPU per
-# write, the brokers' metadata fetches per second the nodes answered (their metrics) — then
-# each case's mean and the ratio with / without.
+# write, the brokers' metadata fetches per second the nodes answered (their metrics), and the
+# host's other CPU use (cores busy beyond the nodes and brokers: the load generator, the
+# kernel's share, and anything else running: a figure above ~0.5 means the run was disturbed)
+# — then each case's mean and the ratio with / without.
 # Everything it starts stops at exit; its directory is removed.
 set -euo pipefail
 
@@ -51,7 +53,7 @@ broker_pids() {
     pgrep -f "kafka.Kafka $BROKERS_DIR/" || true
 }
 
-echo "round case ops_per_sec p50_us p99_us node_cpu_us/op broker_cpu_us/op fetches/s errors"
+echo "round case ops_per_sec p50_us p99_us node_cpu_us/op broker_cpu_us/op fetches/s other_cores errors"
 for round in $(seq 1 "$ROUNDS"); do
     for case in without with; do
         tag=$case$round
@@ -78,6 +80,7 @@ for round in $(seq 1 "$ROUNDS"); do
         fi
         fetches_before=$(kafka_requests Fetch)
         t0=$(date +%s.%N)
+        host0=$(host_busy)
         before=$(cpu_of "${NODE_PIDS[@]}")
         bbefore=0
         [ "${#bpids[@]}" -eq 0 ] || bbefore=$(cpu_of "${bpids[@]}")
@@ -88,20 +91,25 @@ for round in $(seq 1 "$ROUNDS"); do
             --raw-fsync-seconds 0 --raw-quorum-writers 0 --rtt-probes 0 --no-progress \
             --json >"$WORK/$tag.json"
         after=$(cpu_of "${NODE_PIDS[@]}")
+        host1=$(host_busy)
         fetches=$(($(kafka_requests Fetch) - fetches_before))
         t1=$(date +%s.%N)
         bafter=0
         [ "${#bpids[@]}" -eq 0 ] || bafter=$(cpu_of "${bpids[@]}")
         python3 - "$round" "$case" "$WORK/$tag.json" "$before" "$after" "$bbefore" "$bafter" \
-            "$fetches" "$t0" "$t1" <<'PY'
+            "$fetches" "$t0" "$t1" "$host0" "$host1" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[3]))
 ops = max(r["ops"], 1)
 node_us = (float(sys.argv[5]) - float(sys.argv[4])) * 1e6 / ops
 broker_us = (float(sys.argv[7]) - float(sys.argv[6])) * 1e6 / ops
-fetches = int(sys.argv[8]) / (float(sys.argv[10]) - float(sys.argv[9]))
+elapsed = float(sys.argv[10]) - float(sys.argv[9])
+fetches = int(sys.argv[8]) / elapsed
+ours = float(sys.argv[5]) - float(sys.argv[4]) + float(sys.argv[7]) - float(sys.argv[6])
+other = (float(sys.argv[12]) - float(sys.argv[11]) - ours) / elapsed
 print(f"{sys.argv[1]:>5} {sys.argv[2]:7} {r['ops_per_sec']:>11.0f} {r['p50_us']:>6} "
-      f"{r['p99_us']:>6} {node_us:>14.1f} {broker_us:>16.1f} {fetches:>9.0f} {r['errors']:>6}")
+      f"{r['p99_us']:>6} {node_us:>14.1f} {broker_us:>16.1f} {fetches:>9.0f} {other:>11.2f} "
+      f"{r['errors']:>6}")
 PY
         stop_brokers
         stop_quorum

@@ -30,6 +30,18 @@ print(total / tick)
 EOF
 }
 
+# CPU seconds the whole host spent busy (every CPU: user, nice, system, irq, softirq, steal),
+# from /proc/stat: with cpu_of, what else ran during a measurement.
+host_busy() {
+    python3 - <<'EOF'
+import os
+tick = os.sysconf("SC_CLK_TCK")
+f = open("/proc/stat").readline().split()
+user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in f[1:9])
+print((user + nice + system + irq + softirq + steal) / tick)
+EOF
+}
+
 # start_quorum BIN TAG [kafka]: starts the quorum with BIN, waits for a leader (asking with
 # $DESCRIBE_BIN, default BIN), sets NODE_PIDS, writes the client listeners to
 # $WORK/TAG.bootstrap, the cluster id to $WORK/TAG.cluster_id and, with `kafka`, a Kafka
