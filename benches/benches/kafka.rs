@@ -73,6 +73,7 @@ fn batch(records: &[MetadataRecord]) -> Batch {
         epoch: Epoch(3),
         record_count: records.len() as u32,
         control: false,
+        timestamp_ms: -1,
         payload: Arc::from(bytes.as_slice()),
     }
 }

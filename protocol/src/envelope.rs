@@ -35,7 +35,10 @@
 //! gets `Malformed`. The golden test (`testdata/protocol_v1.golden`) pins the bytes of a few
 //! frames so an accidental layout change fails: each extension appends its own lines (the
 //! first frames, then the Raft RPCs, then the distinct [`RpcError`] variants after
-//! `Malformed`/`Api`), and no older line ever changes.
+//! `Malformed`/`Api`), and no older line ever changes — with one exception so far: the
+//! fetch answer's line changed when [`corum_raft::Batch`] gained its append time
+//! (`timestamp_ms`, for Kafka brokers' lag metrics), so clients of earlier builds cannot read
+//! fetch answers of this one (nor it theirs).
 //!
 //! An archived enum is as large as its largest variant, and the root struct holds it inline, so
 //! a new variant larger than every old one would change the bytes (padding) of every old frame.
@@ -1043,6 +1046,7 @@ mod tests {
                     epoch: Epoch(2),
                     record_count: 1 + (n % 4) as u32,
                     control: i == 0,
+                    timestamp_ms: -1,
                     payload: vec![i as u8; n].into(),
                 };
                 at = b.end_offset();

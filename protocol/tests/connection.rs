@@ -123,6 +123,7 @@ fn a_call_gets_what_its_server_does() {
                                 epoch: Epoch(1),
                                 record_count: 1,
                                 control: false,
+                                timestamp_ms: -1,
                                 payload: vec![1u8].into(),
                             }],
                             high_watermark: LogOffset(6),

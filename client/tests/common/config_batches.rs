@@ -30,6 +30,7 @@ pub fn batch(base: u64, count: u32, epoch: u64, control: bool) -> Batch {
         epoch: Epoch(epoch),
         record_count: count,
         control,
+        timestamp_ms: -1,
         payload: payload.into(),
     }
 }

@@ -232,6 +232,16 @@ async fn fit_log_to_snapshot<D: Disk>(
     Ok((fit, end, kept_end))
 }
 
+/// A frame's [`corum_raft::Batch::timestamp_ms`]: its first timestamp, which corum writes as the
+/// leader's append time; an older corum wrote 0 there, which reads as unknown.
+pub fn batch_timestamp(h: &corum_engine::record::BatchHeader) -> i64 {
+    if h.first_timestamp_ms > 0 {
+        h.first_timestamp_ms
+    } else {
+        corum_raft::NO_TIMESTAMP
+    }
+}
+
 /// Every batch of `log` from `from` to `to`, with payloads for control batches (the core
 /// rebuilds the voter set from them; other payloads are read back on demand).
 pub async fn restore_log<D: Disk>(
@@ -248,6 +258,7 @@ pub async fn restore_log<D: Disk>(
             epoch: h.epoch,
             record_count: h.record_count,
             control,
+            timestamp_ms: batch_timestamp(h),
             payload_bytes: frame.payload().len(),
             payload: control.then(|| Payload::from(frame.payload())),
         });

@@ -471,7 +471,10 @@ mod tests {
                 },
             )],
         });
-        assert!(text.contains("corum_kafka_connections_open{listener=\"KAFKA\"} 2\n"), "{text}");
+        assert!(
+            text.contains("corum_kafka_connections_open{listener=\"KAFKA\"} 2\n"),
+            "{text}"
+        );
         assert!(text.contains("corum_kafka_requests_total{listener=\"KAFKA\",api=\"Fetch\"} 40\n"));
         assert!(text.contains(
             "corum_kafka_requests_total{listener=\"KAFKA\",api=\"BrokerHeartbeat\"} 3\n"

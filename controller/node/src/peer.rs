@@ -903,6 +903,7 @@ mod tests {
                             epoch: Epoch(1),
                             record_count: n,
                             control: false,
+                            timestamp_ms: -1,
                             payload: p.into(),
                         };
                         at = b.end_offset();

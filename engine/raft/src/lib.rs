@@ -59,5 +59,5 @@ pub use crate::message::Message;
 pub use crate::ready::{LogRead, Ready};
 pub use crate::types::{
     Batch, Endpoint, Payload, ProposalId, QuorumStateRecord, ReplicaKey, Snapshot, SnapshotId,
-    Voter, VoterSet, BATCH_OVERHEAD_BYTES,
+    Voter, VoterSet, BATCH_OVERHEAD_BYTES, NO_TIMESTAMP,
 };

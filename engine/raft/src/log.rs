@@ -17,6 +17,7 @@ pub(crate) struct IndexedBatch {
     pub count: u32,
     pub epoch: Epoch,
     pub control: bool,
+    pub timestamp_ms: i64,
     pub bytes: usize,
     pub payload: Option<Payload>,
 }
@@ -163,6 +164,7 @@ impl LogIndex {
             count: b.record_count,
             epoch: b.epoch,
             control: b.control,
+            timestamp_ms: b.timestamp_ms,
             bytes: b.payload.len(),
             payload: Some(b.payload.clone()),
         });
@@ -246,6 +248,7 @@ impl LogIndex {
                 epoch: b.epoch,
                 record_count: b.count,
                 control: b.control,
+                timestamp_ms: b.timestamp_ms,
                 payload: p.clone(),
             });
             i += 1;
@@ -295,6 +298,7 @@ mod tests {
             epoch: Epoch(e),
             record_count: n,
             control: false,
+            timestamp_ms: -1,
             payload: Payload::from(vec![0u8; 10]),
         }
     }

@@ -398,6 +398,7 @@ mod tests {
                             epoch: Epoch(e),
                             record_count: n,
                             control: c,
+                            timestamp_ms: -1,
                             payload: p.into(),
                         };
                         at = b.end_offset();
@@ -502,6 +503,7 @@ mod tests {
                             epoch: Epoch(1),
                             record_count: n,
                             control: false,
+                            timestamp_ms: -1,
                             payload: p.into(),
                         };
                         at = b.end_offset();
@@ -605,6 +607,7 @@ mod tests {
             epoch: Epoch(1),
             record_count: 2,
             control: false,
+            timestamp_ms: -1,
             payload: Payload::from(&b"x"[..]),
         };
         let m = Message::Append(AppendRequest {

@@ -187,8 +187,16 @@ pub struct Batch {
     pub record_count: u32,
     /// Raft control records (see [`crate::control`]) rather than state-machine records.
     pub control: bool,
+    /// When the leader appended it: its wall clock, in ms since the Unix epoch
+    /// ([`crate::RaftCore::set_wall_clock_ms`]); replicated with the batch and kept in the log
+    /// frame. Kafka's batch append time, which brokers' lag metrics read. [`NO_TIMESTAMP`]
+    /// when unknown (a batch written before corum kept it).
+    pub timestamp_ms: i64,
     pub payload: Payload,
 }
+
+/// A batch's [`Batch::timestamp_ms`] when unknown (Kafka's `NO_TIMESTAMP`).
+pub const NO_TIMESTAMP: i64 = -1;
 
 impl Batch {
     /// The offset after this batch's last record.

@@ -851,6 +851,7 @@ mod tests {
                 epoch: Epoch(6),
                 record_count: 1,
                 control: true,
+                timestamp_ms: -1,
                 payload: corum_raft::control::encode(vec![ControlRecord::LeaderChange(
                     LeaderChangeRecord {
                         epoch: Epoch(6),
@@ -864,6 +865,7 @@ mod tests {
                 epoch: Epoch(6),
                 record_count: 2,
                 control: false,
+                timestamp_ms: -1,
                 payload: Payload::from(encode_batch(&[noop.clone(), noop]).as_slice()),
             },
         ]
@@ -950,6 +952,7 @@ mod tests {
             epoch: Epoch(6),
             record_count: records.len() as u32,
             control: false,
+            timestamp_ms: -1,
             payload: Payload::from(encode_batch(records).as_slice()),
         };
         let partition_versions = |r: &FetchResponse| -> Vec<i16> {

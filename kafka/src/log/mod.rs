@@ -84,8 +84,9 @@ pub fn render_batch(
         base_offset: b.base_offset.0 as i64,
         leader_epoch: i32::try_from(b.epoch.0).unwrap_or(i32::MAX),
         control: b.control,
-        base_timestamp: ctx.timestamp_ms,
-        max_timestamp: ctx.timestamp_ms,
+        // The leader's append time, as Kafka stamps its batches (brokers' lag metrics read it).
+        base_timestamp: b.timestamp_ms,
+        max_timestamp: b.timestamp_ms,
     };
     let bad = |reason: String| RenderError::Batch {
         offset: b.base_offset.0,
@@ -594,6 +595,7 @@ pub(crate) mod tests {
             epoch: Epoch(epoch),
             record_count: records.len() as u32,
             control: false,
+            timestamp_ms: -1,
             payload: Payload::from(encode_batch(records).as_slice()),
         }
     }
@@ -627,6 +629,7 @@ pub(crate) mod tests {
             epoch: Epoch(epoch),
             record_count: records.len() as u32,
             control: true,
+            timestamp_ms: -1,
             payload: corum_raft::control::encode(records),
         }
     }
@@ -705,12 +708,19 @@ pub(crate) mod tests {
     /// A control batch and a data batch holding one of each corum record become Kafka
     /// batches at corum's offsets and epochs, which Kafka's decoders read back field by
     /// field: the control records keyed by their type with the message at version 0 as the
-    /// value, the metadata records framed at the `metadata.version`'s record versions.
+    /// value, the metadata records framed at the `metadata.version`'s record versions; each
+    /// record carries its batch's append time (a batch written before corum kept it: -1).
     #[test]
     fn batches_render_at_corums_offsets_and_epochs_and_decode_back() {
         let records = one_of_each();
         let corum: Vec<MetadataRecord> = records.iter().map(|r| r.0.clone()).collect();
-        let batches = [leader_change_batch(37, 6), data_batch(40, 6, &corum)];
+        let mut batches = [
+            leader_change_batch(37, 6),
+            data_batch(40, 6, &corum),
+            data_batch(40 + corum.len() as u64, 6, &corum[..1]),
+        ];
+        batches[0].timestamp_ms = 1_700_000_000_123;
+        batches[1].timestamp_ms = 1_700_000_000_456;
         let ctx = RenderContext {
             voter_endpoints: Vec::new(),
             metadata_version: Cell::new(MetadataVersion(27)),
@@ -718,14 +728,14 @@ pub(crate) mod tests {
         };
         let bytes = render_batches(&batches, &ctx, usize::MAX).expect("valid batches render");
         let sets = decode_all(&bytes);
-        assert_eq!(sets.len(), 2, "one Kafka batch per corum batch");
+        assert_eq!(sets.len(), 3, "one Kafka batch per corum batch");
         for (set, b) in sets.iter().zip(&batches) {
             assert_eq!(set.records.len(), b.record_count as usize);
             for (i, r) in set.records.iter().enumerate() {
                 assert_eq!(r.offset, b.base_offset.0 as i64 + i as i64);
                 assert_eq!(r.partition_leader_epoch, b.epoch.0 as i32);
                 assert_eq!(r.control, b.control);
-                assert_eq!(r.timestamp, 1_234);
+                assert_eq!(r.timestamp, b.timestamp_ms);
                 assert!(!r.transactional);
                 assert_eq!(r.producer_id, -1);
             }

@@ -93,8 +93,10 @@ pub struct RenderContext {
     /// an upgrade in the same fetch follow the new level; the caller reads it back to start
     /// the next fetch there.
     pub metadata_version: Cell<MetadataVersion>,
-    /// The timestamp batches carry: corum's Raft batches do not keep their append time, so
-    /// -1 (Kafka's "no timestamp").
+    /// The time a rendered snapshot carries (its header's last contained log time, and its
+    /// batches' timestamps): corum's snapshots do not keep the append time of their last
+    /// batch, so -1 (Kafka's "no timestamp"). Log batches carry their own
+    /// ([`corum_raft::Batch::timestamp_ms`]).
     pub timestamp_ms: i64,
     /// Where each controller serves brokers (its Kafka listener, from its KIP-919
     /// registration), added to its entry in a VotersRecord: a Kafka broker reaches the voters

@@ -1285,6 +1285,7 @@ fn data_batch(base_offset: u64, records: &[MetadataRecord]) -> Batch {
         epoch: LEADER_EPOCH,
         record_count: records.len() as u32,
         control: false,
+        timestamp_ms: -1,
         payload: Payload::from(encode_batch(records).as_slice()),
     }
 }
@@ -1299,6 +1300,7 @@ fn log_batches() -> &'static [Batch] {
             epoch: LEADER_EPOCH,
             record_count: 3,
             control: true,
+            timestamp_ms: -1,
             payload: corum_raft::control::encode(vec![
                 ControlRecord::LeaderChange(LeaderChangeRecord {
                     epoch: LEADER_EPOCH,

@@ -296,6 +296,7 @@ async fn write_export(data: &DataDir<StdDisk>, export: &mut KafkaExport) -> anyh
             epoch: h.epoch,
             record_count: h.record_count,
             control: h.attributes.is_control(),
+            timestamp_ms: corum_node::data_dir::batch_timestamp(h),
             payload: Payload::from(frame.payload()),
         };
         export

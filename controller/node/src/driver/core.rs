@@ -226,6 +226,11 @@ impl<D: Disk> DriverCore<D> {
         self.core.step(from, message);
     }
 
+    /// The wall clock the core stamps its appended batches with ([`RaftCore::set_wall_clock_ms`]).
+    pub fn set_wall_clock_ms(&mut self, ms: i64) {
+        self.core.set_wall_clock_ms(ms);
+    }
+
     /// The peer network found `peer`'s process gone ([`RaftCore::peer_unreachable`]).
     pub fn peer_unreachable(&mut self, peer: NodeId) {
         self.core.peer_unreachable(peer);
@@ -546,8 +551,8 @@ impl<D: Disk> DriverCore<D> {
                 Attributes::empty()
             },
             record_count: batch.record_count,
-            first_timestamp_ms: 0,
-            max_timestamp_ms: 0,
+            first_timestamp_ms: batch.timestamp_ms,
+            max_timestamp_ms: batch.timestamp_ms,
         };
         let (base, _) = loop {
             match self.log.append(&meta, &batch.payload) {
@@ -593,6 +598,7 @@ impl<D: Disk> DriverCore<D> {
                 epoch: h.epoch,
                 record_count: h.record_count,
                 control: h.attributes.is_control(),
+                timestamp_ms: crate::data_dir::batch_timestamp(h),
                 payload: Payload::from(frame.payload()),
             });
         }
@@ -935,6 +941,31 @@ mod tests {
         );
         assert_eq!(d.raft().high_watermark(), end.add(1));
         assert!(calls.is_empty());
+    }
+
+    /// A proposal is stamped with the wall clock the driver gave the core, and the stamp is in
+    /// the log frame: a read back from disk (what a restart's recovery and a fetch of an
+    /// evicted batch see) carries it.
+    #[test]
+    fn the_append_time_is_written_with_the_batch_and_read_back_from_disk() {
+        let (mut d, mut calls, base, now_ms) = leader();
+        let now = base + Duration::from_millis(now_ms);
+        let end = d.raft().log_end_offset();
+        d.set_wall_clock_ms(1_700_000_000_777);
+        let c = call(&mut calls, 1, now);
+        let out = d.on_proposal(proposal(&d, end, 1, &[c]), &mut calls, now);
+        assert!(out.refused.is_none());
+        round(&mut d, &mut calls, now);
+        let read = LogRead {
+            id: 1,
+            from: end,
+            bytes_max: 1 << 20,
+        };
+        let batches = block_on(d.serve_read(&read)).unwrap();
+        assert_eq!(batches[0].base_offset, end);
+        assert_eq!(batches[0].timestamp_ms, 1_700_000_000_777);
+        let restored = block_on(crate::data_dir::restore_log(d.log(), end, end.add(1))).unwrap();
+        assert_eq!(restored[0].timestamp_ms, 1_700_000_000_777);
     }
 
     /// No new proposal is admitted while `uncommitted_records_max` records wait for the commit.

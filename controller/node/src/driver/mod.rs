@@ -609,6 +609,12 @@ impl<D: Disk> RaftDriver<D> {
         let mut next_tick = Instant::now();
         let outcome = loop {
             let event = self.next_event(&reports, next_tick).await;
+            // The append time the batches this event makes are stamped with (Kafka's).
+            self.core.set_wall_clock_ms(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(corum_raft::NO_TIMESTAMP, |d| d.as_millis() as i64),
+            );
             let now = Instant::now();
             if now >= next_tick {
                 let now_ms = self.now_ms();

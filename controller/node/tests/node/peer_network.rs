@@ -53,6 +53,7 @@ fn append(payload_bytes: usize) -> Message {
             epoch: Epoch(3),
             record_count: 5,
             control: false,
+            timestamp_ms: -1,
             payload: (0..payload_bytes)
                 .map(|i| i as u8)
                 .collect::<Vec<_>>()

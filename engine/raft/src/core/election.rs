@@ -198,6 +198,7 @@ impl RaftCore {
             epoch: self.epoch,
             record_count,
             control: true,
+            timestamp_ms: self.wall_clock_ms,
             payload: control::encode(records),
         });
         let begin = BeginQuorumEpoch {

@@ -233,6 +233,7 @@ impl RaftCore {
             epoch: self.epoch,
             record_count,
             control: true,
+            timestamp_ms: self.wall_clock_ms,
             payload,
         });
         let end = self.log.end();

@@ -76,6 +76,8 @@ pub struct RestoredBatch {
     pub epoch: Epoch,
     pub record_count: u32,
     pub control: bool,
+    /// [`Batch::timestamp_ms`] (the log frame's first timestamp).
+    pub timestamp_ms: i64,
     pub payload_bytes: usize,
     pub payload: Option<Payload>,
 }
@@ -87,6 +89,7 @@ impl From<&Batch> for RestoredBatch {
             epoch: b.epoch,
             record_count: b.record_count,
             control: b.control,
+            timestamp_ms: b.timestamp_ms,
             payload_bytes: b.payload.len(),
             payload: Some(b.payload.clone()),
         }
@@ -405,6 +408,9 @@ pub struct RaftCore {
     pub(crate) endpoints: Vec<Endpoint>,
     pub(crate) rng: ChaCha8Rng,
     pub(crate) now_ms: u64,
+    /// The driver's wall clock (ms since the Unix epoch) as last given, stamped on the batches
+    /// this leader appends; [`crate::NO_TIMESTAMP`] until given.
+    pub(crate) wall_clock_ms: i64,
     pub(crate) epoch: Epoch,
     pub(crate) leader: Option<NodeId>,
     pub(crate) voted_for: Option<ReplicaKey>,
@@ -516,6 +522,7 @@ impl RaftCore {
                 count: b.record_count,
                 epoch: b.epoch,
                 control: b.control,
+                timestamp_ms: b.timestamp_ms,
                 bytes: b.payload.as_ref().map_or(b.payload_bytes, |p| p.len()),
                 payload: b.payload,
             });
@@ -535,6 +542,7 @@ impl RaftCore {
             endpoints,
             rng: ChaCha8Rng::seed_from_u64(seed),
             now_ms,
+            wall_clock_ms: crate::NO_TIMESTAMP,
             epoch: qs.epoch.max(log.last_epoch()),
             leader: qs.leader,
             voted_for: qs.voted_for,
@@ -625,6 +633,13 @@ impl RaftCore {
         }
     }
 
+    /// The wall clock (ms since the Unix epoch) for the batches this replica appends as leader
+    /// from now on ([`Batch::timestamp_ms`]). Only stamped, never compared: elections and
+    /// timeouts run on `tick`'s monotonic clock.
+    pub fn set_wall_clock_ms(&mut self, ms: i64) {
+        self.wall_clock_ms = ms;
+    }
+
     /// Handles a message from `from`. Malformed or stale messages are ignored or answered;
     /// nothing a peer sends can make this panic short of a protocol violation by a leader.
     pub fn step(&mut self, from: NodeId, msg: Message) {
@@ -675,6 +690,7 @@ impl RaftCore {
             epoch: self.epoch,
             record_count,
             control: false,
+            timestamp_ms: self.wall_clock_ms,
             payload,
         });
         Ok(ProposalId {
@@ -1360,6 +1376,7 @@ mod tests {
             epoch: Epoch(epoch),
             record_count: 1,
             control: false,
+            timestamp_ms: -1,
             payload: Payload::from(&b"x"[..]),
         };
         let append = |epoch: u64, prev: u64, prev_epoch: u64, b: Vec<Batch>| {
@@ -1430,6 +1447,7 @@ mod tests {
             epoch: Epoch(1),
             record_count: 1,
             control: true,
+            timestamp_ms: -1,
             payload_bytes: payload.len(),
             payload: Some(payload),
         };
@@ -1467,6 +1485,7 @@ mod tests {
             epoch: Epoch(1),
             record_count: 2,
             control: true,
+            timestamp_ms: -1,
             payload_bytes: payload.len(),
             payload: Some(payload),
         };
@@ -1485,6 +1504,7 @@ mod tests {
             epoch: Epoch(1),
             record_count: 3,
             control: false,
+            timestamp_ms: -1,
             payload_bytes: 5,
             payload: None,
         };
@@ -1544,6 +1564,7 @@ mod tests {
             epoch: Epoch(1),
             record_count: 3,
             control: false,
+            timestamp_ms: -1,
             payload: Payload::from(&b"hello"[..]),
         };
         c.read_completed(r.reads[0].id, vec![b.clone()]);

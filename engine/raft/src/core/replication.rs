@@ -634,12 +634,13 @@ impl RaftCore {
 
     /// When an observer's fetch may be answered: `Config::observer_fetch_interval_ms` after
     /// its last answer if that answer took it to the log's end then, else at once (it is
-    /// catching up: the last answer was cut by the byte limit). `None` for a voter's fetch.
+    /// catching up: the last answer was cut by the byte limit). `None` for a voter's fetch, and
+    /// for every fetch when the interval is 0 (served as a voter's: at once, on either).
     fn observer_not_before(&self, from: NodeId, req: &FetchRequest) -> Option<u64> {
         let State::Leader(ls) = &self.state else {
             return None;
         };
-        if ls.progress.contains_key(&from) {
+        if ls.progress.contains_key(&from) || self.config.observer_fetch_interval_ms == 0 {
             return None;
         }
         Some(match ls.fetchers.get(&from).and_then(|f| f.answered) {
@@ -1001,6 +1002,34 @@ mod tests {
             at_once >= 4 * paced,
             "{at_once} answers at once, {paced} paced"
         );
+    }
+
+    /// The leader stamps each batch with its wall clock at append, and every replica keeps
+    /// that stamp: voters through appends, an observer through fetches.
+    #[test]
+    fn batches_carry_the_leaders_append_time_to_every_replica() {
+        let mut c = Cluster::new(ClusterSpec::new(13, 3, 1)).unwrap();
+        assert!(c.run_until(5_000, |c| c.leader().is_some()));
+        let leader = c.leader().unwrap();
+        c.run_for(100);
+        let at = crate::sim::SIM_WALL_CLOCK_BASE_MS + c.now_ms as i64;
+        let p = c.propose(leader, b"stamped").unwrap().unwrap();
+        assert!(c.run_until(2_000, |c| c.ids().iter().all(|id| c
+            .core(*id)
+            .unwrap()
+            .high_watermark()
+            >= p.end_offset)));
+        for id in c.ids() {
+            let b = c.nodes[&id]
+                .disk
+                .log
+                .iter()
+                .find(|b| b.base_offset == p.base_offset)
+                .unwrap_or_else(|| panic!("node {id} holds the batch"));
+            assert_eq!(b.timestamp_ms, at, "node {id}");
+        }
+        // The leader's first batch of its epoch (LeaderChange) is stamped too.
+        assert!(c.nodes[&leader].disk.log[0].timestamp_ms > crate::sim::SIM_WALL_CLOCK_BASE_MS);
     }
 
     /// With a high-watermark linger, a commit at low load costs fewer messages (the next

@@ -213,6 +213,7 @@ mod tests {
             epoch: Epoch(epoch),
             record_count: count,
             control: false,
+            timestamp_ms: -1,
             payload: crate::types::Payload::from(&b"x"[..]),
         }
     }

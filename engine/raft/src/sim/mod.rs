@@ -104,6 +104,10 @@ pub struct ClusterSpec {
     pub observers_bootstrap_only: bool,
 }
 
+/// The simulated wall clock at time 0 (2023-11-14, in ms since the Unix epoch): batches carry
+/// it plus the simulated time.
+pub const SIM_WALL_CLOCK_BASE_MS: i64 = 1_700_000_000_000;
+
 impl ClusterSpec {
     /// Timeouts scaled for fast simulation (the protocol only cares about ratios).
     pub fn sim_config() -> Config {
@@ -368,9 +372,13 @@ impl Cluster {
         self.core(id).is_some()
     }
 
-    /// Runs one input against a node's core and then drains its Ready.
+    /// Runs one input against a node's core and then drains its Ready. The core's wall clock
+    /// is the simulated time after [`SIM_WALL_CLOCK_BASE_MS`].
     pub fn with_core<R>(&mut self, id: NodeId, f: impl FnOnce(&mut RaftCore) -> R) -> Option<R> {
-        let r = f(self.core_mut(id)?);
+        let wall = SIM_WALL_CLOCK_BASE_MS + self.now_ms as i64;
+        let core = self.core_mut(id)?;
+        core.set_wall_clock_ms(wall);
+        let r = f(core);
         self.drain(id);
         Some(r)
     }
