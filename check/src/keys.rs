@@ -100,22 +100,34 @@ fn timed<O>(record: &OpRecord, op: O) -> Timed<O> {
 
 /// A config key's records as register operations.
 ///
+/// Values no read saw all become one value: only reads tell values apart, so a history is
+/// linearizable with them distinct iff it is with them equal, and equal they make the
+/// search's configurations after any of those writes one (the concurrent writes of a busy
+/// key are mostly such: overwritten before anybody read them).
+///
 /// Panics if a record is not a config operation with an outcome `partition` keeps: the
 /// records come from `partition` under a `Key::Config`.
 pub fn register_ops<'h>(records: &[&'h Located<OpRecord>]) -> Vec<Timed<RegisterOp>> {
     let mut values = Interner::default();
+    for located in records {
+        if let Outcome::Value(v) = &located.record.outcome {
+            values.id(v);
+        }
+    }
+    let unread = u32::try_from(values.ids.len()).expect("fewer than 2^32 values per key");
+    let value_id = |v: &'h str| values.ids.get(v).copied().unwrap_or(unread);
     records
         .iter()
         .map(|located| {
             let r = &located.record;
             let op = match (&r.op, &r.outcome) {
                 (Op::ConfigSet { value, .. }, Outcome::Ok | Outcome::Unknown) => {
-                    RegisterOp::Write(Some(values.id(value)))
+                    RegisterOp::Write(Some(value_id(value)))
                 }
                 (Op::ConfigDelete { .. }, Outcome::Ok | Outcome::Unknown) => {
                     RegisterOp::Write(None)
                 }
-                (Op::ConfigRead { .. }, Outcome::Value(v)) => RegisterOp::Read(Some(values.id(v))),
+                (Op::ConfigRead { .. }, Outcome::Value(v)) => RegisterOp::Read(Some(value_id(v))),
                 (Op::ConfigRead { .. }, Outcome::Absent) => RegisterOp::Read(None),
                 (op, outcome) => panic!(
                     "line {}: {op:?} -> {outcome:?} is not a kept config operation",
@@ -173,7 +185,8 @@ mod tests {
     use crate::history::ResourceType;
 
     /// Failed operations and unknown reads are left out; the rest go to their key, with
-    /// unknown outcomes losing their completion time and equal texts the same number.
+    /// unknown outcomes losing their completion time, equal texts the same number, and values
+    /// nobody read one number.
     #[test]
     fn partition_and_convert() {
         let broker = Resource {
@@ -221,6 +234,7 @@ mod tests {
         let ops = register_ops(&keys[0].records);
         let got: Vec<(Option<u64>, RegisterOp)> =
             ops.iter().map(|o| (o.complete_ns, o.op)).collect();
+        // "a" was read (value 0); "b" was not (the one value of everything unread, 1).
         assert_eq!(
             got,
             vec![

@@ -8,7 +8,7 @@
 //!
 //! | check | module | what fails it |
 //! |---|---|---|
-//! | linearizability, per key | [`search`] (the search), [`model`] (the specifications), [`keys`] (the split) | no order of the key's operations fits both real time and the key's sequential specification |
+//! | linearizability, per key | [`search`] (the search), [`reduce`] (unknown outcomes first), [`model`] (the specifications), [`keys`] (the split) | no order of the key's operations fits both real time and the key's sequential specification |
 //! | no acknowledged write lost | [`lost_writes`] | the final read of a key does not show a write acknowledged before it, and nothing after that write can explain what it saw |
 //! | no broker epoch reused | [`epochs`] | two broker incarnations given one epoch; an epoch going back |
 //! | observed offsets never go back | [`offsets`] | an observer shows a lower metadata offset than before |
@@ -38,6 +38,7 @@ pub mod keys;
 pub mod lost_writes;
 pub mod model;
 pub mod offsets;
+pub mod reduce;
 pub mod report;
 pub mod search;
 pub mod shrink;

@@ -29,11 +29,13 @@ pub struct Timed<O> {
 /// - a read (`is_read`) that `step` accepts leaves the state unchanged, or only pins down a
 ///   part the state left open (a topic id not yet known); and a sequence that a read was
 ///   part of stays valid without it.
-/// - `causes(w, o)` holds only if `o`'s result is possible right after `w` changed the
-///   state, whatever the state before `w` was.
+/// - `causes(w, o)` holds exactly when `o`'s result is possible in the state `w` leaves
+///   where it changes the state, whatever the state before `w` was; and the state after a
+///   non-read depends on that operation alone. The lost-write check needs the "only if";
+///   the shrinker's proof ([`crate::shrink`]) needs the "if" and the last clause.
 pub trait Model: Sized {
     type State: Clone + Eq + Hash + Debug;
-    type Op: Clone + Debug;
+    type Op: Clone + Eq + Debug;
 
     /// The model for these operations (a model may precompute facts of the whole set, such
     /// as which topic ids some answer named).

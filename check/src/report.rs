@@ -58,8 +58,8 @@ pub struct KeyViolation {
     pub ops_total: usize,
     /// The smallest failing sub-history found, in file order.
     pub shrunk: Vec<Located<OpRecord>>,
-    /// Whether no single operation of `shrunk` can be dropped (false: the shrink budget ran
-    /// out first).
+    /// Whether no operation of `shrunk` can be dropped (with what depends on it) and the rest
+    /// still fail (false: the shrink budget ran out first).
     pub minimal: bool,
 }
 
@@ -285,7 +285,7 @@ impl fmt::Display for Report {
         for v in self.violations.iter().take(SHOWN_MAX) {
             let _ = writeln!(w, "\nNOT LINEARIZABLE: {}", v.key);
             let minimal = if v.minimal {
-                "no single operation can be dropped"
+                "nothing more can be dropped"
             } else {
                 "the shrink budget ran out: maybe not the smallest"
             };

@@ -6,7 +6,7 @@
 //! The operations' events — a call at `invoke_ns`, a return at `complete_ns` — form one doubly
 //! linked list in time order (a call before a return at the same instant: two operations that
 //! touch at one instant count as concurrent, so equal times never produce a false alarm). A
-//! *configuration* is the set of operations linearized so far (a bitset) and the model state
+//! *configuration* is the set of operations linearized so far and the model state
 //! they lead to. Linearized operations are lifted out of the list, so its head always starts
 //! with the calls of operations that may take effect next: every call before the first return
 //! still in the list. The search tries those calls in order. One whose recorded result the
@@ -27,7 +27,16 @@
 //! its invocation, after the client gave up too. The search never needs it: it succeeds as
 //! soon as the operations of known outcome are linearized, and so an unknown operation may
 //! also never take effect. (Unknown reads, which constrain nothing, are dropped before the
-//! search: [`crate::keys`].)
+//! search: [`crate::keys`].) Pending unknown operations multiply the configurations, so most
+//! are rewritten away first, keeping the same linearizations ([`crate::reduce`]): those
+//! nothing observed are dropped, those that one result proves applied become known.
+//!
+//! Two more shortcuts keep pending unknown operations from multiplying the configurations:
+//! one that would not change the state is never linearized (leaving it out of a
+//! linearization changes nothing, and it stays available), and of equal ones only the first
+//! in the list is tried (both stay pending to the end, so the configurations either leads to
+//! are the same up to swapping them): `k` pending deletes of unknown outcome then cost `k + 1`
+//! configurations, not `2^k`.
 //!
 //! # Reads
 //!
@@ -50,13 +59,14 @@ use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::time::Instant;
 
 use crate::model::{Model, Timed};
+use crate::reduce::reduce;
 
 /// What one search may spend.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     /// Steps: calls tried plus backtracks.
     pub steps_max: u64,
-    /// Bytes of the configuration cache (estimated: bitset, state, table overhead).
+    /// Bytes of the configuration cache (estimated: set, state, table overhead).
     pub cache_bytes_max: u64,
     /// When to give up whatever the steps left.
     pub deadline: Option<Instant>,
@@ -187,6 +197,22 @@ impl Events {
         }
     }
 
+    /// Whether an operation of unknown outcome equal to the one of call `call` has its call
+    /// earlier in the list: both are then pending for the rest of the history, so either can
+    /// stand for the other, and only the earlier is tried.
+    fn same_unknown_before<O: Eq>(&self, call: u32, ops: &[Timed<O>]) -> bool {
+        let op = &ops[self.nodes[call as usize].op as usize].op;
+        let mut n = self.nodes[call as usize].prev;
+        while n != HEAD {
+            let node = &self.nodes[n as usize];
+            if node.is_call && node.ret == NIL && ops[node.op as usize].op == *op {
+                return true;
+            }
+            n = node.prev;
+        }
+        false
+    }
+
     /// Takes an operation's call and return out of the list.
     fn lift(&mut self, call: u32) {
         self.unlink(call);
@@ -206,25 +232,69 @@ impl Events {
     }
 }
 
-/// The set of linearized operations.
+/// The set of linearized operations, in a form whose size follows the concurrency, not the
+/// history's length.
+///
+/// Operations of known outcome are ranked by completion (ties by invocation, then index),
+/// those of unknown outcome after them. Every operation whose return the search has passed is
+/// linearized, and those are a prefix of that ranking; so a set is the length of its longest
+/// linearized prefix and the few ranks linearized beyond it (operations linearized ahead of
+/// their turn: at most the concurrent ones, and unknown ones). Two sets are equal iff both
+/// parts are, which makes it an exact cache key of a few words where a bitset of the whole
+/// history would take `n / 8` bytes (1.25 KiB for a key of 10,000 operations) per entry.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Bitset(Box<[u64]>);
+struct Linearized {
+    prefix: u32,
+    /// Ranks at or past `prefix + 1`, ascending.
+    beyond: Vec<u32>,
+}
 
-impl Bitset {
-    fn new(len: usize) -> Bitset {
-        Bitset(vec![0; len.div_ceil(64)].into_boxed_slice())
+impl Linearized {
+    /// Adds a rank not in the set.
+    fn insert(&mut self, rank: u32) {
+        debug_assert!(rank >= self.prefix);
+        if rank == self.prefix {
+            self.prefix += 1;
+            let run = self
+                .beyond
+                .iter()
+                .zip(self.prefix..)
+                .take_while(|(r, want)| **r == *want)
+                .count();
+            self.beyond.drain(..run);
+            self.prefix += run as u32;
+        } else {
+            let at = self.beyond.partition_point(|&r| r < rank);
+            debug_assert!(self.beyond.get(at) != Some(&rank), "inserted twice");
+            self.beyond.insert(at, rank);
+        }
     }
 
-    fn set(&mut self, i: u32) {
-        self.0[i as usize / 64] |= 1 << (i % 64);
-    }
-
-    fn clear(&mut self, i: u32) {
-        self.0[i as usize / 64] &= !(1 << (i % 64));
+    fn bytes(&self) -> u64 {
+        (self.beyond.len() * 4) as u64
     }
 }
 
-/// Firefox's hash (as in rustc): the cache's keys are our own bitsets and states, not input
+/// Each operation's rank for [`Linearized`], and how many are of known outcome.
+fn ranks<O>(ops: &[Timed<O>]) -> (Vec<u32>, u32) {
+    let mut order: Vec<usize> = (0..ops.len()).collect();
+    order.sort_by_key(|&i| {
+        (
+            ops[i].complete_ns.is_none(),
+            ops[i].complete_ns,
+            ops[i].invoke_ns,
+            i,
+        )
+    });
+    let mut rank = vec![0u32; ops.len()];
+    for (r, &i) in order.iter().enumerate() {
+        rank[i] = r as u32;
+    }
+    let definite = ops.iter().filter(|o| o.complete_ns.is_some()).count() as u32;
+    (rank, definite)
+}
+
+/// Firefox's hash (as in rustc): the cache's keys are our own sets and states, not input
 /// an attacker picks, so a fast hash without DoS resistance is the right one. Deterministic.
 #[derive(Default)]
 struct FxHasher {
@@ -275,6 +345,7 @@ impl Hasher for FxHasher {
 struct Frame<S> {
     call: u32,
     state_before: S,
+    linearized_before: Linearized,
     /// A read linearized without alternative: backtracking past it goes on to the frame below.
     forced: bool,
 }
@@ -282,13 +353,18 @@ struct Frame<S> {
 /// Decides whether `ops` (one key's operations) are linearizable under `M`.
 pub fn search<M: Model>(ops: &[Timed<M::Op>], limits: &Limits) -> Searched {
     let model = M::for_ops(ops);
+    let reduced = reduce(&model, ops);
+    let ops = &reduced[..];
     let mut events = Events::new(ops);
-    let definite_total = ops.iter().filter(|o| o.complete_ns.is_some()).count();
-    let mut definite_done = 0usize;
-    let mut linearized = Bitset::new(ops.len());
-    let entry_bytes =
-        (linearized.0.len() * 8 + std::mem::size_of::<(Bitset, M::State)>() + 16) as u64;
-    let mut cache: HashSet<(Bitset, M::State), BuildHasherDefault<FxHasher>> = HashSet::default();
+    let (rank, definite) = ranks(ops);
+    let mut linearized = Linearized {
+        prefix: 0,
+        beyond: Vec::new(),
+    };
+    let entry_overhead_bytes = (std::mem::size_of::<(Linearized, M::State)>() + 16) as u64;
+    let mut cache: HashSet<(Linearized, M::State), BuildHasherDefault<FxHasher>> =
+        HashSet::default();
+    let mut cache_bytes = 0u64;
     let mut stack: Vec<Frame<M::State>> = Vec::new();
     let mut state = model.init();
     let mut cur = events.nodes[HEAD as usize].next;
@@ -301,13 +377,14 @@ pub fn search<M: Model>(ops: &[Timed<M::Op>], limits: &Limits) -> Searched {
     };
 
     loop {
-        if definite_done == definite_total {
+        // The operations of known outcome hold the ranks below `definite`.
+        if linearized.prefix >= definite {
             return done(Verdict::Linearizable, steps, &cache);
         }
         if steps >= limits.steps_max {
             return done(Verdict::Undecided(Exhausted::Steps), steps, &cache);
         }
-        if cache.len() as u64 * entry_bytes > limits.cache_bytes_max {
+        if cache_bytes > limits.cache_bytes_max {
             return done(Verdict::Undecided(Exhausted::CacheBytes), steps, &cache);
         }
         if steps % DEADLINE_CHECK_STEPS == 0 {
@@ -329,22 +406,28 @@ pub fn search<M: Model>(ops: &[Timed<M::Op>], limits: &Limits) -> Searched {
                     continue;
                 }
                 Some(next_state) => {
+                    if ops[node.op as usize].complete_ns.is_none()
+                        && (next_state == state || events.same_unknown_before(cur, ops))
+                    {
+                        cur = node.next;
+                        continue;
+                    }
                     let forced = model.is_read(op) && next_state == state;
-                    linearized.set(node.op);
-                    if cache.insert((linearized.clone(), next_state.clone())) {
+                    let mut next = linearized.clone();
+                    next.insert(rank[node.op as usize]);
+                    let bytes = next.bytes() + entry_overhead_bytes;
+                    if cache.insert((next.clone(), next_state.clone())) {
+                        cache_bytes += bytes;
                         stack.push(Frame {
                             call: cur,
                             state_before: std::mem::replace(&mut state, next_state),
+                            linearized_before: std::mem::replace(&mut linearized, next),
                             forced,
                         });
-                        if ops[node.op as usize].complete_ns.is_some() {
-                            definite_done += 1;
-                        }
                         events.lift(cur);
                         cur = events.nodes[HEAD as usize].next;
                         continue;
                     }
-                    linearized.clear(node.op);
                     // A read that fits but leads to a configuration already explored (so
                     // failed): then this configuration fails too, as the module doc argues.
                     if forced {
@@ -360,12 +443,8 @@ pub fn search<M: Model>(ops: &[Timed<M::Op>], limits: &Limits) -> Searched {
                 let Some(frame) = stack.pop() else {
                     return done(Verdict::Violation, steps, &cache);
                 };
-                let op = events.nodes[frame.call as usize].op;
                 events.unlift(frame.call);
-                linearized.clear(op);
-                if ops[op as usize].complete_ns.is_some() {
-                    definite_done -= 1;
-                }
+                linearized = frame.linearized_before;
                 state = frame.state_before;
                 if !frame.forced {
                     cur = events.nodes[frame.call as usize].next;

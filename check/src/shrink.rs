@@ -3,15 +3,23 @@
 //! Delta debugging (Zeller's ddmin, one-sided): drop chunks of operations, halving the chunk
 //! size down to one, keeping each removal after which the history is still (decidedly) not
 //! linearizable; then drop single operations until none can go. The result is *1-minimal*:
-//! removing any one of its operations makes it linearizable or leaves a result without its
-//! cause (below), unless the budget ran out first ([`Shrunk::minimal`]).
+//! dropping any one more operation (with what depends on it, below) makes it linearizable,
+//! unless the budget ran out first ([`Shrunk::minimal`]).
 //!
-//! **Causes are kept.** A read of `"5"` after the write of `"5"` and then the write of `"6"`
-//! fails; so does the read alone (it saw a value nobody wrote), which says much less. So a
-//! removal is refused if an operation left behind saw something only an earlier effect can
-//! explain (the model refuses its result in the initial state) and the history had such a
-//! cause ([`crate::model::Model::causes`]), but the smaller one has none. A read of a value no
-//! operation wrote keeps shrinking down to that read alone, which is the whole story.
+//! **Dropping a write drops what may have seen it.** An operation *depends* on a write if it
+//! may come after it (it did not complete before the write was invoked) and its result fits
+//! right after the write ([`crate::model::Model::causes`]): a read of the value written, a
+//! read of "absent" after a delete, a create after a delete. Every removal takes the
+//! operations that depend on a removed one along, transitively. Without this, a read of `"5"`
+//! after the writes of `"5"` and `"6"` would shrink to the read alone (a value nobody wrote),
+//! and worse, a read that rightly saw a key deleted would fail once the delete went while an
+//! earlier write stayed: a failure the history never had.
+//!
+//! With it, **a shrunk history is a proof**: were the whole history linearizable, every
+//! sub-history closed that way would be too. (Restrict a linearization to it: each remaining
+//! operation still comes after the same last state-changing operation, which may have caused
+//! its result and which it depends on, so that one remained as well.) So what the report
+//! shows fails because the history does, not because of what shrinking took away.
 //!
 //! Every candidate is judged by [`crate::search::search`] under the per-check limit; an
 //! undecided check counts as "not a violation" (the removal is refused), so what is returned
@@ -34,7 +42,7 @@ pub struct ShrinkLimits {
 pub struct Shrunk {
     /// Indices into the input, ascending.
     pub kept: Vec<usize>,
-    /// Whether no single operation can be dropped (false: the budget ran out first).
+    /// Whether nothing more can be dropped (false: the budget ran out first).
     pub minimal: bool,
     pub steps: u64,
     pub checks: u64,
@@ -43,10 +51,10 @@ pub struct Shrunk {
 /// Shrinks `ops`, which must be decidedly non-linearizable under `M`. Returns the input whole
 /// (`minimal: false`) if it is not, as a search under `limits.check` judges.
 pub fn shrink<M: Model>(ops: &[Timed<M::Op>], limits: &ShrinkLimits) -> Shrunk {
-    let causes = Causes::of::<M>(ops);
+    let dependents = Dependents::of::<M>(ops);
     let mut run = Run {
         ops,
-        causes: &causes,
+        dependents: &dependents,
         limits,
         steps: 0,
         checks: 0,
@@ -83,49 +91,46 @@ pub fn shrink<M: Model>(ops: &[Timed<M::Op>], limits: &ShrinkLimits) -> Shrunk {
     }
 }
 
-/// For each operation whose result needs an earlier effect and that has one in the history:
-/// the operations that may be its cause.
-struct Causes {
-    needed: Vec<Option<Vec<usize>>>,
+/// For each write, the operations that depend on it.
+struct Dependents {
+    of: Vec<Vec<usize>>,
 }
 
-impl Causes {
-    fn of<M: Model>(ops: &[Timed<M::Op>]) -> Causes {
+impl Dependents {
+    fn of<M: Model>(ops: &[Timed<M::Op>]) -> Dependents {
         let model = M::for_ops(ops);
-        let init = model.init();
-        let writers: Vec<usize> = (0..ops.len())
-            .filter(|&i| !model.is_read(&ops[i].op))
-            .collect();
-        let needed = ops
-            .iter()
-            .enumerate()
-            .map(|(i, o)| {
-                if model.step(&init, &o.op).is_some() {
-                    return None;
+        let of = (0..ops.len())
+            .map(|w| {
+                if model.is_read(&ops[w].op) {
+                    return Vec::new();
                 }
-                let found: Vec<usize> = writers
-                    .iter()
-                    .copied()
-                    .filter(|&w| w != i && model.causes(&ops[w].op, &o.op))
-                    .collect();
-                (!found.is_empty()).then_some(found)
+                (0..ops.len())
+                    .filter(|&o| {
+                        let before_write = ops[o].complete_ns.is_some_and(|c| c < ops[w].invoke_ns);
+                        o != w && !before_write && model.causes(&ops[w].op, &ops[o].op)
+                    })
+                    .collect()
             })
             .collect();
-        Causes { needed }
+        Dependents { of }
     }
 
-    /// Whether every operation of `kept` that had a cause in the history keeps one.
-    fn hold(&self, kept: &[usize], is_kept: &[bool]) -> bool {
-        kept.iter().all(|&i| match &self.needed[i] {
-            None => true,
-            Some(causes) => causes.iter().any(|&c| is_kept[c]),
-        })
+    /// `kept` without `dropped` and everything that depends on those, transitively.
+    fn without(&self, kept: &[usize], dropped: &[usize]) -> Vec<usize> {
+        let mut gone = vec![false; self.of.len()];
+        let mut todo = dropped.to_vec();
+        while let Some(i) = todo.pop() {
+            if !std::mem::replace(&mut gone[i], true) {
+                todo.extend(&self.of[i]);
+            }
+        }
+        kept.iter().copied().filter(|&i| !gone[i]).collect()
     }
 }
 
 struct Run<'a, O> {
     ops: &'a [Timed<O>],
-    causes: &'a Causes,
+    dependents: &'a Dependents,
     limits: &'a ShrinkLimits,
     steps: u64,
     checks: u64,
@@ -140,25 +145,22 @@ impl<O: Clone> Run<'_, O> {
         let mut end = kept.len();
         while end > 0 && !self.out_of_budget {
             let start = end.saturating_sub(chunk);
-            let candidate: Vec<usize> = kept[..start].iter().chain(&kept[end..]).copied().collect();
+            let candidate = self.dependents.without(kept, &kept[start..end]);
             if !candidate.is_empty() && self.fails::<M>(&candidate) {
+                // What depended on the chunk may sit before it: go on from where the chunk
+                // began in the shorter list.
+                end = candidate.partition_point(|&i| i < kept[start]);
                 *kept = candidate;
                 removed = true;
+            } else {
+                end = start;
             }
-            end = start;
         }
         removed
     }
 
-    /// Whether the operations `kept` keep their causes and are decidedly not linearizable.
+    /// Whether the operations `kept` are decidedly not linearizable.
     fn fails<M: Model<Op = O>>(&mut self, kept: &[usize]) -> bool {
-        let mut is_kept = vec![false; self.ops.len()];
-        for &i in kept {
-            is_kept[i] = true;
-        }
-        if !self.causes.hold(kept, &is_kept) {
-            return false;
-        }
         let left = self.limits.steps_max.saturating_sub(self.steps);
         if left == 0 {
             self.out_of_budget = true;
