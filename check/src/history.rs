@@ -197,15 +197,15 @@ impl Op {
     /// Whether the outcome is one this operation can have.
     pub fn admits(&self, outcome: &Outcome) -> bool {
         use Outcome as O;
-        match (self, outcome) {
-            (_, O::Unknown | O::Failed(_)) => true,
-            (Op::ConfigSet { .. } | Op::ConfigDelete { .. }, O::Ok) => true,
-            (Op::ConfigRead { .. }, O::Value(_) | O::Absent) => true,
-            (Op::TopicCreate { .. }, O::Created(_) | O::AlreadyExists) => true,
-            (Op::TopicDelete { .. }, O::Ok | O::UnknownTopic) => true,
-            (Op::TopicDescribe { .. }, O::Exists(_) | O::Absent) => true,
-            _ => false,
-        }
+        matches!(
+            (self, outcome),
+            (_, O::Unknown | O::Failed(_))
+                | (Op::ConfigSet { .. } | Op::ConfigDelete { .. }, O::Ok)
+                | (Op::ConfigRead { .. }, O::Value(_) | O::Absent)
+                | (Op::TopicCreate { .. }, O::Created(_) | O::AlreadyExists)
+                | (Op::TopicDelete { .. }, O::Ok | O::UnknownTopic)
+                | (Op::TopicDescribe { .. }, O::Exists(_) | O::Absent)
+        )
     }
 
     /// Whether the operation changes nothing whatever its outcome.

@@ -142,7 +142,7 @@ pub fn register_ops<'h>(records: &[&'h Located<OpRecord>]) -> Vec<Timed<Register
 /// A topic name's records as topic operations.
 ///
 /// Panics if a record is not a topic operation with an outcome `partition` keeps.
-pub fn topic_ops<'h>(records: &[&'h Located<OpRecord>]) -> Vec<Timed<TopicOp>> {
+pub fn topic_ops(records: &[&Located<OpRecord>]) -> Vec<Timed<TopicOp>> {
     let mut ids = Interner::default();
     records
         .iter()

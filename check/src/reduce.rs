@@ -30,7 +30,7 @@ use crate::model::{Model, Timed};
 pub fn reduce<M: Model>(model: &M, ops: &[Timed<M::Op>]) -> Vec<Timed<M::Op>> {
     let n = ops.len();
     // Whether `o` may come after `w`: it did not complete before `w` was invoked.
-    let may_follow = |w: usize, o: usize| !ops[o].complete_ns.is_some_and(|c| c < ops[w].invoke_ns);
+    let may_follow = |w: usize, o: usize| ops[o].complete_ns.is_none_or(|c| c >= ops[w].invoke_ns);
     let unknown_writers: Vec<usize> = (0..n)
         .filter(|&i| ops[i].complete_ns.is_none() && !model.is_read(&ops[i].op))
         .collect();

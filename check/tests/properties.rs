@@ -178,21 +178,23 @@ fn stale_pairs(history: &History) -> Vec<Stale> {
     let mut pairs = Vec::new();
     for key in keys {
         for shown in &key.records {
-            let shows = match (&shown.record.op, &shown.record.outcome) {
-                (Op::ConfigSet { .. }, Outcome::Ok) => true,
-                (Op::TopicCreate { .. }, Outcome::Created(Some(_))) => true,
-                _ => false,
-            };
+            let shows = matches!(
+                (&shown.record.op, &shown.record.outcome),
+                (Op::ConfigSet { .. }, Outcome::Ok)
+                    | (Op::TopicCreate { .. }, Outcome::Created(Some(_)))
+            );
             if !shows {
                 continue;
             }
             let done = shown.record.complete_ns.expect("acknowledged");
             for after in &key.records {
-                let changes = match (&after.record.op, &after.record.outcome) {
-                    (Op::ConfigSet { .. } | Op::ConfigDelete { .. }, Outcome::Ok) => true,
-                    (Op::TopicDelete { .. }, Outcome::Ok) => true,
-                    _ => false,
-                };
+                let changes = matches!(
+                    (&after.record.op, &after.record.outcome),
+                    (
+                        Op::ConfigSet { .. } | Op::ConfigDelete { .. } | Op::TopicDelete { .. },
+                        Outcome::Ok
+                    )
+                );
                 if changes && done < after.record.invoke_ns {
                     pairs.push(Stale {
                         shown: (*shown).clone(),
@@ -260,7 +262,7 @@ proptest! {
     #[test]
     fn executed_histories_are_accepted(spec in spec()) {
         let history = synth(&spec);
-        let report = check(&history, &CheckLimits::steps(2_000_000));
+        let report = check(&history, &CheckLimits::steps(20_000_000));
         prop_assert_eq!(report.conclusion(), Conclusion::Pass, "{}", report);
     }
 
@@ -283,7 +285,7 @@ proptest! {
         let key = key_of(&read);
         history.ops.push(Located { line, record: read });
 
-        let report = check(&history, &CheckLimits::steps(2_000_000));
+        let report = check(&history, &CheckLimits::steps(20_000_000));
         prop_assert_eq!(report.conclusion(), Conclusion::Violation);
         prop_assert!(report.undecided.is_empty());
         prop_assert_eq!(report.violations.len(), 1, "{}", report);
@@ -303,8 +305,8 @@ proptest! {
         let (keys, _) = partition(&alone);
         prop_assert_eq!(keys.len(), 1);
         let verdict = match &keys[0].key {
-            Key::Config { .. } => search::<RegisterModel>(&register_ops(&keys[0].records), &Limits::steps(2_000_000)).verdict,
-            Key::Topic(_) => search::<TopicModel>(&topic_ops(&keys[0].records), &Limits::steps(2_000_000)).verdict,
+            Key::Config { .. } => search::<RegisterModel>(&register_ops(&keys[0].records), &Limits::steps(20_000_000)).verdict,
+            Key::Topic(_) => search::<TopicModel>(&topic_ops(&keys[0].records), &Limits::steps(20_000_000)).verdict,
         };
         prop_assert_eq!(verdict, Verdict::Violation);
     }
