@@ -56,6 +56,9 @@ enum Command {
     Leaders(cmd::leaders::Args),
     /// List registered brokers and unregister fenced ones (`brokers list|unregister`).
     Brokers(cmd::brokers::Args),
+    /// Check a recorded client history (JSON lines): linearizability per key, lost writes,
+    /// broker epochs, observed offsets. Exit 0 pass, 1 violation, 2 undecided or bad input.
+    CheckHistory(cmd::check_history::Args),
 }
 
 /// Allocations of 1 GiB or more only reserve address space: a Kafka request's lying array
@@ -73,7 +76,12 @@ fn main() -> std::process::ExitCode {
         "info"
     };
     cmd::init_tracing(level);
-    match run(cli.command) {
+    // Its exit status tells a violation (1) from an undecided or unreadable history (2).
+    let command = match cli.command {
+        Command::CheckHistory(args) => return cmd::check_history::run(args),
+        command => command,
+    };
+    match run(command) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             // The whole cause chain on one line, without the backtrace anyhow would print when
@@ -103,5 +111,6 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Features(args) => cmd::features::run(args),
         Command::Leaders(args) => cmd::leaders::run(args),
         Command::Brokers(args) => cmd::brokers::run(args),
+        Command::CheckHistory(_) => unreachable!("dispatched in main for its exit status"),
     }
 }
