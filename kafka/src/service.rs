@@ -123,7 +123,7 @@ async fn dispatch<B: Backend>(
             ResponseKind::UpdateRaftVoter(api::voters::update_raft_voter(ctx, backend, r).await)
         }
         RequestKind::BrokerRegistration(r) => ResponseKind::BrokerRegistration(
-            api::brokers::broker_registration(ctx, backend, r).await,
+            api::brokers::broker_registration(ctx, backend, r, v).await,
         ),
         RequestKind::BrokerHeartbeat(r) => {
             ResponseKind::BrokerHeartbeat(api::brokers::broker_heartbeat(ctx, backend, r).await)

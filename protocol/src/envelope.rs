@@ -506,7 +506,7 @@ mod tests {
     use super::*;
     use corum_controller::config_schema::ConfigType;
     use corum_controller::control::cluster_control::{
-        DescribedBroker, DescribedController, TargetState,
+        DescribedBroker, DescribedController, PreviousBrokerEpoch, TargetState,
     };
     use corum_controller::control::config_control::{
         AlterConfigOp, AlterConfigsResource, AlterableConfig, ConfigSource, ConfigSynonym,
@@ -783,27 +783,33 @@ mod tests {
             proptest::collection::vec((arb_name(), arb_name(), any::<u16>(), any::<i16>()), 0..3),
             proptest::option::of(arb_name()),
             proptest::collection::vec(uuid(), 0..3),
-            proptest::option::of(any::<u64>()),
+            (0..3u8, any::<u64>()),
         )
-            .prop_map(|(id, incarnation_id, es, rack, log_dirs, previous)| {
-                RequestBody::RegisterBroker(Box::new(BrokerRegistrationRequest {
-                    broker_id: NodeId(id),
-                    incarnation_id,
-                    endpoints: es
-                        .into_iter()
-                        .map(|(name, host, port, security_protocol)| BrokerEndpointV1 {
-                            name,
-                            host,
-                            port,
-                            security_protocol,
-                        })
-                        .collect(),
-                    features: vec![],
-                    rack,
-                    log_dirs,
-                    previous_broker_epoch: previous.map(BrokerEpoch),
-                }))
-            });
+            .prop_map(
+                |(id, incarnation_id, es, rack, log_dirs, (previous, epoch))| {
+                    RequestBody::RegisterBroker(Box::new(BrokerRegistrationRequest {
+                        broker_id: NodeId(id),
+                        incarnation_id,
+                        endpoints: es
+                            .into_iter()
+                            .map(|(name, host, port, security_protocol)| BrokerEndpointV1 {
+                                name,
+                                host,
+                                port,
+                                security_protocol,
+                            })
+                            .collect(),
+                        features: vec![],
+                        rack,
+                        log_dirs,
+                        previous_broker_epoch: match previous {
+                            0 => PreviousBrokerEpoch::Unnamed,
+                            1 => PreviousBrokerEpoch::Epoch(BrokerEpoch(epoch)),
+                            _ => PreviousBrokerEpoch::NotSent,
+                        },
+                    }))
+                },
+            );
         let alter = (
             any::<u32>(),
             any::<u64>(),
@@ -1995,7 +2001,7 @@ mod tests {
                     }],
                     rack: Some("r1".into()),
                     log_dirs: vec![Uuid([0x71; 16]), Uuid([0x72; 16])],
-                    previous_broker_epoch: Some(BrokerEpoch(41)),
+                    previous_broker_epoch: PreviousBrokerEpoch::Epoch(BrokerEpoch(41)),
                 })),
                 ResponseBody::RegisterBroker(BrokerRegistrationResponse {
                     broker_epoch: BrokerEpoch(42),

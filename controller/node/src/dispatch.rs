@@ -377,7 +377,8 @@ mod tests {
             features: corum_controller::control::feature_control::supported_features(),
             rack: None,
             log_dirs: vec![Uuid([0x70; 16])],
-            previous_broker_epoch: None,
+            previous_broker_epoch:
+                corum_controller::control::cluster_control::PreviousBrokerEpoch::Unnamed,
         }));
         let Dispatch::Propose { records, response } =
             dispatch(&mut c, &registration, &ctx(0)).unwrap()

@@ -15,6 +15,7 @@
 pub mod cluster_control;
 pub mod config_control;
 pub mod feature_control;
+pub(crate) mod partition_change;
 pub mod producer_id_control;
 pub mod replication_control;
 #[cfg(test)]
