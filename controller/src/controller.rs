@@ -61,7 +61,7 @@ use crate::control::replication_control::{
     CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     CreateTopicsWithConfigsResponse, CreatedTopicWithConfigs, DeleteTopicsRequest,
     DeleteTopicsResponse, DeleteTopicsV2Request, DeleteTopicsV2Response, DescribeTopicsRequest,
-    DescribeTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
+    DescribeTopicsResponse, DescribeTopicsV2Response, ElectLeadersRequest, ElectLeadersResponse,
 };
 use crate::control::{ControllerResult, ImageReads, RequestContext, View};
 use crate::error::{ApiError, ConfigError, ReplayError};
@@ -490,6 +490,15 @@ impl Controller {
     ) -> Result<DescribeTopicsResponse, ApiError> {
         self.require_active()?;
         Ok(ImageReads::new(&self.image, &self.config).describe_topics(req))
+    }
+
+    /// [`Controller::describe_topics`] with each partition's eligible leader replicas.
+    pub fn describe_topics_v2(
+        &self,
+        req: &DescribeTopicsRequest,
+    ) -> Result<DescribeTopicsV2Response, ApiError> {
+        self.require_active()?;
+        Ok(ImageReads::new(&self.image, &self.config).describe_topics_v2(req))
     }
 
     pub fn create_partitions(

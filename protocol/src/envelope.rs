@@ -89,6 +89,16 @@
 //! clients and are served by the same handlers. New `ApiError` variants (InvalidRegistration,
 //! NotReplica, UnsupportedVersion) are appended after `InvalidRequest`.
 //!
+//! # Eligible leader replicas (appended after `AssignReplicasToDirs`)
+//!
+//! | request | response | Kafka API it serves |
+//! |---|---|---|
+//! | `DescribeTopicsV2(DescribeTopicsRequest)`, also as `LocalRead::DescribeTopicsV2` | `DescribeTopicsV2(DescribeTopicsV2Response)`: DescribeTopics' answer with each partition's eligible leader replicas and last known ELR (KIP-966) | DescribeTopicPartitions |
+//!
+//! BrokerRegistration's `previous_broker_epoch` became an enum whose first two variants archive
+//! as the `Option` it was (`None`, `Some(epoch)`), with a third appended: old frames read the
+//! same.
+//!
 //! # Where a request is answered
 //!
 //! Every request but the Raft ones ([`RequestBody::is_raft`]) is the active controller's: a
@@ -122,7 +132,7 @@ use corum_controller::control::replication_control::{
     CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     CreateTopicsWithConfigsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
     DeleteTopicsV2Request, DeleteTopicsV2Response, DescribeTopicsRequest, DescribeTopicsResponse,
-    ElectLeadersRequest, ElectLeadersResponse,
+    DescribeTopicsV2Response, ElectLeadersRequest, ElectLeadersResponse,
 };
 use corum_raft::message::{
     AddVoterRequest, FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse,
@@ -189,6 +199,9 @@ pub enum RequestBody {
     AlterPartition(AlterPartitionRequest),
     /// A broker names the log directory of its replicas (Kafka's AssignReplicasToDirs).
     AssignReplicasToDirs(AssignReplicasToDirsRequest),
+    /// DescribeTopics with each partition's eligible leader replicas (Kafka's
+    /// DescribeTopicPartitions).
+    DescribeTopicsV2(DescribeTopicsRequest),
 }
 
 /// The reads any node answers from the image it replayed, each the same read as the
@@ -204,6 +217,7 @@ pub enum LocalRead {
     DescribeTopics(DescribeTopicsRequest),
     DescribeControllers,
     DescribeFeatures,
+    DescribeTopicsV2(DescribeTopicsRequest),
 }
 
 impl LocalRead {
@@ -215,6 +229,7 @@ impl LocalRead {
             LocalRead::DescribeTopics(_) => "DescribeTopics",
             LocalRead::DescribeControllers => "DescribeControllers",
             LocalRead::DescribeFeatures => "DescribeFeatures",
+            LocalRead::DescribeTopicsV2(_) => "DescribeTopicsV2",
         }
     }
 }
@@ -259,6 +274,7 @@ pub enum ResponseBody {
     RegisterBroker(BrokerRegistrationResponse),
     AlterPartition(AlterPartitionResponse),
     AssignReplicasToDirs(AssignReplicasToDirsResponse),
+    DescribeTopicsV2(DescribeTopicsV2Response),
 }
 
 impl RequestBody {
@@ -294,6 +310,7 @@ impl RequestBody {
             RequestBody::RegisterBroker(_) => "RegisterBroker",
             RequestBody::AlterPartition(_) => "AlterPartition",
             RequestBody::AssignReplicasToDirs(_) => "AssignReplicasToDirs",
+            RequestBody::DescribeTopicsV2(_) => "DescribeTopicsV2",
         }
     }
 
@@ -352,6 +369,7 @@ impl ResponseBody {
             ResponseBody::RegisterBroker(_) => "RegisterBroker",
             ResponseBody::AlterPartition(_) => "AlterPartition",
             ResponseBody::AssignReplicasToDirs(_) => "AssignReplicasToDirs",
+            ResponseBody::DescribeTopicsV2(_) => "DescribeTopicsV2",
         }
     }
 
@@ -515,10 +533,10 @@ mod tests {
     use corum_controller::control::feature_control::{FeatureUpdate, FinalizedFeatureLevel};
     use corum_controller::control::replication_control::{
         AlterPartitionTopic, AlterPartitionTopicResult, AlteredPartition, CreatableTopic,
-        CreatedTopic, CreatedTopicWithConfigs, DeletedTopic, DescribedPartition, DescribedTopic,
-        DirectoryAssignment, DirectoryAssignmentResult, ElectionType, IsrMember, IsrUpdate,
-        IsrUpdated, PartitionAlteration, PartitionsIncrease, TopicPartitionResults,
-        TopicPartitions, TopicRef,
+        CreatedTopic, CreatedTopicWithConfigs, DeletedTopic, DescribedPartition,
+        DescribedPartitionV2, DescribedTopic, DescribedTopicV2, DirectoryAssignment,
+        DirectoryAssignmentResult, ElectionType, IsrMember, IsrUpdate, IsrUpdated,
+        PartitionAlteration, PartitionsIncrease, TopicPartitionResults, TopicPartitions, TopicRef,
     };
     use corum_controller::image::ConfigResource;
     use corum_controller::records::{
@@ -954,6 +972,8 @@ mod tests {
                 .prop_map(|topics| LocalRead::DescribeTopics(DescribeTopicsRequest { topics })),
             Just(LocalRead::DescribeControllers),
             Just(LocalRead::DescribeFeatures),
+            arb_topic_refs()
+                .prop_map(|topics| LocalRead::DescribeTopicsV2(DescribeTopicsRequest { topics })),
         ]
         .prop_map(|read| RequestBody::LocalRead(Box::new(read)));
         prop_oneof![
@@ -961,6 +981,8 @@ mod tests {
             Just(RequestBody::DescribeControllers),
             arb_topic_refs()
                 .prop_map(|topics| RequestBody::DescribeTopics(DescribeTopicsRequest { topics })),
+            arb_topic_refs()
+                .prop_map(|topics| RequestBody::DescribeTopicsV2(DescribeTopicsRequest { topics })),
             Just(RequestBody::DescribeFeatures),
             proptest::collection::vec(arb_topic_ref(), 0..4)
                 .prop_map(|topics| RequestBody::DeleteTopicsV2(DeleteTopicsV2Request { topics })),
@@ -2088,6 +2110,21 @@ mod tests {
                     }],
                 }),
             ),
+            (
+                RequestBody::DescribeTopicsV2(DescribeTopicsRequest {
+                    topics: Some(vec![
+                        TopicRef::Name("orders".into()),
+                        TopicRef::Id(TopicId(Uuid([0xee; 16]))),
+                    ]),
+                }),
+                described_topics_v2(),
+            ),
+            (
+                RequestBody::LocalRead(Box::new(LocalRead::DescribeTopicsV2(
+                    DescribeTopicsRequest { topics: None },
+                ))),
+                described_topics_v2(),
+            ),
         ];
         pairs
             .into_iter()
@@ -2108,8 +2145,43 @@ mod tests {
             .collect()
     }
 
-    /// The appended frames round-trip, each answer names its request's kind, and none is a
-    /// Raft request or a local read.
+    /// A DescribeTopicsV2 answer: a topic whose partition has eligible leader replicas and a
+    /// last known ELR, and an unknown one.
+    fn described_topics_v2() -> ResponseBody {
+        ResponseBody::DescribeTopicsV2(DescribeTopicsV2Response {
+            topics: vec![
+                (
+                    TopicRef::Name("orders".into()),
+                    Ok(DescribedTopicV2 {
+                        topic_id: TopicId(Uuid([7; 16])),
+                        name: "orders".into(),
+                        partitions: vec![DescribedPartitionV2 {
+                            partition: DescribedPartition {
+                                partition_id: PartitionId(0),
+                                leader: None,
+                                leader_epoch: LeaderEpoch(4),
+                                partition_epoch: PartitionEpoch(9),
+                                replicas: vec![NodeId(1), NodeId(2), NodeId(3)],
+                                isr: vec![],
+                                offline_replicas: vec![NodeId(1), NodeId(2), NodeId(3)],
+                            },
+                            eligible_leader_replicas: vec![NodeId(2), NodeId(3)],
+                            last_known_elr: vec![NodeId(1)],
+                        }],
+                    }),
+                ),
+                (
+                    TopicRef::Id(TopicId(Uuid([0xee; 16]))),
+                    Err(ApiError::UnknownTopicId {
+                        topic_id: TopicId(Uuid([0xee; 16])),
+                    }),
+                ),
+            ],
+        })
+    }
+
+    /// The appended frames round-trip, each answer names its request's kind, none is a Raft
+    /// request, and only `LocalRead` is a local read.
     #[test]
     fn appended_frames_round_trip_and_pair_up() {
         for (q, r) in golden_appended_frames() {
@@ -2122,7 +2194,11 @@ mod tests {
             let back = ResponseFrame::from_archived(decode_response(&b, MAX).unwrap());
             assert_eq!(back, r);
             assert_eq!(back.body.unwrap().kind(), q.body.kind());
-            assert!(!q.body.is_raft() && !q.body.is_local_read());
+            assert!(!q.body.is_raft());
+            assert_eq!(
+                q.body.is_local_read(),
+                matches!(q.body, RequestBody::LocalRead(_))
+            );
         }
     }
 

@@ -855,10 +855,36 @@ pub struct DescribedPartition {
     pub isr: Vec<NodeId>,
     /// Replicas on a broker that is not registered or is fenced, or on a log directory that is
     /// not online on its broker (Kafka's `offline_replicas`, which a broker also fills with
-    /// replicas on a broker without the request's listener: the listener knows that). corum
-    /// keeps no eligible leader replicas (KIP-966): a DescribeTopicPartitions answer lists
-    /// none.
+    /// replicas on a broker without the request's listener: the listener knows that). The
+    /// eligible leader replicas are in [`DescribedPartitionV2`].
     pub offline_replicas: Vec<NodeId>,
+}
+
+/// One partition's replication state with its eligible leader replicas and last known ELR
+/// (KIP-966): what Kafka's DescribeTopicPartitions shows.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DescribedPartitionV2 {
+    pub partition: DescribedPartition,
+    pub eligible_leader_replicas: Vec<NodeId>,
+    pub last_known_elr: Vec<NodeId>,
+}
+
+/// A topic and its partitions with their eligible leader replicas, in partition id order.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DescribedTopicV2 {
+    pub topic_id: TopicId,
+    pub name: String,
+    pub partitions: Vec<DescribedPartitionV2>,
+}
+
+/// [`DescribeTopicsResponse`] with each partition's eligible leader replicas (the answer to
+/// DescribeTopicsV2, for Kafka's DescribeTopicPartitions): the same topics in the same order.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DescribeTopicsV2Response {
+    pub topics: Vec<(TopicRef, Result<DescribedTopicV2, ApiError>)>,
 }
 
 /// A topic and its partitions, in partition id order.
@@ -884,13 +910,55 @@ pub(crate) fn describe_topics(
     image: &MetadataImage,
     req: &DescribeTopicsRequest,
 ) -> DescribeTopicsResponse {
-    let topics = match &req.topics {
+    DescribeTopicsResponse {
+        topics: describe_each(image, req, describe_topic),
+    }
+}
+
+/// [`describe_topics`] with each partition's eligible leader replicas and last known ELR.
+pub(crate) fn describe_topics_v2(
+    image: &MetadataImage,
+    req: &DescribeTopicsRequest,
+) -> DescribeTopicsV2Response {
+    let describe = |brokers: &BrokersImage, t: &TopicImage| {
+        let DescribedTopic {
+            topic_id,
+            name,
+            partitions,
+        } = describe_topic(brokers, t);
+        DescribedTopicV2 {
+            topic_id,
+            name,
+            partitions: partitions
+                .into_iter()
+                .zip(&t.partitions)
+                .map(|(partition, p)| DescribedPartitionV2 {
+                    partition,
+                    eligible_leader_replicas: p.elr().to_vec(),
+                    last_known_elr: p.last_known_elr().to_vec(),
+                })
+                .collect(),
+        }
+    };
+    DescribeTopicsV2Response {
+        topics: describe_each(image, req, describe),
+    }
+}
+
+/// The topics `req` names (every one not being deleted, by name, for none), each described
+/// by `describe` or refused.
+fn describe_each<T>(
+    image: &MetadataImage,
+    req: &DescribeTopicsRequest,
+    describe: impl Fn(&BrokersImage, &TopicImage) -> T,
+) -> Vec<(TopicRef, Result<T, ApiError>)> {
+    match &req.topics {
         Some(refs) => refs
             .iter()
             .map(|r| {
                 let described = r
                     .resolve_visible(image)
-                    .map(|t| describe_topic(&image.brokers, t));
+                    .map(|t| describe(&image.brokers, t));
                 (r.clone(), described)
             })
             .collect(),
@@ -907,12 +975,11 @@ pub(crate) fn describe_topics(
             .map(|(name, t)| {
                 (
                     TopicRef::Name(name.to_owned()),
-                    Ok(describe_topic(&image.brokers, t)),
+                    Ok(describe(&image.brokers, t)),
                 )
             })
             .collect(),
-    };
-    DescribeTopicsResponse { topics }
+    }
 }
 
 fn describe_topic(brokers: &BrokersImage, t: &TopicImage) -> DescribedTopic {

@@ -519,7 +519,7 @@ impl MetadataImage {
     /// - every partition's replicas and ISR are duplicate-free, the ISR is a subset of the
     ///   replicas (empty only without a leader), the leader (if any) is in the ISR and on a
     ///   registered unfenced broker, every replica has a directory, and a recovering leader's
-    ///   ISR is the leader alone;
+    ///   ISR is the leader alone (or empty, the leader gone with eligible leader replicas on);
     /// - eligible leader replicas (KIP-966) and the last known ELR are duplicate-free subsets of
     ///   the replicas; the eligible ones are outside the ISR, and the last known ELR names one
     ///   broker at most (Kafka keeps the last leader there);
@@ -608,9 +608,11 @@ impl MetadataImage {
                     at()
                 );
                 if written_by_controller {
+                    // With eligible leader replicas a recovering leader may leave too: the
+                    // ISR is then empty (the state stays until a leader recovers).
                     assert!(
                         p.leader_recovery_state == LeaderRecoveryState::Recovered
-                            || p.isr.len() == 1,
+                            || p.isr.len() <= 1,
                         "a recovering leader's ISR is itself alone at {}",
                         at()
                     );

@@ -14,7 +14,8 @@ use corum_controller::control::config_control::{
     AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
 };
 use corum_controller::control::feature_control::{
-    elr_enabled, FeatureUpdate, UpdateFeaturesRequest, ELIGIBLE_LEADER_REPLICAS_VERSION,
+    elr_enabled, supported_features, FeatureUpdate, UpdateFeaturesRequest,
+    ELIGIBLE_LEADER_REPLICAS_VERSION,
 };
 use corum_controller::control::replication_control::{
     effective_min_isr, AlterIsrRequest, AlterPartitionRequest, AlterPartitionTopic,
@@ -164,21 +165,11 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// The features every broker and controller of these tests supports: Kafka 4.1's
-/// `metadata.version` range and eligible leader replicas.
+/// The features every broker of these tests supports: this controller's (Kafka 4.1's
+/// `metadata.version` range, eligible leader replicas, the group and transaction versions), so
+/// brokers register with a cluster formatted at 4.1.
 fn features() -> Vec<SupportedFeatureV1> {
-    vec![
-        SupportedFeatureV1 {
-            name: ELIGIBLE_LEADER_REPLICAS_VERSION.into(),
-            min_level: 0,
-            max_level: 1,
-        },
-        SupportedFeatureV1 {
-            name: "metadata.version".into(),
-            min_level: 7,
-            max_level: 27,
-        },
-    ]
+    supported_features()
 }
 
 /// Log directory `i` of broker `broker`'s incarnation `incarnation` (distinct per broker).
@@ -390,18 +381,15 @@ fn apply(d: &mut Driver, op: &Op) {
                     port: if *variant { 9093 } else { 19093 },
                     security_protocol: 0,
                 }],
-                features: vec![
-                    SupportedFeatureV1 {
-                        name: ELIGIBLE_LEADER_REPLICAS_VERSION.into(),
-                        min_level: 0,
-                        max_level: 1,
-                    },
-                    SupportedFeatureV1 {
-                        name: "metadata.version".into(),
-                        min_level: 7,
-                        max_level: if *variant { 27 } else { 20 },
-                    },
-                ],
+                features: supported_features()
+                    .into_iter()
+                    .map(|mut f| {
+                        if f.name == "metadata.version" && !variant {
+                            f.max_level = 20;
+                        }
+                        f
+                    })
+                    .collect(),
             };
             let r = d.controller.register_controller(&req).unwrap();
             // Registering what the image already holds writes nothing.
@@ -748,6 +736,10 @@ fn run(mut d: Driver, ops: &[Op], elr: bool) -> Result<(), TestCaseError> {
             );
             let all = DescribeTopicsRequest { topics: None };
             prop_assert_eq!(ours.describe_topics(&all), theirs.describe_topics(&all));
+            prop_assert_eq!(
+                ours.describe_topics_v2(&all),
+                theirs.describe_topics_v2(&all)
+            );
             prop_assert_eq!(ours.describe_controllers(), theirs.describe_controllers());
             prop_assert_eq!(ours.describe_features(), theirs.describe_features());
             prop_assert_eq!(
@@ -756,6 +748,25 @@ fn run(mut d: Driver, ops: &[Op], elr: bool) -> Result<(), TestCaseError> {
             );
             // "All topics" are those not being deleted, each as the image holds it.
             let described = theirs.describe_topics(&all).topics;
+            // DescribeTopicsV2 is DescribeTopics with each partition's lists from the image.
+            let described_v2 = theirs.describe_topics_v2(&all).topics;
+            prop_assert_eq!(described.len(), described_v2.len());
+            for ((r, t), (r2, t2)) in described.iter().zip(&described_v2) {
+                prop_assert_eq!(r, r2);
+                let (t, t2) = (t.as_ref().unwrap(), t2.as_ref().unwrap());
+                prop_assert_eq!((t.topic_id, &t.name), (t2.topic_id, &t2.name));
+                let image = standby.topics.get(t.topic_id).unwrap();
+                for ((p, p2), ip) in t
+                    .partitions
+                    .iter()
+                    .zip(&t2.partitions)
+                    .zip(&image.partitions)
+                {
+                    prop_assert_eq!(p, &p2.partition);
+                    prop_assert_eq!(&p2.eligible_leader_replicas[..], ip.elr());
+                    prop_assert_eq!(&p2.last_known_elr[..], ip.last_known_elr());
+                }
+            }
             let visible: Vec<&str> = standby
                 .topics
                 .names()
