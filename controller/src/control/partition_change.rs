@@ -28,7 +28,9 @@
 //!
 //! Where corum differs: the ELR is kept in broker id order (Kafka's is a `HashSet`'s order,
 //! the same for ids below 16); when the ISR becomes empty on a partition that already has no
-//! leader, the last known ELR stays as it is (Kafka writes the id -1 there).
+//! leader, the last known ELR stays as it is (Kafka writes the id -1 there); every caller
+//! decides under the feature's rules, where Kafka 4.1 decides an AssignReplicasToDirs change
+//! without them (which empties the partition's ELR).
 
 use std::collections::BTreeSet;
 

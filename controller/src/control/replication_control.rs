@@ -1667,17 +1667,20 @@ fn assign_one(
     };
     let mut directories = p.directories.to_vec();
     directories[index] = d.directory_id;
-    let elr = elr_rules(view, topic);
+    // Kafka decides the assignment with an online election, and a replica leaving for an
+    // offline directory as a broker leaving (the topic's election). It runs the assignment's
+    // builder without the eligible leader replica rules, which empties a partition's ELR: corum
+    // keeps them (one rule for every change).
     let mut change = Change {
-        election: election_of(view, topic),
         directories: Some(directories),
-        ..Change::of(p, elr)
+        ..Change::of(p, elr_rules(view, topic))
     };
     let removed = [broker];
     let mut electorate = Electorate::new(view.image);
     if !online {
         // A replica on an offline directory can neither lead nor be in sync.
         change.isr.retain(|b| *b != broker);
+        change.election = election_of(view, topic);
         electorate.removed = &removed;
     }
     Ok(partition_change::build(topic_id, partition, p, change, electorate).record)
