@@ -76,9 +76,15 @@
 #      through a broker, then --messages (default 100,000) through an idempotent acks=all
 #      producer at --rate (default 10,000/s) and a consumer group; at 30% acknowledged broker 5
 #      is SIGKILLed: kill -> fenced, kill -> no partition led by it (leaders moved), kill -> out
-#      of every ISR
+#      of every ISR. Eligible leader replicas (KIP-966): topic suite-elr (3 partitions, RF 3,
+#      min.insync.replicas 3, no traffic) is created before the kill; once broker 5 is fenced
+#      kafka-topics --describe through a broker (and on the controllers directly, with
+#      --direct-bootstrap) must show "Elr: 5" on every partition (the ISR fell below its min ISR
+#      with broker 5 leaving cleanly), or none where the release has eligible leader replicas off
+#      (before 4.1)
 #   3. broker 5 restarts: restart -> unfenced, restart -> back in every ISR; traffic A must have
-#      consumed every acknowledged message exactly once
+#      consumed every acknowledged message exactly once; suite-elr shows no eligible leader
+#      replica (broker 5, killed, registers again as an unclean shutdown and is back in the ISR)
 #   4. the broker leading most partitions gets SIGTERM: its leaders must move before it exits
 #      (controlled shutdown); term -> leaders moved, term -> exit; it restarts
 #   5. traffic B, and at 30% the active controller is SIGKILLed: kill -> every broker's metadata
@@ -169,6 +175,23 @@ step_summary() {
 kafka_tool() {
   java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile="$COMPAT/log4j2-tools.properties" \
     -cp "$COMPAT/jars/*" "$@"
+}
+
+# elr_wait BOOTSTRAP WANT TIMEOUT_S: waits until kafka-topics --describe of suite-elr through
+# BOOTSTRAP (DescribeTopicPartitions) shows "Elr: WANT" on each of its partitions (WANT empty: none).
+elr_wait() {
+  local deadline=$((SECONDS + $3)) lines
+  while :; do
+    lines=$(kafka_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$1" --describe --topic suite-elr 2>&1 \
+      | grep -P '^\s*Topic: suite-elr\s+Partition:' || true)
+    if [ "$(grep -cP "\tElr: $2(\t|\$)" <<< "$lines")" = 3 ]; then
+      echo "$lines" | sed 's/^/  /'
+      return 0
+    fi
+    [ $SECONDS -lt "$deadline" ] \
+      || { check_failed "kafka-topics --bootstrap-server $1 --describe --topic suite-elr: not every partition shows 'Elr: $2' within $3 s: ${lines:-no partition line}"; return 1; }
+    sleep 1
+  done
 }
 
 stop_controllers() {
@@ -317,6 +340,15 @@ if [ -n "$DIRECT" ]; then
 fi
 
 step "traffic A ($MESSAGES messages) with broker 5 SIGKILLed at 30%"
+# Eligible leader replicas are on from release 4.1 (Kafka's format default), off before it.
+case "${RELEASE:-4.1}" in 3.*|4.0*) ELR_KILLED="" ;; *) ELR_KILLED=5 ;; esac
+if out=$(kafka_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$BOOTSTRAP" --create --topic suite-elr \
+    --partitions 3 --replication-factor 3 --config min.insync.replicas=3 2>&1); then
+  ELR_TOPIC=1
+else
+  ELR_TOPIC=0
+  check_failed "kafka-topics --create suite-elr failed: $out" || true
+fi
 bk traffic --start --name a --topic suite-a --messages "$MESSAGES" --rate "$RATE" --timeout 300 --drain-timeout-s 60 >/dev/null
 bk traffic --wait-acked $((MESSAGES * 3 / 10)) --name a --timeout 120 >/dev/null \
   2>>"$DIR/brokers-sh.err" || check_failed "traffic A: $((MESSAGES * 3 / 10)) messages not acknowledged within 120 s" || true
@@ -326,12 +358,17 @@ kill_at=$(bk kill 5 | field at_ms)
 measure broker_kill_to_fenced "fenced(5)" "$kill_at" 60 && bound broker_kill_to_fenced "$FENCE_BOUND_MS" || true
 measure broker_kill_to_leaders_moved "leaders(5) == 0 and offline == 0" "$kill_at" 60 || true
 measure broker_kill_to_out_of_isr "isr(5) == 0" "$kill_at" 60 || true
+if [ "$ELR_TOPIC" = 1 ]; then
+  elr_wait "$BOOTSTRAP" "$ELR_KILLED" 30 || true
+  [ -z "$DIRECT" ] || elr_wait "$DIRECT" "$ELR_KILLED" 30 || true
+fi
 
 step "broker 5 restart; traffic A result"
 out=$(bk restart 5 --timeout 120)
 restart_at=$(field at_ms <<< "$out")
 measure broker_restart_to_unfenced "unfenced(5)" "$restart_at" 45 || true
 measure broker_restart_to_in_every_isr "isr(5) == partitions" "$restart_at" 45 || true
+[ "$ELR_TOPIC" = 0 ] || elr_wait "$BOOTSTRAP" "" 45 || true
 # traffic_result NAME: waits for traffic NAME; sets TRAFFIC to its JSON line (null without one).
 traffic_result() {
   local r

@@ -21,7 +21,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use corum_controller::control::cluster_control::{
-    BrokerHeartbeatRequest, BrokerRegistrationRequest,
+    BrokerHeartbeatRequest, BrokerRegistrationRequest, PreviousBrokerEpoch,
 };
 use corum_controller::records::{BrokerEndpointV1, ListenerV1, SupportedFeatureV1};
 use corum_controller::{ApiError, TargetState};
@@ -70,7 +70,7 @@ impl BrokerIdentity {
             features: self.features.clone(),
             rack: self.rack.clone(),
             log_dirs: self.log_dirs.clone(),
-            previous_broker_epoch: None,
+            previous_broker_epoch: PreviousBrokerEpoch::Unnamed,
         }
     }
 

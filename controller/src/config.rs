@@ -15,6 +15,11 @@ pub struct ControllerConfig {
     pub default_partitions: u32,
     /// `default.replication.factor`: replicas per partition when a topic asks for -1.
     pub default_replication_factor: u16,
+    /// `min.insync.replicas` of the controller's own static config: the fallback of every
+    /// topic's min ISR (eligible leader replicas, KIP-966), and the cluster default the first
+    /// controller writes when the cluster starts with them enabled (Kafka's
+    /// `getStaticallyConfiguredMinInsyncReplicas`).
+    pub min_insync_replicas: u16,
     /// Most partitions one topic may have (and most created by one request).
     pub partitions_per_topic_max: u32,
     /// Most replicas per partition.
@@ -39,6 +44,7 @@ impl Default for ControllerConfig {
             heartbeat_interval_ms: 2_000,
             default_partitions: 1,
             default_replication_factor: 1,
+            min_insync_replicas: 1,
             partitions_per_topic_max: 100_000,
             replication_factor_max: 16,
             records_per_batch_max: 10_000,
@@ -92,6 +98,9 @@ impl ControllerConfig {
                 self.default_replication_factor.into(),
                 "must be in 1..=replication.factor.max",
             );
+        }
+        if self.min_insync_replicas == 0 {
+            return bad("min.insync.replicas", 0, "must be at least 1");
         }
         // A batch must at least hold a registration plus the changes of one partition, and stay
         // far below rkyv's 32-bit relative pointers.

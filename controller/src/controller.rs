@@ -61,12 +61,15 @@ use crate::control::replication_control::{
     CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     CreateTopicsWithConfigsResponse, CreatedTopicWithConfigs, DeleteTopicsRequest,
     DeleteTopicsResponse, DeleteTopicsV2Request, DeleteTopicsV2Response, DescribeTopicsRequest,
-    DescribeTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
+    DescribeTopicsResponse, DescribeTopicsV2Response, ElectLeadersRequest, ElectLeadersResponse,
 };
 use crate::control::{ControllerResult, ImageReads, RequestContext, View};
 use crate::error::{ApiError, ConfigError, ReplayError};
 use crate::image::MetadataImage;
-use crate::records::{ArchivedBatch, ArchivedMetadataRecord, FeatureLevelRecordV1, MetadataRecord};
+use crate::records::{
+    ArchivedBatch, ArchivedMetadataRecord, ConfigRecordV1, ConfigResourceType,
+    FeatureLevelRecordV1, MetadataRecord,
+};
 
 /// The feature every Kafka cluster finalizes at format time.
 pub const METADATA_VERSION: &str = "metadata.version";
@@ -382,17 +385,22 @@ impl Controller {
 
     /// What a cluster must hold from its start, as Kafka's format writes it into the bootstrap
     /// checkpoint: the features the cluster was formatted with
-    /// ([`ControllerConfig::bootstrap_features`], each set above level 0), proposed by the
-    /// first active controller that finds `metadata.version` missing (also in flight). Empty
-    /// once it is there.
+    /// ([`ControllerConfig::bootstrap_features`], each set above level 0), and, with eligible
+    /// leader replicas among them, the cluster default `min.insync.replicas` from the static
+    /// config (as Kafka's `ActivationRecordsGenerator` adds it), proposed by the first active
+    /// controller that finds `metadata.version` missing (also in flight). Empty once it is
+    /// there.
     pub fn bootstrap_records(&self) -> Vec<MetadataRecord> {
         if !self.is_active() || self.image.features.get(METADATA_VERSION).is_some() {
             return Vec::new();
         }
-        self.config
+        let features = self
+            .config
             .bootstrap_features
             .iter()
-            .filter(|f| f.level > 0)
+            .filter(|f| f.level > 0);
+        let mut records: Vec<MetadataRecord> = features
+            .clone()
             .map(|f| {
                 MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
                     name: f.name.clone(),
@@ -400,7 +408,19 @@ impl Controller {
                     max_level: f.level,
                 })
             })
-            .collect()
+            .collect();
+        if features
+            .clone()
+            .any(|f| f.name == feature_control::ELIGIBLE_LEADER_REPLICAS_VERSION)
+        {
+            records.push(MetadataRecord::Config(ConfigRecordV1 {
+                resource_type: ConfigResourceType::Broker,
+                resource_name: String::new(),
+                key: "min.insync.replicas".into(),
+                value: Some(self.config.min_insync_replicas.to_string()),
+            }));
+        }
+        records
     }
 
     pub fn unregister_broker(&mut self, req: &UnregisterBrokerRequest) -> HandlerResult<()> {
@@ -470,6 +490,15 @@ impl Controller {
     ) -> Result<DescribeTopicsResponse, ApiError> {
         self.require_active()?;
         Ok(ImageReads::new(&self.image, &self.config).describe_topics(req))
+    }
+
+    /// [`Controller::describe_topics`] with each partition's eligible leader replicas.
+    pub fn describe_topics_v2(
+        &self,
+        req: &DescribeTopicsRequest,
+    ) -> Result<DescribeTopicsV2Response, ApiError> {
+        self.require_active()?;
+        Ok(ImageReads::new(&self.image, &self.config).describe_topics_v2(req))
     }
 
     pub fn create_partitions(
@@ -648,6 +677,58 @@ mod tests {
             want_fence: false,
             want_shutdown: false,
         }
+    }
+
+    /// A cluster formatted with eligible leader replicas (4.1's default) starts with the
+    /// cluster default `min.insync.replicas` set to the static value after its features, as
+    /// Kafka's first controller writes it; one formatted without them (4.0) does not.
+    #[test]
+    fn bootstrap_records_set_the_min_isr_with_eligible_leader_replicas() {
+        let bootstrap = |release: &str, min_insync_replicas| {
+            let config = ControllerConfig {
+                bootstrap_features: feature_control::bootstrap_features(release, &[]).unwrap(),
+                min_insync_replicas,
+                ..Default::default()
+            };
+            let mut c = Controller::new(config, NodeId(9)).unwrap();
+            assert!(
+                c.bootstrap_records().is_empty(),
+                "a standby proposes nothing"
+            );
+            c.on_become_active(0);
+            c.bootstrap_records()
+        };
+        let records = bootstrap("4.1", 2);
+        let names: Vec<&str> = records
+            .iter()
+            .map(|r| match r {
+                MetadataRecord::FeatureLevel(f) => f.name.as_str(),
+                MetadataRecord::Config(c) => c.key.as_str(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "eligible.leader.replicas.version",
+                "group.version",
+                "metadata.version",
+                "transaction.version",
+                "min.insync.replicas"
+            ]
+        );
+        assert_eq!(
+            records[4],
+            MetadataRecord::Config(ConfigRecordV1 {
+                resource_type: ConfigResourceType::Broker,
+                resource_name: String::new(),
+                key: "min.insync.replicas".into(),
+                value: Some("2".into()),
+            })
+        );
+        assert!(bootstrap("4.0", 2)
+            .iter()
+            .all(|r| matches!(r, MetadataRecord::FeatureLevel(_))));
     }
 
     /// A registration conflict is detected against a registration still in flight, and a

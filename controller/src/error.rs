@@ -207,6 +207,8 @@ pub enum ReplayError {
         offset: LogOffset,
         topic_id: TopicId,
     },
+    #[error("record at {offset}: unknown topic name {name:?}")]
+    UnknownTopicName { offset: LogOffset, name: String },
     #[error("record at {offset}: topic name {name:?} already names topic {existing}")]
     TopicNameTaken {
         offset: LogOffset,

@@ -26,11 +26,14 @@
 //! RegisterBrokerRecord v3, `BrokerRegistrationChangeV2` BrokerRegistrationChangeRecord (what
 //! Kafka's controller writes to fence, unfence and start a controlled shutdown),
 //! `PartitionV2` PartitionRecord v1, `PartitionChange` PartitionChangeRecord v1 (no epochs:
-//! replay counts them), `Topic` TopicRecord, `RemoveTopic` RemoveTopicRecord, `Config`
-//! ConfigRecord, `FeatureLevel` FeatureLevelRecord (its `max_level` is Kafka's level),
-//! `ProducerIds`, `NoOp`, `RegisterController` and `UnregisterBroker` theirs. The V1 records
-//! that the V2 ones replaced (RegisterBroker, Fence/UnfenceBroker, BrokerRegistrationChange,
-//! Partition, PartitionLeaderChange, PartitionIsrChange) are only replayed (older logs).
+//! replay counts them), `PartitionV3` and `PartitionChangeV2` the same with KIP-966's eligible
+//! leader replicas (Kafka's v2 of both; written only when they carry those, see
+//! [`MetadataRecord::partition`]), `ClearElr` ClearElrRecord, `Topic` TopicRecord,
+//! `RemoveTopic` RemoveTopicRecord, `Config` ConfigRecord, `FeatureLevel` FeatureLevelRecord
+//! (its `max_level` is Kafka's level), `ProducerIds`, `NoOp`, `RegisterController` and
+//! `UnregisterBroker` theirs. The V1 records that the V2 ones replaced (RegisterBroker,
+//! Fence/UnfenceBroker, BrokerRegistrationChange, Partition, PartitionLeaderChange,
+//! PartitionIsrChange) are only replayed (older logs).
 //!
 //! # Batches
 //!
@@ -395,8 +398,9 @@ impl LeaderRecoveryState {
     }
 }
 
-/// The full state of one partition (Kafka's PartitionRecord v1, without reassignment and
-/// eligible leader replicas, which corum does not implement). `directories` holds the log
+/// The full state of one partition (Kafka's PartitionRecord v1, without reassignment, which
+/// corum does not implement), for a partition without eligible leader replicas (see
+/// [`PartitionRecordV3`] for one with them). `directories` holds the log
 /// directory of each replica, in replica order; an empty list means every replica's is
 /// [`crate::ids::MIGRATING_DIR`] (as Kafka reads a PartitionRecord without directories).
 #[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -425,8 +429,9 @@ pub enum LeaderChange {
     Broker(NodeId),
 }
 
-/// One change to a partition (Kafka's PartitionChangeRecord v1, without reassignment and
-/// eligible leader replicas): every `None` field stays as it is. It carries no epochs: replay
+/// One change to a partition (Kafka's PartitionChangeRecord v1, without reassignment) that
+/// leaves the eligible leader replicas as they are (see [`PartitionChangeRecordV2`] for one that
+/// changes them): every `None` field stays as it is. It carries no epochs: replay
 /// grows the partition epoch by one for every such record, and the leader epoch by one exactly
 /// when `leader` is not [`LeaderChange::Unchanged`] (Kafka's `PartitionRegistration.merge`),
 /// so a broker replaying the same changes counts the same epochs.
@@ -443,6 +448,78 @@ pub struct PartitionChangeRecordV1 {
     pub leader_recovery_state: Option<LeaderRecoveryState>,
     /// The new log directory of every replica, in replica order.
     pub directories: Option<Vec<Uuid>>,
+}
+
+/// The full state of one partition with its eligible leader replicas (Kafka's PartitionRecord
+/// v2, KIP-966): [`PartitionRecordV2`]'s fields and
+///
+/// - `eligible_leader_replicas`: replicas outside the ISR that are safe leaders (they left an
+///   ISR smaller than `min.insync.replicas`, which no high watermark moved past without them),
+///   in broker id order, none in the ISR;
+/// - `last_known_elr`: the leader the partition had when its ISR became empty (at most one: the
+///   last resort of Kafka's "balanced recovery").
+///
+/// The controller writes it only for a partition that has either (a snapshot of one): others
+/// are [`PartitionRecordV2`], which replays as this record with both lists empty.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct PartitionRecordV3 {
+    pub topic_id: TopicId,
+    pub partition_id: PartitionId,
+    pub replicas: Vec<NodeId>,
+    pub isr: Vec<NodeId>,
+    pub leader: Option<NodeId>,
+    pub leader_recovery_state: LeaderRecoveryState,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: PartitionEpoch,
+    pub directories: Vec<Uuid>,
+    pub eligible_leader_replicas: Vec<NodeId>,
+    pub last_known_elr: Vec<NodeId>,
+}
+
+/// One change to a partition that also sets its eligible leader replicas or last known ELR
+/// (Kafka's PartitionChangeRecord v2, KIP-966): [`PartitionChangeRecordV1`]'s fields, and the
+/// two lists, each `None` when it stays as it is. The controller writes it only when one of the
+/// two is set: every other change is a [`PartitionChangeRecordV1`], which replays as this record
+/// with both `None`.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct PartitionChangeRecordV2 {
+    pub topic_id: TopicId,
+    pub partition_id: PartitionId,
+    pub isr: Option<Vec<NodeId>>,
+    pub leader: LeaderChange,
+    pub replicas: Option<Vec<NodeId>>,
+    pub leader_recovery_state: Option<LeaderRecoveryState>,
+    pub directories: Option<Vec<Uuid>>,
+    pub eligible_leader_replicas: Option<Vec<NodeId>>,
+    pub last_known_elr: Option<Vec<NodeId>>,
+}
+
+impl PartitionChangeRecordV2 {
+    /// The same change without the two lists (what a [`PartitionChangeRecordV1`] says).
+    pub fn without_elr(&self) -> PartitionChangeRecordV1 {
+        PartitionChangeRecordV1 {
+            topic_id: self.topic_id,
+            partition_id: self.partition_id,
+            isr: self.isr.clone(),
+            leader: self.leader,
+            replicas: self.replicas.clone(),
+            leader_recovery_state: self.leader_recovery_state,
+            directories: self.directories.clone(),
+        }
+    }
+}
+
+/// Clears the eligible leader replicas and last known ELR of every partition of the topic named
+/// `topic_name`, or of every topic when it is empty (Kafka's ClearElrRecord, which its
+/// controller writes when `min.insync.replicas` changes, with eligible leader replicas enabled).
+/// Replay grows the partition epoch of each partition that had either, as a PartitionChange
+/// setting both to empty would (Kafka's `removeTopicElrs`); the leader epoch stays.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct ClearElrRecordV1 {
+    pub topic_name: String,
 }
 
 /// Every metadata record. Append new variants (and new versions) at the end only; see the module
@@ -473,6 +550,9 @@ pub enum MetadataRecord {
     BrokerRegistrationChangeV2(BrokerRegistrationChangeRecordV2),
     PartitionV2(PartitionRecordV2),
     PartitionChange(PartitionChangeRecordV1),
+    PartitionV3(Box<PartitionRecordV3>),
+    PartitionChangeV2(Box<PartitionChangeRecordV2>),
+    ClearElr(ClearElrRecordV1),
 }
 
 /// The size of one archived record (the largest variant's, with its tag): the stride of a
@@ -480,6 +560,37 @@ pub enum MetadataRecord {
 pub const ARCHIVED_RECORD_BYTES: usize = 72;
 
 impl MetadataRecord {
+    /// The record the controller writes for the partition state `r`: a [`PartitionRecordV2`]
+    /// when it has no eligible leader replicas and no last known ELR, else a
+    /// [`PartitionRecordV3`] (the oldest version that says it all, so a cluster that never
+    /// enables eligible leader replicas writes the records it always did).
+    pub fn partition(r: PartitionRecordV3) -> MetadataRecord {
+        if !r.eligible_leader_replicas.is_empty() || !r.last_known_elr.is_empty() {
+            return MetadataRecord::PartitionV3(Box::new(r));
+        }
+        MetadataRecord::PartitionV2(PartitionRecordV2 {
+            topic_id: r.topic_id,
+            partition_id: r.partition_id,
+            replicas: r.replicas,
+            isr: r.isr,
+            leader: r.leader,
+            leader_recovery_state: r.leader_recovery_state,
+            leader_epoch: r.leader_epoch,
+            partition_epoch: r.partition_epoch,
+            directories: r.directories,
+        })
+    }
+
+    /// The record the controller writes for the change `c`: a [`PartitionChangeRecordV1`] when
+    /// it sets neither list, else a [`PartitionChangeRecordV2`] (as [`MetadataRecord::partition`]
+    /// chooses).
+    pub fn partition_change(c: PartitionChangeRecordV2) -> MetadataRecord {
+        if c.eligible_leader_replicas.is_some() || c.last_known_elr.is_some() {
+            return MetadataRecord::PartitionChangeV2(Box::new(c));
+        }
+        MetadataRecord::PartitionChange(c.without_elr())
+    }
+
     /// The record's type name, for logs and scenario output.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -502,6 +613,9 @@ impl MetadataRecord {
             MetadataRecord::BrokerRegistrationChangeV2(_) => "BrokerRegistrationChangeV2",
             MetadataRecord::PartitionV2(_) => "PartitionV2",
             MetadataRecord::PartitionChange(_) => "PartitionChange",
+            MetadataRecord::PartitionV3(_) => "PartitionV3",
+            MetadataRecord::PartitionChangeV2(_) => "PartitionChangeV2",
+            MetadataRecord::ClearElr(_) => "ClearElr",
         }
     }
 }
@@ -935,6 +1049,47 @@ pub(crate) mod tests {
                 leader_recovery_state: None,
                 directories: None,
             }),
+            MetadataRecord::PartitionV3(Box::new(PartitionRecordV3 {
+                topic_id: t,
+                partition_id: PartitionId(2),
+                replicas: vec![NodeId(4), NodeId(5), NodeId(6)],
+                isr: vec![],
+                leader: None,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
+                leader_epoch: LeaderEpoch(6),
+                partition_epoch: PartitionEpoch(11),
+                directories: vec![dir(0x41), dir(0x51), dir(0x61)],
+                eligible_leader_replicas: vec![NodeId(5), NodeId(6)],
+                last_known_elr: vec![NodeId(4)],
+            })),
+            MetadataRecord::PartitionChangeV2(Box::new(PartitionChangeRecordV2 {
+                topic_id: t,
+                partition_id: PartitionId(2),
+                isr: Some(vec![]),
+                leader: LeaderChange::NoLeader,
+                replicas: None,
+                leader_recovery_state: None,
+                directories: None,
+                eligible_leader_replicas: Some(vec![NodeId(5), NodeId(6)]),
+                last_known_elr: Some(vec![NodeId(4)]),
+            })),
+            MetadataRecord::PartitionChangeV2(Box::new(PartitionChangeRecordV2 {
+                topic_id: t,
+                partition_id: PartitionId(2),
+                isr: Some(vec![NodeId(5)]),
+                leader: LeaderChange::Broker(NodeId(5)),
+                replicas: None,
+                leader_recovery_state: Some(LeaderRecoveryState::Recovered),
+                directories: Some(vec![dir(0x41), dir(0x52), dir(0x61)]),
+                eligible_leader_replicas: Some(vec![NodeId(6)]),
+                last_known_elr: None,
+            })),
+            MetadataRecord::ClearElr(ClearElrRecordV1 {
+                topic_name: "orders".into(),
+            }),
+            MetadataRecord::ClearElr(ClearElrRecordV1 {
+                topic_name: String::new(),
+            }),
         ]
     }
 
@@ -1018,9 +1173,70 @@ pub(crate) mod tests {
         let all = all_kinds();
         let kinds: std::collections::BTreeSet<&str> =
             all.iter().map(MetadataRecord::kind).collect();
-        assert_eq!(kinds.len(), 19, "a record of each of the 19 kinds");
+        assert_eq!(kinds.len(), 22, "a record of each of the 22 kinds");
         let empty = encode_batch(&[]);
         assert_eq!(decode_batch(&empty).unwrap().len(), 0);
+    }
+
+    /// A partition state or change without eligible leader replicas or last known ELR is
+    /// written as the older record (the bytes a cluster without them always wrote); with
+    /// either, as the new one; and the new one without its lists says what the old one says.
+    #[test]
+    fn partition_records_take_the_oldest_version_that_says_it_all() {
+        let t = TopicId(Uuid([7; 16]));
+        let state = |elr: Vec<NodeId>, last_known_elr: Vec<NodeId>| PartitionRecordV3 {
+            topic_id: t,
+            partition_id: PartitionId(0),
+            replicas: vec![NodeId(1), NodeId(2)],
+            isr: vec![NodeId(1)],
+            leader: Some(NodeId(1)),
+            leader_recovery_state: LeaderRecoveryState::Recovered,
+            leader_epoch: LeaderEpoch(1),
+            partition_epoch: PartitionEpoch(2),
+            directories: vec![],
+            eligible_leader_replicas: elr,
+            last_known_elr,
+        };
+        assert!(matches!(
+            MetadataRecord::partition(state(vec![], vec![])),
+            MetadataRecord::PartitionV2(PartitionRecordV2 {
+                partition_epoch: PartitionEpoch(2),
+                ..
+            })
+        ));
+        for (elr, lke) in [(vec![NodeId(2)], vec![]), (vec![], vec![NodeId(2)])] {
+            let r = state(elr, lke);
+            assert_eq!(
+                MetadataRecord::partition(r.clone()),
+                MetadataRecord::PartitionV3(Box::new(r))
+            );
+        }
+        let change = |elr: Option<Vec<NodeId>>, last_known_elr: Option<Vec<NodeId>>| {
+            PartitionChangeRecordV2 {
+                topic_id: t,
+                partition_id: PartitionId(0),
+                isr: Some(vec![NodeId(1)]),
+                leader: LeaderChange::Unchanged,
+                replicas: None,
+                leader_recovery_state: None,
+                directories: None,
+                eligible_leader_replicas: elr,
+                last_known_elr,
+            }
+        };
+        let plain = change(None, None);
+        assert_eq!(
+            MetadataRecord::partition_change(plain.clone()),
+            MetadataRecord::PartitionChange(plain.without_elr())
+        );
+        // An empty list is a change (it clears them), so it needs the new version.
+        for (elr, lke) in [(Some(vec![]), None), (None, Some(vec![NodeId(2)]))] {
+            let c = change(elr, lke);
+            assert_eq!(
+                MetadataRecord::partition_change(c.clone()),
+                MetadataRecord::PartitionChangeV2(Box::new(c))
+            );
+        }
     }
 
     /// An archived record is exactly as large as it always was: a batch is an array of them,
@@ -1283,6 +1499,43 @@ pub(crate) mod tests {
                         }),
                     })
                 }),
+            (topic_id(), nodes(), nodes(), nodes(), nodes()).prop_map(
+                |(topic_id, replicas, isr, elr, last_known_elr)| {
+                    MetadataRecord::PartitionV3(Box::new(PartitionRecordV3 {
+                        topic_id,
+                        partition_id: PartitionId(elr.len() as u32),
+                        directories: replicas.iter().map(|b| Uuid([b.0 as u8; 16])).collect(),
+                        leader: isr.first().copied(),
+                        replicas,
+                        isr,
+                        leader_recovery_state: LeaderRecoveryState::Recovered,
+                        leader_epoch: LeaderEpoch(7),
+                        partition_epoch: PartitionEpoch(8),
+                        eligible_leader_replicas: elr,
+                        last_known_elr,
+                    }))
+                }
+            ),
+            (
+                topic_id(),
+                proptest::option::of(nodes()),
+                proptest::option::of(nodes()),
+                proptest::option::of(nodes()),
+            )
+                .prop_map(|(topic_id, isr, elr, last_known_elr)| {
+                    MetadataRecord::PartitionChangeV2(Box::new(PartitionChangeRecordV2 {
+                        topic_id,
+                        partition_id: PartitionId(3),
+                        isr,
+                        leader: LeaderChange::NoLeader,
+                        replicas: None,
+                        leader_recovery_state: None,
+                        directories: None,
+                        eligible_leader_replicas: elr,
+                        last_known_elr,
+                    }))
+                }),
+            text().prop_map(|topic_name| MetadataRecord::ClearElr(ClearElrRecordV1 { topic_name })),
         ]
     }
 

@@ -13,7 +13,7 @@
 //! | DescribeQuorum | `DescribeQuorum` | the metadata log's one partition |
 //! | UpdateFeatures | `UpdateFeatures` | upgrade / safe / unsafe downgrade, validate_only |
 //! | ElectLeaders | `ElectLeaders` | preferred and unclean |
-//! | DescribeTopicPartitions | `DescribeTopics` | |
+//! | DescribeTopicPartitions | `DescribeTopicsV2` (with the eligible leader replicas) | |
 //! | DescribeAcls, CreateAcls, DeleteAcls | — | SECURITY_DISABLED, as Kafka without an authorizer |
 //! | BrokerRegistration, BrokerHeartbeat, UnregisterBroker, AlterPartition, AssignReplicasToDirs | `RegisterBroker`, `BrokerHeartbeat`, `UnregisterBroker`, `AlterPartition`, `AssignReplicasToDirs` | see [`crate::api::brokers`] |
 //! | AllocateProducerIds | `AllocateProducerIds` | blocks of 1000 |
@@ -123,7 +123,7 @@ async fn dispatch<B: Backend>(
             ResponseKind::UpdateRaftVoter(api::voters::update_raft_voter(ctx, backend, r).await)
         }
         RequestKind::BrokerRegistration(r) => ResponseKind::BrokerRegistration(
-            api::brokers::broker_registration(ctx, backend, r).await,
+            api::brokers::broker_registration(ctx, backend, r, v).await,
         ),
         RequestKind::BrokerHeartbeat(r) => {
             ResponseKind::BrokerHeartbeat(api::brokers::broker_heartbeat(ctx, backend, r).await)
@@ -183,6 +183,7 @@ pub(crate) fn read(read: LocalRead) -> RequestBody {
         LocalRead::DescribeTopics(r) => RequestBody::DescribeTopics(r),
         LocalRead::DescribeControllers => RequestBody::DescribeControllers,
         LocalRead::DescribeFeatures => RequestBody::DescribeFeatures,
+        LocalRead::DescribeTopicsV2(r) => RequestBody::DescribeTopicsV2(r),
     }
 }
 
@@ -195,6 +196,7 @@ pub fn as_local_read(body: &RequestBody) -> Option<LocalRead> {
         RequestBody::DescribeTopics(r) => LocalRead::DescribeTopics(r.clone()),
         RequestBody::DescribeControllers => LocalRead::DescribeControllers,
         RequestBody::DescribeFeatures => LocalRead::DescribeFeatures,
+        RequestBody::DescribeTopicsV2(r) => LocalRead::DescribeTopicsV2(r.clone()),
         _ => return None,
     })
 }

@@ -92,6 +92,16 @@
 //! clients and are served by the same handlers. New `ApiError` variants (InvalidRegistration,
 //! NotReplica, UnsupportedVersion) are appended after `InvalidRequest`.
 //!
+//! # Eligible leader replicas (appended after `AssignReplicasToDirs`)
+//!
+//! | request | response | Kafka API it serves |
+//! |---|---|---|
+//! | `DescribeTopicsV2(DescribeTopicsRequest)`, also as `LocalRead::DescribeTopicsV2` | `DescribeTopicsV2(DescribeTopicsV2Response)`: DescribeTopics' answer with each partition's eligible leader replicas and last known ELR (KIP-966) | DescribeTopicPartitions |
+//!
+//! BrokerRegistration's `previous_broker_epoch` became an enum whose first two variants archive
+//! as the `Option` it was (`None`, `Some(epoch)`), with a third appended: old frames read the
+//! same.
+//!
 //! # Where a request is answered
 //!
 //! Every request but the Raft ones ([`RequestBody::is_raft`]) is the active controller's: a
@@ -125,7 +135,7 @@ use corum_controller::control::replication_control::{
     CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     CreateTopicsWithConfigsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
     DeleteTopicsV2Request, DeleteTopicsV2Response, DescribeTopicsRequest, DescribeTopicsResponse,
-    ElectLeadersRequest, ElectLeadersResponse,
+    DescribeTopicsV2Response, ElectLeadersRequest, ElectLeadersResponse,
 };
 use corum_raft::message::{
     AddVoterRequest, FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse,
@@ -192,6 +202,9 @@ pub enum RequestBody {
     AlterPartition(AlterPartitionRequest),
     /// A broker names the log directory of its replicas (Kafka's AssignReplicasToDirs).
     AssignReplicasToDirs(AssignReplicasToDirsRequest),
+    /// DescribeTopics with each partition's eligible leader replicas (Kafka's
+    /// DescribeTopicPartitions).
+    DescribeTopicsV2(DescribeTopicsRequest),
 }
 
 /// The reads any node answers from the image it replayed, each the same read as the
@@ -207,6 +220,7 @@ pub enum LocalRead {
     DescribeTopics(DescribeTopicsRequest),
     DescribeControllers,
     DescribeFeatures,
+    DescribeTopicsV2(DescribeTopicsRequest),
 }
 
 impl LocalRead {
@@ -218,6 +232,7 @@ impl LocalRead {
             LocalRead::DescribeTopics(_) => "DescribeTopics",
             LocalRead::DescribeControllers => "DescribeControllers",
             LocalRead::DescribeFeatures => "DescribeFeatures",
+            LocalRead::DescribeTopicsV2(_) => "DescribeTopicsV2",
         }
     }
 }
@@ -262,6 +277,7 @@ pub enum ResponseBody {
     RegisterBroker(BrokerRegistrationResponse),
     AlterPartition(AlterPartitionResponse),
     AssignReplicasToDirs(AssignReplicasToDirsResponse),
+    DescribeTopicsV2(DescribeTopicsV2Response),
 }
 
 impl RequestBody {
@@ -297,6 +313,7 @@ impl RequestBody {
             RequestBody::RegisterBroker(_) => "RegisterBroker",
             RequestBody::AlterPartition(_) => "AlterPartition",
             RequestBody::AssignReplicasToDirs(_) => "AssignReplicasToDirs",
+            RequestBody::DescribeTopicsV2(_) => "DescribeTopicsV2",
         }
     }
 
@@ -355,6 +372,7 @@ impl ResponseBody {
             ResponseBody::RegisterBroker(_) => "RegisterBroker",
             ResponseBody::AlterPartition(_) => "AlterPartition",
             ResponseBody::AssignReplicasToDirs(_) => "AssignReplicasToDirs",
+            ResponseBody::DescribeTopicsV2(_) => "DescribeTopicsV2",
         }
     }
 
@@ -509,7 +527,7 @@ mod tests {
     use super::*;
     use corum_controller::config_schema::ConfigType;
     use corum_controller::control::cluster_control::{
-        DescribedBroker, DescribedController, TargetState,
+        DescribedBroker, DescribedController, PreviousBrokerEpoch, TargetState,
     };
     use corum_controller::control::config_control::{
         AlterConfigOp, AlterConfigsResource, AlterableConfig, ConfigSource, ConfigSynonym,
@@ -518,10 +536,10 @@ mod tests {
     use corum_controller::control::feature_control::{FeatureUpdate, FinalizedFeatureLevel};
     use corum_controller::control::replication_control::{
         AlterPartitionTopic, AlterPartitionTopicResult, AlteredPartition, CreatableTopic,
-        CreatedTopic, CreatedTopicWithConfigs, DeletedTopic, DescribedPartition, DescribedTopic,
-        DirectoryAssignment, DirectoryAssignmentResult, ElectionType, IsrMember, IsrUpdate,
-        IsrUpdated, PartitionAlteration, PartitionsIncrease, TopicPartitionResults,
-        TopicPartitions, TopicRef,
+        CreatedTopic, CreatedTopicWithConfigs, DeletedTopic, DescribedPartition,
+        DescribedPartitionV2, DescribedTopic, DescribedTopicV2, DirectoryAssignment,
+        DirectoryAssignmentResult, ElectionType, IsrMember, IsrUpdate, IsrUpdated,
+        PartitionAlteration, PartitionsIncrease, TopicPartitionResults, TopicPartitions, TopicRef,
     };
     use corum_controller::image::ConfigResource;
     use corum_controller::records::{
@@ -786,27 +804,33 @@ mod tests {
             proptest::collection::vec((arb_name(), arb_name(), any::<u16>(), any::<i16>()), 0..3),
             proptest::option::of(arb_name()),
             proptest::collection::vec(uuid(), 0..3),
-            proptest::option::of(any::<u64>()),
+            (0..3u8, any::<u64>()),
         )
-            .prop_map(|(id, incarnation_id, es, rack, log_dirs, previous)| {
-                RequestBody::RegisterBroker(Box::new(BrokerRegistrationRequest {
-                    broker_id: NodeId(id),
-                    incarnation_id,
-                    endpoints: es
-                        .into_iter()
-                        .map(|(name, host, port, security_protocol)| BrokerEndpointV1 {
-                            name,
-                            host,
-                            port,
-                            security_protocol,
-                        })
-                        .collect(),
-                    features: vec![],
-                    rack,
-                    log_dirs,
-                    previous_broker_epoch: previous.map(BrokerEpoch),
-                }))
-            });
+            .prop_map(
+                |(id, incarnation_id, es, rack, log_dirs, (previous, epoch))| {
+                    RequestBody::RegisterBroker(Box::new(BrokerRegistrationRequest {
+                        broker_id: NodeId(id),
+                        incarnation_id,
+                        endpoints: es
+                            .into_iter()
+                            .map(|(name, host, port, security_protocol)| BrokerEndpointV1 {
+                                name,
+                                host,
+                                port,
+                                security_protocol,
+                            })
+                            .collect(),
+                        features: vec![],
+                        rack,
+                        log_dirs,
+                        previous_broker_epoch: match previous {
+                            0 => PreviousBrokerEpoch::Unnamed,
+                            1 => PreviousBrokerEpoch::Epoch(BrokerEpoch(epoch)),
+                            _ => PreviousBrokerEpoch::NotSent,
+                        },
+                    }))
+                },
+            );
         let alter = (
             any::<u32>(),
             any::<u64>(),
@@ -951,6 +975,8 @@ mod tests {
                 .prop_map(|topics| LocalRead::DescribeTopics(DescribeTopicsRequest { topics })),
             Just(LocalRead::DescribeControllers),
             Just(LocalRead::DescribeFeatures),
+            arb_topic_refs()
+                .prop_map(|topics| LocalRead::DescribeTopicsV2(DescribeTopicsRequest { topics })),
         ]
         .prop_map(|read| RequestBody::LocalRead(Box::new(read)));
         prop_oneof![
@@ -958,6 +984,8 @@ mod tests {
             Just(RequestBody::DescribeControllers),
             arb_topic_refs()
                 .prop_map(|topics| RequestBody::DescribeTopics(DescribeTopicsRequest { topics })),
+            arb_topic_refs()
+                .prop_map(|topics| RequestBody::DescribeTopicsV2(DescribeTopicsRequest { topics })),
             Just(RequestBody::DescribeFeatures),
             proptest::collection::vec(arb_topic_ref(), 0..4)
                 .prop_map(|topics| RequestBody::DeleteTopicsV2(DeleteTopicsV2Request { topics })),
@@ -1999,7 +2027,7 @@ mod tests {
                     }],
                     rack: Some("r1".into()),
                     log_dirs: vec![Uuid([0x71; 16]), Uuid([0x72; 16])],
-                    previous_broker_epoch: Some(BrokerEpoch(41)),
+                    previous_broker_epoch: PreviousBrokerEpoch::Epoch(BrokerEpoch(41)),
                 })),
                 ResponseBody::RegisterBroker(BrokerRegistrationResponse {
                     broker_epoch: BrokerEpoch(42),
@@ -2086,6 +2114,21 @@ mod tests {
                     }],
                 }),
             ),
+            (
+                RequestBody::DescribeTopicsV2(DescribeTopicsRequest {
+                    topics: Some(vec![
+                        TopicRef::Name("orders".into()),
+                        TopicRef::Id(TopicId(Uuid([0xee; 16]))),
+                    ]),
+                }),
+                described_topics_v2(),
+            ),
+            (
+                RequestBody::LocalRead(Box::new(LocalRead::DescribeTopicsV2(
+                    DescribeTopicsRequest { topics: None },
+                ))),
+                described_topics_v2(),
+            ),
         ];
         pairs
             .into_iter()
@@ -2106,8 +2149,43 @@ mod tests {
             .collect()
     }
 
-    /// The appended frames round-trip, each answer names its request's kind, and none is a
-    /// Raft request or a local read.
+    /// A DescribeTopicsV2 answer: a topic whose partition has eligible leader replicas and a
+    /// last known ELR, and an unknown one.
+    fn described_topics_v2() -> ResponseBody {
+        ResponseBody::DescribeTopicsV2(DescribeTopicsV2Response {
+            topics: vec![
+                (
+                    TopicRef::Name("orders".into()),
+                    Ok(DescribedTopicV2 {
+                        topic_id: TopicId(Uuid([7; 16])),
+                        name: "orders".into(),
+                        partitions: vec![DescribedPartitionV2 {
+                            partition: DescribedPartition {
+                                partition_id: PartitionId(0),
+                                leader: None,
+                                leader_epoch: LeaderEpoch(4),
+                                partition_epoch: PartitionEpoch(9),
+                                replicas: vec![NodeId(1), NodeId(2), NodeId(3)],
+                                isr: vec![],
+                                offline_replicas: vec![NodeId(1), NodeId(2), NodeId(3)],
+                            },
+                            eligible_leader_replicas: vec![NodeId(2), NodeId(3)],
+                            last_known_elr: vec![NodeId(1)],
+                        }],
+                    }),
+                ),
+                (
+                    TopicRef::Id(TopicId(Uuid([0xee; 16]))),
+                    Err(ApiError::UnknownTopicId {
+                        topic_id: TopicId(Uuid([0xee; 16])),
+                    }),
+                ),
+            ],
+        })
+    }
+
+    /// The appended frames round-trip, each answer names its request's kind, none is a Raft
+    /// request, and only `LocalRead` is a local read.
     #[test]
     fn appended_frames_round_trip_and_pair_up() {
         for (q, r) in golden_appended_frames() {
@@ -2120,7 +2198,11 @@ mod tests {
             let back = ResponseFrame::from_archived(decode_response(&b, MAX).unwrap());
             assert_eq!(back, r);
             assert_eq!(back.body.unwrap().kind(), q.body.kind());
-            assert!(!q.body.is_raft() && !q.body.is_local_read());
+            assert!(!q.body.is_raft());
+            assert_eq!(
+                q.body.is_local_read(),
+                matches!(q.body, RequestBody::LocalRead(_))
+            );
         }
     }
 

@@ -143,6 +143,10 @@ pub fn dispatch(
             controller.assign_replicas_to_dirs(r),
             ResponseBody::AssignReplicasToDirs,
         ),
+        RequestBody::DescribeTopicsV2(r) => controller
+            .describe_topics_v2(r)
+            .map(|resp| Dispatch::Answer(ResponseBody::DescribeTopicsV2(resp)))
+            .map_err(rpc_error),
         // Served by the Raft shard, never by the controller (`RequestBody::is_raft` routes
         // them); answered as not implemented here rather than panicking on a routing mistake.
         RequestBody::DescribeQuorum
@@ -174,6 +178,9 @@ fn read(controller: &Controller, read: &LocalRead) -> Result<Dispatch, RpcError>
         LocalRead::DescribeFeatures => controller
             .describe_features()
             .map(ResponseBody::DescribeFeatures),
+        LocalRead::DescribeTopicsV2(r) => controller
+            .describe_topics_v2(r)
+            .map(ResponseBody::DescribeTopicsV2),
     };
     body.map(Dispatch::Answer).map_err(rpc_error)
 }
@@ -199,6 +206,9 @@ pub fn local_read(
             ResponseBody::DescribeControllers(reads.describe_controllers())
         }
         LocalRead::DescribeFeatures => ResponseBody::DescribeFeatures(reads.describe_features()),
+        LocalRead::DescribeTopicsV2(r) => {
+            ResponseBody::DescribeTopicsV2(reads.describe_topics_v2(r))
+        }
     })
 }
 
@@ -377,7 +387,8 @@ mod tests {
             features: corum_controller::control::feature_control::supported_features(),
             rack: None,
             log_dirs: vec![Uuid([0x70; 16])],
-            previous_broker_epoch: None,
+            previous_broker_epoch:
+                corum_controller::control::cluster_control::PreviousBrokerEpoch::Unnamed,
         }));
         let Dispatch::Propose { records, response } =
             dispatch(&mut c, &registration, &ctx(0)).unwrap()

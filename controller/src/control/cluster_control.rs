@@ -14,8 +14,19 @@
 //! | the same incarnation, something changed        | registered                         | RegisterBrokerV2 amending it: same epoch, same fencing and controlled shutdown |
 //! | a new incarnation (or none registered)         | not live                           | RegisterBrokerV2, epoch = its offset, fenced (an old unfenced registration is fenced first, in the same batch, so no partition keeps a leader on it) |
 //!
-//! Every accepted registration starts a lease. `previous_broker_epoch` is carried but changes
-//! nothing: Kafka uses it only with eligible leader replicas, which corum does not implement.
+//! Every accepted registration starts a lease. With eligible leader replicas enabled (KIP-966)
+//! a new incarnation also says whether the broker shut down cleanly: its
+//! `previous_broker_epoch` is the epoch of the registration it replaces (Kafka's
+//! `PreviousBrokerEpoch`: a broker that stopped cleanly sends its last epoch; one that was
+//! killed, or starts for the first time, sends none). Otherwise its log may have lost what it
+//! acknowledged, so it leaves every ISR and every set of eligible leader replicas in the same
+//! batch ([`Removal::UncleanShutdown`], Kafka's `handleBrokerUncleanShutdown`). A request
+//! that cannot say ([`PreviousBrokerEpoch::NotSent`]: Kafka's BrokerRegistration before v3,
+//! corum's registration by heartbeat) counts as clean, as in Kafka.
+//!
+//! UnregisterBroker (a fenced broker only) takes the broker out of the ISRs and decides the
+//! partitions whose eligible leader replicas name it again, before the UnregisterBroker record
+//! (Kafka's `handleBrokerUnregistered`).
 //!
 //! # Heartbeats (Kafka's `BrokerHeartbeatManager.calculateNextBrokerState`)
 //!
@@ -56,7 +67,9 @@ use std::hash::BuildHasherDefault;
 use corum_types::{BrokerEpoch, LogOffset, NodeId, Uuid};
 
 use super::feature_control;
-use super::replication_control::{elect_leaderless, leadership_count, move_off_brokers};
+use super::replication_control::{
+    elect_leaderless, leadership_count, move_off_brokers, remove_brokers, Removal,
+};
 use super::{ControllerResult, RequestContext, View};
 use crate::error::ApiError;
 use crate::ids::is_reserved_dir;
@@ -242,9 +255,36 @@ pub struct BrokerRegistrationRequest {
     pub rack: Option<String>,
     /// The ids of the broker's online log directories.
     pub log_dirs: Vec<Uuid>,
-    /// The epoch of the process's previous registration, if it had one (Kafka's
-    /// `PreviousBrokerEpoch`; only eligible leader replicas use it, which corum does not).
-    pub previous_broker_epoch: Option<BrokerEpoch>,
+    /// What the broker says of its previous registration (see the module doc).
+    pub previous_broker_epoch: PreviousBrokerEpoch,
+}
+
+/// What a registering broker says of the registration before it (Kafka's
+/// `PreviousBrokerEpoch`, BrokerRegistration v3+, KIP-966): whether it shut down cleanly.
+///
+/// Its first two variants archive exactly as the `Option<BrokerEpoch>` this field was (tag 0,
+/// tag 1 with the epoch), so a registration sent by an older client reads the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub enum PreviousBrokerEpoch {
+    /// It names none (Kafka's -1): a first start, or a start after the broker was killed.
+    Unnamed,
+    /// The epoch of the last registration of a broker that shut down cleanly.
+    Epoch(BrokerEpoch),
+    /// The request cannot say (Kafka's BrokerRegistration before v3): a clean shutdown.
+    NotSent,
+}
+
+impl PreviousBrokerEpoch {
+    /// Whether the broker shut down cleanly, `existing` being the registration it replaces
+    /// (Kafka: `previousBrokerEpoch` equals its epoch, or the request is older than v3).
+    pub fn is_clean(self, existing: Option<&BrokerRegistration>) -> bool {
+        match self {
+            PreviousBrokerEpoch::NotSent => true,
+            PreviousBrokerEpoch::Unnamed => false,
+            PreviousBrokerEpoch::Epoch(e) => existing.is_some_and(|r| r.broker_epoch == e),
+        }
+    }
 }
 
 /// The registration's broker epoch (Kafka's BrokerRegistration answer). The broker is fenced
@@ -420,15 +460,27 @@ pub(crate) fn register_broker(
         _ => {
             // The old registration's lease expired: the new one replaces it. If the old one
             // was still unfenced (the tick has not fenced it yet), fence it first in the same
-            // batch so no partition keeps a leader on the replaced registration.
-            if let Some(reg) = existing.filter(|r| !r.fenced) {
+            // batch so no partition keeps a leader on the replaced registration. After an
+            // unclean shutdown (eligible leader replicas enabled) the broker also leaves every
+            // ISR and ELR, fenced or not.
+            let unclean = feature_control::elr_enabled(image)
+                && !req.previous_broker_epoch.is_clean(existing);
+            let unfenced = existing.filter(|r| !r.fenced);
+            if unclean || unfenced.is_some() {
                 let max = view.config.records_per_batch_max - 2;
-                if !move_off_brokers(view, &[req.broker_id], max, &mut records) {
+                let removal = if unclean {
+                    Removal::UncleanShutdown
+                } else {
+                    Removal::Leave
+                };
+                if !remove_brokers(view, &[req.broker_id], removal, max, &mut records) {
                     return LeaseOutcome::fail(ApiError::TooManyRecords {
                         records: max + 2,
                         max: view.config.records_per_batch_max,
                     });
                 }
+            }
+            if let Some(reg) = unfenced {
                 records.push(fence_record(reg));
             }
             record.broker_epoch = BrokerEpoch(ctx.next_offset.0 + records.len() as u64);
@@ -598,7 +650,7 @@ fn register_by_heartbeat(
         features: req.features.clone(),
         rack: req.rack.clone(),
         log_dirs: Vec::new(),
-        previous_broker_epoch: None,
+        previous_broker_epoch: PreviousBrokerEpoch::NotSent,
     };
     let LeaseOutcome { result, lease } =
         register_broker(view, &as_registration, ctx, req.next_metadata_offset, false);
@@ -693,7 +745,7 @@ pub struct UnregisterBrokerRequest {
     pub broker_id: NodeId,
 }
 
-/// Removes a fenced broker's registration (a decommission).
+/// Removes a fenced broker's registration (a decommission; see the module doc).
 pub(crate) fn unregister_broker(
     view: View<'_>,
     req: &UnregisterBrokerRequest,
@@ -710,13 +762,25 @@ pub(crate) fn unregister_broker(
             broker_id: req.broker_id,
         });
     }
-    Ok(ControllerResult::new(
-        vec![MetadataRecord::UnregisterBroker(UnregisterBrokerRecordV1 {
-            broker_id: reg.broker_id,
-            broker_epoch: reg.broker_epoch,
-        })],
-        (),
-    ))
+    let mut records = Vec::new();
+    let max = view.config.records_per_batch_max - 1;
+    if !remove_brokers(
+        view,
+        &[req.broker_id],
+        Removal::Unregister,
+        max,
+        &mut records,
+    ) {
+        return Err(ApiError::TooManyRecords {
+            records: max + 1,
+            max: view.config.records_per_batch_max,
+        });
+    }
+    records.push(MetadataRecord::UnregisterBroker(UnregisterBrokerRecordV1 {
+        broker_id: reg.broker_id,
+        broker_epoch: reg.broker_epoch,
+    }));
+    Ok(ControllerResult::new(records, ()))
 }
 
 /// One broker as DescribeCluster shows it.

@@ -24,7 +24,7 @@
 //! | the topic's own value | `DYNAMIC_TOPIC_CONFIG` | topic keys |
 //! | the broker's own value | `DYNAMIC_BROKER_CONFIG` | broker keys of a broker id |
 //! | the cluster default (broker `""`) | `DYNAMIC_DEFAULT_BROKER_CONFIG` | both |
-//! | the controller's static config | `STATIC_BROKER_CONFIG` | `num.partitions`, `default.replication.factor`, `broker.session.timeout.ms`, `broker.heartbeat.interval.ms` when they differ from Kafka's default; `node.id`, `broker.id`, `process.roles` of a broker |
+//! | the controller's static config | `STATIC_BROKER_CONFIG` | `num.partitions`, `default.replication.factor`, `min.insync.replicas`, `broker.session.timeout.ms`, `broker.heartbeat.interval.ms` when they differ from Kafka's default; `node.id`, `broker.id`, `process.roles` of a broker |
 //! | Kafka's static default | `DEFAULT_CONFIG` | both |
 //!
 //! A topic key inherits through its broker synonyms (`retention.ms` ← `log.retention.ms` ←
@@ -50,6 +50,17 @@
 //! A resource with any bad entry changes nothing; `validate_only` returns no records. A key set
 //! to the value it already has writes no record. APPEND and SUBTRACT start from the key's
 //! effective value (as described), so appending to an inherited list keeps what was inherited.
+//!
+//! # `min.insync.replicas` with eligible leader replicas (KIP-966)
+//!
+//! While `eligible.leader.replicas.version` is 1, as in Kafka's `ConfigurationControlManager`:
+//!
+//! | change | outcome |
+//! |---|---|
+//! | a broker's own `min.insync.replicas` set, altered or deleted | `InvalidConfig`: "Broker-level min.insync.replicas cannot be altered while ELR is enabled." |
+//! | the cluster default's deleted | `InvalidConfig`: "Cluster-level min.insync.replicas cannot be removed while ELR is enabled." |
+//! | a topic's written | its Config record, then a ClearElr of that topic (the eligible leader replicas were chosen against the old min ISR) |
+//! | the cluster default's written | its Config record, then a ClearElr of every topic |
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
@@ -57,12 +68,12 @@ use std::collections::BTreeMap;
 
 use corum_types::NodeId;
 
-use super::{ControllerResult, View};
+use super::{feature_control, ControllerResult, View};
 use crate::config::ControllerConfig;
 use crate::config_schema::{self, ConfigKey, ConfigType, UpdateMode};
 use crate::error::ApiError;
 use crate::image::{ConfigResource, MetadataImage};
-use crate::records::{ConfigRecordV1, ConfigResourceType, MetadataRecord};
+use crate::records::{ClearElrRecordV1, ConfigRecordV1, ConfigResourceType, MetadataRecord};
 
 // ---------------------------------------------------------------------------------------------
 // Wire types.
@@ -283,6 +294,7 @@ impl<'a> Layers<'a> {
         let value = match key.name {
             "num.partitions" => self.config.default_partitions.to_string(),
             "default.replication.factor" => self.config.default_replication_factor.to_string(),
+            "min.insync.replicas" => self.config.min_insync_replicas.to_string(),
             "broker.session.timeout.ms" => self.config.session_timeout_ms.to_string(),
             "broker.heartbeat.interval.ms" => self.config.heartbeat_interval_ms.to_string(),
             _ => return None,
@@ -672,6 +684,54 @@ fn alter_resource(
         apply(&mut after, &out[start..]);
         check_combination(layers, &r.resource, &after)?;
     }
+    let named = r.configs.iter().any(|c| c.key == MIN_INSYNC_REPLICAS);
+    min_insync_replicas_rules(layers, &r.resource, named, out, start)
+}
+
+const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
+
+/// The rules for `min.insync.replicas` while eligible leader replicas are enabled (see the
+/// module doc), over the records `out[start..]` a change of `resource` wrote (`named`: the
+/// request names the key): refuses what Kafka refuses, else appends the ClearElr records.
+fn min_insync_replicas_rules(
+    layers: &Layers<'_>,
+    resource: &ConfigResource,
+    named: bool,
+    out: &mut Vec<MetadataRecord>,
+    start: usize,
+) -> Result<(), ApiError> {
+    if !feature_control::elr_enabled(layers.image) {
+        return Ok(());
+    }
+    let written: Vec<Option<String>> = out[start..]
+        .iter()
+        .filter_map(|r| match r {
+            MetadataRecord::Config(c) if c.key == MIN_INSYNC_REPLICAS => Some(c.value.clone()),
+            _ => None,
+        })
+        .collect();
+    let broker_level =
+        resource.resource_type == ConfigResourceType::Broker && !resource.name.is_empty();
+    if broker_level && (named || !written.is_empty()) {
+        return Err(invalid(
+            MIN_INSYNC_REPLICAS,
+            "Broker-level min.insync.replicas cannot be altered while ELR is enabled.",
+        ));
+    }
+    if resource.resource_type == ConfigResourceType::Broker && written.iter().any(Option::is_none) {
+        return Err(invalid(
+            MIN_INSYNC_REPLICAS,
+            "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.",
+        ));
+    }
+    for _ in written {
+        out.push(MetadataRecord::ClearElr(ClearElrRecordV1 {
+            topic_name: match resource.resource_type {
+                ConfigResourceType::Topic => resource.name.clone(),
+                ConfigResourceType::Broker => String::new(),
+            },
+        }));
+    }
     Ok(())
 }
 
@@ -705,6 +765,7 @@ fn replace_resource(
         }
     }
     check_combination(layers, &r.resource, &after)?;
+    let start = out.len();
     for (name, value) in &after {
         if current.and_then(|m| m.get(name)) != Some(value) {
             out.push(config_record(&r.resource, name, Some(value.clone())));
@@ -715,7 +776,8 @@ fn replace_resource(
             out.push(config_record(&r.resource, name, None));
         }
     }
-    Ok(())
+    let named = r.configs.iter().any(|(k, _)| k == MIN_INSYNC_REPLICAS);
+    min_insync_replicas_rules(layers, &r.resource, named, out, start)
 }
 
 fn config_record(resource: &ConfigResource, key: &str, value: Option<String>) -> MetadataRecord {
@@ -797,6 +859,24 @@ pub(crate) fn unclean_leader_election_enabled(
     Layers::new(image, config)
         .effective(ConfigResourceType::Topic, "", own, key)
         .is_some_and(|v| config_schema::java_trim(&v).eq_ignore_ascii_case("true"))
+}
+
+/// Topic `name`'s effective `min.insync.replicas` (its own setting, else the cluster
+/// default's, else the static config's, else Kafka's default, 1); a value that is not a
+/// positive integer (config validation lets none in) counts as 1.
+pub(crate) fn min_insync_replicas(
+    image: &MetadataImage,
+    config: &ControllerConfig,
+    name: &str,
+) -> usize {
+    let key = config_schema::key(ConfigResourceType::Topic, "min.insync.replicas")
+        .expect("a topic key of Kafka's schema");
+    let own = image.configs.get(&ConfigResource::topic(name));
+    Layers::new(image, config)
+        .effective(ConfigResourceType::Topic, "", own, key)
+        .and_then(|v| config_schema::java_trim(&v).parse::<usize>().ok())
+        .filter(|&n| n >= 1)
+        .unwrap_or(1)
 }
 
 // ---------------------------------------------------------------------------------------------

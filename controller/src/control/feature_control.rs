@@ -7,7 +7,18 @@
 //! | update (`min_level`, `max_level`)      | refused when                                                       |
 //! |----------------------------------------|--------------------------------------------------------------------|
 //! | remove (`max_level == 0`)              | not finalized; no `allow_downgrade`                                |
-//! | finalize `[min, max]`                  | `min == 0` or `min > max`; lowers the finalized max without `allow_downgrade`; outside this controller's range; outside a registered controller's or broker's range (or one of them does not list the feature) |
+//! | finalize `[min, max]`                  | `min == 0` or `min > max`; lowers the finalized max without `allow_downgrade`; outside this controller's range; outside a registered controller's or broker's range (or one of them does not list the feature); a level whose dependency ([`FEATURE_DEPENDENCIES`]) the levels after the whole request would not meet, or a `metadata.version` below what a feature at its level after the request depends on |
+//!
+//! # Eligible leader replicas (KIP-966)
+//!
+//! `eligible.leader.replicas.version` 1 needs `metadata.version` 4.0-IV1 (23); Kafka's format
+//! sets it from 4.1-IV0 (26). Finalizing it at 1 (as Kafka's `updateFeatures` does) first
+//! writes what keeps every topic's min ISR in the log: the cluster default
+//! `min.insync.replicas` (the controller's static value) when none is set, and the removal of
+//! every broker's own `min.insync.replicas` (which the controller no longer lets anyone set).
+//! Taking it back to 0 writes nothing else: partitions keep their eligible leader replicas
+//! until their next change, which empties them (as in Kafka, whose controller may still elect
+//! from them meanwhile, since an ISR they left is empty).
 //!
 //! # The features epoch
 //!
@@ -23,8 +34,10 @@ use corum_types::LogOffset;
 
 use super::{ControllerResult, View};
 use crate::error::ApiError;
-use crate::image::MetadataImage;
-use crate::records::{FeatureLevelRecordV1, MetadataRecord, SupportedFeatureV1};
+use crate::image::{ConfigResource, MetadataImage};
+use crate::records::{
+    ConfigRecordV1, ConfigResourceType, FeatureLevelRecordV1, MetadataRecord, SupportedFeatureV1,
+};
 
 /// One feature this controller build supports, with the level range it supports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,11 +62,18 @@ pub struct SupportedFeature {
 ///   record no log directories and new replicas get the MIGRATING directory. The Kafka
 ///   listener renders records at the versions the finalized level calls for.
 ///
+/// - `eligible.leader.replicas.version` 0..=1 (KIP-966): at 1 the controller keeps each
+///   partition's eligible leader replicas and elects from them (see
+///   `replication_control` and `partition_change`).
+///
 /// Not here: `kraft.version`, which Raft keeps (the bootstrap checkpoint), not a FeatureLevel
-/// record; `eligible.leader.replicas.version` (KIP-966), whose leader-election rules corum
-/// does not implement yet, so it stays at 0 where Kafka's `--release-version 4.1` sets 1;
-/// `share.version` and `streams.version`, not production features in Kafka 4.1.
+/// record; `share.version` and `streams.version`, not production features in Kafka 4.1.
 pub const SUPPORTED_FEATURES: &[SupportedFeature] = &[
+    SupportedFeature {
+        name: ELIGIBLE_LEADER_REPLICAS_VERSION,
+        min_level: 0,
+        max_level: 1,
+    },
     SupportedFeature {
         name: GROUP_VERSION,
         min_level: 0,
@@ -76,6 +96,8 @@ pub use crate::controller::METADATA_VERSION;
 pub const GROUP_VERSION: &str = "group.version";
 /// KIP-890's feature: the transaction coordinator's protocol on brokers.
 pub const TRANSACTION_VERSION: &str = "transaction.version";
+/// KIP-966's feature: eligible leader replicas, kept and elected by the controller.
+pub const ELIGIBLE_LEADER_REPLICAS_VERSION: &str = "eligible.leader.replicas.version";
 
 /// Each `metadata.version` level this controller supports with Kafka's name for it
 /// (`MetadataVersion`: release and internal version), in level order.
@@ -142,12 +164,35 @@ pub fn release_metadata_version(release: &str) -> Result<u16, String> {
 fn default_level(feature: &str, mv: u16) -> u16 {
     match feature {
         METADATA_VERSION => mv,
+        // ELRV_1 from 4.1-IV0.
+        ELIGIBLE_LEADER_REPLICAS_VERSION if mv >= 26 => 1,
         // GV_1 from 4.0-IV0.
         GROUP_VERSION if mv >= 22 => 1,
         // TV_1 and TV_2 from 4.0-IV2.
         TRANSACTION_VERSION if mv >= 24 => 2,
         _ => 0,
     }
+}
+
+/// Feature levels that need another feature at a level (Kafka's `FeatureVersion.dependencies`
+/// of Kafka 4.1): `(feature, from level, needs feature, at least level)`. ELRV_1 needs
+/// 4.0-IV1; `group.version` and `transaction.version` need nothing beyond what
+/// `metadata.version`'s range already gives.
+pub const FEATURE_DEPENDENCIES: &[(&str, u16, &str, u16)] =
+    &[(ELIGIBLE_LEADER_REPLICAS_VERSION, 1, METADATA_VERSION, 23)];
+
+/// Checks every dependency of [`FEATURE_DEPENDENCIES`] among the levels `level_of` gives (0 for
+/// a feature it does not set), in Kafka's words.
+fn check_dependencies(level_of: impl Fn(&str) -> u16) -> Result<(), String> {
+    for &(feature, from, needs, at_least) in FEATURE_DEPENDENCIES {
+        let level = level_of(feature);
+        if level >= from && level_of(needs) < at_least {
+            return Err(format!(
+                "{feature} could not be set to {level} because it depends on {needs} level {at_least}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// One feature level set when the cluster is formatted (`bootstrap.checkpoint`), finalized by
@@ -205,7 +250,8 @@ pub fn bootstrap_features(
 }
 
 /// Checks a bootstrap feature list: names in order and distinct, `metadata.version` listed,
-/// every level 0 or within this controller's range.
+/// every level 0 or within this controller's range, every dependency met (Kafka's format
+/// refuses the same).
 pub fn check_bootstrap_features(features: &[BootstrapFeature]) -> Result<(), String> {
     if !features.windows(2).all(|w| w[0].name < w[1].name) {
         return Err("bootstrap features must be in name order, each named once".to_owned());
@@ -233,7 +279,12 @@ pub fn check_bootstrap_features(features: &[BootstrapFeature]) -> Result<(), Str
             }
         }
     }
-    Ok(())
+    check_dependencies(|name| {
+        features
+            .iter()
+            .find(|f| f.name == name)
+            .map_or(0, |f| f.level)
+    })
 }
 
 /// The bootstrap features of a cluster formatted without naming a release.
@@ -259,6 +310,15 @@ pub fn metadata_version(image: &MetadataImage) -> u16 {
 /// `isDirectoryAssignmentSupported`).
 pub fn directory_assignment_supported(image: &MetadataImage) -> bool {
     metadata_version(image) >= DIRECTORY_ASSIGNMENT_LEVEL
+}
+
+/// Whether the controller keeps eligible leader replicas (KIP-966): the feature is finalized at
+/// level 1 (Kafka's `isElrFeatureEnabled`).
+pub fn elr_enabled(image: &MetadataImage) -> bool {
+    image
+        .features
+        .get(ELIGIBLE_LEADER_REPLICAS_VERSION)
+        .is_some_and(|f| f.max_level >= 1)
 }
 
 /// [`SUPPORTED_FEATURES`] as the records and requests list them (a controller's registration,
@@ -310,15 +370,26 @@ pub(crate) fn update_features(
     view: View<'_>,
     req: &UpdateFeaturesRequest,
 ) -> ControllerResult<UpdateFeaturesResponse> {
+    // The levels the request would leave, for the dependencies (Kafka's
+    // `proposedUpdatedVersions`: the finalized ones with every update over them).
+    let proposed = |name: &str| -> u16 {
+        match req.updates.iter().rev().find(|u| u.name == name) {
+            Some(u) => u.max_level,
+            None if name == METADATA_VERSION => metadata_version(view.image),
+            None => view.image.features.get(name).map_or(0, |f| f.max_level),
+        }
+    };
     let mut records = Vec::new();
     let mut results = Vec::with_capacity(req.updates.len());
+    let mut elr_enabling = false;
     for (i, u) in req.updates.iter().enumerate() {
         let result = if req.updates[..i].iter().any(|o| o.name == u.name) {
             Err(ApiError::InvalidRequest {
                 reason: "feature named more than once in the request".into(),
             })
         } else {
-            check_update(view, u).map(|()| {
+            check_update(view, u, &proposed).map(|()| {
+                elr_enabling |= u.name == ELIGIBLE_LEADER_REPLICAS_VERSION && u.max_level > 0;
                 records.push(MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
                     name: u.name.clone(),
                     min_level: if u.max_level == 0 { 0 } else { u.min_level },
@@ -330,11 +401,59 @@ pub(crate) fn update_features(
     }
     if req.validate_only {
         records.clear();
+    } else if elr_enabling {
+        let mut safety = elr_safety_records(view);
+        safety.append(&mut records);
+        records = safety;
     }
     ControllerResult::new(records, UpdateFeaturesResponse { results })
 }
 
-fn check_update(view: View<'_>, u: &FeatureUpdate) -> Result<(), ApiError> {
+/// What Kafka's controller writes before it enables eligible leader replicas
+/// (`maybeGenerateElrSafetyRecords`): the cluster default `min.insync.replicas` from the static
+/// config when none is set, and the removal of every broker's own `min.insync.replicas`, so
+/// that every topic's min ISR is in the log, the same on every controller.
+fn elr_safety_records(view: View<'_>) -> Vec<MetadataRecord> {
+    let key = "min.insync.replicas";
+    let mut out = Vec::new();
+    let cluster_default = ConfigResource {
+        resource_type: ConfigResourceType::Broker,
+        name: String::new(),
+    };
+    if view
+        .image
+        .configs
+        .get(&cluster_default)
+        .is_none_or(|c| !c.contains_key(key))
+    {
+        out.push(MetadataRecord::Config(ConfigRecordV1 {
+            resource_type: ConfigResourceType::Broker,
+            resource_name: String::new(),
+            key: key.to_owned(),
+            value: Some(view.config.min_insync_replicas.to_string()),
+        }));
+    }
+    for (resource, entries) in view.image.configs.iter() {
+        if resource.resource_type == ConfigResourceType::Broker
+            && !resource.name.is_empty()
+            && entries.contains_key(key)
+        {
+            out.push(MetadataRecord::Config(ConfigRecordV1 {
+                resource_type: ConfigResourceType::Broker,
+                resource_name: resource.name.clone(),
+                key: key.to_owned(),
+                value: None,
+            }));
+        }
+    }
+    out
+}
+
+fn check_update(
+    view: View<'_>,
+    u: &FeatureUpdate,
+    proposed: &dyn Fn(&str) -> u16,
+) -> Result<(), ApiError> {
     let out_of_range = |reason: String| ApiError::FeatureLevelOutOfRange {
         feature: u.name.clone(),
         min_level: u.min_level,
@@ -345,6 +464,19 @@ fn check_update(view: View<'_>, u: &FeatureUpdate) -> Result<(), ApiError> {
         return Err(out_of_range("empty feature name".into()));
     }
     let current = view.image.features.get(&u.name);
+    // Kafka's `Feature.validateVersion`: the levels the request leaves meet this feature's
+    // dependencies, and those of the features that depend on it.
+    for &(feature, from, needs, at_least) in FEATURE_DEPENDENCIES {
+        if (feature == u.name || needs == u.name)
+            && proposed(feature) >= from
+            && proposed(needs) < at_least
+        {
+            return Err(out_of_range(format!(
+                "{feature} level {} depends on {needs} level {at_least}",
+                proposed(feature)
+            )));
+        }
+    }
     if u.max_level == 0 {
         if current.is_none() {
             return Err(out_of_range("the feature is not finalized".into()));
@@ -499,13 +631,15 @@ mod tests {
         f.iter().map(|f| (f.name.as_str(), f.level)).collect()
     }
 
-    /// The other features follow the release as Kafka's format sets them (4.1 and 4.0: group
-    /// 1, transaction 2; 3.9: neither), `--feature` overrides them, and what this controller
-    /// cannot finalize is refused.
+    /// The other features follow the release as Kafka's format sets them (4.1: eligible
+    /// leader replicas 1, group 1, transaction 2; 4.0: group 1, transaction 2; 3.9: none),
+    /// `--feature` overrides them, and what this controller cannot finalize, or a level whose
+    /// dependency the release does not meet, is refused.
     #[test]
     fn bootstrap_features_follow_the_release() {
-        let expect = |mv, gv, tv| {
+        let expect = |mv, elr, gv, tv| {
             vec![
+                (ELIGIBLE_LEADER_REPLICAS_VERSION, elr),
                 (GROUP_VERSION, gv),
                 (METADATA_VERSION, mv),
                 (TRANSACTION_VERSION, tv),
@@ -513,41 +647,64 @@ mod tests {
         };
         assert_eq!(
             levels(&bootstrap_features("4.1", &[]).unwrap()),
-            expect(27, 1, 2)
+            expect(27, 1, 1, 2)
         );
-        assert_eq!(levels(&default_bootstrap_features()), expect(27, 1, 2));
+        assert_eq!(levels(&default_bootstrap_features()), expect(27, 1, 1, 2));
+        // ELRV_1's bootstrap metadata.version is 4.1-IV0.
+        assert_eq!(
+            levels(&bootstrap_features("4.1-IV0", &[]).unwrap()),
+            expect(26, 1, 1, 2)
+        );
         assert_eq!(
             levels(&bootstrap_features("4.0", &[]).unwrap()),
-            expect(25, 1, 2)
+            expect(25, 0, 1, 2)
         );
         assert_eq!(
             levels(&bootstrap_features("4.0-IV1", &[]).unwrap()),
-            expect(23, 1, 0)
+            expect(23, 0, 1, 0)
         );
         assert_eq!(
             levels(&bootstrap_features("3.9", &[]).unwrap()),
-            expect(21, 0, 0)
+            expect(21, 0, 0, 0)
         );
         let o = |n: &str, l| vec![(n.to_owned(), l)];
         assert_eq!(
             levels(&bootstrap_features("4.1", &o(GROUP_VERSION, 0)).unwrap()),
-            expect(27, 0, 2)
+            expect(27, 1, 0, 2)
         );
         assert_eq!(
             levels(&bootstrap_features("3.9", &o(TRANSACTION_VERSION, 1)).unwrap()),
-            expect(21, 0, 1)
+            expect(21, 0, 0, 1)
         );
-        for (overrides, needle) in [
-            (o(METADATA_VERSION, 20), "--release-version"),
-            (o(TRANSACTION_VERSION, 3), "levels 0 to 2"),
-            (o("eligible.leader.replicas.version", 1), "not supported"),
+        // Eligible leader replicas: off at 4.1, on at 4.0 (its dependency, 4.0-IV1, is met).
+        assert_eq!(
+            levels(&bootstrap_features("4.1", &o(ELIGIBLE_LEADER_REPLICAS_VERSION, 0)).unwrap()),
+            expect(27, 0, 1, 2)
+        );
+        assert_eq!(
+            levels(
+                &bootstrap_features("4.0-IV1", &o(ELIGIBLE_LEADER_REPLICAS_VERSION, 1)).unwrap()
+            ),
+            expect(23, 1, 1, 0)
+        );
+        for (release, overrides, needle) in [
+            ("4.1", o(METADATA_VERSION, 20), "--release-version"),
+            ("4.1", o(TRANSACTION_VERSION, 3), "levels 0 to 2"),
+            ("4.1", o(ELIGIBLE_LEADER_REPLICAS_VERSION, 2), "levels 0 to 1"),
+            ("4.1", o("share.version", 1), "not supported"),
             (
+                "4.0-IV0",
+                o(ELIGIBLE_LEADER_REPLICAS_VERSION, 1),
+                "eligible.leader.replicas.version could not be set to 1 because it depends on metadata.version level 23",
+            ),
+            (
+                "4.1",
                 [o(GROUP_VERSION, 1), o(GROUP_VERSION, 0)].concat(),
                 "named twice",
             ),
         ] {
-            let e = bootstrap_features("4.1", &overrides).unwrap_err();
-            assert!(e.contains(needle), "{overrides:?}: {e}");
+            let e = bootstrap_features(release, &overrides).unwrap_err();
+            assert!(e.contains(needle), "{release} {overrides:?}: {e}");
         }
         let mut bad = default_bootstrap_features();
         bad.retain(|f| f.name != METADATA_VERSION);
@@ -555,6 +712,12 @@ mod tests {
         let mut bad = default_bootstrap_features();
         bad.swap(0, 1);
         assert!(check_bootstrap_features(&bad).is_err());
+        // A checkpoint written by hand is held to the same dependency.
+        let mut bad = bootstrap_features("4.0-IV0", &[]).unwrap();
+        bad[0].level = 1;
+        assert!(check_bootstrap_features(&bad)
+            .unwrap_err()
+            .contains("depends on metadata.version level 23"));
     }
 
     /// An empty image has no epoch; otherwise the epoch is the offset of its last record.

@@ -15,6 +15,7 @@
 pub mod cluster_control;
 pub mod config_control;
 pub mod feature_control;
+pub(crate) mod partition_change;
 pub mod producer_id_control;
 pub mod replication_control;
 #[cfg(test)]
@@ -29,7 +30,9 @@ use crate::records::MetadataRecord;
 use cluster_control::{DescribeClusterResponse, DescribeControllersResponse};
 use config_control::{DescribeConfigsRequest, DescribeConfigsResponse};
 use feature_control::DescribeFeaturesResponse;
-use replication_control::{DescribeTopicsRequest, DescribeTopicsResponse};
+use replication_control::{
+    DescribeTopicsRequest, DescribeTopicsResponse, DescribeTopicsV2Response,
+};
 
 pub use cluster_control::Leases;
 
@@ -90,9 +93,15 @@ impl<'a> ImageReads<'a> {
         self.image
     }
 
-    /// Topics and their partitions (Kafka's Metadata and DescribeTopicPartitions).
+    /// Topics and their partitions (Kafka's Metadata).
     pub fn describe_topics(&self, req: &DescribeTopicsRequest) -> DescribeTopicsResponse {
         replication_control::describe_topics(self.image, req)
+    }
+
+    /// Topics and their partitions with their eligible leader replicas (Kafka's
+    /// DescribeTopicPartitions).
+    pub fn describe_topics_v2(&self, req: &DescribeTopicsRequest) -> DescribeTopicsV2Response {
+        replication_control::describe_topics_v2(self.image, req)
     }
 
     /// Every controller registration (KIP-919: DescribeCluster for endpoint type controller).

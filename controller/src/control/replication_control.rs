@@ -21,13 +21,15 @@ use rand_chacha::ChaCha8Rng;
 
 use super::config_control::{self, DescribedConfig};
 use super::feature_control;
+use super::partition_change::{self, Change, Election, Electorate, ElrRules};
 use super::{ControllerResult, RequestContext, View};
+use crate::config::ControllerConfig;
 use crate::error::ApiError;
 use crate::ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId, MIGRATING_DIR};
 use crate::image::{BrokersImage, MetadataImage, PartitionImage, ReplicaList, TopicImage};
 use crate::records::{
-    ConfigRecordV1, ConfigResourceType, LeaderChange, LeaderRecoveryState, MetadataRecord,
-    PartitionChangeRecordV1, PartitionRecordV2, RemoveTopicRecordV1, TopicRecordV1,
+    ConfigRecordV1, ConfigResourceType, LeaderRecoveryState, MetadataRecord, PartitionRecordV2,
+    RemoveTopicRecordV1, TopicRecordV1,
 };
 
 /// Longest topic name (Kafka's limit, so a topic name fits in a file name with its suffixes).
@@ -59,154 +61,96 @@ pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// What one partition is to become: its ISR, leader, leader recovery state and, when
-/// `directories` is set, its replicas' directories.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct PartitionTarget {
-    pub isr: ReplicaList,
-    pub leader: Option<NodeId>,
-    pub leader_recovery_state: LeaderRecoveryState,
-    pub directories: Option<Vec<Uuid>>,
-}
-
-impl PartitionTarget {
-    /// `p` as it is.
-    pub(crate) fn of(p: &PartitionImage) -> PartitionTarget {
-        PartitionTarget {
-            isr: p.isr.clone(),
-            leader: p.leader,
-            leader_recovery_state: p.leader_recovery_state,
-            directories: None,
-        }
+/// The election a change of `topic`'s partitions runs: unclean where its
+/// `unclean.leader.election.enable` allows it (its own, else the cluster default's, else the
+/// static config's: Kafka's `uncleanLeaderElectionEnabledForTopic`), else online.
+pub(crate) fn election_of(view: View<'_>, topic: &TopicImage) -> Election {
+    if config_control::unclean_leader_election_enabled(view.image, view.config, &topic.name) {
+        Election::Unclean
+    } else {
+        Election::Online
     }
 }
 
-/// Appends the one PartitionChange record that takes `p` to `target`, naming only what differs
-/// (a new leader, or none, bumps the leader epoch on replay; every record bumps the partition
-/// epoch). Returns false, writing nothing, when nothing differs.
-pub(crate) fn partition_change(
-    topic_id: TopicId,
-    partition_id: PartitionId,
-    p: &PartitionImage,
-    target: PartitionTarget,
-    out: &mut Vec<MetadataRecord>,
-) -> bool {
-    let isr = (target.isr != p.isr).then(|| target.isr.to_vec());
-    let leader = match target.leader {
-        l if l == p.leader => LeaderChange::Unchanged,
-        None => LeaderChange::NoLeader,
-        Some(b) => LeaderChange::Broker(b),
-    };
-    let leader_recovery_state = (target.leader_recovery_state != p.leader_recovery_state)
-        .then_some(target.leader_recovery_state);
-    let directories = target
-        .directories
-        .filter(|d| d.as_slice() != &p.directories[..]);
-    if isr.is_none()
-        && leader == LeaderChange::Unchanged
-        && leader_recovery_state.is_none()
-        && directories.is_none()
-    {
-        return false;
+/// The eligible leader replica rules of `topic`'s partitions: disabled unless
+/// `eligible.leader.replicas.version` is 1, else with the topic's effective min ISR.
+pub(crate) fn elr_rules(view: View<'_>, topic: &TopicImage) -> ElrRules {
+    if !feature_control::elr_enabled(view.image) {
+        return ElrRules::DISABLED;
     }
-    out.push(MetadataRecord::PartitionChange(PartitionChangeRecordV1 {
-        topic_id,
-        partition_id,
-        isr,
-        leader,
-        replicas: None,
-        leader_recovery_state,
-        directories,
-    }));
-    true
+    ElrRules {
+        enabled: true,
+        min_isr: effective_min_isr(view.image, view.config, topic),
+    }
 }
 
-/// Who may lead a partition (Kafka's `LeaderAcceptor`): a registered broker that is unfenced
-/// and not in controlled shutdown (or `added`, unfenced in the same batch), not among
-/// `removed` (leaving in the same batch), whose replica's directory is online.
-#[derive(Clone, Copy)]
-pub(crate) struct Electorate<'a> {
-    pub image: &'a MetadataImage,
-    pub removed: &'a [NodeId],
-    pub added: Option<NodeId>,
+/// A topic's effective min ISR (Kafka's `getTopicEffectiveMinIsr`): its `min.insync.replicas`
+/// (its own, else the cluster default's, else the static config's), at most the replication
+/// factor of its partition 0.
+pub fn effective_min_isr(
+    image: &MetadataImage,
+    config: &ControllerConfig,
+    topic: &TopicImage,
+) -> usize {
+    let min_isr = config_control::min_insync_replicas(image, config, &topic.name);
+    let replication_factor = topic.partitions.first().map_or(1, |p| p.replicas.len());
+    min_isr.min(replication_factor)
 }
 
-impl<'a> Electorate<'a> {
-    pub(crate) fn new(image: &'a MetadataImage) -> Electorate<'a> {
-        Electorate {
-            image,
-            removed: &[],
-            added: None,
+/// The election and ELR rules of one topic, looked up once, when a loop over partitions meets
+/// the first partition of the topic it changes.
+struct TopicRules<'v> {
+    view: View<'v>,
+    topic_id: Option<TopicId>,
+    rules: (Election, ElrRules),
+}
+
+impl<'v> TopicRules<'v> {
+    fn new(view: View<'v>) -> TopicRules<'v> {
+        TopicRules {
+            view,
+            topic_id: None,
+            rules: (Election::Online, ElrRules::DISABLED),
         }
     }
 
-    pub(crate) fn accepts(&self, p: &PartitionImage, b: NodeId) -> bool {
-        if self.removed.contains(&b) {
-            return false;
+    fn of(&mut self, topic: &TopicImage) -> (Election, ElrRules) {
+        if self.topic_id != Some(topic.topic_id) {
+            self.rules = (election_of(self.view, topic), elr_rules(self.view, topic));
+            self.topic_id = Some(topic.topic_id);
         }
-        let Some(reg) = self.image.brokers.get(b) else {
-            return false;
-        };
-        (self.added == Some(b) || reg.is_eligible())
-            && p.directory(b).is_some_and(|d| reg.has_online_dir(&d))
+        self.rules
     }
 }
 
-/// Kafka's ONLINE and UNCLEAN elections (`PartitionChangeBuilder.electAnyLeader`) for `p` whose
-/// ISR becomes `isr`: the current leader stays if it is in `isr` and acceptable; else the first
-/// replica (in replica order) that is; else, when `unclean()` allows it, the first acceptable
-/// replica becomes leader with itself as the whole ISR, RECOVERING; else no leader. An ISR
-/// never becomes empty: `isr` is the ISR the caller keeps.
-pub(crate) fn elect(
-    p: &PartitionImage,
-    isr: ReplicaList,
-    electorate: Electorate<'_>,
-    unclean: impl FnOnce() -> bool,
-) -> PartitionTarget {
-    let valid = |b: NodeId| isr.contains(&b) && electorate.accepts(p, b);
-    let leader = match p.leader {
-        Some(l) if valid(l) => Some(l),
-        _ => p.replicas.iter().copied().find(|r| valid(*r)),
-    };
-    if leader.is_none() && unclean() {
-        if let Some(l) = p
-            .replicas
-            .iter()
-            .copied()
-            .find(|r| electorate.accepts(p, *r))
-        {
-            return PartitionTarget {
-                isr: ReplicaList::from_slice(&[l]),
-                leader: Some(l),
-                leader_recovery_state: LeaderRecoveryState::Recovering,
-                directories: None,
-            };
-        }
-    }
-    PartitionTarget {
-        isr,
-        leader,
-        leader_recovery_state: p.leader_recovery_state,
-        directories: None,
-    }
+/// Why brokers leave the partitions they replicate (Kafka's `generateLeaderAndIsrUpdates`
+/// callers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Removal {
+    /// Fenced, or in controlled shutdown: out of every ISR and leadership (Kafka's
+    /// `handleBrokerFenced`, `handleBrokerInControlledShutdown`); with eligible leader replicas
+    /// enabled, into the ELR of a partition whose ISR falls below its min ISR.
+    Leave,
+    /// Registered again after an unclean shutdown (KIP-966, eligible leader replicas enabled):
+    /// out of every ISR and ELR too, since its log may have lost what it acknowledged (Kafka's
+    /// `handleBrokerUncleanShutdown`).
+    UncleanShutdown,
+    /// Unregistered: out of every ISR; partitions whose ELR names it are decided again
+    /// (Kafka's `handleBrokerUnregistered`, which leaves it in an ELR below the min ISR).
+    Unregister,
 }
 
-/// Whether `topic` may elect a leader outside its ISR: its `unclean.leader.election.enable`,
-/// else the cluster default's, else the static config's (Kafka's
-/// `uncleanLeaderElectionEnabledForTopic`).
-pub(crate) fn unclean_election_enabled(view: View<'_>, topic: &TopicImage) -> bool {
-    config_control::unclean_leader_election_enabled(view.image, view.config, &topic.name)
-}
-
-/// Appends the partition changes that take `brokers` out of every ISR (unless it would empty
-/// the ISR) and move their leaderships to another acceptable ISR member (or, where the topic
-/// allows unclean elections, to another replica; or to none), stopping before `out` would
-/// exceed `records_max`. Returns true if every change fit. Fencing and controlled shutdown
-/// both use it: in both cases the brokers may no longer lead or be in sync (Kafka's
-/// `generateLeaderAndIsrUpdates` with them as `brokerToRemove`).
-pub(crate) fn move_off_brokers(
+/// Appends the partition changes that take `brokers` out of every ISR and move their
+/// leaderships to another valid replica (or, where the topic allows unclean elections, to
+/// another accepted replica; or to none), each decided by [`partition_change::build`] as the
+/// `removal` calls for, stopping before `out` would exceed `records_max`. Returns true if
+/// every change fit. With eligible leader replicas disabled an ISR keeps its last member (the
+/// partition then has no leader until it comes back); enabled, the ISR may empty, its last
+/// members becoming eligible leader replicas.
+pub(crate) fn remove_brokers(
     view: View<'_>,
     brokers: &[NodeId],
+    removal: Removal,
     records_max: usize,
     out: &mut Vec<MetadataRecord>,
 ) -> bool {
@@ -215,37 +159,69 @@ pub(crate) fn move_off_brokers(
         removed: brokers,
         added: None,
     };
+    let unclean_shutdown = if removal == Removal::UncleanShutdown {
+        brokers
+    } else {
+        &[]
+    };
+    let mut rules = TopicRules::new(view);
     for topic in view.image.topics.iter() {
         for (i, p) in topic.partitions.iter().enumerate() {
             let leader_affected = p.leader.is_some_and(|l| brokers.contains(&l));
-            if !leader_affected && !p.isr.iter().any(|b| brokers.contains(b)) {
+            let in_isr = p.isr.iter().any(|b| brokers.contains(b));
+            let in_elr = removal != Removal::Leave && p.elr().iter().any(|b| brokers.contains(b));
+            if !leader_affected && !in_isr && !in_elr {
                 continue;
             }
             if out.len() + 1 > records_max {
                 return false;
             }
-            let mut isr: ReplicaList = p
-                .isr
-                .iter()
-                .copied()
-                .filter(|b| !brokers.contains(b))
-                .collect();
-            if isr.is_empty() {
-                isr.clone_from(&p.isr);
-            }
-            let target = elect(p, isr, electorate, || unclean_election_enabled(view, topic));
-            partition_change(topic.topic_id, PartitionId(i as u32), p, target, out);
+            let (election, elr) = rules.of(topic);
+            let change = Change {
+                isr: p
+                    .isr
+                    .iter()
+                    .copied()
+                    .filter(|b| !brokers.contains(b))
+                    .collect(),
+                election,
+                elr,
+                unclean_shutdown,
+                ..Change::of(p, elr)
+            };
+            let outcome = partition_change::build(
+                topic.topic_id,
+                PartitionId(i as u32),
+                p,
+                change,
+                electorate,
+            );
+            out.extend(outcome.record);
         }
     }
     true
 }
 
+/// [`remove_brokers`] for brokers that are fenced or shut down: [`Removal::Leave`]. Fencing
+/// and controlled shutdown both use it: in both cases the brokers may no longer lead or be in
+/// sync (Kafka's `generateLeaderAndIsrUpdates` with them as `brokerToRemove`).
+pub(crate) fn move_off_brokers(
+    view: View<'_>,
+    brokers: &[NodeId],
+    records_max: usize,
+    out: &mut Vec<MetadataRecord>,
+) -> bool {
+    remove_brokers(view, brokers, Removal::Leave, records_max, out)
+}
+
 /// Appends leader elections for leaderless partitions (of topics not being deleted): from the
-/// ISR, counting `added` (unfenced in the same batch) as acceptable; outside the ISR where the
-/// topic allows unclean elections. Kafka runs this when a broker is unfenced
-/// (`handleBrokerUnfenced`) and, for unclean elections, periodically; corum's tick also elects
-/// what a full batch left over. Skips the scan when the image has no leaderless partition.
-/// Returns how many partitions got a leader.
+/// ISR (or, an empty ISR, the eligible leader replicas, then the last known leader), counting
+/// `added` (unfenced in the same batch) as acceptable; outside them where the topic allows
+/// unclean elections. Kafka runs this when a broker is unfenced (`handleBrokerUnfenced`) and,
+/// for unclean elections, periodically; corum's tick also elects what a full batch left over.
+/// Any other change the decision makes (an ELR its min ISR no longer calls for) is written
+/// with it. Skips the scan when the image has no leaderless partition. Returns how many
+/// partitions got a leader.
 pub(crate) fn elect_leaderless(
     view: View<'_>,
     added: Option<NodeId>,
@@ -260,6 +236,7 @@ pub(crate) fn elect_leaderless(
         removed: &[],
         added,
     };
+    let mut rules = TopicRules::new(view);
     let mut elected = 0;
     for topic in view.image.topics.iter().filter(|t| !t.deleting) {
         for (i, p) in topic.partitions.iter().enumerate() {
@@ -269,13 +246,20 @@ pub(crate) fn elect_leaderless(
             if out.len() + 1 > records_max {
                 return elected;
             }
-            let target = elect(p, p.isr.clone(), electorate, || {
-                unclean_election_enabled(view, topic)
-            });
-            if target.leader.is_some() {
-                partition_change(topic.topic_id, PartitionId(i as u32), p, target, out);
-                elected += 1;
-            }
+            let (election, elr) = rules.of(topic);
+            let change = Change {
+                election,
+                ..Change::of(p, elr)
+            };
+            let outcome = partition_change::build(
+                topic.topic_id,
+                PartitionId(i as u32),
+                p,
+                change,
+                electorate,
+            );
+            elected += usize::from(outcome.leader.is_some());
+            out.extend(outcome.record);
         }
     }
     elected
@@ -871,10 +855,36 @@ pub struct DescribedPartition {
     pub isr: Vec<NodeId>,
     /// Replicas on a broker that is not registered or is fenced, or on a log directory that is
     /// not online on its broker (Kafka's `offline_replicas`, which a broker also fills with
-    /// replicas on a broker without the request's listener: the listener knows that). corum
-    /// keeps no eligible leader replicas (KIP-966): a DescribeTopicPartitions answer lists
-    /// none.
+    /// replicas on a broker without the request's listener: the listener knows that). The
+    /// eligible leader replicas are in [`DescribedPartitionV2`].
     pub offline_replicas: Vec<NodeId>,
+}
+
+/// One partition's replication state with its eligible leader replicas and last known ELR
+/// (KIP-966): what Kafka's DescribeTopicPartitions shows.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DescribedPartitionV2 {
+    pub partition: DescribedPartition,
+    pub eligible_leader_replicas: Vec<NodeId>,
+    pub last_known_elr: Vec<NodeId>,
+}
+
+/// A topic and its partitions with their eligible leader replicas, in partition id order.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DescribedTopicV2 {
+    pub topic_id: TopicId,
+    pub name: String,
+    pub partitions: Vec<DescribedPartitionV2>,
+}
+
+/// [`DescribeTopicsResponse`] with each partition's eligible leader replicas (the answer to
+/// DescribeTopicsV2, for Kafka's DescribeTopicPartitions): the same topics in the same order.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct DescribeTopicsV2Response {
+    pub topics: Vec<(TopicRef, Result<DescribedTopicV2, ApiError>)>,
 }
 
 /// A topic and its partitions, in partition id order.
@@ -900,13 +910,55 @@ pub(crate) fn describe_topics(
     image: &MetadataImage,
     req: &DescribeTopicsRequest,
 ) -> DescribeTopicsResponse {
-    let topics = match &req.topics {
+    DescribeTopicsResponse {
+        topics: describe_each(image, req, describe_topic),
+    }
+}
+
+/// [`describe_topics`] with each partition's eligible leader replicas and last known ELR.
+pub(crate) fn describe_topics_v2(
+    image: &MetadataImage,
+    req: &DescribeTopicsRequest,
+) -> DescribeTopicsV2Response {
+    let describe = |brokers: &BrokersImage, t: &TopicImage| {
+        let DescribedTopic {
+            topic_id,
+            name,
+            partitions,
+        } = describe_topic(brokers, t);
+        DescribedTopicV2 {
+            topic_id,
+            name,
+            partitions: partitions
+                .into_iter()
+                .zip(&t.partitions)
+                .map(|(partition, p)| DescribedPartitionV2 {
+                    partition,
+                    eligible_leader_replicas: p.elr().to_vec(),
+                    last_known_elr: p.last_known_elr().to_vec(),
+                })
+                .collect(),
+        }
+    };
+    DescribeTopicsV2Response {
+        topics: describe_each(image, req, describe),
+    }
+}
+
+/// The topics `req` names (every one not being deleted, by name, for none), each described
+/// by `describe` or refused.
+fn describe_each<T>(
+    image: &MetadataImage,
+    req: &DescribeTopicsRequest,
+    describe: impl Fn(&BrokersImage, &TopicImage) -> T,
+) -> Vec<(TopicRef, Result<T, ApiError>)> {
+    match &req.topics {
         Some(refs) => refs
             .iter()
             .map(|r| {
                 let described = r
                     .resolve_visible(image)
-                    .map(|t| describe_topic(&image.brokers, t));
+                    .map(|t| describe(&image.brokers, t));
                 (r.clone(), described)
             })
             .collect(),
@@ -923,12 +975,11 @@ pub(crate) fn describe_topics(
             .map(|(name, t)| {
                 (
                     TopicRef::Name(name.to_owned()),
-                    Ok(describe_topic(&image.brokers, t)),
+                    Ok(describe(&image.brokers, t)),
                 )
             })
             .collect(),
-    };
-    DescribeTopicsResponse { topics }
+    }
 }
 
 fn describe_topic(brokers: &BrokersImage, t: &TopicImage) -> DescribedTopic {
@@ -1284,7 +1335,7 @@ pub(crate) fn alter_partition(
                     u.partition_id,
                     topic,
                 )
-                .and_then(|topic| alter_one(image, req.broker_id, topic, u, &mut records));
+                .and_then(|topic| alter_one(view, req.broker_id, topic, u, &mut records));
                 (u.partition_id, result)
             })
             .collect();
@@ -1300,7 +1351,7 @@ pub(crate) fn alter_partition(
 }
 
 fn alter_one(
-    image: &MetadataImage,
+    view: View<'_>,
     broker_id: NodeId,
     topic: &TopicImage,
     u: &PartitionAlteration,
@@ -1378,7 +1429,7 @@ fn alter_one(
                 reason: reason.into(),
             })
         };
-        match image.brokers.get(m.broker_id) {
+        match view.image.brokers.get(m.broker_id) {
             None => return ineligible("not registered".into()),
             Some(r) if r.in_controlled_shutdown => {
                 return ineligible("in controlled shutdown".into())
@@ -1394,23 +1445,25 @@ fn alter_one(
             }
         }
     }
-    let target = PartitionTarget {
+    let change = Change {
         isr,
-        leader: p.leader,
         leader_recovery_state: u.leader_recovery_state,
-        directories: None,
+        ..Change::of(p, elr_rules(view, topic))
     };
-    let changed = partition_change(topic_id, partition, p, target.clone(), out);
+    let outcome =
+        partition_change::build(topic_id, partition, p, change, Electorate::new(view.image));
+    let (leader_epoch, partition_epoch) = match &outcome.record {
+        None => (p.leader_epoch, p.partition_epoch),
+        Some(_) if outcome.changes_leader() => (p.leader_epoch.next(), p.partition_epoch.next()),
+        Some(_) => (p.leader_epoch, p.partition_epoch.next()),
+    };
+    out.extend(outcome.record);
     Ok(AlteredPartition {
-        leader: target.leader,
-        leader_epoch: p.leader_epoch,
-        isr: target.isr.to_vec(),
-        leader_recovery_state: target.leader_recovery_state,
-        partition_epoch: if changed {
-            p.partition_epoch.next()
-        } else {
-            p.partition_epoch
-        },
+        leader: outcome.leader,
+        leader_epoch,
+        isr: outcome.isr.to_vec(),
+        leader_recovery_state: outcome.leader_recovery_state,
+        partition_epoch,
     })
 }
 
@@ -1614,25 +1667,23 @@ fn assign_one(
     };
     let mut directories = p.directories.to_vec();
     directories[index] = d.directory_id;
-    let mut target = if online {
-        PartitionTarget::of(p)
-    } else {
-        // A replica on an offline directory can neither lead nor be in sync.
-        let mut isr: ReplicaList = p.isr.iter().copied().filter(|b| *b != broker).collect();
-        if isr.is_empty() {
-            isr.clone_from(&p.isr);
-        }
-        let electorate = Electorate {
-            image: view.image,
-            removed: &[broker],
-            added: None,
-        };
-        elect(p, isr, electorate, || unclean_election_enabled(view, topic))
+    // Kafka decides the assignment with an online election, and a replica leaving for an
+    // offline directory as a broker leaving (the topic's election). It runs the assignment's
+    // builder without the eligible leader replica rules, which empties a partition's ELR: corum
+    // keeps them (one rule for every change).
+    let mut change = Change {
+        directories: Some(directories),
+        ..Change::of(p, elr_rules(view, topic))
     };
-    target.directories = Some(directories);
-    let mut out = Vec::with_capacity(1);
-    partition_change(topic_id, partition, p, target, &mut out);
-    Ok(out.pop())
+    let removed = [broker];
+    let mut electorate = Electorate::new(view.image);
+    if !online {
+        // A replica on an offline directory can neither lead nor be in sync.
+        change.isr.retain(|b| *b != broker);
+        change.election = election_of(view, topic);
+        electorate.removed = &removed;
+    }
+    Ok(partition_change::build(topic_id, partition, p, change, electorate).record)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1692,7 +1743,7 @@ pub(crate) fn elect_leaders(
                                     topic_id: t.topic_id,
                                     partition: *pid,
                                 })?;
-                        elect_one(image, t.topic_id, *pid, p, req.election_type, &mut records)
+                        elect_one(view, t, *pid, p, req.election_type, &mut records)
                     })
                 };
                 results.push((name.clone(), *pid, result));
@@ -1705,7 +1756,7 @@ pub(crate) fn elect_leaders(
                         break 'topics;
                     }
                     let pid = PartitionId(i as u32);
-                    match elect_one(image, t.topic_id, pid, p, req.election_type, &mut records) {
+                    match elect_one(view, t, pid, p, req.election_type, &mut records) {
                         Err(ApiError::ElectionNotNeeded { .. }) => {}
                         r => results.push((t.name.to_string(), pid, r)),
                     }
@@ -1721,75 +1772,63 @@ pub(crate) fn elect_leaders(
     )
 }
 
-/// One partition's election (Kafka's `electLeader`): PREFERRED elects the first replica when
-/// it is an acceptable ISR member, else keeps an acceptable current leader (then the preferred
-/// one is not available), else elects the first acceptable ISR member; UNCLEAN elects for a
-/// leaderless partition from the ISR, else the first acceptable replica with itself as the ISR,
-/// RECOVERING.
+/// One partition's election (Kafka's `electLeader`, see [`partition_change`]): PREFERRED elects
+/// the first replica when it is valid, else keeps a valid current leader (then the preferred
+/// one is not available), else elects the first valid replica; UNCLEAN elects for a leaderless
+/// partition from the ISR (or its eligible leader replicas), else the first acceptable replica
+/// with itself as the ISR, RECOVERING. The change is written only when it names a new leader:
+/// where Kafka would also write one that only tidies the eligible leader replicas (and answer
+/// success), corum answers that no leader is available and leaves that to the next change.
 fn elect_one(
-    image: &MetadataImage,
-    topic_id: TopicId,
+    view: View<'_>,
+    topic: &TopicImage,
     partition: PartitionId,
     p: &PartitionImage,
     election_type: ElectionType,
     out: &mut Vec<MetadataRecord>,
 ) -> Result<NodeId, ApiError> {
-    let electorate = Electorate::new(image);
-    let target = match election_type {
-        ElectionType::Preferred => {
-            let preferred = p.replicas[0];
-            if p.leader == Some(preferred) {
-                return Err(ApiError::ElectionNotNeeded {
-                    topic_id,
-                    partition,
-                });
-            }
-            let valid = |b: NodeId| p.isr.contains(&b) && electorate.accepts(p, b);
-            let leader = if valid(preferred) {
-                Some(preferred)
-            } else if p.leader.is_some_and(valid) {
-                p.leader
-            } else {
-                p.replicas.iter().copied().find(|r| valid(*r))
-            };
-            if leader.is_none() {
-                return Err(ApiError::PreferredLeaderNotAvailable {
-                    topic_id,
-                    partition,
-                });
-            }
-            PartitionTarget {
-                leader,
-                ..PartitionTarget::of(p)
-            }
+    let topic_id = topic.topic_id;
+    let (election, not_available) = match election_type {
+        ElectionType::Preferred if p.leader == Some(p.replicas[0]) => {
+            return Err(ApiError::ElectionNotNeeded {
+                topic_id,
+                partition,
+            })
         }
-        ElectionType::Unclean => {
-            if p.leader.is_some() {
-                return Err(ApiError::ElectionNotNeeded {
-                    topic_id,
-                    partition,
-                });
-            }
-            elect(p, p.isr.clone(), electorate, || true)
+        ElectionType::Unclean if p.leader.is_some() => {
+            return Err(ApiError::ElectionNotNeeded {
+                topic_id,
+                partition,
+            })
         }
+        ElectionType::Preferred => (
+            Election::Preferred,
+            ApiError::PreferredLeaderNotAvailable {
+                topic_id,
+                partition,
+            },
+        ),
+        ElectionType::Unclean => (
+            Election::Unclean,
+            ApiError::EligibleLeadersNotAvailable {
+                topic_id,
+                partition,
+            },
+        ),
     };
-    let leader = target.leader;
-    if !partition_change(topic_id, partition, p, target, out) {
-        return Err(match election_type {
-            ElectionType::Preferred => ApiError::PreferredLeaderNotAvailable {
-                topic_id,
-                partition,
-            },
-            ElectionType::Unclean => ApiError::EligibleLeadersNotAvailable {
-                topic_id,
-                partition,
-            },
-        });
+    let change = Change {
+        election,
+        ..Change::of(p, elr_rules(view, topic))
+    };
+    let outcome =
+        partition_change::build(topic_id, partition, p, change, Electorate::new(view.image));
+    match (outcome.leader, outcome.changes_leader()) {
+        (Some(leader), true) => {
+            out.extend(outcome.record);
+            Ok(leader)
+        }
+        _ => Err(not_available),
     }
-    leader.ok_or(ApiError::EligibleLeadersNotAvailable {
-        topic_id,
-        partition,
-    })
 }
 
 #[cfg(test)]
@@ -1872,6 +1911,7 @@ mod tests {
         use crate::control::cluster_control::BrokerHeartbeatRequest;
         use crate::control::test_harness::{dir, Harness};
         use crate::ids::{MIGRATING_DIR, UNASSIGNED_DIR};
+        use crate::records::{LeaderChange, PartitionChangeRecordV1};
         use crate::Controller;
 
         fn member(b: u32, epoch: Option<u64>) -> IsrMember {

@@ -18,6 +18,7 @@ use crate::records::{
 };
 use crate::{decode_batch, encode_batch, Controller, ControllerConfig};
 
+#[derive(Clone)]
 pub(crate) struct Harness {
     pub c: Controller,
     pub now_ms: u64,
@@ -47,6 +48,20 @@ impl Harness {
     /// An active controller at Kafka 4.1's latest `metadata.version`.
     pub(crate) fn new() -> Harness {
         Harness::at_metadata_version(27)
+    }
+
+    /// [`Harness::new`] with eligible leader replicas enabled (KIP-966), as a cluster formatted
+    /// at 4.1 starts: the feature finalized and the cluster default `min.insync.replicas` set
+    /// to `min_isr`.
+    pub(crate) fn with_elr(min_isr: u16) -> Harness {
+        let mut h = Harness::new();
+        h.commit(&[MetadataRecord::FeatureLevel(FeatureLevelRecordV1 {
+            name: crate::control::feature_control::ELIGIBLE_LEADER_REPLICAS_VERSION.into(),
+            min_level: 1,
+            max_level: 1,
+        })]);
+        h.config("", "min.insync.replicas", &min_isr.to_string());
+        h
     }
 
     pub(crate) fn ctx(&self) -> RequestContext {
@@ -90,14 +105,21 @@ impl Harness {
                 port: 9092,
                 security_protocol: SecurityProtocol::Plaintext as i16,
             }],
-            features: vec![SupportedFeatureV1 {
-                name: "metadata.version".into(),
-                min_level: 7,
-                max_level: 27,
-            }],
+            features: vec![
+                SupportedFeatureV1 {
+                    name: "metadata.version".into(),
+                    min_level: 7,
+                    max_level: 27,
+                },
+                SupportedFeatureV1 {
+                    name: crate::control::feature_control::ELIGIBLE_LEADER_REPLICAS_VERSION.into(),
+                    min_level: 0,
+                    max_level: 1,
+                },
+            ],
             rack: None,
             log_dirs,
-            previous_broker_epoch: None,
+            previous_broker_epoch: crate::control::cluster_control::PreviousBrokerEpoch::Unnamed,
         }
     }
 

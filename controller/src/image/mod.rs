@@ -23,7 +23,7 @@ use crate::ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
 use crate::records::{
     ArchivedBatch, ArchivedConfigResourceType, ArchivedFencingChange, ArchivedMetadataRecord,
     ConfigRecordV1, ConfigResourceType, FeatureLevelRecordV1, FencingChange, LeaderRecoveryState,
-    MetadataRecord, PartitionRecordV2, ProducerIdsRecordV1, TopicRecordV1,
+    MetadataRecord, PartitionRecordV3, ProducerIdsRecordV1, TopicRecordV1,
 };
 
 pub use brokers::{BrokerRegistration, BrokersImage};
@@ -31,7 +31,7 @@ pub use configs::{ConfigResource, ConfigsImage};
 pub use controllers::{ControllerRegistration, ControllersImage};
 pub use features::{FeaturesImage, FinalizedFeature};
 pub use producer_ids::ProducerIdsImage;
-pub use topics::{DirectoryList, PartitionImage, ReplicaList, TopicImage, TopicsImage};
+pub use topics::{DirectoryList, ElrLists, PartitionImage, ReplicaList, TopicImage, TopicsImage};
 
 /// The whole metadata state at one log offset.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -101,6 +101,7 @@ impl MetadataImage {
                     leader_recovery_state: LeaderRecoveryState::Recovered,
                     leader_epoch: LeaderEpoch::from_archived(&r.leader_epoch),
                     partition_epoch: PartitionEpoch::from_archived(&r.partition_epoch),
+                    elr: None,
                 },
             )?,
             R::PartitionLeaderChange(r) => self.topics.replay_leader_change(
@@ -174,6 +175,7 @@ impl MetadataImage {
                     ),
                     leader_epoch: LeaderEpoch::from_archived(&r.leader_epoch),
                     partition_epoch: PartitionEpoch::from_archived(&r.partition_epoch),
+                    elr: None,
                 },
             )?,
             R::PartitionChange(r) => self.topics.replay_change(
@@ -182,6 +184,39 @@ impl MetadataImage {
                 PartitionId::from_archived(&r.partition_id),
                 topics::PartitionDelta::from_archived(r),
             )?,
+            R::PartitionV3(r) => self.topics.replay_partition(
+                offset,
+                TopicId::from_archived(&r.topic_id),
+                PartitionId::from_archived(&r.partition_id),
+                PartitionImage {
+                    directories: topics::directories_for(
+                        r.replicas.len(),
+                        r.directories.iter().map(corum_types::Uuid::from).collect(),
+                    ),
+                    replicas: topics::ids_from(&r.replicas),
+                    isr: topics::ids_from(&r.isr),
+                    leader: topics::leader_from(&r.leader),
+                    leader_recovery_state: LeaderRecoveryState::from_archived(
+                        &r.leader_recovery_state,
+                    ),
+                    leader_epoch: LeaderEpoch::from_archived(&r.leader_epoch),
+                    partition_epoch: PartitionEpoch::from_archived(&r.partition_epoch),
+                    elr: None,
+                }
+                .with_elr(
+                    topics::ids_from(&r.eligible_leader_replicas),
+                    topics::ids_from(&r.last_known_elr),
+                ),
+            )?,
+            R::PartitionChangeV2(r) => self.topics.replay_change(
+                offset,
+                TopicId::from_archived(&r.topic_id),
+                PartitionId::from_archived(&r.partition_id),
+                topics::PartitionDelta::from_archived_v2(r),
+            )?,
+            R::ClearElr(r) => self
+                .topics
+                .replay_clear_elr(offset, r.topic_name.as_str())?,
         }
         self.end_offset = offset.next();
         Ok(())
@@ -226,6 +261,7 @@ impl MetadataImage {
                     leader_recovery_state: LeaderRecoveryState::Recovered,
                     leader_epoch: r.leader_epoch,
                     partition_epoch: r.partition_epoch,
+                    elr: None,
                 },
             )?,
             R::PartitionLeaderChange(r) => self.topics.replay_leader_change(
@@ -283,6 +319,7 @@ impl MetadataImage {
                     leader_recovery_state: r.leader_recovery_state,
                     leader_epoch: r.leader_epoch,
                     partition_epoch: r.partition_epoch,
+                    elr: None,
                 },
             )?,
             R::PartitionChange(r) => self.topics.replay_change(
@@ -291,6 +328,32 @@ impl MetadataImage {
                 r.partition_id,
                 topics::PartitionDelta::from_record(r),
             )?,
+            R::PartitionV3(r) => self.topics.replay_partition(
+                offset,
+                r.topic_id,
+                r.partition_id,
+                PartitionImage {
+                    replicas: ReplicaList::from_slice(&r.replicas),
+                    isr: ReplicaList::from_slice(&r.isr),
+                    directories: topics::directories_for(r.replicas.len(), r.directories.clone()),
+                    leader: r.leader,
+                    leader_recovery_state: r.leader_recovery_state,
+                    leader_epoch: r.leader_epoch,
+                    partition_epoch: r.partition_epoch,
+                    elr: None,
+                }
+                .with_elr(
+                    ReplicaList::from_slice(&r.eligible_leader_replicas),
+                    ReplicaList::from_slice(&r.last_known_elr),
+                ),
+            )?,
+            R::PartitionChangeV2(r) => self.topics.replay_change(
+                offset,
+                r.topic_id,
+                r.partition_id,
+                topics::PartitionDelta::from_record_v2(r),
+            )?,
+            R::ClearElr(r) => self.topics.replay_clear_elr(offset, &r.topic_name)?,
         }
         self.end_offset = offset.next();
         Ok(())
@@ -391,7 +454,8 @@ impl MetadataImage {
     /// Brokers first (so features and partitions can refer to them), then controllers,
     /// features, topics with their partitions, configs, and the producer-id high-water mark.
     /// Each is written in its newest version: one RegisterBrokerV2 per broker (with its fencing
-    /// and controlled shutdown) and one PartitionV2 per partition, as Kafka's image writer does.
+    /// and controlled shutdown) and one PartitionV2 per partition (PartitionV3 for one with
+    /// eligible leader replicas or a last known ELR), as Kafka's image writer does.
     pub fn snapshot_records(&self) -> Vec<MetadataRecord> {
         let mut out = Vec::new();
         for b in self.brokers.iter() {
@@ -414,7 +478,7 @@ impl MetadataImage {
                 deleting: t.deleting,
             }));
             for (i, p) in t.partitions.iter().enumerate() {
-                out.push(MetadataRecord::PartitionV2(PartitionRecordV2 {
+                out.push(MetadataRecord::partition(PartitionRecordV3 {
                     topic_id: t.topic_id,
                     partition_id: PartitionId(i as u32),
                     replicas: p.replicas.to_vec(),
@@ -424,6 +488,8 @@ impl MetadataImage {
                     leader_epoch: p.leader_epoch,
                     partition_epoch: p.partition_epoch,
                     directories: p.directories.to_vec(),
+                    eligible_leader_replicas: p.elr().to_vec(),
+                    last_known_elr: p.last_known_elr().to_vec(),
                 }));
             }
         }
@@ -450,9 +516,13 @@ impl MetadataImage {
     /// Checks the image's invariants (O(partitions)); tests and the simulator call it after every
     /// batch. Panics with a description of the first violation.
     ///
-    /// - every partition's replicas and ISR are duplicate-free, the ISR is a non-empty subset of
-    ///   the replicas, the leader (if any) is in the ISR and on a registered unfenced broker,
-    ///   every replica has a directory, and a recovering leader's ISR is the leader alone;
+    /// - every partition's replicas and ISR are duplicate-free, the ISR is a subset of the
+    ///   replicas (empty only without a leader), the leader (if any) is in the ISR and on a
+    ///   registered unfenced broker, every replica has a directory, and a recovering leader's
+    ///   ISR is the leader alone (or empty, the leader gone with eligible leader replicas on);
+    /// - eligible leader replicas (KIP-966) and the last known ELR are duplicate-free subsets of
+    ///   the replicas; the eligible ones are outside the ISR, and the last known ELR names one
+    ///   broker at most (Kafka keeps the last leader there);
     /// - the name and id indexes and the deleting set agree with the topics;
     /// - every finalized feature range is valid;
     /// - every controller registration is filed under its id, its lists in name order, and
@@ -486,16 +556,41 @@ impl MetadataImage {
                 leaderless += usize::from(p.leader.is_none());
                 let at = || format!("{}/{i}: {p:?}", topic.name);
                 assert!(!p.replicas.is_empty(), "no replicas at {}", at());
-                assert!(!p.isr.is_empty(), "empty ISR at {}", at());
                 assert!(
-                    p.isr.iter().all(|b| p.replicas.contains(b)),
-                    "ISR not within replicas at {}",
+                    !p.isr.is_empty() || p.leader.is_none(),
+                    "empty ISR with a leader at {}",
                     at()
                 );
-                for list in [&p.replicas, &p.isr] {
+                for list in [&p.isr[..], p.elr(), p.last_known_elr()] {
+                    assert!(
+                        list.iter().all(|b| p.replicas.contains(b)),
+                        "ISR, ELR or last known ELR not within replicas at {}",
+                        at()
+                    );
+                }
+                for list in [&p.replicas[..], &p.isr[..], p.elr(), p.last_known_elr()] {
                     assert!(
                         list.iter().enumerate().all(|(j, b)| !list[..j].contains(b)),
                         "duplicate at {}",
+                        at()
+                    );
+                }
+                assert!(
+                    p.elr
+                        .as_ref()
+                        .is_none_or(|e| !e.elr.is_empty() || !e.last_known_elr.is_empty()),
+                    "empty ELR lists kept at {}",
+                    at()
+                );
+                if written_by_controller {
+                    assert!(
+                        p.elr().iter().all(|b| !p.isr.contains(b)),
+                        "an eligible leader replica in the ISR at {}",
+                        at()
+                    );
+                    assert!(
+                        p.last_known_elr().len() <= 1,
+                        "more than one last known leader at {}",
                         at()
                     );
                 }
@@ -513,9 +608,11 @@ impl MetadataImage {
                     at()
                 );
                 if written_by_controller {
+                    // With eligible leader replicas a recovering leader may leave too: the
+                    // ISR is then empty (the state stays until a leader recovers).
                     assert!(
                         p.leader_recovery_state == LeaderRecoveryState::Recovered
-                            || p.isr.len() == 1,
+                            || p.isr.len() <= 1,
                         "a recovering leader's ISR is itself alone at {}",
                         at()
                     );
@@ -795,6 +892,68 @@ mod tests {
                     }
                 ),
             (
+                topic(),
+                0..3u32,
+                nodes(),
+                nodes(),
+                proptest::option::of(node()),
+                nodes(),
+                nodes(),
+            )
+                .prop_map(
+                    |(topic_id, p, replicas, isr, leader, elr, last_known_elr)| {
+                        MetadataRecord::PartitionV3(Box::new(PartitionRecordV3 {
+                            topic_id,
+                            partition_id: PartitionId(p),
+                            directories: replicas
+                                .iter()
+                                .map(|b| Uuid([b.0 as u8 + 1; 16]))
+                                .collect(),
+                            replicas,
+                            isr,
+                            leader,
+                            leader_recovery_state: LeaderRecoveryState::Recovered,
+                            leader_epoch: LeaderEpoch(0),
+                            partition_epoch: PartitionEpoch(0),
+                            eligible_leader_replicas: elr,
+                            last_known_elr,
+                        }))
+                    }
+                ),
+            (
+                topic(),
+                0..3u32,
+                proptest::option::of(nodes()),
+                proptest::option::of(proptest::option::of(node())),
+                proptest::option::of(nodes()),
+                proptest::option::of(nodes()),
+            )
+                .prop_map(|(topic_id, p, isr, leader, elr, last_known_elr)| {
+                    MetadataRecord::PartitionChangeV2(Box::new(PartitionChangeRecordV2 {
+                        topic_id,
+                        partition_id: PartitionId(p),
+                        isr,
+                        leader: match leader {
+                            None => LeaderChange::Unchanged,
+                            Some(None) => LeaderChange::NoLeader,
+                            Some(Some(b)) => LeaderChange::Broker(b),
+                        },
+                        replicas: None,
+                        leader_recovery_state: None,
+                        directories: None,
+                        eligible_leader_replicas: elr,
+                        last_known_elr,
+                    }))
+                }),
+            (0..4u8).prop_map(|n| MetadataRecord::ClearElr(ClearElrRecordV1 {
+                // "" clears every topic; n3 names no topic of these records.
+                topic_name: if n == 0 {
+                    String::new()
+                } else {
+                    format!("n{}", n - 1)
+                },
+            })),
+            (
                 node(),
                 0..3u8,
                 proptest::collection::vec((0..3u8, 0..3u16), 0..3)
@@ -916,6 +1075,90 @@ mod tests {
         assert!(image.topics.get(t).is_none());
         assert_eq!(reader.topics.get(t).unwrap().partitions.len(), 1);
         assert_eq!(reader.end_offset, LogOffset(2));
+    }
+
+    /// ClearElr empties the eligible leader replicas and last known ELR of the named topic's
+    /// partitions (or every topic's, with no name), growing the partition epoch of each one
+    /// that had either and of no other; a name no topic has is refused, changing nothing.
+    #[test]
+    fn clear_elr_empties_the_lists_and_counts_an_epoch() {
+        let (a, b) = (TopicId(Uuid([1; 16])), TopicId(Uuid([2; 16])));
+        let ids = |v: &[u32]| v.iter().map(|b| NodeId(*b)).collect::<Vec<_>>();
+        let partition = |topic_id, p: u32, elr: &[u32], lke: &[u32]| {
+            MetadataRecord::partition(PartitionRecordV3 {
+                topic_id,
+                partition_id: PartitionId(p),
+                replicas: ids(&[1, 2, 3]),
+                isr: vec![],
+                leader: None,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
+                leader_epoch: LeaderEpoch(4),
+                partition_epoch: PartitionEpoch(9),
+                directories: vec![],
+                eligible_leader_replicas: ids(elr),
+                last_known_elr: ids(lke),
+            })
+        };
+        let topic = |name: &str, topic_id| {
+            MetadataRecord::Topic(TopicRecordV1 {
+                name: name.into(),
+                topic_id,
+                deleting: false,
+            })
+        };
+        let clear = |name: &str| {
+            MetadataRecord::ClearElr(ClearElrRecordV1 {
+                topic_name: name.into(),
+            })
+        };
+        let mut image = MetadataImage::default();
+        let setup = [
+            topic("a", a),
+            partition(a, 0, &[2, 3], &[]),
+            partition(a, 1, &[], &[1]),
+            partition(a, 2, &[], &[]),
+            topic("b", b),
+            partition(b, 0, &[1], &[2]),
+        ];
+        for (i, r) in setup.iter().enumerate() {
+            image.apply(LogOffset(i as u64), r).unwrap();
+        }
+        let epochs = |image: &MetadataImage, t| {
+            image
+                .topics
+                .get(t)
+                .unwrap()
+                .partitions
+                .iter()
+                .map(|p| p.partition_epoch.0)
+                .collect::<Vec<_>>()
+        };
+        let before = image.clone();
+        assert!(matches!(
+            image.apply(LogOffset(6), &clear("c")),
+            Err(ReplayError::UnknownTopicName { .. })
+        ));
+        assert_eq!(image, before);
+        image.apply(LogOffset(6), &clear("a")).unwrap();
+        assert_eq!(epochs(&image, a), [10, 10, 9]);
+        assert!(image
+            .topics
+            .get(a)
+            .unwrap()
+            .partitions
+            .iter()
+            .all(|p| p.elr.is_none()));
+        assert_eq!(epochs(&image, b), [9]);
+        assert_eq!(
+            image.topics.partition(b, PartitionId(0)).unwrap().elr(),
+            ids(&[1])
+        );
+        image.apply(LogOffset(7), &clear("")).unwrap();
+        assert_eq!(epochs(&image, a), [10, 10, 9]);
+        assert_eq!(epochs(&image, b), [10]);
+        let p = image.topics.partition(b, PartitionId(0)).unwrap();
+        assert!(p.elr().is_empty() && p.last_known_elr().is_empty());
+        image.check_invariants_structural();
     }
 
     proptest! {

@@ -7,17 +7,22 @@
 
 use crate::common::{replay_log, Driver};
 use corum_controller::control::cluster_control::{
-    BrokerRegistrationRequest, RegisterControllerRequest, UnregisterBrokerRequest,
+    BrokerRegistrationRequest, PreviousBrokerEpoch, RegisterControllerRequest,
+    UnregisterBrokerRequest,
 };
 use corum_controller::control::config_control::{
     AlterConfigOp, AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
 };
+use corum_controller::control::feature_control::{
+    elr_enabled, supported_features, FeatureUpdate, UpdateFeaturesRequest,
+    ELIGIBLE_LEADER_REPLICAS_VERSION,
+};
 use corum_controller::control::replication_control::{
-    AlterIsrRequest, AlterPartitionRequest, AlterPartitionTopic, AssignReplicasToDirsRequest,
-    CreatableTopic, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
-    DeleteTopicsV2Request, DescribeTopicsRequest, DirectoryAssignment, ElectLeadersRequest,
-    ElectionType, IsrMember, IsrUpdate, PartitionAlteration, PartitionsIncrease, TopicPartitions,
-    TopicRef,
+    effective_min_isr, AlterIsrRequest, AlterPartitionRequest, AlterPartitionTopic,
+    AssignReplicasToDirsRequest, CreatableTopic, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteTopicsRequest, DeleteTopicsV2Request, DescribeTopicsRequest, DirectoryAssignment,
+    ElectLeadersRequest, ElectionType, IsrMember, IsrUpdate, PartitionAlteration,
+    PartitionsIncrease, TopicPartitions, TopicRef,
 };
 use corum_controller::control::ImageReads;
 use corum_controller::image::ConfigResource;
@@ -26,7 +31,8 @@ use corum_controller::records::{
     SupportedFeatureV1,
 };
 use corum_controller::{
-    decode_batch, encode_batch, BrokerHeartbeatRequest, ControllerConfig, PartitionId,
+    decode_batch, encode_batch, BrokerHeartbeatRequest, ControllerConfig, MetadataImage,
+    MetadataRecord, PartitionId,
 };
 use corum_types::{BrokerEpoch, LogOffset, NodeId, Uuid};
 use proptest::prelude::*;
@@ -82,11 +88,14 @@ enum Op {
     DeleteTopicById {
         name: u8,
     },
-    /// A broker registers with Kafka's BrokerRegistration and `dirs` log directories (0: refused).
+    /// A broker registers with Kafka's BrokerRegistration and `dirs` log directories (0:
+    /// refused), saying of its previous registration: 0 nothing (killed), 1 its epoch (a clean
+    /// shutdown), 2 a wrong epoch, 3 that it cannot say (before v3).
     RegisterBroker {
         broker: u32,
         incarnation: u8,
         dirs: u8,
+        previous: u8,
     },
     /// The leader of a partition sends AlterPartition: ISR from `mask`, member epochs named or
     /// not (or wrong), the recovery state it asks for.
@@ -110,6 +119,16 @@ enum Op {
         name: Option<u8>,
         on: bool,
     },
+    /// `eligible.leader.replicas.version` set to 1, or back to 0 (KIP-966).
+    Elr {
+        on: bool,
+    },
+    /// `min.insync.replicas` set (1 to 3) or deleted, for a topic or the cluster default
+    /// (`None`), or for broker 1 (`Some(9)`: refused while eligible leader replicas are on).
+    MinIsr {
+        name: Option<u8>,
+        value: Option<u8>,
+    },
     Commit,
     FailOver,
 }
@@ -131,15 +150,26 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1..4u32, 0..2u8, any::<bool>())
             .prop_map(|(controller, incarnation, variant)| Op::RegisterController { controller, incarnation, variant }),
         1 => (0..4u8).prop_map(|name| Op::DeleteTopicById { name }),
-        3 => (1..6u32, 0..2u8, 0..3u8).prop_map(|(broker, incarnation, dirs)| Op::RegisterBroker { broker, incarnation, dirs }),
+        3 => (1..6u32, 0..2u8, 0..3u8, 0..4u8)
+            .prop_map(|(broker, incarnation, dirs, previous)| Op::RegisterBroker { broker, incarnation, dirs, previous }),
         3 => (0..4u8, 0..5u32, any::<u8>(), 0..3u8, any::<bool>())
             .prop_map(|(name, partition, mask, epochs, recovered)| Op::AlterPartition { name, partition, mask, epochs, recovered }),
         2 => (1..6u32, 0..4u8, 0..5u32, 0..4u8)
             .prop_map(|(broker, name, partition, which)| Op::AssignDirs { broker, name, partition, which }),
         1 => (proptest::option::of(0..4u8), any::<bool>()).prop_map(|(name, on)| Op::Unclean { name, on }),
+        1 => any::<bool>().prop_map(|on| Op::Elr { on }),
+        2 => (proptest::option::of(prop_oneof![0..4u8, Just(9u8)]), proptest::option::of(1..4u8))
+            .prop_map(|(name, value)| Op::MinIsr { name, value }),
         4 => Just(Op::Commit),
         1 => Just(Op::FailOver),
     ]
+}
+
+/// The features every broker of these tests supports: this controller's (Kafka 4.1's
+/// `metadata.version` range, eligible leader replicas, the group and transaction versions), so
+/// brokers register with a cluster formatted at 4.1.
+fn features() -> Vec<SupportedFeatureV1> {
+    supported_features()
 }
 
 /// Log directory `i` of broker `broker`'s incarnation `incarnation` (distinct per broker).
@@ -179,11 +209,7 @@ fn heartbeat(
             host: "h".into(),
             port: 1,
         }],
-        features: vec![SupportedFeatureV1 {
-            name: "metadata.version".into(),
-            min_level: 7,
-            max_level: 27,
-        }],
+        features: features(),
         rack: Some(format!("r{}", broker % 3)),
         next_metadata_offset: offset,
         want_fence: false,
@@ -355,11 +381,15 @@ fn apply(d: &mut Driver, op: &Op) {
                     port: if *variant { 9093 } else { 19093 },
                     security_protocol: 0,
                 }],
-                features: vec![SupportedFeatureV1 {
-                    name: "metadata.version".into(),
-                    min_level: 7,
-                    max_level: if *variant { 27 } else { 20 },
-                }],
+                features: supported_features()
+                    .into_iter()
+                    .map(|mut f| {
+                        if f.name == "metadata.version" && !variant {
+                            f.max_level = 20;
+                        }
+                        f
+                    })
+                    .collect(),
             };
             let r = d.controller.register_controller(&req).unwrap();
             // Registering what the image already holds writes nothing.
@@ -389,7 +419,15 @@ fn apply(d: &mut Driver, op: &Op) {
             broker,
             incarnation,
             dirs,
+            previous,
         } => {
+            let current = d.controller.image().brokers.get(NodeId(*broker));
+            let previous_broker_epoch = match (previous, current) {
+                (1, Some(r)) => PreviousBrokerEpoch::Epoch(r.broker_epoch),
+                (2, _) => PreviousBrokerEpoch::Epoch(BrokerEpoch(1_000_000)),
+                (3, _) => PreviousBrokerEpoch::NotSent,
+                _ => PreviousBrokerEpoch::Unnamed,
+            };
             let req = BrokerRegistrationRequest {
                 broker_id: NodeId(*broker),
                 incarnation_id: Uuid([*incarnation; 16]),
@@ -399,16 +437,12 @@ fn apply(d: &mut Driver, op: &Op) {
                     port: 9093,
                     security_protocol: 1,
                 }],
-                features: vec![SupportedFeatureV1 {
-                    name: "metadata.version".into(),
-                    min_level: 7,
-                    max_level: 27,
-                }],
+                features: features(),
                 rack: Some(format!("r{}", broker % 3)),
                 log_dirs: (0..*dirs)
                     .map(|i| log_dir(*broker, *incarnation, i))
                     .collect(),
-                previous_broker_epoch: None,
+                previous_broker_epoch,
             };
             d.controller
                 .register_broker(&req, &ctx)
@@ -528,6 +562,50 @@ fn apply(d: &mut Driver, op: &Op) {
                 .unwrap()
                 .records
         }
+        Op::Elr { on } => {
+            let req = UpdateFeaturesRequest {
+                updates: vec![FeatureUpdate {
+                    name: ELIGIBLE_LEADER_REPLICAS_VERSION.into(),
+                    min_level: 1,
+                    max_level: u16::from(*on),
+                    allow_downgrade: !on,
+                }],
+                validate_only: false,
+            };
+            d.controller.update_features(&req).unwrap().records
+        }
+        Op::MinIsr { name, value } => {
+            let resource = match name {
+                Some(9) => ConfigResource {
+                    resource_type: ConfigResourceType::Broker,
+                    name: "1".into(),
+                },
+                Some(n) => ConfigResource::topic(&format!("t{n}")),
+                None => ConfigResource {
+                    resource_type: ConfigResourceType::Broker,
+                    name: String::new(),
+                },
+            };
+            let req = IncrementalAlterConfigsRequest {
+                resources: vec![AlterConfigsResource {
+                    resource,
+                    configs: vec![AlterableConfig {
+                        key: "min.insync.replicas".into(),
+                        op: if value.is_some() {
+                            AlterConfigOp::Set
+                        } else {
+                            AlterConfigOp::Delete
+                        },
+                        value: value.map_or(String::new(), |v| v.to_string()),
+                    }],
+                }],
+                validate_only: false,
+            };
+            d.controller
+                .incremental_alter_configs(&req)
+                .unwrap()
+                .records
+        }
         Op::Commit => {
             d.commit();
             return;
@@ -542,7 +620,67 @@ fn apply(d: &mut Driver, op: &Op) {
         d.controller.image(),
         "a handler mutated the image ({op:?})"
     );
+    if !elr_enabled(&before) {
+        // Without eligible leader replicas a change may only empty a list left from when
+        // they were on, never fill one.
+        for r in &records {
+            match r {
+                MetadataRecord::PartitionChangeV2(c) => assert!(
+                    c.eligible_leader_replicas
+                        .as_ref()
+                        .is_none_or(Vec::is_empty)
+                        && c.last_known_elr.is_none(),
+                    "{op:?} wrote {c:?} with the feature off"
+                ),
+                MetadataRecord::PartitionV3(_) | MetadataRecord::ClearElr(_) => {
+                    panic!("{op:?} wrote {r:?} with the feature off")
+                }
+                _ => {}
+            }
+        }
+    }
     d.propose(&records);
+}
+
+/// KIP-966's invariants that hold while eligible leader replicas stay enabled, on top of the
+/// image's own (an eligible leader replica is a replica, outside the ISR, named once; at most
+/// one last known leader): a partition has eligible leader replicas only while its ISR is
+/// below its effective min ISR (or, right after a leader was elected from them with a min ISR
+/// of 1, the ISR is that leader alone: Kafka empties them at the next change), and a last
+/// known leader only while it has no leader.
+fn check_elr(image: &MetadataImage, config: &ControllerConfig) {
+    for t in image.topics.iter() {
+        let min_isr = effective_min_isr(image, config, t);
+        for (i, p) in t.partitions.iter().enumerate() {
+            assert!(
+                p.elr().is_empty() || p.isr.len() < min_isr.max(2),
+                "{}/{i}: ELR {:?} with ISR {:?} at min ISR {min_isr}",
+                t.name,
+                p.elr(),
+                p.isr
+            );
+            assert!(
+                p.last_known_elr().is_empty() || p.leader.is_none(),
+                "{}/{i}: last known ELR {:?} with leader {:?}",
+                t.name,
+                p.last_known_elr(),
+                p.leader
+            );
+        }
+    }
+}
+
+/// A driver whose cluster starts as `corum format` at 4.1 leaves it: every feature finalized
+/// (eligible leader replicas among them) and the cluster default `min.insync.replicas`, as the
+/// first active controller writes them.
+fn formatted_at_4_1(config: ControllerConfig) -> Driver {
+    let mut d = Driver::new(config);
+    let records = d.controller.bootstrap_records();
+    assert!(!records.is_empty());
+    d.propose(&records);
+    d.commit();
+    assert!(elr_enabled(d.controller.image()));
+    d
 }
 
 proptest! {
@@ -559,65 +697,126 @@ proptest! {
     ) {
         let records_per_batch_max = if small_batches { 8 } else { 10_000 };
         let config = ControllerConfig { default_replication_factor: 2, records_per_batch_max, ..Default::default() };
-        let mut d = Driver::new(config);
-        for op in &ops {
-            apply(&mut d, op);
-            d.controller.check_invariants();
-            // A standby that replayed the committed log answers every local read as the
-            // active controller's committed reads do.
-            if matches!(op, Op::Commit) {
-                let standby = replay_log(&d.log);
-                kafka_model::check(&d.log, &standby);
-                let (ours, theirs) = (d.controller.committed_reads(), ImageReads::new(&standby, d.controller.config()));
-                let all = DescribeTopicsRequest { topics: None };
-                prop_assert_eq!(ours.describe_topics(&all), theirs.describe_topics(&all));
-                prop_assert_eq!(ours.describe_controllers(), theirs.describe_controllers());
-                prop_assert_eq!(ours.describe_features(), theirs.describe_features());
-                prop_assert_eq!(ours.describe_cluster(NodeId(1)), theirs.describe_cluster(NodeId(1)));
-                // "All topics" are those not being deleted, each as the image holds it.
-                let described = theirs.describe_topics(&all).topics;
-                let visible: Vec<&str> = standby.topics.names()
-                    .filter(|(_, id)| !standby.topics.get(*id).unwrap().deleting)
-                    .map(|(n, _)| n)
-                    .collect();
-                prop_assert_eq!(described.len(), visible.len());
-                for ((r, t), name) in described.iter().zip(visible) {
-                    prop_assert_eq!(r, &TopicRef::Name(name.to_owned()));
-                    let t = t.as_ref().unwrap();
-                    let image = standby.topics.get(t.topic_id).unwrap();
-                    prop_assert_eq!(t.partitions.len(), image.partitions.len());
-                    for (p, ip) in t.partitions.iter().zip(&image.partitions) {
-                        prop_assert_eq!(&p.replicas[..], &ip.replicas[..]);
-                        prop_assert_eq!(&p.isr[..], &ip.isr[..]);
-                        prop_assert_eq!(p.leader, ip.leader);
-                        // Offline: on a broker that is not registered or fenced, or on a
-                        // directory not online on its broker.
-                        let offline: Vec<NodeId> = ip.replicas.iter().zip(ip.directories.iter())
-                            .filter(|(b, dir)| standby.brokers.get(**b).is_none_or(|r| r.fenced || !r.has_online_dir(dir)))
-                            .map(|(b, _)| *b)
-                            .collect();
-                        prop_assert_eq!(&p.offline_replicas, &offline);
-                    }
+        run(Driver::new(config), &ops, false)?;
+    }
+
+    /// The same, on a cluster formatted at 4.1, so with eligible leader replicas enabled from
+    /// the start and never disabled (and replication factors up to 3): every commit also keeps
+    /// KIP-966's invariants ([`check_elr`]).
+    #[test]
+    fn eligible_leader_replicas_keep_their_invariants(
+        ops in proptest::collection::vec(
+            op().prop_filter("eligible leader replicas stay on", |o| !matches!(o, Op::Elr { on: false })),
+            1..200,
+        ),
+        small_batches in any::<bool>(),
+    ) {
+        let records_per_batch_max = if small_batches { 8 } else { 10_000 };
+        let config = ControllerConfig { default_replication_factor: 3, records_per_batch_max, ..Default::default() };
+        run(formatted_at_4_1(config), &ops, true)?;
+    }
+}
+
+/// Runs `ops` on `d`, checking after each (see the tests above); `elr` adds [`check_elr`].
+fn run(mut d: Driver, ops: &[Op], elr: bool) -> Result<(), TestCaseError> {
+    for op in ops {
+        apply(&mut d, op);
+        d.controller.check_invariants();
+        if elr {
+            check_elr(d.controller.image(), d.controller.config());
+        }
+        // A standby that replayed the committed log answers every local read as the
+        // active controller's committed reads do.
+        if matches!(op, Op::Commit) {
+            let standby = replay_log(&d.log);
+            kafka_model::check(&d.log, &standby);
+            let (ours, theirs) = (
+                d.controller.committed_reads(),
+                ImageReads::new(&standby, d.controller.config()),
+            );
+            let all = DescribeTopicsRequest { topics: None };
+            prop_assert_eq!(ours.describe_topics(&all), theirs.describe_topics(&all));
+            prop_assert_eq!(
+                ours.describe_topics_v2(&all),
+                theirs.describe_topics_v2(&all)
+            );
+            prop_assert_eq!(ours.describe_controllers(), theirs.describe_controllers());
+            prop_assert_eq!(ours.describe_features(), theirs.describe_features());
+            prop_assert_eq!(
+                ours.describe_cluster(NodeId(1)),
+                theirs.describe_cluster(NodeId(1))
+            );
+            // "All topics" are those not being deleted, each as the image holds it.
+            let described = theirs.describe_topics(&all).topics;
+            // DescribeTopicsV2 is DescribeTopics with each partition's lists from the image.
+            let described_v2 = theirs.describe_topics_v2(&all).topics;
+            prop_assert_eq!(described.len(), described_v2.len());
+            for ((r, t), (r2, t2)) in described.iter().zip(&described_v2) {
+                prop_assert_eq!(r, r2);
+                let (t, t2) = (t.as_ref().unwrap(), t2.as_ref().unwrap());
+                prop_assert_eq!((t.topic_id, &t.name), (t2.topic_id, &t2.name));
+                let image = standby.topics.get(t.topic_id).unwrap();
+                for ((p, p2), ip) in t
+                    .partitions
+                    .iter()
+                    .zip(&t2.partitions)
+                    .zip(&image.partitions)
+                {
+                    prop_assert_eq!(p, &p2.partition);
+                    prop_assert_eq!(&p2.eligible_leader_replicas[..], ip.elr());
+                    prop_assert_eq!(&p2.last_known_elr[..], ip.last_known_elr());
+                }
+            }
+            let visible: Vec<&str> = standby
+                .topics
+                .names()
+                .filter(|(_, id)| !standby.topics.get(*id).unwrap().deleting)
+                .map(|(n, _)| n)
+                .collect();
+            prop_assert_eq!(described.len(), visible.len());
+            for ((r, t), name) in described.iter().zip(visible) {
+                prop_assert_eq!(r, &TopicRef::Name(name.to_owned()));
+                let t = t.as_ref().unwrap();
+                let image = standby.topics.get(t.topic_id).unwrap();
+                prop_assert_eq!(t.partitions.len(), image.partitions.len());
+                for (p, ip) in t.partitions.iter().zip(&image.partitions) {
+                    prop_assert_eq!(&p.replicas[..], &ip.replicas[..]);
+                    prop_assert_eq!(&p.isr[..], &ip.isr[..]);
+                    prop_assert_eq!(p.leader, ip.leader);
+                    // Offline: on a broker that is not registered or fenced, or on a
+                    // directory not online on its broker.
+                    let offline: Vec<NodeId> = ip
+                        .replicas
+                        .iter()
+                        .zip(ip.directories.iter())
+                        .filter(|(b, dir)| {
+                            standby
+                                .brokers
+                                .get(**b)
+                                .is_none_or(|r| r.fenced || !r.has_online_dir(dir))
+                        })
+                        .map(|(b, _)| *b)
+                        .collect();
+                    prop_assert_eq!(&p.offline_replicas, &offline);
                 }
             }
         }
-        d.commit();
-        let a = replay_log(&d.log);
-        kafka_model::check(&d.log, &a);
-        let b = replay_log(&d.log);
-        prop_assert_eq!(&a, &b);
-        prop_assert_eq!(&a, d.controller.image());
-        a.check_invariants();
-        // And the snapshot of the final image rebuilds it.
-        let snap = encode_batch(&a.snapshot_records());
-        let rebuilt = corum_controller::MetadataImage::from_snapshot(
-            a.end_offset,
-            decode_batch(&snap).unwrap(),
-        )
-        .unwrap();
-        rebuilt.check_invariants();
-        prop_assert_eq!(rebuilt, a);
     }
+    d.commit();
+    let a = replay_log(&d.log);
+    kafka_model::check(&d.log, &a);
+    let b = replay_log(&d.log);
+    prop_assert_eq!(&a, &b);
+    prop_assert_eq!(&a, d.controller.image());
+    a.check_invariants();
+    // And the snapshot of the final image rebuilds it.
+    let snap = encode_batch(&a.snapshot_records());
+    let rebuilt =
+        corum_controller::MetadataImage::from_snapshot(a.end_offset, decode_batch(&snap).unwrap())
+            .unwrap();
+    rebuilt.check_invariants();
+    prop_assert_eq!(rebuilt, a);
+    Ok(())
 }
 
 /// What a Kafka broker computes from the committed records, each rendered as the Kafka record
@@ -653,6 +852,8 @@ mod kafka_model {
         partition_epoch: i32,
         leader_recovery_state: i8,
         directories: Vec<Uuid>,
+        elr: Vec<u32>,
+        last_known_elr: Vec<u32>,
     }
 
     #[derive(Debug, Default, PartialEq, Eq)]
@@ -729,8 +930,57 @@ mod kafka_model {
                                 r.directories.clone(),
                                 r.replicas.len(),
                             ),
+                            elr: vec![],
+                            last_known_elr: vec![],
                         },
                     );
+                }
+                MetadataRecord::PartitionV3(r) => {
+                    let parts = &mut self.topics.get_mut(&r.topic_id).expect("topic").1;
+                    parts.insert(
+                        r.partition_id.0,
+                        Partition {
+                            replicas: r.replicas.iter().map(|b| b.0).collect(),
+                            isr: r.isr.iter().map(|b| b.0).collect(),
+                            leader: r.leader.map_or(-1, |l| l.0 as i32),
+                            leader_epoch: r.leader_epoch.0 as i32,
+                            partition_epoch: r.partition_epoch.0 as i32,
+                            leader_recovery_state: r.leader_recovery_state as i8,
+                            directories: migrating_if_empty(
+                                r.directories.clone(),
+                                r.replicas.len(),
+                            ),
+                            elr: r.eligible_leader_replicas.iter().map(|b| b.0).collect(),
+                            last_known_elr: r.last_known_elr.iter().map(|b| b.0).collect(),
+                        },
+                    );
+                }
+                MetadataRecord::PartitionChangeV2(r) => {
+                    self.replay(&MetadataRecord::PartitionChange(r.without_elr()));
+                    let parts = &mut self.topics.get_mut(&r.topic_id).expect("topic").1;
+                    let p = parts.get_mut(&r.partition_id.0).expect("partition");
+                    if let Some(elr) = &r.eligible_leader_replicas {
+                        p.elr = elr.iter().map(|b| b.0).collect();
+                    }
+                    if let Some(lke) = &r.last_known_elr {
+                        p.last_known_elr = lke.iter().map(|b| b.0).collect();
+                    }
+                }
+                MetadataRecord::ClearElr(r) => {
+                    // Kafka's `TopicDelta.replay(ClearElrRecord)`: each partition with either
+                    // list empties both, as a PartitionChangeRecord setting them would.
+                    for (name, parts) in self.topics.values_mut() {
+                        if !r.topic_name.is_empty() && *name != r.topic_name {
+                            continue;
+                        }
+                        for p in parts.values_mut() {
+                            if !p.elr.is_empty() || !p.last_known_elr.is_empty() {
+                                p.elr.clear();
+                                p.last_known_elr.clear();
+                                p.partition_epoch += 1;
+                            }
+                        }
+                    }
                 }
                 MetadataRecord::PartitionChange(r) => {
                     let parts = &mut self.topics.get_mut(&r.topic_id).expect("topic").1;
@@ -807,6 +1057,8 @@ mod kafka_model {
                                 partition_epoch: p.partition_epoch.0 as i32,
                                 leader_recovery_state: p.leader_recovery_state as i8,
                                 directories: p.directories.to_vec(),
+                                elr: p.elr().iter().map(|b| b.0).collect(),
+                                last_known_elr: p.last_known_elr().iter().map(|b| b.0).collect(),
                             },
                         )
                     })

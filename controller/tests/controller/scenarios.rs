@@ -35,7 +35,8 @@ use corum_controller::control::replication_control::{
 use corum_controller::control::ImageReads;
 use corum_controller::image::ConfigResource;
 use corum_controller::records::{
-    ConfigResourceType, ControllerEndpointV1, LeaderChange, ListenerV1, SupportedFeatureV1,
+    ConfigResourceType, ControllerEndpointV1, LeaderChange, ListenerV1, PartitionChangeRecordV1,
+    SupportedFeatureV1,
 };
 use corum_controller::{
     BrokerHeartbeatRequest, ControllerConfig, ControllerResult, MetadataRecord, PartitionId,
@@ -278,32 +279,65 @@ impl Scenario {
                 r.leader_recovery_state,
                 fmt_dirs(&r.directories)
             ),
-            MetadataRecord::PartitionChange(r) => {
-                let mut line = format!(
-                    "PartitionChange {}/{}",
-                    self.tname(r.topic_id),
-                    r.partition_id.0
-                );
-                if let Some(isr) = &r.isr {
-                    write!(line, " isr={}", fmt_ids(isr)).unwrap();
-                }
-                match r.leader {
-                    LeaderChange::Unchanged => {}
-                    LeaderChange::NoLeader => line.push_str(" leader=none"),
-                    LeaderChange::Broker(b) => write!(line, " leader={b}").unwrap(),
-                }
-                if let Some(replicas) = &r.replicas {
-                    write!(line, " replicas={}", fmt_ids(replicas)).unwrap();
-                }
-                if let Some(lrs) = r.leader_recovery_state {
-                    write!(line, " lrs={lrs:?}").unwrap();
-                }
-                if let Some(dirs) = &r.directories {
-                    write!(line, " dirs={}", fmt_dirs(dirs)).unwrap();
-                }
-                line
-            }
+            MetadataRecord::PartitionChange(r) => self.fmt_change("PartitionChange", r, None, None),
+            MetadataRecord::PartitionChangeV2(r) => self.fmt_change(
+                "PartitionChangeV2",
+                &r.without_elr(),
+                r.eligible_leader_replicas.as_deref(),
+                r.last_known_elr.as_deref(),
+            ),
+            MetadataRecord::PartitionV3(r) => format!(
+                "PartitionV3 {}/{} replicas={} isr={} leader={} le={} pe={} lrs={:?} dirs={} elr={} last_known_elr={}",
+                self.tname(r.topic_id),
+                r.partition_id.0,
+                fmt_ids(&r.replicas),
+                fmt_ids(&r.isr),
+                fmt_leader(r.leader),
+                r.leader_epoch.0,
+                r.partition_epoch.0,
+                r.leader_recovery_state,
+                fmt_dirs(&r.directories),
+                fmt_ids(&r.eligible_leader_replicas),
+                fmt_ids(&r.last_known_elr)
+            ),
+            MetadataRecord::ClearElr(r) if r.topic_name.is_empty() => "ClearElr (every topic)".into(),
+            MetadataRecord::ClearElr(r) => format!("ClearElr {}", r.topic_name),
         }
+    }
+
+    /// A partition change as the scenarios print it: the fields it sets.
+    fn fmt_change(
+        &self,
+        kind: &str,
+        r: &PartitionChangeRecordV1,
+        elr: Option<&[NodeId]>,
+        last_known_elr: Option<&[NodeId]>,
+    ) -> String {
+        let mut line = format!("{kind} {}/{}", self.tname(r.topic_id), r.partition_id.0);
+        if let Some(isr) = &r.isr {
+            write!(line, " isr={}", fmt_ids(isr)).unwrap();
+        }
+        match r.leader {
+            LeaderChange::Unchanged => {}
+            LeaderChange::NoLeader => line.push_str(" leader=none"),
+            LeaderChange::Broker(b) => write!(line, " leader={b}").unwrap(),
+        }
+        if let Some(replicas) = &r.replicas {
+            write!(line, " replicas={}", fmt_ids(replicas)).unwrap();
+        }
+        if let Some(lrs) = r.leader_recovery_state {
+            write!(line, " lrs={lrs:?}").unwrap();
+        }
+        if let Some(dirs) = &r.directories {
+            write!(line, " dirs={}", fmt_dirs(dirs)).unwrap();
+        }
+        if let Some(elr) = elr {
+            write!(line, " elr={}", fmt_ids(elr)).unwrap();
+        }
+        if let Some(lke) = last_known_elr {
+            write!(line, " last_known_elr={}", fmt_ids(lke)).unwrap();
+        }
+        line
     }
 
     /// `name` or `id:name` (the id of the topic once named so; `id:unknown` is an id no topic

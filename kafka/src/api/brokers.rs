@@ -13,8 +13,8 @@
 //! | Shutdown | true | true |
 
 use corum_controller::control::cluster_control::{
-    BrokerHeartbeatRequest as Heartbeat, BrokerRegistrationRequest as Registration, TargetState,
-    UnregisterBrokerRequest as Unregister,
+    BrokerHeartbeatRequest as Heartbeat, BrokerRegistrationRequest as Registration,
+    PreviousBrokerEpoch, TargetState, UnregisterBrokerRequest as Unregister,
 };
 use corum_controller::control::producer_id_control::AllocateProducerIdsRequest as Allocate;
 use corum_controller::control::replication_control::{
@@ -64,9 +64,14 @@ fn level(v: i16, what: &str) -> Result<u16, KafkaError> {
     })
 }
 
+/// The first BrokerRegistration version with `PreviousBrokerEpoch` (KIP-966): before it the
+/// controller cannot tell an unclean shutdown, and takes every one as clean (as Kafka does).
+const PREVIOUS_BROKER_EPOCH_VERSION: i16 = 3;
+
 fn registration(
     ctx: &ListenerContext,
     r: &BrokerRegistrationRequest,
+    version: i16,
 ) -> Result<Registration, KafkaError> {
     if r.cluster_id.as_str() != ctx.cluster_id_text() {
         return Err(KafkaError::new(
@@ -106,18 +111,25 @@ fn registration(
         features,
         rack: r.rack.as_ref().map(|s| s.to_string()),
         log_dirs: r.log_dirs.iter().map(|&d| corum_uuid(d)).collect(),
-        previous_broker_epoch: u64::try_from(r.previous_broker_epoch).ok().map(BrokerEpoch),
+        previous_broker_epoch: if version < PREVIOUS_BROKER_EPOCH_VERSION {
+            PreviousBrokerEpoch::NotSent
+        } else {
+            u64::try_from(r.previous_broker_epoch).map_or(PreviousBrokerEpoch::Unnamed, |e| {
+                PreviousBrokerEpoch::Epoch(BrokerEpoch(e))
+            })
+        },
     })
 }
 
-/// Serves BrokerRegistration: the broker's epoch, or why it may not join.
+/// Serves BrokerRegistration (at `version`): the broker's epoch, or why it may not join.
 pub async fn broker_registration<B: Backend>(
     ctx: &ListenerContext,
     backend: &B,
     r: BrokerRegistrationRequest,
+    version: i16,
 ) -> BrokerRegistrationResponse {
     let mut response = BrokerRegistrationResponse::default().with_broker_epoch(-1);
-    let registration = match registration(ctx, &r) {
+    let registration = match registration(ctx, &r, version) {
         Ok(h) => h,
         Err(e) => {
             response.error_code = e.code;
@@ -658,6 +670,7 @@ mod tests {
             &ctx(),
             &node,
             registration_request(&own),
+            4,
         ));
         assert_eq!((r.error_code, r.broker_epoch), (0, 77));
         let sent = node.sent.borrow();
@@ -690,7 +703,30 @@ mod tests {
         );
         assert_eq!(h.rack.as_deref(), Some("r1"));
         assert_eq!(h.log_dirs, vec![Uuid([44; 16])]);
-        assert_eq!(h.previous_broker_epoch, None);
+        assert_eq!(h.previous_broker_epoch, PreviousBrokerEpoch::Unnamed);
+    }
+
+    /// KIP-966: a broker that shut down cleanly names its last epoch (v3+), one that did not
+    /// sends -1; before v3 the request cannot say, which the controller takes as clean.
+    #[test]
+    fn the_previous_broker_epoch_says_how_the_broker_stopped() {
+        let own = ctx().cluster_id_text();
+        for (version, previous, sent) in [
+            (4, 41, PreviousBrokerEpoch::Epoch(BrokerEpoch(41))),
+            (3, -1, PreviousBrokerEpoch::Unnamed),
+            (2, -1, PreviousBrokerEpoch::NotSent),
+            (0, -1, PreviousBrokerEpoch::NotSent),
+        ] {
+            let node = Node::answering(Ok(answer(77, TargetState::Fenced, false)));
+            let request = registration_request(&own).with_previous_broker_epoch(previous);
+            let r = run(broker_registration(&ctx(), &node, request, version));
+            assert_eq!(r.error_code, 0);
+            let sent_requests = node.sent.borrow();
+            let [RequestBody::RegisterBroker(h)] = sent_requests.as_slice() else {
+                panic!("one registration expected, sent {sent_requests:?}");
+            };
+            assert_eq!(h.previous_broker_epoch, sent, "v{version} with {previous}");
+        }
     }
 
     /// A registration the controller must not see is refused here: another cluster
@@ -718,7 +754,7 @@ mod tests {
         .enumerate()
         {
             let node = Node::answering(Ok(answer(77, TargetState::Fenced, false)));
-            let r = run(broker_registration(&ctx(), &node, request));
+            let r = run(broker_registration(&ctx(), &node, request, 4));
             assert_eq!(
                 (r.error_code, r.broker_epoch),
                 (code.code(), -1),
@@ -757,6 +793,7 @@ mod tests {
                 &ctx(),
                 &node,
                 registration_request(&own),
+                4,
             ));
             assert_eq!((r.error_code, r.broker_epoch), (code.code(), -1), "{error}");
         }

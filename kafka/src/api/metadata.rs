@@ -14,9 +14,9 @@
 
 use corum_controller::control::cluster_control::DescribedBroker;
 use corum_controller::control::replication_control::{
-    DescribeTopicsRequest, DescribedTopic, TopicRef,
+    DescribeTopicsRequest, DescribedTopic, DescribedTopicV2, TopicRef,
 };
-use corum_controller::TopicId;
+use corum_controller::{ApiError, TopicId};
 use corum_protocol::{LocalRead, ResponseBody, RpcError};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_topic_partitions_response::{
@@ -38,7 +38,8 @@ use crate::errors::KafkaError;
 use crate::service::{call, read};
 
 /// One requested topic: described, or why not (with what the request named).
-type TopicOutcome = Result<DescribedTopic, (TopicRef, KafkaError)>;
+type Outcome<T> = Result<T, (TopicRef, KafkaError)>;
+type TopicOutcome = Outcome<DescribedTopic>;
 
 async fn describe_topics<B: Backend>(
     ctx: &ListenerContext,
@@ -55,10 +56,35 @@ async fn describe_topics<B: Backend>(
         },
     )
     .await?;
-    Ok(answer
+    Ok(outcomes(answer))
+}
+
+/// [`describe_topics`] with each partition's eligible leader replicas (DescribeTopicsV2).
+async fn describe_topics_v2<B: Backend>(
+    ctx: &ListenerContext,
+    backend: &B,
+    topics: Option<Vec<TopicRef>>,
+) -> Result<Vec<Outcome<DescribedTopicV2>>, RpcError> {
+    let answer = call(
+        backend,
+        read(LocalRead::DescribeTopicsV2(DescribeTopicsRequest {
+            topics,
+        })),
+        ctx.default_timeout_ms,
+        |r| match r {
+            ResponseBody::DescribeTopicsV2(r) => Some(r.topics),
+            _ => None,
+        },
+    )
+    .await?;
+    Ok(outcomes(answer))
+}
+
+fn outcomes<T>(answer: Vec<(TopicRef, Result<T, ApiError>)>) -> Vec<Outcome<T>> {
+    answer
         .into_iter()
         .map(|(named, r)| r.map_err(|e| (named, KafkaError::api(&e))))
-        .collect())
+        .collect()
 }
 
 async fn brokers<B: Backend>(
@@ -196,8 +222,9 @@ pub async fn metadata<B: Backend>(
 }
 
 /// DescribeTopicPartitions (KIP-966): the named topics (all, when none is named) with their
-/// partitions, at most `response_partition_limit` partitions per answer, continued from the
-/// cursor.
+/// partitions and each one's eligible leader replicas and last known ELR (as a Kafka broker
+/// answers from its image), at most `response_partition_limit` partitions per answer,
+/// continued from the cursor.
 pub async fn describe_topic_partitions<B: Backend>(
     ctx: &ListenerContext,
     backend: &B,
@@ -215,7 +242,7 @@ pub async fn describe_topic_partitions<B: Backend>(
         )
     };
     let mut response = DescribeTopicPartitionsResponse::default();
-    let outcomes = match describe_topics(ctx, backend, refs.clone()).await {
+    let outcomes = match describe_topics_v2(ctx, backend, refs.clone()).await {
         Ok(o) => o,
         Err(e) => {
             let e = KafkaError::rpc(&e);
@@ -266,7 +293,12 @@ pub async fn describe_topic_partitions<B: Backend>(
             ),
             Ok(t) => {
                 let mut partitions = Vec::new();
-                for p in t.partitions.iter().filter(|p| p.partition_id.0 >= first) {
+                for elr in t
+                    .partitions
+                    .iter()
+                    .filter(|p| p.partition.partition_id.0 >= first)
+                {
+                    let p = &elr.partition;
                     if budget == 0 {
                         response.next_cursor = Some(
                             Cursor::default()
@@ -283,8 +315,8 @@ pub async fn describe_topic_partitions<B: Backend>(
                             .with_leader_epoch(p.leader_epoch.0 as i32)
                             .with_replica_nodes(ids(&p.replicas))
                             .with_isr_nodes(ids(&p.isr))
-                            .with_eligible_leader_replicas(Some(Vec::new()))
-                            .with_last_known_elr(Some(Vec::new()))
+                            .with_eligible_leader_replicas(Some(ids(&elr.eligible_leader_replicas)))
+                            .with_last_known_elr(Some(ids(&elr.last_known_elr)))
                             .with_offline_replicas(ids(&p.offline_replicas)),
                     );
                 }
@@ -304,10 +336,128 @@ pub async fn describe_topic_partitions<B: Backend>(
     response
 }
 
-fn outcome_name(o: &TopicOutcome) -> &str {
+fn outcome_name(o: &Outcome<DescribedTopicV2>) -> &str {
     match o {
         Ok(t) => &t.name,
         Err((TopicRef::Name(n), _)) => n,
         Err((TopicRef::Id(_), _)) => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use corum_controller::control::replication_control::{
+        DescribeTopicsV2Response, DescribedPartition, DescribedPartitionV2,
+    };
+    use corum_controller::{LeaderEpoch, PartitionEpoch, PartitionId};
+    use corum_protocol::RequestBody;
+    use corum_types::{NodeId, Uuid};
+    use kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
+
+    use super::*;
+
+    /// A node that answers DescribeTopicsV2 with `answer`, and records what it is asked.
+    struct Node {
+        answer: DescribeTopicsV2Response,
+        sent: RefCell<Vec<RequestBody>>,
+    }
+
+    impl Backend for Node {
+        async fn call(
+            &self,
+            body: RequestBody,
+            _timeout_ms: u32,
+        ) -> Result<ResponseBody, RpcError> {
+            self.sent.borrow_mut().push(body);
+            Ok(ResponseBody::DescribeTopicsV2(self.answer.clone()))
+        }
+
+        fn leader(&self) -> Option<NodeId> {
+            Some(NodeId(1))
+        }
+
+        fn wall_clock_ms(&self) -> i64 {
+            0
+        }
+    }
+
+    fn partition(
+        id: u32,
+        leader: Option<u32>,
+        isr: &[u32],
+        elr: &[u32],
+        lke: &[u32],
+    ) -> DescribedPartitionV2 {
+        let ids = |v: &[u32]| v.iter().map(|b| NodeId(*b)).collect::<Vec<_>>();
+        DescribedPartitionV2 {
+            partition: DescribedPartition {
+                partition_id: PartitionId(id),
+                leader: leader.map(NodeId),
+                leader_epoch: LeaderEpoch(3),
+                partition_epoch: PartitionEpoch(7),
+                replicas: ids(&[1, 2, 3]),
+                isr: ids(isr),
+                offline_replicas: ids(&[2, 3]),
+            },
+            eligible_leader_replicas: ids(elr),
+            last_known_elr: ids(lke),
+        }
+    }
+
+    /// DescribeTopicPartitions asks for the eligible leader replicas (DescribeTopicsV2) and
+    /// answers each partition's ELR and last known ELR as Kafka's brokers do: a list, empty
+    /// when there is none.
+    #[test]
+    fn describe_topic_partitions_carries_the_eligible_leader_replicas() {
+        let node = Node {
+            answer: DescribeTopicsV2Response {
+                topics: vec![(
+                    TopicRef::Name("orders".into()),
+                    Ok(DescribedTopicV2 {
+                        topic_id: TopicId(Uuid([7; 16])),
+                        name: "orders".into(),
+                        partitions: vec![
+                            partition(0, Some(1), &[1], &[2], &[]),
+                            partition(1, None, &[], &[2, 3], &[1]),
+                        ],
+                    }),
+                )],
+            },
+            sent: RefCell::default(),
+        };
+        let request = DescribeTopicPartitionsRequest::default()
+            .with_topics(vec![
+                TopicRequest::default().with_name(TopicName(text("orders")))
+            ])
+            .with_response_partition_limit(10);
+        let ctx = ListenerContext::for_tests(Uuid([9; 16]));
+        let r = futures_lite::future::block_on(describe_topic_partitions(&ctx, &node, request));
+        assert!(matches!(
+            node.sent.borrow().as_slice(),
+            [RequestBody::DescribeTopicsV2(_)]
+        ));
+        type Lists = (i32, Vec<i32>, Vec<i32>, Vec<i32>);
+        let lists: Vec<Lists> = r.topics[0]
+            .partitions
+            .iter()
+            .map(|p| {
+                let ids = |v: &[BrokerId]| v.iter().map(|b| b.0).collect::<Vec<_>>();
+                (
+                    p.leader_id.0,
+                    ids(&p.isr_nodes),
+                    ids(p.eligible_leader_replicas.as_deref().expect("a list")),
+                    ids(p.last_known_elr.as_deref().expect("a list")),
+                )
+            })
+            .collect();
+        assert_eq!(
+            lists,
+            vec![
+                (1, vec![1], vec![2], vec![]),
+                (-1, vec![], vec![2, 3], vec![1])
+            ]
+        );
     }
 }

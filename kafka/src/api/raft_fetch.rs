@@ -995,7 +995,7 @@ mod tests {
                 high_watermark: LogOffset(23),
             },
         );
-        assert_eq!(partition_versions(&fetch_at(&node, 21)), vec![1]);
+        assert_eq!(partition_versions(&fetch_at(&node, 21)), vec![2]);
         // A broker catching up reads the old partition at the old level again (the
         // remembered level does not go back), then the newest at the new one.
         node.fetch = answer(
@@ -1008,7 +1008,7 @@ mod tests {
                 high_watermark: LogOffset(24),
             },
         );
-        assert_eq!(partition_versions(&fetch_at(&node, 23)), vec![1]);
+        assert_eq!(partition_versions(&fetch_at(&node, 23)), vec![2]);
         assert_eq!(node.features_asked.get(), 1, "asked once in epoch 6");
         // Epoch 7: asked again (the core now says 14: a downgrade by another leader).
         node.fetch = answer(

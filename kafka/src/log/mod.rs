@@ -296,12 +296,13 @@ impl Clone for ObserverMemory {
 pub(crate) mod tests {
     use bytes::Buf;
     use corum_controller::records::{
-        encode_batch, BrokerRegistrationChangeRecordV1, ConfigRecordV1, ConfigResourceType,
-        ControllerEndpointV1, FeatureLevelRecordV1, FenceBrokerRecordV1, ListenerV1,
-        MetadataRecord, NoOpRecordV1, PartitionIsrChangeRecordV1, PartitionLeaderChangeRecordV1,
-        PartitionRecordV1, ProducerIdsRecordV1, RegisterBrokerRecordV1, RegisterControllerRecordV1,
-        RemoveTopicRecordV1, SupportedFeatureV1, TopicRecordV1, UnfenceBrokerRecordV1,
-        UnregisterBrokerRecordV1,
+        encode_batch, BrokerRegistrationChangeRecordV1, ClearElrRecordV1, ConfigRecordV1,
+        ConfigResourceType, ControllerEndpointV1, FeatureLevelRecordV1, FenceBrokerRecordV1,
+        LeaderChange, LeaderRecoveryState, ListenerV1, MetadataRecord, NoOpRecordV1,
+        PartitionChangeRecordV2, PartitionIsrChangeRecordV1, PartitionLeaderChangeRecordV1,
+        PartitionRecordV1, PartitionRecordV3, ProducerIdsRecordV1, RegisterBrokerRecordV1,
+        RegisterControllerRecordV1, RemoveTopicRecordV1, SupportedFeatureV1, TopicRecordV1,
+        UnfenceBrokerRecordV1, UnregisterBrokerRecordV1,
     };
     use corum_controller::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
     use corum_raft::control::{
@@ -471,7 +472,7 @@ pub(crate) mod tests {
                     directories: vec![uuid::Uuid::nil(); 2],
                     ..Default::default()
                 }),
-                1,
+                2,
             ),
             (
                 MetadataRecord::PartitionLeaderChange(PartitionLeaderChangeRecordV1 {
@@ -487,7 +488,7 @@ pub(crate) mod tests {
                     leader: -1,
                     ..Default::default()
                 }),
-                1,
+                2,
             ),
             (
                 MetadataRecord::PartitionIsrChange(PartitionIsrChangeRecordV1 {
@@ -504,7 +505,69 @@ pub(crate) mod tests {
                     leader: -2,
                     ..Default::default()
                 }),
-                1,
+                2,
+            ),
+            (
+                MetadataRecord::PartitionV3(Box::new(PartitionRecordV3 {
+                    topic_id: TOPIC,
+                    partition_id: PartitionId(3),
+                    replicas: vec![NodeId(4), NodeId(5), NodeId(6)],
+                    isr: vec![],
+                    leader: None,
+                    leader_recovery_state: LeaderRecoveryState::Recovered,
+                    leader_epoch: LeaderEpoch(5),
+                    partition_epoch: PartitionEpoch(9),
+                    directories: vec![Uuid([0x41; 16]), Uuid([0x51; 16]), Uuid([0x61; 16])],
+                    eligible_leader_replicas: vec![NodeId(5), NodeId(6)],
+                    last_known_elr: vec![NodeId(4)],
+                })),
+                A::Partition(k::PartitionRecord {
+                    partition_id: 3,
+                    topic_id: kuuid(7),
+                    replicas: vec![4, 5, 6],
+                    isr: vec![],
+                    leader: -1,
+                    leader_epoch: 5,
+                    partition_epoch: 9,
+                    directories: vec![kuuid(0x41), kuuid(0x51), kuuid(0x61)],
+                    eligible_leader_replicas: Some(vec![5, 6]),
+                    last_known_elr: Some(vec![4]),
+                    ..Default::default()
+                }),
+                2,
+            ),
+            (
+                MetadataRecord::PartitionChangeV2(Box::new(PartitionChangeRecordV2 {
+                    topic_id: TOPIC,
+                    partition_id: PartitionId(3),
+                    isr: Some(vec![NodeId(5)]),
+                    leader: LeaderChange::Broker(NodeId(5)),
+                    replicas: None,
+                    leader_recovery_state: None,
+                    directories: None,
+                    eligible_leader_replicas: Some(vec![NodeId(6)]),
+                    last_known_elr: Some(vec![]),
+                })),
+                A::PartitionChange(k::PartitionChangeRecord {
+                    partition_id: 3,
+                    topic_id: kuuid(7),
+                    isr: Some(vec![5]),
+                    leader: 5,
+                    eligible_leader_replicas: Some(vec![6]),
+                    last_known_elr: Some(vec![]),
+                    ..Default::default()
+                }),
+                2,
+            ),
+            (
+                MetadataRecord::ClearElr(ClearElrRecordV1 {
+                    topic_name: "orders".into(),
+                }),
+                A::ClearElr(k::ClearElrRecord {
+                    topic_name: "orders".into(),
+                    ..Default::default()
+                }),
+                0,
             ),
             (
                 MetadataRecord::Config(ConfigRecordV1 {
@@ -791,8 +854,17 @@ pub(crate) mod tests {
             .map(|r| {
                 let (rec, v) = A::decode_framed(r.value.clone().expect("a value"))
                     .expect("a framed metadata record");
-                if let A::Partition(p) = &rec {
-                    assert!(p.directories.is_empty(), "v0 has no directories");
+                match &rec {
+                    A::Partition(p) => {
+                        assert!(p.directories.is_empty(), "v0 has no directories");
+                        assert_eq!(p.eligible_leader_replicas, None, "v0 has no ELR");
+                        assert_eq!(p.last_known_elr, None);
+                    }
+                    A::PartitionChange(c) => {
+                        assert_eq!(c.eligible_leader_replicas, None, "v0 has no ELR");
+                        assert_eq!(c.last_known_elr, None);
+                    }
+                    _ => {}
                 }
                 (rec.name(), v)
             })
@@ -805,6 +877,68 @@ pub(crate) mod tests {
                 ("BrokerRegistrationChangeRecord", 1)
             ]
         );
+    }
+
+    /// Partition records are v1 at 4.0-IV0 (22), without eligible leader replicas, and v2 from
+    /// 4.0-IV1 (23, Kafka's `isElrSupported`) on, with them where the record has any: an
+    /// empty list is not written in a PartitionRecord (Kafka's `toRecord`), but a change to
+    /// an empty list is a change and is.
+    #[test]
+    fn eligible_leader_replicas_render_from_4_0_iv1() {
+        let records: Vec<MetadataRecord> = one_of_each()
+            .into_iter()
+            .map(|r| r.0)
+            .filter(|r| {
+                matches!(
+                    r,
+                    MetadataRecord::PartitionV3(_) | MetadataRecord::PartitionChangeV2(_)
+                )
+            })
+            .collect();
+        let render = |level: i16| {
+            let ctx = RenderContext {
+                voter_endpoints: Vec::new(),
+                metadata_version: Cell::new(MetadataVersion(level)),
+                timestamp_ms: -1,
+            };
+            let bytes = render_batches(&[data_batch(0, 1, &records)], &ctx, usize::MAX)
+                .expect("valid batches render");
+            decode_all(&bytes)[0]
+                .records
+                .iter()
+                .map(|r| A::decode_framed(r.value.clone().expect("a value")).expect("framed"))
+                .collect::<Vec<_>>()
+        };
+        let lists = |rec: &A| match rec {
+            A::Partition(p) => (p.eligible_leader_replicas.clone(), p.last_known_elr.clone()),
+            A::PartitionChange(c) => (c.eligible_leader_replicas.clone(), c.last_known_elr.clone()),
+            other => panic!("{other:?}"),
+        };
+        let below = render(22);
+        assert!(below
+            .iter()
+            .all(|(rec, v)| *v == 1 && lists(rec) == (None, None)));
+        let at = render(23);
+        assert_eq!(
+            at.iter()
+                .map(|(rec, v)| (lists(rec), *v))
+                .collect::<Vec<_>>(),
+            vec![
+                ((Some(vec![5, 6]), Some(vec![4])), 2),
+                ((Some(vec![6]), Some(vec![])), 2)
+            ]
+        );
+        // A partition state without them writes neither field (not two empty lists).
+        let mut plain = match &records[0] {
+            MetadataRecord::PartitionV3(p) => (**p).clone(),
+            other => panic!("{other:?}"),
+        };
+        plain.eligible_leader_replicas.clear();
+        let (rec, v) = crate::log::records::kafka_record(
+            &MetadataRecord::PartitionV3(Box::new(plain)),
+            MetadataVersion(27),
+        );
+        assert_eq!((lists(&rec), v), ((None, Some(vec![4])), 2));
     }
 
     /// A batch whose header counts other records than its payload holds, or whose payload

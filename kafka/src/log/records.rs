@@ -9,8 +9,9 @@
 //! | `BrokerRegistrationChange`, `BrokerRegistrationChangeV2` | `BrokerRegistrationChangeRecord` (fencing, unfencing, controlled shutdown) |
 //! | `Topic` | `TopicRecord`; a deletion decided (`deleting`) is `NoOpRecord`: Kafka has no such step, the topic goes with its `RemoveTopicRecord` |
 //! | `RemoveTopic` | `RemoveTopicRecord` |
-//! | `Partition`, `PartitionV2` | `PartitionRecord` (V1 has no directories: UNASSIGNED) |
-//! | `PartitionChange` | `PartitionChangeRecord` |
+//! | `Partition`, `PartitionV2`, `PartitionV3` | `PartitionRecord` (V1 has no directories: UNASSIGNED; V3's eligible leader replicas and last known ELR where the version has them, each only when not empty, as Kafka writes them) |
+//! | `PartitionChange`, `PartitionChangeV2` | `PartitionChangeRecord` (V2's eligible leader replicas and last known ELR where the version has them) |
+//! | `ClearElr` | `ClearElrRecord` |
 //! | `PartitionLeaderChange`, `PartitionIsrChange` (written before `PartitionChange` existed) | `PartitionChangeRecord` (leader, or ISR); a pair written for one change counts two partition epochs on a broker where corum counted one |
 //! | `Config` | `ConfigRecord` (resource type TOPIC 2, BROKER 4) |
 //! | `FeatureLevel` | `FeatureLevelRecord` (the range's top level; 0 removes the feature) |
@@ -20,7 +21,10 @@
 //!
 //! Record versions follow the finalized `metadata.version`, as Kafka's controller picks them:
 //! from 3.7-IV2 (level 17) registrations carry log directories and partitions their replicas'
-//! directories. Kafka writes each record at the level in force when it was written; corum
+//! directories; from 4.0-IV1 (level 23) PartitionRecord and PartitionChangeRecord are v2, with
+//! KIP-966's eligible leader replicas (a version below drops those lists: Kafka's controller
+//! never has them there, since the feature needs 4.0-IV1, but a `metadata.version` lowered
+//! under it after they were written would). Kafka writes each record at the level in force when it was written; corum
 //! renders at fetch time, so a record older than an upgrade is rendered at the newer level,
 //! which every registered broker supports (UpdateFeatures checks that).
 
@@ -30,7 +34,7 @@ use bytes::BytesMut;
 use corum_controller::control::feature_control::{self, METADATA_VERSION};
 use corum_controller::records::{
     aligned, decode_batch, ConfigResourceType, FencingChange, LeaderChange, LeaderRecoveryState,
-    MetadataRecord, SupportedFeatureV1,
+    MetadataRecord, PartitionChangeRecordV1, SupportedFeatureV1,
 };
 use corum_controller::ArchivedMetadataRecord;
 use corum_types::NodeId;
@@ -50,6 +54,9 @@ impl MetadataVersion {
     pub const IBP_3_4_IV0: MetadataVersion = MetadataVersion(8);
     /// 3.7-IV2: JBOD directory assignment (KIP-858).
     pub const IBP_3_7_IV2: MetadataVersion = MetadataVersion(17);
+    /// 4.0-IV1: eligible leader replicas in partition records (KIP-966, Kafka's
+    /// `isElrSupported`).
+    pub const IBP_4_0_IV1: MetadataVersion = MetadataVersion(23);
     /// The highest level corum's controller supports (and finalizes by default).
     pub const LATEST: MetadataVersion = MetadataVersion(
         feature_control::METADATA_VERSIONS[feature_control::METADATA_VERSIONS.len() - 1].0 as i16,
@@ -57,6 +64,11 @@ impl MetadataVersion {
 
     fn directories(self) -> bool {
         self >= Self::IBP_3_7_IV2
+    }
+
+    /// Whether partition records carry eligible leader replicas at this level.
+    pub fn elr(self) -> bool {
+        self >= Self::IBP_4_0_IV1
     }
 
     pub fn register_broker_version(self) -> i16 {
@@ -79,8 +91,14 @@ impl MetadataVersion {
         }
     }
 
+    /// PartitionRecord's and PartitionChangeRecord's version (Kafka's
+    /// `partitionRecordVersion`, `partitionChangeRecordVersion`).
     pub fn partition_version(self) -> i16 {
-        i16::from(self.directories())
+        if self.elr() {
+            2
+        } else {
+            i16::from(self.directories())
+        }
     }
 }
 
@@ -147,6 +165,12 @@ fn recovery(s: LeaderRecoveryState) -> i8 {
         LeaderRecoveryState::Recovered => 0,
         LeaderRecoveryState::Recovering => 1,
     }
+}
+
+/// A list of PartitionRecord v2 (written only when not empty, as Kafka's `toRecord` does), or
+/// `None` at a version without it.
+fn elr_list(v: &[NodeId], version: i16) -> Option<Vec<i32>> {
+    (version >= 2 && !v.is_empty()).then(|| ids(v))
 }
 
 /// The directory Kafka assumes for a replica no directory was assigned to.
@@ -361,30 +385,54 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
         MetadataRecord::PartitionChange(r) => {
             let version = mv.partition_version();
             (
-                A::PartitionChange(k::PartitionChangeRecord {
+                A::PartitionChange(partition_change(r, None, None, version)),
+                version,
+            )
+        }
+        MetadataRecord::PartitionChangeV2(r) => {
+            let version = mv.partition_version();
+            let list = |v: &Option<Vec<NodeId>>| v.as_deref().filter(|_| version >= 2).map(ids);
+            (
+                A::PartitionChange(partition_change(
+                    &r.without_elr(),
+                    list(&r.eligible_leader_replicas),
+                    list(&r.last_known_elr),
+                    version,
+                )),
+                version,
+            )
+        }
+        MetadataRecord::PartitionV3(r) => {
+            let version = mv.partition_version();
+            (
+                A::Partition(k::PartitionRecord {
                     partition_id: r.partition_id.0 as i32,
                     topic_id: kafka_uuid(r.topic_id.0),
-                    isr: r.isr.as_deref().map(ids),
-                    // Kafka's sentinels: -2 no change, -1 no leader.
-                    leader: match r.leader {
-                        LeaderChange::Unchanged => -2,
-                        LeaderChange::NoLeader => -1,
-                        LeaderChange::Broker(b) => id(b),
-                    },
-                    replicas: r.replicas.as_deref().map(ids),
-                    leader_recovery_state: r.leader_recovery_state.map_or(-1, recovery),
+                    replicas: ids(&r.replicas),
+                    isr: ids(&r.isr),
+                    leader: r.leader.map_or(-1, id),
+                    leader_recovery_state: recovery(r.leader_recovery_state),
+                    leader_epoch: r.leader_epoch.0 as i32,
+                    partition_epoch: r.partition_epoch.0 as i32,
                     directories: if version >= 1 {
-                        r.directories
-                            .as_ref()
-                            .map(|d| d.iter().map(|&d| kafka_uuid(d)).collect())
+                        r.directories.iter().map(|&d| kafka_uuid(d)).collect()
                     } else {
-                        None
+                        Vec::new()
                     },
+                    eligible_leader_replicas: elr_list(&r.eligible_leader_replicas, version),
+                    last_known_elr: elr_list(&r.last_known_elr, version),
                     ..Default::default()
                 }),
                 version,
             )
         }
+        MetadataRecord::ClearElr(r) => (
+            A::ClearElr(k::ClearElrRecord {
+                topic_name: r.topic_name.clone(),
+                ..Default::default()
+            }),
+            0,
+        ),
         MetadataRecord::NoOp(_) => (A::NoOp(k::NoOpRecord::default()), 0),
         MetadataRecord::RegisterController(r) => (
             A::RegisterController(k::RegisterControllerRecord {
@@ -416,6 +464,39 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
             }),
             0,
         ),
+    }
+}
+
+/// A PartitionChangeRecord of `r` with the eligible leader replicas and last known ELR given
+/// (already `None` at a version without them).
+fn partition_change(
+    r: &PartitionChangeRecordV1,
+    eligible_leader_replicas: Option<Vec<i32>>,
+    last_known_elr: Option<Vec<i32>>,
+    version: i16,
+) -> k::PartitionChangeRecord {
+    k::PartitionChangeRecord {
+        partition_id: r.partition_id.0 as i32,
+        topic_id: kafka_uuid(r.topic_id.0),
+        isr: r.isr.as_deref().map(ids),
+        // Kafka's sentinels: -2 no change, -1 no leader.
+        leader: match r.leader {
+            LeaderChange::Unchanged => -2,
+            LeaderChange::NoLeader => -1,
+            LeaderChange::Broker(b) => id(b),
+        },
+        replicas: r.replicas.as_deref().map(ids),
+        leader_recovery_state: r.leader_recovery_state.map_or(-1, recovery),
+        directories: if version >= 1 {
+            r.directories
+                .as_ref()
+                .map(|d| d.iter().map(|&d| kafka_uuid(d)).collect())
+        } else {
+            None
+        },
+        eligible_leader_replicas,
+        last_known_elr,
+        ..Default::default()
     }
 }
 

@@ -71,8 +71,9 @@ use corum_controller::control::replication_control::{
     AssignReplicasToDirsRequest, AssignReplicasToDirsResponse, CreatePartitionsResponse,
     CreateTopicsResponse, CreateTopicsWithConfigsResponse, CreatedTopic, CreatedTopicWithConfigs,
     DeleteTopicsResponse, DeleteTopicsV2Response, DeletedTopic, DescribeTopicsResponse,
-    DescribedPartition, DescribedTopic, DirectoryAssignmentResult, ElectLeadersResponse,
-    ElectionType, TopicPartitionResults, TopicRef,
+    DescribeTopicsV2Response, DescribedPartition, DescribedPartitionV2, DescribedTopic,
+    DescribedTopicV2, DirectoryAssignmentResult, ElectLeadersResponse, ElectionType,
+    TopicPartitionResults, TopicRef,
 };
 use corum_controller::image::configs::ConfigResource;
 use corum_controller::records::{
@@ -533,6 +534,9 @@ fn item_errors(response: &mut ResponseBody, d: u64) {
         ResponseBody::DescribeTopics(r) => {
             fail(r.topics.iter_mut().enumerate(), d, |t, e| t.1 = Err(e))
         }
+        ResponseBody::DescribeTopicsV2(r) => {
+            fail(r.topics.iter_mut().enumerate(), d, |t, e| t.1 = Err(e))
+        }
         ResponseBody::AddVoter(r) | ResponseBody::RemoveVoter(r) | ResponseBody::UpdateVoter(r) => {
             r.result = Err(voter_change_error(d))
         }
@@ -637,6 +641,7 @@ fn resize_items(response: &mut ResponseBody, extra: bool) {
         ResponseBody::DescribeConfigs(r) => resize(&mut r.resources, extra),
         ResponseBody::UpdateFeatures(r) => resize(&mut r.results, extra),
         ResponseBody::DescribeTopics(r) => resize(&mut r.topics, extra),
+        ResponseBody::DescribeTopicsV2(r) => resize(&mut r.topics, extra),
         ResponseBody::DescribeCluster(r) => resize(&mut r.brokers, extra),
         ResponseBody::DescribeControllers(r) => resize(&mut r.controllers, extra),
         ResponseBody::AlterPartition(r) => resize(&mut r.topics, extra),
@@ -705,6 +710,28 @@ fn described_topic(name: &str, partitions: u32) -> DescribedTopic {
                 replicas: vec![NodeId(4), NodeId(5)],
                 isr: vec![NodeId(4)],
                 offline_replicas: vec![NodeId(5)],
+            })
+            .collect(),
+    }
+}
+
+/// [`described_topic`] with eligible leader replicas: partition 1, leaderless, has broker 5
+/// eligible and broker 4 as its last known leader.
+fn described_topic_v2(name: &str, partitions: u32) -> DescribedTopicV2 {
+    let t = described_topic(name, partitions);
+    DescribedTopicV2 {
+        topic_id: t.topic_id,
+        name: t.name,
+        partitions: t
+            .partitions
+            .into_iter()
+            .map(|p| {
+                let leaderless = p.leader.is_none();
+                DescribedPartitionV2 {
+                    partition: p,
+                    eligible_leader_replicas: if leaderless { vec![NodeId(5)] } else { vec![] },
+                    last_known_elr: if leaderless { vec![NodeId(4)] } else { vec![] },
+                }
             })
             .collect(),
     }
@@ -827,6 +854,7 @@ fn answer(body: RequestBody) -> Result<ResponseBody, RpcError> {
             LocalRead::DescribeTopics(r) => return answer(RequestBody::DescribeTopics(r)),
             LocalRead::DescribeControllers => return answer(RequestBody::DescribeControllers),
             LocalRead::DescribeFeatures => return answer(RequestBody::DescribeFeatures),
+            LocalRead::DescribeTopicsV2(r) => return answer(RequestBody::DescribeTopicsV2(r)),
         },
         RequestBody::DescribeCluster => ResponseBody::DescribeCluster(DescribeClusterResponse {
             controller_id: NodeId(NODE_ID),
@@ -863,6 +891,23 @@ fn answer(body: RequestBody) -> Result<ResponseBody, RpcError> {
                     .collect(),
             },
         }),
+        RequestBody::DescribeTopicsV2(r) => {
+            ResponseBody::DescribeTopicsV2(DescribeTopicsV2Response {
+                topics: match r.topics {
+                    None => TOPICS
+                        .iter()
+                        .map(|&(n, p)| (TopicRef::Name(n.into()), Ok(described_topic_v2(n, p))))
+                        .collect(),
+                    Some(refs) => refs
+                        .into_iter()
+                        .map(|r| {
+                            let described = image_topic(&r).map(|(n, p)| described_topic_v2(n, p));
+                            (r, described)
+                        })
+                        .collect(),
+                },
+            })
+        }
         RequestBody::DescribeConfigs(r) => ResponseBody::DescribeConfigs(DescribeConfigsResponse {
             resources: r
                 .resources

@@ -153,8 +153,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `metadata.version 4.1-IV1 (27), group.version 1, transaction.version 2`: the features set
-/// above level 0, as `corum format` and `corum info` print them.
+/// `metadata.version 4.1-IV1 (27), eligible.leader.replicas.version 1, group.version 1,
+/// transaction.version 2`: the features set above level 0, as `corum format` and `corum info`
+/// print them.
 pub fn describe_features(features: &[BootstrapFeature]) -> String {
     // metadata.version first, then the others in name order.
     let mut ordered: Vec<&BootstrapFeature> = features.iter().collect();

@@ -438,13 +438,21 @@ fn configs(json: &dyn Fn(&[&str]) -> Run, run: &dyn Fn(&[&str], bool) -> Run) {
     ])
     .ok_json();
     assert_eq!(d["resources"][0]["entity_name"], Value::Null);
+    // With `min.insync.replicas`, which a cluster formatted at 4.1 (eligible leader replicas
+    // on) starts with, as Kafka's first controller writes it.
+    let row = |k: &str, v: &str| {
+        (
+            k.to_owned(),
+            v.to_owned(),
+            "DYNAMIC_DEFAULT_BROKER_CONFIG".to_owned(),
+        )
+    };
     assert_eq!(
         config_rows(&d, 0),
-        [(
-            "log.retention.ms".to_owned(),
-            "5000".to_owned(),
-            "DYNAMIC_DEFAULT_BROKER_CONFIG".to_owned()
-        )]
+        [
+            row("log.retention.ms", "5000"),
+            row("min.insync.replicas", "1")
+        ]
     );
     let b = json(&[
         "configs",
@@ -503,7 +511,7 @@ fn metadata_version(d: &Value) -> Option<u64> {
 }
 
 /// describe, downgrade, upgrade, dry run, and the refusals (an upgrade that lowers the level,
-/// a level no controller supports).
+/// a level no controller supports, a level under a finalized feature's dependency).
 fn features(json: &dyn Fn(&[&str]) -> Run, run: &dyn Fn(&[&str], bool) -> Run) {
     let d = json(&["features", "describe"]).ok_json();
     let mv = d["features"]
@@ -515,9 +523,38 @@ fn features(json: &dyn Fn(&[&str]) -> Run, run: &dyn Fn(&[&str], bool) -> Run) {
     assert_eq!(mv["supported_min_level"], 7, "{d}");
     assert_eq!(mv["supported_max_level"], 27, "{d}");
 
-    // A downgrade may set any supported level, whatever is finalized now.
-    let down = json(&["features", "downgrade", "--feature", "metadata.version=10"]).ok_json();
-    assert_eq!(down["features"][0]["level"], 10);
+    // A downgrade may set any supported level, whatever is finalized now, but not one below
+    // what a finalized feature depends on: eligible leader replicas (on at 4.1) need 4.0-IV1
+    // (23), unless the same request turns them off.
+    let refused = json(&["features", "downgrade", "--feature", "metadata.version=10"]);
+    refused.failed_with("INVALID_UPDATE_VERSION");
+    assert!(
+        refused
+            .stderr
+            .contains("depends on metadata.version level 23"),
+        "{}",
+        refused.stderr
+    );
+    let down = json(&[
+        "features",
+        "downgrade",
+        "--feature",
+        "eligible.leader.replicas.version=0",
+        "--feature",
+        "metadata.version=10",
+    ])
+    .ok_json();
+    let level_of = |name: &str| {
+        down["features"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not in {down}"))["level"]
+            .clone()
+    };
+    assert_eq!(level_of("metadata.version"), 10);
+    assert_eq!(level_of("eligible.leader.replicas.version"), 0);
     assert_eq!(
         metadata_version(&json(&["features", "describe"]).ok_json()),
         Some(10)

@@ -300,10 +300,13 @@ fn a_cluster_id_may_start_with_a_dash() {
 }
 
 /// `--release-version` and `--feature` decide the features the first active controller
-/// finalizes, as Kafka's format does: the format line and `corum info` name them, a node
-/// started on the directory finalizes exactly those (4.0: metadata.version 4.0-IV3 = 25,
-/// group.version 1, transaction.version 2; here with transaction.version overridden to 0), and
-/// what this controller cannot finalize is refused before anything is written.
+/// finalizes, as Kafka's format does: by default (4.1) metadata.version 4.1-IV1 = 27 with
+/// eligible leader replicas 1, group.version 1, transaction.version 2, as `kafka-storage
+/// format` sets them; the format line and `corum info` name them, a node started on the
+/// directory finalizes exactly those (4.0: metadata.version 4.0-IV3 = 25, group.version 1,
+/// transaction.version 2; here with transaction.version overridden to 0 and eligible leader
+/// replicas to 1), and what this controller cannot finalize, or a level whose dependency the
+/// release does not meet, is refused before anything is written.
 #[test]
 fn format_release_version_sets_the_finalized_features() {
     let tmp = tempfile::tempdir().unwrap();
@@ -334,6 +337,34 @@ fn format_release_version_sets_the_finalized_features() {
         args.extend_from_slice(extra);
         corum(&args)
     };
+    // The default release, in a directory of its own.
+    let default_config = tmp.path().join("default.properties");
+    std::fs::write(
+        &default_config,
+        format!(
+            "node.id=1\nprocess.roles=controller\n\
+             listeners=CONTROLLER://127.0.0.1:{raft},CLIENT://127.0.0.1:{client}\n\
+             controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:{raft}\n\
+             metadata.log.dir={}\n",
+            tmp.path().join("default-data").display()
+        ),
+    )
+    .unwrap();
+    let o = corum(&[
+        "format",
+        "--config",
+        default_config.to_str().unwrap(),
+        "--cluster-id",
+        CLUSTER,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(
+            "metadata.version 4.1-IV1 (27), eligible.leader.replicas.version 1, group.version 1, transaction.version 2,"
+        ),
+        "{}",
+        stdout(&o)
+    );
     for (extra, needle) in [
         (
             &["--release-version", "4.2"][..],
@@ -345,8 +376,17 @@ fn format_release_version_sets_the_finalized_features() {
             "set with --release-version",
         ),
         (
-            &["--feature", "eligible.leader.replicas.version=1"][..],
+            &["--feature", "share.version=1"][..],
             "not supported by this controller",
+        ),
+        (
+            &[
+                "--release-version",
+                "4.0-IV0",
+                "--feature",
+                "eligible.leader.replicas.version=1",
+            ][..],
+            "eligible.leader.replicas.version could not be set to 1 because it depends on metadata.version level 23",
         ),
         (&["--feature", "transaction.version=3"][..], "levels 0 to 2"),
         (&["--feature", "group.version"][..], "expected KEY=VALUE"),
@@ -364,16 +404,22 @@ fn format_release_version_sets_the_finalized_features() {
         "4.0",
         "--feature",
         "transaction.version=0",
+        "--feature",
+        "eligible.leader.replicas.version=1",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stdout(&o).contains("metadata.version 4.0-IV3 (25), group.version 1,"),
+        stdout(&o).contains(
+            "metadata.version 4.0-IV3 (25), eligible.leader.replicas.version 1, group.version 1,"
+        ),
         "{}",
         stdout(&o)
     );
     let o = corum(&["info", "--dir", data.to_str().unwrap()]);
     assert!(
-        stdout(&o).contains("bootstrap features: metadata.version 4.0-IV3 (25), group.version 1\n"),
+        stdout(&o).contains(
+            "bootstrap features: metadata.version 4.0-IV3 (25), eligible.leader.replicas.version 1, group.version 1\n"
+        ),
         "{}",
         stdout(&o)
     );
@@ -427,6 +473,7 @@ fn format_release_version_sets_the_finalized_features() {
     assert_eq!(
         finalized,
         vec![
+            ("eligible.leader.replicas.version".to_owned(), Some(1)),
             ("group.version".to_owned(), Some(1)),
             // A static quorum: kraft.version 0, which Raft keeps.
             ("kraft.version".to_owned(), None),

@@ -247,10 +247,12 @@ fn kafka_type(r: &R) -> &'static str {
         R::Topic(t) if t.deleting => "NO_OP_RECORD",
         R::Topic(_) => "TOPIC_RECORD",
         R::RemoveTopic(_) => "REMOVE_TOPIC_RECORD",
-        R::Partition(_) | R::PartitionV2(_) => "PARTITION_RECORD",
-        R::PartitionLeaderChange(_) | R::PartitionIsrChange(_) | R::PartitionChange(_) => {
-            "PARTITION_CHANGE_RECORD"
-        }
+        R::Partition(_) | R::PartitionV2(_) | R::PartitionV3(_) => "PARTITION_RECORD",
+        R::PartitionLeaderChange(_)
+        | R::PartitionIsrChange(_)
+        | R::PartitionChange(_)
+        | R::PartitionChangeV2(_) => "PARTITION_CHANGE_RECORD",
+        R::ClearElr(_) => "CLEAR_ELR_RECORD",
         R::Config(_) => "CONFIG_RECORD",
         R::FeatureLevel(_) => "FEATURE_LEVEL_RECORD",
         R::ProducerIds(_) => "PRODUCER_IDS_RECORD",

@@ -154,6 +154,7 @@ pub fn controller(config: &NodeConfig) -> Result<ControllerConfig> {
         heartbeat_interval_ms: config.broker_heartbeat_interval_ms,
         default_partitions: config.num_partitions,
         default_replication_factor: config.default_replication_factor,
+        min_insync_replicas: config.min_insync_replicas,
         partitions_per_topic_max: config.controller_partitions_per_topic_max,
         replication_factor_max: config.controller_replication_factor_max,
         records_per_batch_max: usize_of(
@@ -834,6 +835,12 @@ mod tests {
                 Controller,
                 &[("default.replication.factor", "3")],
                 |d, v| d.controller.default_replication_factor == num::<u16>(v),
+            ),
+            (
+                "min.insync.replicas",
+                Controller,
+                &[("min.insync.replicas", "2")],
+                |d, v| d.controller.min_insync_replicas == num::<u16>(v),
             ),
             ("corum.cores", Runtime, &[("corum.cores", "2,5")], |d, v| {
                 let cores = if v.is_empty() {

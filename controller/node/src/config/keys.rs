@@ -512,6 +512,16 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         &[CONTROLLER],
         "Replicas per partition of a topic created with a replication factor of -1."
     ),
+    int_key!(
+        "min.insync.replicas",
+        min_insync_replicas,
+        u16,
+        1,
+        i16::MAX,
+        "1",
+        &[CONTROLLER],
+        "The min ISR of topics that set none (nor the cluster default), for eligible leader replicas (KIP-966); the first controller of a cluster formatted with them writes it as the cluster default, as Kafka's does."
+    ),
     ConfigKey {
         name: "corum.cores",
         value_type: ValueType::List("cores or ranges (0-1), at most 2"),

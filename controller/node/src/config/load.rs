@@ -65,6 +65,7 @@ impl NodeConfig {
             socket_response_bytes_max: 0,
             num_partitions: 0,
             default_replication_factor: 0,
+            min_insync_replicas: 0,
             cores: None,
             controller_core: None,
             no_pin: false,

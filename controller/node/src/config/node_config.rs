@@ -70,6 +70,7 @@ pub struct NodeConfig {
     // Topic defaults.
     pub num_partitions: u32,
     pub default_replication_factor: u16,
+    pub min_insync_replicas: u16,
     // Placement (corum.*).
     pub cores: Option<CoreSet>,
     pub controller_core: Option<u32>,
