@@ -93,7 +93,6 @@ pub fn render(m: &MetricsSnapshot) -> String {
     let mut out = String::with_capacity(4096);
     let (d, c, s, rpc) = (&m.driver, &m.calls, &m.service, &m.rpc);
     let r = &d.raft;
-    let image = &s.committed_image;
     let flag = |b: bool| f64::from(u8::from(b));
     // Families of one unlabelled sample: (name, type, help, value).
     let singles: [(&str, &str, &str, f64); 31] = [
@@ -125,8 +124,8 @@ pub fn render(m: &MetricsSnapshot) -> String {
         ("corum_requests_waiting", "gauge", "Client requests waiting for their answer.", d.calls_waiting as f64),
         ("corum_requests_held", "gauge", "Client requests whose success answer waits for their batch to commit.", d.calls_held as f64),
         ("corum_controller_activations_total", "counter", "Times this node became the active controller.", s.activations as f64),
-        ("corum_topics", "gauge", "Topics in the committed image.", image.topics.len() as f64),
-        ("corum_partitions", "gauge", "Partitions in the committed image.", image.topics.partition_count() as f64),
+        ("corum_topics", "gauge", "Topics in the committed image.", s.topics as f64),
+        ("corum_partitions", "gauge", "Partitions in the committed image.", s.partitions as f64),
         ("corum_rpc_connections_open", "gauge", "Client connections open.", rpc.open as f64),
     ];
     for (name, kind, help, value) in singles {
@@ -232,25 +231,16 @@ pub fn render(m: &MetricsSnapshot) -> String {
         "Leader only: records each replica is behind the leader's log end.",
         &lags,
     );
-    let (mut active, mut fenced, mut shutting) = (0u64, 0u64, 0u64);
-    for b in image.brokers.iter() {
-        if b.fenced {
-            fenced += 1;
-        } else if b.in_controlled_shutdown {
-            shutting += 1;
-        } else {
-            active += 1;
-        }
-    }
+    let b = &s.brokers;
     family(
         &mut out,
         "corum_brokers",
         "gauge",
         "Registered brokers by state, in the committed image.",
         &[
-            ("{state=\"active\"}".into(), active as f64),
-            ("{state=\"fenced\"}".into(), fenced as f64),
-            ("{state=\"shutting_down\"}".into(), shutting as f64),
+            ("{state=\"active\"}".into(), b.active as f64),
+            ("{state=\"fenced\"}".into(), b.fenced as f64),
+            ("{state=\"shutting_down\"}".into(), b.shutting_down as f64),
         ],
     );
     histogram(
@@ -450,6 +440,13 @@ mod tests {
         assert_eq!(h.count, 3);
         let mut service = ServiceStatus::starting();
         service.proposals = 7;
+        service.topics = 3;
+        service.partitions = 12;
+        service.brokers = crate::port::BrokerCounts {
+            active: 2,
+            fenced: 1,
+            shutting_down: 0,
+        };
         let mut driver = DriverStatus::starting();
         let calls = CallStats {
             commit_latency: h.clone(),
@@ -474,6 +471,11 @@ mod tests {
         assert!(
             text.contains("corum_kafka_connections_open{listener=\"KAFKA\"} 2\n"),
             "{text}"
+        );
+        assert!(text.contains("corum_topics 3\n"));
+        assert!(text.contains("corum_partitions 12\n"));
+        assert!(
+            text.contains("corum_brokers{state=\"active\"} 2\ncorum_brokers{state=\"fenced\"} 1\n")
         );
         assert!(text.contains("corum_kafka_requests_total{listener=\"KAFKA\",api=\"Fetch\"} 40\n"));
         assert!(text.contains(

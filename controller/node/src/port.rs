@@ -223,6 +223,31 @@ impl DriverStatus {
     }
 }
 
+/// Registered brokers by state (`corum_brokers{state}`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BrokerCounts {
+    pub active: u64,
+    pub fenced: u64,
+    pub shutting_down: u64,
+}
+
+impl BrokerCounts {
+    /// The brokers of `image` by state.
+    pub fn of(image: &MetadataImage) -> BrokerCounts {
+        let mut counts = BrokerCounts::default();
+        for b in image.brokers.iter() {
+            if b.fenced {
+                counts.fenced += 1;
+            } else if b.in_controlled_shutdown {
+                counts.shutting_down += 1;
+            } else {
+                counts.active += 1;
+            }
+        }
+        counts
+    }
+}
+
 /// What the service shows (on its own shard, and sent to the driver's shard for metrics).
 #[derive(Clone, Debug)]
 pub struct ServiceStatus {
@@ -232,8 +257,18 @@ pub struct ServiceStatus {
     pub committed_end: LogOffset,
     /// The offset the next proposal will get (meaningful while active).
     pub next_offset: LogOffset,
-    /// The committed image (O(1) to clone).
-    pub committed_image: MetadataImage,
+    /// Topics and partitions in the committed image.
+    pub topics: usize,
+    pub partitions: usize,
+    /// Registered brokers by state in the committed image, as of the last status the service
+    /// sent the driver (counting walks every broker: not done after every event).
+    pub brokers: BrokerCounts,
+    /// The committed image through `committed_end`, only where the service was asked to
+    /// publish it ([`crate::ControllerServiceConfig::publish_committed_image`]: tests and
+    /// embedders that read it). Taken after every event, the copy would share the image's
+    /// paths with the controller, so that its next replay copies every path it touches and the
+    /// copy's drop frees the old ones: a node does not keep one.
+    pub committed_image: Option<MetadataImage>,
     /// Reads waiting for records in flight to be replayed.
     pub waiting_requests: usize,
     /// Times this node became the active controller.
@@ -256,7 +291,10 @@ impl ServiceStatus {
             active_epoch: None,
             committed_end: LogOffset::ZERO,
             next_offset: LogOffset::ZERO,
-            committed_image: MetadataImage::default(),
+            topics: 0,
+            partitions: 0,
+            brokers: BrokerCounts::default(),
+            committed_image: None,
             waiting_requests: 0,
             activations: 0,
             proposals: 0,

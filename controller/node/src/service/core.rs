@@ -513,7 +513,13 @@ impl ServiceCore {
             active_epoch: self.active_epoch,
             committed_end: self.committed_end,
             next_offset: self.next_offset,
-            committed_image: self.controller.committed_image().clone(),
+            topics: self.controller.committed_image().topics.len(),
+            partitions: self.controller.committed_image().topics.partition_count(),
+            brokers: crate::port::BrokerCounts::default(),
+            committed_image: self
+                .config
+                .publish_committed_image
+                .then(|| self.controller.committed_image().clone()),
             waiting_requests: self.deferred.len(),
             activations: self.activation,
             proposals: self.proposals,
@@ -521,6 +527,11 @@ impl ServiceCore {
             replay_latency: self.replay_latency.clone(),
             running,
         }
+    }
+
+    /// The committed image's brokers by state (a walk of every broker).
+    pub fn broker_counts(&self) -> crate::port::BrokerCounts {
+        crate::port::BrokerCounts::of(self.controller.committed_image())
     }
 
     /// Records how long a proposal took from its proposing to its replay here.

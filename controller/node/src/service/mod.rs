@@ -60,6 +60,9 @@ pub struct ControllerServiceConfig {
     /// (`metadata.max.idle.interval.ms`; 0: never), so observers see the high watermark move
     /// and can tell a live controller from a silent one. Resolves to the tick interval.
     pub idle_noop_interval_ms: u64,
+    /// Keep the committed image in the service's status ([`ServiceStatus::committed_image`])
+    /// after every event. Nodes don't (see there); tests that compare replicas' images do.
+    pub publish_committed_image: bool,
 }
 
 pub use crate::port::ServiceStatus;
@@ -136,6 +139,7 @@ impl ControllerService {
         let mut next_tick = Instant::now() + self.tick_interval;
         let mut next_status = Instant::now();
         let mut last_active = None;
+        let mut brokers = crate::port::BrokerCounts::default();
         let outcome = loop {
             let encoded = self.encoded_snapshot.borrow_mut().take();
             if let Some((end_offset, data)) = encoded {
@@ -156,11 +160,14 @@ impl ControllerService {
             if !self.flush().await {
                 break Ok(());
             }
-            let status = self.core.status(true);
+            let mut status = self.core.status(true);
+            status.brokers = brokers;
             let now = Instant::now();
             if status.active_epoch != last_active || now >= next_status {
                 last_active = status.active_epoch;
                 next_status = now + Duration::from_millis(STATUS_REFRESH_MS);
+                brokers = self.core.broker_counts();
+                status.brokers = brokers;
                 if self
                     .port
                     .tx
@@ -193,7 +200,8 @@ impl ControllerService {
         self.core.stop();
         // The driver's table answers whatever the core still held once the port closes;
         // the verdicts of the resignation go first when there is room.
-        let last = self.core.status(false);
+        let mut last = self.core.status(false);
+        last.brokers = self.core.broker_counts();
         *self.status.borrow_mut() = last.clone();
         for m in self
             .core

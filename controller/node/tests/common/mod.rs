@@ -230,6 +230,7 @@ pub fn driver_config(id: u32, dir: &Path, addr: SocketAddr, voters: &VoterSet) -
 pub fn service_config(id: u32, voters: &VoterSet) -> ControllerServiceConfig {
     let mut config = components::controller_service(&node_config(id), voters);
     config.controller_tick_interval_ms = 20;
+    config.publish_committed_image = true;
     config
 }
 
@@ -282,6 +283,16 @@ impl ServiceView {
 
     pub fn status(&self) -> corum_node::ServiceStatus {
         self.status.borrow().clone()
+    }
+
+    /// The committed image through the status's `committed_end` (the tests' services publish
+    /// it: [`service_config`]).
+    pub fn image(&self) -> corum_controller::image::MetadataImage {
+        self.status
+            .borrow()
+            .committed_image
+            .clone()
+            .expect("the test's service publishes its committed image")
     }
 }
 

@@ -287,8 +287,7 @@ fn services_serve_through_the_leader_answer_after_commit_and_fail_over() {
         let deadline = Instant::now() + Duration::from_secs(5);
         while leader
             .service
-            .status()
-            .committed_image
+            .image()
             .topics
             .get_by_name("orders")
             .is_none()
@@ -383,11 +382,7 @@ fn services_serve_through_the_leader_answer_after_commit_and_fail_over() {
                 .all(|n| n.service.status().committed_end >= end)
         })
         .await;
-        let images: Vec<_> = nodes
-            .iter()
-            .flatten()
-            .map(|n| n.service.status().committed_image)
-            .collect();
+        let images: Vec<_> = nodes.iter().flatten().map(|n| n.service.image()).collect();
         assert_eq!(images[0].end_offset, end);
         assert!(images.iter().all(|i| *i == images[0]));
         assert_eq!(images[0].brokers.len(), 1);
@@ -442,7 +437,7 @@ fn services_serve_through_the_leader_answer_after_commit_and_fail_over() {
         wait_for("a new active controller", || active_of(&nodes).is_some()).await;
         let n = active_of(&nodes).unwrap();
         let new_leader = nodes[n].as_ref().unwrap();
-        let image = new_leader.service.status().committed_image;
+        let image = new_leader.service.image();
         assert!(image.topics.get_by_name("orders").is_some());
         if racing_ok {
             assert!(
@@ -477,11 +472,7 @@ fn services_serve_through_the_leader_answer_after_commit_and_fail_over() {
                 .all(|n| n.service.status().committed_end >= end)
         })
         .await;
-        let images: Vec<_> = nodes
-            .iter()
-            .flatten()
-            .map(|n| n.service.status().committed_image)
-            .collect();
+        let images: Vec<_> = nodes.iter().flatten().map(|n| n.service.image()).collect();
         assert_eq!(images.len(), 2);
         assert_eq!(images[0], images[1]);
         assert_eq!(
@@ -502,7 +493,7 @@ fn services_serve_through_the_leader_answer_after_commit_and_fail_over() {
         })
         .await;
         let restarted = nodes[l].as_ref().unwrap().service.status();
-        assert_eq!(restarted.committed_image, images[0]);
+        assert_eq!(restarted.committed_image.clone().unwrap(), images[0]);
         assert_eq!(restarted.active_epoch, None);
 
         for node in nodes.into_iter().flatten() {
@@ -543,7 +534,13 @@ fn a_leader_without_a_quorum_never_acknowledges_its_proposal() {
         let status = leader.service.status();
         assert!(status.committed_end <= predicted, "{status:?}");
         assert!(leader.raft.status().raft.high_watermark <= predicted);
-        assert!(status.committed_image.brokers.get(NodeId(200)).is_none());
+        assert!(status
+            .committed_image
+            .as_ref()
+            .unwrap()
+            .brokers
+            .get(NodeId(200))
+            .is_none());
         stop(leader).await;
     });
 }
