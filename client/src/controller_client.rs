@@ -92,6 +92,16 @@ pub struct ClientConfig {
     pub retry_deadline: Duration,
     /// Size limits of the connection.
     pub rpc: RpcConnectionConfig,
+    /// Whether a call is retried after it may have reached the server: its connection was
+    /// lost after sending, or the server answered `NotController` (which a deposed leader
+    /// answers for a write that may still commit). On by default, as Kafka's clients do: a
+    /// retried write may then take effect twice (a config set again, a topic creation
+    /// answered `TopicAlreadyExists` for the call's own topic). Off, such a call fails with
+    /// [`ClientError::OutcomeUnknown`] once the client has moved on to another server, so
+    /// that each call is sent once and its effect, if any, is that one sending's (what a
+    /// history recorder needs). Failures before sending (no server accepts a connection)
+    /// are retried either way.
+    pub retry_after_sending: bool,
 }
 
 /// Parses a bootstrap list `HOST:PORT,HOST:PORT,...` (what `--bootstrap` takes); host names
@@ -136,6 +146,7 @@ impl ClientConfig {
             request_timeout: Duration::from_secs(5),
             retry_deadline: Duration::from_secs(10),
             rpc: RpcConnectionConfig::default(),
+            retry_after_sending: true,
         }
     }
 
@@ -218,7 +229,8 @@ pub struct ControllerClient {
 /// Why an attempt failed in a way that is retried.
 enum Retriable {
     NotController(Option<LeaderHint>),
-    Lost(String),
+    /// The connection failed: `sent` if the request may have reached the server.
+    Lost { reason: String, sent: bool },
 }
 
 impl Retriable {
@@ -228,7 +240,15 @@ impl Retriable {
                 leader: hint.clone(),
             }
             .to_string(),
-            Retriable::Lost(reason) => reason.clone(),
+            Retriable::Lost { reason, .. } => reason.clone(),
+        }
+    }
+
+    /// Whether the request may have reached the server and taken effect.
+    fn maybe_applied(&self) -> bool {
+        match self {
+            Retriable::NotController(_) => true,
+            Retriable::Lost { sent, .. } => *sent,
         }
     }
 }
@@ -326,10 +346,14 @@ impl ControllerClient {
                 Err(RpcConnectionError::Rpc(RpcError::NotController { leader })) => {
                     Retriable::NotController(leader)
                 }
-                Err(e @ RpcConnectionError::ConnectionLost { .. }) => {
-                    Retriable::Lost(e.to_string())
-                }
-                Err(e @ RpcConnectionError::Connect { .. }) => Retriable::Lost(e.to_string()),
+                Err(e @ RpcConnectionError::ConnectionLost { .. }) => Retriable::Lost {
+                    reason: e.to_string(),
+                    sent: true,
+                },
+                Err(e @ RpcConnectionError::Connect { .. }) => Retriable::Lost {
+                    reason: e.to_string(),
+                    sent: false,
+                },
                 Err(RpcConnectionError::Rpc(e @ RpcError::Timeout { .. })) => {
                     // The server is alive and says its commit was slow: not retried (it may
                     // still commit), and the server stays.
@@ -343,7 +367,11 @@ impl ControllerClient {
                     // hint brings them back if this one still leads.
                     self.count(|s| s.calls += 1);
                     self.count(|s| s.timeouts += 1);
-                    self.relocate(&conn, &Retriable::Lost(e.to_string())).await;
+                    let lost = Retriable::Lost {
+                        reason: e.to_string(),
+                        sent: true,
+                    };
+                    self.relocate(&conn, &lost).await;
                     let timeout_ms = u32::try_from(self.config().request_timeout.as_millis())
                         .unwrap_or(u32::MAX);
                     return Err(ClientError::Rpc(RpcError::Timeout { timeout_ms }));
@@ -368,6 +396,14 @@ impl ControllerClient {
                     });
                 }
             };
+            if !inner.config.retry_after_sending && failure.maybe_applied() {
+                self.count(|s| s.calls += 1);
+                self.relocate(&conn, &failure).await;
+                return Err(ClientError::OutcomeUnknown {
+                    request: body.kind(),
+                    reason: failure.describe(),
+                });
+            }
             self.count(|s| s.retries += 1);
             let waited = start.elapsed();
             if waited >= deadline {

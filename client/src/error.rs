@@ -5,6 +5,7 @@
 //! | [`ClientError::Config`] | [`crate::ClientConfig::validate`] | fix the setting |
 //! | [`ClientError::NoServerReachable`] | [`crate::ControllerClient::connect`] | check the bootstrap list; retry later |
 //! | [`ClientError::LeaderNotFound`] | any call, after `retry_deadline` of retriable failures | the quorum has no reachable leader; retry later |
+//! | [`ClientError::OutcomeUnknown`] | any call, with `retry_after_sending` off: it may have reached the server, and was not retried | the request may or may not take effect |
 //! | [`ClientError::Rpc`] | any call: a non-retriable answer (`Api`, `Timeout`, `NotImplemented`, `RecordsTooLarge`, `Malformed`, ...) | act on the [`RpcError`] |
 //! | [`ClientError::InvalidResponse`] | any call: an answer whose Raft body breaks the Raft rules | a server bug: report it |
 //! | [`ClientError::Encode`] | any call: the request does not fit `request_bytes_max` | send less |
@@ -48,6 +49,13 @@ pub enum ClientError {
         waited_ms: u64,
         attempts: u32,
         last: String,
+    },
+    /// The call may have reached a server and was not retried
+    /// ([`crate::ClientConfig::retry_after_sending`] off): it may take effect, or not.
+    #[error("{request} may or may not have taken effect ({reason}); not retried")]
+    OutcomeUnknown {
+        request: &'static str,
+        reason: String,
     },
     /// The active controller (or the server asked) refused the whole request.
     #[error(transparent)]

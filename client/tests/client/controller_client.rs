@@ -103,6 +103,52 @@ fn calls_sent_to_a_follower_end_at_the_leader() {
     });
 }
 
+/// With `retry_after_sending` off, a write the follower answers `NotController` is not
+/// retried: it fails as `OutcomeUnknown` (a deposed leader answers the same for a write
+/// that may still commit), the client has moved on by then, and the next write goes to the
+/// leader and succeeds. DescribeQuorum, which any node answers, is unaffected.
+#[test]
+fn a_call_that_may_have_reached_a_server_is_not_retried_when_asked() {
+    on_executor("client-no-retry", TEST_DEADLINE, || async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (nodes, l) = cluster(tmp.path(), true).await;
+        let f = followers(l);
+        // The follower must know the leader to hint it: wait until it does.
+        let probe = ControllerClient::connect(client_config(&nodes, &[f[0]]))
+            .await
+            .unwrap();
+        for _ in 0..500 {
+            if probe
+                .describe_quorum()
+                .await
+                .is_ok_and(|q| q.leader_id.is_some())
+            {
+                break;
+            }
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+        }
+        let config = ClientConfig {
+            retry_after_sending: false,
+            ..client_config(&nodes, &[f[0], f[1], l])
+        };
+        let client = ControllerClient::connect(config).await.unwrap();
+        let first = client
+            .alter_config(broker_resource(7), "log.retention.ms", "1000")
+            .await;
+        assert!(
+            matches!(first, Err(ClientError::OutcomeUnknown { .. })),
+            "{first:?}"
+        );
+        assert_eq!(client.stats().retries, 0);
+        assert_eq!(client.current_server(), Some(nodes[l].rpc_addr));
+        client
+            .alter_config(broker_resource(7), "log.retention.ms", "2000")
+            .await
+            .unwrap();
+        stop_all(nodes).await;
+    });
+}
+
 /// A stream of writes keeps succeeding while the leader stops: calls in flight or sent
 /// during the election are retried until the new leader answers, none fails, and the
 /// client counts the change of leader.
