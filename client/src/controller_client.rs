@@ -230,7 +230,10 @@ pub struct ControllerClient {
 enum Retriable {
     NotController(Option<LeaderHint>),
     /// The connection failed: `sent` if the request may have reached the server.
-    Lost { reason: String, sent: bool },
+    Lost {
+        reason: String,
+        sent: bool,
+    },
 }
 
 impl Retriable {

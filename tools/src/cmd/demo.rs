@@ -300,7 +300,7 @@ fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
             clients: match workload {
                 Workload::Configs => args.clients,
                 Workload::Topics => args.topic_clients,
-                Workload::Brokers => 1,
+                Workload::Brokers | Workload::History => 1,
             },
             connections: 1,
             duration: Duration::from_secs_f64(args.duration_secs),
@@ -331,6 +331,7 @@ fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
             request_timeout: Duration::from_secs(5),
             grace: Duration::from_secs(5),
             progress: true,
+            history: None,
         };
         let mut report = run_workload(config)
             .with_context(|| format!("running the {} workload", workload.name()))?;

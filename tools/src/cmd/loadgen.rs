@@ -5,6 +5,7 @@
 //! | `configs` | one IncrementalAlterConfigs of one key of its own broker resource per request (one record each), pipelined with the other clients over the shared connection(s) | request to acknowledgement (= commit) |
 //! | `brokers` | `--brokers N` simulated brokers (one shared observer [`MetadataFollower`](corum_client::MetadataFollower)) register, wait to be unfenced, then heartbeat every `--heartbeat-interval-ms` | heartbeat round trip; registration to unfenced separately |
 //! | `topics`  | CreateTopics of one new topic with `--partitions P` per request (a few brokers are registered and kept unfenced first) | request to acknowledgement |
+//! | `history` | a seeded mix of config sets, deletes and reads on `--keys` keys (and topic creates, deletes and describes of `--topics` names), each written to `--history FILE` with its times and outcome for `corum check-history` ([`history`]) | request to answer |
 //!
 //! The `--clients` logical clients share `--connections` [`ControllerClient`]s (each one
 //! pipelined connection that follows the leader).
@@ -62,6 +63,7 @@ use crate::cmd::quorum::{parse_bootstrap, Bootstrap};
 mod brokers;
 mod configs;
 pub mod cpu;
+mod history;
 mod kafka;
 pub mod stats;
 mod topics;
@@ -87,6 +89,8 @@ pub enum Workload {
     Brokers,
     /// Topic creations.
     Topics,
+    /// A recorded mix of writes and reads for the history checker (`--history FILE`).
+    History,
 }
 
 impl Workload {
@@ -95,6 +99,7 @@ impl Workload {
             Workload::Configs => "configs",
             Workload::Brokers => "brokers",
             Workload::Topics => "topics",
+            Workload::History => "history",
         }
     }
 }
@@ -176,7 +181,32 @@ pub struct Args {
     /// No live progress line on stderr.
     #[arg(long)]
     pub no_progress: bool,
+    /// history: the file the operations are written to (JSON lines, for `corum check-history`).
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub history: Option<PathBuf>,
+    /// history: config keys (registers) the clients share.
+    #[arg(long, default_value_t = 4)]
+    pub keys: usize,
+    /// history: topic names the clients create, delete and describe (0: config operations only).
+    #[arg(long, default_value_t = 2)]
+    pub topics: usize,
+    /// history: the seed of the clients' operations.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
+
+/// The `history` workload's settings.
+#[derive(Clone, Debug)]
+pub struct HistoryConfig {
+    pub file: PathBuf,
+    pub keys: usize,
+    pub topics: usize,
+    pub seed: u64,
+}
+
+/// Most `--keys` and `--topics` of the history workload: few keys make clients meet, and a
+/// key's history must stay small enough to check.
+pub const HISTORY_NAMES_MAX: usize = 1_000;
 
 /// One run's settings (the arguments, checked; `corum demo` builds them directly).
 #[derive(Clone, Debug)]
@@ -205,6 +235,8 @@ pub struct LoadConfig {
     pub request_timeout: Duration,
     pub grace: Duration,
     pub progress: bool,
+    /// The history workload's settings (`None` for the others).
+    pub history: Option<HistoryConfig>,
 }
 
 /// Largest `--clients` (each client owns a broker resource id above 2e9).
@@ -250,6 +282,12 @@ impl LoadConfig {
             request_timeout: Duration::from_millis(a.request_timeout_ms),
             grace: Duration::from_millis(a.grace_ms),
             progress: !a.no_progress,
+            history: a.history.clone().map(|file| HistoryConfig {
+                file,
+                keys: a.keys,
+                topics: a.topics,
+                seed: a.seed,
+            }),
         };
         config.validate()?;
         Ok(config)
@@ -302,6 +340,20 @@ impl LoadConfig {
             !self.request_timeout.is_zero(),
             "--request-timeout-ms must be at least 1"
         );
+        anyhow::ensure!(
+            (self.workload == Workload::History) == self.history.is_some(),
+            "--history FILE goes with the history workload, and it needs one"
+        );
+        if let Some(h) = &self.history {
+            anyhow::ensure!(
+                (1..=HISTORY_NAMES_MAX).contains(&h.keys),
+                "--keys must be between 1 and {HISTORY_NAMES_MAX}"
+            );
+            anyhow::ensure!(
+                h.topics <= HISTORY_NAMES_MAX,
+                "--topics must be at most {HISTORY_NAMES_MAX}"
+            );
+        }
         Ok(())
     }
 }
@@ -432,10 +484,13 @@ async fn rpc_round_trip(client: &ControllerClient, probes: usize) -> anyhow::Res
         if q.leader_id == Some(q.node_id) {
             rec.ok(took);
         } else {
-            client
-                .describe_cluster()
-                .await
-                .context("finding the active controller again")?;
+            match client.describe_cluster().await {
+                // A history client moved on without retrying: the next probe asks there.
+                Ok(_) | Err(corum_client::ClientError::OutcomeUnknown { .. }) => {}
+                Err(e) => {
+                    return Err(anyhow::Error::new(e).context("finding the active controller again"))
+                }
+            }
         }
     }
     Ok(rec.percentiles().p50_us)
@@ -446,6 +501,8 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
     let client_config = ClientConfig {
         request_timeout: config.request_timeout,
         retry_deadline: config.request_timeout,
+        // A recorded call is sent once: a retried write could take effect twice.
+        retry_after_sending: config.workload != Workload::History,
         ..ClientConfig::new(config.bootstrap.clone())
     };
     let mut clients = Vec::with_capacity(config.connections);
@@ -456,10 +513,21 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
             .context("connecting to the quorum")?;
         // One request that only the active controller answers, so that finding the leader
         // at the start is not counted as a leader change of the run.
-        client
-            .describe_cluster()
-            .await
-            .context("finding the active controller")?;
+        // (A history client does not retry a NotController answer itself: ask again.)
+        let deadline = Instant::now() + config.grace.max(Duration::from_secs(10));
+        loop {
+            match client.describe_cluster().await {
+                Ok(_) => break,
+                Err(corum_client::ClientError::OutcomeUnknown { .. })
+                    if Instant::now() < deadline =>
+                {
+                    glommio::timer::sleep(Duration::from_millis(10)).await;
+                }
+                Err(e) => {
+                    return Err(anyhow::Error::new(e).context("finding the active controller"))
+                }
+            }
+        }
         leader_changes_before += client.leader_changes();
         clients.push(client);
     }
@@ -512,6 +580,7 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
         Workload::Configs => configs::run(&mut ctx, &mut report).await,
         Workload::Brokers => brokers::run(&mut ctx, &mut report).await,
         Workload::Topics => topics::run(&mut ctx, &mut report).await,
+        Workload::History => history::run(&mut ctx, &mut report).await,
     };
     if let Some((p, task)) = progress {
         drop(task);

@@ -155,6 +155,7 @@ pub fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
         request_timeout: Duration::from_secs(8),
         grace: Duration::from_secs(15),
         progress: false,
+        history: None,
     };
     eprintln!(
         "corum demo --dynamic: verified configs load, {} clients, {load_secs:.0} s",

@@ -303,6 +303,9 @@ pub struct Report {
     /// With `--verify`: acknowledged writes missing when read back.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lost: Option<u64>,
+    /// The history workload: operations written to the history file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history_ops: Option<u64>,
 }
 
 impl Report {
@@ -476,6 +479,12 @@ impl Report {
                 w,
                 "  verify: {a} acknowledged writes read back, {l} lost{}",
                 if l == 0 { "" } else { "  <-- DATA LOSS" }
+            );
+        }
+        if let Some(n) = self.history_ops {
+            let _ = writeln!(
+                w,
+                "  history: {n} operations written (check them: corum check-history FILE)"
             );
         }
         out

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use corum_controller::control::replication_control::{CreatableTopic, CreateTopicsRequest};
 
+use corum_client::BrokerSession;
+
 use super::brokers::{catch_up, heartbeat_until, preparation_timeout, register, start_follower};
 use super::stats::{error_kind, Report};
 use super::{kafka, run_clients, start_measuring, stop_measuring, Ctx, Protocol};
@@ -25,30 +27,7 @@ pub fn topic_name(nonce: u64, i: usize, seq: u64) -> String {
 pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Duration> {
     let partitions = ctx.config.partitions;
     report.partitions = Some(partitions);
-    let n = ctx.config.brokers.min(TOPIC_BROKERS_MAX);
-    let replication = i16::try_from(n).expect("at most 3 brokers");
-    let follower = start_follower(ctx);
-    let prepare_end = Instant::now() + preparation_timeout(ctx);
-    catch_up(ctx.client(0), &follower, preparation_timeout(ctx)).await?;
-    let mut sessions = Vec::new();
-    for j in 0..n {
-        let id = ctx.config.broker_id_base + j as u32;
-        let mut s = register(
-            ctx.client(j).clone(),
-            id,
-            j,
-            &ctx.config.broker_listeners,
-            ctx.nonce,
-            follower.clone(),
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("registering broker {id}: {e}"))?;
-        let left = prepare_end.saturating_duration_since(Instant::now());
-        s.run_until_unfenced(UNFENCE_POLL, left)
-            .await
-            .map_err(|e| anyhow::anyhow!("waiting for broker {id} to be unfenced: {e}"))?;
-        sessions.push(s);
-    }
+    let (replication, sessions) = prepare_brokers(ctx).await?;
     let start = start_measuring(ctx).await?;
     let (end, nonce) = (ctx.end, ctx.nonce);
     // The brokers must stay unfenced while topics are created: heartbeat them well within
@@ -101,6 +80,37 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
     let elapsed = stop_measuring(ctx, start).await;
     drop(heartbeats);
     Ok(elapsed)
+}
+
+/// Registers `min(--brokers, 3)` simulated brokers and waits until each is unfenced (bounded
+/// by the preparation timeout); returns their count, the replication factor topics can have,
+/// and their sessions, to keep heartbeating.
+pub(crate) async fn prepare_brokers(ctx: &Ctx) -> anyhow::Result<(i16, Vec<BrokerSession>)> {
+    let n = ctx.config.brokers.min(TOPIC_BROKERS_MAX);
+    let replication = i16::try_from(n).expect("at most 3 brokers");
+    let follower = start_follower(ctx);
+    let prepare_end = Instant::now() + preparation_timeout(ctx);
+    catch_up(ctx.client(0), &follower, preparation_timeout(ctx)).await?;
+    let mut sessions = Vec::new();
+    for j in 0..n {
+        let id = ctx.config.broker_id_base + j as u32;
+        let mut s = register(
+            ctx.client(j).clone(),
+            id,
+            j,
+            &ctx.config.broker_listeners,
+            ctx.nonce,
+            follower.clone(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("registering broker {id}: {e}"))?;
+        let left = prepare_end.saturating_duration_since(Instant::now());
+        s.run_until_unfenced(UNFENCE_POLL, left)
+            .await
+            .map_err(|e| anyhow::anyhow!("waiting for broker {id} to be unfenced: {e}"))?;
+        sessions.push(s);
+    }
+    Ok((replication, sessions))
 }
 
 /// One topic over corum's protocol; the error's kind when it failed.
