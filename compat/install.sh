@@ -6,6 +6,9 @@
 #
 # What it installs (all pinned; the versions are the ones the suite was proven with):
 #   kcat                      Debian's package (apt-get), with the librdkafka it links
+#   nft, ip, setpriv          Debian's nftables, iproute2 and util-linux (apt-get): `corum chaos`
+#                             (tools/tests/tools/chaos.rs) cuts links with nftables rules in
+#                             network namespaces, and checks its refusal without root
 #   compat/.venv              Python venv: confluent-kafka, kafka-python, aiokafka (requirements.txt)
 #   compat/node_modules       kafkajs (package.json, package-lock.json)
 #   compat/jars               Apache Kafka's jars and their runtime dependencies, copied by Maven
@@ -56,6 +59,22 @@ else
   else
     echo
     fail kcat "apt-get install kcat failed (needs root or sudo and Debian's package lists; log: compat/.installed/apt.log)"
+  fi
+fi
+
+# --- nftables, iproute2, util-linux (Debian packages, for corum chaos) ------------------------
+step_start netns
+if command -v nft >/dev/null && command -v ip >/dev/null && command -v setpriv >/dev/null; then
+  step_done "present: $(nft --version 2>&1 | head -n 1)"
+else
+  if command -v apt-get >/dev/null \
+     && as_root apt-get update -qq >"$STAMPS/apt-netns.log" 2>&1 \
+     && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables iproute2 util-linux >>"$STAMPS/apt-netns.log" 2>&1 \
+     && command -v nft >/dev/null && command -v ip >/dev/null && command -v setpriv >/dev/null; then
+    step_done "installed: $(nft --version 2>&1 | head -n 1)"
+  else
+    echo
+    fail nftables "apt-get install nftables iproute2 util-linux failed (needs root or sudo and Debian's package lists; log: compat/.installed/apt-netns.log)"
   fi
 fi
 

@@ -46,6 +46,9 @@ enum Command {
     /// Start a local 3-node quorum, run every workload against it, print a summary
     /// (`--dynamic`: its voters changed at run time; `--kafka`: Apache Kafka's brokers on it).
     Demo(cmd::demo::Args),
+    /// A quorum in network namespaces under recorded load and seeded faults (partitions,
+    /// loss, pauses, kills), each round's history checked; needs root.
+    Chaos(cmd::chaos::Args),
     /// Create, delete, describe and list topics (`topics create|delete|describe|list`).
     Topics(cmd::topics::Args),
     /// Describe and alter topic and broker configs (`configs describe|alter`).
@@ -106,6 +109,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Loadgen(args) => cmd::loadgen::run(args),
         Command::Shell(args) => cmd::shell::run(args),
         Command::Demo(args) => cmd::demo::run(args),
+        Command::Chaos(args) => cmd::chaos::run(args),
         Command::Topics(args) => cmd::topics::run(args),
         Command::Configs(args) => cmd::configs::run(args),
         Command::Features(args) => cmd::features::run(args),

@@ -202,6 +202,13 @@ pub struct HistoryConfig {
     pub keys: usize,
     pub topics: usize,
     pub seed: u64,
+    /// Where this run's keys start among the workload's broker resources (below 100,000
+    /// times `HISTORY_NAMES_MAX`); `None`: drawn from the run's nonce. Runs on one quorum
+    /// need keys of their own: the checker takes every key to start unset.
+    pub key_base: Option<u64>,
+    /// The zero of the history's times (`None`: the workload's start), so that a caller can
+    /// place its own events (`corum chaos`'s faults) on the same clock.
+    pub origin: Option<Instant>,
 }
 
 /// Most `--keys` and `--topics` of the history workload: few keys make clients meet, and a
@@ -287,6 +294,8 @@ impl LoadConfig {
                 keys: a.keys,
                 topics: a.topics,
                 seed: a.seed,
+                key_base: None,
+                origin: None,
             }),
         };
         config.validate()?;
@@ -513,14 +522,16 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
             .context("connecting to the quorum")?;
         // One request that only the active controller answers, so that finding the leader
         // at the start is not counted as a leader change of the run.
-        // (A history client does not retry a NotController answer itself: ask again.)
+        // (A history client does not retry a NotController answer itself, and a quorum that
+        // just started may time out its first request: ask again.)
         let deadline = Instant::now() + config.grace.max(Duration::from_secs(10));
         loop {
             match client.describe_cluster().await {
                 Ok(_) => break,
-                Err(corum_client::ClientError::OutcomeUnknown { .. })
-                    if Instant::now() < deadline =>
-                {
+                Err(
+                    corum_client::ClientError::OutcomeUnknown { .. }
+                    | corum_client::ClientError::Rpc(corum_client::RpcError::Timeout { .. }),
+                ) if Instant::now() < deadline => {
                     glommio::timer::sleep(Duration::from_millis(10)).await;
                 }
                 Err(e) => {

@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod bench;
 pub mod brokers;
+pub mod chaos;
 pub mod check_history;
 pub mod configs;
 pub mod demo;

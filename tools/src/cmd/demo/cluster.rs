@@ -245,6 +245,24 @@ pub struct ClusterSpec {
     /// add-controller`) a dynamic quorum, or a static one once it is upgraded (`corum features
     /// upgrade --feature kraft.version=1`).
     pub joining: u32,
+    /// Where each node runs (node `i + 1` at `hosts[i]`); empty: every node on loopback with
+    /// free ports.
+    pub hosts: Vec<NodeHost>,
+}
+
+/// A node's own address and network namespace (`corum chaos`): it listens on
+/// [`NodeHost::PORTS`] of `addr`, inside the namespace `netns` names (a file such as
+/// `/run/netns/NAME`, entered before exec).
+#[derive(Clone, Debug)]
+pub struct NodeHost {
+    pub addr: std::net::IpAddr,
+    pub netns: Option<PathBuf>,
+}
+
+impl NodeHost {
+    /// The controller, `CLIENT`, `KAFKA` and metrics ports of a node with an address of its
+    /// own.
+    pub const PORTS: [u16; 4] = [9093, 9092, 9094, 9095];
 }
 
 impl ClusterSpec {
@@ -258,6 +276,7 @@ impl ClusterSpec {
             rust_log: "info".into(),
             dynamic: false,
             joining: 0,
+            hosts: Vec::new(),
         }
     }
 
@@ -352,13 +371,29 @@ fn write_config(spec: &ClusterSpec, n: &NodeSlot, voters: &[String]) -> anyhow::
 /// controller port). Formatting does not record ports, so a formatted cluster that never ran
 /// can move.
 fn assign_ports(spec: &ClusterSpec, nodes: &mut [NodeSlot]) -> anyhow::Result<()> {
-    let ports = free_loopback_ports(4 * nodes.len())?;
-    let addr = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
-    for (n, four) in nodes.iter_mut().zip(ports.chunks(4)) {
-        n.raft = addr(four[0]);
-        n.client = addr(four[1]);
-        n.kafka = addr(four[2]);
-        n.metrics = addr(four[3]);
+    if spec.hosts.is_empty() {
+        let ports = free_loopback_ports(4 * nodes.len())?;
+        let addr = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
+        for (n, four) in nodes.iter_mut().zip(ports.chunks(4)) {
+            n.raft = addr(four[0]);
+            n.client = addr(four[1]);
+            n.kafka = addr(four[2]);
+            n.metrics = addr(four[3]);
+        }
+    } else {
+        anyhow::ensure!(
+            spec.hosts.len() == nodes.len(),
+            "{} hosts for {} nodes",
+            spec.hosts.len(),
+            nodes.len()
+        );
+        for (n, host) in nodes.iter_mut().zip(&spec.hosts) {
+            let [raft, client, kafka, metrics] = NodeHost::PORTS;
+            n.raft = SocketAddr::new(host.addr, raft);
+            n.client = SocketAddr::new(host.addr, client);
+            n.kafka = SocketAddr::new(host.addr, kafka);
+            n.metrics = SocketAddr::new(host.addr, metrics);
+        }
     }
     // A static quorum's voters are the nodes not formatted to join; a dynamic quorum's
     // controllers all serve as bootstrap servers.
@@ -608,6 +643,38 @@ impl LocalCluster {
             .with_context(|| format!("opening {}", n.log.display()))?;
         let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
         let mut cmd = Command::new(&self.spec.exe);
+        let netns = self
+            .spec
+            .hosts
+            .get(
+                self.nodes
+                    .iter()
+                    .position(|m| m.id == id)
+                    .expect("a node of this cluster"),
+            )
+            .and_then(|h| h.netns.as_ref());
+        // Kept open until the child is spawned: the child enters the namespace before exec.
+        let netns_file = match netns {
+            Some(path) => Some(
+                File::open(path)
+                    .with_context(|| format!("opening the network namespace {}", path.display()))?,
+            ),
+            None => None,
+        };
+        if let Some(f) = &netns_file {
+            use std::os::fd::AsRawFd;
+            let fd = f.as_raw_fd();
+            // SAFETY: setns is a plain system call on an fd the child inherited; it runs in
+            // the forked child before exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         cmd.arg("run")
             .arg("--config")
             .arg(&n.config)
@@ -618,6 +685,7 @@ impl LocalCluster {
             .stderr(Stdio::from(log));
         let mut child = spawn_guarded(&mut cmd)
             .with_context(|| format!("spawning {} run", self.spec.exe.display()))?;
+        drop(netns_file);
         let stdout = child.take_stdout().expect("stdout was piped");
         let (tx, rx) = mpsc::channel();
         // Reads the ready line, then drains stdout until the child closes it, so the child

@@ -6,7 +6,8 @@
 //! `--keys` broker resources, and — with `--topics N` above 0 — creates, deletes and describes
 //! of one of N topic names (1 partition over the registered brokers). Every operation is
 //! written to `--history FILE` as one JSON line with its invoke and complete times (one
-//! monotonic clock: nanoseconds since the workload started) and its outcome. When the load
+//! monotonic clock: nanoseconds since the workload started, or since the caller's
+//! `HistoryConfig::origin`) and its outcome. When the load
 //! ends, every key is read and every topic described once more, so that the checks see where
 //! each ended.
 //!
@@ -54,24 +55,26 @@ use super::{
 
 /// The key of every config operation (a broker config of type Long).
 const KEY: &str = "log.retention.ms";
-/// Key `k` is on broker resource `RESOURCE_BASE + k`.
-const RESOURCE_BASE: u64 = 2_100_000_000;
+/// Key `k` is on broker resource `RESOURCE_BASE + base + k`, where `base` is the run's
+/// (`HistoryConfig::key_base`, else drawn from the run's nonce: a multiple of
+/// [`crate::cmd::loadgen::HISTORY_NAMES_MAX`] below 100,000 of them): the keys of one run
+/// start unset, as the checker assumes, whatever earlier runs wrote. The highest resource
+/// is still a broker id (an int32).
+const RESOURCE_BASE: u64 = 2_010_000_000;
 /// Pause after an operation whose outcome is not a result, so a client without a leader does
 /// not spin.
 const ERROR_PAUSE: Duration = Duration::from_millis(10);
 
-fn resource(k: usize) -> ConfigResource {
-    ConfigResource {
-        resource_type: ConfigResourceType::Broker,
-        name: (RESOURCE_BASE + k as u64).to_string(),
+fn check_resource(base: u64, k: usize) -> CheckResource {
+    CheckResource {
+        resource_type: ResourceType::Broker,
+        name: (RESOURCE_BASE + base + k as u64).to_string(),
     }
 }
 
-fn check_resource(k: usize) -> CheckResource {
-    CheckResource {
-        resource_type: ResourceType::Broker,
-        name: (RESOURCE_BASE + k as u64).to_string(),
-    }
+/// The key base of a run of nonce `nonce` that names none.
+fn key_base_of(nonce: u64) -> u64 {
+    nonce % 100_000 * super::HISTORY_NAMES_MAX as u64
 }
 
 /// Topic `t` of run `nonce`.
@@ -83,7 +86,13 @@ fn topic(nonce: u64, t: usize) -> String {
 type Recorded = Rc<RefCell<Vec<OpRecord>>>;
 
 /// What one operation asks, with what the generator drew.
-fn draw(rng: &mut ChaCha8Rng, keys: usize, topics: usize, nonce: u64, value: u64) -> Op {
+fn draw(
+    rng: &mut ChaCha8Rng,
+    (base, keys): (u64, usize),
+    topics: usize,
+    nonce: u64,
+    value: u64,
+) -> Op {
     let roll = rng.gen_range(0..100);
     let k = rng.gen_range(0..keys);
     let topic_op = topics > 0 && roll >= 70;
@@ -95,7 +104,7 @@ fn draw(rng: &mut ChaCha8Rng, keys: usize, topics: usize, nonce: u64, value: u64
             _ => Op::TopicDescribe { topic },
         };
     }
-    let resource = check_resource(k);
+    let resource = check_resource(base, k);
     let key = KEY.to_owned();
     match roll % 70 {
         0..=34 => Op::ConfigSet {
@@ -108,10 +117,12 @@ fn draw(rng: &mut ChaCha8Rng, keys: usize, topics: usize, nonce: u64, value: u64
     }
 }
 
-/// Key index of a resource this workload made.
-fn key_index(r: &CheckResource) -> usize {
-    let n: u64 = r.name.parse().expect("the workload's own resource name");
-    usize::try_from(n - RESOURCE_BASE).expect("a small index")
+/// The corum resource of a check resource this workload made.
+fn corum_resource(r: &CheckResource) -> ConfigResource {
+    ConfigResource {
+        resource_type: ConfigResourceType::Broker,
+        name: r.name.clone(),
+    }
 }
 
 /// The outcome of a call that did not give a result: unknown for a write that may have
@@ -136,15 +147,12 @@ async fn perform(client: &ControllerClient, op: &Op, replication: i16) -> Outcom
     match op {
         Op::ConfigSet {
             resource, value, ..
-        } => alter(client, op, key_index(resource), AlterConfigOp::Set, value).await,
+        } => alter(client, op, resource, AlterConfigOp::Set, value).await,
         Op::ConfigDelete { resource, .. } => {
-            alter(client, op, key_index(resource), AlterConfigOp::Delete, "").await
+            alter(client, op, resource, AlterConfigOp::Delete, "").await
         }
         Op::ConfigRead { resource, .. } => {
-            match client
-                .describe_config(self::resource(key_index(resource)))
-                .await
-            {
+            match client.describe_config(corum_resource(resource)).await {
                 Ok(configs) => configs
                     .iter()
                     .find(|c| c.name == KEY && c.source == ConfigSource::DynamicBroker)
@@ -214,13 +222,13 @@ async fn perform(client: &ControllerClient, op: &Op, replication: i16) -> Outcom
 async fn alter(
     client: &ControllerClient,
     op: &Op,
-    k: usize,
+    resource: &CheckResource,
     how: AlterConfigOp,
     value: &str,
 ) -> Outcome {
     let req = IncrementalAlterConfigsRequest {
         resources: vec![AlterConfigsResource {
-            resource: resource(k),
+            resource: corum_resource(resource),
             configs: vec![AlterableConfig {
                 key: KEY.into(),
                 op: how,
@@ -273,12 +281,13 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
         .clone()
         .context("the history workload needs --history FILE")?;
     let (keys, topics, seed) = (settings.keys, settings.topics, settings.seed);
+    let base = settings.key_base.unwrap_or_else(|| key_base_of(ctx.nonce));
     let (replication, sessions) = if topics > 0 {
         prepare_brokers(ctx).await?
     } else {
         (0, Vec::new())
     };
-    let origin = Instant::now();
+    let origin = settings.origin.unwrap_or_else(Instant::now);
     let recorded: Recorded = Rc::default();
     let start = start_measuring(ctx).await?;
     let (end, nonce) = (ctx.end, ctx.nonce);
@@ -301,7 +310,7 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
                 seq += 1;
                 // Unique per operation: the client in the high digits.
                 let value = (i as u64 + 1) * 1_000_000_000 + seq;
-                let op = draw(&mut rng, keys, topics, nonce, value);
+                let op = draw(&mut rng, (base, keys), topics, nonce, value);
                 let sent = Instant::now();
                 let outcome = record(&client, origin, i, op, replication, &out).await;
                 if is_result(&outcome) {
@@ -323,7 +332,7 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
     let final_end = Instant::now() + ctx.config.grace;
     let finals: Vec<Op> = (0..keys)
         .map(|k| Op::ConfigRead {
-            resource: check_resource(k),
+            resource: check_resource(base, k),
             key: KEY.to_owned(),
         })
         .chain((0..topics).map(|t| Op::TopicDescribe {
@@ -396,7 +405,7 @@ mod tests {
         let ops = |seed| {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             (0..2_000)
-                .map(|v| draw(&mut rng, 4, 2, 7, v))
+                .map(|v| draw(&mut rng, (3_000, 4), 2, 7, v))
                 .collect::<Vec<_>>()
         };
         assert_eq!(ops(1), ops(1));
@@ -409,7 +418,10 @@ mod tests {
             match op {
                 Op::ConfigSet { resource, .. }
                 | Op::ConfigDelete { resource, .. }
-                | Op::ConfigRead { resource, .. } => assert!(key_index(&resource) < 4),
+                | Op::ConfigRead { resource, .. } => {
+                    let n: u64 = resource.name.parse().unwrap();
+                    assert!((RESOURCE_BASE + 3_000..RESOURCE_BASE + 3_004).contains(&n))
+                }
                 Op::TopicCreate { topic }
                 | Op::TopicDelete { topic }
                 | Op::TopicDescribe { topic } => {
@@ -420,9 +432,18 @@ mod tests {
         // Without topics, only config operations.
         let mut rng = ChaCha8Rng::seed_from_u64(4);
         assert!((0..500).all(|v| matches!(
-            draw(&mut rng, 1, 0, 7, v),
+            draw(&mut rng, (0, 1), 0, 7, v),
             Op::ConfigSet { .. } | Op::ConfigDelete { .. } | Op::ConfigRead { .. }
         )));
+    }
+
+    /// Every key of every run is a broker id (an int32), runs without a base of their own
+    /// get different ones for different nonces.
+    #[test]
+    fn keys_are_broker_ids() {
+        let top = RESOURCE_BASE + key_base_of(99_999) + super::super::HISTORY_NAMES_MAX as u64;
+        assert!(top <= i32::MAX as u64, "{top}");
+        assert_ne!(key_base_of(1), key_base_of(2));
     }
 
     /// A write that may have reached a server is unknown; a read that failed, or a call never
@@ -430,12 +451,12 @@ mod tests {
     #[test]
     fn outcomes_without_a_result() {
         let write = Op::ConfigSet {
-            resource: check_resource(0),
+            resource: check_resource(0, 0),
             key: KEY.into(),
             value: "1".into(),
         };
         let read = Op::ConfigRead {
-            resource: check_resource(0),
+            resource: check_resource(0, 0),
             key: KEY.into(),
         };
         let unknown = ClientError::OutcomeUnknown {

@@ -1,0 +1,286 @@
+//! The network of `corum chaos`: a bridge on the host, and per node a network namespace with
+//! a veth pair (`eth0` inside, on the bridge outside) and an address of its own in a /24; the
+//! host reaches the nodes through the bridge's address. Faults are nftables rules in a node's
+//! namespace (a table `corum_chaos` with an input and an output chain), so a rule cuts what
+//! that node sends or receives and nothing else. Everything is made with `ip` and `nft` and
+//! removed by [`ChaosNet::remove`] (also on drop).
+//!
+//! The kernel here has no `netem` (`CONFIG_NET_SCH_NETEM` is not set), so loss is nftables'
+//! random drop and there is no delay or reordering fault.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use anyhow::Context;
+
+/// What a node's namespace drops.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// Packets from this address.
+    DropFrom(Ipv4Addr),
+    /// Packets to this address.
+    DropTo(Ipv4Addr),
+    /// Everything on `eth0`, both ways (the node is cut off from everyone).
+    Isolate,
+    /// This percentage of packets on `eth0`, each way, at random.
+    Loss(u8),
+}
+
+impl Rule {
+    /// The nftables rule: (chain, statement).
+    fn nft(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Rule::DropFrom(a) => vec![("input", format!("ip saddr {a} drop"))],
+            Rule::DropTo(a) => vec![("output", format!("ip daddr {a} drop"))],
+            Rule::Isolate => vec![
+                ("input", "iifname \"eth0\" drop".into()),
+                ("output", "oifname \"eth0\" drop".into()),
+            ],
+            Rule::Loss(p) => vec![
+                (
+                    "input",
+                    format!("iifname \"eth0\" numgen random mod 100 < {p} drop"),
+                ),
+                (
+                    "output",
+                    format!("oifname \"eth0\" numgen random mod 100 < {p} drop"),
+                ),
+            ],
+        }
+    }
+}
+
+/// The bridge, the namespaces and their links (see the module doc).
+pub struct ChaosNet {
+    prefix: String,
+    subnet: [u8; 3],
+    nodes: u32,
+    bridge: bool,
+    namespaces: Vec<String>,
+}
+
+/// Runs `program args`, failing with its stderr.
+fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("running {program} {}", args.join(" ")))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "`{program} {}` failed ({}): {}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(())
+}
+
+/// Checks what `corum chaos` needs of the host: root, `ip` and `nft`.
+pub fn check_host() -> anyhow::Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    anyhow::ensure!(
+        euid == 0,
+        "corum chaos needs root: it creates network namespaces, veth pairs, a bridge and \
+         nftables rules (run it with sudo)"
+    );
+    for (tool, package) in [("ip", "iproute2"), ("nft", "nftables")] {
+        let found = Command::new(tool)
+            .arg("-V")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok();
+        anyhow::ensure!(
+            found,
+            "corum chaos needs `{tool}` on the PATH (Debian: apt-get install {package})"
+        );
+    }
+    Ok(())
+}
+
+impl ChaosNet {
+    /// Creates the network of `nodes` nodes, named after `tag` (the process id: two runs at
+    /// once do not collide).
+    pub fn create(nodes: u32, tag: u32) -> anyhow::Result<ChaosNet> {
+        anyhow::ensure!((1..=9).contains(&nodes), "1 to 9 nodes");
+        let t = tag % 100_000;
+        let mut net = ChaosNet {
+            prefix: format!("cc{t}"),
+            subnet: [10, 200 + (t % 50) as u8, (t / 50 % 250) as u8],
+            nodes,
+            bridge: false,
+            namespaces: Vec::new(),
+        };
+        net.build().inspect_err(|_| net.remove())?;
+        Ok(net)
+    }
+
+    fn build(&mut self) -> anyhow::Result<()> {
+        let br = format!("{}br", self.prefix);
+        run("ip", &["link", "add", &br, "type", "bridge"])?;
+        self.bridge = true;
+        let host = format!("{}/24", self.host_addr());
+        run("ip", &["addr", "add", &host, "dev", &br])?;
+        run("ip", &["link", "set", &br, "up"])?;
+        for i in 1..=self.nodes {
+            let ns = format!("{}n{i}", self.prefix);
+            run("ip", &["netns", "add", &ns])?;
+            self.namespaces.push(ns.clone());
+            let (outside, inside) = (
+                format!("{}v{i}", self.prefix),
+                format!("{}p{i}", self.prefix),
+            );
+            run(
+                "ip",
+                &[
+                    "link", "add", &outside, "type", "veth", "peer", "name", &inside,
+                ],
+            )?;
+            run("ip", &["link", "set", &inside, "netns", &ns])?;
+            run("ip", &["link", "set", &outside, "master", &br])?;
+            run("ip", &["link", "set", &outside, "up"])?;
+            run("ip", &["-n", &ns, "link", "set", "lo", "up"])?;
+            run("ip", &["-n", &ns, "link", "set", &inside, "name", "eth0"])?;
+            let addr = format!("{}/24", self.addr(i));
+            run("ip", &["-n", &ns, "addr", "add", &addr, "dev", "eth0"])?;
+            run("ip", &["-n", &ns, "link", "set", "eth0", "up"])?;
+            self.nft(
+                i,
+                "add table inet corum_chaos\n\
+                 add chain inet corum_chaos input { type filter hook input priority 0; policy accept; }\n\
+                 add chain inet corum_chaos output { type filter hook output priority 0; policy accept; }\n",
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Node `i`'s address (1-based).
+    pub fn addr(&self, i: u32) -> Ipv4Addr {
+        let [a, b, c] = self.subnet;
+        Ipv4Addr::new(a, b, c, u8::try_from(i).expect("at most 9 nodes"))
+    }
+
+    /// The host's address on the bridge.
+    pub fn host_addr(&self) -> Ipv4Addr {
+        let [a, b, c] = self.subnet;
+        Ipv4Addr::new(a, b, c, 254)
+    }
+
+    /// The file of node `i`'s namespace (to enter it before exec).
+    pub fn netns_path(&self, i: u32) -> PathBuf {
+        PathBuf::from(format!("/run/netns/{}n{i}", self.prefix))
+    }
+
+    fn nft(&self, i: u32, script: &str) -> anyhow::Result<()> {
+        let ns = format!("{}n{i}", self.prefix);
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &ns, "nft", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("running nft")?;
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().expect("piped");
+            stdin
+                .write_all(script.as_bytes())
+                .context("writing nft's script")?;
+        }
+        let out = child.wait_with_output().context("waiting for nft")?;
+        anyhow::ensure!(
+            out.status.success(),
+            "nft in {ns} failed ({}): {}\nscript:\n{script}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        Ok(())
+    }
+
+    /// Replaces node `i`'s rules with `rules` (none: it is healed).
+    pub fn set_rules(&self, i: u32, rules: &[Rule]) -> anyhow::Result<()> {
+        let mut script = String::from(
+            "flush chain inet corum_chaos input\nflush chain inet corum_chaos output\n",
+        );
+        for rule in rules {
+            for (chain, statement) in rule.nft() {
+                script.push_str(&format!("add rule inet corum_chaos {chain} {statement}\n"));
+            }
+        }
+        self.nft(i, &script)
+    }
+
+    /// Removes every rule of every node.
+    pub fn heal(&self) -> anyhow::Result<()> {
+        for i in 1..=self.nodes {
+            self.set_rules(i, &[])?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the veth pairs, the namespaces and the bridge; errors are ignored (what was
+    /// never made is not there).
+    pub fn remove(&mut self) {
+        for args in self.cleanup_commands() {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let _ = run("ip", &args);
+        }
+        self.namespaces.clear();
+        self.bridge = false;
+    }
+
+    /// The `ip` commands that undo what was made (to run here or on the signal thread): each
+    /// veth pair deleted by its host end (a namespace outlives `ip netns del` while anything
+    /// still holds it, and its veth end with it), each namespace, the bridge.
+    pub fn cleanup_commands(&self) -> Vec<Vec<String>> {
+        let mut v = Vec::new();
+        for (i, ns) in self.namespaces.iter().enumerate() {
+            v.push(vec![
+                "link".into(),
+                "del".into(),
+                format!("{}v{}", self.prefix, i + 1),
+            ]);
+            v.push(vec!["netns".into(), "del".into(), ns.clone()]);
+        }
+        if self.bridge {
+            v.push(vec![
+                "link".into(),
+                "del".into(),
+                format!("{}br", self.prefix),
+            ]);
+        }
+        v
+    }
+}
+
+impl Drop for ChaosNet {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each rule is the nftables statement it names, on the chain it must be on.
+    #[test]
+    fn rules_render_as_nftables_statements() {
+        let a = Ipv4Addr::new(10, 200, 1, 2);
+        assert_eq!(
+            Rule::DropFrom(a).nft(),
+            vec![("input", "ip saddr 10.200.1.2 drop".to_owned())]
+        );
+        assert_eq!(
+            Rule::DropTo(a).nft(),
+            vec![("output", "ip daddr 10.200.1.2 drop".to_owned())]
+        );
+        assert_eq!(Rule::Isolate.nft().len(), 2);
+        assert!(Rule::Loss(20).nft()[1]
+            .1
+            .contains("numgen random mod 100 < 20 drop"));
+    }
+}

@@ -1,0 +1,141 @@
+//! `corum chaos` through the binary (as root, as the machine runs its tests): a short run of
+//! two rounds with faults passes its checks and leaves no namespace, bridge or node behind;
+//! SIGINT in the middle of a round stops it with 130 and cleans up the same way.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{corum_exe, serial};
+
+/// The namespaces and links `corum chaos` run `pid` made (named `cc<pid % 100000>...`).
+fn leftovers(pid: u32) -> Vec<String> {
+    let prefix = format!("cc{}", pid % 100_000);
+    let list = |args: &[&str]| {
+        let out = Command::new("ip").args(args).output().expect("ip runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let mut found: Vec<String> = list(&["netns", "list"])
+        .lines()
+        .chain(list(&["-o", "link", "show"]).lines())
+        .filter(|l| {
+            l.contains(&format!("{prefix}n"))
+                || l.contains(&format!("{prefix}br"))
+                || l.contains(&format!("{prefix}v"))
+        })
+        .map(str::to_owned)
+        .collect();
+    found.sort();
+    found
+}
+
+fn chaos(args: &[&str], dir: &std::path::Path) -> Command {
+    let mut cmd = Command::new(corum_exe());
+    cmd.arg("chaos")
+        .args(["--dir", &dir.display().to_string()])
+        .args(args)
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+#[test]
+fn two_rounds_of_faults_pass_their_checks_and_leave_nothing_behind() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("chaos");
+    let child = chaos(
+        &[
+            "--rounds",
+            "2",
+            "--round-seconds",
+            "4",
+            "--faults",
+            "2",
+            "--seed",
+            "9",
+        ],
+        &dir,
+    )
+    .spawn()
+    .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{stderr}\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(
+        stderr.matches("linearizable, nothing lost").count(),
+        2,
+        "{stderr}"
+    );
+    assert!(stderr.contains("2 rounds, 4 faults"), "{stderr}");
+    assert_eq!(leftovers(pid), Vec::<String>::new());
+    assert!(!dir.exists(), "the directory is removed without --keep");
+}
+
+#[test]
+fn an_interrupted_run_cleans_up() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("chaos");
+    let child = chaos(&["--rounds", "50", "--round-seconds", "5", "--keep"], &dir)
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Interrupt once the first round's load runs (its history file exists).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !dir.join("round-1.jsonl").exists() && !dir.join("cluster/node1.log").exists() {
+        assert!(Instant::now() < deadline, "the chaos run never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(!leftovers(pid).is_empty(), "the run made its network");
+    // SAFETY: kill with a pid of our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(leftovers(pid), Vec::<String>::new());
+    assert!(dir.exists(), "--keep keeps the directory");
+    let nodes = Command::new("pgrep")
+        .args(["-f", &dir.display().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        nodes.stdout.is_empty(),
+        "nodes left running: {}",
+        String::from_utf8_lossy(&nodes.stdout)
+    );
+}
+
+/// Without root the command refuses at once, saying why, and makes nothing.
+#[test]
+fn without_root_it_says_it_needs_root() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("chaos");
+    let out = Command::new("setpriv")
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .arg(corum_exe())
+        .args([
+            "chaos",
+            "--rounds",
+            "1",
+            "--dir",
+            &dir.display().to_string(),
+        ])
+        .output()
+        .expect("setpriv runs (util-linux)");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("corum chaos needs root"), "{stderr}");
+    assert!(!dir.exists());
+}
