@@ -37,10 +37,22 @@ impl ConfigResource {
     }
 }
 
+/// A resource as the image's map keeps it: shared, so that copying a map node on write (the
+/// image is persistent: the committed and in-flight images share nodes, and each write
+/// copies the nodes on its path) bumps a count per key instead of copying every name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct ResourceKey(Arc<ConfigResource>);
+
+impl std::borrow::Borrow<ConfigResource> for ResourceKey {
+    fn borrow(&self) -> &ConfigResource {
+        &self.0
+    }
+}
+
 /// Explicitly set configs by resource.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ConfigsImage {
-    by_resource: OrdMap<ConfigResource, Arc<BTreeMap<String, String>>>,
+    by_resource: OrdMap<ResourceKey, Arc<BTreeMap<String, String>>>,
 }
 
 impl ConfigsImage {
@@ -56,7 +68,7 @@ impl ConfigsImage {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&ConfigResource, &BTreeMap<String, String>)> + '_ {
-        self.by_resource.iter().map(|(k, v)| (k, &**v))
+        self.by_resource.iter().map(|(k, v)| (&*k.0, &**v))
     }
 
     /// Sets (`value` is `Some`) or deletes one key of one resource.
@@ -73,7 +85,14 @@ impl ConfigsImage {
         };
         match value {
             Some(v) => {
-                let entry = self.by_resource.entry(resource).or_default();
+                if !self.by_resource.contains_key(&resource) {
+                    self.by_resource
+                        .insert(ResourceKey(Arc::new(resource.clone())), Arc::default());
+                }
+                let entry = self
+                    .by_resource
+                    .get_mut(&resource)
+                    .expect("inserted above if missing");
                 let map = Arc::make_mut(entry);
                 // A key set again (the common case) keeps its allocations: no new key, and
                 // the value's buffer is reused.
