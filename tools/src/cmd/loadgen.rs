@@ -510,8 +510,6 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
     let client_config = ClientConfig {
         request_timeout: config.request_timeout,
         retry_deadline: config.request_timeout,
-        // A recorded call is sent once: a retried write could take effect twice.
-        retry_after_sending: config.workload != Workload::History,
         ..ClientConfig::new(config.bootstrap.clone())
     };
     let mut clients = Vec::with_capacity(config.connections);

@@ -33,7 +33,7 @@ use anyhow::Context;
 use corum_check::history::{
     Op, OpRecord, Outcome, Record, Resource as CheckResource, ResourceType, RunInfo,
 };
-use corum_client::{ClientError, ControllerClient};
+use corum_client::{ClientConfig, ClientError, ControllerClient};
 use corum_controller::control::config_control::{
     AlterConfigOp, AlterConfigsResource, AlterableConfig, ConfigSource,
     IncrementalAlterConfigsRequest,
@@ -299,8 +299,22 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
         .into_iter()
         .map(|s| glommio::spawn_local(heartbeat_until(s, beat, ctx.hard_end, None)))
         .collect();
+    // The recording clients send each call once (the others — the brokers' registrations and
+    // heartbeats — retry as usual).
+    let mut recording = Vec::with_capacity(ctx.config.connections);
+    for _ in 0..ctx.config.connections {
+        let config = ClientConfig {
+            retry_after_sending: false,
+            ..ctx.client(0).config().clone()
+        };
+        recording.push(
+            ControllerClient::connect(config)
+                .await
+                .context("connecting the recording clients")?,
+        );
+    }
     report.unfinished = run_clients(ctx.config.clients, ctx.hard_end, |i| {
-        let client = ctx.client(i).clone();
+        let client = recording[i % recording.len()].clone();
         let rec = ctx.recorder.clone();
         let out = recorded.clone();
         async move {
@@ -339,7 +353,7 @@ pub(crate) async fn run(ctx: &mut Ctx, report: &mut Report) -> anyhow::Result<Du
             topic: topic(nonce, t),
         }))
         .collect();
-    let reader = ctx.client(0).clone();
+    let reader = recording[0].clone();
     for op in finals {
         loop {
             let o = record(
