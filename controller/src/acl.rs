@@ -505,6 +505,11 @@ impl AclsImage {
         self.by_id.get(&id).map(|a| &**a)
     }
 
+    /// Whether `other` is this very image (a clone of it, unchanged since): O(1).
+    pub fn same(&self, other: &AclsImage) -> bool {
+        self.by_id.ptr_eq(&other.by_id)
+    }
+
     pub fn contains_id(&self, id: Uuid) -> bool {
         self.by_id.contains_key(&id)
     }

@@ -60,6 +60,8 @@ pub struct ControllerServiceConfig {
     /// (`metadata.max.idle.interval.ms`; 0: never), so observers see the high watermark move
     /// and can tell a live controller from a silent one. Resolves to the tick interval.
     pub idle_noop_interval_ms: u64,
+    /// Where the ACLs of the committed image go for the node's Kafka listeners.
+    pub acls: crate::acl_slot::AclSlot,
 }
 
 pub use crate::port::ServiceStatus;
@@ -82,6 +84,8 @@ pub struct ControllerService {
     encoded_snapshot: Rc<RefCell<Option<(LogOffset, Payload)>>>,
     tick_interval: Duration,
     batch_requests_max: usize,
+    /// Where the committed ACLs go for the Kafka listeners.
+    acls: crate::acl_slot::AclSlot,
 }
 
 /// Why the loop woke up.
@@ -105,6 +109,7 @@ impl ControllerService {
         assert!(config.controller_tick_interval_ms > 0);
         let tick_interval = Duration::from_millis(config.controller_tick_interval_ms);
         let batch_requests_max = config.batch_requests_max.max(1);
+        let acls = config.acls.clone();
         let core = ServiceCore::new(config, controller);
         let status = Rc::new(RefCell::new(core.status(true)));
         ControllerService {
@@ -117,6 +122,7 @@ impl ControllerService {
             encoded_snapshot: Rc::default(),
             tick_interval,
             batch_requests_max,
+            acls,
         }
     }
 
@@ -236,6 +242,8 @@ impl ControllerService {
                             self.core.record_replay_latency(at.elapsed());
                         }
                     }
+                    self.acls
+                        .publish(&self.core.controller().committed_image().acls);
                 }
                 ToService::Status(s) => self.core.on_status(&s, now_ms),
                 ToService::Refused {
