@@ -547,6 +547,13 @@ impl AclsImage {
         self.by_id.insert(id, acl);
     }
 
+    /// [`Self::replay_create`] for other crates' tests and benches (the image changes only by
+    /// replay).
+    #[doc(hidden)]
+    pub fn replay_create_for_tests(&mut self, id: Uuid, acl: AclBinding) {
+        self.replay_create(id, acl);
+    }
+
     /// Removes the ACL `id` (a RemoveAccessControlEntryRecord); false when there is none.
     pub(crate) fn replay_remove(&mut self, id: Uuid) -> bool {
         let Some(acl) = self.by_id.remove(&id) else {

@@ -261,7 +261,12 @@ mod tests {
         };
         let backend = Standby::default();
         let alice = principal_bytes(0, "User", "alice", false);
-        let r = run(envelope(&ctx, &broker(), &backend, wrap(create_topics(), Some(alice))));
+        let r = run(envelope(
+            &ctx,
+            &broker(),
+            &backend,
+            wrap(create_topics(), Some(alice)),
+        ));
         assert_eq!(r.error_code, 0);
         assert_eq!(backend.calls.get(), 1, "served through the backend");
         assert_eq!(
@@ -302,7 +307,12 @@ mod tests {
         )
         .to_vec();
         too_new[2..4].copy_from_slice(&99i16.to_be_bytes());
-        let r = run(envelope(&ctx(), &broker(), &backend, wrap(too_new.into(), None)));
+        let r = run(envelope(
+            &ctx(),
+            &broker(),
+            &backend,
+            wrap(too_new.into(), None),
+        ));
         assert_eq!(r.error_code, 0);
         let (correlation_id, body) = unwrap(&r, ApiKey::ApiVersions, 0);
         assert_eq!(correlation_id, 6);
