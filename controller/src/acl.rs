@@ -391,20 +391,81 @@ impl AclFilter {
     }
 }
 
-/// The ACLs naming one resource pattern, with their ids.
-type Entries = Arc<Vec<(Uuid, Arc<AclBinding>)>>;
+/// The ACLs naming one resource pattern, with their ids, by principal (`User:*` is one of
+/// them): a decision reads only its principal's and `User:*`'s.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct ResourceAcls {
+    by_principal: std::collections::HashMap<String, Vec<(Uuid, Arc<AclBinding>)>, FastHash>,
+}
+
+impl ResourceAcls {
+    fn is_empty(&self) -> bool {
+        self.by_principal.is_empty()
+    }
+
+    fn push(&mut self, id: Uuid, acl: Arc<AclBinding>) {
+        self.by_principal
+            .entry(acl.principal.clone())
+            .or_default()
+            .push((id, acl));
+    }
+
+    fn remove(&mut self, id: Uuid, principal: &str) {
+        if let Some(list) = self.by_principal.get_mut(principal) {
+            list.retain(|(i, _)| *i != id);
+            if list.is_empty() {
+                self.by_principal.remove(principal);
+            }
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &(Uuid, Arc<AclBinding>)> + '_ {
+        self.by_principal.values().flatten()
+    }
+
+    /// Whether `f` returns true for an ACL of `principal` or of `User:*`.
+    fn any_of(&self, principal: &str, f: &mut impl FnMut(&AclBinding) -> bool) -> bool {
+        let mine = self.by_principal.get(principal).into_iter().flatten();
+        let everyone = if principal == WILDCARD_PRINCIPAL {
+            None
+        } else {
+            self.by_principal.get(WILDCARD_PRINCIPAL)
+        };
+        mine.chain(everyone.into_iter().flatten())
+            .any(|(_, a)| f(a))
+    }
+}
+
+type Entries = Arc<ResourceAcls>;
+
+/// aHash with fixed keys: the index's maps hash resource names and principals (nothing an
+/// attacker chooses to collide could do worse than slow its own decisions), and fixed keys
+/// keep equal images equal.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct FastHash;
+
+impl std::hash::BuildHasher for FastHash {
+    type Hasher = ahash::AHasher;
+
+    fn build_hasher(&self) -> ahash::AHasher {
+        ahash::RandomState::with_seeds(0x636f, 0x7275, 0x6d61, 0x636c).build_hasher()
+    }
+}
+
+/// A persistent map by name with [`FastHash`].
+type NameMap = imbl::GenericHashMap<String, Entries, FastHash, imbl::shared_ptr::DefaultSharedPtr>;
 
 /// The ACLs of one resource type, indexed for decisions.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct TypeIndex {
-    literal: imbl::HashMap<String, Entries>,
-    prefixed: imbl::HashMap<String, Entries>,
+    literal: NameMap,
+    prefixed: NameMap,
     /// The lengths of the prefixes in `prefixed`, ascending, with how many prefixes have each.
     prefix_lens: Arc<Vec<(usize, usize)>>,
 }
 
 impl TypeIndex {
-    fn map(&mut self, p: PatternType) -> &mut imbl::HashMap<String, Entries> {
+    fn map(&mut self, p: PatternType) -> &mut NameMap {
         match p {
             PatternType::Literal => &mut self.literal,
             PatternType::Prefixed => &mut self.prefixed,
@@ -416,7 +477,7 @@ impl TypeIndex {
         let pattern = acl.pattern_type;
         let map = self.map(pattern);
         let new_key = !map.contains_key(&name);
-        Arc::make_mut(map.entry(name.clone()).or_default()).push((id, acl));
+        Arc::make_mut(map.entry(name.clone()).or_default()).push(id, acl);
         if pattern == PatternType::Prefixed && new_key {
             let lens = Arc::make_mut(&mut self.prefix_lens);
             match lens.binary_search_by_key(&name.len(), |(l, _)| *l) {
@@ -432,7 +493,7 @@ impl TypeIndex {
         let Some(entries) = map.get_mut(acl.resource_name.as_str()) else {
             return;
         };
-        Arc::make_mut(entries).retain(|(i, _)| *i != id);
+        Arc::make_mut(entries).remove(id, &acl.principal);
         if !entries.is_empty() {
             return;
         }
@@ -448,8 +509,16 @@ impl TypeIndex {
         }
     }
 
-    /// Calls `f` with every ACL that applies to the resource `name`, until it returns true.
-    fn visit(&self, name: &str, mut f: impl FnMut(&AclBinding) -> bool) -> bool {
+    /// Calls `f` with every ACL of `principal` (or `User:*`) that applies to the resource
+    /// `name`, until it returns true (then: `(true, true)`); the first is whether any ACL (of
+    /// anybody) applies to it.
+    fn visit(
+        &self,
+        name: &str,
+        principal: &str,
+        mut f: impl FnMut(&AclBinding) -> bool,
+    ) -> (bool, bool) {
+        let mut found = false;
         let lists = [
             self.literal.get(name),
             if name == WILDCARD_RESOURCE {
@@ -459,8 +528,9 @@ impl TypeIndex {
             },
         ];
         for list in lists.into_iter().flatten() {
-            if list.iter().any(|(_, a)| f(a)) {
-                return true;
+            found = true;
+            if list.any_of(principal, &mut f) {
+                return (true, true);
             }
         }
         for &(len, _) in self.prefix_lens.iter() {
@@ -471,12 +541,13 @@ impl TypeIndex {
                 continue;
             }
             if let Some(list) = self.prefixed.get(&name[..len]) {
-                if list.iter().any(|(_, a)| f(a)) {
-                    return true;
+                found = true;
+                if list.any_of(principal, &mut f) {
+                    return (true, true);
                 }
             }
         }
-        false
+        (found, false)
     }
 }
 
@@ -657,25 +728,22 @@ impl Authorizer {
         if self.config.super_users.iter().any(|s| s == who.principal) {
             return true;
         }
-        let mut found = false;
         let mut allowed = false;
-        let denied = self.acls.index[slot(resource_type)].visit(name, |acl| {
-            found = true;
-            if (acl.principal != who.principal && acl.principal != WILDCARD_PRINCIPAL)
-                || (acl.host != who.host && acl.host != WILDCARD_HOST)
-            {
-                return false;
-            }
-            match acl.permission_type {
-                AclPermissionType::Deny => {
-                    acl.operation == op || acl.operation == AclOperation::All
+        let (found, denied) =
+            self.acls.index[slot(resource_type)].visit(name, who.principal, |acl| {
+                if acl.host != who.host && acl.host != WILDCARD_HOST {
+                    return false;
                 }
-                AclPermissionType::Allow => {
-                    allowed |= allow_implies(acl.operation, op);
-                    false
+                match acl.permission_type {
+                    AclPermissionType::Deny => {
+                        acl.operation == op || acl.operation == AclOperation::All
+                    }
+                    AclPermissionType::Allow => {
+                        allowed |= allow_implies(acl.operation, op);
+                        false
+                    }
                 }
-            }
-        });
+            });
         if denied {
             return false;
         }
