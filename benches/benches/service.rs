@@ -42,6 +42,7 @@ fn config() -> ControllerServiceConfig {
         batch_requests_max: 1_024,
         snapshot_bytes_between: 0,
         idle_noop_interval_ms: 0,
+        acls: Default::default(),
     }
 }
 
