@@ -1023,7 +1023,47 @@ mod tests {
             proptest::collection::vec(arb_topic_ref(), 0..4)
                 .prop_map(|topics| RequestBody::DeleteTopicsV2(DeleteTopicsV2Request { topics })),
             local,
+            proptest::collection::vec(arb_acl(), 0..4)
+                .prop_map(|creations| RequestBody::CreateAcls(CreateAclsRequest { creations })),
+            proptest::collection::vec(arb_acl_filter(), 0..4)
+                .prop_map(|filters| RequestBody::DeleteAcls(DeleteAclsRequest { filters })),
+            arb_acl_filter().prop_map(|filter| RequestBody::DescribeAcls(Box::new(
+                DescribeAclsRequest { filter }
+            ))),
         ]
+    }
+
+    /// Any ACL as the wire carries it (codes unchecked: the controller validates them).
+    fn arb_acl() -> impl Strategy<Value = AclBindingV1> {
+        (any::<[i8; 4]>(), arb_name(), arb_name(), arb_name()).prop_map(
+            |(c, resource_name, principal, host)| AclBindingV1 {
+                resource_type: c[0],
+                resource_name,
+                pattern_type: c[1],
+                principal,
+                host,
+                operation: c[2],
+                permission_type: c[3],
+            },
+        )
+    }
+
+    fn arb_acl_filter() -> impl Strategy<Value = AclFilterV1> {
+        (
+            any::<[i8; 4]>(),
+            proptest::option::of(arb_name()),
+            proptest::option::of(arb_name()),
+            proptest::option::of(arb_name()),
+        )
+            .prop_map(|(c, resource_name, principal, host)| AclFilterV1 {
+                resource_type: c[0],
+                resource_name,
+                pattern_type: c[1],
+                principal,
+                host,
+                operation: c[2],
+                permission_type: c[3],
+            })
     }
 
     fn key(id: u32, dir: u8) -> ReplicaKey {
