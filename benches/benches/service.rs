@@ -56,6 +56,7 @@ fn config_publishing(publish_committed_image: bool) -> ControllerServiceConfig {
         snapshot_bytes_between: 0,
         idle_noop_interval_ms: 0,
         publish_committed_image,
+        acls: Default::default(),
     }
 }
 

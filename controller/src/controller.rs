@@ -39,6 +39,10 @@ use std::collections::VecDeque;
 use corum_types::{LogOffset, NodeId};
 
 use crate::config::ControllerConfig;
+use crate::control::acl_control::{
+    self, CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+    DescribeAclsRequest, DescribeAclsResponse,
+};
 use crate::control::cluster_control::{
     self, BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerRegistrationRequest,
     BrokerRegistrationResponse, DescribeClusterResponse, DescribeControllersResponse, Leases,
@@ -585,6 +589,31 @@ impl Controller {
     ) -> HandlerResult<AllocateProducerIdsResponse> {
         self.require_active()?;
         producer_id_control::allocate_producer_ids(self.view(), req)
+    }
+
+    /// Creates ACLs (Kafka's CreateAcls): one AccessControlEntry record per new ACL.
+    pub fn create_acls(
+        &self,
+        req: &CreateAclsRequest,
+        ctx: &RequestContext,
+    ) -> HandlerResult<CreateAclsResponse> {
+        self.require_active()?;
+        acl_control::create_acls(self.view(), req, ctx)
+    }
+
+    /// Deletes the ACLs each filter matches (Kafka's DeleteAcls).
+    pub fn delete_acls(&self, req: &DeleteAclsRequest) -> HandlerResult<DeleteAclsResponse> {
+        self.require_active()?;
+        acl_control::delete_acls(self.view(), req)
+    }
+
+    /// Reads the image (including in-flight changes); needs no records.
+    pub fn describe_acls(
+        &self,
+        req: &DescribeAclsRequest,
+    ) -> Result<DescribeAclsResponse, ApiError> {
+        self.require_active()?;
+        ImageReads::new(&self.image, &self.config).describe_acls(req)
     }
 
     pub fn describe_cluster(&self) -> Result<DescribeClusterResponse, ApiError> {

@@ -188,6 +188,21 @@ pub enum DecodeError {
 /// A committed record that does not apply to the image.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReplayError {
+    #[error("record at {offset}: ACL {id} names a resource type, pattern type, operation or permission type that is none of Kafka's")]
+    InvalidAcl {
+        offset: LogOffset,
+        id: corum_types::Uuid,
+    },
+    #[error("record at {offset}: ACL id {id} is zero or already in use")]
+    DuplicateAclId {
+        offset: LogOffset,
+        id: corum_types::Uuid,
+    },
+    #[error("record at {offset}: no ACL {id} to remove")]
+    UnknownAcl {
+        offset: LogOffset,
+        id: corum_types::Uuid,
+    },
     #[error("record at {offset}: broker {broker_id} is not registered")]
     UnknownBroker {
         offset: LogOffset,

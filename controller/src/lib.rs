@@ -23,6 +23,7 @@
 //!
 //! Layout: [`records`] (the log format), [`image`] (state + replay), [`control`] (handlers per
 //! domain), [`controller`] (the facade with in-flight tracking), [`config`], [`error`].
+pub mod acl;
 pub mod config;
 pub mod config_schema;
 pub mod control;

@@ -29,7 +29,8 @@
 //! replay counts them), `PartitionV3` and `PartitionChangeV2` the same with KIP-966's eligible
 //! leader replicas (Kafka's v2 of both; written only when they carry those, see
 //! [`MetadataRecord::partition`]), `ClearElr` ClearElrRecord, `Topic` TopicRecord,
-//! `RemoveTopic` RemoveTopicRecord, `Config` ConfigRecord, `FeatureLevel` FeatureLevelRecord
+//! `RemoveTopic` RemoveTopicRecord, `AccessControlEntry` AccessControlEntryRecord,
+//! `RemoveAccessControlEntry` RemoveAccessControlEntryRecord, `Config` ConfigRecord, `FeatureLevel` FeatureLevelRecord
 //! (its `max_level` is Kafka's level), `ProducerIds`, `NoOp`, `RegisterController` and
 //! `UnregisterBroker` theirs. The V1 records that the V2 ones replaced (RegisterBroker,
 //! Fence/UnfenceBroker, BrokerRegistrationChange, Partition, PartitionLeaderChange,
@@ -522,6 +523,28 @@ pub struct ClearElrRecordV1 {
     pub topic_name: String,
 }
 
+/// An ACL was created (Kafka's AccessControlEntryRecord): Kafka's fields and int8 codes (see
+/// [`crate::acl`] for the codes; replay refuses one that names no ACL value, or an id in use).
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct AccessControlEntryRecordV1 {
+    pub id: Uuid,
+    pub resource_type: i8,
+    pub resource_name: String,
+    pub pattern_type: i8,
+    pub principal: String,
+    pub host: String,
+    pub operation: i8,
+    pub permission_type: i8,
+}
+
+/// An ACL was removed (Kafka's RemoveAccessControlEntryRecord).
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct RemoveAccessControlEntryRecordV1 {
+    pub id: Uuid,
+}
+
 /// Every metadata record. Append new variants (and new versions) at the end only; see the module
 /// doc.
 #[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -553,6 +576,8 @@ pub enum MetadataRecord {
     PartitionV3(Box<PartitionRecordV3>),
     PartitionChangeV2(Box<PartitionChangeRecordV2>),
     ClearElr(ClearElrRecordV1),
+    AccessControlEntry(AccessControlEntryRecordV1),
+    RemoveAccessControlEntry(RemoveAccessControlEntryRecordV1),
 }
 
 /// The size of one archived record (the largest variant's, with its tag): the stride of a
@@ -616,6 +641,8 @@ impl MetadataRecord {
             MetadataRecord::PartitionV3(_) => "PartitionV3",
             MetadataRecord::PartitionChangeV2(_) => "PartitionChangeV2",
             MetadataRecord::ClearElr(_) => "ClearElr",
+            MetadataRecord::AccessControlEntry(_) => "AccessControlEntry",
+            MetadataRecord::RemoveAccessControlEntry(_) => "RemoveAccessControlEntry",
         }
     }
 }
@@ -1090,6 +1117,19 @@ pub(crate) mod tests {
             MetadataRecord::ClearElr(ClearElrRecordV1 {
                 topic_name: String::new(),
             }),
+            MetadataRecord::AccessControlEntry(AccessControlEntryRecordV1 {
+                id: Uuid([0x71; 16]),
+                resource_type: 2,
+                resource_name: "payments-".into(),
+                pattern_type: 4,
+                principal: "User:alice".into(),
+                host: "*".into(),
+                operation: 4,
+                permission_type: 3,
+            }),
+            MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecordV1 {
+                id: Uuid([0x71; 16]),
+            }),
         ]
     }
 
@@ -1173,7 +1213,7 @@ pub(crate) mod tests {
         let all = all_kinds();
         let kinds: std::collections::BTreeSet<&str> =
             all.iter().map(MetadataRecord::kind).collect();
-        assert_eq!(kinds.len(), 22, "a record of each of the 22 kinds");
+        assert_eq!(kinds.len(), 24, "a record of each of the 24 kinds");
         let empty = encode_batch(&[]);
         assert_eq!(decode_batch(&empty).unwrap().len(), 0);
     }
@@ -1372,6 +1412,23 @@ pub(crate) mod tests {
                 })
             }),
             Just(MetadataRecord::NoOp(NoOpRecordV1 {})),
+            (
+                any::<[u8; 16]>(),
+                (text(), text(), text()),
+                any::<[i8; 4]>()
+            )
+                .prop_map(|(id, (resource_name, principal, host), codes)| {
+                    MetadataRecord::AccessControlEntry(AccessControlEntryRecordV1 {
+                        id: Uuid(id),
+                        resource_type: codes[0],
+                        resource_name,
+                        pattern_type: codes[1],
+                        principal,
+                        host,
+                        operation: codes[2],
+                        permission_type: codes[3],
+                    })
+                }),
             (
                 any::<u32>(),
                 proptest::collection::vec((text(), text(), any::<u16>(), any::<i16>()), 0..3),

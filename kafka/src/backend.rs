@@ -28,6 +28,13 @@ pub trait Backend {
     fn leadership(&self) -> (u64, Option<NodeId>) {
         (0, self.leader())
     }
+
+    /// The node's authorizer over the ACLs it replayed (its committed image), or `None` when
+    /// `authorizer.class.name` is empty: then every request is allowed and the ACL APIs answer
+    /// SECURITY_DISABLED.
+    fn authorizer(&self) -> Option<std::sync::Arc<corum_controller::acl::Authorizer>> {
+        None
+    }
 }
 
 /// The listener a request came in on, and the node behind it.

@@ -25,6 +25,7 @@
 pub mod alloc;
 pub mod api;
 pub mod apis;
+pub mod auth;
 pub mod backend;
 pub mod errors;
 pub mod frame;

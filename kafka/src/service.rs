@@ -14,7 +14,7 @@
 //! | UpdateFeatures | `UpdateFeatures` | upgrade / safe / unsafe downgrade, validate_only |
 //! | ElectLeaders | `ElectLeaders` | preferred and unclean |
 //! | DescribeTopicPartitions | `DescribeTopicsV2` (with the eligible leader replicas) | |
-//! | DescribeAcls, CreateAcls, DeleteAcls | — | SECURITY_DISABLED, as Kafka without an authorizer |
+//! | DescribeAcls, CreateAcls, DeleteAcls | `DescribeAcls`, `CreateAcls`, `DeleteAcls` | SECURITY_DISABLED without an authorizer, as Kafka; see [`crate::api::acls`] |
 //! | BrokerRegistration, BrokerHeartbeat, UnregisterBroker, AlterPartition, AssignReplicasToDirs | `RegisterBroker`, `BrokerHeartbeat`, `UnregisterBroker`, `AlterPartition`, `AssignReplicasToDirs` | see [`crate::api::brokers`] |
 //! | AllocateProducerIds | `AllocateProducerIds` | blocks of 1000 |
 //! | ListPartitionReassignments | — | none in progress: corum does not move replicas |
@@ -22,13 +22,18 @@
 //! | Fetch, FetchSnapshot (of `__cluster_metadata`, by brokers) | `Fetch`, `FetchSnapshot` (the Raft core's observer fetches) | see [`crate::api::raft_fetch`]; records rendered by [`crate::log`] |
 //! | AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter | `AddVoter`, `RemoveVoter`, `UpdateVoter` (UpdateRaftVoter: `DescribeQuorum` first, for the epoch) | see [`crate::api::voters`] |
 //!
+//! Every request is authorized first ([`crate::auth`]) when the node has an authorizer.
+//!
 //! A whole request that fails (not the controller, timed out) is answered with that error on
 //! every item, as Kafka does, so each client's own retry rules apply.
 
 use corum_protocol::{LocalRead, RequestBody, ResponseBody, RpcError};
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
+use corum_controller::acl::AclOperation;
+
 use crate::api;
+use crate::auth::{cluster_denied, topic_denied, Gate, Session};
 use crate::backend::{Backend, ListenerContext};
 use crate::request::{Parsed, RequestHead};
 
@@ -41,8 +46,19 @@ pub struct Answer {
     pub body: ResponseKind,
 }
 
-/// Serves one parsed request.
+/// Serves one parsed request from an unauthenticated client of unknown address (tests, the
+/// fuzzer): [`serve_as`] with an anonymous [`Session`].
 pub async fn serve<B: Backend>(ctx: &ListenerContext, backend: &B, parsed: Parsed) -> Answer {
+    serve_as(ctx, &Session::anonymous("0.0.0.0"), backend, parsed).await
+}
+
+/// Serves one parsed request sent by `session` (authorized as [`crate::auth`] says).
+pub async fn serve_as<B: Backend>(
+    ctx: &ListenerContext,
+    session: &Session,
+    backend: &B,
+    parsed: Parsed,
+) -> Answer {
     match parsed {
         Parsed::ApiVersionsTooNew { head } => Answer {
             api: ApiKey::ApiVersions,
@@ -52,7 +68,8 @@ pub async fn serve<B: Backend>(ctx: &ListenerContext, backend: &B, parsed: Parse
         },
         Parsed::Request { head, body } => {
             let version = head.api_version;
-            let response = dispatch(ctx, backend, &head, *body).await;
+            let gate = Gate::new(backend.authorizer(), session);
+            let response = dispatch(ctx, &gate, backend, &head, *body).await;
             Answer {
                 api: head.api_key,
                 version,
@@ -65,39 +82,202 @@ pub async fn serve<B: Backend>(ctx: &ListenerContext, backend: &B, parsed: Parse
 
 async fn dispatch<B: Backend>(
     ctx: &ListenerContext,
+    gate: &Gate<'_>,
     backend: &B,
     head: &RequestHead,
     body: RequestKind,
 ) -> ResponseKind {
     let v = head.api_version;
+    if let Some(denied) = denied_whole(gate, &body) {
+        return denied;
+    }
     match body {
         RequestKind::ApiVersions(_) => {
             ResponseKind::ApiVersions(api::api_versions::serve(ctx, backend, v).await)
         }
         RequestKind::Metadata(r) => {
-            ResponseKind::Metadata(api::metadata::metadata(ctx, backend, r, v).await)
+            let named = r.topics.is_some();
+            let mut response = api::metadata::metadata(ctx, backend, r, v).await;
+            filter_described(gate, named, &mut response.topics, |t| {
+                (t.name.as_ref().map(|n| n.0.as_str()), &mut t.error_code)
+            });
+            for t in response
+                .topics
+                .iter_mut()
+                .filter(|t| t.error_code == topic_denied())
+            {
+                t.partitions.clear();
+                t.topic_id = Default::default();
+            }
+            ResponseKind::Metadata(response)
         }
-        RequestKind::DescribeTopicPartitions(r) => ResponseKind::DescribeTopicPartitions(
-            api::metadata::describe_topic_partitions(ctx, backend, r).await,
-        ),
-        RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(api::topics::create_topics(ctx, backend, r, v).await)
+        RequestKind::DescribeTopicPartitions(r) => {
+            let named = !r.topics.is_empty();
+            let mut response = api::metadata::describe_topic_partitions(ctx, backend, r).await;
+            filter_described(gate, named, &mut response.topics, |t| {
+                (t.name.as_ref().map(|n| n.0.as_str()), &mut t.error_code)
+            });
+            for t in response
+                .topics
+                .iter_mut()
+                .filter(|t| t.error_code == topic_denied())
+            {
+                t.partitions.clear();
+                t.topic_id = Default::default();
+            }
+            ResponseKind::DescribeTopicPartitions(response)
         }
-        RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(api::topics::delete_topics(ctx, backend, r, v).await)
+        RequestKind::CreateTopics(mut r) => {
+            let mut denied = Vec::new();
+            if !gate.cluster(AclOperation::Create) {
+                r.topics.retain(|t| {
+                    let ok = gate.topic(AclOperation::Create, t.name.0.as_str());
+                    if !ok {
+                        denied.push(t.name.clone());
+                    }
+                    ok
+                });
+            }
+            let mut response = api::topics::create_topics(ctx, backend, r, v).await;
+            response.topics.extend(denied.into_iter().map(|name| {
+                api::topics::create_error(
+                    name.0.as_str(),
+                    crate::errors::KafkaError {
+                        code: topic_denied(),
+                        message: None,
+                    },
+                )
+            }));
+            ResponseKind::CreateTopics(response)
         }
-        RequestKind::CreatePartitions(r) => {
-            ResponseKind::CreatePartitions(api::topics::create_partitions(ctx, backend, r).await)
+        RequestKind::DeleteTopics(mut r) => {
+            let mut denied = Vec::new();
+            if !gate.cluster(AclOperation::Delete) {
+                let allowed =
+                    |name: Option<&str>| name.is_some_and(|n| gate.topic(AclOperation::Delete, n));
+                r.topic_names.retain(|n| {
+                    let ok = allowed(Some(n.0.as_str()));
+                    if !ok {
+                        denied.push((Some(n.clone()), Default::default()));
+                    }
+                    ok
+                });
+                r.topics.retain(|t| {
+                    let named = t.name.as_ref().filter(|_| t.topic_id.is_nil());
+                    let ok = allowed(named.map(|n| n.0.as_str()));
+                    if !ok {
+                        denied.push((t.name.clone(), t.topic_id));
+                    }
+                    ok
+                });
+            }
+            let mut response = api::topics::delete_topics(ctx, backend, r, v).await;
+            response
+                .responses
+                .extend(denied.into_iter().map(|(name, id)| {
+                    kafka_protocol::messages::delete_topics_response::DeletableTopicResult::default(
+                    )
+                    .with_name(name)
+                    .with_topic_id(id)
+                    .with_error_code(topic_denied())
+                }));
+            ResponseKind::DeleteTopics(response)
         }
-        RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(api::configs::describe_configs(ctx, backend, r, v).await)
+        RequestKind::CreatePartitions(mut r) => {
+            let mut denied = Vec::new();
+            r.topics.retain(|t| {
+                let ok = gate.topic(AclOperation::Alter, t.name.0.as_str());
+                if !ok {
+                    denied.push(t.name.clone());
+                }
+                ok
+            });
+            let mut response = api::topics::create_partitions(ctx, backend, r).await;
+            response.results.extend(denied.into_iter().map(|name| {
+                kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult::default()
+                    .with_name(name)
+                    .with_error_code(topic_denied())
+            }));
+            ResponseKind::CreatePartitions(response)
         }
-        RequestKind::AlterConfigs(r) => {
-            ResponseKind::AlterConfigs(api::configs::alter_configs(ctx, backend, r).await)
+        RequestKind::DescribeConfigs(mut r) => {
+            let mut denied = Vec::new();
+            r.resources.retain(|res| {
+                match config_denied(
+                    gate,
+                    AclOperation::DescribeConfigs,
+                    res.resource_type,
+                    &res.resource_name,
+                ) {
+                    None => true,
+                    Some(code) => {
+                        denied.push((res.resource_type, res.resource_name.clone(), code));
+                        false
+                    }
+                }
+            });
+            let mut response = api::configs::describe_configs(ctx, backend, r, v).await;
+            response
+                .results
+                .extend(denied.into_iter().map(|(t, name, code)| {
+                kafka_protocol::messages::describe_configs_response::DescribeConfigsResult::default(
+                )
+                .with_resource_type(t)
+                .with_resource_name(name)
+                .with_error_code(code)
+            }));
+            ResponseKind::DescribeConfigs(response)
         }
-        RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
-            api::configs::incremental_alter_configs(ctx, backend, r).await,
-        ),
+        RequestKind::AlterConfigs(mut r) => {
+            let mut denied = Vec::new();
+            r.resources.retain(|res| {
+                match config_denied(
+                    gate,
+                    AclOperation::AlterConfigs,
+                    res.resource_type,
+                    &res.resource_name,
+                ) {
+                    None => true,
+                    Some(code) => {
+                        denied.push((res.resource_type, res.resource_name.clone(), code));
+                        false
+                    }
+                }
+            });
+            let mut response = api::configs::alter_configs(ctx, backend, r).await;
+            response.responses.extend(denied.into_iter().map(|(t, name, code)| {
+                kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse::default()
+                    .with_resource_type(t)
+                    .with_resource_name(name)
+                    .with_error_code(code)
+            }));
+            ResponseKind::AlterConfigs(response)
+        }
+        RequestKind::IncrementalAlterConfigs(mut r) => {
+            let mut denied = Vec::new();
+            r.resources.retain(|res| {
+                match config_denied(
+                    gate,
+                    AclOperation::AlterConfigs,
+                    res.resource_type,
+                    &res.resource_name,
+                ) {
+                    None => true,
+                    Some(code) => {
+                        denied.push((res.resource_type, res.resource_name.clone(), code));
+                        false
+                    }
+                }
+            });
+            let mut response = api::configs::incremental_alter_configs(ctx, backend, r).await;
+            response.responses.extend(denied.into_iter().map(|(t, name, code)| {
+                kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                    .with_resource_type(t)
+                    .with_resource_name(name)
+                    .with_error_code(code)
+            }));
+            ResponseKind::IncrementalAlterConfigs(response)
+        }
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(api::cluster::describe_cluster(ctx, backend, r).await)
         }
@@ -110,9 +290,15 @@ async fn dispatch<B: Backend>(
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(api::topics::elect_leaders(ctx, backend, r, v).await)
         }
-        RequestKind::DescribeAcls(_) => ResponseKind::DescribeAcls(api::acls::describe_acls()),
-        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(api::acls::create_acls(&r)),
-        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(api::acls::delete_acls(&r)),
+        RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(
+            api::acls::describe_acls(ctx, backend, r, gate.enabled()).await,
+        ),
+        RequestKind::CreateAcls(r) => {
+            ResponseKind::CreateAcls(api::acls::create_acls(ctx, backend, r, gate.enabled()).await)
+        }
+        RequestKind::DeleteAcls(r) => {
+            ResponseKind::DeleteAcls(api::acls::delete_acls(ctx, backend, r, gate.enabled()).await)
+        }
         RequestKind::AddRaftVoter(r) => {
             ResponseKind::AddRaftVoter(api::voters::add_raft_voter(ctx, backend, r).await)
         }
@@ -144,7 +330,7 @@ async fn dispatch<B: Backend>(
             ResponseKind::ListPartitionReassignments(api::topics::list_partition_reassignments())
         }
         RequestKind::Envelope(r) => {
-            ResponseKind::Envelope(api::envelope::envelope(ctx, backend, r).await)
+            ResponseKind::Envelope(api::envelope::envelope(ctx, gate.session(), backend, r).await)
         }
         RequestKind::Fetch(r) => {
             ResponseKind::Fetch(api::raft_fetch::fetch(ctx, backend, r, v).await)
@@ -155,6 +341,77 @@ async fn dispatch<B: Backend>(
         // `request::parse` admits only the APIs of `apis::SERVED`, each matched above.
         _ => unreachable!("request::parse admits only served APIs"),
     }
+}
+
+/// The answer to a request the session may not make at all (an operation on the cluster, see
+/// [`crate::auth`]), or `None` to serve it.
+fn denied_whole(gate: &Gate<'_>, body: &RequestKind) -> Option<ResponseKind> {
+    use AclOperation as O;
+    let op = match body {
+        RequestKind::ElectLeaders(_)
+        | RequestKind::UpdateFeatures(_)
+        | RequestKind::CreateAcls(_)
+        | RequestKind::DeleteAcls(_)
+        | RequestKind::AddRaftVoter(_)
+        | RequestKind::RemoveRaftVoter(_) => O::Alter,
+        RequestKind::DescribeCluster(_)
+        | RequestKind::DescribeQuorum(_)
+        | RequestKind::DescribeAcls(_)
+        | RequestKind::ListPartitionReassignments(_) => O::Describe,
+        RequestKind::BrokerRegistration(_)
+        | RequestKind::BrokerHeartbeat(_)
+        | RequestKind::UnregisterBroker(_)
+        | RequestKind::AlterPartition(_)
+        | RequestKind::AssignReplicasToDirs(_)
+        | RequestKind::AllocateProducerIds(_)
+        | RequestKind::Fetch(_)
+        | RequestKind::FetchSnapshot(_)
+        | RequestKind::UpdateRaftVoter(_)
+        | RequestKind::Envelope(_) => O::ClusterAction,
+        _ => return None,
+    };
+    if !gate.enabled() || gate.cluster(op) {
+        return None;
+    }
+    Some(crate::auth::cluster_denied_response(body))
+}
+
+/// The code a config resource of Kafka type `resource_type` named `name` is refused with, if
+/// the session may not do `op` on it: a topic (2) is checked by name, a broker (4) or broker
+/// logger (8) on the cluster; other types go on to the usual checks.
+fn config_denied(
+    gate: &Gate<'_>,
+    op: AclOperation,
+    resource_type: i8,
+    name: &kafka_protocol::protocol::StrBytes,
+) -> Option<i16> {
+    match resource_type {
+        2 if !gate.topic(op, name.as_str()) => Some(topic_denied()),
+        4 | 8 if !gate.cluster(op) => Some(cluster_denied()),
+        _ => None,
+    }
+}
+
+/// Topics the session may not DESCRIBE: marked TOPIC_AUTHORIZATION_FAILED when the request
+/// named them, left out when it asked for all (Kafka's Metadata).
+fn filter_described<T>(
+    gate: &Gate<'_>,
+    named: bool,
+    topics: &mut Vec<T>,
+    fields: impl Fn(&mut T) -> (Option<&str>, &mut i16),
+) {
+    if !gate.enabled() {
+        return;
+    }
+    topics.retain_mut(|t| {
+        let (name, code) = fields(t);
+        let ok = name.is_none_or(|n| gate.topic(AclOperation::Describe, n));
+        if ok {
+            return true;
+        }
+        *code = topic_denied();
+        named
+    });
 }
 
 /// Calls `backend` and unwraps the expected response variant; an unexpected variant is an
@@ -184,6 +441,7 @@ pub(crate) fn read(read: LocalRead) -> RequestBody {
         LocalRead::DescribeControllers => RequestBody::DescribeControllers,
         LocalRead::DescribeFeatures => RequestBody::DescribeFeatures,
         LocalRead::DescribeTopicsV2(r) => RequestBody::DescribeTopicsV2(r),
+        LocalRead::DescribeAcls(r) => RequestBody::DescribeAcls(r),
     }
 }
 
@@ -197,6 +455,7 @@ pub fn as_local_read(body: &RequestBody) -> Option<LocalRead> {
         RequestBody::DescribeControllers => LocalRead::DescribeControllers,
         RequestBody::DescribeFeatures => LocalRead::DescribeFeatures,
         RequestBody::DescribeTopicsV2(r) => LocalRead::DescribeTopicsV2(r.clone()),
+        RequestBody::DescribeAcls(r) => LocalRead::DescribeAcls(r.clone()),
         _ => return None,
     })
 }

@@ -102,6 +102,17 @@
 //! as the `Option` it was (`None`, `Some(epoch)`), with a third appended: old frames read the
 //! same.
 //!
+//! # ACLs (appended after `DescribeTopicsV2`)
+//!
+//! | request | response | Kafka API it serves |
+//! |---|---|---|
+//! | `CreateAcls(CreateAclsRequest)` | `CreateAcls(CreateAclsResponse)`: one result per ACL | CreateAcls |
+//! | `DeleteAcls(DeleteAclsRequest)` | `DeleteAcls(DeleteAclsResponse)`: the ACLs each filter removed | DeleteAcls |
+//! | `DescribeAcls(Box<DescribeAclsRequest>)`, also as `LocalRead::DescribeAcls` | `DescribeAcls(DescribeAclsResponse)` | DescribeAcls |
+//!
+//! The private listener does not authorize: it serves corum's own tools, and has no
+//! principal until mutual TLS gives its connections one.
+//!
 //! # Where a request is answered
 //!
 //! Every request but the Raft ones ([`RequestBody::is_raft`]) is the active controller's: a
@@ -114,6 +125,10 @@
 //! commit takes to reach it). corum's own tools keep sending the plain reads, so that a read
 //! after an acknowledged write sees it.
 
+use corum_controller::control::acl_control::{
+    CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+    DescribeAclsRequest, DescribeAclsResponse,
+};
 use corum_controller::control::cluster_control::{
     BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerRegistrationRequest,
     BrokerRegistrationResponse, DescribeClusterResponse, DescribeControllersResponse,
@@ -205,6 +220,12 @@ pub enum RequestBody {
     /// DescribeTopics with each partition's eligible leader replicas (Kafka's
     /// DescribeTopicPartitions).
     DescribeTopicsV2(DescribeTopicsRequest),
+    /// ACLs created (Kafka's CreateAcls).
+    CreateAcls(CreateAclsRequest),
+    /// ACLs deleted by filters (Kafka's DeleteAcls).
+    DeleteAcls(DeleteAclsRequest),
+    /// The ACLs passing a filter (Kafka's DescribeAcls).
+    DescribeAcls(Box<DescribeAclsRequest>),
 }
 
 /// The reads any node answers from the image it replayed, each the same read as the
@@ -221,6 +242,7 @@ pub enum LocalRead {
     DescribeControllers,
     DescribeFeatures,
     DescribeTopicsV2(DescribeTopicsRequest),
+    DescribeAcls(Box<DescribeAclsRequest>),
 }
 
 impl LocalRead {
@@ -233,6 +255,7 @@ impl LocalRead {
             LocalRead::DescribeControllers => "DescribeControllers",
             LocalRead::DescribeFeatures => "DescribeFeatures",
             LocalRead::DescribeTopicsV2(_) => "DescribeTopicsV2",
+            LocalRead::DescribeAcls(_) => "DescribeAcls",
         }
     }
 }
@@ -278,6 +301,9 @@ pub enum ResponseBody {
     AlterPartition(AlterPartitionResponse),
     AssignReplicasToDirs(AssignReplicasToDirsResponse),
     DescribeTopicsV2(DescribeTopicsV2Response),
+    CreateAcls(CreateAclsResponse),
+    DeleteAcls(DeleteAclsResponse),
+    DescribeAcls(DescribeAclsResponse),
 }
 
 impl RequestBody {
@@ -314,6 +340,9 @@ impl RequestBody {
             RequestBody::AlterPartition(_) => "AlterPartition",
             RequestBody::AssignReplicasToDirs(_) => "AssignReplicasToDirs",
             RequestBody::DescribeTopicsV2(_) => "DescribeTopicsV2",
+            RequestBody::CreateAcls(_) => "CreateAcls",
+            RequestBody::DeleteAcls(_) => "DeleteAcls",
+            RequestBody::DescribeAcls(_) => "DescribeAcls",
         }
     }
 
@@ -373,6 +402,9 @@ impl ResponseBody {
             ResponseBody::AlterPartition(_) => "AlterPartition",
             ResponseBody::AssignReplicasToDirs(_) => "AssignReplicasToDirs",
             ResponseBody::DescribeTopicsV2(_) => "DescribeTopicsV2",
+            ResponseBody::CreateAcls(_) => "CreateAcls",
+            ResponseBody::DeleteAcls(_) => "DeleteAcls",
+            ResponseBody::DescribeAcls(_) => "DescribeAcls",
         }
     }
 
@@ -525,6 +557,7 @@ pub fn rpc_error_for(err: &ProtocolError) -> RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use corum_controller::acl::{AclBindingV1, AclFilterV1};
     use corum_controller::config_schema::ConfigType;
     use corum_controller::control::cluster_control::{
         DescribedBroker, DescribedController, PreviousBrokerEpoch, TargetState,
@@ -990,7 +1023,47 @@ mod tests {
             proptest::collection::vec(arb_topic_ref(), 0..4)
                 .prop_map(|topics| RequestBody::DeleteTopicsV2(DeleteTopicsV2Request { topics })),
             local,
+            proptest::collection::vec(arb_acl(), 0..4)
+                .prop_map(|creations| RequestBody::CreateAcls(CreateAclsRequest { creations })),
+            proptest::collection::vec(arb_acl_filter(), 0..4)
+                .prop_map(|filters| RequestBody::DeleteAcls(DeleteAclsRequest { filters })),
+            arb_acl_filter().prop_map(|filter| RequestBody::DescribeAcls(Box::new(
+                DescribeAclsRequest { filter }
+            ))),
         ]
+    }
+
+    /// Any ACL as the wire carries it (codes unchecked: the controller validates them).
+    fn arb_acl() -> impl Strategy<Value = AclBindingV1> {
+        (any::<[i8; 4]>(), arb_name(), arb_name(), arb_name()).prop_map(
+            |(c, resource_name, principal, host)| AclBindingV1 {
+                resource_type: c[0],
+                resource_name,
+                pattern_type: c[1],
+                principal,
+                host,
+                operation: c[2],
+                permission_type: c[3],
+            },
+        )
+    }
+
+    fn arb_acl_filter() -> impl Strategy<Value = AclFilterV1> {
+        (
+            any::<[i8; 4]>(),
+            proptest::option::of(arb_name()),
+            proptest::option::of(arb_name()),
+            proptest::option::of(arb_name()),
+        )
+            .prop_map(|(c, resource_name, principal, host)| AclFilterV1 {
+                resource_type: c[0],
+                resource_name,
+                pattern_type: c[1],
+                principal,
+                host,
+                operation: c[2],
+                permission_type: c[3],
+            })
     }
 
     fn key(id: u32, dir: u8) -> ReplicaKey {
@@ -2129,6 +2202,43 @@ mod tests {
                 ))),
                 described_topics_v2(),
             ),
+            (
+                RequestBody::CreateAcls(CreateAclsRequest {
+                    creations: vec![acl_binding(), acl_binding()],
+                }),
+                ResponseBody::CreateAcls(CreateAclsResponse {
+                    results: vec![
+                        Ok(()),
+                        Err(ApiError::InvalidRequest {
+                            reason: "resource name should not be empty".into(),
+                        }),
+                    ],
+                }),
+            ),
+            (
+                RequestBody::DeleteAcls(DeleteAclsRequest {
+                    filters: vec![acl_filter()],
+                }),
+                ResponseBody::DeleteAcls(DeleteAclsResponse {
+                    results: vec![Ok(vec![acl_binding()])],
+                }),
+            ),
+            (
+                RequestBody::DescribeAcls(Box::new(DescribeAclsRequest {
+                    filter: acl_filter(),
+                })),
+                ResponseBody::DescribeAcls(DescribeAclsResponse {
+                    acls: vec![acl_binding()],
+                }),
+            ),
+            (
+                RequestBody::LocalRead(Box::new(LocalRead::DescribeAcls(Box::new(
+                    DescribeAclsRequest {
+                        filter: acl_filter(),
+                    },
+                )))),
+                ResponseBody::DescribeAcls(DescribeAclsResponse { acls: vec![] }),
+            ),
         ];
         pairs
             .into_iter()
@@ -2147,6 +2257,32 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    /// An ACL: User:alice may write topics named `payments-…` from any host.
+    fn acl_binding() -> AclBindingV1 {
+        AclBindingV1 {
+            resource_type: 2,
+            resource_name: "payments-".into(),
+            pattern_type: 4,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: 4,
+            permission_type: 3,
+        }
+    }
+
+    /// A filter: the topic ACLs that apply to `payments-eu`, for any principal.
+    fn acl_filter() -> AclFilterV1 {
+        AclFilterV1 {
+            resource_type: 2,
+            resource_name: Some("payments-eu".into()),
+            pattern_type: 2,
+            principal: None,
+            host: Some("*".into()),
+            operation: 1,
+            permission_type: 1,
+        }
     }
 
     /// A DescribeTopicsV2 answer: a topic whose partition has eligible leader replicas and a

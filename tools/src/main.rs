@@ -55,6 +55,8 @@ enum Command {
     Configs(cmd::configs::Args),
     /// Describe and change finalized feature levels (`features describe|upgrade|downgrade`).
     Features(cmd::features::Args),
+    /// Add, remove and list ACLs (`acls --add|--remove|--list`, as Kafka's `kafka-acls`).
+    Acls(cmd::acls::Args),
     /// Elect partition leaders (`leaders elect --election-type preferred|unclean`).
     Leaders(cmd::leaders::Args),
     /// List registered brokers and unregister fenced ones (`brokers list|unregister`).
@@ -113,6 +115,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Topics(args) => cmd::topics::run(args),
         Command::Configs(args) => cmd::configs::run(args),
         Command::Features(args) => cmd::features::run(args),
+        Command::Acls(args) => cmd::acls::run(args),
         Command::Leaders(args) => cmd::leaders::run(args),
         Command::Brokers(args) => cmd::brokers::run(args),
         Command::CheckHistory(_) => unreachable!("dispatched in main for its exit status"),

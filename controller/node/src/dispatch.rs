@@ -147,6 +147,13 @@ pub fn dispatch(
             .describe_topics_v2(r)
             .map(|resp| Dispatch::Answer(ResponseBody::DescribeTopicsV2(resp)))
             .map_err(rpc_error),
+        RequestBody::CreateAcls(r) => {
+            Dispatch::from_result(controller.create_acls(r, ctx), ResponseBody::CreateAcls)
+        }
+        RequestBody::DeleteAcls(r) => {
+            Dispatch::from_result(controller.delete_acls(r), ResponseBody::DeleteAcls)
+        }
+        RequestBody::DescribeAcls(r) => read(controller, &LocalRead::DescribeAcls(r.clone())),
         // Served by the Raft shard, never by the controller (`RequestBody::is_raft` routes
         // them); answered as not implemented here rather than panicking on a routing mistake.
         RequestBody::DescribeQuorum
@@ -181,6 +188,7 @@ fn read(controller: &Controller, read: &LocalRead) -> Result<Dispatch, RpcError>
         LocalRead::DescribeTopicsV2(r) => controller
             .describe_topics_v2(r)
             .map(ResponseBody::DescribeTopicsV2),
+        LocalRead::DescribeAcls(r) => controller.describe_acls(r).map(ResponseBody::DescribeAcls),
     };
     body.map(Dispatch::Answer).map_err(rpc_error)
 }
@@ -208,6 +216,9 @@ pub fn local_read(
         LocalRead::DescribeFeatures => ResponseBody::DescribeFeatures(reads.describe_features()),
         LocalRead::DescribeTopicsV2(r) => {
             ResponseBody::DescribeTopicsV2(reads.describe_topics_v2(r))
+        }
+        LocalRead::DescribeAcls(r) => {
+            ResponseBody::DescribeAcls(reads.describe_acls(r).map_err(rpc_error)?)
         }
     })
 }

@@ -37,6 +37,14 @@ pub struct ForwardConfig {
     pub client_listener_name: String,
 }
 
+impl NodeBackend {
+    /// Uses `acls` (the controller service's) as the node's authorizer.
+    pub fn with_acls(mut self, acls: crate::acl_slot::AclSlot) -> NodeBackend {
+        self.acls = acls;
+        self
+    }
+}
+
 /// The driver's call path, and a connection to the active controller for what a standby
 /// forwards.
 pub struct NodeBackend {
@@ -44,6 +52,7 @@ pub struct NodeBackend {
     config: ForwardConfig,
     leader_connection: RefCell<Option<(NodeId, Rc<RpcConnection>)>>,
     forwarded: Cell<u64>,
+    acls: crate::acl_slot::AclSlot,
 }
 
 impl NodeBackend {
@@ -53,6 +62,7 @@ impl NodeBackend {
             config,
             leader_connection: RefCell::default(),
             forwarded: Cell::new(0),
+            acls: crate::acl_slot::AclSlot::default(),
         }
     }
 
@@ -155,6 +165,10 @@ impl NodeBackend {
 }
 
 impl Backend for NodeBackend {
+    fn authorizer(&self) -> Option<std::sync::Arc<corum_controller::acl::Authorizer>> {
+        self.acls.authorizer()
+    }
+
     async fn call(&self, body: RequestBody, timeout_ms: u32) -> Result<ResponseBody, RpcError> {
         if matches!(body, RequestBody::DescribeQuorum) {
             if self.leads() || self.known_leader().is_none() {

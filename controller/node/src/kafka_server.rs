@@ -192,6 +192,9 @@ async fn serve_connection(
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
     }
+    // Who the connection's requests come from: PLAINTEXT authenticates nobody (Kafka's
+    // ANONYMOUS); TLS and SASL will set the principal here.
+    let session = Rc::new(corum_kafka::auth::Session::anonymous(peer.ip().to_string()));
     let (mut reader, writer) = futures_lite::io::split(stream.buffered());
     // Answers in request order: the writer awaits each request's task in turn.
     let (tx, rx) =
@@ -240,9 +243,9 @@ async fn serve_connection(
             };
             *stats.by_api.entry(api as i16).or_default() += 1;
         }
-        let (ctx, backend) = (ctx.clone(), backend.clone());
+        let (ctx, backend, session) = (ctx.clone(), backend.clone(), session.clone());
         let task = glommio::spawn_local(async move {
-            let answer = corum_kafka::service::serve(&ctx, &*backend, parsed).await;
+            let answer = corum_kafka::service::serve_as(&ctx, &session, &*backend, parsed).await;
             match corum_kafka::response::encode(
                 answer.api,
                 answer.version,

@@ -37,6 +37,7 @@
 //! - [`rpc_server`]: the client-facing RPC server over framed TCP (pipelined, size-limited,
 //!   leader hints rewritten to client endpoints).
 //! - [`error`]: one error enum per concern.
+pub mod acl_slot;
 pub mod bootstrap;
 pub mod calls;
 pub mod config;

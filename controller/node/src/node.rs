@@ -334,16 +334,19 @@ async fn worker_shard(
         };
         glommio::spawn_local(metrics::serve(listener, sources, stop.clone())).detach();
     }
-    let backend = Rc::new(NodeBackend::new(
-        raft.clone(),
-        ForwardConfig {
-            cluster_id: plan.meta.cluster_id,
-            node_id: plan.config.node_id,
-            request_timeout_ms: request_timeout_ms(plan),
-            request_bytes_max: plan.config.socket_request_bytes_max,
-            client_listener_name: plan.config.client_listener_name.clone(),
-        },
-    ));
+    let backend = Rc::new(
+        NodeBackend::new(
+            raft.clone(),
+            ForwardConfig {
+                cluster_id: plan.meta.cluster_id,
+                node_id: plan.config.node_id,
+                request_timeout_ms: request_timeout_ms(plan),
+                request_bytes_max: plan.config.socket_request_bytes_max,
+                client_listener_name: plan.config.client_listener_name.clone(),
+            },
+        )
+        .with_acls(plan.service.acls.clone()),
+    );
     let registration = registration_request(plan, &host, raft_addr, client_addr, &kafka_addrs);
     glommio::spawn_local(registration::keep_registered(
         backend.clone(),

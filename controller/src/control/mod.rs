@@ -12,6 +12,7 @@
 //! protocol (`corum-protocol`) sends them as they are. Their field and variant order is
 //! therefore a wire format: add fields only in a new request version, append enum variants only.
 
+pub mod acl_control;
 pub mod cluster_control;
 pub mod config_control;
 pub mod feature_control;
@@ -117,6 +118,14 @@ impl<'a> ImageReads<'a> {
     /// Configs of the requested resources.
     pub fn describe_configs(&self, req: &DescribeConfigsRequest) -> DescribeConfigsResponse {
         config_control::describe_configs(self.image, self.config, req)
+    }
+
+    /// The ACLs passing a filter (Kafka's DescribeAcls).
+    pub fn describe_acls(
+        &self,
+        req: &acl_control::DescribeAclsRequest,
+    ) -> Result<acl_control::DescribeAclsResponse, crate::ApiError> {
+        acl_control::describe_acls(&self.image.acls, req)
     }
 
     /// Brokers and counts, naming `controller_id` as the active controller.

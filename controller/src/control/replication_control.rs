@@ -364,7 +364,7 @@ impl Placer {
 
 /// A deterministic generator for one request: seeded from the configured seed and the request's
 /// log offset, so the same request at the same offset always draws the same ids.
-fn request_rng(seed: u64, ctx: &RequestContext) -> ChaCha8Rng {
+pub(crate) fn request_rng(seed: u64, ctx: &RequestContext) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(seed ^ ctx.next_offset.0.wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 

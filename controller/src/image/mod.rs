@@ -18,6 +18,7 @@ pub mod topics;
 
 use corum_types::{BrokerEpoch, LogOffset, NodeId};
 
+use crate::acl::{AclBinding, AclsImage};
 use crate::error::ReplayError;
 use crate::ids::{LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
 use crate::records::{
@@ -45,6 +46,8 @@ pub struct MetadataImage {
     pub producer_ids: ProducerIdsImage,
     /// Registered controllers (KIP-919).
     pub controllers: ControllersImage,
+    /// ACLs (Kafka's AccessControlEntryRecords), indexed for authorization.
+    pub acls: AclsImage,
 }
 
 impl MetadataImage {
@@ -217,6 +220,22 @@ impl MetadataImage {
             R::ClearElr(r) => self
                 .topics
                 .replay_clear_elr(offset, r.topic_name.as_str())?,
+            R::AccessControlEntry(r) => self.create_acl(
+                offset,
+                corum_types::Uuid::from(&r.id),
+                AclBinding::from_record_fields(
+                    r.resource_type,
+                    r.resource_name.as_str(),
+                    r.pattern_type,
+                    r.principal.as_str(),
+                    r.host.as_str(),
+                    r.operation,
+                    r.permission_type,
+                ),
+            )?,
+            R::RemoveAccessControlEntry(r) => {
+                self.remove_acl(offset, corum_types::Uuid::from(&r.id))?
+            }
         }
         self.end_offset = offset.next();
         Ok(())
@@ -354,6 +373,20 @@ impl MetadataImage {
                 topics::PartitionDelta::from_record_v2(r),
             )?,
             R::ClearElr(r) => self.topics.replay_clear_elr(offset, &r.topic_name)?,
+            R::AccessControlEntry(r) => self.create_acl(
+                offset,
+                r.id,
+                AclBinding::from_record_fields(
+                    r.resource_type,
+                    &r.resource_name,
+                    r.pattern_type,
+                    &r.principal,
+                    &r.host,
+                    r.operation,
+                    r.permission_type,
+                ),
+            )?,
+            R::RemoveAccessControlEntry(r) => self.remove_acl(offset, r.id)?,
         }
         self.end_offset = offset.next();
         Ok(())
@@ -428,6 +461,29 @@ impl MetadataImage {
             })
     }
 
+    /// An AccessControlEntry record: a valid ACL (`None`: a code that names no value) under a
+    /// new id.
+    fn create_acl(
+        &mut self,
+        offset: LogOffset,
+        id: corum_types::Uuid,
+        acl: Option<AclBinding>,
+    ) -> Result<(), ReplayError> {
+        let acl = acl.ok_or(ReplayError::InvalidAcl { offset, id })?;
+        if id.is_zero() || self.acls.contains_id(id) {
+            return Err(ReplayError::DuplicateAclId { offset, id });
+        }
+        self.acls.replay_create(id, acl);
+        Ok(())
+    }
+
+    fn remove_acl(&mut self, offset: LogOffset, id: corum_types::Uuid) -> Result<(), ReplayError> {
+        if !self.acls.replay_remove(id) {
+            return Err(ReplayError::UnknownAcl { offset, id });
+        }
+        Ok(())
+    }
+
     fn remove_topic(&mut self, offset: LogOffset, topic_id: TopicId) -> Result<(), ReplayError> {
         let name = self.topics.replay_remove(offset, topic_id)?;
         self.configs.remove_topic(&name);
@@ -452,7 +508,8 @@ impl MetadataImage {
     /// Records that rebuild this image from an empty one (the body of a KIP-630 snapshot):
     /// replaying them in order gives an image equal to this one except for `end_offset`.
     /// Brokers first (so features and partitions can refer to them), then controllers,
-    /// features, topics with their partitions, configs, and the producer-id high-water mark.
+    /// features, topics with their partitions, configs, ACLs (in id order), and the producer-id
+    /// high-water mark.
     /// Each is written in its newest version: one RegisterBrokerV2 per broker (with its fencing
     /// and controlled shutdown) and one PartitionV2 per partition (PartitionV3 for one with
     /// eligible leader replicas or a last known ELR), as Kafka's image writer does.
@@ -502,6 +559,9 @@ impl MetadataImage {
                     value: Some(value.clone()),
                 }));
             }
+        }
+        for (id, acl) in self.acls.iter() {
+            out.push(MetadataRecord::AccessControlEntry(acl.to_record(id)));
         }
         if let Some((broker_id, broker_epoch)) = self.producer_ids.last_block_owner {
             out.push(MetadataRecord::ProducerIds(ProducerIdsRecordV1 {
@@ -637,6 +697,7 @@ impl MetadataImage {
             );
         }
         self.controllers.check_structure(written_by_controller);
+        self.acls.check_structure();
     }
 }
 

@@ -302,6 +302,14 @@ impl Scenario {
             ),
             MetadataRecord::ClearElr(r) if r.topic_name.is_empty() => "ClearElr (every topic)".into(),
             MetadataRecord::ClearElr(r) => format!("ClearElr {}", r.topic_name),
+            MetadataRecord::AccessControlEntry(r) => format!(
+                "AccessControlEntry {} type={} name={} pattern={} principal={} host={} op={} perm={}",
+                r.id, r.resource_type, r.resource_name, r.pattern_type, r.principal, r.host,
+                r.operation, r.permission_type
+            ),
+            MetadataRecord::RemoveAccessControlEntry(r) => {
+                format!("RemoveAccessControlEntry {}", r.id)
+            }
         }
     }
 

@@ -6,8 +6,8 @@
 //! in the envelope. What is wrong with the envelope itself is its error code: a wrapped request
 //! that does not parse, that is itself an Envelope, or a principal that does not decode, is
 //! INVALID_REQUEST; one this listener does not serve is UNSUPPORTED_VERSION. The principal and
-//! client address travel with the request into the log line (corum authorizes nothing yet;
-//! security is issue #17's).
+//! client address travel with the request: it is authorized as that principal from that
+//! address ([`forwarded_session`]), once the broker itself passed CLUSTER_ACTION.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,6 +17,7 @@ use kafka_protocol::error::ResponseError as K;
 use kafka_protocol::messages::{ApiKey, DefaultPrincipalData, EnvelopeRequest, EnvelopeResponse};
 use kafka_protocol::protocol::Decodable;
 
+use crate::auth::Session;
 use crate::backend::{Backend, ListenerContext};
 use crate::request::{self, Parsed, RequestError};
 use crate::{response, service};
@@ -47,9 +48,35 @@ pub fn principal(bytes: &Bytes) -> Option<Principal> {
     })
 }
 
-/// Serves an Envelope.
+/// The session a forwarded request is served (and authorized) as: the principal and client
+/// address the broker forwarded, each falling back to the broker's own.
+pub fn forwarded_session(
+    broker: &Session,
+    who: Option<&Principal>,
+    client_host_address: &Bytes,
+) -> Session {
+    let host = match client_host_address.len() {
+        4 => Some(std::net::IpAddr::from(
+            <[u8; 4]>::try_from(&client_host_address[..]).expect("4 bytes"),
+        )),
+        16 => Some(std::net::IpAddr::from(
+            <[u8; 16]>::try_from(&client_host_address[..]).expect("16 bytes"),
+        )),
+        _ => None,
+    };
+    Session {
+        principal: who.map_or_else(
+            || broker.principal.clone(),
+            |p| format!("{}:{}", p.principal_type, p.name),
+        ),
+        client_host: host.map_or_else(|| broker.client_host.clone(), |h| h.to_string()),
+    }
+}
+
+/// Serves an Envelope sent by the broker of `session`.
 pub fn envelope<'a, B: Backend>(
     ctx: &'a ListenerContext,
+    session: &'a Session,
     backend: &'a B,
     r: EnvelopeRequest,
 ) -> Pin<Box<dyn Future<Output = EnvelopeResponse> + 'a>> {
@@ -90,7 +117,8 @@ pub fn envelope<'a, B: Backend>(
                 "serving a request a broker forwarded"
             );
         }
-        let answer = service::serve(ctx, backend, parsed).await;
+        let inner = forwarded_session(session, who.as_ref(), &r.client_host_address);
+        let answer = service::serve_as(ctx, &inner, backend, parsed).await;
         match response::encode(
             answer.api,
             answer.version,
@@ -127,6 +155,10 @@ mod tests {
 
     fn ctx() -> ListenerContext {
         ListenerContext::for_tests(Uuid([9; 16]))
+    }
+
+    fn broker() -> Session {
+        Session::anonymous("10.0.0.9")
     }
 
     /// A node that is not the active controller, counting what it is asked.
@@ -229,7 +261,12 @@ mod tests {
         };
         let backend = Standby::default();
         let alice = principal_bytes(0, "User", "alice", false);
-        let r = run(envelope(&ctx, &backend, wrap(create_topics(), Some(alice))));
+        let r = run(envelope(
+            &ctx,
+            &broker(),
+            &backend,
+            wrap(create_topics(), Some(alice)),
+        ));
         assert_eq!(r.error_code, 0);
         assert_eq!(backend.calls.get(), 1, "served through the backend");
         assert_eq!(
@@ -256,7 +293,7 @@ mod tests {
             5,
             &RequestKind::ListPartitionReassignments(ListPartitionReassignmentsRequest::default()),
         );
-        let r = run(envelope(&ctx(), &backend, wrap(wrapped, None)));
+        let r = run(envelope(&ctx(), &broker(), &backend, wrap(wrapped, None)));
         assert_eq!(r.error_code, 0);
         let (correlation_id, body) = unwrap(&r, ApiKey::ListPartitionReassignments, 0);
         assert_eq!(correlation_id, 5);
@@ -270,7 +307,12 @@ mod tests {
         )
         .to_vec();
         too_new[2..4].copy_from_slice(&99i16.to_be_bytes());
-        let r = run(envelope(&ctx(), &backend, wrap(too_new.into(), None)));
+        let r = run(envelope(
+            &ctx(),
+            &broker(),
+            &backend,
+            wrap(too_new.into(), None),
+        ));
         assert_eq!(r.error_code, 0);
         let (correlation_id, body) = unwrap(&r, ApiKey::ApiVersions, 0);
         assert_eq!(correlation_id, 6);
@@ -343,7 +385,7 @@ mod tests {
         ];
         for (what, r, code) in cases {
             let backend = Standby::default();
-            let r = run(envelope(&ctx(), &backend, r));
+            let r = run(envelope(&ctx(), &broker(), &backend, r));
             assert_eq!(r.error_code, code.code(), "{what}");
             assert!(r.response_data.is_none(), "{what}");
             assert_eq!(backend.calls.get(), 0, "{what}: the backend was asked");

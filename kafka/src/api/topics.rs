@@ -117,7 +117,7 @@ fn per_item<T>(count: usize, result: Result<Answers<T>, RpcError>) -> Vec<Result
     }
 }
 
-fn create_error(name: &str, e: KafkaError) -> CreatableTopicResult {
+pub(crate) fn create_error(name: &str, e: KafkaError) -> CreatableTopicResult {
     CreatableTopicResult::default()
         .with_name(topic_name(name))
         .with_error_code(e.code)

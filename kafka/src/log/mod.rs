@@ -570,6 +570,44 @@ pub(crate) mod tests {
                 0,
             ),
             (
+                MetadataRecord::AccessControlEntry(
+                    corum_controller::records::AccessControlEntryRecordV1 {
+                        id: Uuid([7; 16]),
+                        resource_type: 2,
+                        resource_name: "pay-".into(),
+                        pattern_type: 4,
+                        principal: "User:alice".into(),
+                        host: "*".into(),
+                        operation: 3,
+                        permission_type: 2,
+                    },
+                ),
+                A::AccessControlEntry(k::AccessControlEntryRecord {
+                    id: kuuid(7),
+                    resource_type: 2,
+                    resource_name: "pay-".into(),
+                    pattern_type: 4,
+                    principal: "User:alice".into(),
+                    host: "*".into(),
+                    operation: 3,
+                    permission_type: 2,
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
+                MetadataRecord::RemoveAccessControlEntry(
+                    corum_controller::records::RemoveAccessControlEntryRecordV1 {
+                        id: Uuid([7; 16]),
+                    },
+                ),
+                A::RemoveAccessControlEntry(k::RemoveAccessControlEntryRecord {
+                    id: kuuid(7),
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
                 MetadataRecord::Config(ConfigRecordV1 {
                     resource_type: ConfigResourceType::Broker,
                     resource_name: "4".into(),

@@ -12,6 +12,7 @@
 //! | `Partition`, `PartitionV2`, `PartitionV3` | `PartitionRecord` (V1 has no directories: UNASSIGNED; V3's eligible leader replicas and last known ELR where the version has them, each only when not empty, as Kafka writes them) |
 //! | `PartitionChange`, `PartitionChangeV2` | `PartitionChangeRecord` (V2's eligible leader replicas and last known ELR where the version has them) |
 //! | `ClearElr` | `ClearElrRecord` |
+//! | `AccessControlEntry`, `RemoveAccessControlEntry` | `AccessControlEntryRecord`, `RemoveAccessControlEntryRecord` (Kafka's brokers' own authorizers load them) |
 //! | `PartitionLeaderChange`, `PartitionIsrChange` (written before `PartitionChange` existed) | `PartitionChangeRecord` (leader, or ISR); a pair written for one change counts two partition epochs on a broker where corum counted one |
 //! | `Config` | `ConfigRecord` (resource type TOPIC 2, BROKER 4) |
 //! | `FeatureLevel` | `FeatureLevelRecord` (the range's top level; 0 removes the feature) |
@@ -429,6 +430,27 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
         MetadataRecord::ClearElr(r) => (
             A::ClearElr(k::ClearElrRecord {
                 topic_name: r.topic_name.clone(),
+                ..Default::default()
+            }),
+            0,
+        ),
+        MetadataRecord::AccessControlEntry(r) => (
+            A::AccessControlEntry(k::AccessControlEntryRecord {
+                id: kafka_uuid(r.id),
+                resource_type: r.resource_type,
+                resource_name: r.resource_name.clone(),
+                pattern_type: r.pattern_type,
+                principal: r.principal.clone(),
+                host: r.host.clone(),
+                operation: r.operation,
+                permission_type: r.permission_type,
+                ..Default::default()
+            }),
+            0,
+        ),
+        MetadataRecord::RemoveAccessControlEntry(r) => (
+            A::RemoveAccessControlEntry(k::RemoveAccessControlEntryRecord {
+                id: kafka_uuid(r.id),
                 ..Default::default()
             }),
             0,

@@ -855,6 +855,7 @@ fn answer(body: RequestBody) -> Result<ResponseBody, RpcError> {
             LocalRead::DescribeControllers => return answer(RequestBody::DescribeControllers),
             LocalRead::DescribeFeatures => return answer(RequestBody::DescribeFeatures),
             LocalRead::DescribeTopicsV2(r) => return answer(RequestBody::DescribeTopicsV2(r)),
+            LocalRead::DescribeAcls(r) => return answer(RequestBody::DescribeAcls(r)),
         },
         RequestBody::DescribeCluster => ResponseBody::DescribeCluster(DescribeClusterResponse {
             controller_id: NodeId(NODE_ID),

@@ -1,5 +1,6 @@
 //! One module per subcommand; each has an `Args` (clap) and a `run(args) -> anyhow::Result<()>`.
 
+pub mod acls;
 pub mod admin;
 pub mod bench;
 pub mod brokers;

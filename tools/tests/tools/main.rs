@@ -6,6 +6,7 @@
 //! and `kafka_export` for Kafka's tools reading `dump-log --kafka-export`; each holds
 //! [`common::serial`] so that one cluster runs at a time).
 
+mod acls;
 mod admin_cli;
 mod chaos;
 mod check_history;

@@ -415,6 +415,7 @@ pub fn controller_service(config: &NodeConfig, voters: &VoterSet) -> ControllerS
         snapshot_bytes_between: config.metadata_log_record_bytes_between_snapshots_max,
         idle_noop_interval_ms: config.metadata_idle_interval_ms_max,
         publish_committed_image: false,
+        acls: crate::acl_slot::AclSlot::new(config.authorizer()),
     }
 }
 

@@ -324,6 +324,56 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         get: |c| join(&c.quorum_bootstrap_servers),
     },
     ConfigKey {
+        name: "authorizer.class.name",
+        value_type: ValueType::Text("empty, or org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
+        default: Some(""),
+        doc: "The authorizer of the Kafka listeners: empty for none (every request allowed, the ACL APIs answer SECURITY_DISABLED), or Kafka's StandardAuthorizer, which authorizes every request against the ACLs in the metadata log.",
+        readers: &[NODE],
+        set: |c, v| {
+            let v = v.trim();
+            if !v.is_empty() && v != super::node_config::STANDARD_AUTHORIZER {
+                return Err(ValueError::Malformed {
+                    text: v.to_owned(),
+                    expected: "empty, or org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                });
+            }
+            c.authorizer_class_name = v.to_owned();
+            Ok(())
+        },
+        get: |c| c.authorizer_class_name.clone(),
+    },
+    ConfigKey {
+        name: "super.users",
+        value_type: ValueType::Text("principals separated by ';' (User:admin;User:broker)"),
+        default: Some(""),
+        doc: "Principals allowed every operation whatever the ACLs say (with an authorizer).",
+        readers: &[NODE],
+        set: |c, v| {
+            let users = corum_controller::acl::AuthorizerConfig::parse_super_users(v);
+            for u in &users {
+                corum_controller::acl::check_principal(u).map_err(|_| ValueError::Malformed {
+                    text: u.clone(),
+                    expected: "a principal Type:name",
+                })?;
+            }
+            c.super_users = users;
+            Ok(())
+        },
+        get: |c| c.super_users.join(";"),
+    },
+    ConfigKey {
+        name: "allow.everyone.if.no.acl.found",
+        value_type: ValueType::Bool,
+        default: Some("false"),
+        doc: "With an authorizer: a resource no ACL matches is open to everyone (else closed to all but super users).",
+        readers: &[NODE],
+        set: |c, v| {
+            c.allow_everyone_if_no_acl_found = parse_bool(v)?;
+            Ok(())
+        },
+        get: |c| c.allow_everyone_if_no_acl_found.to_string(),
+    },
+    ConfigKey {
         name: "controller.quorum.auto.join.enable",
         value_type: ValueType::Bool,
         default: Some("false"),

@@ -23,6 +23,10 @@ pub const SEGMENT_BYTES_MULTIPLE: u64 = 4096;
 /// [`NodeConfig::from_properties`], [`NodeConfig::for_tests`]); fields are public for reading,
 /// and a value changed by hand should be re-checked with [`NodeConfig::validate`]. Each field is
 /// set by one key of [`super::CONFIG_KEYS`], whose default is the field's default.
+/// The `authorizer.class.name` that turns authorization on: Kafka's KRaft authorizer, whose
+/// semantics [`corum_controller::acl::Authorizer`] implements.
+pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeConfig {
     // Identity and quorum.
@@ -42,6 +46,14 @@ pub struct NodeConfig {
     /// `controller.quorum.auto.join.enable`.
     pub quorum_auto_join_enable: bool,
     pub metadata_log_dir: PathBuf,
+    // Authorization (Kafka's keys).
+    /// `authorizer.class.name`: empty (no authorizer: everything allowed) or Kafka's
+    /// StandardAuthorizer ([`STANDARD_AUTHORIZER`]).
+    pub authorizer_class_name: String,
+    /// `super.users`: principals allowed everything.
+    pub super_users: Vec<String>,
+    /// `allow.everyone.if.no.acl.found`.
+    pub allow_everyone_if_no_acl_found: bool,
     // Raft timing (KIP-595).
     pub election_timeout_ms: u64,
     pub fetch_timeout_ms: u64,
@@ -103,6 +115,14 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
+    /// The authorizer's settings when one is configured (`authorizer.class.name`).
+    pub fn authorizer(&self) -> Option<corum_controller::acl::AuthorizerConfig> {
+        (!self.authorizer_class_name.is_empty()).then(|| corum_controller::acl::AuthorizerConfig {
+            super_users: self.super_users.clone(),
+            allow_everyone_if_no_acl_found: self.allow_everyone_if_no_acl_found,
+        })
+    }
+
     /// Checks the relations between values (each value alone was checked when parsed, within
     /// its key's range). Every rule a component's own `validate` has (the Raft core's, the
     /// controller's, the log engine's) is checked here too, under the key to change, so a

@@ -63,6 +63,8 @@ pub struct ControllerServiceConfig {
     /// Keep the committed image in the service's status ([`ServiceStatus::committed_image`])
     /// after every event. Nodes don't (see there); tests that compare replicas' images do.
     pub publish_committed_image: bool,
+    /// Where the ACLs of the committed image go for the node's Kafka listeners.
+    pub acls: crate::acl_slot::AclSlot,
 }
 
 pub use crate::port::ServiceStatus;
@@ -85,6 +87,8 @@ pub struct ControllerService {
     encoded_snapshot: Rc<RefCell<Option<(LogOffset, Payload)>>>,
     tick_interval: Duration,
     batch_requests_max: usize,
+    /// Where the committed ACLs go for the Kafka listeners.
+    acls: crate::acl_slot::AclSlot,
 }
 
 /// Why the loop woke up.
@@ -108,6 +112,7 @@ impl ControllerService {
         assert!(config.controller_tick_interval_ms > 0);
         let tick_interval = Duration::from_millis(config.controller_tick_interval_ms);
         let batch_requests_max = config.batch_requests_max.max(1);
+        let acls = config.acls.clone();
         let core = ServiceCore::new(config, controller);
         let status = Rc::new(RefCell::new(core.status(true)));
         ControllerService {
@@ -120,6 +125,7 @@ impl ControllerService {
             encoded_snapshot: Rc::default(),
             tick_interval,
             batch_requests_max,
+            acls,
         }
     }
 
@@ -244,6 +250,8 @@ impl ControllerService {
                             self.core.record_replay_latency(at.elapsed());
                         }
                     }
+                    self.acls
+                        .publish(&self.core.controller().committed_image().acls);
                 }
                 ToService::Status(s) => self.core.on_status(&s, now_ms),
                 ToService::Refused {
