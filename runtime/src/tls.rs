@@ -46,6 +46,10 @@ pub mod certs;
 /// says nothing must not hold a task forever).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The reason of a handshake the peer closed before finishing (logged at debug only: a client
+/// that refuses this server's certificate closes this way too, and logs its own reason).
+const CLOSED_EARLY: &str = "closed by the peer during the handshake";
+
 /// A TLS setting that cannot be used: what it is (a file, an inline value) and why.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 #[error("{what}: {reason}")]
@@ -533,9 +537,14 @@ impl TlsServer {
     /// [`HANDSHAKE_TIMEOUT`]. A failure is logged (listener, peer, reason) and returned.
     pub async fn accept(&self, stream: TcpStream, peer: SocketAddr) -> Result<NetStream, TlsError> {
         let result = self.handshake(stream).await;
-        if let Err(e) = &result {
-            tracing::warn!(listener = %self.listener, %peer, reason = %e.reason,
-                "TLS handshake refused");
+        match &result {
+            // A connect that sent nothing (a liveness probe, a port scan): not worth a warning.
+            Err(e) if e.reason == CLOSED_EARLY => {
+                tracing::debug!(listener = %self.listener, %peer, "closed before a TLS handshake")
+            }
+            Err(e) => tracing::warn!(listener = %self.listener, %peer, reason = %e.reason,
+                "TLS handshake refused"),
+            Ok(_) => {}
         }
         result
     }
@@ -550,7 +559,13 @@ impl TlsServer {
         let tls = futures_lite::future::or(accept, expire)
             .await
             .ok_or_else(|| tls_err("handshake", "not finished in time"))?
-            .map_err(|e| tls_err("handshake", e))?;
+            .map_err(|e| {
+                if e.kind() == io::ErrorKind::UnexpectedEof {
+                    tls_err("handshake", CLOSED_EARLY)
+                } else {
+                    tls_err("handshake", e)
+                }
+            })?;
         let identity = tls
             .get_ref()
             .1

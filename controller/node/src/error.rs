@@ -358,6 +358,9 @@ pub enum PeerError {
         found: Uuid,
     },
     /// An inbound envelope addressed to another node (wrong address in someone's config).
+    /// An envelope whose `from` is not the controller its TLS certificate names.
+    #[error("envelope from node {from}, but the connection's certificate is {principal} (a controller may only speak as the node its certificate names)")]
+    NotTheCertifiedController { from: NodeId, principal: String },
     #[error("envelope from node {from} is addressed to node {to}, this is node {me}")]
     WrongAddressee {
         from: NodeId,

@@ -176,6 +176,10 @@ pub struct Args {
     /// No live progress line on stderr.
     #[arg(long)]
     pub no_progress: bool,
+    /// A Kafka client properties file: `security.protocol=SSL` and the `ssl.*` keys, for
+    /// client listeners mapped to SSL (the private protocol's connections then run TLS).
+    #[arg(long, value_name = "FILE")]
+    pub command_config: Option<PathBuf>,
 }
 
 /// One run's settings (the arguments, checked; `corum demo` builds them directly).
@@ -205,6 +209,8 @@ pub struct LoadConfig {
     pub request_timeout: Duration,
     pub grace: Duration,
     pub progress: bool,
+    /// TLS to the client listeners (`--command-config`).
+    pub tls: Option<corum_runtime::tls::TlsSettings>,
 }
 
 /// Largest `--clients` (each client owns a broker resource id above 2e9).
@@ -250,6 +256,7 @@ impl LoadConfig {
             request_timeout: Duration::from_millis(a.request_timeout_ms),
             grace: Duration::from_millis(a.grace_ms),
             progress: !a.no_progress,
+            tls: crate::cmd::command_config::load_opt(a.command_config.as_deref())?,
         };
         config.validate()?;
         Ok(config)
@@ -446,6 +453,7 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
     let client_config = ClientConfig {
         request_timeout: config.request_timeout,
         retry_deadline: config.request_timeout,
+        tls: config.tls.clone(),
         ..ClientConfig::new(config.bootstrap.clone())
     };
     let mut clients = Vec::with_capacity(config.connections);

@@ -3,7 +3,9 @@
 pub mod admin;
 pub mod bench;
 pub mod brokers;
+pub mod certs;
 pub mod check_history;
+pub mod command_config;
 pub mod configs;
 pub mod demo;
 pub mod dump_log;

@@ -210,7 +210,12 @@ fn known_key(name: &str, at: ConfigSource) -> Result<&'static ConfigKey> {
     })
 }
 
-pub(super) fn set(c: &mut NodeConfig, key: &'static ConfigKey, value: &str, at: ConfigSource) -> Result<()> {
+pub(super) fn set(
+    c: &mut NodeConfig,
+    key: &'static ConfigKey,
+    value: &str,
+    at: ConfigSource,
+) -> Result<()> {
     (key.set)(c, value).map_err(|reason| ConfigError::InvalidValue {
         key: key.name,
         value: value.to_owned(),

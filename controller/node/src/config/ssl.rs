@@ -61,7 +61,8 @@ pub(super) fn check_principal_mapping_rules(v: &str) -> Result<String, ValueErro
         "DEFAULT" => Ok("DEFAULT".to_owned()),
         other => Err(ValueError::Malformed {
             text: other.to_owned(),
-            expected: "DEFAULT (User: and the certificate's subject DN; RULE: mappings are not supported)",
+            expected:
+                "DEFAULT (User: and the certificate's subject DN; RULE: mappings are not supported)",
         }),
     }
 }
@@ -223,12 +224,20 @@ pub fn key_of_tls_error(
 ) -> String {
     let what = e.what.as_str();
     let key = if what.contains("truststore") {
-        if config.ssl_value(listener, "ssl.truststore.location").1.is_empty() {
+        if config
+            .ssl_value(listener, "ssl.truststore.location")
+            .1
+            .is_empty()
+        {
             "ssl.truststore.certificates"
         } else {
             "ssl.truststore.location"
         }
-    } else if config.ssl_value(listener, "ssl.keystore.location").1.is_empty() {
+    } else if config
+        .ssl_value(listener, "ssl.keystore.location")
+        .1
+        .is_empty()
+    {
         "ssl.keystore.certificate.chain"
     } else {
         "ssl.keystore.location"
@@ -273,8 +282,14 @@ mod tests {
             ("ssl.keystore.location", "/etc/corum/node.pem"),
             ("ssl.truststore.location", "/etc/corum/ca.pem"),
             ("listener.name.client.ssl.client.auth", "REQUIRED"),
-            ("listener.name.Client.ssl.keystore.location", "/etc/corum/client-side.pem"),
-            ("listener.name.controller.ssl.endpoint.identification.algorithm", ""),
+            (
+                "listener.name.Client.ssl.keystore.location",
+                "/etc/corum/client-side.pem",
+            ),
+            (
+                "listener.name.controller.ssl.endpoint.identification.algorithm",
+                "",
+            ),
         ])
         .unwrap();
         let client = c.listener_tls("CLIENT").unwrap().unwrap();
@@ -312,7 +327,10 @@ mod tests {
         // The controller listener without a truststore (mutual TLS).
         assert_eq!(
             key_of(&[
-                ("listener.security.protocol.map", "CONTROLLER:SSL,CLIENT:PLAINTEXT"),
+                (
+                    "listener.security.protocol.map",
+                    "CONTROLLER:SSL,CLIENT:PLAINTEXT"
+                ),
                 ("listener.name.controller.ssl.keystore.location", "/n.pem"),
             ]),
             Some("ssl.truststore.location".into())
@@ -320,7 +338,10 @@ mod tests {
         // Client authentication without a truststore.
         assert_eq!(
             key_of(&[
-                ("listener.security.protocol.map", "CONTROLLER:PLAINTEXT,CLIENT:SSL"),
+                (
+                    "listener.security.protocol.map",
+                    "CONTROLLER:PLAINTEXT,CLIENT:SSL"
+                ),
                 ("ssl.keystore.location", "/n.pem"),
                 ("listener.name.client.ssl.client.auth", "required"),
             ]),
@@ -329,7 +350,10 @@ mod tests {
         // Both a file and inline.
         assert_eq!(
             key_of(&[
-                ("listener.security.protocol.map", "CONTROLLER:PLAINTEXT,CLIENT:SSL"),
+                (
+                    "listener.security.protocol.map",
+                    "CONTROLLER:PLAINTEXT,CLIENT:SSL"
+                ),
                 ("ssl.keystore.location", "/n.pem"),
                 ("ssl.keystore.key", "-----BEGIN PRIVATE KEY-----"),
             ]),
@@ -338,8 +362,14 @@ mod tests {
         // An inline chain without its key.
         assert_eq!(
             key_of(&[
-                ("listener.security.protocol.map", "CONTROLLER:PLAINTEXT,CLIENT:SSL"),
-                ("ssl.keystore.certificate.chain", "-----BEGIN CERTIFICATE-----"),
+                (
+                    "listener.security.protocol.map",
+                    "CONTROLLER:PLAINTEXT,CLIENT:SSL"
+                ),
+                (
+                    "ssl.keystore.certificate.chain",
+                    "-----BEGIN CERTIFICATE-----"
+                ),
             ]),
             Some("ssl.keystore.key".into())
         );
@@ -379,7 +409,10 @@ mod tests {
         );
         // Inline material is accepted as inline.
         let c = with(&[
-            ("listener.security.protocol.map", "CONTROLLER:PLAINTEXT,CLIENT:SSL"),
+            (
+                "listener.security.protocol.map",
+                "CONTROLLER:PLAINTEXT,CLIENT:SSL",
+            ),
             ("ssl.keystore.certificate.chain", "CHAIN"),
             ("ssl.keystore.key", "KEY"),
             ("ssl.truststore.certificates", "CAS"),

@@ -155,6 +155,7 @@ pub fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
         request_timeout: Duration::from_secs(8),
         grace: Duration::from_secs(15),
         progress: false,
+        tls: None,
     };
     eprintln!(
         "corum demo --dynamic: verified configs load, {} clients, {load_secs:.0} s",
@@ -202,7 +203,7 @@ pub fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
             id: NodeId(id),
             directory_id,
         };
-        change_voters(&bootstrap, 30_000, |request_id| {
+        change_voters(&bootstrap, None, 30_000, |request_id| {
             RequestBody::RemoveVoter(RemoveVoterRequest {
                 request_id,
                 voter: key,
