@@ -562,6 +562,11 @@ impl TlsServer {
             .map_err(|e| {
                 if e.kind() == io::ErrorKind::UnexpectedEof {
                     tls_err("handshake", CLOSED_EARLY)
+                } else if e.to_string().contains("InvalidContentType") {
+                    tls_err(
+                        "handshake",
+                        "the client does not speak TLS (a PLAINTEXT client on an SSL listener?)",
+                    )
                 } else {
                     tls_err("handshake", e)
                 }
