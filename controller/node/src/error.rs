@@ -91,8 +91,8 @@ pub enum ConfigError {
     /// A per-listener key (`listener.name.<listener>.ssl.*`) whose value does not parse.
     #[error("config {at}: invalid value {value:?} for {key}: {reason}")]
     InvalidListenerValue {
-        key: String,
-        value: String,
+        key: Box<str>,
+        value: Box<str>,
         at: ConfigSource,
         reason: ValueError,
     },
@@ -107,9 +107,8 @@ impl ConfigError {
     /// keys).
     pub fn key(&self) -> Option<&str> {
         match self {
-            ConfigError::UnknownKey { key, .. }
-            | ConfigError::InvalidListenerValue { key, .. }
-            | ConfigError::Tls { key, .. } => Some(key),
+            ConfigError::UnknownKey { key, .. } | ConfigError::Tls { key, .. } => Some(key),
+            ConfigError::InvalidListenerValue { key, .. } => Some(key),
             ConfigError::Duplicate { key, .. }
             | ConfigError::InvalidValue { key, .. }
             | ConfigError::Invalid { key, .. } => Some(key),

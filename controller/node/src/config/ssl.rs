@@ -95,8 +95,8 @@ pub(super) fn set_listener_value(
     let mut scratch = c.clone();
     set(&mut scratch, key, value, at).map_err(|e| match e {
         ConfigError::InvalidValue { value, reason, .. } => ConfigError::InvalidListenerValue {
-            key: name.to_owned(),
-            value,
+            key: name.into(),
+            value: value.into(),
             at,
             reason,
         },
