@@ -4,15 +4,15 @@
 //! (`corum loadgen --command-config`); clients without a certificate, or with one from
 //! another CA, are refused at the handshake (with a log line) and change nothing; a
 //! controller restarted with a certificate from another CA cannot rejoin (the others refuse
-//! it and it stops following); Kafka's Python clients connect over SSL.
+//! it and it stops following); Kafka's Python clients and Java AdminClient connect over SSL.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common::{
-    bootstrap_of, corum, describe_with, loadgen_json, logs, repo_root, serial, spawn_loadgen,
-    start_cluster, wait_until,
+    bootstrap_of, corum, describe_with, loadgen_json, logs, repo_root, require_java, serial,
+    spawn_loadgen, start_cluster, wait_until,
 };
 
 /// Every node's whole log.
@@ -232,6 +232,49 @@ print("PASS")
     assert!(
         out.status.success() && text.contains("PASS"),
         "Kafka's clients over SSL failed:\n{text}\n{}",
+        logs(&c)
+    );
+
+    // Kafka's Java AdminClient (kafka-metadata-quorum from compat/jars) over SSL, with a PEM
+    // truststore and the hostname checked against the certificate's IP SAN.
+    require_java("install a JDK 17+ (compat/install.sh)");
+    let java_props = pki.join("java.properties");
+    std::fs::write(
+        &java_props,
+        format!(
+            "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={}\n",
+            truststore.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new("java")
+        .args(["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
+        .arg(format!(
+            "-Dlog4j2.configurationFile={}",
+            repo_root().join("compat/log4j2-tools.properties").display()
+        ))
+        .arg("-cp")
+        .arg(repo_root().join("compat/jars/*"))
+        .args([
+            "org.apache.kafka.tools.MetadataQuorumCommand",
+            "--bootstrap-controller",
+            &kafka[0],
+            "--command-config",
+            java_props.to_str().unwrap(),
+            "describe",
+            "--status",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("running java");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("LeaderId") && text.contains("CurrentVoters"),
+        "kafka-metadata-quorum over SSL failed:\n{text}\n{}",
         logs(&c)
     );
 
