@@ -17,8 +17,9 @@
 //! bytes reach the protocol above: nothing is read from an unauthenticated peer.
 //!
 //! Reload: a [`TlsServer`] or [`TlsClient`] built from files notes their modification times;
-//! [`TlsServer::acceptor`] (at every accept) and [`TlsServer::reload`] (on SIGHUP) rebuild the
-//! rustls configuration when one changed. New handshakes use the new material; connections
+//! at every accept (or connect) it rebuilds the rustls configuration when one changed, and
+//! unconditionally after [`request_reload`] (`corum run` calls it on SIGHUP, for files
+//! replaced with their old modification time). New handshakes use the new material; connections
 //! already open keep theirs. Material that no longer loads is logged and the previous kept.
 
 use std::cell::RefCell;
@@ -41,6 +42,19 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 
 pub mod certs;
+
+/// Reloads asked for with [`request_reload`] (SIGHUP), process-wide.
+static RELOAD_REQUESTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Asks every [`TlsServer`] and [`TlsClient`] of the process to re-read its files at its next
+/// handshake, changed or not (SIGHUP).
+pub fn request_reload() {
+    RELOAD_REQUESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn reload_requests() -> u64 {
+    RELOAD_REQUESTS.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 /// How long a handshake may take before the connection is dropped (a peer that connects and
 /// says nothing must not hold a task forever).
@@ -454,6 +468,8 @@ pub struct TlsServer {
     state: RefCell<ServerState>,
     check: Option<IdentityCheck>,
     reloads: std::cell::Cell<u64>,
+    /// The [`request_reload`] count this server has acted on.
+    requests_seen: std::cell::Cell<u64>,
 }
 
 impl fmt::Debug for TlsServer {
@@ -481,6 +497,7 @@ impl TlsServer {
             settings,
             check: None,
             reloads: Default::default(),
+            requests_seen: std::cell::Cell::new(reload_requests()),
         })
     }
 
@@ -529,7 +546,9 @@ impl TlsServer {
     }
 
     fn acceptor(&self) -> futures_rustls::TlsAcceptor {
-        self.reload(false);
+        let requested = reload_requests();
+        let force = requested != self.requests_seen.replace(requested);
+        self.reload(force);
         futures_rustls::TlsAcceptor::from(self.state.borrow().config.clone())
     }
 
@@ -601,6 +620,7 @@ pub struct TlsClient {
     settings: TlsSettings,
     files: Vec<PathBuf>,
     state: RefCell<ClientState>,
+    requests_seen: std::cell::Cell<u64>,
 }
 
 impl fmt::Debug for TlsClient {
@@ -623,12 +643,15 @@ impl TlsClient {
             }),
             files,
             settings,
+            requests_seen: std::cell::Cell::new(reload_requests()),
         })
     }
 
     fn connector(&self) -> futures_rustls::TlsConnector {
         let now = mtimes(&self.files);
-        if now != self.state.borrow().mtimes {
+        let requested = reload_requests();
+        let force = requested != self.requests_seen.replace(requested);
+        if force || now != self.state.borrow().mtimes {
             match client_config(&self.settings) {
                 Ok(config) => {
                     *self.state.borrow_mut() = ClientState {

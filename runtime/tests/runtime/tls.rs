@@ -330,3 +330,28 @@ fn replaced_files_are_used_by_new_handshakes() {
     assert!(!server.reload(true));
     assert_eq!(server.reloads(), 0);
 }
+
+#[test]
+fn a_reload_request_rereads_files_whose_modification_time_did_not_change() {
+    // SIGHUP's path: the keystore replaced with its old modification time (cp -p) is not
+    // noticed by the time check, and is re-read after request_reload.
+    let p = pki();
+    let server = p.server(ClientAuth::None);
+    let path = p.dir.path().join("server.pem");
+    let old = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let ca2 = CertificateAuthority::new("second CA", Validity::days(1)).unwrap();
+    let issued = ca2
+        .issue(&subject("controller-1", &["127.0.0.1"]), Validity::days(1))
+        .unwrap();
+    std::fs::write(&path, issued.keystore_pem()).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    assert!(!server.reload(false), "same modification time: not noticed");
+    corum_runtime::tls::request_reload();
+    let (client, _) = handshake(server, p.client(None, &ca2));
+    assert_eq!(client, Ok(()));
+}

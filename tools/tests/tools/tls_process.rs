@@ -278,6 +278,20 @@ print("PASS")
         logs(&c)
     );
 
+    // SIGHUP: the node re-reads its TLS files at the next handshake and keeps serving.
+    assert!(c.signal(1, libc::SIGHUP));
+    wait_until("node 1 to log the SIGHUP", Duration::from_secs(10), || {
+        std::fs::read_to_string(&c.node(1).log)
+            .unwrap()
+            .contains("SIGHUP: TLS keystores and truststores are re-read")
+            .then_some(())
+    });
+    assert!(
+        c.is_running(1) && describe_with(&bootstrap, 5_000, &["--command-config", admin]).is_some(),
+        "node 1 runs on after SIGHUP, and the quorum serves TLS clients: {}",
+        logs(&c)
+    );
+
     // Controller 3 restarted with a certificate from another CA: the others refuse it.
     let mut c = c;
     c.terminate(3, Duration::from_secs(20)).unwrap();
