@@ -13,7 +13,8 @@
 //!
 //! Connections are one-way: a node sends on the connections it opened and receives on the ones
 //! it accepted (a response travels on the responder's own outbound connection). There is **no
-//! handshake**: every envelope names its cluster and addressee, so one frame is enough to
+//! handshake** of corum's own (under TLS, only TLS's: see "Mutual TLS"): every envelope names
+//! its cluster and addressee, so one frame is enough to
 //! refuse a misdirected connection, and a reconnect needs no extra round trip. The peer
 //! listener is a port of its own; sharing one port with clients would add a first frame naming
 //! the connection's kind, in the node's listener, without changing this format.
