@@ -63,6 +63,7 @@ use corum_protocol::{
 use corum_raft::message::{
     FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse,
 };
+use corum_runtime::tls::{TlsClient, TlsSettings};
 use corum_types::NodeId;
 use glommio::sync::Semaphore;
 
@@ -102,6 +103,9 @@ pub struct ClientConfig {
     /// history recorder needs). Failures before sending (no server accepts a connection)
     /// are retried either way.
     pub retry_after_sending: bool,
+    /// TLS to the client listeners (mapped to SSL): the truststore, and the keystore to
+    /// present where the listener asks for a client certificate. `None`: plaintext.
+    pub tls: Option<TlsSettings>,
 }
 
 /// Parses a bootstrap list `HOST:PORT,HOST:PORT,...` (what `--bootstrap` takes); host names
@@ -147,6 +151,7 @@ impl ClientConfig {
             retry_deadline: Duration::from_secs(10),
             rpc: RpcConnectionConfig::default(),
             retry_after_sending: true,
+            tls: None,
         }
     }
 
@@ -203,6 +208,8 @@ struct Connection {
 
 struct Inner {
     config: ClientConfig,
+    /// Built once from `config.tls`.
+    tls: Option<Rc<TlsClient>>,
     current: RefCell<Rc<Connection>>,
     generation: Cell<u64>,
     /// Held while the client moves to another server (single flight).
@@ -266,9 +273,18 @@ impl ControllerClient {
         let mut failures = 0u32;
         let mut last = String::new();
         let seed = seed_from(&config.bootstrap);
+        let tls = match &config.tls {
+            None => None,
+            Some(settings) => Some(Rc::new(TlsClient::new(settings.clone()).map_err(|e| {
+                ClientError::Config {
+                    field: "tls",
+                    reason: e.to_string(),
+                }
+            })?)),
+        };
         loop {
             for &addr in &config.bootstrap {
-                match open(addr, config.rpc, config.request_timeout).await {
+                match open(addr, config.rpc, config.request_timeout, tls.as_deref()).await {
                     Ok(rpc) => {
                         stats.connects += 1;
                         let conn = Rc::new(Connection {
@@ -279,6 +295,7 @@ impl ControllerClient {
                         return Ok(ControllerClient {
                             inner: Rc::new(Inner {
                                 config,
+                                tls,
                                 current: RefCell::new(conn),
                                 generation: Cell::new(0),
                                 moving: Semaphore::new(1),
@@ -526,7 +543,14 @@ impl ControllerClient {
         let answered = matches!(failure, Retriable::NotController(_));
         let candidates = candidates(&inner.config.bootstrap, conn.addr, answered, hint, learned);
         for (addr, hinted) in candidates {
-            match open(addr, inner.config.rpc, inner.config.request_timeout).await {
+            match open(
+                addr,
+                inner.config.rpc,
+                inner.config.request_timeout,
+                inner.tls.as_deref(),
+            )
+            .await
+            {
                 Ok(rpc) => {
                     self.count(|s| s.connects += 1);
                     let generation = inner.generation.get() + 1;
@@ -764,8 +788,9 @@ async fn open(
     addr: SocketAddr,
     config: RpcConnectionConfig,
     timeout: Duration,
+    tls: Option<&TlsClient>,
 ) -> Result<RpcConnection, String> {
-    let attempt = async { Some(RpcConnection::connect(addr, config).await) };
+    let attempt = async { Some(RpcConnection::connect_tls(addr, config, tls).await) };
     let expire = async {
         glommio::timer::sleep(timeout).await;
         None

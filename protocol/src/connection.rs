@@ -24,7 +24,8 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use corum_runtime::transport::{connect, ConnectionConfig, FrameReader, FrameWriter};
+use corum_runtime::tls::TlsClient;
+use corum_runtime::transport::{connect_tls, ConnectionConfig, FrameReader, FrameWriter};
 use futures_lite::AsyncRead;
 use glommio::channels::local_channel::{self, LocalSender};
 
@@ -104,13 +105,24 @@ impl RpcConnection {
         addr: SocketAddr,
         config: RpcConnectionConfig,
     ) -> Result<RpcConnection, RpcConnectionError> {
+        RpcConnection::connect_tls(addr, config, None).await
+    }
+
+    /// [`RpcConnection::connect`], then a TLS handshake when `tls` is given (a client listener
+    /// mapped to SSL).
+    pub async fn connect_tls(
+        addr: SocketAddr,
+        config: RpcConnectionConfig,
+        tls: Option<&TlsClient>,
+    ) -> Result<RpcConnection, RpcConnectionError> {
         config.validate()?;
-        let conn = connect(
+        let conn = connect_tls(
             addr,
             ConnectionConfig {
                 payload_bytes_max: config.request_bytes_max.max(config.response_bytes_max),
                 nodelay: true,
             },
+            tls,
         )
         .await
         .map_err(|e| RpcConnectionError::Connect {

@@ -77,6 +77,14 @@ pub enum Error {
         payload_bytes_max: u32,
     },
 
+    /// A TLS handshake with `peer` failed or was refused (logged); nothing was read from it.
+    #[error("TLS with {peer}: {source}")]
+    Tls {
+        peer: SocketAddr,
+        #[source]
+        source: crate::tls::TlsError,
+    },
+
     /// A network operation failed.
     #[error("{op} {peer}: {source}")]
     Io {

@@ -37,6 +37,7 @@ pub mod placement;
 pub mod shard;
 pub mod shutdown;
 pub mod timer;
+pub mod tls;
 pub mod transport;
 
 pub use backoff::{Backoff, BackoffConfig};
@@ -47,6 +48,7 @@ pub use message::{Validated, WireMessage};
 pub use placement::{CoreId, Placement, PlacementArgs, PlacementSpec, ShardId, ShardRole};
 pub use shard::{Runtime, RuntimeConfig, ShardContext, ShardOutcome};
 pub use shutdown::{Shutdown, ShutdownSignal};
+pub use tls::{NetStream, TlsClient, TlsIdentity, TlsServer, TlsSettings};
 pub use transport::{
     ConnectionConfig, FramedConnection, Listener, PeerConfig, ReconnectingPeer, TcpConnection,
 };

@@ -117,19 +117,27 @@ impl Shutdown {
         Ok(local)
     }
 
-    /// Installs SIGINT and SIGTERM handlers that trigger this handle, on a dedicated thread.
-    /// The handlers stay for the life of the process.
+    /// Installs SIGINT and SIGTERM handlers that trigger this handle, on a dedicated thread,
+    /// and a SIGHUP handler that has every TLS listener and dialer re-read its files at its
+    /// next handshake ([`crate::tls::request_reload`]). The handlers stay for the life of the
+    /// process.
     pub fn install_signal_handlers(&self) -> Result<()> {
-        use signal_hook::consts::{SIGINT, SIGTERM};
-        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
             .map_err(|source| Error::Signals { source })?;
         let this = self.clone();
         std::thread::Builder::new()
             .name("corum-signals".into())
             .spawn(move || {
-                if let Some(signal) = signals.forever().next() {
+                for signal in signals.forever() {
+                    if signal == SIGHUP {
+                        tracing::info!("SIGHUP: TLS keystores and truststores are re-read at the next handshake");
+                        crate::tls::request_reload();
+                        continue;
+                    }
                     tracing::info!(signal, "received signal, shutting down");
                     this.trigger();
+                    break;
                 }
             })
             .map_err(|source| Error::Signals { source })?;

@@ -15,6 +15,12 @@
 //! framing checks and limits, the archive left to it. This reader is the only one: servers,
 //! clients and peers all read frames through it.
 //!
+//! Under TLS ([`crate::tls`]): a [`Listener`] given a [`TlsServer`] runs each accepted
+//! connection's handshake in that connection's task (a slow or silent client holds no other
+//! accept), and a refused one never reaches the handler; [`connect_tls`] and a
+//! [`ReconnectingPeer`] given a [`TlsClient`] handshake after connecting. A connection knows
+//! its peer's certificate identity ([`FramedConnection::peer_identity`]).
+//!
 //! Read and write halves can be separated with [`FramedConnection::into_split`] so one task
 //! receives while another sends.
 
@@ -25,7 +31,7 @@ use std::time::Duration;
 
 use futures_lite::io::{ReadHalf, WriteHalf};
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use glommio::net::{Preallocated, TcpListener, TcpStream};
+use glommio::net::{TcpListener, TcpStream};
 use glommio::TaskQueueHandle;
 use rkyv::util::AlignedVec;
 
@@ -35,6 +41,7 @@ use crate::frame::{self, FrameError, FrameHeader, HEADER_BYTES};
 use crate::message::{encode_frame, Validated, WireMessage};
 use crate::shutdown::ShutdownSignal;
 use crate::timer::sleep;
+use crate::tls::{NetStream, TlsClient, TlsIdentity, TlsServer};
 
 /// Limits and options of one connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,8 +62,9 @@ impl Default for ConnectionConfig {
     }
 }
 
-/// A glommio TCP stream with a read buffer, the usual transport under a [`FramedConnection`].
-pub type TcpTransport = TcpStream<Preallocated>;
+/// A glommio TCP stream with a read buffer, plain or under TLS: the usual transport under a
+/// [`FramedConnection`].
+pub type TcpTransport = NetStream;
 
 /// Counters of one connection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -319,6 +327,7 @@ pub struct FramedConnection<S> {
     reader: FrameReader<ReadHalf<S>>,
     writer: FrameWriter<WriteHalf<S>>,
     peer: SocketAddr,
+    identity: Option<Rc<TlsIdentity>>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> FramedConnection<S> {
@@ -329,7 +338,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FramedConnection<S> {
             reader: FrameReader::new(r, peer, config.payload_bytes_max),
             writer: FrameWriter::new(w, peer, config.payload_bytes_max),
             peer,
+            identity: None,
         }
+    }
+
+    /// The peer's TLS certificate identity, when the connection is under TLS and the peer
+    /// presented a certificate.
+    pub fn peer_identity(&self) -> Option<&TlsIdentity> {
+        self.identity.as_deref()
     }
 
     /// The remote address.
@@ -394,9 +410,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FramedConnection<S> {
 /// A framed TCP connection.
 pub type TcpConnection = FramedConnection<TcpTransport>;
 
-fn framed_tcp(stream: TcpStream, config: ConnectionConfig) -> Result<TcpConnection> {
+fn peer_of(stream: &TcpStream) -> SocketAddr {
     let unknown: SocketAddr = ([0, 0, 0, 0], 0).into();
-    let peer = stream.peer_addr().unwrap_or(unknown);
+    stream.peer_addr().unwrap_or(unknown)
+}
+
+fn set_nodelay(stream: &TcpStream, peer: SocketAddr, config: ConnectionConfig) -> Result<()> {
     if config.nodelay {
         stream.set_nodelay(true).map_err(|e| Error::Io {
             op: "set TCP_NODELAY on",
@@ -404,17 +423,45 @@ fn framed_tcp(stream: TcpStream, config: ConnectionConfig) -> Result<TcpConnecti
             source: e.into(),
         })?;
     }
-    Ok(FramedConnection::new(stream.buffered(), peer, config))
+    Ok(())
+}
+
+fn framed(stream: NetStream, peer: SocketAddr, config: ConnectionConfig) -> TcpConnection {
+    let identity = stream.identity();
+    let mut conn = FramedConnection::new(stream, peer, config);
+    conn.identity = identity;
+    conn
 }
 
 /// Connects to `addr` once.
 pub async fn connect(addr: SocketAddr, config: ConnectionConfig) -> Result<TcpConnection> {
+    connect_tls(addr, config, None).await
+}
+
+/// Connects to `addr` once, then runs a TLS handshake when `tls` is given (the server's
+/// certificate checked against `addr`'s IP when the client checks hostnames).
+pub async fn connect_tls(
+    addr: SocketAddr,
+    config: ConnectionConfig,
+    tls: Option<&TlsClient>,
+) -> Result<TcpConnection> {
     let stream = TcpStream::connect(addr).await.map_err(|e| Error::Io {
         op: "connect to",
         peer: addr,
         source: e.into(),
     })?;
-    framed_tcp(stream, config)
+    set_nodelay(&stream, addr, config)?;
+    let stream = match tls {
+        None => NetStream::Plain(stream.buffered()),
+        Some(t) => t
+            .connect(stream, &addr.ip().to_string())
+            .await
+            .map_err(|source| {
+                tracing::warn!(peer = %addr, error = %source, "TLS handshake failed");
+                Error::Tls { peer: addr, source }
+            })?,
+    };
+    Ok(framed(stream, addr, config))
 }
 
 /// A listening socket whose connections come out framed.
@@ -423,6 +470,7 @@ pub struct Listener {
     inner: TcpListener,
     local: SocketAddr,
     config: ConnectionConfig,
+    tls: Option<Rc<TlsServer>>,
 }
 
 impl Listener {
@@ -440,7 +488,15 @@ impl Listener {
             inner,
             local,
             config,
+            tls: None,
         })
+    }
+
+    /// Runs a TLS handshake on every accepted connection (refused ones are logged and
+    /// closed).
+    pub fn with_tls(mut self, tls: Option<Rc<TlsServer>>) -> Listener {
+        self.tls = tls;
+        self
     }
 
     /// The bound address.
@@ -448,14 +504,18 @@ impl Listener {
         self.local
     }
 
-    /// Accepts one connection.
+    /// Accepts one connection, its TLS handshake included (an `Error::Tls` is one refused).
     pub async fn accept(&self) -> Result<TcpConnection> {
-        let stream = self.inner.accept().await.map_err(|e| Error::Io {
+        let stream = self.accept_tcp().await?;
+        secure(stream, self.config, self.tls.clone()).await
+    }
+
+    async fn accept_tcp(&self) -> Result<TcpStream> {
+        self.inner.accept().await.map_err(|e| Error::Io {
             op: "accept on",
             peer: self.local,
             source: e.into(),
-        })?;
-        framed_tcp(stream, self.config)
+        })
     }
 
     /// Accepts until `shutdown`, running `handler` in its own task per connection (on `queue`,
@@ -475,9 +535,9 @@ impl Listener {
         let handler = Rc::new(handler);
         let mut accepted = 0u64;
         loop {
-            let conn = match shutdown.run_until(self.accept()).await {
+            let stream = match shutdown.run_until(self.accept_tcp()).await {
                 None => break,
-                Some(Ok(conn)) => conn,
+                Some(Ok(stream)) => stream,
                 Some(Err(e)) => {
                     // Typically out of file descriptors; pause so the loop doesn't spin.
                     tracing::warn!(addr = %self.local, error = %e, "accept failed");
@@ -492,9 +552,19 @@ impl Listener {
                 }
             };
             accepted += 1;
-            let peer = conn.peer();
+            let peer = peer_of(&stream);
             let handler = handler.clone();
+            let (config, tls) = (self.config, self.tls.clone());
             let task = async move {
+                // The handshake runs here, not in the accept loop: a silent client holds
+                // only its own task.
+                let conn = match secure(stream, config, tls).await {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        tracing::debug!(%peer, error = %e, "connection refused");
+                        return;
+                    }
+                };
                 match handler(conn).await {
                     Ok(()) | Err(Error::ConnectionClosed { .. }) => {
                         tracing::debug!(%peer, "connection finished")
@@ -511,6 +581,25 @@ impl Listener {
         }
         accepted
     }
+}
+
+/// An accepted socket framed, after its TLS handshake when `tls` is set (a refused one is
+/// logged by [`TlsServer::accept`]).
+async fn secure(
+    stream: TcpStream,
+    config: ConnectionConfig,
+    tls: Option<Rc<TlsServer>>,
+) -> Result<TcpConnection> {
+    let peer = peer_of(&stream);
+    set_nodelay(&stream, peer, config)?;
+    let stream = match tls {
+        None => NetStream::Plain(stream.buffered()),
+        Some(t) => t
+            .accept(stream, peer)
+            .await
+            .map_err(|source| Error::Tls { peer, source })?,
+    };
+    Ok(framed(stream, peer, config))
 }
 
 /// Settings of an outbound peer.
@@ -533,6 +622,7 @@ pub struct ReconnectingPeer {
     backoff: Backoff,
     conn: Option<TcpConnection>,
     connects: u64,
+    tls: Option<Rc<TlsClient>>,
 }
 
 impl ReconnectingPeer {
@@ -545,7 +635,14 @@ impl ReconnectingPeer {
             backoff: Backoff::new(config.backoff),
             conn: None,
             connects: 0,
+            tls: None,
         })
+    }
+
+    /// Runs a TLS handshake on every connection (presenting the client's keystore, if any).
+    pub fn with_tls(mut self, tls: Option<Rc<TlsClient>>) -> ReconnectingPeer {
+        self.tls = tls;
+        self
     }
 
     /// The peer's address.
@@ -577,7 +674,7 @@ impl ReconnectingPeer {
             if shutdown.is_triggered() {
                 return Err(Error::ShuttingDown);
             }
-            match connect(self.addr, self.config.connection).await {
+            match connect_tls(self.addr, self.config.connection, self.tls.as_deref()).await {
                 Ok(c) => {
                     self.backoff.reset();
                     self.connects += 1;

@@ -21,6 +21,8 @@ struct Cli {
 enum Command {
     /// Print a new random UUID (for --cluster-id and directory ids).
     RandomUuid(cmd::uuid::Args),
+    /// Create a CA and sign certificates for TLS listeners and clients (PEM).
+    Certs(cmd::certs::Args),
     /// Run a controller node until SIGTERM/SIGINT (`--config FILE`, `--set KEY=VALUE`).
     Run(cmd::run::Args),
     /// Format a log directory: meta.properties and the bootstrap voter set.
@@ -100,6 +102,7 @@ fn main() -> std::process::ExitCode {
 fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::RandomUuid(args) => cmd::uuid::run(args),
+        Command::Certs(args) => cmd::certs::run(args),
         Command::Run(args) => cmd::run::run(args),
         Command::Format(args) => cmd::format::run(args),
         Command::Info(args) => cmd::info::run(args),

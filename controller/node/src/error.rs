@@ -88,6 +88,18 @@ pub enum ConfigError {
         key: &'static str,
         reason: RuleError,
     },
+    /// A per-listener key (`listener.name.<listener>.ssl.*`) whose value does not parse.
+    #[error("config {at}: invalid value {value:?} for {key}: {reason}")]
+    InvalidListenerValue {
+        key: Box<str>,
+        value: Box<str>,
+        at: ConfigSource,
+        reason: ValueError,
+    },
+    /// A listener's TLS settings that cannot be used (missing, contradicting, or files that do
+    /// not load): `key` is the one to change, prefixed when the value came from one.
+    #[error("config: {key}: {reason}")]
+    Tls { key: String, reason: String },
 }
 
 impl ConfigError {
@@ -95,7 +107,8 @@ impl ConfigError {
     /// keys).
     pub fn key(&self) -> Option<&str> {
         match self {
-            ConfigError::UnknownKey { key, .. } => Some(key),
+            ConfigError::UnknownKey { key, .. } | ConfigError::Tls { key, .. } => Some(key),
+            ConfigError::InvalidListenerValue { key, .. } => Some(key),
             ConfigError::Duplicate { key, .. }
             | ConfigError::InvalidValue { key, .. }
             | ConfigError::Invalid { key, .. } => Some(key),
@@ -179,7 +192,7 @@ pub enum RuleError {
     #[error("listener {name} has no entry in listener.security.protocol.map")]
     UnmappedListener { name: String },
     #[error(
-        "listener {name} is mapped to {protocol}: only PLAINTEXT listeners are supported so far"
+        "listener {name} is mapped to {protocol}: SASL is not supported (use SSL, with client certificates for authentication)"
     )]
     UnsupportedSecurityProtocol { name: String, protocol: String },
     #[error("listener {name} cannot speak Kafka's protocol: it is the controller or the client listener")]
@@ -344,6 +357,9 @@ pub enum PeerError {
         found: Uuid,
     },
     /// An inbound envelope addressed to another node (wrong address in someone's config).
+    /// An envelope whose `from` is not the controller its TLS certificate names.
+    #[error("envelope from node {from}, but the connection's certificate is {principal} (a controller may only speak as the node its certificate names)")]
+    NotTheCertifiedController { from: NodeId, principal: String },
     #[error("envelope from node {from} is addressed to node {to}, this is node {me}")]
     WrongAddressee {
         from: NodeId,

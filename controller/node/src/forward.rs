@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use corum_kafka::Backend;
 use corum_protocol::{RpcConnection, RpcConnectionConfig};
+use corum_runtime::tls::TlsClient;
 use corum_types::{NodeId, Uuid};
 
 use crate::driver::RaftHandle;
@@ -53,6 +54,8 @@ pub struct NodeBackend {
     leader_connection: RefCell<Option<(NodeId, Rc<RpcConnection>)>>,
     forwarded: Cell<u64>,
     acls: crate::acl_slot::AclSlot,
+    /// The client listener's TLS, as a client (the client listener mapped to SSL).
+    tls: Option<Rc<TlsClient>>,
 }
 
 impl NodeBackend {
@@ -63,7 +66,15 @@ impl NodeBackend {
             leader_connection: RefCell::default(),
             forwarded: Cell::new(0),
             acls: crate::acl_slot::AclSlot::default(),
+            tls: None,
         }
+    }
+
+    /// Forwards over TLS (the leader's client listener is mapped to SSL), presenting this
+    /// node's keystore.
+    pub fn with_tls(mut self, tls: Option<Rc<TlsClient>>) -> NodeBackend {
+        self.tls = tls;
+        self
     }
 
     /// Requests forwarded to the active controller so far.
@@ -123,7 +134,7 @@ impl NodeBackend {
                     ..RpcConnectionConfig::default()
                 };
                 let c = Rc::new(
-                    RpcConnection::connect(addr, config)
+                    RpcConnection::connect_tls(addr, config, self.tls.as_deref())
                         .await
                         .map_err(|_| not_controller())?,
                 );

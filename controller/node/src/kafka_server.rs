@@ -37,11 +37,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use corum_kafka::{ListenerContext, Outcome, Parsed};
+use corum_runtime::tls::{NetStream, TlsServer};
 use corum_runtime::ShutdownSignal;
 use corum_types::{NodeId, Uuid};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::channels::local_channel;
-use glommio::net::{TcpListener, TcpStream};
+use glommio::net::TcpListener;
 
 use crate::error::NodeError;
 use crate::forward::NodeBackend;
@@ -83,6 +84,8 @@ pub struct KafkaServerStats {
     pub by_api: std::collections::BTreeMap<i16, u64>,
     /// Connections closed on a request that could not be served (logged with the reason).
     pub closed_on_bad_request: u64,
+    /// Connections whose TLS handshake failed or was refused (logged; nothing read).
+    pub handshakes_refused: u64,
 }
 
 /// A bound Kafka listener. See the module doc.
@@ -91,6 +94,7 @@ pub struct KafkaServer {
     local: SocketAddr,
     config: KafkaServerConfig,
     stats: Rc<RefCell<KafkaServerStats>>,
+    tls: Option<Rc<TlsServer>>,
 }
 
 impl KafkaServer {
@@ -112,7 +116,14 @@ impl KafkaServer {
             local,
             config,
             stats: Rc::default(),
+            tls: None,
         })
+    }
+
+    /// Runs a TLS handshake on every connection (the listener mapped to SSL, Kafka's `SSL`
+    /// security protocol); a refused one is logged, counted and closed before any request.
+    pub fn set_tls(&mut self, tls: Option<Rc<TlsServer>>) {
+        self.tls = tls;
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -155,8 +166,17 @@ impl KafkaServer {
             let (ctx, backend, stats) = (ctx.clone(), backend.clone(), self.stats.clone());
             let config = self.config.clone();
             let shutdown = shutdown.clone();
+            let tls = self.tls.clone();
             glommio::spawn_local(async move {
-                serve_connection(stream, &config, ctx, backend, &stats, shutdown).await;
+                let unknown: SocketAddr = ([0, 0, 0, 0], 0).into();
+                let peer = stream.peer_addr().unwrap_or(unknown);
+                match corum_runtime::tls::accepted(stream, peer, tls.as_deref()).await {
+                    Ok(stream) => {
+                        serve_connection(stream, peer, &config, ctx, backend, &stats, shutdown)
+                            .await
+                    }
+                    Err(_) => stats.borrow_mut().handshakes_refused += 1,
+                }
                 stats.borrow_mut().open -= 1;
             })
             .detach();
@@ -180,22 +200,26 @@ async fn read_within(
 }
 
 async fn serve_connection(
-    stream: TcpStream,
+    stream: NetStream,
+    peer: SocketAddr,
     config: &KafkaServerConfig,
     ctx: Rc<ListenerContext>,
     backend: Rc<NodeBackend>,
     stats: &Rc<RefCell<KafkaServerStats>>,
     shutdown: ShutdownSignal,
 ) {
-    let unknown: SocketAddr = ([0, 0, 0, 0], 0).into();
-    let peer = stream.peer_addr().unwrap_or(unknown);
-    if let Err(e) = stream.set_nodelay(true) {
-        tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
-    }
-    // Who the connection's requests come from: PLAINTEXT authenticates nobody (Kafka's
-    // ANONYMOUS); TLS and SASL will set the principal here.
-    let session = Rc::new(corum_kafka::auth::Session::anonymous(peer.ip().to_string()));
-    let (mut reader, writer) = futures_lite::io::split(stream.buffered());
+    // The connection's principal: Kafka's default SSL principal builder (`User:` and the
+    // client certificate's subject DN), `User:ANONYMOUS` without a certificate (PLAINTEXT, or
+    // SSL without client authentication). SASL will set it here too.
+    let principal = stream
+        .identity()
+        .map_or_else(|| "User:ANONYMOUS".to_owned(), |i| i.principal.clone());
+    tracing::debug!(%peer, %principal, tls = stream.is_tls(), "Kafka connection");
+    let session = Rc::new(corum_kafka::auth::Session {
+        principal,
+        client_host: peer.ip().to_string(),
+    });
+    let (mut reader, writer) = futures_lite::io::split(stream);
     // Answers in request order: the writer awaits each request's task in turn.
     let (tx, rx) =
         local_channel::new_bounded::<glommio::Task<Outcome>>(config.in_flight_per_connection_max);

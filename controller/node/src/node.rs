@@ -28,6 +28,7 @@
 //! committed batch the controller cannot apply) triggers the same shutdown everywhere and is
 //! returned.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
@@ -37,6 +38,7 @@ use corum_controller::records::ControllerEndpointV1;
 use corum_controller::{Controller, ControllerConfig};
 use corum_engine::disk::{StdDisk, UringDisk};
 use corum_raft::VoterSet;
+use corum_runtime::tls::{TlsClient, TlsServer, TlsSettings};
 use corum_runtime::{Placement, Runtime, ShardContext, ShardRole};
 use corum_types::{NodeId, Uuid};
 
@@ -48,7 +50,7 @@ use crate::forward::{ForwardConfig, NodeBackend};
 use crate::kafka_server::KafkaServer;
 use crate::meta_properties::MetaProperties;
 use crate::metrics::{self, MetricsSources};
-use crate::peer::{resolve, PeerNetwork, PeerNetworkConfig};
+use crate::peer::{resolve, PeerNetwork, PeerNetworkConfig, PeerTls};
 use crate::port::{self, DriverLink, ServiceLink};
 use crate::protocol::LeaderHint;
 use crate::registration;
@@ -71,6 +73,48 @@ pub struct NodePlan {
     pub client_addr: SocketAddr,
     /// The Kafka listeners (`corum.kafka.listener.names`): name and address to bind.
     pub kafka_listeners: Vec<(String, SocketAddr)>,
+    /// The TLS settings of each listener mapped to SSL, by listener name (their files load:
+    /// checked by [`NodePlan::prepare`]).
+    pub tls: BTreeMap<String, TlsSettings>,
+}
+
+/// A listener's TLS server side, or a config error naming the key whose file or value does
+/// not load.
+fn tls_server(config: &NodeConfig, listener: &str, settings: &TlsSettings) -> Result<TlsServer> {
+    let server = TlsServer::new(listener, settings.clone()).map_err(|e| {
+        NodeError::Config(ConfigError::Tls {
+            key: crate::config::ssl::key_of_tls_error(config, listener, &e),
+            reason: e.to_string(),
+        })
+    })?;
+    Ok(
+        if config
+            .controller_listener_names
+            .iter()
+            .any(|n| n == listener)
+        {
+            server.with_identity_check(crate::peer::controller_identity_check())
+        } else {
+            server
+        },
+    )
+}
+
+/// A listener's TLS client side (controllers dialing each other, a standby forwarding to the
+/// leader's client listener): the listener's truststore, presenting its keystore.
+fn tls_client(config: &NodeConfig, listener: &str, settings: &TlsSettings) -> Result<TlsClient> {
+    if settings.truststore.is_none() {
+        return Err(NodeError::Config(ConfigError::Tls {
+            key: config.ssl_value(listener, "ssl.truststore.location").0,
+            reason: format!("listener {listener}: controllers connect to this listener on each other (a standby forwards writes to the leader's) and need the CAs to check its certificate"),
+        }));
+    }
+    TlsClient::new(settings.clone()).map_err(|e| {
+        NodeError::Config(ConfigError::Tls {
+            key: crate::config::ssl::key_of_tls_error(config, listener, &e),
+            reason: e.to_string(),
+        })
+    })
 }
 
 /// Where to listen for `endpoint` (an empty host means every interface).
@@ -103,6 +147,19 @@ impl NodePlan {
             .kafka_listeners()
             .map(|l| Ok((l.name.clone(), listen_addr(&l.endpoint)?)))
             .collect::<Result<Vec<_>>>()?;
+        let mut tls = BTreeMap::new();
+        for l in &config.listeners {
+            if let Some(settings) = config.listener_tls(&l.name)? {
+                // Load the files now: a node that cannot serve TLS does not start.
+                tls_server(&config, &l.name, &settings)?;
+                if l.name == config.controller_listener().name
+                    || l.name == config.client_listener_name
+                {
+                    tls_client(&config, &l.name, &settings)?;
+                }
+                tls.insert(l.name.clone(), settings);
+            }
+        }
         // Before any shard runs (outside glommio): the blocking disk, read-only.
         let (meta, bootstrap) = futures_lite::future::block_on(check_formatted(
             &StdDisk::read_only(),
@@ -129,6 +186,7 @@ impl NodePlan {
             controller,
             client_addr,
             kafka_listeners,
+            tls,
         })
     }
 
@@ -233,9 +291,29 @@ async fn worker_shard(
     on_ready: OnReady,
 ) -> Result<()> {
     let stop = ctx.shutdown().clone();
-    let (network, inbox) = PeerNetwork::bind(plan.peer, &stop)?;
+    let config = &plan.config;
+    let server_tls = |name: &str| -> Result<Option<Rc<TlsServer>>> {
+        plan.tls
+            .get(name)
+            .map(|s| tls_server(config, name, s).map(Rc::new))
+            .transpose()
+    };
+    let client_tls = |name: &str| -> Result<Option<Rc<TlsClient>>> {
+        plan.tls
+            .get(name)
+            .map(|s| tls_client(config, name, s).map(Rc::new))
+            .transpose()
+    };
+    let controller_name = &config.controller_listener().name;
+    let peer_tls = match (server_tls(controller_name)?, client_tls(controller_name)?) {
+        (Some(server), Some(client)) => Some(PeerTls { server, client }),
+        _ => None,
+    };
+    let (network, inbox) = PeerNetwork::bind_tls(plan.peer, &stop, peer_tls)?;
     let raft_addr = network.local_addr();
     let mut server = RpcServer::bind(plan.client_addr, plan.server.clone())?;
+    server.set_tls(server_tls(&config.client_listener_name)?);
+    let forward_tls = client_tls(&config.client_listener_name)?;
     server.set_raft_endpoints(plan.service.leader_endpoints.clone());
     let client_addr = server.local_addr();
     let host = host_name();
@@ -247,7 +325,9 @@ async fn worker_shard(
             .expect("a Kafka listener is one of `listeners`");
         let config =
             components::kafka_server(&plan.config, plan.meta.cluster_id, name, &advertised);
-        kafka_servers.push(KafkaServer::bind(*addr, config)?);
+        let mut kafka = KafkaServer::bind(*addr, config)?;
+        kafka.set_tls(server_tls(name)?);
+        kafka_servers.push(kafka);
     }
     let kafka_addrs: Vec<(String, SocketAddr)> = plan
         .kafka_listeners
@@ -345,7 +425,8 @@ async fn worker_shard(
                 client_listener_name: plan.config.client_listener_name.clone(),
             },
         )
-        .with_acls(plan.service.acls.clone()),
+        .with_acls(plan.service.acls.clone())
+        .with_tls(forward_tls),
     );
     let registration = registration_request(plan, &host, raft_addr, client_addr, &kafka_addrs);
     glommio::spawn_local(registration::keep_registered(

@@ -13,7 +13,8 @@
 //!
 //! Connections are one-way: a node sends on the connections it opened and receives on the ones
 //! it accepted (a response travels on the responder's own outbound connection). There is **no
-//! handshake**: every envelope names its cluster and addressee, so one frame is enough to
+//! handshake** of corum's own (under TLS, only TLS's: see "Mutual TLS"): every envelope names
+//! its cluster and addressee, so one frame is enough to
 //! refuse a misdirected connection, and a reconnect needs no extra round trip. The peer
 //! listener is a port of its own; sharing one port with clients would add a first frame naming
 //! the connection's kind, in the node's listener, without changing this format.
@@ -33,8 +34,21 @@
 //! socket buffers) drops the connection and reconnects ([`PeerStats::send_timeouts`]), rather
 //! than waiting out TCP's retransmission timeouts while the queue drops everything.
 //!
-//! `from` is not authenticated: the transport trusts the network between controllers (as
-//! Kafka's PLAINTEXT controller listener does).
+//! Over PLAINTEXT, `from` is not authenticated: the transport trusts the network between
+//! controllers (as Kafka's PLAINTEXT controller listener does).
+//!
+//! # Mutual TLS
+//!
+//! With the controller listener mapped to SSL ([`PeerTls`]), every connection is mutually
+//! authenticated: the dialer checks the listener's certificate against the truststore (and
+//! the dialed address against its names, per `ssl.endpoint.identification.algorithm`), and
+//! the listener accepts a peer only with a certificate that chains to the truststore and
+//! names a controller: a common name or DNS name `controller-<node id>`
+//! ([`controller_ids`]). Anything else is refused at the handshake, logged with the peer's
+//! address and the reason, before any Raft message is read. On an accepted connection every
+//! envelope's `from` must be a node its certificate names
+//! ([`PeerError::NotTheCertifiedController`]): a certificate for controller 4 cannot vote or
+//! fetch as controller 1.
 //!
 //! # Receiving
 //!
@@ -71,6 +85,7 @@ use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 use corum_raft::Message;
+use corum_runtime::tls::{IdentityCheck, TlsClient, TlsIdentity, TlsServer};
 use corum_runtime::transport::{self, ConnectionConfig, Listener, PeerConfig, ReconnectingPeer};
 use corum_runtime::{BackoffConfig, ShutdownSignal, TcpConnection};
 use corum_types::{NodeId, Uuid};
@@ -329,6 +344,47 @@ pub struct PeerNetwork {
     /// Fired by [`PeerNetwork::close`], on drop, or when the caller's shutdown fires.
     stop: ShutdownSignal,
     listener: RefCell<Option<Task<u64>>>,
+    /// What links present when the controller listener is TLS.
+    tls_client: Option<Rc<TlsClient>>,
+}
+
+/// The TLS of the controller listener (see the module doc): the listener's side and the
+/// dialer's, both from the controller listener's keystore and truststore.
+#[derive(Clone, Debug)]
+pub struct PeerTls {
+    pub server: Rc<TlsServer>,
+    pub client: Rc<TlsClient>,
+}
+
+/// The controller prefix of a certificate name: `controller-<node id>`.
+pub const CONTROLLER_NAME_PREFIX: &str = "controller-";
+
+/// The node ids a certificate names as `controller-<id>` (common names and DNS names).
+pub fn controller_ids(identity: &TlsIdentity) -> Vec<NodeId> {
+    let mut ids: Vec<NodeId> = identity
+        .common_names
+        .iter()
+        .chain(&identity.dns_names)
+        .filter_map(|n| n.strip_prefix(CONTROLLER_NAME_PREFIX))
+        .filter_map(|id| id.parse::<u32>().ok())
+        .map(NodeId)
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+/// The controller listener's identity check: a certificate that names a controller.
+pub fn controller_identity_check() -> IdentityCheck {
+    std::sync::Arc::new(|identity: &TlsIdentity| {
+        if controller_ids(identity).is_empty() {
+            Err(format!(
+                "the certificate names no controller (a common name or DNS name {CONTROLLER_NAME_PREFIX}<node id>)"
+            ))
+        } else {
+            Ok(())
+        }
+    })
 }
 
 impl std::fmt::Debug for PeerNetwork {
@@ -348,8 +404,19 @@ impl PeerNetwork {
         config: PeerNetworkConfig,
         shutdown: &ShutdownSignal,
     ) -> Result<(PeerNetwork, PeerInbox), PeerError> {
+        PeerNetwork::bind_tls(config, shutdown, None)
+    }
+
+    /// [`PeerNetwork::bind`] with mutual TLS on the listener and on every link when `tls` is
+    /// set (see the module doc).
+    pub fn bind_tls(
+        config: PeerNetworkConfig,
+        shutdown: &ShutdownSignal,
+        tls: Option<PeerTls>,
+    ) -> Result<(PeerNetwork, PeerInbox), PeerError> {
         config.validate()?;
-        let listener = Listener::bind(config.listen, config.connection)?;
+        let listener = Listener::bind(config.listen, config.connection)?
+            .with_tls(tls.as_ref().map(|t| t.server.clone()));
         let local = listener.local_addr();
         let stop = ShutdownSignal::detached();
         {
@@ -386,6 +453,7 @@ impl PeerNetwork {
             inbound,
             stop,
             listener: RefCell::new(Some(task)),
+            tls_client: tls.map(|t| t.client),
         };
         Ok((network, PeerInbox { rx, down: down_rx }))
     }
@@ -423,7 +491,8 @@ impl PeerNetwork {
                 backoff: self.config.backoff,
                 connect_attempts_max: None,
             },
-        )?;
+        )?
+        .with_tls(self.tls_client.clone());
         let (tx, rx) = local_channel::new_bounded(self.config.outbound_queue_capacity);
         let counters = Rc::new(LinkCounters::default());
         let link_stop = ShutdownSignal::detached();
@@ -807,6 +876,18 @@ impl Receiver {
                 tracing::warn!(%peer, error = %e, "closing peer connection");
                 conn.close().await;
                 return Ok(());
+            }
+            if let Some(identity) = conn.peer_identity() {
+                if !controller_ids(identity).contains(&envelope.from) {
+                    let e = PeerError::NotTheCertifiedController {
+                        from: envelope.from,
+                        principal: identity.principal.clone(),
+                    };
+                    bump(&self.counters.rejected_envelopes);
+                    tracing::warn!(%peer, error = %e, "closing peer connection");
+                    conn.close().await;
+                    return Ok(());
+                }
             }
             from = Some(envelope.from);
             let inbound = Inbound {

@@ -53,6 +53,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use corum_runtime::frame::FrameError;
+use corum_runtime::tls::{NetStream, TlsServer};
 use corum_runtime::transport::{FrameReader, FrameWriter};
 use corum_runtime::ShutdownSignal;
 use corum_types::{NodeId, Uuid};
@@ -130,6 +131,8 @@ pub struct RpcServerStats {
     pub too_large: u64,
     /// Connections closed on a framing error.
     pub framing_errors: u64,
+    /// Connections whose TLS handshake failed or was refused (logged; nothing read).
+    pub handshakes_refused: u64,
 }
 
 struct Shared {
@@ -148,6 +151,7 @@ pub struct RpcServer {
     client_endpoints: HashMap<NodeId, LeaderHint>,
     raft_endpoints: HashMap<NodeId, LeaderHint>,
     stats: Rc<RefCell<RpcServerStats>>,
+    tls: Option<Rc<TlsServer>>,
 }
 
 impl RpcServer {
@@ -167,7 +171,14 @@ impl RpcServer {
             client_endpoints: HashMap::new(),
             raft_endpoints: HashMap::new(),
             stats: Rc::default(),
+            tls: None,
         })
+    }
+
+    /// Runs a TLS handshake on every connection (the client listener mapped to SSL); a
+    /// refused one is logged, counted and closed before any request is read.
+    pub fn set_tls(&mut self, tls: Option<Rc<TlsServer>>) {
+        self.tls = tls;
     }
 
     /// The bound address.
@@ -219,8 +230,14 @@ impl RpcServer {
             }
             let shared = shared.clone();
             let shutdown = shutdown.clone();
+            let tls = self.tls.clone();
             glommio::spawn_local(async move {
-                serve_connection(stream, &shared, shutdown).await;
+                let unknown: SocketAddr = ([0, 0, 0, 0], 0).into();
+                let peer = stream.peer_addr().unwrap_or(unknown);
+                match corum_runtime::tls::accepted(stream, peer, tls.as_deref()).await {
+                    Ok(stream) => serve_connection(stream, peer, &shared, shutdown).await,
+                    Err(_) => shared.stats.borrow_mut().handshakes_refused += 1,
+                }
                 shared.stats.borrow_mut().open -= 1;
             })
             .detach();
@@ -250,13 +267,16 @@ pub(crate) async fn accept(
     }
 }
 
-async fn serve_connection(stream: TcpStream, shared: &Rc<Shared>, shutdown: ShutdownSignal) {
-    let unknown: SocketAddr = ([0, 0, 0, 0], 0).into();
-    let peer = stream.peer_addr().unwrap_or(unknown);
-    if let Err(e) = stream.set_nodelay(true) {
-        tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
+async fn serve_connection(
+    stream: NetStream,
+    peer: SocketAddr,
+    shared: &Rc<Shared>,
+    shutdown: ShutdownSignal,
+) {
+    if let Some(identity) = stream.identity() {
+        tracing::debug!(%peer, principal = %identity.principal, "client authenticated");
     }
-    let (reader, writer) = futures_lite::io::split(stream.buffered());
+    let (reader, writer) = futures_lite::io::split(stream);
     let in_flight_max = shared.config.in_flight_per_connection_max;
     let (tx, rx) = local_channel::new_bounded::<ResponseFrame>(in_flight_max + 1);
     let tx = Rc::new(tx);

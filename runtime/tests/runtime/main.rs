@@ -7,3 +7,4 @@
 mod common;
 mod shards;
 mod tcp;
+mod tls;

@@ -47,9 +47,12 @@ EOF
 # $WORK/TAG.bootstrap, the cluster id to $WORK/TAG.cluster_id and, with `kafka`, a Kafka
 # listener per node to $WORK/TAG.kafka. Each node serves Prometheus metrics on
 # 127.0.0.1:$((BASE_PORT + 30 + i)) (`kafka_requests`). NODE_PROPERTIES (lines of
-# key=value) is added to every node's configuration.
+# key=value) is added to every node's configuration, `{id}` in it replaced by the node's id;
+# DESCRIBE_ARGS is added to the `quorum describe` that waits for the leader (e.g.
+# `--command-config FILE` when the client listeners are SSL).
 start_quorum() {
     local bin=$1 tag=$2 kafka=${3:-} cid voters="" boot="" kafka_listeners=""
+    local props=${NODE_PROPERTIES:-}
     cid=$("$bin" random-uuid)
     for i in 1 2 3; do
         voters+="${voters:+,}$i@127.0.0.1:$((BASE_PORT + i))"
@@ -74,7 +77,7 @@ metadata.log.dir=$dir/data
 corum.cores=0
 corum.no.pin=true
 corum.metrics.listener=127.0.0.1:$((BASE_PORT + 30 + i))
-${NODE_PROPERTIES:-}
+${props//\{id\}/$i}
 EOF
         "$bin" format --config "$WORK/$tag/node$i.properties" --cluster-id "$cid" >/dev/null
         RUST_LOG=warn "$bin" run --config "$WORK/$tag/node$i.properties" >"$WORK/$tag/node$i.log" 2>&1 &
@@ -87,7 +90,7 @@ EOF
         echo "$kafka_listeners" >"$WORK/$tag.kafka"
     fi
     for _ in $(seq 1 200); do
-        if "${DESCRIBE_BIN:-$bin}" quorum describe --bootstrap "$boot" --status 2>/dev/null | grep -qi "leader"; then
+        if "${DESCRIBE_BIN:-$bin}" quorum describe --bootstrap "$boot" --status ${DESCRIBE_ARGS:-} 2>/dev/null | grep -qi "leader"; then
             return 0
         fi
         sleep 0.1

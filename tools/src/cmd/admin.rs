@@ -49,6 +49,10 @@ pub struct ConnectArgs {
     /// How long a request may take, following leader changes included.
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
+    /// A Kafka client properties file: `security.protocol=SSL` and the `ssl.*` keys for
+    /// client listeners mapped to SSL (see `corum::cmd::command_config`).
+    #[arg(long, value_name = "FILE")]
+    pub command_config: Option<std::path::PathBuf>,
 }
 
 impl ConnectArgs {
@@ -60,6 +64,7 @@ impl ConnectArgs {
         Ok(ClientConfig {
             request_timeout: REQUEST_TIMEOUT_MAX.min(timeout),
             retry_deadline: timeout,
+            tls: crate::cmd::command_config::load_opt(self.command_config.as_deref())?,
             ..ClientConfig::new(self.bootstrap.0.clone())
         })
     }

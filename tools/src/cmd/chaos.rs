@@ -303,6 +303,7 @@ fn rounds(args: &Args, exe: &Path, dir: &Path, net: &ChaosNet) -> anyhow::Result
             request_timeout: Duration::from_secs(2),
             grace: Duration::from_secs(15),
             progress: false,
+            tls: None,
             history: Some(HistoryConfig {
                 file: file.clone(),
                 keys: args.keys,

@@ -233,7 +233,7 @@ fn watch_signals() -> anyhow::Result<()> {
 fn describe(bootstrap: &[SocketAddr], timeout: Duration) -> anyhow::Result<DescribeQuorumResponse> {
     let bootstrap = bootstrap.to_vec();
     executor_builder("corum-demo")
-        .spawn(move || async move { describe_leader(&bootstrap, timeout).await })
+        .spawn(move || async move { describe_leader(&bootstrap, None, timeout).await })
         .map_err(|e| anyhow::anyhow!("starting the glommio executor: {e}"))?
         .join()
         .map_err(|e| anyhow::anyhow!("the describe executor failed: {e}"))?
@@ -332,6 +332,7 @@ fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
             grace: Duration::from_secs(5),
             progress: true,
             history: None,
+            tls: None,
         };
         let mut report = run_workload(config)
             .with_context(|| format!("running the {} workload", workload.name()))?;

@@ -193,6 +193,10 @@ pub struct Args {
     /// history: the seed of the clients' operations.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// A Kafka client properties file: `security.protocol=SSL` and the `ssl.*` keys, for
+    /// client listeners mapped to SSL (the private protocol's connections then run TLS).
+    #[arg(long, value_name = "FILE")]
+    pub command_config: Option<PathBuf>,
 }
 
 /// The `history` workload's settings.
@@ -244,6 +248,8 @@ pub struct LoadConfig {
     pub progress: bool,
     /// The history workload's settings (`None` for the others).
     pub history: Option<HistoryConfig>,
+    /// TLS to the client listeners (`--command-config`).
+    pub tls: Option<corum_runtime::tls::TlsSettings>,
 }
 
 /// Largest `--clients` (each client owns a broker resource id above 2e9).
@@ -297,6 +303,7 @@ impl LoadConfig {
                 key_base: None,
                 origin: None,
             }),
+            tls: crate::cmd::command_config::load_opt(a.command_config.as_deref())?,
         };
         config.validate()?;
         Ok(config)
@@ -510,6 +517,7 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
     let client_config = ClientConfig {
         request_timeout: config.request_timeout,
         retry_deadline: config.request_timeout,
+        tls: config.tls.clone(),
         ..ClientConfig::new(config.bootstrap.clone())
     };
     let mut clients = Vec::with_capacity(config.connections);

@@ -28,8 +28,11 @@ use corum_engine::disk::executor_builder;
 use corum_node::{RequestBody, ResponseBody};
 use corum_raft::message::{AddVoterRequest, RemoveVoterRequest};
 use corum_raft::{ReplicaKey, Voter, VoterChangeError};
+use corum_runtime::tls::TlsSettings;
 use corum_types::NodeId;
 use serde::Serialize;
+
+use crate::cmd::command_config;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -61,6 +64,10 @@ pub struct AddControllerArgs {
     /// controller not yet caught up, another change pending).
     #[arg(long, default_value_t = 30_000)]
     pub timeout_ms: u64,
+    /// A Kafka client properties file: `security.protocol=SSL` and the `ssl.*` keys for
+    /// client listeners mapped to SSL.
+    #[arg(long, value_name = "FILE")]
+    pub command_config: Option<std::path::PathBuf>,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -76,6 +83,10 @@ pub struct RemoveControllerArgs {
     /// How long to keep asking while another change is pending.
     #[arg(long, default_value_t = 30_000)]
     pub timeout_ms: u64,
+    /// A Kafka client properties file: `security.protocol=SSL` and the `ssl.*` keys for
+    /// client listeners mapped to SSL.
+    #[arg(long, value_name = "FILE")]
+    pub command_config: Option<std::path::PathBuf>,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -96,6 +107,10 @@ pub struct DescribeArgs {
     /// How long to look for a leader before failing.
     #[arg(long, default_value_t = 5_000)]
     pub timeout_ms: u64,
+    /// A Kafka client properties file: `security.protocol=SSL` and the `ssl.*` keys for
+    /// client listeners mapped to SSL.
+    #[arg(long, value_name = "FILE")]
+    pub command_config: Option<std::path::PathBuf>,
 }
 
 /// A parsed `--bootstrap` list (see [`corum_client::parse_bootstrap`]).
@@ -121,7 +136,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     voter: voter.clone(),
                 })
             };
-            change_voters(&a.bootstrap.0, a.timeout_ms, body)?;
+            change_voters(
+                &a.bootstrap.0,
+                command_config::load_opt(a.command_config.as_deref())?,
+                a.timeout_ms,
+                body,
+            )?;
             println!("controller {id} is a voter");
             Ok(())
         }
@@ -136,7 +156,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     voter: key,
                 })
             };
-            change_voters(&a.bootstrap.0, a.timeout_ms, body)?;
+            change_voters(
+                &a.bootstrap.0,
+                command_config::load_opt(a.command_config.as_deref())?,
+                a.timeout_ms,
+                body,
+            )?;
             println!("controller {} is no longer a voter", a.controller_id);
             Ok(())
         }
@@ -178,6 +203,7 @@ pub fn voter_of(config: &std::path::Path) -> anyhow::Result<Voter> {
 /// with the reason.
 pub fn change_voters(
     bootstrap: &[SocketAddr],
+    tls: Option<TlsSettings>,
     timeout_ms: u64,
     body: impl Fn(u64) -> RequestBody,
 ) -> anyhow::Result<()> {
@@ -189,6 +215,7 @@ pub fn change_voters(
         .run(async move {
             let config = ClientConfig {
                 retry_deadline: timeout.max(Duration::from_millis(1)),
+                tls,
                 ..ClientConfig::new(bootstrap)
             };
             let client = ControllerClient::connect(config)
@@ -254,10 +281,11 @@ pub fn voter_change_reason(e: VoterChangeError) -> &'static str {
 fn run_describe(args: DescribeArgs) -> anyhow::Result<()> {
     let bootstrap = args.bootstrap.0.clone();
     let timeout = Duration::from_millis(args.timeout_ms);
+    let tls = command_config::load_opt(args.command_config.as_deref())?;
     let d = executor_builder("corum-quorum")
         .make()
         .map_err(|e| anyhow::anyhow!("starting the glommio executor: {e}"))?
-        .run(async move { describe_leader(&bootstrap, timeout).await })?;
+        .run(async move { describe_leader(&bootstrap, tls, timeout).await })?;
     let out = if args.json {
         let mut s = serde_json::to_string_pretty(&QuorumJson::from(&d))?;
         s.push('\n');
@@ -275,12 +303,14 @@ fn run_describe(args: DescribeArgs) -> anyhow::Result<()> {
 /// retried until `timeout`. Fails naming the last problem seen when no leader answers in time.
 pub async fn describe_leader(
     bootstrap: &[SocketAddr],
+    tls: Option<TlsSettings>,
     timeout: Duration,
 ) -> anyhow::Result<DescribeQuorumResponse> {
     let start = Instant::now();
     let config = ClientConfig {
         request_timeout: Duration::from_millis(1_000).min(timeout.max(Duration::from_millis(1))),
         retry_deadline: timeout.max(Duration::from_millis(1)),
+        tls,
         ..ClientConfig::new(bootstrap.to_vec())
     };
     let client = ControllerClient::connect(config)

@@ -251,7 +251,7 @@ async fn read_image(
     timeout: Duration,
 ) -> anyhow::Result<(MetadataImage, Source)> {
     let start = Instant::now();
-    let d = describe_leader(bootstrap, timeout)
+    let d = describe_leader(bootstrap, None, timeout)
         .await
         .context("finding the leader's high watermark")?;
     anyhow::ensure!(

@@ -20,3 +20,4 @@ mod kafka_export;
 mod placement;
 mod quorum_process;
 mod sim;
+mod tls_process;

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use corum_types::NodeId;
 
 use super::node_config::{NodeConfig, NODE_SHARDS_MAX};
+use super::ssl;
 use super::values::{
     join, list_items, parse_listeners, parse_protocol_map, parse_roles, parse_voters, HostPort,
 };
@@ -161,6 +162,26 @@ macro_rules! int_key {
                 Ok(())
             },
             get: |c| c.$field.to_string(),
+        }
+    };
+}
+
+/// A TLS key (`ssl.*`): its text, checked by `$check` ([`super::ssl`]), kept as given in
+/// [`NodeConfig::ssl`]; `listener.name.<listener>.` before it sets one listener's value.
+macro_rules! ssl_key {
+    ($name:literal, $type:expr, $check:path, $default:literal, $doc:literal) => {
+        ConfigKey {
+            name: $name,
+            value_type: $type,
+            default: Some($default),
+            doc: $doc,
+            readers: &[Reader::Node],
+            set: |c, v| {
+                let v = $check(v)?;
+                c.ssl.insert($name, v);
+                Ok(())
+            },
+            get: |c| c.ssl.get($name).cloned().unwrap_or_default(),
         }
     };
 }
@@ -868,6 +889,76 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
                 .unwrap_or_default()
         },
     },
+    ssl_key!(
+        "ssl.keystore.type",
+        ValueType::Text("PEM"),
+        ssl::check_store_type,
+        "PEM",
+        "The keystore's format: PEM only (a JKS or PKCS12 store converts with `openssl pkcs12 -nodes`). Every `ssl.*` key may be given for one listener as `listener.name.<listener>.ssl.*`, which wins over the unprefixed one."
+    ),
+    ssl_key!(
+        "ssl.keystore.location",
+        ValueType::Path,
+        ssl::check_text,
+        "",
+        "A PEM file holding this node's private key (PKCS#8) and certificate chain, leaf first: what a TLS listener presents, and what a controller presents when it dials the other controllers. Re-read when it changes."
+    ),
+    ssl_key!(
+        "ssl.keystore.certificate.chain",
+        ValueType::Text("PEM certificates"),
+        ssl::check_text,
+        "",
+        "The certificate chain inline (PEM), with `ssl.keystore.key`, instead of `ssl.keystore.location`."
+    ),
+    ssl_key!(
+        "ssl.keystore.key",
+        ValueType::Text("PEM private key"),
+        ssl::check_text,
+        "",
+        "The private key inline (PEM, unencrypted PKCS#8), with `ssl.keystore.certificate.chain`."
+    ),
+    ssl_key!(
+        "ssl.truststore.type",
+        ValueType::Text("PEM"),
+        ssl::check_store_type,
+        "PEM",
+        "The truststore's format: PEM only."
+    ),
+    ssl_key!(
+        "ssl.truststore.location",
+        ValueType::Path,
+        ssl::check_text,
+        "",
+        "A PEM file of the CA certificates peers' certificates must chain to: client certificates on a listener with `ssl.client.auth`, the other controllers' on the controller listener. Re-read when it changes."
+    ),
+    ssl_key!(
+        "ssl.truststore.certificates",
+        ValueType::Text("PEM certificates"),
+        ssl::check_text,
+        "",
+        "The CA certificates inline (PEM), instead of `ssl.truststore.location`."
+    ),
+    ssl_key!(
+        "ssl.client.auth",
+        ValueType::Text("none|requested|required"),
+        ssl::check_client_auth,
+        "none",
+        "Whether a TLS listener asks clients for a certificate: `required` refuses a client without one from the truststore's CAs, `requested` accepts one without. The controller listener always requires one (mutual TLS between controllers)."
+    ),
+    ssl_key!(
+        "ssl.endpoint.identification.algorithm",
+        ValueType::Text("https or empty"),
+        ssl::check_endpoint_identification,
+        "https",
+        "`https`: a controller dialing another checks that the certificate names the address it dialed (an IP or DNS subject alternative name); empty checks the chain only."
+    ),
+    ssl_key!(
+        "ssl.principal.mapping.rules",
+        ValueType::Text("DEFAULT"),
+        ssl::check_principal_mapping_rules,
+        "DEFAULT",
+        "How a client certificate becomes a principal: DEFAULT only, `User:` and the subject's distinguished name (RFC 2253, e.g. `User:CN=admin,O=example`), as Kafka's default."
+    ),
 ];
 
 /// The key named `name`, if it exists.

@@ -44,6 +44,8 @@ impl NodeConfig {
             kafka_listener_names: Vec::new(),
             advertised_listeners: Vec::new(),
             listener_security_protocols: Vec::new(),
+            ssl: Default::default(),
+            listener_ssl: Default::default(),
             quorum_voters: Vec::new(),
             quorum_bootstrap_servers: Vec::new(),
             quorum_auto_join_enable: false,
@@ -131,6 +133,9 @@ impl NodeConfig {
             .iter()
             .map(|(k, v)| (k.trim(), v.as_str(), ConfigSource::Override));
         for (name, value, at) in file.chain(sets) {
+            if super::ssl::set_listener_value(&mut c, name, value, at)? {
+                continue;
+            }
             let key = known_key(name, at)?;
             if let (Some(&first @ ConfigSource::Line(_)), ConfigSource::Line(_)) =
                 (given.get(key.name), at)
@@ -165,6 +170,9 @@ impl NodeConfig {
     pub fn with_overrides(&self, overrides: &[(String, String)]) -> Result<NodeConfig> {
         let mut c = self.clone();
         for (name, value) in overrides {
+            if super::ssl::set_listener_value(&mut c, name.trim(), value, ConfigSource::Override)? {
+                continue;
+            }
             let key = known_key(name.trim(), ConfigSource::Override)?;
             set(&mut c, key, value, ConfigSource::Override)?;
         }
@@ -184,6 +192,15 @@ impl NodeConfig {
                 escape_value(&key.value_of(self))
             ));
         }
+        for (listener, values) in &self.listener_ssl {
+            for (key, value) in values {
+                out.push_str(&format!(
+                    "{}={}\n",
+                    super::ssl::listener_key(listener, key),
+                    escape_value(value)
+                ));
+            }
+        }
         out
     }
 }
@@ -196,7 +213,12 @@ fn known_key(name: &str, at: ConfigSource) -> Result<&'static ConfigKey> {
     })
 }
 
-fn set(c: &mut NodeConfig, key: &'static ConfigKey, value: &str, at: ConfigSource) -> Result<()> {
+pub(super) fn set(
+    c: &mut NodeConfig,
+    key: &'static ConfigKey,
+    value: &str,
+    at: ConfigSource,
+) -> Result<()> {
     (key.set)(c, value).map_err(|reason| ConfigError::InvalidValue {
         key: key.name,
         value: value.to_owned(),

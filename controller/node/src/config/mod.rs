@@ -8,6 +8,7 @@
 //! | [`keys`]           | the key table [`CONFIG_KEYS`]: name, type and range, default, doc, readers |
 //! | [`node_config`]    | [`NodeConfig`], every value typed, and the rules between values            |
 //! | [`load`]           | a [`NodeConfig`] from the table's defaults, a file and `--set` overrides, and back |
+//! | [`ssl`]            | the TLS keys (`ssl.*`, `listener.name.<listener>.ssl.*`) and a listener's [`corum_runtime::TlsSettings`] |
 //! | [`components`]     | every component's configuration derived from a [`NodeConfig`]              |
 //!
 //! # Sources and precedence
@@ -38,6 +39,7 @@ pub mod keys;
 pub mod load;
 pub mod node_config;
 pub mod properties;
+pub mod ssl;
 pub mod values;
 
 pub use keys::{config_key, help_text, ConfigKey, Reader, ValueType, CONFIG_KEYS};

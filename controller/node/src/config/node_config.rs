@@ -2,6 +2,7 @@
 //! ([`NodeConfig::validate`]). Building one from text is [`super::load`]'s; what each
 //! component takes from it is [`super::components`]'.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use corum_types::NodeId;
@@ -41,6 +42,11 @@ pub struct NodeConfig {
     pub advertised_listeners: Vec<Listener>,
     /// `listener.security.protocol.map`: each listener name's security protocol.
     pub listener_security_protocols: Vec<(String, SecurityProtocol)>,
+    /// `ssl.*`: each TLS key's value as given (its default when not), see [`super::ssl`].
+    pub ssl: BTreeMap<&'static str, String>,
+    /// `listener.name.<listener>.ssl.*`: per-listener values over `ssl` (listener names upper
+    /// case, as in `listeners`).
+    pub listener_ssl: BTreeMap<String, BTreeMap<&'static str, String>>,
     pub quorum_voters: Vec<QuorumVoter>,
     pub quorum_bootstrap_servers: Vec<HostPort>,
     /// `controller.quorum.auto.join.enable`.
@@ -171,6 +177,9 @@ impl NodeConfig {
                     )
                 }
                 Some(SecurityProtocol::Plaintext) => {}
+                Some(SecurityProtocol::Ssl) => {
+                    self.listener_tls(&l.name)?;
+                }
                 Some(protocol) => {
                     return invalid(
                         "listener.security.protocol.map",
@@ -182,6 +191,7 @@ impl NodeConfig {
                 }
             }
         }
+        self.check_listener_ssl()?;
         for name in &self.kafka_listener_names {
             if self.controller_listener_names.contains(name) || *name == self.client_listener_name {
                 return invalid(
@@ -502,8 +512,8 @@ mod tests {
         NodeConfig::for_tests().with_overrides(&sets)
     }
 
-    /// Kafka's listener keys: every listener mapped to a security protocol (only PLAINTEXT
-    /// served so far), a Kafka listener that is neither the controller nor the client one,
+    /// Kafka's listener keys: every listener mapped to a security protocol (PLAINTEXT or SSL;
+    /// SASL refused), a Kafka listener that is neither the controller nor the client one,
     /// advertised listeners that name a listener and a reachable address; what is advertised.
     #[test]
     fn listener_keys() {
@@ -529,14 +539,14 @@ mod tests {
                 ("listeners", base),
                 (
                     "listener.security.protocol.map",
-                    "CONTROLLER:PLAINTEXT,CLIENT:PLAINTEXT,KAFKA:SSL"
+                    "CONTROLLER:PLAINTEXT,CLIENT:PLAINTEXT,KAFKA:SASL_SSL"
                 ),
             ]),
             (
                 "listener.security.protocol.map",
                 RuleError::UnsupportedSecurityProtocol {
                     name: "KAFKA".into(),
-                    protocol: "SSL".into()
+                    protocol: "SASL_SSL".into()
                 }
             )
         );

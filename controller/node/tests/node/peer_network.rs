@@ -636,3 +636,86 @@ fn a_voter_set_with_a_changed_endpoint_moves_the_link() {
         b.close().await;
     });
 }
+
+#[test]
+fn under_mutual_tls_a_peer_speaks_only_as_the_controller_its_certificate_names() {
+    // Node 2's listener under mutual TLS: a peer with a controller-3 certificate delivers as
+    // node 3, and is closed (counted) when an envelope says it comes from node 1; a
+    // certificate from the same CA naming no controller is refused at the handshake, so
+    // nothing it sends is read.
+    use corum_node::peer::{controller_identity_check, PeerTls};
+    use corum_runtime::tls::certs::{CertificateAuthority, Issued, Subject, Validity};
+    use corum_runtime::tls::{ClientAuth, Keystore, TlsClient, TlsServer, TlsSettings, Truststore};
+    use corum_runtime::transport::connect_tls;
+
+    on_shard(TEST_DEADLINE, || async {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = CertificateAuthority::new("test CA", Validity::days(1)).unwrap();
+        let trust = dir.path().join("ca.pem");
+        std::fs::write(&trust, &ca.issued().cert_pem).unwrap();
+        let keystore = |cn: &str| {
+            let issued: Issued = ca
+                .issue(
+                    &Subject {
+                        common_name: cn.into(),
+                        organization: None,
+                        alt_names: vec!["127.0.0.1".into()],
+                    },
+                    Validity::days(1),
+                )
+                .unwrap();
+            let p = dir.path().join(format!("{cn}.pem"));
+            std::fs::write(&p, issued.keystore_pem()).unwrap();
+            TlsSettings {
+                keystore: Some(Keystore::File(p)),
+                truststore: Some(Truststore::File(trust.clone())),
+                client_auth: ClientAuth::Required,
+                verify_hostname: true,
+            }
+        };
+        let b_settings = keystore("controller-2");
+        let tls = PeerTls {
+            server: Rc::new(
+                TlsServer::new("CONTROLLER", b_settings.clone())
+                    .unwrap()
+                    .with_identity_check(controller_identity_check()),
+            ),
+            client: Rc::new(TlsClient::new(b_settings).unwrap()),
+        };
+        let (b, b_in) = PeerNetwork::bind_tls(
+            peer_config(CLUSTER, 2, loopback()),
+            &ShutdownSignal::detached(),
+            Some(tls),
+        )
+        .unwrap();
+
+        let three = TlsClient::new(keystore("controller-3")).unwrap();
+        let mut raw = connect_tls(b.local_addr(), ConnectionConfig::default(), Some(&three))
+            .await
+            .unwrap();
+        raw.send(&envelope(CLUSTER, 3, 2)).await.unwrap();
+        expect(&b_in, 3, &vote(9, 3)).await;
+        raw.send(&envelope(CLUSTER, 1, 2)).await.unwrap();
+        assert!(
+            matches!(
+                raw.recv::<PeerEnvelope>().await,
+                Err(RuntimeError::ConnectionClosed { .. })
+            ),
+            "speaking as node 1 with node 3's certificate closes the connection"
+        );
+        assert_eq!(b.inbound_stats().rejected_envelopes, 1);
+
+        let admin = TlsClient::new(keystore("admin")).unwrap();
+        // TLS 1.3: the client's side completes before the server checks its certificate.
+        if let Ok(mut raw) =
+            connect_tls(b.local_addr(), ConnectionConfig::default(), Some(&admin)).await
+        {
+            let _ = raw.send(&envelope(CLUSTER, 3, 2)).await;
+            assert!(raw.recv::<PeerEnvelope>().await.is_err());
+        }
+        let stats = b.inbound_stats();
+        assert_eq!(stats.received, 1, "nothing of the refused peer was read");
+        assert_eq!(stats.rejected_envelopes, 1);
+        b.close().await;
+    });
+}

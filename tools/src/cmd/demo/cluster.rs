@@ -219,6 +219,9 @@ impl NodeProcess {
     }
 }
 
+/// What [`ClusterSpec::settings`] values replace by the node id.
+pub const NODE_ID_PLACEHOLDER: &str = "{id}";
+
 /// How to build a [`LocalCluster`].
 #[derive(Clone, Debug)]
 pub struct ClusterSpec {
@@ -228,7 +231,8 @@ pub struct ClusterSpec {
     pub dir: PathBuf,
     /// Node ids are `1..=voters`.
     pub voters: u32,
-    /// Extra `key=value` lines for every node's properties file.
+    /// Extra `key=value` lines for every node's properties file; `{id}` in a value becomes
+    /// the node's id (a per-node keystore: `ssl.keystore.location=/certs/controller-{id}.pem`).
     pub settings: Vec<(String, String)>,
     /// How long a started node may take to print its ready line.
     pub ready_timeout: Duration,
@@ -361,6 +365,7 @@ fn write_config(spec: &ClusterSpec, n: &NodeSlot, voters: &[String]) -> anyhow::
         text.push_str(&format!("controller.quorum.voters={}\n", voters.join(",")));
     }
     for (k, v) in &spec.settings {
+        let v = v.replace(NODE_ID_PLACEHOLDER, &n.id.to_string());
         text.push_str(&format!("{k}={v}\n"));
     }
     std::fs::write(&n.config, text).with_context(|| format!("writing {}", n.config.display()))

@@ -156,6 +156,7 @@ pub fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
         grace: Duration::from_secs(15),
         progress: false,
         history: None,
+        tls: None,
     };
     eprintln!(
         "corum demo --dynamic: verified configs load, {} clients, {load_secs:.0} s",
@@ -203,7 +204,7 @@ pub fn demo(args: &Args, exe: &Path, dir: &Path) -> anyhow::Result<()> {
             id: NodeId(id),
             directory_id,
         };
-        change_voters(&bootstrap, 30_000, |request_id| {
+        change_voters(&bootstrap, None, 30_000, |request_id| {
             RequestBody::RemoveVoter(RemoveVoterRequest {
                 request_id,
                 voter: key,

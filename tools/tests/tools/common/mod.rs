@@ -244,18 +244,25 @@ pub fn loadgen_json(out: &Output) -> serde_json::Value {
 /// The leader's `corum quorum describe --replication --json`, or `None` while no leader
 /// answers within `timeout_ms`.
 pub fn describe(bootstrap: &str, timeout_ms: u64) -> Option<serde_json::Value> {
+    describe_with(bootstrap, timeout_ms, &[])
+}
+
+/// [`describe`] with more arguments (`--command-config FILE`).
+pub fn describe_with(bootstrap: &str, timeout_ms: u64, more: &[&str]) -> Option<serde_json::Value> {
     let t = timeout_ms.to_string();
+    let mut args = vec![
+        "quorum",
+        "describe",
+        "--bootstrap",
+        bootstrap,
+        "--replication",
+        "--json",
+        "--timeout-ms",
+        &t,
+    ];
+    args.extend_from_slice(more);
     let out = corum(
-        &[
-            "quorum",
-            "describe",
-            "--bootstrap",
-            bootstrap,
-            "--replication",
-            "--json",
-            "--timeout-ms",
-            &t,
-        ],
+        &args,
         Duration::from_millis(timeout_ms) + Duration::from_secs(10),
     );
     if !out.status.success() {
