@@ -37,6 +37,8 @@ mod quorum_state;
 mod raft_message;
 #[path = "../../fuzz/harness/runtime_frame.rs"]
 mod runtime_frame;
+#[path = "../../fuzz/harness/snapshot_download.rs"]
+mod snapshot_download;
 #[path = "../../fuzz/harness/snapshot_file.rs"]
 mod snapshot_file;
 
@@ -64,6 +66,7 @@ targets!(
     client_protocol,
     peer_envelope,
     snapshot_file,
+    snapshot_download,
     quorum_state,
     node_files,
     properties_config,
