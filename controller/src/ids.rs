@@ -65,6 +65,16 @@ macro_rules! newtype_u32 {
                 Self(self.0 + 1)
             }
 
+            /// The value after this one, or `None` at the maximum: for values read from a
+            /// log or snapshot, which may carry the maximum.
+            #[inline]
+            pub const fn checked_next(self) -> Option<Self> {
+                match self.0.checked_add(1) {
+                    Some(v) => Some(Self(v)),
+                    None => None,
+                }
+            }
+
             /// The value carried by an archived record.
             #[inline]
             pub fn from_archived(a: &$archived) -> Self {

@@ -3,7 +3,7 @@
 //! them by the harness shared with the stable replay test (`kafka/tests/fuzz_harness`; read
 //! its module doc for what it checks and how the input picks the backend's faults).
 //!
-//! Run it with `tools/scripts/fuzz.sh [SECONDS]`.
+//! Run it with `tools/scripts/fuzz.sh --targets kafka_listener [SECONDS]`.
 
 #![no_main]
 

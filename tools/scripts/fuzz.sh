@@ -1,41 +1,64 @@
 #!/usr/bin/env bash
-# Fuzzes the Kafka listener's framing and dispatch: the cargo-fuzz target `kafka_listener`
-# (fuzz/fuzz_targets/kafka_listener.rs) for SECONDS (default 600), then prints the executions,
-# the coverage libFuzzer measured, and the coverage of corum-kafka's functions. Exits non-zero
-# on a finding (a panic, an abort, a leak, an allocation above the RSS limit, an input slower
-# than the per-input timeout); libFuzzer writes the input to fuzz/artifacts/kafka_listener/,
-# and `cargo test -p corum-kafka --test fuzz_corpus` replays it once it is fixed and kept.
+# Fuzzes corum's decoders of bytes from disk or network: every cargo-fuzz target of fuzz/
+# (fuzz/Cargo.toml's [[bin]]s: one per decoder family, see fuzz/README.md), or the ones named,
+# one after another, each for SECONDS (default 600). Prints one summary line per target
+# (executions, executions per second, new corpus units, peak RSS) and exits non-zero if any
+# target had a finding (a panic, an abort, a leak, an allocation above the RSS limit, an
+# input slower than the per-input timeout), naming the target and the input libFuzzer wrote
+# to fuzz/artifacts/<target>/. `cargo test -p corum-tools --test fuzz_corpus` (and, for
+# kafka_listener, `cargo test -p corum-kafka --test fuzz_corpus`) replays kept artifacts.
 #
-#   tools/scripts/fuzz.sh [--stable] [SECONDS]
+#   tools/scripts/fuzz.sh [--stable] [--targets a,b,...] [SECONDS]
 #
 # --stable: the stable toolchain without a sanitizer (what the README's test command runs, for
-# a bounded time, on a machine that may have no nightly); libFuzzer's progress lines then go
-# to the log only (the last 80 lines are printed on a finding). Otherwise, from the environment:
+# a bounded time, on a machine that may have no nightly). Otherwise, from the environment:
 #   CORUM_FUZZ_TOOLCHAIN  rustup toolchain (default nightly: AddressSanitizer needs it)
 #   CORUM_FUZZ_SANITIZER  address (default) or none (no sanitizer; also builds on stable)
+#   CORUM_FUZZ_RUNS       also stop a target after this many executions (default: no limit)
+# libFuzzer's own output goes to fuzz/logs/<target>.log (ignored by git); on a finding its
+# last 60 lines are printed. With AddressSanitizer, the kafka_listener line also says how many
+# of corum-kafka's functions and edges its corpus reaches.
 #
-# The run grows a working corpus in fuzz/corpus-work/ (ignored by git) from the checked-in
-# seeds in fuzz/corpus/kafka_listener/, which it only reads; the next run starts from both.
+# Each run grows a working corpus in fuzz/corpus-work/<target>/ (ignored by git) from the
+# checked-in seeds in fuzz/corpus/<target>/, which it only reads; the next run starts from both.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
+usage() {
+    echo "usage: $0 [--stable] [--targets a,b,...] [SECONDS]" >&2
+    exit 2
+}
+
 toolchain="${CORUM_FUZZ_TOOLCHAIN:-nightly}"
 sanitizer="${CORUM_FUZZ_SANITIZER:-address}"
-quiet=0
-if [ "${1:-}" = --stable ]; then
-    toolchain=stable
-    sanitizer=none
-    quiet=1
+runs="${CORUM_FUZZ_RUNS:-}"
+all="$(sed -n 's/^name = "\(.*\)"$/\1/p' fuzz/Cargo.toml | grep -v '^corum-fuzz$')"
+targets="$all"
+seconds=600
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --stable)
+            toolchain=stable
+            sanitizer=none
+            ;;
+        --targets)
+            [ $# -ge 2 ] || usage
+            targets="$(echo "$2" | tr ',' '\n')"
+            shift
+            ;;
+        '' | *[!0-9]*) usage ;;
+        *) seconds="$1" ;;
+    esac
     shift
-fi
-seconds="${1:-600}"
-target=kafka_listener
-
-case "$seconds" in
-    '' | *[!0-9]*)
-        echo "usage: $0 [--stable] [SECONDS]" >&2
+done
+for t in $targets; do
+    echo "$all" | grep -qx "$t" || {
+        echo "unknown target $t; the targets: $(echo $all)" >&2
         exit 2
-        ;;
+    }
+done
+case "$runs" in
+    *[!0-9]*) usage ;;
 esac
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
@@ -43,65 +66,81 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install --locked cargo-fuzz
 fi
 
-work="fuzz/corpus-work/$target"
-seeds="fuzz/corpus/$target"
-mkdir -p "$work" "fuzz/artifacts/$target"
-log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
+flags=(--sanitizer "$sanitizer" --debug-assertions)
+echo "building the fuzz targets (toolchain $toolchain, sanitizer $sanitizer)"
+for t in $targets; do
+    cargo "+$toolchain" fuzz build "${flags[@]}" "$t" 2>&1 | tail -n 3
+done
+mkdir -p fuzz/logs
 
-# -timeout: one connection's bytes are served in microseconds; 10 s means a hang.
-# -rss_limit_mb: the process's memory; a lying length must not get near it (the node's
-# allocator maps huge vectors without reserving memory).
-# -max_len: requests of up to 64 KiB, enough for every field to reach its size limits.
-set +e
-if [ "$quiet" = 1 ]; then
-    echo "building and fuzzing $target for ${seconds}s (libFuzzer's output: the end of a failed run)"
-    cargo "+$toolchain" fuzz run --sanitizer "$sanitizer" --debug-assertions \
-        "$target" "$work" "$seeds" -- \
-        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-        -print_final_stats=1 >"$log" 2>&1
-    status=$?
-    if [ "$status" -ne 0 ]; then
-        tail -n 80 "$log"
+# -timeout: a decoder handles one input in microseconds; 10 s means a hang.
+# -rss_limit_mb: the process's memory (and, by libFuzzer's default, the largest single
+# allocation): a lying length must not get near it.
+# -max_len: kafka_listener's requests up to 64 KiB, enough for every field to reach its size
+# limits; the other targets take libFuzzer's default (at least 4 KiB, at least the largest
+# seed).
+failed=()
+for target in $targets; do
+    work="fuzz/corpus-work/$target"
+    seeds="fuzz/corpus/$target"
+    log="fuzz/logs/$target.log"
+    mkdir -p "$work" "$seeds" "fuzz/artifacts/$target"
+    extra=(-timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -max_total_time="$seconds")
+    if [ "$target" = kafka_listener ]; then
+        extra+=(-max_len=65536)
     fi
-else
-    cargo "+$toolchain" fuzz run --sanitizer "$sanitizer" --debug-assertions \
-        "$target" "$work" "$seeds" -- \
-        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-        -print_final_stats=1 2>&1 | tee "$log"
-    status="${PIPESTATUS[0]}"
-fi
-set -e
+    if [ -n "$runs" ]; then
+        extra+=(-runs="$runs")
+    fi
+    start="$(date +%s)"
+    set +e
+    cargo "+$toolchain" fuzz run "${flags[@]}" "$target" "$work" "$seeds" -- "${extra[@]}" \
+        >"$log" 2>&1
+    status=$?
+    set -e
+    elapsed=$(($(date +%s) - start))
+    stat() { sed -n "s/^stat::$1: *//p" "$log" | tail -n 1; }
+    execs="$(stat number_of_executed_units)"
+    line="$(printf '%-24s %12s executions in %4ss, %7s exec/s, %5s new units, peak RSS %5s MB' \
+        "$target" "${execs:-?}" "$elapsed" "$(stat average_exec_per_sec)" \
+        "$(stat new_units_added)" "$(stat peak_rss_mb)")"
+    if [ "$status" -ne 0 ]; then
+        artifact="$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)"
+        echo "$line: FINDING (exit $status)"
+        tail -n 60 "$log"
+        failed+=("$target: ${artifact:-see $log}")
+        continue
+    fi
+    echo "$line: ok"
 
-echo
-echo "== kafka_listener: ${seconds}s, toolchain $toolchain, sanitizer $sanitizer"
-grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)' "$log" || true
-grep -E '^#[0-9]+ +DONE' "$log" | tail -n 1 || true
-echo "working corpus: $(find "$work" -type f | wc -l) files"
+    # Function coverage of corum-kafka over the listener's corpus: libFuzzer symbolizes the
+    # edges it saw (with AddressSanitizer's instrumentation).
+    if [ "$target" = kafka_listener ] && [ "$sanitizer" != none ]; then
+        binary="$(find "${CARGO_TARGET_DIR:-fuzz/target}" -path "*/release/$target" -type f | head -n 1)"
+        if [ -n "$binary" ] && command -v llvm-symbolizer >/dev/null 2>&1; then
+            cov="$(mktemp)"
+            scratch="$(mktemp -d)"
+            ASAN_OPTIONS=detect_leaks=0 "$binary" -runs=0 -print_coverage=1 \
+                -artifact_prefix="$scratch/" "$work" "$seeds" >"$cov" 2>&1 || true
+            rm -rf "$scratch"
+            awk '
+                /^(COVERED|UNCOVERED)_FUNC:/ && /corum-kafka|\/kafka\/src\// {
+                    split($0, f, "edges: "); split(f[2], e, "[/ ]");
+                    covered += e[1]; total += e[2];
+                    if ($1 == "COVERED_FUNC:") fn_cov++; fn_all++;
+                }
+                END {
+                    if (total > 0)
+                        printf "  corum-kafka: %d of %d functions reached, %d of %d edges (%.1f %%)\n",
+                            fn_cov, fn_all, covered, total, 100 * covered / total;
+                }' "$cov"
+            rm -f "$cov"
+        fi
+    fi
+done
 
-if [ "$status" -ne 0 ]; then
-    echo "FINDING: the fuzz run failed (exit $status); the input is in fuzz/artifacts/$target/" >&2
-    exit "$status"
-fi
-
-# Function coverage of corum-kafka over the corpus: libFuzzer symbolizes the edges it saw.
-binary="$(find "${CARGO_TARGET_DIR:-fuzz/target}" -path "*/release/$target" -type f | head -n 1)"
-if [ -n "$binary" ] && command -v llvm-symbolizer >/dev/null 2>&1; then
-    cov="$(mktemp)"
-    scratch="$(mktemp -d)"
-    ASAN_OPTIONS=detect_leaks=0 "$binary" -runs=0 -print_coverage=1 -artifact_prefix="$scratch/" \
-        "$work" "$seeds" >"$cov" 2>&1 || true
-    rm -rf "$scratch"
-    awk '
-        /^(COVERED|UNCOVERED)_FUNC:/ && /corum-kafka|\/kafka\/src\// {
-            split($0, f, "edges: "); split(f[2], e, "[/ ]");
-            covered += e[1]; total += e[2];
-            if ($1 == "COVERED_FUNC:") fn_cov++; fn_all++;
-        }
-        END {
-            if (total > 0)
-                printf "corum-kafka: %d of %d functions reached, %d of %d edges (%.1f %%)\n",
-                    fn_cov, fn_all, covered, total, 100 * covered / total;
-        }' "$cov"
-    rm -f "$cov"
+if [ "${#failed[@]}" -gt 0 ]; then
+    echo "FINDINGS (libFuzzer's input, to reproduce with cargo +$toolchain fuzz run TARGET INPUT):" >&2
+    printf '  %s\n' "${failed[@]}" >&2
+    exit 1
 fi

@@ -152,6 +152,49 @@ impl PeerRoute {
     }
 }
 
+impl PeerEnvelope {
+    /// What a node's peer listener checks of an envelope it received (after the transport
+    /// validated the archive and it was deserialized), before stepping its message into the
+    /// Raft core: the cluster is `cluster_id`, the addressee is `me` (or a bootstrap id), at
+    /// most [`ROUTES_MAX`] routes, each valid ([`PeerRoute::validate`]), and the message meets
+    /// [`Message::validate`]. The listener closes the connection on an error. Public so the
+    /// fuzz target `peer_envelope` checks exactly what the listener does.
+    pub fn check(&self, cluster_id: Uuid, me: NodeId) -> Result<(), PeerError> {
+        if self.cluster_id != cluster_id {
+            return Err(PeerError::WrongCluster {
+                from: self.from,
+                expected: cluster_id,
+                found: self.cluster_id,
+            });
+        }
+        if self.to != me && !BOOTSTRAP_IDS.contains(&self.to.0) {
+            return Err(PeerError::WrongAddressee {
+                from: self.from,
+                to: self.to,
+                me,
+            });
+        }
+        if self.routes.len() > ROUTES_MAX {
+            return Err(PeerError::InvalidRoute {
+                from: self.from,
+                reason: "more routes than an envelope carries",
+            });
+        }
+        for r in &self.routes {
+            r.validate().map_err(|reason| PeerError::InvalidRoute {
+                from: self.from,
+                reason,
+            })?;
+        }
+        self.message
+            .validate()
+            .map_err(|source| PeerError::InvalidMessage {
+                from: self.from,
+                source,
+            })
+    }
+}
+
 /// A message received from a peer, checked, for [`corum_raft::RaftCore::step`], with the
 /// routes its envelope carried.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -806,39 +849,7 @@ struct Receiver {
 
 impl Receiver {
     fn check(&self, envelope: &PeerEnvelope) -> Result<(), PeerError> {
-        if envelope.cluster_id != self.cluster_id {
-            return Err(PeerError::WrongCluster {
-                from: envelope.from,
-                expected: self.cluster_id,
-                found: envelope.cluster_id,
-            });
-        }
-        if envelope.to != self.me && !BOOTSTRAP_IDS.contains(&envelope.to.0) {
-            return Err(PeerError::WrongAddressee {
-                from: envelope.from,
-                to: envelope.to,
-                me: self.me,
-            });
-        }
-        if envelope.routes.len() > ROUTES_MAX {
-            return Err(PeerError::InvalidRoute {
-                from: envelope.from,
-                reason: "more routes than an envelope carries",
-            });
-        }
-        for r in &envelope.routes {
-            r.validate().map_err(|reason| PeerError::InvalidRoute {
-                from: envelope.from,
-                reason,
-            })?;
-        }
-        envelope
-            .message
-            .validate()
-            .map_err(|source| PeerError::InvalidMessage {
-                from: envelope.from,
-                source,
-            })
+        envelope.check(self.cluster_id, self.me)
     }
 
     async fn handle(self: Rc<Self>, mut conn: TcpConnection) -> corum_runtime::Result<()> {

@@ -278,6 +278,17 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
 }
 
+/// A snapshot file's bytes, as [`write()`] lays them out (it writes the data without this
+/// copy): for offline tools, seeds and round-trip tests of [`decode`]. Fails as `write` does on
+/// data or a voter set above its limit, or a voter set that does not validate; `path` only
+/// names the file in errors.
+pub fn encode(path: &Path, s: &Snapshot) -> Result<Vec<u8>, StorageError> {
+    let (mut bytes, crc) = encode_head(path, s)?;
+    bytes.extend_from_slice(&s.data);
+    bytes.extend_from_slice(&crc);
+    Ok(bytes)
+}
+
 /// Decodes and checks a snapshot file's bytes (everything but the file name); `path` only
 /// names the file in errors.
 pub fn decode(bytes: &[u8], path: &Path) -> Result<Snapshot, StorageError> {
@@ -572,10 +583,7 @@ mod tests {
 
     /// The file's bytes, as `write` lays them out.
     fn encode(s: &Snapshot) -> Vec<u8> {
-        let (mut bytes, crc) = encode_head(Path::new("x"), s).unwrap();
-        bytes.extend_from_slice(&s.data);
-        bytes.extend_from_slice(&crc);
-        bytes
+        super::encode(Path::new("x"), s).unwrap()
     }
 
     fn ids(dir: &Path) -> Vec<(u64, u64)> {

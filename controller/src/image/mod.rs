@@ -1046,6 +1046,87 @@ mod tests {
         ]
     }
 
+    #[test]
+    fn an_epoch_at_its_maximum_is_refused_not_wrapped() {
+        // Found by the controller_records fuzz target: a PartitionChange (or ClearElr) on a
+        // partition whose epoch a record set to u32::MAX overflowed in replay (a panic with
+        // overflow checks, a wrapped epoch without). It is now refused, changing nothing.
+        let t = TopicId(Uuid([7; 16]));
+        let partition = |leader_epoch: u32, partition_epoch: u32, elr: Vec<NodeId>| {
+            MetadataRecord::PartitionV3(Box::new(PartitionRecordV3 {
+                topic_id: t,
+                partition_id: PartitionId(0),
+                replicas: vec![NodeId(1), NodeId(2)],
+                isr: vec![NodeId(1)],
+                leader: Some(NodeId(1)),
+                leader_recovery_state: LeaderRecoveryState::Recovered,
+                leader_epoch: LeaderEpoch(leader_epoch),
+                partition_epoch: PartitionEpoch(partition_epoch),
+                directories: vec![],
+                eligible_leader_replicas: elr,
+                last_known_elr: vec![],
+            }))
+        };
+        let change = |leader: LeaderChange| {
+            MetadataRecord::PartitionChange(PartitionChangeRecordV1 {
+                topic_id: t,
+                partition_id: PartitionId(0),
+                isr: None,
+                leader,
+                replicas: None,
+                leader_recovery_state: None,
+                directories: None,
+            })
+        };
+        let topic = MetadataRecord::Topic(TopicRecordV1 {
+            name: "t".into(),
+            topic_id: t,
+            deleting: false,
+        });
+        let clear = MetadataRecord::ClearElr(ClearElrRecordV1 {
+            topic_name: "t".into(),
+        });
+        for (p, last) in [
+            (
+                partition(1, u32::MAX, vec![]),
+                change(LeaderChange::Unchanged),
+            ),
+            (
+                partition(u32::MAX, 1, vec![]),
+                change(LeaderChange::Broker(NodeId(2))),
+            ),
+            (
+                partition(u32::MAX, 1, vec![]),
+                change(LeaderChange::NoLeader),
+            ),
+            (partition(1, u32::MAX, vec![NodeId(2)]), clear.clone()),
+        ] {
+            let mut image = MetadataImage::default();
+            image.apply(LogOffset(0), &topic).unwrap();
+            image.apply(LogOffset(1), &p).unwrap();
+            let before = image.clone();
+            let bytes = encode_batch(std::slice::from_ref(&last));
+            let err = image
+                .replay(LogOffset(2), &decode_batch(&bytes).unwrap()[0])
+                .unwrap_err();
+            assert!(
+                matches!(err, ReplayError::InvalidPartition { .. }),
+                "{last:?}: {err}"
+            );
+            assert_eq!(image, before, "{last:?} changed the image");
+            assert_eq!(image.apply(LogOffset(2), &last).unwrap_err(), err);
+        }
+        // Below the maximum, the same changes apply.
+        let mut image = MetadataImage::default();
+        image.apply(LogOffset(0), &topic).unwrap();
+        image
+            .apply(LogOffset(1), &partition(u32::MAX - 1, u32::MAX - 1, vec![]))
+            .unwrap();
+        image
+            .apply(LogOffset(2), &change(LeaderChange::Broker(NodeId(1))))
+            .unwrap();
+    }
+
     proptest! {
         /// Arbitrary (possibly inconsistent) records never panic replay: each applies, or is
         /// rejected leaving the image exactly as it was; and replaying the same records twice

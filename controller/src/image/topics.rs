@@ -463,11 +463,17 @@ impl TopicsImage {
             }
             None => p.directories.clone(),
         };
+        // A record can carry an epoch at its maximum: the change is then refused, not wrapped.
+        let at_max = || ReplayError::InvalidPartition {
+            offset,
+            reason: "the partition's epoch is at its maximum",
+        };
         let (leader, leader_epoch) = match delta.leader {
             LeaderChange::Unchanged => (p.leader, p.leader_epoch),
-            LeaderChange::NoLeader => (None, p.leader_epoch.next()),
-            LeaderChange::Broker(b) => (Some(b), p.leader_epoch.next()),
+            LeaderChange::NoLeader => (None, p.leader_epoch.checked_next().ok_or_else(at_max)?),
+            LeaderChange::Broker(b) => (Some(b), p.leader_epoch.checked_next().ok_or_else(at_max)?),
         };
+        let partition_epoch = p.partition_epoch.checked_next().ok_or_else(at_max)?;
         let next = PartitionImage {
             replicas,
             isr: delta.isr.unwrap_or_else(|| p.isr.clone()),
@@ -477,7 +483,7 @@ impl TopicsImage {
                 .leader_recovery_state
                 .unwrap_or(p.leader_recovery_state),
             leader_epoch,
-            partition_epoch: p.partition_epoch.next(),
+            partition_epoch,
             elr: None,
         }
         .with_elr(
@@ -515,6 +521,20 @@ impl TopicsImage {
                     name: topic_name.to_owned(),
                 })?]
         };
+        // Every epoch is checked before anything changes: a refused record changes nothing.
+        for &topic_id in &ids {
+            let topic = self.topic_mut(offset, topic_id)?;
+            if topic
+                .partitions
+                .iter()
+                .any(|p| p.elr.is_some() && p.partition_epoch.checked_next().is_none())
+            {
+                return Err(ReplayError::InvalidPartition {
+                    offset,
+                    reason: "the partition's epoch is at its maximum",
+                });
+            }
+        }
         for topic_id in ids {
             let topic = self.topic_mut(offset, topic_id)?;
             for p in topic.partitions.iter_mut().filter(|p| p.elr.is_some()) {

@@ -981,10 +981,16 @@ pub(super) fn suggest(name: &str) -> Option<&'static str> {
         }
         prev[b.len()]
     }
+    // The distance is at least the difference of the lengths (key names are ASCII): keys too
+    // far in length are skipped before the quadratic comparison, so a long unknown name (a
+    // corrupt or hostile file) costs no more than a short one.
+    let len = name.chars().count();
+    let within = |d: usize, k: &str| d <= 3.max(k.len() / 6);
     CONFIG_KEYS
         .iter()
+        .filter(|k| within(len.abs_diff(k.name.len()), k.name))
         .map(|k| (distance(name, k.name), k.name))
-        .filter(|(d, k)| *d <= 3.max(k.len() / 6))
+        .filter(|(d, k)| within(*d, k))
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| k)
 }
@@ -1073,5 +1079,21 @@ mod tests {
             Some("corum.raft.batch.bytes.max")
         );
         assert_eq!(suggest("zzz"), None);
+    }
+
+    #[test]
+    fn a_long_unknown_name_is_cheap() {
+        // Found by the properties_config fuzz target: an unknown key of N bytes was compared
+        // with every key in O(N × key length) with an allocation per character, hundreds of
+        // milliseconds for a few KiB. Keys too different in length are now skipped first.
+        let name = "x".repeat(1 << 20);
+        let started = std::time::Instant::now();
+        assert_eq!(suggest(&name), None);
+        assert_eq!(suggest(&format!("{name}node.id")), None);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "took {:?}",
+            started.elapsed()
+        );
     }
 }
