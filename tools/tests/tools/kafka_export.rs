@@ -1075,35 +1075,48 @@ fn kafkas_tools_read_the_exported_log_and_snapshot() {
 
     // Kafka's metadata shell loads the snapshot into the image corum's snapshot holds.
     let checkpoint = checkpoints[0].display().to_string();
-    let tree = java(
-        &compat,
-        "org.apache.kafka.shell.MetadataShell",
-        &["--snapshot", &checkpoint, "tree", "/image"],
-    );
-    let stderr = text(&tree.stderr);
-    assert!(
-        tree.status.success(),
-        "MetadataShell failed ({}): {stderr}\n{}",
-        tree.status,
-        text(&tree.stdout)
-    );
-    // The shell's snapshot reader says it skips the snapshot's control records, and nothing
-    // else.
-    for line in stderr.lines() {
-        assert!(
-            [
-                "SNAPSHOT_HEADER",
-                "KRAFT_VERSION",
-                "KRAFT_VOTERS",
-                "SNAPSHOT_FOOTER"
-            ]
-            .iter()
-            .any(|t| line.contains(&format!("Ignoring control record with type {t} "))),
-            "the metadata shell: {line}"
+    // The shell runs its command once its loader has applied an offset, which can be before
+    // the loader's publisher has filled the tree the command prints (Kafka's
+    // `MetadataShell::waitUntilCaughtUp` polls `lastAppliedOffset() > 0`): on a loaded machine
+    // it prints an empty `/image` now and then. An empty tree is asked again, a few times; a
+    // loader that never fills it still fails below.
+    let mut loaded = ShellImage::default();
+    let mut tree = BTreeMap::new();
+    for _attempt in 0..4 {
+        let shell = java(
+            &compat,
+            "org.apache.kafka.shell.MetadataShell",
+            &["--snapshot", &checkpoint, "tree", "/image"],
         );
+        let stderr = text(&shell.stderr);
+        assert!(
+            shell.status.success(),
+            "MetadataShell failed ({}): {stderr}\n{}",
+            shell.status,
+            text(&shell.stdout)
+        );
+        // The shell's snapshot reader says it skips the snapshot's control records, and
+        // nothing else.
+        for line in stderr.lines() {
+            assert!(
+                [
+                    "SNAPSHOT_HEADER",
+                    "KRAFT_VERSION",
+                    "KRAFT_VOTERS",
+                    "SNAPSHOT_FOOTER"
+                ]
+                .iter()
+                .any(|t| line.contains(&format!("Ignoring control record with type {t} "))),
+                "the metadata shell: {line}"
+            );
+        }
+        tree = parse_tree(&text(&shell.stdout));
+        loaded = ShellImage::of_tree(&tree);
+        if loaded != ShellImage::default() {
+            break;
+        }
+        eprintln!("the metadata shell printed an empty image; asking again");
     }
-    let tree = parse_tree(&text(&tree.stdout));
-    let loaded = ShellImage::of_tree(&tree);
     assert_eq!(
         loaded,
         ShellImage::of_corum(&corum_snap.image),
