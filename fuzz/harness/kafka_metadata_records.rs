@@ -4,7 +4,7 @@
 //!
 //! The input is one framed record value. It either fails with an error or decodes to a record
 //! and version at which the record encodes (`encode_framed`, exactly `framed_len` bytes) to
-//! bytes that decode to the same record and version.
+//! bytes that decode to the same version and encode to the same bytes again.
 
 use bytes::{Bytes, BytesMut};
 use corum_kafka::log::records::kafka_record;
@@ -22,10 +22,17 @@ pub fn run(data: &[u8]) {
                 .encode_framed(version, &mut buf)
                 .expect("a decoded record encodes at its version");
             assert_eq!(buf.len(), record.framed_len(version), "framed_len is exact");
-            let (again, again_version) = AnyMetadataRecord::decode_framed(buf.freeze())
+            let bytes = buf.freeze();
+            let (again, again_version) = AnyMetadataRecord::decode_framed(bytes.clone())
                 .expect("a re-encoded record decodes");
             assert_eq!(again_version, version);
-            assert_eq!(again, record, "a record survives a round trip");
+            // Compared as bytes, not values: a float64 field may decode to a NaN, which equals
+            // nothing, itself included.
+            let mut twice = BytesMut::new();
+            again
+                .encode_framed(version, &mut twice)
+                .expect("a decoded record encodes at its version");
+            assert_eq!(twice.freeze(), bytes, "a record survives a round trip");
         }
         Err(e) => assert!(!e.to_string().is_empty()),
     }
