@@ -1173,6 +1173,32 @@ fn image_differences(a: &MetadataImage, b: &MetadataImage) -> Vec<&'static str> 
 mod tests {
     use super::*;
 
+    /// Images that differ are told apart, naming the part; equal ones are not.
+    #[test]
+    fn image_differences_name_the_part() {
+        use corum_controller::records::{ConfigRecordV1, ConfigResourceType, MetadataRecord};
+        let set = |value: &str| {
+            let mut image = MetadataImage::default();
+            let record = MetadataRecord::Config(ConfigRecordV1 {
+                resource_type: ConfigResourceType::Topic,
+                resource_name: "t".into(),
+                key: "retention.ms".into(),
+                value: Some(value.into()),
+            });
+            image
+                .apply(corum_types::LogOffset(0), &record)
+                .expect("a config record applies");
+            image
+        };
+        assert!(image_differences(&set("1"), &set("1")).is_empty());
+        assert_eq!(set("1"), set("1"));
+        assert_eq!(image_differences(&set("1"), &set("2")), vec!["configs"]);
+        assert_eq!(
+            image_differences(&MetadataImage::default(), &set("1")),
+            vec!["end offset", "configs"]
+        );
+    }
+
     /// The schedule is a function of the seed, names only existing nodes, never partitions a
     /// node from itself, and draws every kind of fault; `--fault-kinds` restricts it.
     #[test]
