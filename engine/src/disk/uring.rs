@@ -76,7 +76,11 @@ async fn ensure_poll_probed(path: &Path) -> Result<()> {
         return Ok(());
     }
     let probe = dir.join(format!(".corum-poll-probe-{}", std::process::id()));
-    std::fs::write(&probe, vec![0u8; BLOCK_BYTES]).map_err(|e| io_err("write", &probe, e))?;
+    if let Err(e) = std::fs::write(&probe, vec![0u8; BLOCK_BYTES]) {
+        // On a full disk the file may exist, empty: it must not stay behind.
+        let _ = std::fs::remove_file(&probe);
+        return Err(io_err("write", &probe, e));
+    }
     let opened = OpenOptions::new().read(true).dma_open(&probe).await;
     let _ = std::fs::remove_file(&probe);
     let f = opened.map_err(|e| io_err("open", &probe, os_error(e)))?;

@@ -2,8 +2,9 @@
 //! device (as root, as the machine runs its tests; the filesystem is `corum chaos`'s, from
 //! `tools/src/cmd/chaos/disk.rs`): filled under load, the node stops with an error naming the
 //! file it could not write while the other two keep committing; the offline tools read its
-//! directory on the full filesystem and on the same filesystem mounted read-only; once space
-//! returns the node restarts, its log recovers clean, and it catches up. Nothing stays mounted
+//! directory on the full filesystem and on the same filesystem mounted read-only; a start on
+//! the full disk fails saying so and leaves no file behind; once space returns the node
+//! restarts, its log recovers clean, and it catches up. Nothing stays mounted
 //! or attached.
 
 use std::path::Path;
@@ -165,6 +166,18 @@ fn a_node_on_a_full_disk_stops_naming_the_file_and_recovers_once_space_returns()
         "the disk is not full"
     );
     offline_tools_read(&data1);
+    // A start on the full disk fails, saying why, and leaves no file behind.
+    let before = file_tree(&data1);
+    let refused = c.start(1).expect_err("node 1 started on a full disk");
+    assert!(
+        format!("{refused:#}").contains("No space left on device"),
+        "{refused:#}"
+    );
+    let after = file_tree(&data1);
+    let names = |t: &[(std::path::PathBuf, u64, std::time::SystemTime)]| -> Vec<_> {
+        t.iter().map(|(p, _, _)| p.clone()).collect()
+    };
+    assert_eq!(names(&after), names(&before), "a failed start left files");
     let mount = data1.display().to_string();
     let remount = |opts: &str| {
         let out = Command::new("mount")
