@@ -93,10 +93,25 @@ fn main() -> std::process::ExitCode {
         Err(e) => {
             // The whole cause chain on one line, without the backtrace anyhow would print when
             // RUST_BACKTRACE is set: operators read these messages, not stack frames.
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", chain_line(&e));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// `e` and its causes on one line, `: ` between them, each said once: a cause whose text the
+/// line already ends with (an error that prints its source and also returns it as its
+/// source) adds nothing.
+fn chain_line(e: &anyhow::Error) -> String {
+    let mut line = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
 }
 
 fn run(command: Command) -> anyhow::Result<()> {
@@ -122,5 +137,36 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Leaders(args) => cmd::leaders::run(args),
         Command::Brokers(args) => cmd::brokers::run(args),
         Command::CheckHistory(_) => unreachable!("dispatched in main for its exit status"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that prints its source and returns it too (thiserror's `{source}` with
+    /// `#[source]`) is said once; contexts and plain causes are all there, in order.
+    #[test]
+    fn the_error_line_says_each_cause_once() {
+        #[derive(Debug)]
+        struct Wraps(std::io::Error);
+        impl std::fmt::Display for Wraps {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "write /d/x.part: {}", self.0)
+            }
+        }
+        impl std::error::Error for Wraps {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let io = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        let e = anyhow::Error::new(Wraps(io)).context("running the node");
+        assert_eq!(
+            chain_line(&e),
+            "running the node: write /d/x.part: No space left on device (os error 28)"
+        );
+        let plain = anyhow::anyhow!("inner").context("middle").context("outer");
+        assert_eq!(chain_line(&plain), "outer: middle: inner");
     }
 }

@@ -76,13 +76,17 @@ async fn ensure_poll_probed(path: &Path) -> Result<()> {
         return Ok(());
     }
     let probe = dir.join(format!(".corum-poll-probe-{}", std::process::id()));
-    std::fs::write(&probe, vec![0u8; BLOCK_BYTES]).map_err(|e| io_err("write", &probe, e))?;
+    if let Err(e) = std::fs::write(&probe, vec![0u8; BLOCK_BYTES]) {
+        // On a full disk the file may exist, empty: it must not stay behind.
+        let _ = std::fs::remove_file(&probe);
+        return Err(io_err("write", &probe, e));
+    }
     let opened = OpenOptions::new().read(true).dma_open(&probe).await;
     let _ = std::fs::remove_file(&probe);
-    let f = opened.map_err(|e| io_err("open", &probe, e.into()))?;
+    let f = opened.map_err(|e| io_err("open", &probe, os_error(e)))?;
     f.close()
         .await
-        .map_err(|e| io_err("close", &probe, e.into()))?;
+        .map_err(|e| io_err("close", &probe, os_error(e)))?;
     PROBED_DEVICES.with(|p| p.borrow_mut().push(dev));
     Ok(())
 }
@@ -98,7 +102,7 @@ impl Disk for UringDisk {
             .create(mode == OpenMode::Create)
             .dma_open(path)
             .await
-            .map_err(|e| io_err("open", path, e.into()))?;
+            .map_err(|e| io_err("open", path, os_error(e)))?;
         Ok(UringFile {
             file: Rc::new(file),
             dsync: std::cell::RefCell::new(None),
@@ -109,13 +113,13 @@ impl Disk for UringDisk {
     async fn remove(&self, path: &Path) -> Result<()> {
         glommio::io::remove(path)
             .await
-            .map_err(|e| io_err("remove", path, e.into()))
+            .map_err(|e| io_err("remove", path, os_error(e)))
     }
 
     async fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         glommio::io::rename(from, to)
             .await
-            .map_err(|e| io_err("rename", from, e.into()))
+            .map_err(|e| io_err("rename", from, os_error(e)))
     }
 
     async fn list(&self, dir: &Path) -> Result<Vec<String>> {
@@ -149,13 +153,13 @@ impl Disk for UringDisk {
         };
         let d = glommio::io::Directory::open(dir)
             .await
-            .map_err(|e| io_err("open dir", dir, e.into()))?;
+            .map_err(|e| io_err("open dir", dir, os_error(e)))?;
         d.sync()
             .await
-            .map_err(|e| io_err("sync dir", dir, e.into()))?;
+            .map_err(|e| io_err("sync dir", dir, os_error(e)))?;
         d.close()
             .await
-            .map_err(|e| io_err("close dir", dir, e.into()))
+            .map_err(|e| io_err("close dir", dir, os_error(e)))
     }
 }
 
@@ -239,7 +243,7 @@ impl UringFile {
         let n = file
             .write_rc_at(dma.clone(), pos)
             .await
-            .map_err(|e| io_err("write", &self.path, e.into()))?;
+            .map_err(|e| io_err("write", &self.path, os_error(e)))?;
         if n == dma.len() {
             return Ok(());
         }
@@ -255,13 +259,23 @@ impl UringFile {
             let n = file
                 .write_at(more, pos + done as u64)
                 .await
-                .map_err(|e| io_err("write", &self.path, e.into()))?;
+                .map_err(|e| io_err("write", &self.path, os_error(e)))?;
             if n == 0 || n % BLOCK_BYTES != 0 {
                 return Err(short_write(&self.path, n));
             }
             done += n;
         }
         Ok(())
+    }
+}
+
+/// The operating system's error under a glommio error: glommio's own text names the
+/// operation, path and fd again (which [`io_err`] names already), and its conversion into an
+/// `io::Error` keeps that text and loses the OS error code.
+fn os_error<T>(e: glommio::GlommioError<T>) -> std::io::Error {
+    match e {
+        glommio::GlommioError::EnhancedIoError { source, .. } => source,
+        other => other.into(),
     }
 }
 
@@ -285,12 +299,12 @@ impl DiskFile for UringFile {
         self.file
             .file_size()
             .await
-            .map_err(|e| io_err("stat", &self.path, e.into()))
+            .map_err(|e| io_err("stat", &self.path, os_error(e)))
     }
 
     async fn read_at(&self, pos: u64, len: usize) -> Result<AlignedBuf> {
         let r = self.file.read_at(pos, len).await.map_err(|e| {
-            let e: std::io::Error = e.into();
+            let e = os_error(e);
             io_err(
                 "read",
                 &self.path,
@@ -314,7 +328,7 @@ impl DiskFile for UringFile {
                     .custom_flags(libc::O_DSYNC)
                     .dma_open(&self.path)
                     .await
-                    .map_err(|e| io_err("open O_DSYNC", &self.path, e.into()))?;
+                    .map_err(|e| io_err("open O_DSYNC", &self.path, os_error(e)))?;
                 let f = Rc::new(f);
                 *self.dsync.borrow_mut() = Some(f.clone());
                 f
@@ -327,7 +341,7 @@ impl DiskFile for UringFile {
         self.file
             .fdatasync()
             .await
-            .map_err(|e| io_err("fdatasync", &self.path, e.into()))
+            .map_err(|e| io_err("fdatasync", &self.path, os_error(e)))
     }
 
     async fn allocate(&self, len: u64) -> Result<()> {
@@ -337,14 +351,14 @@ impl DiskFile for UringFile {
         self.file
             .pre_allocate(len, false)
             .await
-            .map_err(|e| io_err("fallocate", &self.path, e.into()))
+            .map_err(|e| io_err("fallocate", &self.path, os_error(e)))
     }
 
     async fn truncate(&self, len: u64) -> Result<()> {
         self.file
             .truncate(len)
             .await
-            .map_err(|e| io_err("truncate", &self.path, e.into()))
+            .map_err(|e| io_err("truncate", &self.path, os_error(e)))
     }
 
     async fn close(self) -> Result<()> {
@@ -352,12 +366,12 @@ impl DiskFile for UringFile {
         if let Some(f) = dsync {
             f.close_rc()
                 .await
-                .map_err(|e| io_err("close", &self.path, e.into()))?;
+                .map_err(|e| io_err("close", &self.path, os_error(e)))?;
         }
         self.file
             .close_rc()
             .await
-            .map_err(|e| io_err("close", &self.path, e.into()))?;
+            .map_err(|e| io_err("close", &self.path, os_error(e)))?;
         Ok(())
     }
 }

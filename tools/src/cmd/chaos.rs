@@ -1,20 +1,31 @@
-//! `corum chaos`: a quorum of `corum run` processes, each in a network namespace of its own,
-//! under a recorded workload and a seeded schedule of faults; every round's history is
-//! checked (`corum_check`: linearizable per key, no acknowledged write lost).
+//! `corum chaos`: a quorum of `corum run` processes, each in a network namespace of its own
+//! and on a small filesystem of its own, under a recorded workload and a seeded schedule of
+//! faults; every round's history is checked (`corum_check`: linearizable per key, no
+//! acknowledged write lost), and so is every node's metadata image.
 //!
 //! | step | what happens |
 //! |---|---|
-//! | setup | root, `ip` and `nft` checked; a bridge and a namespace per node ([`net`]); the nodes formatted and started inside their namespaces, listening on their own addresses |
-//! | round | `corum loadgen --workload history` (in process, through the bridge) for `--round-seconds`, while `--faults` faults drawn from the seed run one after another, each held 1-3 s and healed |
-//! | check | every fault healed, stopped nodes continued, killed ones restarted; the round's history file checked; a violation stops the run (exit 1) with the report, the seed and the files kept |
-//! | end | nodes stopped, namespaces and bridge removed (also on Ctrl-C or SIGTERM), the directory removed unless `--keep` or a violation |
+//! | setup | root, `ip`, `nft`, `losetup`, `mkfs.ext4` and the blkio cgroup checked; a bridge and a namespace per node ([`net`]); per node an ext4 filesystem of `--disk-mib` on a loop device, mounted as its `metadata.log.dir`, and a blkio cgroup for the run ([`disk`]); the nodes formatted and started inside their namespaces, listening on their own addresses |
+//! | round | `corum loadgen --workload history` (in process, through the bridge) for `--round-seconds`, while `--faults` faults drawn from the seed (of the `--fault-kinds`) run one after another, each held 1-3 s and healed |
+//! | check | every fault healed, stopped nodes continued, killed ones restarted; the round's history file checked; every node's image, read from its directory at the leader's high watermark once each node has committed that far, equal to the others'; a node that stopped at a full disk said so naming the file, and its log verified clean on the full disk; a violation stops the run (exit 1) with the report, the seed and the files kept |
+//! | end | nodes stopped; filesystems unmounted, loop devices detached, the cgroup, namespaces and bridge removed (also on Ctrl-C or SIGTERM); the directory removed unless `--keep` or a violation |
 //!
 //! Faults: a symmetric partition between two nodes, a one-way one, the leader cut off from
-//! everyone (clients included), the leader cut off from the other controllers only (clients
-//! still reach it), random loss of 10-30% of one node's packets, a pause of one
-//! node (SIGSTOP, 1-3 s: longer than the election timeout) and a SIGKILL of one node
-//! (restarted when the fault ends). The kernel here has no `netem`: no delay or reordering.
+//! everyone (clients included), a follower cut off from everyone (the majority split: the
+//! leader and the other follower go on), the leader cut off from the other controllers only
+//! (clients still reach it), random loss of 10-30% of one node's packets, a pause of one node
+//! (SIGSTOP, 1-3 s: longer than the election timeout), a SIGKILL of one node (restarted when
+//! the fault ends), a full disk (`disk-full`: a filler file takes every free block of one
+//! node's filesystem until the node stops at ENOSPC, at most [`DISK_FULL_WAIT`]; the offline
+//! tools then read its directory on the full disk, the filler is removed and the node
+//! restarted) and a slow disk (`slow-disk`: the leader's or a follower's process in the blkio
+//! cgroup, its writes to its loop device throttled to [`SLOW_DISK_IOPS`] requests and
+//! [`SLOW_DISK_BPS`] bytes per second). The summary gives, per kind, the time from healing to
+//! the next acknowledged write, and the rate and latency of acknowledged writes while a slow
+//! disk held (on the leader, on a follower) against the time without faults. The kernel here
+//! has no `netem` (no delay or reordering) and no device-mapper (no `dm-delay`, `dm-flakey`).
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -27,9 +38,13 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::cmd::demo::cluster::{kill_registered_children, ClusterSpec, LocalCluster, NodeHost};
 use crate::cmd::loadgen::{run_workload, HistoryConfig, LoadConfig, Protocol, Workload};
+use crate::cmd::shell::{image_until, open_directory};
+use corum_controller::MetadataImage;
 
+pub mod disk;
 pub mod net;
 
+use disk::Disks;
 use net::{ChaosNet, Rule};
 
 #[derive(clap::Args, Debug)]
@@ -64,7 +79,30 @@ pub struct Args {
     /// Keep the directory at the end (it is always kept after a violation).
     #[arg(long)]
     pub keep: bool,
+    /// Size of each node's filesystem (its metadata.log.dir), in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub disk_mib: u64,
+    /// The kinds of fault to draw from (comma-separated; default: all): partition, one-way,
+    /// isolate-leader, isolate-follower, leader-from-peers, loss, pause, kill, disk-full,
+    /// slow-disk.
+    #[arg(long, value_delimiter = ',', value_name = "KIND,...")]
+    pub fault_kinds: Vec<String>,
 }
+
+/// How long `disk-full` waits for the node to stop at ENOSPC before it heals anyway.
+pub const DISK_FULL_WAIT: Duration = Duration::from_secs(6);
+/// Write requests per second a `slow-disk` node may send its disk.
+pub const SLOW_DISK_IOPS: u32 = 20;
+/// Bytes per second a `slow-disk` node may write to its disk.
+pub const SLOW_DISK_BPS: u64 = 1 << 20;
+
+/// Settings of every node: segments and snapshots small enough for a filesystem of a few tens
+/// of MiB (a roll or a snapshot every few seconds of load, so a full disk is met soon).
+const NODE_SETTINGS: [(&str, &str); 3] = [
+    ("metadata.log.segment.bytes", "1048576"),
+    ("metadata.log.max.record.bytes.between.snapshots", "524288"),
+    ("metadata.max.retention.bytes", "4194304"),
+];
 
 /// A fault of the schedule, by node id (1-based).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,6 +113,8 @@ pub enum Fault {
         to: u32,
     },
     IsolateLeader,
+    /// A follower cut off from everyone (the leader and the other nodes are the majority).
+    IsolateFollower,
     /// The leader cut off from the other controllers, still reachable by clients.
     LeaderFromPeers,
     Loss {
@@ -83,7 +123,27 @@ pub enum Fault {
     },
     Pause(u32),
     Kill(u32),
+    /// Node `n`'s filesystem filled.
+    DiskFull(u32),
+    /// The leader's (or a follower's) writes to its disk throttled.
+    SlowDisk {
+        leader: bool,
+    },
 }
+
+/// Every fault kind, as `--fault-kinds` names it, in the order [`draw_fault`] numbers them.
+pub const FAULT_KINDS: [&str; 10] = [
+    "partition",
+    "one-way",
+    "isolate-leader",
+    "loss",
+    "pause",
+    "leader-from-peers",
+    "kill",
+    "isolate-follower",
+    "disk-full",
+    "slow-disk",
+];
 
 impl Fault {
     /// The kind, as the summary groups faults.
@@ -96,6 +156,9 @@ impl Fault {
             Fault::Loss { .. } => "packet loss",
             Fault::Pause(_) => "pause",
             Fault::Kill(_) => "kill",
+            Fault::IsolateFollower => "follower isolated",
+            Fault::DiskFull(_) => "disk full",
+            Fault::SlowDisk { .. } => "slow disk",
         }
     }
 }
@@ -110,12 +173,39 @@ impl std::fmt::Display for Fault {
             Fault::Loss { node, percent } => write!(f, "loss {percent}% at {node}"),
             Fault::Pause(n) => write!(f, "pause {n}"),
             Fault::Kill(n) => write!(f, "kill {n}"),
+            Fault::IsolateFollower => write!(f, "follower isolated"),
+            Fault::DiskFull(n) => write!(f, "disk full at {n}"),
+            Fault::SlowDisk { leader: true } => write!(f, "slow disk at the leader"),
+            Fault::SlowDisk { leader: false } => write!(f, "slow disk at a follower"),
         }
     }
 }
 
-/// Draws one fault over `nodes` nodes.
-pub fn draw_fault(rng: &mut ChaCha8Rng, nodes: u32) -> Fault {
+/// The indexes into [`FAULT_KINDS`] that `names` selects (all when empty).
+pub fn parse_fault_kinds(names: &[String]) -> anyhow::Result<Vec<usize>> {
+    if names.is_empty() {
+        return Ok((0..FAULT_KINDS.len()).collect());
+    }
+    let mut kinds = Vec::new();
+    for name in names {
+        let i = FAULT_KINDS
+            .iter()
+            .position(|k| k == name)
+            .with_context(|| {
+                format!(
+                    "unknown fault kind {name:?} (known: {})",
+                    FAULT_KINDS.join(", ")
+                )
+            })?;
+        if !kinds.contains(&i) {
+            kinds.push(i);
+        }
+    }
+    Ok(kinds)
+}
+
+/// Draws one fault over `nodes` nodes, of one of the `kinds` (indexes into [`FAULT_KINDS`]).
+pub fn draw_fault(rng: &mut ChaCha8Rng, nodes: u32, kinds: &[usize]) -> Fault {
     let node = |rng: &mut ChaCha8Rng| rng.gen_range(1..=nodes);
     // Two different nodes (at least two exist where this is called).
     let two = |rng: &mut ChaCha8Rng| {
@@ -123,7 +213,7 @@ pub fn draw_fault(rng: &mut ChaCha8Rng, nodes: u32) -> Fault {
         let b = (a - 1 + rng.gen_range(1..nodes)) % nodes + 1;
         (a, b)
     };
-    match rng.gen_range(0..7) {
+    match kinds[rng.gen_range(0..kinds.len())] {
         0 if nodes > 1 => {
             let (a, b) = two(rng);
             Fault::Partition(a, b)
@@ -139,13 +229,20 @@ pub fn draw_fault(rng: &mut ChaCha8Rng, nodes: u32) -> Fault {
         },
         4 => Fault::Pause(node(rng)),
         5 if nodes > 1 => Fault::LeaderFromPeers,
+        7 if nodes > 1 => Fault::IsolateFollower,
+        8 => Fault::DiskFull(node(rng)),
+        9 => Fault::SlowDisk {
+            leader: nodes == 1 || rng.gen_bool(0.5),
+        },
         _ => Fault::Kill(node(rng)),
     }
 }
 
-/// What the signal thread must undo: the `ip` commands of the network, the directory and
-/// whether to keep it.
+/// What the signal thread must undo: the commands that unmount and detach the disks and
+/// remove the cgroup, then the `ip` commands of the network; the directory and whether to
+/// keep it.
 struct Cleanup {
+    disks: Vec<(String, Vec<String>)>,
     commands: Vec<Vec<String>>,
     dir: PathBuf,
     keep: bool,
@@ -175,7 +272,9 @@ fn watch_signals() -> anyhow::Result<()> {
             if unsafe { libc::sigwait(&set, &mut signal) } != 0 {
                 return;
             }
-            eprintln!("\ncorum chaos: interrupted: stopping the nodes, removing the network");
+            eprintln!(
+                "\ncorum chaos: interrupted: stopping the nodes, removing the disks and the network"
+            );
             kill_registered_children();
             std::thread::sleep(Duration::from_millis(100));
             let cleanup = CLEANUP
@@ -183,11 +282,13 @@ fn watch_signals() -> anyhow::Result<()> {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .take();
             if let Some(Cleanup {
+                disks,
                 commands,
                 dir,
                 keep,
             }) = cleanup
             {
+                disk::run_cleanup(&disks);
                 for args in commands {
                     let _ = std::process::Command::new("ip").args(&args).status();
                 }
@@ -210,7 +311,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (1.0..=600.0).contains(&args.round_seconds),
         "--round-seconds must be 1 to 600"
     );
+    anyhow::ensure!(
+        (16..=4096).contains(&args.disk_mib),
+        "--disk-mib must be 16 to 4096"
+    );
+    let kinds = parse_fault_kinds(&args.fault_kinds)?;
     net::check_host()?;
+    disk::check_host()?;
     let exe = std::env::current_exe().context("finding the corum binary")?;
     let dir = match &args.dir {
         Some(d) => d.clone(),
@@ -218,15 +325,46 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     watch_signals()?;
+    let register = |net: Option<&ChaosNet>, disks: Option<&Disks>| {
+        *CLEANUP
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Cleanup {
+            disks: disks.map(Disks::cleanup).unwrap_or_default(),
+            commands: net.map(ChaosNet::cleanup_commands).unwrap_or_default(),
+            dir: dir.clone(),
+            keep: args.keep,
+        });
+    };
     let net = ChaosNet::create(args.nodes, std::process::id())?;
-    *CLEANUP
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Cleanup {
-        commands: net.cleanup_commands(),
-        dir: dir.clone(),
-        keep: args.keep,
-    });
-    let outcome = rounds(&args, &exe, &dir, &net);
+    register(Some(&net), None);
+    let mounts: Vec<PathBuf> = (1..=args.nodes)
+        .map(|i| cluster_dir(&dir).join(format!("node{i}")))
+        .collect();
+    let outcome = match Disks::create(
+        &dir.join("disks"),
+        &mounts,
+        args.disk_mib,
+        std::process::id(),
+    ) {
+        Ok(mut disks) => {
+            register(Some(&net), Some(&disks));
+            let outcome = rounds(&args, &kinds, &exe, &dir, &net, &mut disks);
+            if !matches!(outcome, Ok(0)) {
+                for (i, fs) in disks.nodes.iter().enumerate() {
+                    eprintln!(
+                        "corum chaos: node {}'s data directory is on {} (mount -o loop {} DIR)",
+                        i + 1,
+                        fs.image.display(),
+                        fs.image.display()
+                    );
+                }
+            }
+            // The nodes are stopped (the cluster is dropped inside): the disks can go.
+            drop(disks);
+            outcome
+        }
+        Err(e) => Err(e),
+    };
     drop(net);
     let keep = args.keep || outcome.as_ref().map_or(true, |violations| *violations > 0);
     if keep {
@@ -240,9 +378,50 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
+/// Where the nodes' configurations, logs and data directories go.
+fn cluster_dir(dir: &Path) -> PathBuf {
+    dir.join("cluster")
+}
+
+/// A stretch of a round's history and what held during it (for the write rates).
+struct Window {
+    label: &'static str,
+    start_ns: u64,
+    end_ns: u64,
+}
+
+/// What applying faults found beside the history: windows to measure, and problems (a node
+/// that stopped without saying why, an offline tool that failed on a full disk) that fail the
+/// round like a violation.
+struct Round {
+    origin: Instant,
+    windows: Vec<Window>,
+    problems: Vec<String>,
+    /// Per slow-disk fault: its label, the slow node's log syncs and the others' meanwhile.
+    syncs: Vec<(&'static str, SyncTotals, SyncTotals)>,
+}
+
+impl Round {
+    fn now_ns(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
+    }
+}
+
+/// The window label of the time between faults.
+const BETWEEN_FAULTS: &str = "between faults";
+const SLOW_LEADER: &str = "slow disk at the leader";
+const SLOW_FOLLOWER: &str = "slow disk at a follower";
+
 /// Runs the rounds; returns how many failed their check (it stops at the first).
-fn rounds(args: &Args, exe: &Path, dir: &Path, net: &ChaosNet) -> anyhow::Result<u32> {
-    let mut spec = ClusterSpec::new(exe, dir.join("cluster"));
+fn rounds(
+    args: &Args,
+    kinds: &[usize],
+    exe: &Path,
+    dir: &Path,
+    net: &ChaosNet,
+    disks: &mut Disks,
+) -> anyhow::Result<u32> {
+    let mut spec = ClusterSpec::new(exe, cluster_dir(dir));
     spec.voters = args.nodes;
     spec.hosts = (1..=args.nodes)
         .map(|i| NodeHost {
@@ -251,6 +430,9 @@ fn rounds(args: &Args, exe: &Path, dir: &Path, net: &ChaosNet) -> anyhow::Result
         })
         .collect();
     spec.rust_log = "warn".into();
+    for (k, v) in NODE_SETTINGS {
+        spec = spec.set(k, v);
+    }
     let mut cluster = LocalCluster::create(spec)?;
     cluster.start_all()?;
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -266,12 +448,18 @@ fn rounds(args: &Args, exe: &Path, dir: &Path, net: &ChaosNet) -> anyhow::Result
     let started = Instant::now();
     let mut faults_total = 0u32;
     // Per fault kind: ms from its healing to the next acknowledged write's completion.
-    let mut resumed: std::collections::BTreeMap<&'static str, Vec<f64>> = Default::default();
+    let mut resumed: BTreeMap<&'static str, Vec<f64>> = Default::default();
+    // Per window label: (seconds, acknowledged writes' latencies in ms).
+    let mut rates: BTreeMap<&'static str, (f64, Vec<f64>)> = Default::default();
+    // Per slow-disk label: the slow nodes' log syncs, and the other nodes' meanwhile.
+    let mut syncs: BTreeMap<&'static str, (SyncTotals, SyncTotals)> = Default::default();
     eprintln!(
-        "corum chaos: {} nodes at {}.. (host {}), seed {}, {} rounds of {} s with {} faults",
+        "corum chaos: {} nodes at {}.. (host {}) on {} MiB filesystems, seed {}, {} rounds of {} \
+         s with {} faults",
         args.nodes,
         net.addr(1),
         net.host_addr(),
+        args.disk_mib,
         args.seed,
         args.rounds,
         args.round_seconds,
@@ -319,29 +507,61 @@ fn rounds(args: &Args, exe: &Path, dir: &Path, net: &ChaosNet) -> anyhow::Result
             .spawn(move || run_workload(config))
             .context("starting the load")?;
         let schedule: Vec<Fault> = (0..args.faults)
-            .map(|_| draw_fault(&mut rng, args.nodes))
+            .map(|_| draw_fault(&mut rng, args.nodes, kinds))
             .collect();
         // The load registers its brokers first: the faults start a second in.
         std::thread::sleep(Duration::from_secs(1));
         let mut applied = Vec::new();
+        let mut state = Round {
+            origin,
+            windows: Vec::new(),
+            problems: Vec::new(),
+            syncs: Vec::new(),
+        };
         // (fault, when it was healed, ns since `origin`)
         let mut healed: Vec<(&Fault, u64)> = Vec::new();
         for fault in &schedule {
             let hold = Duration::from_millis(rng.gen_range(1_000..=3_000));
-            match apply(fault, &mut cluster, net, hold) {
-                Ok(()) => {
-                    applied.push(fault.to_string());
-                    healed.push((fault, origin.elapsed().as_nanos() as u64));
+            match apply(fault, &mut cluster, net, disks, hold, &mut state) {
+                Ok(note) => {
+                    applied.push(format!("{fault}{note}"));
+                    healed.push((fault, state.now_ns()));
                 }
                 Err(e) => applied.push(format!("{fault} (not applied: {e:#})")),
             }
-            std::thread::sleep(Duration::from_millis(rng.gen_range(300..=1_000)));
+            let gap = Duration::from_millis(rng.gen_range(300..=1_000));
+            let start_ns = state.now_ns();
+            std::thread::sleep(gap);
+            state.windows.push(Window {
+                label: BETWEEN_FAULTS,
+                start_ns,
+                end_ns: state.now_ns(),
+            });
         }
         let report = load
             .join()
             .map_err(|_| anyhow::anyhow!("the load thread panicked"))?
             .with_context(|| format!("round {round}: the load"))?;
         faults_total += schedule.len() as u32;
+        // Every node runs again (a node that stopped by itself is a problem; it is restarted
+        // for the rounds after).
+        for id in cluster.ids() {
+            if let Some(status) = exited(&mut cluster, id)? {
+                state.problems.push(format!(
+                    "node {id} stopped by itself ({status}):\n{}",
+                    cluster.log_tail(id)
+                ));
+                cluster.start(id)?;
+            }
+        }
+        let images = images_agree(&cluster, Duration::from_secs(30));
+        match &images {
+            Ok(Ok(_)) => {}
+            Ok(Err(mismatch)) => state.problems.push(mismatch.clone()),
+            Err(e) => state
+                .problems
+                .push(format!("the images could not be compared: {e:#}")),
+        }
         let history = History::read(&file)
             .with_context(|| format!("round {round}: reading {}", file.display()))?;
         let unknown = history
@@ -363,8 +583,22 @@ fn rounds(args: &Args, exe: &Path, dir: &Path, net: &ChaosNet) -> anyhow::Result
                 resumed.entry(fault.kind()).or_default().push(ms);
             }
         }
+        for w in &state.windows {
+            let entry = rates.entry(w.label).or_default();
+            entry.0 += (w.end_ns - w.start_ns) as f64 / 1e9;
+            entry
+                .1
+                .extend(write_latencies_ms(&history, w.start_ns, w.end_ns));
+        }
+        for (label, slow, others) in &state.syncs {
+            let entry = syncs.entry(label).or_default();
+            entry.0.add(slow);
+            entry.1.add(others);
+        }
+        let passed = verdict.conclusion() == Conclusion::Pass && state.problems.is_empty();
         eprintln!(
-            "corum chaos: round {round}: {} ops ({} acknowledged, {unknown} unknown), faults: {}; {}",
+            "corum chaos: round {round}: {} ops ({} acknowledged, {unknown} unknown), faults: {}; \
+             {}; {}",
             history.ops.len(),
             report.ops,
             applied.join(", "),
@@ -372,23 +606,35 @@ fn rounds(args: &Args, exe: &Path, dir: &Path, net: &ChaosNet) -> anyhow::Result
                 Conclusion::Pass => "linearizable, nothing lost",
                 Conclusion::Violation => "VIOLATION",
                 Conclusion::Undecided => "undecided",
+            },
+            match &images {
+                Ok(Ok(offset)) => format!("images identical at offset {offset}"),
+                Ok(Err(_)) => "IMAGES DIFFER".to_owned(),
+                Err(_) => "images not compared".to_owned(),
             }
         );
-        match verdict.conclusion() {
-            Conclusion::Pass => {}
-            Conclusion::Violation | Conclusion::Undecided => {
+        if !passed {
+            if verdict.conclusion() != Conclusion::Pass {
                 print!("{verdict}");
-                eprintln!(
-                    "corum chaos: replay with: corum chaos --nodes {} --seed {} --rounds {round} \
-                     --round-seconds {} --faults {} (history: {})",
-                    args.nodes,
-                    args.seed,
-                    args.round_seconds,
-                    args.faults,
-                    file.display()
-                );
-                return Ok(1);
             }
+            for p in &state.problems {
+                println!("round {round}: {p}");
+            }
+            eprintln!(
+                "corum chaos: replay with: corum chaos --nodes {} --seed {} --rounds {round} \
+                 --round-seconds {} --faults {}{} (history: {})",
+                args.nodes,
+                args.seed,
+                args.round_seconds,
+                args.faults,
+                if args.fault_kinds.is_empty() {
+                    String::new()
+                } else {
+                    format!(" --fault-kinds {}", args.fault_kinds.join(","))
+                },
+                file.display()
+            );
+            return Ok(1);
         }
     }
     let _ = cluster.terminate_all(Duration::from_secs(10));
@@ -402,13 +648,75 @@ fn rounds(args: &Args, exe: &Path, dir: &Path, net: &ChaosNet) -> anyhow::Result
             ms.len()
         );
     }
+    for (label, (seconds, mut ms)) in rates {
+        if label == BETWEEN_FAULTS && !kinds.contains(&9) {
+            continue;
+        }
+        ms.sort_by(f64::total_cmp);
+        let pct = |q: f64| ms.get(((ms.len() as f64 * q) as usize).min(ms.len().saturating_sub(1)));
+        eprintln!(
+            "corum chaos: {label}: {:.0} acknowledged writes/s, latency median {} ms, p99 {} \
+             ms ({} writes in {seconds:.1} s)",
+            ms.len() as f64 / seconds.max(1e-9),
+            pct(0.5).map_or("-".to_owned(), |v| format!("{v:.1}")),
+            pct(0.99).map_or("-".to_owned(), |v| format!("{v:.1}")),
+            ms.len()
+        );
+    }
+    for (label, (slow, others)) in syncs {
+        eprintln!(
+            "corum chaos: {label}: its log syncs took {} on average ({} syncs), the other \
+             nodes' {} ({} syncs)",
+            slow.mean_ms(),
+            slow.rounds,
+            others.mean_ms(),
+            others.rounds
+        );
+    }
     eprintln!(
         "corum chaos: {} rounds, {faults_total} faults, every history linearizable with no \
-         acknowledged write lost ({:.0} s)",
+         acknowledged write lost, every node's image identical ({:.0} s)",
         args.rounds,
         started.elapsed().as_secs_f64()
     );
     Ok(0)
+}
+
+/// The latencies (ms) of the acknowledged config writes invoked in `[start_ns, end_ns)` and
+/// completed by `end_ns`.
+fn write_latencies_ms(history: &History, start_ns: u64, end_ns: u64) -> Vec<f64> {
+    history
+        .ops
+        .iter()
+        .map(|o| &o.record)
+        .filter(|o| {
+            o.invoke_ns >= start_ns
+                && o.outcome == corum_check::history::Outcome::Ok
+                && matches!(o.op, corum_check::history::Op::ConfigSet { .. })
+        })
+        .filter_map(|o| {
+            o.complete_ns
+                .filter(|&c| c <= end_ns)
+                .map(|c| (c - o.invoke_ns) as f64 / 1e6)
+        })
+        .collect()
+}
+
+/// Node `id`'s exit status if its process exited by itself (it is then marked stopped).
+fn exited(cluster: &mut LocalCluster, id: u32) -> anyhow::Result<Option<std::process::ExitStatus>> {
+    let slot = cluster
+        .nodes
+        .iter_mut()
+        .find(|n| n.id == id)
+        .with_context(|| format!("no node {id}"))?;
+    let Some(p) = slot.process.as_mut() else {
+        return Ok(None);
+    };
+    let status = p.wait_timeout(Duration::ZERO)?;
+    if status.is_some() {
+        slot.process = None;
+    }
+    Ok(status)
 }
 
 /// Milliseconds from `healed_ns` to the completion of the first acknowledged config write
@@ -428,8 +736,8 @@ fn write_resumed_ms(history: &History, healed_ns: u64) -> Option<f64> {
         .map(|c| (c - healed_ns) as f64 / 1e6)
 }
 
-/// The current leader's id, asked through `corum quorum describe`.
-fn leader(cluster: &LocalCluster) -> anyhow::Result<u32> {
+/// `corum quorum describe --status --json` of the cluster.
+fn describe(cluster: &LocalCluster) -> anyhow::Result<serde_json::Value> {
     let exe = &cluster.spec.exe;
     let out = std::process::Command::new(exe)
         .args([
@@ -445,43 +753,59 @@ fn leader(cluster: &LocalCluster) -> anyhow::Result<u32> {
         .env("RUST_LOG", "off")
         .output()
         .context("running corum quorum describe")?;
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
+    serde_json::from_slice(&out.stdout).with_context(|| {
         format!(
             "corum quorum describe printed no JSON ({}): {}",
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         )
-    })?;
+    })
+}
+
+/// The current leader's id, asked through `corum quorum describe`.
+fn leader(cluster: &LocalCluster) -> anyhow::Result<u32> {
+    let v = describe(cluster)?;
     v["leader_id"]
         .as_u64()
         .and_then(|l| u32::try_from(l).ok())
         .with_context(|| format!("no leader in {v}"))
 }
 
-/// Applies `fault` for `hold`, then heals it.
+/// Applies `fault` for `hold`, then heals it; returns a note for the round's line (empty
+/// for most faults).
 fn apply(
     fault: &Fault,
     cluster: &mut LocalCluster,
     net: &ChaosNet,
+    disks: &mut Disks,
     hold: Duration,
-) -> anyhow::Result<()> {
+    round: &mut Round,
+) -> anyhow::Result<String> {
     match *fault {
         Fault::Partition(a, b) => {
             net.set_rules(a, &[Rule::DropTo(net.addr(b)), Rule::DropFrom(net.addr(b))])?;
             net.set_rules(b, &[Rule::DropTo(net.addr(a)), Rule::DropFrom(net.addr(a))])?;
             std::thread::sleep(hold);
-            net.heal()
+            net.heal()?;
         }
         Fault::OneWay { from, to } => {
             net.set_rules(from, &[Rule::DropTo(net.addr(to))])?;
             std::thread::sleep(hold);
-            net.heal()
+            net.heal()?;
         }
         Fault::IsolateLeader => {
             let l = leader(cluster).context("finding the leader to isolate")?;
             net.set_rules(l, &[Rule::Isolate])?;
             std::thread::sleep(hold);
-            net.heal()
+            net.heal()?;
+            return Ok(format!(" ({l})"));
+        }
+        Fault::IsolateFollower => {
+            let f = follower(cluster).context("finding a follower to isolate")?;
+            net.set_rules(f, &[Rule::Isolate])?;
+            std::thread::sleep(hold);
+            net.heal()?;
+            return Ok(format!(" ({f})"));
         }
         Fault::LeaderFromPeers => {
             let l = leader(cluster).context("finding the leader to cut off")?;
@@ -493,44 +817,402 @@ fn apply(
                 .collect();
             net.set_rules(l, &peers)?;
             std::thread::sleep(hold);
-            net.heal()
+            net.heal()?;
         }
         Fault::Loss { node, percent } => {
             net.set_rules(node, &[Rule::Loss(percent)])?;
             std::thread::sleep(hold);
-            net.heal()
+            net.heal()?;
         }
         Fault::Pause(n) => {
             anyhow::ensure!(cluster.signal(n, libc::SIGSTOP), "node {n} is not running");
             std::thread::sleep(hold);
             cluster.signal(n, libc::SIGCONT);
-            Ok(())
         }
         Fault::Kill(n) => {
             cluster.kill(n);
             std::thread::sleep(hold);
-            cluster.start(n)
+            cluster.start(n)?;
+        }
+        Fault::DiskFull(n) => return disk_full(n, cluster, disks, hold, round),
+        Fault::SlowDisk { leader: on_leader } => {
+            let n = if on_leader {
+                leader(cluster).context("finding the leader")?
+            } else {
+                follower(cluster).context("finding a follower")?
+            };
+            let pid = cluster
+                .node(n)
+                .process
+                .as_ref()
+                .map(|p| p.pid())
+                .with_context(|| format!("node {n} is not running"))?;
+            let before = sync_totals(cluster);
+            disks.throttle(n, pid, SLOW_DISK_IOPS, SLOW_DISK_BPS)?;
+            let start_ns = round.now_ns();
+            std::thread::sleep(hold);
+            let end_ns = round.now_ns();
+            let after = sync_totals(cluster);
+            disks.unthrottle()?;
+            let label = if on_leader {
+                SLOW_LEADER
+            } else {
+                SLOW_FOLLOWER
+            };
+            round.windows.push(Window {
+                label,
+                start_ns,
+                end_ns,
+            });
+            // The log's group-commit rounds (write + fdatasync, or one O_DSYNC write) while
+            // it held: the slow node's against the others' in the same time.
+            let mut slow = SyncTotals::default();
+            let mut others = SyncTotals::default();
+            for ((id, b), (_, a)) in before.iter().zip(&after) {
+                let (Some(b), Some(a)) = (b, a) else { continue };
+                let d = SyncTotals {
+                    seconds: a.seconds - b.seconds,
+                    rounds: a.rounds.saturating_sub(b.rounds),
+                };
+                if *id == n {
+                    slow.add(&d);
+                } else {
+                    others.add(&d);
+                }
+            }
+            round.syncs.push((label, slow, others));
+            return Ok(format!(
+                " ({n}: log sync mean {} over {} rounds, the others' {})",
+                slow.mean_ms(),
+                slow.rounds,
+                others.mean_ms()
+            ));
         }
     }
+    Ok(String::new())
+}
+
+/// `disk-full` at node `n`: fills its filesystem and waits (at least `hold`, at most
+/// [`DISK_FULL_WAIT`]) for the node to stop; a node that stopped must have said so naming a
+/// file of its directory, and `dump-log --verify`, `info` and `shell --dir` must read the
+/// directory on the full disk. Then the filler goes and a stopped node is restarted.
+fn disk_full(
+    n: u32,
+    cluster: &mut LocalCluster,
+    disks: &Disks,
+    hold: Duration,
+    round: &mut Round,
+) -> anyhow::Result<String> {
+    let fs = disks.node(n);
+    let log = cluster.node(n).log.clone();
+    let log_start = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+    let filled = fs.fill()?;
+    let (left, _) = fs.free()?;
+    let start = Instant::now();
+    let mut status = None;
+    while start.elapsed() < DISK_FULL_WAIT || start.elapsed() < hold {
+        status = exited(cluster, n)?;
+        if status.is_some() || start.elapsed() >= DISK_FULL_WAIT {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let note = match status {
+        None => format!(
+            " ({} MiB filled, {left} bytes left; still running after {:.1} s: nothing it \
+             wrote needed a new block)",
+            filled >> 20,
+            start.elapsed().as_secs_f64()
+        ),
+        Some(status) => {
+            let data = cluster.node(n).data.clone();
+            let said = log_since(&log, log_start);
+            let line = said
+                .lines()
+                .find(|l| l.contains("No space left on device"))
+                .map(str::to_owned);
+            match &line {
+                Some(l) if l.contains(&data.display().to_string()) => {}
+                _ => round.problems.push(format!(
+                    "node {n} stopped ({status}) on a full disk without an error naming a file \
+                     of {}:\n{said}",
+                    data.display()
+                )),
+            }
+            let exe = cluster.spec.exe.clone();
+            for tool in [
+                &["dump-log", "--verify", "--summary", "--dir"][..],
+                &["info", "--dir"],
+                &["shell", "--dir"],
+            ] {
+                let out = std::process::Command::new(&exe)
+                    .args(tool)
+                    .arg(&data)
+                    .env("RUST_LOG", "warn")
+                    .stdin(std::process::Stdio::null())
+                    .output()
+                    .context("running an offline tool")?;
+                if !out.status.success() {
+                    round.problems.push(format!(
+                        "`corum {} {}` failed on node {n}'s full disk ({}): {}{}",
+                        tool.join(" "),
+                        data.display(),
+                        out.status,
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    ));
+                }
+            }
+            format!(
+                " (stopped after {:.1} s: {}; dump-log --verify, info and shell --dir ran on \
+                 the full disk)",
+                start.elapsed().as_secs_f64(),
+                line.as_deref()
+                    .map_or("no ENOSPC line".to_owned(), |l| l.trim().to_owned())
+            )
+        }
+    };
+    fs.unfill()?;
+    if status.is_some() {
+        cluster.start(n)?;
+    }
+    Ok(note)
+}
+
+/// What `log` holds from byte `from` on.
+fn log_since(log: &Path, from: u64) -> String {
+    use std::io::{Read, Seek};
+    let mut text = String::new();
+    if let Ok(mut f) = std::fs::File::open(log) {
+        if f.seek(std::io::SeekFrom::Start(from)).is_ok() {
+            let _ = f.read_to_string(&mut text);
+        }
+    }
+    text
+}
+
+/// A running node that is not the leader.
+fn follower(cluster: &LocalCluster) -> anyhow::Result<u32> {
+    let l = leader(cluster)?;
+    cluster
+        .ids()
+        .into_iter()
+        .find(|&id| id != l && cluster.is_running(id))
+        .context("no follower runs")
+}
+
+/// A node's `corum_log_sync_duration_seconds` totals.
+#[derive(Clone, Copy, Debug, Default)]
+struct SyncTotals {
+    seconds: f64,
+    rounds: u64,
+}
+
+impl SyncTotals {
+    fn add(&mut self, other: &SyncTotals) {
+        self.seconds += other.seconds;
+        self.rounds += other.rounds;
+    }
+
+    fn mean_ms(&self) -> String {
+        if self.rounds == 0 {
+            return "- ms".to_owned();
+        }
+        format!("{:.2} ms", self.seconds * 1e3 / self.rounds as f64)
+    }
+}
+
+/// Each node's log sync totals (`None`: its metrics could not be read).
+fn sync_totals(cluster: &LocalCluster) -> Vec<(u32, Option<SyncTotals>)> {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            let totals = scrape(n.metrics).ok().and_then(|body| {
+                Some(SyncTotals {
+                    seconds: metric_value(&body, "corum_log_sync_duration_seconds_sum")?,
+                    rounds: metric_value(&body, "corum_log_sync_duration_seconds_count")? as u64,
+                })
+            });
+            (n.id, totals)
+        })
+        .collect()
+}
+
+/// The value of the first sample of `metric` in a Prometheus text body.
+fn metric_value(body: &str, metric: &str) -> Option<f64> {
+    body.lines().find_map(|l| {
+        l.strip_prefix(metric)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// The body of `GET /metrics` at `addr`.
+fn scrape(addr: SocketAddr) -> anyhow::Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+        .with_context(|| format!("connecting to {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: corum\r\n\r\n")?;
+    let mut response = String::new();
+    s.read_to_string(&mut response)
+        .with_context(|| format!("reading the metrics of {addr}"))?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("no HTTP answer from {addr}"))?;
+    anyhow::ensure!(head.starts_with("HTTP/1.1 200"), "{addr}: {head}");
+    Ok(body.to_owned())
+}
+
+/// Whether every node holds the same metadata image: at the leader's high watermark `X`,
+/// once every node reports a high watermark of at least `X` (its log below it is then the
+/// committed one), each node's image at `X` is read from its directory (read-only, as
+/// `corum shell --dir` does: its newest snapshot, then its log up to `X`) and compared.
+/// `Ok(Ok(X))`: identical; `Ok(Err(what))`: they differ (twice in a row, at two offsets);
+/// `Err`: no comparison within `timeout` (a node behind, or a directory changing under
+/// the reader: a newer snapshot past `X`, a segment deleted meanwhile, are tried again).
+fn images_agree(cluster: &LocalCluster, timeout: Duration) -> anyhow::Result<Result<u64, String>> {
+    let deadline = Instant::now() + timeout;
+    let mut last_error = anyhow::anyhow!("no attempt");
+    let mut mismatches = 0;
+    while Instant::now() < deadline {
+        let attempt = (|| -> anyhow::Result<Result<u64, String>> {
+            let x = describe(cluster)?["high_watermark"]
+                .as_u64()
+                .context("no high watermark")?;
+            for n in &cluster.nodes {
+                loop {
+                    let hwm = metric_value(&scrape(n.metrics)?, "corum_raft_high_watermark")
+                        .unwrap_or(0.0);
+                    if hwm >= x as f64 {
+                        break;
+                    }
+                    anyhow::ensure!(
+                        Instant::now() < deadline,
+                        "node {} is at high watermark {hwm}, below {x}",
+                        n.id
+                    );
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+            let mut images = Vec::new();
+            for n in &cluster.nodes {
+                let image = futures_lite::future::block_on(async {
+                    let data =
+                        open_directory(&n.data, corum_engine::log::LogConfig::default()).await?;
+                    image_until(&data, corum_types::LogOffset(x)).await
+                })
+                .with_context(|| format!("node {}'s image at {x}", n.id))?;
+                images.push((n.id, image));
+            }
+            let (first_id, first) = &images[0];
+            let mut differ = Vec::new();
+            for (id, image) in &images[1..] {
+                if image != first {
+                    differ.push(format!(
+                        "node {id}'s image at offset {x} differs from node {first_id}'s in: {}",
+                        image_differences(first, image).join(", ")
+                    ));
+                }
+            }
+            Ok(if differ.is_empty() {
+                Ok(x)
+            } else {
+                Err(differ.join("; "))
+            })
+        })();
+        match attempt {
+            Ok(Ok(x)) => return Ok(Ok(x)),
+            Ok(Err(what)) => {
+                mismatches += 1;
+                if mismatches >= 2 {
+                    return Ok(Err(what));
+                }
+            }
+            Err(e) => last_error = e,
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Err(last_error)
+}
+
+/// The parts in which two images differ.
+fn image_differences(a: &MetadataImage, b: &MetadataImage) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    if a.end_offset != b.end_offset {
+        v.push("end offset");
+    }
+    if a.brokers != b.brokers {
+        v.push("brokers");
+    }
+    if a.topics != b.topics {
+        v.push("topics");
+    }
+    if a.configs != b.configs {
+        v.push("configs");
+    }
+    if a.features != b.features {
+        v.push("features");
+    }
+    if a.producer_ids != b.producer_ids {
+        v.push("producer ids");
+    }
+    if a.controllers != b.controllers {
+        v.push("controllers");
+    }
+    if a.acls != b.acls {
+        v.push("acls");
+    }
+    v
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Images that differ are told apart, naming the part; equal ones are not.
+    #[test]
+    fn image_differences_name_the_part() {
+        use corum_controller::records::{ConfigRecordV1, ConfigResourceType, MetadataRecord};
+        let set = |value: &str| {
+            let mut image = MetadataImage::default();
+            let record = MetadataRecord::Config(ConfigRecordV1 {
+                resource_type: ConfigResourceType::Topic,
+                resource_name: "t".into(),
+                key: "retention.ms".into(),
+                value: Some(value.into()),
+            });
+            image
+                .apply(corum_types::LogOffset(0), &record)
+                .expect("a config record applies");
+            image
+        };
+        assert!(image_differences(&set("1"), &set("1")).is_empty());
+        assert_eq!(set("1"), set("1"));
+        assert_eq!(image_differences(&set("1"), &set("2")), vec!["configs"]);
+        assert_eq!(
+            image_differences(&MetadataImage::default(), &set("1")),
+            vec!["end offset", "configs"]
+        );
+    }
+
     /// The schedule is a function of the seed, names only existing nodes, never partitions a
-    /// node from itself, and draws every kind of fault.
+    /// node from itself, and draws every kind of fault; `--fault-kinds` restricts it.
     #[test]
     fn the_schedule_is_seeded_and_well_formed() {
-        let draw = |seed| {
+        let all = parse_fault_kinds(&[]).unwrap();
+        let draw = |seed, kinds: &[usize]| {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             (0..600)
-                .map(|_| draw_fault(&mut rng, 3))
+                .map(|_| draw_fault(&mut rng, 3, kinds))
                 .collect::<Vec<_>>()
         };
-        assert_eq!(draw(5), draw(5));
-        assert_ne!(draw(5), draw(6));
-        let faults = draw(5);
+        assert_eq!(draw(5, &all), draw(5, &all));
+        assert_ne!(draw(5, &all), draw(6, &all));
+        let faults = draw(5, &all);
         let mut kinds = std::collections::BTreeSet::new();
         for f in &faults {
             kinds.insert(f.kind());
@@ -544,10 +1226,27 @@ mod tests {
                 Fault::Loss { node, percent } => {
                     assert!((1..=3).contains(&node) && (10..=30).contains(&percent))
                 }
-                Fault::Pause(n) | Fault::Kill(n) => assert!((1..=3).contains(&n)),
-                Fault::IsolateLeader | Fault::LeaderFromPeers => {}
+                Fault::Pause(n) | Fault::Kill(n) | Fault::DiskFull(n) => {
+                    assert!((1..=3).contains(&n))
+                }
+                Fault::IsolateLeader
+                | Fault::LeaderFromPeers
+                | Fault::IsolateFollower
+                | Fault::SlowDisk { .. } => {}
             }
         }
-        assert_eq!(kinds.len(), 7);
+        assert_eq!(kinds.len(), FAULT_KINDS.len());
+        let disk = parse_fault_kinds(&["disk-full".into(), "slow-disk".into()]).unwrap();
+        let faults = draw(5, &disk);
+        assert!(faults
+            .iter()
+            .all(|f| matches!(f, Fault::DiskFull(_) | Fault::SlowDisk { .. })));
+        assert!(faults.contains(&Fault::SlowDisk { leader: true }));
+        assert!(faults.contains(&Fault::SlowDisk { leader: false }));
+        let err = parse_fault_kinds(&["flood".into()]).unwrap_err();
+        assert!(
+            format!("{err}").contains("unknown fault kind \"flood\""),
+            "{err}"
+        );
     }
 }

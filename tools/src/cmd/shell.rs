@@ -50,7 +50,7 @@ use corum_controller::{aligned, decode_batch};
 use corum_engine::disk::{executor_builder, StdDisk};
 use corum_engine::log::LogConfig;
 use corum_node::data_dir::{visit_frames, DataDir, Mode};
-use corum_types::{NodeId, Uuid};
+use corum_types::{LogOffset, NodeId, Uuid};
 use serde::Serialize;
 
 use crate::cmd::quorum::{describe_leader, parse_bootstrap, Bootstrap};
@@ -210,6 +210,20 @@ pub async fn open_directory(dir: &Path, log_config: LogConfig) -> anyhow::Result
 /// The image an opened data directory holds (see [`read_directory`]): its snapshot, then the
 /// data records of the log from [`DataDir::log_start`] to [`DataDir::log_end`].
 pub async fn image_of(data: &DataDir<StdDisk>) -> anyhow::Result<MetadataImage> {
+    image_until(data, data.log_end).await
+}
+
+/// The image an opened data directory holds at offset `end` (its records below `end`
+/// applied): its snapshot, then the data records of the log from [`DataDir::log_start`] up to
+/// `end`. Fails if the snapshot ends past `end` or the log ends before it.
+pub async fn image_until(data: &DataDir<StdDisk>, end: LogOffset) -> anyhow::Result<MetadataImage> {
+    anyhow::ensure!(
+        data.log_start <= end && end <= data.log_end,
+        "offset {end} is outside what {} holds from its snapshot on ({} to {})",
+        data.dir.display(),
+        data.log_start,
+        data.log_end
+    );
     let mut image = match &data.snapshot {
         Some(snap) => {
             let bytes = aligned(&snap.data);
@@ -221,9 +235,9 @@ pub async fn image_of(data: &DataDir<StdDisk>) -> anyhow::Result<MetadataImage> 
         None => MetadataImage::default(),
     };
     let mut next = data.log_start;
-    visit_frames(&data.log, data.log_start, data.log_end, |frame| {
+    visit_frames(&data.log, data.log_start, end, |frame| {
         let h = frame.header();
-        next = h.end_offset().min(data.log_end);
+        next = h.end_offset().min(end);
         if h.attributes.is_control() {
             return Ok(());
         }
@@ -231,8 +245,12 @@ pub async fn image_of(data: &DataDir<StdDisk>) -> anyhow::Result<MetadataImage> 
         let batch =
             decode_batch(&payload).with_context(|| format!("batch at offset {}", h.base_offset))?;
         for (i, record) in batch.iter().enumerate() {
+            let offset = h.base_offset.add(i as u64);
+            if offset >= end {
+                break;
+            }
             // The error names the record's offset.
-            image.replay(h.base_offset.add(i as u64), record)?;
+            image.replay(offset, record)?;
         }
         anyhow::Ok(())
     })

@@ -1,6 +1,6 @@
 //! The `corum` binary's tests, one test binary (every test binary links the whole dependency
 //! graph; one binary with a module per subject links once). Each module runs the built
-//! `corum` as child processes: `chaos` (as root: network namespaces), `check-history`, `dump-log`, `format` and `info`, `placement`, `sim`, and whole
+//! `corum` as child processes: `chaos` (as root: network namespaces), `check-history`, `disk_full` (as root: a loop filesystem), `dump-log`, `format` and `info`, `placement`, `sim`, and whole
 //! local quorums (`quorum_process`, `admin_cli` for the admin commands, `kafka_compat` for
 //! Kafka's clients, `kafka_brokers` for Kafka's brokers, `kafka_demo` for `corum demo --kafka`
 //! and `kafka_export` for Kafka's tools reading `dump-log --kafka-export`; each holds
@@ -11,6 +11,7 @@ mod admin_cli;
 mod chaos;
 mod check_history;
 mod common;
+mod disk_full;
 mod dump_log;
 mod format_info;
 mod kafka_brokers;

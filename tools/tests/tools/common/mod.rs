@@ -16,6 +16,10 @@ use std::time::{Duration, Instant};
 #[path = "../../../src/cmd/demo/cluster.rs"]
 mod cluster;
 
+/// `corum chaos`'s loop filesystems (as root).
+#[path = "../../../src/cmd/chaos/disk.rs"]
+pub mod disk;
+
 pub use cluster::{ClusterSpec, LocalCluster};
 
 /// Held by each process test for its whole run: the tests of one binary run on parallel
