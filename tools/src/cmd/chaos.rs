@@ -435,14 +435,7 @@ fn rounds(
     }
     let mut cluster = LocalCluster::create(spec)?;
     cluster.start_all()?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while let Err(e) = leader(&cluster) {
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "the quorum elected no leader: {e:#}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_leader(&cluster).context("after the start")?;
     let bootstrap: Vec<SocketAddr> = cluster.nodes.iter().map(|n| n.client).collect();
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     let started = Instant::now();
@@ -466,6 +459,12 @@ fn rounds(
         args.faults
     );
     for round in 1..=args.rounds {
+        // A round starts on a quorum with a leader: the previous round's last fault may have
+        // been healed moments ago, and an election on a loaded host can take seconds (the
+        // time from healing to the next write is measured and reported per fault instead).
+        if round > 1 {
+            wait_for_leader(&cluster).with_context(|| format!("before round {round}"))?;
+        }
         let file = dir.join(format!("round-{round}.jsonl"));
         let origin = Instant::now();
         let config = LoadConfig {
@@ -763,6 +762,20 @@ fn describe(cluster: &LocalCluster) -> anyhow::Result<serde_json::Value> {
 }
 
 /// The current leader's id, asked through `corum quorum describe`.
+/// Waits up to 60 s for a node to name a leader; no leader by then fails the run.
+fn wait_for_leader(cluster: &LocalCluster) -> anyhow::Result<u32> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match leader(cluster) {
+            Ok(l) => return Ok(l),
+            Err(e) if Instant::now() >= deadline => {
+                return Err(e.context("the quorum elected no leader within 60 s"))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
 fn leader(cluster: &LocalCluster) -> anyhow::Result<u32> {
     let v = describe(cluster)?;
     v["leader_id"]

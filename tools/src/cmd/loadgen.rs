@@ -528,14 +528,16 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
             .context("connecting to the quorum")?;
         // One request that only the active controller answers, so that finding the leader
         // at the start is not counted as a leader change of the run.
-        // (A history client does not retry a NotController answer itself, and a quorum that
-        // just started may time out its first request: ask again.)
+        // (A history client does not retry a NotController answer itself, a quorum that
+        // just started may time out its first request, and one electing a leader after a
+        // fault may outlast a call's own retries: ask again, within the grace.)
         let deadline = Instant::now() + config.grace.max(Duration::from_secs(10));
         loop {
             match client.describe_cluster().await {
                 Ok(_) => break,
                 Err(
                     corum_client::ClientError::OutcomeUnknown { .. }
+                    | corum_client::ClientError::LeaderNotFound { .. }
                     | corum_client::ClientError::Rpc(corum_client::RpcError::Timeout { .. }),
                 ) if Instant::now() < deadline => {
                     glommio::timer::sleep(Duration::from_millis(10)).await;
