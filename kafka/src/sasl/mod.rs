@@ -99,7 +99,7 @@ pub enum Gate {
     Serve,
     /// Send this answer; then close the connection when `close` names why.
     Answer {
-        answer: Answer,
+        answer: Box<Answer>,
         close: Option<String>,
     },
     /// Close the connection without an answer; log the reason.
@@ -267,12 +267,12 @@ impl SaslConnection {
                 self.handshake(config, head, body)
             }
             (State::Authenticated, RequestKind::SaslAuthenticate(_)) => Gate::Answer {
-                answer: Answer {
+                answer: Box::new(Answer {
                     api,
                     version: head.api_version,
                     correlation_id: head.correlation_id,
                     body: illegal_state(body).expect("a SASL request"),
-                },
+                }),
                 close: None,
             },
             (State::Authenticated, _) => {
@@ -287,13 +287,13 @@ impl SaslConnection {
             (State::Handshake, RequestKind::ApiVersions(_)) => Gate::Serve,
             (State::Handshake, RequestKind::SaslHandshake(_)) => self.handshake(config, head, body),
             (State::Handshake, RequestKind::SaslAuthenticate(_)) => Gate::Answer {
-                answer: authenticate_answer(
+                answer: Box::new(authenticate_answer(
                     head,
                     ResponseError::IllegalSaslState.code(),
                     Some("SaslAuthenticate before SaslHandshake".into()),
                     vec![],
                     0,
-                ),
+                )),
                 close: Some("SaslAuthenticate before SaslHandshake".into()),
             },
             (State::Authenticate(m), RequestKind::SaslAuthenticate(r)) => {
@@ -345,11 +345,11 @@ impl SaslConnection {
         let chosen = Mechanism::from_name(name).filter(|m| config.mechanisms.contains(m));
         let Some(mechanism) = chosen else {
             return Gate::Answer {
-                answer: handshake_answer(
+                answer: Box::new(handshake_answer(
                     head,
                     config,
                     ResponseError::UnsupportedSaslMechanism.code(),
-                ),
+                )),
                 close: Some(format!(
                     "SASL mechanism {name:?} is not enabled (enabled: {})",
                     config
@@ -363,7 +363,11 @@ impl SaslConnection {
         };
         if self.principal.is_some() && self.mechanism != Some(mechanism) {
             return Gate::Answer {
-                answer: handshake_answer(head, config, ResponseError::IllegalSaslState.code()),
+                answer: Box::new(handshake_answer(
+                    head,
+                    config,
+                    ResponseError::IllegalSaslState.code(),
+                )),
                 close: Some(format!(
                     "re-authentication with {mechanism} after {}: the mechanism may not change",
                     self.mechanism.map_or("?", |m| m.name())
@@ -373,7 +377,7 @@ impl SaslConnection {
         self.mechanism = Some(mechanism);
         self.state = State::Authenticate(mechanism);
         Gate::Answer {
-            answer: handshake_answer(head, config, 0),
+            answer: Box::new(handshake_answer(head, config, 0)),
             close: None,
         }
     }
@@ -400,7 +404,7 @@ impl SaslConnection {
                     Ok((server, first)) => {
                         self.state = State::ScramFinal(Box::new(server));
                         Gate::Answer {
-                            answer: authenticate_answer(head, 0, None, first, 0),
+                            answer: Box::new(authenticate_answer(head, 0, None, first, 0)),
                             close: None,
                         }
                     }
@@ -453,13 +457,13 @@ impl SaslConnection {
             reauthentication,
         });
         Gate::Answer {
-            answer: authenticate_answer(
+            answer: Box::new(authenticate_answer(
                 head,
                 0,
                 None,
                 auth_bytes,
                 i64::try_from(config.reauth_ms).unwrap_or(i64::MAX),
-            ),
+            )),
             close: None,
         }
     }
@@ -479,13 +483,13 @@ impl SaslConnection {
             reason: reason.clone(),
         });
         Gate::Answer {
-            answer: authenticate_answer(
+            answer: Box::new(authenticate_answer(
                 head,
                 ResponseError::SaslAuthenticationFailed.code(),
                 Some(message),
                 vec![],
                 0,
-            ),
+            )),
             close: Some(format!("SASL {mechanism} authentication failed: {reason}")),
         }
     }

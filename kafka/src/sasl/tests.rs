@@ -72,38 +72,34 @@ fn step(conn: &mut SaslConnection, c: &SaslConfig, parsed: &Parsed, now_ms: u64)
 /// answer.
 fn auth_answer(g: Gate) -> (i16, Option<String>, Vec<u8>, i64, bool) {
     match g {
-        Gate::Answer {
-            answer:
-                Answer {
-                    body: ResponseKind::SaslAuthenticate(r),
-                    ..
-                },
-            close,
-        } => (
-            r.error_code,
-            r.error_message.map(|m| m.to_string()),
-            r.auth_bytes.to_vec(),
-            r.session_lifetime_ms,
-            close.is_some(),
-        ),
+        Gate::Answer { answer, close } => {
+            let ResponseKind::SaslAuthenticate(r) = answer.body else {
+                panic!("expected a SaslAuthenticate answer, got {:?}", answer.body)
+            };
+            (
+                r.error_code,
+                r.error_message.map(|m| m.to_string()),
+                r.auth_bytes.to_vec(),
+                r.session_lifetime_ms,
+                close.is_some(),
+            )
+        }
         other => panic!("expected a SaslAuthenticate answer, got {other:?}"),
     }
 }
 
 fn handshake_answer(g: Gate) -> (i16, Vec<String>, bool) {
     match g {
-        Gate::Answer {
-            answer:
-                Answer {
-                    body: ResponseKind::SaslHandshake(r),
-                    ..
-                },
-            close,
-        } => (
-            r.error_code,
-            r.mechanisms.iter().map(|m| m.to_string()).collect(),
-            close.is_some(),
-        ),
+        Gate::Answer { answer, close } => {
+            let ResponseKind::SaslHandshake(r) = answer.body else {
+                panic!("expected a SaslHandshake answer, got {:?}", answer.body)
+            };
+            (
+                r.error_code,
+                r.mechanisms.iter().map(|m| m.to_string()).collect(),
+                close.is_some(),
+            )
+        }
         other => panic!("expected a SaslHandshake answer, got {other:?}"),
     }
 }
