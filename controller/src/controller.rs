@@ -601,6 +601,24 @@ impl Controller {
         acl_control::create_acls(self.view(), req, ctx)
     }
 
+    /// Sets and removes users' SCRAM credentials (Kafka's AlterUserScramCredentials).
+    pub fn alter_user_scram_credentials(
+        &self,
+        req: &crate::control::scram_control::AlterUserScramCredentialsRequest,
+    ) -> HandlerResult<crate::control::scram_control::AlterUserScramCredentialsResponse> {
+        self.require_active()?;
+        crate::control::scram_control::alter_user_scram_credentials(self.view(), req)
+    }
+
+    /// Reads the image (including in-flight changes).
+    pub fn describe_user_scram_credentials(
+        &self,
+        req: &crate::control::scram_control::DescribeUserScramCredentialsRequest,
+    ) -> Result<crate::control::scram_control::DescribeUserScramCredentialsResponse, ApiError> {
+        self.require_active()?;
+        Ok(ImageReads::new(&self.image, &self.config).describe_user_scram_credentials(req))
+    }
+
     /// Deletes the ACLs each filter matches (Kafka's DeleteAcls).
     pub fn delete_acls(&self, req: &DeleteAclsRequest) -> HandlerResult<DeleteAclsResponse> {
         self.require_active()?;

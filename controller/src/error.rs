@@ -198,6 +198,18 @@ pub enum ReplayError {
         offset: LogOffset,
         id: corum_types::Uuid,
     },
+    #[error("record at {offset}: SCRAM credential of user {user:?} is invalid: {reason}")]
+    InvalidScramCredential {
+        offset: LogOffset,
+        user: String,
+        reason: &'static str,
+    },
+    #[error("record at {offset}: user {user:?} has no SCRAM credential of mechanism code {mechanism} to remove")]
+    UnknownScramCredential {
+        offset: LogOffset,
+        user: String,
+        mechanism: i8,
+    },
     #[error("record at {offset}: no ACL {id} to remove")]
     UnknownAcl {
         offset: LogOffset,

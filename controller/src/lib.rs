@@ -32,6 +32,7 @@ pub mod error;
 pub mod ids;
 pub mod image;
 pub mod records;
+pub mod scram;
 
 pub use config::ControllerConfig;
 pub use control::cluster_control::{BrokerHeartbeatRequest, BrokerHeartbeatResponse, TargetState};

@@ -30,7 +30,8 @@
 //! leader replicas (Kafka's v2 of both; written only when they carry those, see
 //! [`MetadataRecord::partition`]), `ClearElr` ClearElrRecord, `Topic` TopicRecord,
 //! `RemoveTopic` RemoveTopicRecord, `AccessControlEntry` AccessControlEntryRecord,
-//! `RemoveAccessControlEntry` RemoveAccessControlEntryRecord, `Config` ConfigRecord, `FeatureLevel` FeatureLevelRecord
+//! `RemoveAccessControlEntry` RemoveAccessControlEntryRecord, `UserScramCredential`
+//! UserScramCredentialRecord, `RemoveUserScramCredential` RemoveUserScramCredentialRecord, `Config` ConfigRecord, `FeatureLevel` FeatureLevelRecord
 //! (its `max_level` is Kafka's level), `ProducerIds`, `NoOp`, `RegisterController` and
 //! `UnregisterBroker` theirs. The V1 records that the V2 ones replaced (RegisterBroker,
 //! Fence/UnfenceBroker, BrokerRegistrationChange, Partition, PartitionLeaderChange,
@@ -545,6 +546,31 @@ pub struct RemoveAccessControlEntryRecordV1 {
     pub id: Uuid,
 }
 
+/// A user's SCRAM credential for one mechanism was set (Kafka's UserScramCredentialRecord):
+/// the mechanism's Kafka code (1 SCRAM-SHA-256, 2 SCRAM-SHA-512), the salt, `StoredKey`,
+/// `ServerKey` and the iterations (see [`crate::scram`]). It replaces the user's credential
+/// for that mechanism; replay refuses an unknown mechanism, keys of another length than the
+/// mechanism's hash, an empty salt or name, and iterations outside Kafka's 4096-16384.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct UserScramCredentialRecordV1 {
+    pub name: String,
+    pub mechanism: i8,
+    pub salt: Vec<u8>,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+    pub iterations: i32,
+}
+
+/// A user's SCRAM credential for one mechanism was removed (Kafka's
+/// RemoveUserScramCredentialRecord); replay refuses one that names no credential.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct RemoveUserScramCredentialRecordV1 {
+    pub name: String,
+    pub mechanism: i8,
+}
+
 /// Every metadata record. Append new variants (and new versions) at the end only; see the module
 /// doc.
 #[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -578,6 +604,8 @@ pub enum MetadataRecord {
     ClearElr(ClearElrRecordV1),
     AccessControlEntry(AccessControlEntryRecordV1),
     RemoveAccessControlEntry(RemoveAccessControlEntryRecordV1),
+    UserScramCredential(UserScramCredentialRecordV1),
+    RemoveUserScramCredential(RemoveUserScramCredentialRecordV1),
 }
 
 /// The size of one archived record (the largest variant's, with its tag): the stride of a
@@ -643,6 +671,8 @@ impl MetadataRecord {
             MetadataRecord::ClearElr(_) => "ClearElr",
             MetadataRecord::AccessControlEntry(_) => "AccessControlEntry",
             MetadataRecord::RemoveAccessControlEntry(_) => "RemoveAccessControlEntry",
+            MetadataRecord::UserScramCredential(_) => "UserScramCredential",
+            MetadataRecord::RemoveUserScramCredential(_) => "RemoveUserScramCredential",
         }
     }
 }
@@ -1130,6 +1160,18 @@ pub(crate) mod tests {
             MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecordV1 {
                 id: Uuid([0x71; 16]),
             }),
+            MetadataRecord::UserScramCredential(UserScramCredentialRecordV1 {
+                name: "alice".into(),
+                mechanism: 1,
+                salt: vec![0x5a; 16],
+                stored_key: vec![0x3c; 32],
+                server_key: vec![0x4d; 32],
+                iterations: 8192,
+            }),
+            MetadataRecord::RemoveUserScramCredential(RemoveUserScramCredentialRecordV1 {
+                name: "alice".into(),
+                mechanism: 1,
+            }),
         ]
     }
 
@@ -1213,7 +1255,7 @@ pub(crate) mod tests {
         let all = all_kinds();
         let kinds: std::collections::BTreeSet<&str> =
             all.iter().map(MetadataRecord::kind).collect();
-        assert_eq!(kinds.len(), 24, "a record of each of the 24 kinds");
+        assert_eq!(kinds.len(), 26, "a record of each of the 26 kinds");
         let empty = encode_batch(&[]);
         assert_eq!(decode_batch(&empty).unwrap().len(), 0);
     }

@@ -35,7 +35,20 @@ pub const SERVED: &[ApiKey] = &[
     ApiKey::Envelope,
     ApiKey::AlterPartition,
     ApiKey::AssignReplicasToDirs,
+    ApiKey::SaslHandshake,
+    ApiKey::SaslAuthenticate,
+    ApiKey::DescribeUserScramCredentials,
+    ApiKey::AlterUserScramCredentials,
 ];
+
+/// The oldest version of `api` served: SaslHandshake v0 (Kafka 0.10's raw SASL tokens after
+/// the handshake) is not, only v1, which SaslAuthenticate follows.
+fn min_served(api: ApiKey) -> i16 {
+    match api {
+        ApiKey::SaslHandshake => 1,
+        _ => 0,
+    }
+}
 
 /// A table of served APIs and their version ranges, sorted by API key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,7 +68,7 @@ impl ServedApis {
             .iter()
             .map(|&api| {
                 let range = api.valid_versions();
-                (api, range.min, range.max)
+                (api, range.min.max(min_served(api)), range.max)
             })
             .collect();
         entries.sort_by_key(|&(api, _, _)| api as i16);
@@ -126,6 +139,16 @@ pub fn default_request(api: ApiKey) -> Option<RequestKind> {
         ApiKey::AlterPartition => RequestKind::AlterPartition(AlterPartitionRequest::default()),
         ApiKey::AssignReplicasToDirs => {
             RequestKind::AssignReplicasToDirs(AssignReplicasToDirsRequest::default())
+        }
+        ApiKey::SaslHandshake => RequestKind::SaslHandshake(SaslHandshakeRequest::default()),
+        ApiKey::SaslAuthenticate => {
+            RequestKind::SaslAuthenticate(SaslAuthenticateRequest::default())
+        }
+        ApiKey::DescribeUserScramCredentials => {
+            RequestKind::DescribeUserScramCredentials(DescribeUserScramCredentialsRequest::default())
+        }
+        ApiKey::AlterUserScramCredentials => {
+            RequestKind::AlterUserScramCredentials(AlterUserScramCredentialsRequest::default())
         }
         _ => return None,
     })

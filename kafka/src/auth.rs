@@ -176,6 +176,34 @@ pub(crate) fn cluster_denied_response(
         Q::DescribeAcls(_) => {
             A::DescribeAcls(m::DescribeAclsResponse::default().with_error_code(code))
         }
+        Q::DescribeUserScramCredentials(_) => A::DescribeUserScramCredentials(
+            m::DescribeUserScramCredentialsResponse::default().with_error_code(code),
+        ),
+        Q::AlterUserScramCredentials(r) => {
+            let mut users: Vec<&kafka_protocol::protocol::StrBytes> = Vec::new();
+            for name in r
+                .deletions
+                .iter()
+                .map(|d| &d.name)
+                .chain(r.upsertions.iter().map(|u| &u.name))
+            {
+                if !users.contains(&name) {
+                    users.push(name);
+                }
+            }
+            A::AlterUserScramCredentials(
+                m::AlterUserScramCredentialsResponse::default().with_results(
+                    users
+                        .into_iter()
+                        .map(|u| {
+                            m::alter_user_scram_credentials_response::AlterUserScramCredentialsResult::default()
+                                .with_user(u.clone())
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                ),
+            )
+        }
         Q::AddRaftVoter(_) => {
             A::AddRaftVoter(m::AddRaftVoterResponse::default().with_error_code(code))
         }

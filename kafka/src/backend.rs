@@ -35,6 +35,16 @@ pub trait Backend {
     fn authorizer(&self) -> Option<std::sync::Arc<corum_controller::acl::Authorizer>> {
         None
     }
+
+    /// `user`'s SCRAM credential for `mechanism` in the node's replayed (committed) image:
+    /// what a SASL listener authenticates SCRAM clients against.
+    fn scram_credential(
+        &self,
+        _user: &str,
+        _mechanism: corum_controller::scram::ScramMechanism,
+    ) -> Option<corum_controller::scram::ScramCredential> {
+        None
+    }
 }
 
 /// The listener a request came in on, and the node behind it.

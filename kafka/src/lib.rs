@@ -17,6 +17,7 @@
 //! | [`response`] | response header rules and encoding |
 //! | [`errors`] | corum's errors as Kafka error codes |
 //! | [`log`] | the metadata log rendered for Kafka brokers: RecordBatches, metadata and control records, snapshots |
+//! | [`sasl`] | SASL on `SASL_PLAINTEXT`/`SASL_SSL` listeners: the per-connection state, PLAIN, SCRAM, Kafka's JAAS text |
 //! | [`alloc`] | the allocator that keeps a lying array length from aborting the process |
 //!
 //! Message types come from the `kafka-protocol` crate (generated from Kafka 4.1's message
@@ -33,6 +34,7 @@ pub mod log;
 pub mod metadata;
 pub mod request;
 pub mod response;
+pub mod sasl;
 pub mod service;
 
 pub use apis::ServedApis;

@@ -278,8 +278,8 @@ mod tests {
         #[test]
         fn served_defaults_round_trip(index in 0usize..crate::apis::SERVED.len(), pick in 0i16..20) {
             let api = crate::apis::SERVED[index];
-            let range = api.valid_versions();
-            let version = range.min + pick % (range.max - range.min + 1);
+            let (min, max) = served().range(api).expect("served");
+            let version = min + pick % (max - min + 1);
             let body = crate::apis::default_request(api).expect("served");
             let mut buf = BytesMut::new();
             let header = RequestHeader::default()

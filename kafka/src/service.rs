@@ -14,6 +14,8 @@
 //! | UpdateFeatures | `UpdateFeatures` | upgrade / safe / unsafe downgrade, validate_only |
 //! | ElectLeaders | `ElectLeaders` | preferred and unclean |
 //! | DescribeTopicPartitions | `DescribeTopicsV2` (with the eligible leader replicas) | |
+//! | AlterUserScramCredentials, DescribeUserScramCredentials | the same | see [`crate::api::scram`] |
+//! | SaslHandshake, SaslAuthenticate | — | served by [`crate::sasl`] on a SASL listener; ILLEGAL_SASL_STATE here |
 //! | DescribeAcls, CreateAcls, DeleteAcls | `DescribeAcls`, `CreateAcls`, `DeleteAcls` | SECURITY_DISABLED without an authorizer, as Kafka; see [`crate::api::acls`] |
 //! | BrokerRegistration, BrokerHeartbeat, UnregisterBroker, AlterPartition, AssignReplicasToDirs | `RegisterBroker`, `BrokerHeartbeat`, `UnregisterBroker`, `AlterPartition`, `AssignReplicasToDirs` | see [`crate::api::brokers`] |
 //! | AllocateProducerIds | `AllocateProducerIds` | blocks of 1000 |
@@ -338,6 +340,17 @@ async fn dispatch<B: Backend>(
         RequestKind::FetchSnapshot(r) => {
             ResponseKind::FetchSnapshot(api::raft_fetch::fetch_snapshot(ctx, backend, r, v).await)
         }
+        RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
+            api::scram::alter_user_scram_credentials(ctx, backend, r).await,
+        ),
+        RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
+            api::scram::describe_user_scram_credentials(ctx, backend, r).await,
+        ),
+        // A SASL listener's connection handles these itself (`crate::sasl`); here they come
+        // on a listener without SASL, or after authentication: ILLEGAL_SASL_STATE, as Kafka.
+        RequestKind::SaslHandshake(_) | RequestKind::SaslAuthenticate(_) => {
+            crate::sasl::illegal_state(&body).expect("a SASL request")
+        }
         // `request::parse` admits only the APIs of `apis::SERVED`, each matched above.
         _ => unreachable!("request::parse admits only served APIs"),
     }
@@ -353,7 +366,9 @@ fn denied_whole(gate: &Gate<'_>, body: &RequestKind) -> Option<ResponseKind> {
         | RequestKind::CreateAcls(_)
         | RequestKind::DeleteAcls(_)
         | RequestKind::AddRaftVoter(_)
-        | RequestKind::RemoveRaftVoter(_) => O::Alter,
+        | RequestKind::RemoveRaftVoter(_)
+        | RequestKind::AlterUserScramCredentials(_) => O::Alter,
+        RequestKind::DescribeUserScramCredentials(_) => O::Describe,
         RequestKind::DescribeCluster(_)
         | RequestKind::DescribeQuorum(_)
         | RequestKind::DescribeAcls(_)
@@ -442,6 +457,7 @@ pub(crate) fn read(read: LocalRead) -> RequestBody {
         LocalRead::DescribeFeatures => RequestBody::DescribeFeatures,
         LocalRead::DescribeTopicsV2(r) => RequestBody::DescribeTopicsV2(r),
         LocalRead::DescribeAcls(r) => RequestBody::DescribeAcls(r),
+        LocalRead::DescribeUserScramCredentials(r) => RequestBody::DescribeUserScramCredentials(r),
     }
 }
 
@@ -456,6 +472,9 @@ pub fn as_local_read(body: &RequestBody) -> Option<LocalRead> {
         RequestBody::DescribeFeatures => LocalRead::DescribeFeatures,
         RequestBody::DescribeTopicsV2(r) => LocalRead::DescribeTopicsV2(r.clone()),
         RequestBody::DescribeAcls(r) => LocalRead::DescribeAcls(r.clone()),
+        RequestBody::DescribeUserScramCredentials(r) => {
+            LocalRead::DescribeUserScramCredentials(r.clone())
+        }
         _ => return None,
     })
 }

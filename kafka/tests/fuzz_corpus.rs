@@ -435,6 +435,60 @@ fn filled_requests(api: ApiKey, version: i16) -> Vec<RequestKind> {
             ]
         }
         ApiKey::DescribeAcls => vec![RequestKind::DescribeAcls(DescribeAclsRequest::default())],
+        ApiKey::SaslHandshake => ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI"]
+            .into_iter()
+            .map(|m| {
+                RequestKind::SaslHandshake(
+                    kafka_protocol::messages::SaslHandshakeRequest::default()
+                        .with_mechanism(text(m)),
+                )
+            })
+            .collect(),
+        // PLAIN's token, SCRAM's first and final messages (the harness's SASL state knows
+        // alice's password and bob's SCRAM credential).
+        ApiKey::SaslAuthenticate => [
+            &b"\0alice\0alice-secret"[..],
+            b"\0alice\0wrong",
+            b"n,,n=bob,r=clientnonce",
+            b"c=biws,r=clientnoncefuzznonce,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+        ]
+        .into_iter()
+        .map(|token| {
+            RequestKind::SaslAuthenticate(
+                kafka_protocol::messages::SaslAuthenticateRequest::default()
+                    .with_auth_bytes(bytes::Bytes::from_static(token)),
+            )
+        })
+        .collect(),
+        ApiKey::DescribeUserScramCredentials => vec![
+            RequestKind::DescribeUserScramCredentials(Default::default()),
+            RequestKind::DescribeUserScramCredentials(
+                kafka_protocol::messages::DescribeUserScramCredentialsRequest::default()
+                    .with_users(Some(vec![
+                        kafka_protocol::messages::describe_user_scram_credentials_request::UserName::default()
+                            .with_name(text("bob")),
+                        kafka_protocol::messages::describe_user_scram_credentials_request::UserName::default()
+                            .with_name(text("nobody")),
+                    ])),
+            ),
+        ],
+        ApiKey::AlterUserScramCredentials => {
+            use kafka_protocol::messages::alter_user_scram_credentials_request::{
+                ScramCredentialDeletion, ScramCredentialUpsertion,
+            };
+            vec![RequestKind::AlterUserScramCredentials(
+                kafka_protocol::messages::AlterUserScramCredentialsRequest::default()
+                    .with_deletions(vec![ScramCredentialDeletion::default()
+                        .with_name(text("carol"))
+                        .with_mechanism(2)])
+                    .with_upsertions(vec![ScramCredentialUpsertion::default()
+                        .with_name(text("bob"))
+                        .with_mechanism(1)
+                        .with_iterations(4096)
+                        .with_salt(bytes::Bytes::from_static(b"salt"))
+                        .with_salted_password(bytes::Bytes::from_static(&[7; 32]))]),
+            )]
+        }
         ApiKey::CreateAcls => vec![RequestKind::CreateAcls(CreateAclsRequest::default())],
         ApiKey::DeleteAcls => vec![RequestKind::DeleteAcls(DeleteAclsRequest::default())],
         // The harness's cluster id is [7; 16], its voters 1-3 with directory ids [id; 16].
@@ -1017,6 +1071,38 @@ fn seeds() -> BTreeMap<String, Seed> {
         })
         .collect();
     add("seed-session-admin".into(), bytes, session.len(), false);
+    // SASL sessions: PLAIN, then SCRAM's two messages, each after its handshake and followed
+    // by Metadata (the harness also runs them through a SASL listener's connection state).
+    for (name, session) in [
+        (
+            "seed-session-sasl-plain",
+            vec![
+                (ApiKey::SaslHandshake, 1, 0),
+                (ApiKey::SaslAuthenticate, 2, 0),
+            ],
+        ),
+        (
+            "seed-session-sasl-scram",
+            vec![
+                (ApiKey::ApiVersions, 3, 0),
+                (ApiKey::SaslHandshake, 1, 1),
+                (ApiKey::SaslAuthenticate, 2, 2),
+                (ApiKey::SaslAuthenticate, 2, 3),
+            ],
+        ),
+    ] {
+        let mut session: Vec<(ApiKey, i16, usize)> = session;
+        session.push((ApiKey::Metadata, 12, 0));
+        let bytes: Vec<u8> = session
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &(api, version, which))| {
+                let body = filled_requests(api, version).swap_remove(which);
+                frame(api, version, i as i32, &body)
+            })
+            .collect();
+        add(name.into(), bytes, session.len(), false);
+    }
     // A broker's session: it registers, is sent to the snapshot, fetches it, follows the
     // log from the snapshot's end (the listener remembers the high watermark it sent, and
     // the rendered snapshot), heartbeats, places its replicas and takes producer ids.

@@ -113,6 +113,13 @@
 //! The private listener does not authorize: it serves corum's own tools, and has no
 //! principal until mutual TLS gives its connections one.
 //!
+//! # SCRAM credentials (appended after `DescribeAcls`)
+//!
+//! | request | response | Kafka API it serves |
+//! |---|---|---|
+//! | `AlterUserScramCredentials(AlterUserScramCredentialsRequest)` | `AlterUserScramCredentials(AlterUserScramCredentialsResponse)`: one result per user, Kafka's codes | AlterUserScramCredentials |
+//! | `DescribeUserScramCredentials(DescribeUserScramCredentialsRequest)`, also as `LocalRead::DescribeUserScramCredentials` | `DescribeUserScramCredentials(DescribeUserScramCredentialsResponse)` | DescribeUserScramCredentials |
+//!
 //! # Where a request is answered
 //!
 //! Every request but the Raft ones ([`RequestBody::is_raft`]) is the active controller's: a
@@ -151,6 +158,10 @@ use corum_controller::control::replication_control::{
     CreateTopicsWithConfigsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
     DeleteTopicsV2Request, DeleteTopicsV2Response, DescribeTopicsRequest, DescribeTopicsResponse,
     DescribeTopicsV2Response, ElectLeadersRequest, ElectLeadersResponse,
+};
+use corum_controller::control::scram_control::{
+    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
 };
 use corum_raft::message::{
     AddVoterRequest, FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse,
@@ -226,6 +237,10 @@ pub enum RequestBody {
     DeleteAcls(DeleteAclsRequest),
     /// The ACLs passing a filter (Kafka's DescribeAcls).
     DescribeAcls(Box<DescribeAclsRequest>),
+    /// Users' SCRAM credentials set and removed (Kafka's AlterUserScramCredentials).
+    AlterUserScramCredentials(AlterUserScramCredentialsRequest),
+    /// Users' SCRAM mechanisms and iterations (Kafka's DescribeUserScramCredentials).
+    DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
 }
 
 /// The reads any node answers from the image it replayed, each the same read as the
@@ -243,6 +258,7 @@ pub enum LocalRead {
     DescribeFeatures,
     DescribeTopicsV2(DescribeTopicsRequest),
     DescribeAcls(Box<DescribeAclsRequest>),
+    DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
 }
 
 impl LocalRead {
@@ -256,6 +272,7 @@ impl LocalRead {
             LocalRead::DescribeFeatures => "DescribeFeatures",
             LocalRead::DescribeTopicsV2(_) => "DescribeTopicsV2",
             LocalRead::DescribeAcls(_) => "DescribeAcls",
+            LocalRead::DescribeUserScramCredentials(_) => "DescribeUserScramCredentials",
         }
     }
 }
@@ -304,6 +321,8 @@ pub enum ResponseBody {
     CreateAcls(CreateAclsResponse),
     DeleteAcls(DeleteAclsResponse),
     DescribeAcls(DescribeAclsResponse),
+    AlterUserScramCredentials(AlterUserScramCredentialsResponse),
+    DescribeUserScramCredentials(DescribeUserScramCredentialsResponse),
 }
 
 impl RequestBody {
@@ -343,6 +362,8 @@ impl RequestBody {
             RequestBody::CreateAcls(_) => "CreateAcls",
             RequestBody::DeleteAcls(_) => "DeleteAcls",
             RequestBody::DescribeAcls(_) => "DescribeAcls",
+            RequestBody::AlterUserScramCredentials(_) => "AlterUserScramCredentials",
+            RequestBody::DescribeUserScramCredentials(_) => "DescribeUserScramCredentials",
         }
     }
 
@@ -405,6 +426,8 @@ impl ResponseBody {
             ResponseBody::CreateAcls(_) => "CreateAcls",
             ResponseBody::DeleteAcls(_) => "DeleteAcls",
             ResponseBody::DescribeAcls(_) => "DescribeAcls",
+            ResponseBody::AlterUserScramCredentials(_) => "AlterUserScramCredentials",
+            ResponseBody::DescribeUserScramCredentials(_) => "DescribeUserScramCredentials",
         }
     }
 

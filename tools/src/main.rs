@@ -59,6 +59,9 @@ enum Command {
     Features(cmd::features::Args),
     /// Add, remove and list ACLs (`acls --add|--remove|--list`, as Kafka's `kafka-acls`).
     Acls(cmd::acls::Args),
+    /// Set, delete and describe users' SCRAM credentials (`users add|delete|describe`, as
+    /// Kafka's `kafka-configs --entity-type users`).
+    Users(cmd::users::Args),
     /// Elect partition leaders (`leaders elect --election-type preferred|unclean`).
     Leaders(cmd::leaders::Args),
     /// List registered brokers and unregister fenced ones (`brokers list|unregister`).
@@ -134,6 +137,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Configs(args) => cmd::configs::run(args),
         Command::Features(args) => cmd::features::run(args),
         Command::Acls(args) => cmd::acls::run(args),
+        Command::Users(args) => cmd::users::run(args),
         Command::Leaders(args) => cmd::leaders::run(args),
         Command::Brokers(args) => cmd::brokers::run(args),
         Command::CheckHistory(_) => unreachable!("dispatched in main for its exit status"),

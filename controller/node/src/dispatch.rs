@@ -154,6 +154,14 @@ pub fn dispatch(
             Dispatch::from_result(controller.delete_acls(r), ResponseBody::DeleteAcls)
         }
         RequestBody::DescribeAcls(r) => read(controller, &LocalRead::DescribeAcls(r.clone())),
+        RequestBody::AlterUserScramCredentials(r) => Dispatch::from_result(
+            controller.alter_user_scram_credentials(r),
+            ResponseBody::AlterUserScramCredentials,
+        ),
+        RequestBody::DescribeUserScramCredentials(r) => read(
+            controller,
+            &LocalRead::DescribeUserScramCredentials(r.clone()),
+        ),
         // Served by the Raft shard, never by the controller (`RequestBody::is_raft` routes
         // them); answered as not implemented here rather than panicking on a routing mistake.
         RequestBody::DescribeQuorum
@@ -189,6 +197,9 @@ fn read(controller: &Controller, read: &LocalRead) -> Result<Dispatch, RpcError>
             .describe_topics_v2(r)
             .map(ResponseBody::DescribeTopicsV2),
         LocalRead::DescribeAcls(r) => controller.describe_acls(r).map(ResponseBody::DescribeAcls),
+        LocalRead::DescribeUserScramCredentials(r) => controller
+            .describe_user_scram_credentials(r)
+            .map(ResponseBody::DescribeUserScramCredentials),
     };
     body.map(Dispatch::Answer).map_err(rpc_error)
 }
@@ -219,6 +230,9 @@ pub fn local_read(
         }
         LocalRead::DescribeAcls(r) => {
             ResponseBody::DescribeAcls(reads.describe_acls(r).map_err(rpc_error)?)
+        }
+        LocalRead::DescribeUserScramCredentials(r) => {
+            ResponseBody::DescribeUserScramCredentials(reads.describe_user_scram_credentials(r))
         }
     })
 }

@@ -100,6 +100,10 @@ pub enum ConfigError {
     /// not load): `key` is the one to change, prefixed when the value came from one.
     #[error("config: {key}: {reason}")]
     Tls { key: String, reason: String },
+    /// A listener's SASL settings that cannot be used: `key` is the one to change. The
+    /// reason never quotes a JAAS value (it holds passwords).
+    #[error("config: {key}: {reason}")]
+    Sasl { key: String, reason: String },
 }
 
 impl ConfigError {
@@ -107,7 +111,9 @@ impl ConfigError {
     /// keys).
     pub fn key(&self) -> Option<&str> {
         match self {
-            ConfigError::UnknownKey { key, .. } | ConfigError::Tls { key, .. } => Some(key),
+            ConfigError::UnknownKey { key, .. }
+            | ConfigError::Tls { key, .. }
+            | ConfigError::Sasl { key, .. } => Some(key),
             ConfigError::InvalidListenerValue { key, .. } => Some(key),
             ConfigError::Duplicate { key, .. }
             | ConfigError::InvalidValue { key, .. }
@@ -192,7 +198,7 @@ pub enum RuleError {
     #[error("listener {name} has no entry in listener.security.protocol.map")]
     UnmappedListener { name: String },
     #[error(
-        "listener {name} is mapped to {protocol}: SASL is not supported (use SSL, with client certificates for authentication)"
+        "listener {name} is mapped to {protocol}: SASL is served on Kafka listeners only (corum.kafka.listener.names); the controller and client listeners authenticate with TLS client certificates"
     )]
     UnsupportedSecurityProtocol { name: String, protocol: String },
     #[error("listener {name} cannot speak Kafka's protocol: it is the controller or the client listener")]

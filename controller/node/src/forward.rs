@@ -180,6 +180,14 @@ impl Backend for NodeBackend {
         self.acls.authorizer()
     }
 
+    fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: corum_controller::scram::ScramMechanism,
+    ) -> Option<corum_controller::scram::ScramCredential> {
+        self.acls.credential(user, mechanism)
+    }
+
     async fn call(&self, body: RequestBody, timeout_ms: u32) -> Result<ResponseBody, RpcError> {
         if matches!(body, RequestBody::DescribeQuorum) {
             if self.leads() || self.known_leader().is_none() {

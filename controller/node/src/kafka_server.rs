@@ -21,6 +21,12 @@
 //! | an unknown API key, an API or version not served, a body that does not decode | logged with the peer, closed after the answers before it |
 //! | a request that does not arrive within the request timeout | logged, closed |
 //!
+//! On a listener mapped to SASL_PLAINTEXT or SASL_SSL each request first goes through the
+//! connection's [`SaslConnection`] (the SASL requests are answered there, in order with the
+//! others; see [`corum_kafka::sasl`]); the connection's session takes the principal it
+//! authenticated. Each authentication is logged with the peer, mechanism and principal or
+//! the user it named and why it failed, and counted.
+//!
 //! # Any node answers
 //!
 //! Reads (Metadata, DescribeConfigs, DescribeCluster, ...) are served by any controller from
@@ -36,6 +42,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use corum_kafka::sasl::{Event, Gate, SaslConfig, SaslConnection};
 use corum_kafka::{ListenerContext, Outcome, Parsed};
 use corum_runtime::tls::{NetStream, TlsServer};
 use corum_runtime::ShutdownSignal;
@@ -86,6 +93,10 @@ pub struct KafkaServerStats {
     pub closed_on_bad_request: u64,
     /// Connections whose TLS handshake failed or was refused (logged; nothing read).
     pub handshakes_refused: u64,
+    /// SASL authentications that succeeded (re-authentications included).
+    pub sasl_authenticated: u64,
+    /// SASL authentications refused (wrong password, unknown user, ...; logged, closed).
+    pub sasl_failed: u64,
 }
 
 /// A bound Kafka listener. See the module doc.
@@ -95,6 +106,7 @@ pub struct KafkaServer {
     config: KafkaServerConfig,
     stats: Rc<RefCell<KafkaServerStats>>,
     tls: Option<Rc<TlsServer>>,
+    sasl: Option<Rc<SaslConfig>>,
 }
 
 impl KafkaServer {
@@ -117,6 +129,7 @@ impl KafkaServer {
             config,
             stats: Rc::default(),
             tls: None,
+            sasl: None,
         })
     }
 
@@ -124,6 +137,12 @@ impl KafkaServer {
     /// security protocol); a refused one is logged, counted and closed before any request.
     pub fn set_tls(&mut self, tls: Option<Rc<TlsServer>>) {
         self.tls = tls;
+    }
+
+    /// Authenticates every connection with SASL before serving it (the listener mapped to
+    /// SASL_PLAINTEXT or SASL_SSL): see [`corum_kafka::sasl`].
+    pub fn set_sasl(&mut self, sasl: Option<Rc<SaslConfig>>) {
+        self.sasl = sasl;
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -167,13 +186,16 @@ impl KafkaServer {
             let config = self.config.clone();
             let shutdown = shutdown.clone();
             let tls = self.tls.clone();
+            let sasl = self.sasl.clone();
             glommio::spawn_local(async move {
                 let unknown: SocketAddr = ([0, 0, 0, 0], 0).into();
                 let peer = stream.peer_addr().unwrap_or(unknown);
                 match corum_runtime::tls::accepted(stream, peer, tls.as_deref()).await {
                     Ok(stream) => {
-                        serve_connection(stream, peer, &config, ctx, backend, &stats, shutdown)
-                            .await
+                        serve_connection(
+                            stream, peer, &config, ctx, backend, &stats, shutdown, sasl,
+                        )
+                        .await
                     }
                     Err(_) => stats.borrow_mut().handshakes_refused += 1,
                 }
@@ -199,6 +221,14 @@ async fn read_within(
     .await
 }
 
+/// A SCRAM server nonce: 24 bytes from the OS, in hex (printable, no `,`).
+fn server_nonce() -> String {
+    let mut bytes = [0u8; 24];
+    getrandom::getrandom(&mut bytes).expect("the OS provides randomness");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn serve_connection(
     stream: NetStream,
     peer: SocketAddr,
@@ -207,18 +237,22 @@ async fn serve_connection(
     backend: Rc<NodeBackend>,
     stats: &Rc<RefCell<KafkaServerStats>>,
     shutdown: ShutdownSignal,
+    sasl: Option<Rc<SaslConfig>>,
 ) {
     // The connection's principal: Kafka's default SSL principal builder (`User:` and the
     // client certificate's subject DN), `User:ANONYMOUS` without a certificate (PLAINTEXT, or
-    // SSL without client authentication). SASL will set it here too.
+    // SSL without client authentication). On a SASL listener the SASL exchange sets it, and
+    // nothing but ApiVersions is served before.
     let principal = stream
         .identity()
         .map_or_else(|| "User:ANONYMOUS".to_owned(), |i| i.principal.clone());
-    tracing::debug!(%peer, %principal, tls = stream.is_tls(), "Kafka connection");
-    let session = Rc::new(corum_kafka::auth::Session {
+    tracing::debug!(%peer, %principal, tls = stream.is_tls(), sasl = sasl.is_some(), "Kafka connection");
+    let mut session = Rc::new(corum_kafka::auth::Session {
         principal,
         client_host: peer.ip().to_string(),
     });
+    let mut sasl_state = sasl.as_ref().map(|_| SaslConnection::new());
+    let opened = std::time::Instant::now();
     let (mut reader, writer) = futures_lite::io::split(stream);
     // Answers in request order: the writer awaits each request's task in turn.
     let (tx, rx) =
@@ -266,6 +300,71 @@ async fn serve_connection(
                 Parsed::Request { head, .. } | Parsed::ApiVersionsTooNew { head } => head.api_key,
             };
             *stats.by_api.entry(api as i16).or_default() += 1;
+        }
+        if let (Some(state), Some(sasl)) = (sasl_state.as_mut(), sasl.as_deref()) {
+            let now_ms = u64::try_from(opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let gate = state.gate(sasl, &parsed, now_ms, &mut server_nonce, &|user, m| {
+                corum_kafka::Backend::scram_credential(&*backend, user, m)
+            });
+            match state.take_event() {
+                Some(Event::Authenticated {
+                    mechanism,
+                    principal,
+                    reauthentication,
+                }) => {
+                    stats.borrow_mut().sasl_authenticated += 1;
+                    tracing::info!(%peer, listener = %config.listener_name, %mechanism, %principal,
+                        reauthentication, "SASL authentication succeeded");
+                }
+                Some(Event::Failed {
+                    mechanism,
+                    user,
+                    reason,
+                }) => {
+                    stats.borrow_mut().sasl_failed += 1;
+                    tracing::warn!(%peer, listener = %config.listener_name, %mechanism,
+                        user = user.as_deref().unwrap_or("(none)"), %reason,
+                        "SASL authentication failed");
+                }
+                None => {}
+            }
+            if let Some(p) = state.principal().filter(|p| *p != session.principal) {
+                session = Rc::new(corum_kafka::auth::Session {
+                    principal: p.to_owned(),
+                    client_host: session.client_host.clone(),
+                });
+            }
+            match gate {
+                Gate::Serve => {}
+                Gate::Answer { answer, close } => {
+                    let outcome = match corum_kafka::response::encode(
+                        answer.api,
+                        answer.version,
+                        answer.correlation_id,
+                        &answer.body,
+                    ) {
+                        Ok(bytes) => Outcome::Reply(bytes),
+                        Err(e) => Outcome::Close(e.to_string()),
+                    };
+                    if tx
+                        .send(glommio::spawn_local(async move { outcome }))
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                    if let Some(reason) = close {
+                        tracing::warn!(%peer, listener = %config.listener_name, %reason, "closing a Kafka connection");
+                        break;
+                    }
+                    continue;
+                }
+                Gate::Close(reason) => {
+                    tracing::warn!(%peer, listener = %config.listener_name, %reason, "closing a Kafka connection");
+                    stats.borrow_mut().closed_on_bad_request += 1;
+                    break;
+                }
+            }
         }
         let (ctx, backend, session) = (ctx.clone(), backend.clone(), session.clone());
         let task = glommio::spawn_local(async move {

@@ -327,6 +327,12 @@ async fn worker_shard(
             components::kafka_server(&plan.config, plan.meta.cluster_id, name, &advertised);
         let mut kafka = KafkaServer::bind(*addr, config)?;
         kafka.set_tls(server_tls(name)?);
+        kafka.set_sasl(
+            plan.config
+                .listener_sasl(name)
+                .map_err(NodeError::Config)?
+                .map(Rc::new),
+        );
         kafka_servers.push(kafka);
     }
     let kafka_addrs: Vec<(String, SocketAddr)> = plan

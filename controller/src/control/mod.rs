@@ -19,6 +19,7 @@ pub mod feature_control;
 pub(crate) mod partition_change;
 pub mod producer_id_control;
 pub mod replication_control;
+pub mod scram_control;
 #[cfg(test)]
 pub(crate) mod test_harness;
 
@@ -126,6 +127,14 @@ impl<'a> ImageReads<'a> {
         req: &acl_control::DescribeAclsRequest,
     ) -> Result<acl_control::DescribeAclsResponse, crate::ApiError> {
         acl_control::describe_acls(&self.image.acls, req)
+    }
+
+    /// SCRAM credentials of users (Kafka's DescribeUserScramCredentials).
+    pub fn describe_user_scram_credentials(
+        &self,
+        req: &scram_control::DescribeUserScramCredentialsRequest,
+    ) -> scram_control::DescribeUserScramCredentialsResponse {
+        scram_control::describe_user_scram_credentials(&self.image.scram, req)
     }
 
     /// Brokers and counts, naming `controller_id` as the active controller.

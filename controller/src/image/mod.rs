@@ -26,6 +26,7 @@ use crate::records::{
     ConfigRecordV1, ConfigResourceType, FeatureLevelRecordV1, FencingChange, LeaderRecoveryState,
     MetadataRecord, PartitionRecordV3, ProducerIdsRecordV1, TopicRecordV1,
 };
+use crate::scram::{ScramCredential, ScramImage, ScramMechanism};
 
 pub use brokers::{BrokerRegistration, BrokersImage};
 pub use configs::{ConfigResource, ConfigsImage};
@@ -48,6 +49,8 @@ pub struct MetadataImage {
     pub controllers: ControllersImage,
     /// ACLs (Kafka's AccessControlEntryRecords), indexed for authorization.
     pub acls: AclsImage,
+    /// SCRAM credentials (Kafka's UserScramCredentialRecords), by user and mechanism.
+    pub scram: ScramImage,
 }
 
 impl MetadataImage {
@@ -236,6 +239,20 @@ impl MetadataImage {
             R::RemoveAccessControlEntry(r) => {
                 self.remove_acl(offset, corum_types::Uuid::from(&r.id))?
             }
+            R::UserScramCredential(r) => self.upsert_scram(
+                offset,
+                r.name.as_str(),
+                r.mechanism,
+                ScramCredential {
+                    salt: r.salt.to_vec(),
+                    stored_key: r.stored_key.to_vec(),
+                    server_key: r.server_key.to_vec(),
+                    iterations: r.iterations.to_native(),
+                },
+            )?,
+            R::RemoveUserScramCredential(r) => {
+                self.remove_scram(offset, r.name.as_str(), r.mechanism)?
+            }
         }
         self.end_offset = offset.next();
         Ok(())
@@ -387,6 +404,18 @@ impl MetadataImage {
                 ),
             )?,
             R::RemoveAccessControlEntry(r) => self.remove_acl(offset, r.id)?,
+            R::UserScramCredential(r) => self.upsert_scram(
+                offset,
+                &r.name,
+                r.mechanism,
+                ScramCredential {
+                    salt: r.salt.clone(),
+                    stored_key: r.stored_key.clone(),
+                    server_key: r.server_key.clone(),
+                    iterations: r.iterations,
+                },
+            )?,
+            R::RemoveUserScramCredential(r) => self.remove_scram(offset, &r.name, r.mechanism)?,
         }
         self.end_offset = offset.next();
         Ok(())
@@ -484,6 +513,52 @@ impl MetadataImage {
         Ok(())
     }
 
+    /// A UserScramCredential record: a known mechanism, a user name, and a credential of that
+    /// mechanism's shape (see [`ScramCredential::is_valid`]).
+    fn upsert_scram(
+        &mut self,
+        offset: LogOffset,
+        user: &str,
+        mechanism: i8,
+        credential: ScramCredential,
+    ) -> Result<(), ReplayError> {
+        let invalid = |reason| ReplayError::InvalidScramCredential {
+            offset,
+            user: user.to_owned(),
+            reason,
+        };
+        let mechanism =
+            ScramMechanism::from_code(mechanism).ok_or_else(|| invalid("unknown mechanism"))?;
+        if user.is_empty() {
+            return Err(invalid("empty user name"));
+        }
+        if !credential.is_valid(mechanism) {
+            return Err(invalid(
+                "keys not of the mechanism's hash length, an empty salt, or iterations outside 4096-16384",
+            ));
+        }
+        self.scram.replay_upsert(user, mechanism, credential);
+        Ok(())
+    }
+
+    fn remove_scram(
+        &mut self,
+        offset: LogOffset,
+        user: &str,
+        mechanism: i8,
+    ) -> Result<(), ReplayError> {
+        let removed =
+            ScramMechanism::from_code(mechanism).is_some_and(|m| self.scram.replay_remove(user, m));
+        if !removed {
+            return Err(ReplayError::UnknownScramCredential {
+                offset,
+                user: user.to_owned(),
+                mechanism,
+            });
+        }
+        Ok(())
+    }
+
     fn remove_topic(&mut self, offset: LogOffset, topic_id: TopicId) -> Result<(), ReplayError> {
         let name = self.topics.replay_remove(offset, topic_id)?;
         self.configs.remove_topic(&name);
@@ -562,6 +637,18 @@ impl MetadataImage {
         }
         for (id, acl) in self.acls.iter() {
             out.push(MetadataRecord::AccessControlEntry(acl.to_record(id)));
+        }
+        for (name, mechanism, c) in self.scram.iter() {
+            out.push(MetadataRecord::UserScramCredential(
+                crate::records::UserScramCredentialRecordV1 {
+                    name: name.to_owned(),
+                    mechanism: mechanism.code(),
+                    salt: c.salt.clone(),
+                    stored_key: c.stored_key.clone(),
+                    server_key: c.server_key.clone(),
+                    iterations: c.iterations,
+                },
+            ));
         }
         if let Some((broker_id, broker_epoch)) = self.producer_ids.last_block_owner {
             out.push(MetadataRecord::ProducerIds(ProducerIdsRecordV1 {
@@ -1043,6 +1130,39 @@ mod tests {
                             .collect(),
                     })
                 }),
+            // SCRAM credentials: a few users, mechanism codes 0 (unknown) to 2, keys of the
+            // right length or not, iterations in Kafka's range or below it.
+            (0..3u8, 0..3i8, any::<bool>(), any::<bool>(), 0..3u8).prop_map(
+                |(user, mechanism, good_len, good_iterations, salt)| {
+                    let len = match (good_len, mechanism) {
+                        (true, 2) => 64,
+                        (true, _) => 32,
+                        (false, _) => 31,
+                    };
+                    MetadataRecord::UserScramCredential(
+                        crate::records::UserScramCredentialRecordV1 {
+                            name: if user == 0 {
+                                String::new()
+                            } else {
+                                format!("u{user}")
+                            },
+                            mechanism,
+                            salt: vec![salt; usize::from(salt)],
+                            stored_key: vec![salt; len],
+                            server_key: vec![user; len],
+                            iterations: if good_iterations { 4096 } else { 4095 },
+                        },
+                    )
+                }
+            ),
+            (0..3u8, 0..3i8).prop_map(|(user, mechanism)| {
+                MetadataRecord::RemoveUserScramCredential(
+                    crate::records::RemoveUserScramCredentialRecordV1 {
+                        name: format!("u{user}"),
+                        mechanism,
+                    },
+                )
+            }),
         ]
     }
 

@@ -310,6 +310,13 @@ impl Scenario {
             MetadataRecord::RemoveAccessControlEntry(r) => {
                 format!("RemoveAccessControlEntry {}", r.id)
             }
+            MetadataRecord::UserScramCredential(r) => format!(
+                "UserScramCredential {} mechanism={} iterations={}",
+                r.name, r.mechanism, r.iterations
+            ),
+            MetadataRecord::RemoveUserScramCredential(r) => {
+                format!("RemoveUserScramCredential {} mechanism={}", r.name, r.mechanism)
+            }
         }
     }
 

@@ -11,6 +11,7 @@ pub mod features;
 pub mod metadata;
 pub mod nodes;
 pub mod raft_fetch;
+pub mod scram;
 pub mod topics;
 pub mod voters;
 

@@ -608,6 +608,42 @@ pub(crate) mod tests {
                 0,
             ),
             (
+                MetadataRecord::UserScramCredential(
+                    corum_controller::records::UserScramCredentialRecordV1 {
+                        name: "alice".into(),
+                        mechanism: 2,
+                        salt: vec![1; 8],
+                        stored_key: vec![2; 64],
+                        server_key: vec![3; 64],
+                        iterations: 8192,
+                    },
+                ),
+                A::UserScramCredential(k::UserScramCredentialRecord {
+                    name: "alice".into(),
+                    mechanism: 2,
+                    salt: vec![1u8; 8].into(),
+                    stored_key: vec![2u8; 64].into(),
+                    server_key: vec![3u8; 64].into(),
+                    iterations: 8192,
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
+                MetadataRecord::RemoveUserScramCredential(
+                    corum_controller::records::RemoveUserScramCredentialRecordV1 {
+                        name: "alice".into(),
+                        mechanism: 2,
+                    },
+                ),
+                A::RemoveUserScramCredential(k::RemoveUserScramCredentialRecord {
+                    name: "alice".into(),
+                    mechanism: 2,
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
                 MetadataRecord::Config(ConfigRecordV1 {
                     resource_type: ConfigResourceType::Broker,
                     resource_name: "4".into(),

@@ -13,6 +13,7 @@
 //! | `PartitionChange`, `PartitionChangeV2` | `PartitionChangeRecord` (V2's eligible leader replicas and last known ELR where the version has them) |
 //! | `ClearElr` | `ClearElrRecord` |
 //! | `AccessControlEntry`, `RemoveAccessControlEntry` | `AccessControlEntryRecord`, `RemoveAccessControlEntryRecord` (Kafka's brokers' own authorizers load them) |
+//! | `UserScramCredential`, `RemoveUserScramCredential` | `UserScramCredentialRecord`, `RemoveUserScramCredentialRecord` (Kafka's brokers authenticate SCRAM clients with them) |
 //! | `PartitionLeaderChange`, `PartitionIsrChange` (written before `PartitionChange` existed) | `PartitionChangeRecord` (leader, or ISR); a pair written for one change counts two partition epochs on a broker where corum counted one |
 //! | `Config` | `ConfigRecord` (resource type TOPIC 2, BROKER 4) |
 //! | `FeatureLevel` | `FeatureLevelRecord` (the range's top level; 0 removes the feature) |
@@ -451,6 +452,26 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
         MetadataRecord::RemoveAccessControlEntry(r) => (
             A::RemoveAccessControlEntry(k::RemoveAccessControlEntryRecord {
                 id: kafka_uuid(r.id),
+                ..Default::default()
+            }),
+            0,
+        ),
+        MetadataRecord::UserScramCredential(r) => (
+            A::UserScramCredential(k::UserScramCredentialRecord {
+                name: r.name.clone(),
+                mechanism: r.mechanism,
+                salt: bytes::Bytes::from(r.salt.clone()),
+                stored_key: bytes::Bytes::from(r.stored_key.clone()),
+                server_key: bytes::Bytes::from(r.server_key.clone()),
+                iterations: r.iterations,
+                ..Default::default()
+            }),
+            0,
+        ),
+        MetadataRecord::RemoveUserScramCredential(r) => (
+            A::RemoveUserScramCredential(k::RemoveUserScramCredentialRecord {
+                name: r.name.clone(),
+                mechanism: r.mechanism,
                 ..Default::default()
             }),
             0,

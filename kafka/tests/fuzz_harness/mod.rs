@@ -18,6 +18,10 @@
 //!   at the response header version Kafka defines (v0 for ApiVersions), and the body decodes
 //!   back, with Kafka's own schema, at the version answered, to the last byte;
 //! - a KIP-511 answer is ApiVersions v0 with UNSUPPORTED_VERSION.
+//! - every request also goes through a SASL listener's per-connection state
+//!   ([`corum_kafka::sasl::SaslConnection`], PLAIN with one user and SCRAM-SHA-256/512 with a
+//!   credential for `bob`), so SaslHandshake and SaslAuthenticate bytes reach PLAIN's and
+//!   SCRAM's parsers; each answer it gives must encode;
 //! - an Envelope's answer carries, unless it is an error, the wrapped request's whole
 //!   response: its correlation id, at the version asked, decoding with Kafka's schema.
 //!
@@ -155,6 +159,7 @@ pub fn answers(input: &[u8]) -> (Session, Vec<ResponseKind>) {
 fn serve_connection(input: &[u8], mut keep: impl FnMut(ResponseKind)) -> Session {
     let ctx = context();
     let mut session = Session::default();
+    let mut sasl = corum_kafka::sasl::SaslConnection::new();
     let mut rest = input;
     while rest.len() >= corum_kafka::frame::SIZE_PREFIX_BYTES {
         let (prefix, after) = rest.split_at(corum_kafka::frame::SIZE_PREFIX_BYTES);
@@ -180,11 +185,55 @@ fn serve_connection(input: &[u8], mut keep: impl FnMut(ResponseKind)) -> Session
                     return session;
                 }
             };
+        sasl_gate(&mut sasl, &parsed);
         let (answered, body) = serve_one(&ctx, parsed);
         session.answered.push(answered);
         keep(body);
     }
     session
+}
+
+/// Runs `parsed` through a SASL listener's connection state; an answer it gives must encode.
+fn sasl_gate(conn: &mut corum_kafka::sasl::SaslConnection, parsed: &Parsed) {
+    use corum_controller::scram::{ScramCredential, ScramMechanism};
+    use corum_kafka::sasl::{Gate, Mechanism, SaslConfig};
+    static SETUP: OnceLock<(SaslConfig, [ScramCredential; 2])> = OnceLock::new();
+    let (config, credentials) = SETUP.get_or_init(|| {
+        (
+            SaslConfig {
+                mechanisms: vec![
+                    Mechanism::Plain,
+                    Mechanism::Scram(ScramMechanism::ScramSha256),
+                    Mechanism::Scram(ScramMechanism::ScramSha512),
+                ],
+                plain_users: [("alice".to_owned(), "alice-secret".to_owned())]
+                    .into_iter()
+                    .collect(),
+                reauth_ms: 1000,
+            },
+            ScramMechanism::ALL
+                .map(|m| ScramCredential::from_password(m, "bob-secret", b"salt".to_vec(), 4096)),
+        )
+    });
+    let gate = conn.gate(
+        config,
+        parsed,
+        0,
+        &mut || "fuzznonce".to_owned(),
+        &|user, m| {
+            (user == "bob")
+                .then(|| credentials[usize::from(m == ScramMechanism::ScramSha512)].clone())
+        },
+    );
+    if let Gate::Answer { answer, .. } = gate {
+        corum_kafka::response::encode(
+            answer.api,
+            answer.version,
+            answer.correlation_id,
+            &answer.body,
+        )
+        .expect("a SASL answer encodes");
+    }
 }
 
 thread_local! {
@@ -856,6 +905,9 @@ fn answer(body: RequestBody) -> Result<ResponseBody, RpcError> {
             LocalRead::DescribeFeatures => return answer(RequestBody::DescribeFeatures),
             LocalRead::DescribeTopicsV2(r) => return answer(RequestBody::DescribeTopicsV2(r)),
             LocalRead::DescribeAcls(r) => return answer(RequestBody::DescribeAcls(r)),
+            LocalRead::DescribeUserScramCredentials(r) => {
+                return answer(RequestBody::DescribeUserScramCredentials(r))
+            }
         },
         RequestBody::DescribeCluster => ResponseBody::DescribeCluster(DescribeClusterResponse {
             controller_id: NodeId(NODE_ID),
@@ -1196,6 +1248,54 @@ fn answer(body: RequestBody) -> Result<ResponseBody, RpcError> {
         RequestBody::UnregisterBroker(r) => {
             unregister_broker(&r)?;
             ResponseBody::UnregisterBroker
+        }
+        // Every user named is altered; `bob` has a SCRAM-SHA-256 credential.
+        RequestBody::AlterUserScramCredentials(r) => {
+            let mut users: Vec<String> = Vec::new();
+            for name in r
+                .deletions
+                .iter()
+                .map(|d| &d.name)
+                .chain(r.upsertions.iter().map(|u| &u.name))
+            {
+                if !users.contains(name) {
+                    users.push(name.clone());
+                }
+            }
+            ResponseBody::AlterUserScramCredentials(
+                corum_controller::control::scram_control::AlterUserScramCredentialsResponse {
+                    results: users
+                        .into_iter()
+                        .map(
+                            |user| corum_controller::control::scram_control::ScramUserResult {
+                                user,
+                                error_code: 0,
+                                error_message: None,
+                            },
+                        )
+                        .collect(),
+                },
+            )
+        }
+        RequestBody::DescribeUserScramCredentials(r) => {
+            use corum_controller::control::scram_control::{
+                DescribeUserScramCredentialsResponse, DescribedScramUser,
+            };
+            let users = r.users.unwrap_or_else(|| vec!["bob".into()]);
+            ResponseBody::DescribeUserScramCredentials(DescribeUserScramCredentialsResponse {
+                results: users
+                    .into_iter()
+                    .map(|user| {
+                        let known = user == "bob";
+                        DescribedScramUser {
+                            user,
+                            error_code: if known { 0 } else { 91 },
+                            error_message: (!known).then(|| "no such user".into()),
+                            credentials: if known { vec![(1, 4096)] } else { vec![] },
+                        }
+                    })
+                    .collect(),
+            })
         }
         other => {
             return Err(RpcError::NotImplemented {

@@ -22,6 +22,7 @@ pub mod run;
 pub mod shell;
 pub mod sim;
 pub mod topics;
+pub mod users;
 pub mod uuid;
 
 /// Logs go to stderr so that `--json` output on stdout stays machine-readable. `RUST_LOG`

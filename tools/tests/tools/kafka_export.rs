@@ -255,6 +255,8 @@ fn kafka_type(r: &R) -> &'static str {
         R::ClearElr(_) => "CLEAR_ELR_RECORD",
         R::AccessControlEntry(_) => "ACCESS_CONTROL_ENTRY_RECORD",
         R::RemoveAccessControlEntry(_) => "REMOVE_ACCESS_CONTROL_ENTRY_RECORD",
+        R::UserScramCredential(_) => "USER_SCRAM_CREDENTIAL_RECORD",
+        R::RemoveUserScramCredential(_) => "REMOVE_USER_SCRAM_CREDENTIAL_RECORD",
         R::Config(_) => "CONFIG_RECORD",
         R::FeatureLevel(_) => "FEATURE_LEVEL_RECORD",
         R::ProducerIds(_) => "PRODUCER_IDS_RECORD",

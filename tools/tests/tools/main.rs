@@ -20,5 +20,6 @@ mod kafka_demo;
 mod kafka_export;
 mod placement;
 mod quorum_process;
+mod sasl_process;
 mod sim;
 mod tls_process;

@@ -959,6 +959,20 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "DEFAULT",
         "How a client certificate becomes a principal: DEFAULT only, `User:` and the subject's distinguished name (RFC 2253, e.g. `User:CN=admin,O=example`), as Kafka's default."
     ),
+    ssl_key!(
+        "sasl.enabled.mechanisms",
+        ValueType::Text("PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, separated by commas"),
+        super::sasl::check_mechanisms,
+        "GSSAPI",
+        "The SASL mechanisms of a Kafka listener mapped to SASL_PLAINTEXT or SASL_SSL (also as listener.name.<listener>.sasl.enabled.mechanisms). Kafka's default GSSAPI is not served: set PLAIN (users in listener.name.<listener>.plain.sasl.jaas.config) and/or SCRAM-SHA-256/SCRAM-SHA-512 (credentials in the metadata log: corum users)."
+    ),
+    ssl_key!(
+        "connections.max.reauth.ms",
+        ValueType::Text("milliseconds, 0 or more"),
+        super::sasl::check_reauth_ms,
+        "0",
+        "How long a SASL authentication holds (KIP-368): a client re-authenticates before it ends, else its connection is closed at its next request; 0 for as long as the connection lives. Also as listener.name.<listener>.connections.max.reauth.ms."
+    ),
 ];
 
 /// The key named `name`, if it exists.

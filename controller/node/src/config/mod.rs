@@ -9,6 +9,7 @@
 //! | [`node_config`]    | [`NodeConfig`], every value typed, and the rules between values            |
 //! | [`load`]           | a [`NodeConfig`] from the table's defaults, a file and `--set` overrides, and back |
 //! | [`ssl`]            | the TLS keys (`ssl.*`, `listener.name.<listener>.ssl.*`) and a listener's [`corum_runtime::TlsSettings`] |
+//! | [`sasl`]           | the SASL keys of a Kafka listener (`sasl.enabled.mechanisms`, JAAS, `connections.max.reauth.ms`) and its [`corum_kafka::sasl::SaslConfig`] |
 //! | [`components`]     | every component's configuration derived from a [`NodeConfig`]              |
 //!
 //! # Sources and precedence
@@ -39,6 +40,7 @@ pub mod keys;
 pub mod load;
 pub mod node_config;
 pub mod properties;
+pub mod sasl;
 pub mod ssl;
 pub mod values;
 

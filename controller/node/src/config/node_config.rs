@@ -180,6 +180,12 @@ impl NodeConfig {
                 Some(SecurityProtocol::Ssl) => {
                     self.listener_tls(&l.name)?;
                 }
+                Some(SecurityProtocol::SaslSsl | SecurityProtocol::SaslPlaintext)
+                    if self.kafka_listener_names.contains(&l.name) =>
+                {
+                    self.listener_sasl(&l.name)?;
+                    self.listener_tls(&l.name)?;
+                }
                 Some(protocol) => {
                     return invalid(
                         "listener.security.protocol.map",
@@ -513,7 +519,7 @@ mod tests {
     }
 
     /// Kafka's listener keys: every listener mapped to a security protocol (PLAINTEXT or SSL;
-    /// SASL refused), a Kafka listener that is neither the controller nor the client one,
+    /// SASL on Kafka listeners only), a Kafka listener that is neither the controller nor the client one,
     /// advertised listeners that name a listener and a reachable address; what is advertised.
     #[test]
     fn listener_keys() {
@@ -539,13 +545,13 @@ mod tests {
                 ("listeners", base),
                 (
                     "listener.security.protocol.map",
-                    "CONTROLLER:PLAINTEXT,CLIENT:PLAINTEXT,KAFKA:SASL_SSL"
+                    "CONTROLLER:PLAINTEXT,CLIENT:SASL_SSL,KAFKA:PLAINTEXT"
                 ),
             ]),
             (
                 "listener.security.protocol.map",
                 RuleError::UnsupportedSecurityProtocol {
-                    name: "KAFKA".into(),
+                    name: "CLIENT".into(),
                     protocol: "SASL_SSL".into()
                 }
             )

@@ -85,12 +85,29 @@ pub(super) fn set_listener_value(
         suggestion: None,
     };
     let (listener, key) = rest.split_once('.').ok_or_else(unknown)?;
-    let key: &'static ConfigKey = config_key(key)
-        .filter(|k| k.name.starts_with("ssl."))
-        .ok_or_else(unknown)?;
     if listener.is_empty() {
         return Err(unknown());
     }
+    if let Some(jaas_key) = super::sasl::JAAS_KEYS.iter().find(|k| **k == key) {
+        // JAAS text: checked here so a syntax error names its line's key at once; the
+        // error never quotes the value (passwords).
+        super::sasl::check_jaas(jaas_key, value).map_err(|reason| ConfigError::Sasl {
+            key: name.to_owned(),
+            reason,
+        })?;
+        c.listener_ssl
+            .entry(listener.to_ascii_uppercase())
+            .or_default()
+            .insert(jaas_key, value.to_owned());
+        return Ok(true);
+    }
+    let key: &'static ConfigKey = config_key(key)
+        .filter(|k| {
+            k.name.starts_with("ssl.")
+                || k.name == "sasl.enabled.mechanisms"
+                || k.name == "connections.max.reauth.ms"
+        })
+        .ok_or_else(unknown)?;
     // The unprefixed key's rule, on a scratch copy: only the checked text is kept.
     let mut scratch = c.clone();
     set(&mut scratch, key, value, at).map_err(|e| match e {
@@ -129,7 +146,10 @@ impl NodeConfig {
     /// truststore, and a controller listener without a truststore (controllers authenticate
     /// each other: its `ssl.client.auth` is always `required`). Files are not read here.
     pub fn listener_tls(&self, listener: &str) -> Result<Option<TlsSettings>, ConfigError> {
-        if self.security_protocol(listener) != Some(SecurityProtocol::Ssl) {
+        if !matches!(
+            self.security_protocol(listener),
+            Some(SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+        ) {
             return Ok(None);
         }
         let bad = |key: String, reason: &str| ConfigError::Tls {
@@ -399,7 +419,7 @@ mod tests {
             key_of(&[("listener.name.client.num.partitions", "3")]),
             Some("listener.name.client.num.partitions".into())
         );
-        // SASL stays refused.
+        // SASL stays refused on the client listener.
         assert_eq!(
             key_of(&[(
                 "listener.security.protocol.map",

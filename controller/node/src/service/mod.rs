@@ -63,7 +63,8 @@ pub struct ControllerServiceConfig {
     /// Keep the committed image in the service's status ([`ServiceStatus::committed_image`])
     /// after every event. Nodes don't (see there); tests that compare replicas' images do.
     pub publish_committed_image: bool,
-    /// Where the ACLs of the committed image go for the node's Kafka listeners.
+    /// Where the ACLs and SCRAM credentials of the committed image go for the node's Kafka
+    /// listeners.
     pub acls: crate::acl_slot::AclSlot,
 }
 
@@ -250,8 +251,9 @@ impl ControllerService {
                             self.core.record_replay_latency(at.elapsed());
                         }
                     }
-                    self.acls
-                        .publish(&self.core.controller().committed_image().acls);
+                    let image = self.core.controller().committed_image();
+                    self.acls.publish(&image.acls);
+                    self.acls.publish_credentials(&image.scram);
                 }
                 ToService::Status(s) => self.core.on_status(&s, now_ms),
                 ToService::Refused {
