@@ -78,6 +78,7 @@ for _ in range(count):
 print(json.dumps({"event": "filled", "open": len(socks), "errors": errors}), flush=True)
 budget_per_round = max(1, rate // 20)
 while not stop and time.monotonic() < end:
+    round_end = time.monotonic() + 0.05
     for fd, _ in ep.poll(0.05):
         s = socks.pop(fd, None)
         if s is None:
@@ -87,5 +88,9 @@ while not stop and time.monotonic() < end:
         closed += 1
     for _ in range(min(budget_per_round, count - len(socks))):
         open_one()
+    # Rounds of 50 ms: at most `rate` reconnects a second, however fast the node closes.
+    rest = round_end - time.monotonic()
+    if rest > 0:
+        time.sleep(rest)
 print(json.dumps({"event": "end", "opened": opened, "closed_by_node": closed,
                   "connect_errors": errors, "open": len(socks)}), flush=True)
