@@ -15,12 +15,15 @@
 # corum.connection.send.timeout.ms=SEND_TIMEOUT_MS; the leader's RSS (VmRSS, sampled every
 # 100 ms, and VmHWM) is compared with RSS_BOUND_MIB.
 #
-# Environment: CLIENTS (64), CONNECTIONS (8), FLOOD (20000), FLOOD_PROCESSES (4),
-# FLOOD_RATE (2000), SLOW (2), MAX_CONNECTIONS (10000), MAX_PER_IP (5000),
+# Environment: CLIENTS (64), CONNECTIONS (8), FLOOD (20000), FLOOD_PROCESSES (4), KEEP_JSON
+# (a path prefix: each run's loadgen JSON is copied there),
+# FLOOD_RATE (200), SLOW (2), MAX_CONNECTIONS (10000), MAX_PER_IP (5000),
 # SEND_TIMEOUT_MS (5000), RSS_BOUND_MIB (512), BASE_PORT (19900).
 # Prints one line per run, then the ratio of the means (flood / undisturbed) and the peak
 # RSS against the bound; exits 1 when the throughput ratio is below 0.5 or the RSS reached
-# the bound. Everything it starts stops at exit; its directory is removed.
+# the bound. Per run it also prints the leader's CPU per acknowledged write and how many
+# cores the whole host kept busy (this machine is shared: what else ran shows there).
+# Everything it starts stops at exit; its directory is removed.
 set -euo pipefail
 
 BIN=${1:-target/release/corum}
@@ -30,7 +33,7 @@ CLIENTS=${CLIENTS:-64}
 CONNECTIONS=${CONNECTIONS:-8}
 FLOOD=${FLOOD:-20000}
 FLOOD_PROCESSES=${FLOOD_PROCESSES:-4}
-FLOOD_RATE=${FLOOD_RATE:-2000}
+FLOOD_RATE=${FLOOD_RATE:-200}
 SLOW=${SLOW:-2}
 MAX_CONNECTIONS=${MAX_CONNECTIONS:-10000}
 MAX_PER_IP=${MAX_PER_IP:-5000}
@@ -74,7 +77,7 @@ load() {
         --raw-quorum-writers 0 --rtt-probes 0 --no-progress --json "$@" >"$WORK/$tag.json"
 }
 
-echo "round case ops_per_sec p50_us p99_us errors rss_max_mib flood_open flood_closed_by_node slow_closed_by_node"
+echo "round case ops_per_sec p50_us p99_us errors leader_cpu_us/op host_busy_cores rss_max_mib flood_open flood_closed_by_node slow_closed_by_node"
 for round in $(seq 1 "$ROUNDS"); do
     for case in undisturbed flood; do
         tag=$case$round
@@ -102,14 +105,23 @@ for round in $(seq 1 "$ROUNDS"); do
             done
             extra=(--slow-consumers "$SLOW" --slow-at "$LEADER_CLIENT" --slow-kafka-at "$LEADER_KAFKA")
         fi
+        cpu_before=$(cpu_of "$LEADER_PID")
+        host_before=$(host_busy)
+        start=$(date +%s.%N)
         load "$tag" "${extra[@]}"
+        [ -n "${KEEP_JSON:-}" ] && cp "$WORK/$tag.json" "$KEEP_JSON.$tag.json"
+        cpu_after=$(cpu_of "$LEADER_PID")
+        host_after=$(host_busy)
+        end=$(date +%s.%N)
         for p in "${flooders[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
         for p in "${flooders[@]}"; do wait "$p" 2>/dev/null || true; done
         kill "$sampler" 2>/dev/null || true
         wait "$sampler" 2>/dev/null || true
-        python3 - "$round" "$case" "$WORK" "$tag" "$FLOOD_PROCESSES" <<'PY'
+        python3 - "$round" "$case" "$WORK" "$tag" "$FLOOD_PROCESSES" "$cpu_before" "$cpu_after" \
+            "$host_before" "$host_after" "$start" "$end" <<'PY'
 import json, sys
 round_, case, work, tag, procs = sys.argv[1:6]
+cpu0, cpu1, host0, host1, t0, t1 = (float(x) for x in sys.argv[6:12])
 r = json.load(open(f"{work}/{tag}.json"))
 rss = [int(l) for l in open(f"{work}/{tag}.rss") if l.strip()]
 open_ = closed = 0
@@ -121,8 +133,11 @@ if case == "flood":
                 open_ += e["open"]
                 closed += e["closed_by_node"]
 slow = (r.get("abuse") or {}).get("slow_closed_by_node", 0)
+leader_us = (cpu1 - cpu0) * 1e6 / max(r["ops"], 1)
+host = (host1 - host0) / max(t1 - t0, 1e-9)
 print(f"{round_:>5} {case:11} {r['ops_per_sec']:>11.0f} {r['p50_us']:>6} {r['p99_us']:>6} "
-      f"{r['errors']:>6} {max(rss, default=0) // 1024:>11} {open_:>10} {closed:>20} {slow:>19}")
+      f"{r['errors']:>6} {leader_us:>16.1f} {host:>15.2f} {max(rss, default=0) // 1024:>11} "
+      f"{open_:>10} {closed:>20} {slow:>19}")
 PY
     done
 done
