@@ -178,7 +178,7 @@ impl KafkaServer {
         let config = Rc::new(self.config.clone());
         while let Some((stream, peer)) = accept(&self.listener, self.local, &shutdown).await {
             let Some(admission) = self.gate.admit(&self.config.listener_name, peer) else {
-                // Dropping the stream closes it.
+                connections::refuse(stream);
                 self.stats.borrow_mut().refused += 1;
                 continue;
             };

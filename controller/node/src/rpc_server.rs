@@ -237,7 +237,7 @@ impl RpcServer {
         });
         while let Some((stream, peer)) = accept(&self.listener, self.local, &shutdown).await {
             let Some(admission) = self.gate.admit(LISTENER, peer) else {
-                // Dropping the stream closes it; the client reads end-of-file.
+                connections::refuse(stream);
                 self.stats.borrow_mut().refused += 1;
                 continue;
             };

@@ -210,9 +210,13 @@ fn bad_clients_on_every_listener_are_closed_and_the_node_keeps_serving() {
     rss_max = rss_max.max(rss_mib(pid));
 
     // Slow consumers: pipeline requests and never read.
+    // Connected here, before the flood takes the places.
     let slow: Vec<std::thread::JoinHandle<bool>> = [(client, true), (kafka, false)]
         .into_iter()
-        .map(|(addr, private)| std::thread::spawn(move || slow_consumer(addr, private)))
+        .map(|(addr, private)| {
+            let s = TcpStream::connect(addr).unwrap();
+            std::thread::spawn(move || slow_consumer(s, private))
+        })
         .collect();
 
     // A flood: 1,000 connections against max.connections=200 (the normal client, the
@@ -289,37 +293,35 @@ fn raise_nofile(n: u64) {
     }
 }
 
-/// Pipelines requests at `addr` (DescribeQuorum on a client listener, ApiVersions on a Kafka
-/// one) without reading until the node stops taking them and then closes the connection;
-/// true when it did within 20 s.
-fn slow_consumer(addr: SocketAddr, private: bool) -> bool {
-    let mut s = TcpStream::connect(addr).unwrap();
+/// Pipelines requests on `s` (DescribeQuorum on a client listener, ApiVersions on a Kafka
+/// one; `private` says which) without reading until the node stops taking them and then
+/// closes the connection; true when it did within 30 s.
+fn slow_consumer(mut s: TcpStream, private: bool) -> bool {
+    use std::os::fd::AsRawFd;
+    // A small receive buffer: the node's answers stop flowing after a few KiB instead of the
+    // megabytes loopback grows its buffers to.
+    let rcvbuf: libc::c_int = 4096;
+    // SAFETY: setsockopt on the socket's own descriptor with a valid int and its size.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&rcvbuf as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
     s.set_write_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(30);
     let mut id = 0u64;
     while Instant::now() < deadline {
-        id += 1;
-        let bytes = if private {
-            let frame = RequestFrame {
-                correlation_id: id,
-                timeout_ms: 0,
-                body: RequestBody::DescribeQuorum,
-            };
-            let mut buf = rkyv::util::AlignedVec::new();
-            corum_runtime::message::encode_frame(&frame, &mut buf, 1 << 20).unwrap();
-            buf.to_vec()
-        } else {
-            let mut b = Vec::new();
-            b.extend_from_slice(&18i16.to_be_bytes());
-            b.extend_from_slice(&0i16.to_be_bytes());
-            b.extend_from_slice(&(id as i32).to_be_bytes());
-            b.extend_from_slice(&4i16.to_be_bytes());
-            b.extend_from_slice(b"slow");
-            let mut out = (b.len() as i32).to_be_bytes().to_vec();
-            out.extend_from_slice(&b);
-            out
-        };
+        // 256 requests per write.
+        let mut bytes = Vec::new();
+        for _ in 0..256 {
+            id += 1;
+            bytes.extend_from_slice(&slow_request(id, private));
+        }
         match s.write_all(&bytes) {
             Ok(()) => {}
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
@@ -332,6 +334,31 @@ fn slow_consumer(addr: SocketAddr, private: bool) -> bool {
         }
     }
     false
+}
+
+/// One pipelined request of a slow consumer: DescribeQuorum (corum's protocol) or
+/// ApiVersions v0 (Kafka's).
+fn slow_request(id: u64, private: bool) -> Vec<u8> {
+    if private {
+        let frame = RequestFrame {
+            correlation_id: id,
+            timeout_ms: 0,
+            body: RequestBody::DescribeQuorum,
+        };
+        let mut buf = rkyv::util::AlignedVec::new();
+        corum_runtime::message::encode_frame(&frame, &mut buf, 1 << 20).unwrap();
+        buf.to_vec()
+    } else {
+        let mut b = Vec::new();
+        b.extend_from_slice(&18i16.to_be_bytes());
+        b.extend_from_slice(&0i16.to_be_bytes());
+        b.extend_from_slice(&(id as i32).to_be_bytes());
+        b.extend_from_slice(&4i16.to_be_bytes());
+        b.extend_from_slice(b"slow");
+        let mut out = (b.len() as i32).to_be_bytes().to_vec();
+        out.extend_from_slice(&b);
+        out
+    }
 }
 
 /// One envelope as a peer sends it: a runtime frame around the archived envelope.
