@@ -38,10 +38,21 @@ use rkyv::util::AlignedVec;
 use crate::backoff::{Backoff, BackoffConfig};
 use crate::error::{Error, Result};
 use crate::frame::{self, FrameError, FrameHeader, HEADER_BYTES};
+use crate::log_limit::LogLimiter;
 use crate::message::{encode_frame, Validated, WireMessage};
 use crate::shutdown::ShutdownSignal;
 use crate::timer::sleep;
 use crate::tls::{NetStream, TlsClient, TlsIdentity, TlsServer};
+
+/// The first allocation for a frame's body; it doubles as bytes arrive, up to the frame.
+const BODY_CHUNK_BYTES: usize = 64 << 10;
+
+/// Lines about connections closed on a bad frame (a flood of garbage must not flood the log).
+static BAD_FRAME_LOG: LogLimiter = LogLimiter::new(10);
+/// Lines about failed accepts (out of descriptors repeats every 10 ms).
+static ACCEPT_FAILED_LOG: LogLimiter = LogLimiter::new(1);
+/// Lines about connections that ended with an error.
+static CONNECTION_ERROR_LOG: LogLimiter = LogLimiter::new(10);
 
 /// Limits and options of one connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,7 +136,9 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                     other => other.to_string(),
                 },
             };
-            tracing::warn!(peer = %self.peer, error = %e, "closing connection");
+            if let Some(suppressed) = BAD_FRAME_LOG.allow() {
+                tracing::warn!(peer = %self.peer, error = %e, suppressed, "closing connection");
+            }
             self.broken = Some(e.to_string());
             e
         })
@@ -152,7 +165,9 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 self.broken = Some("closed by the peer".into());
             }
             Err(e) => {
-                tracing::warn!(peer = %self.peer, error = %e, "closing connection");
+                if let Some(suppressed) = BAD_FRAME_LOG.allow() {
+                    tracing::warn!(peer = %self.peer, error = %e, suppressed, "closing connection");
+                }
                 self.broken = Some(e.to_string());
             }
         }
@@ -180,14 +195,25 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
         let h = FrameHeader::decode(&header, self.payload_bytes_max).map_err(bad)?;
         let body_len = h.body_bytes();
-        let mut body = AlignedVec::with_capacity(body_len);
-        body.resize(body_len, 0);
-        let n = self.read_full(body.as_mut_slice()).await.map_err(io)?;
-        if n < body_len {
-            return Err(bad(FrameError::Truncated {
-                needed: HEADER_BYTES + body_len,
-                available: HEADER_BYTES + n,
-            }));
+        // The buffer grows with the bytes that arrive (doubling from BODY_CHUNK_BYTES), not
+        // with what the header announces: a header announcing a large frame that never comes
+        // costs nothing until its bytes do.
+        let mut body = AlignedVec::with_capacity(body_len.min(BODY_CHUNK_BYTES));
+        let mut filled = 0;
+        while filled < body_len {
+            let step = (body_len - filled).min(filled.max(BODY_CHUNK_BYTES));
+            body.resize(filled + step, 0);
+            let n = self
+                .read_full(&mut body.as_mut_slice()[filled..filled + step])
+                .await
+                .map_err(io)?;
+            filled += n;
+            if n < step {
+                return Err(bad(FrameError::Truncated {
+                    needed: HEADER_BYTES + body_len,
+                    available: HEADER_BYTES + filled,
+                }));
+            }
         }
         h.verify_body(&body).map_err(bad)?;
         body.resize(h.payload_bytes as usize, 0);
@@ -540,7 +566,9 @@ impl Listener {
                 Some(Ok(stream)) => stream,
                 Some(Err(e)) => {
                     // Typically out of file descriptors; pause so the loop doesn't spin.
-                    tracing::warn!(addr = %self.local, error = %e, "accept failed");
+                    if let Some(suppressed) = ACCEPT_FAILED_LOG.allow() {
+                        tracing::warn!(addr = %self.local, error = %e, suppressed, "accept failed");
+                    }
                     if shutdown
                         .run_until(sleep(Duration::from_millis(10)))
                         .await
@@ -569,7 +597,11 @@ impl Listener {
                     Ok(()) | Err(Error::ConnectionClosed { .. }) => {
                         tracing::debug!(%peer, "connection finished")
                     }
-                    Err(e) => tracing::warn!(%peer, error = %e, "connection ended with an error"),
+                    Err(e) => {
+                        if let Some(suppressed) = CONNECTION_ERROR_LOG.allow() {
+                            tracing::warn!(%peer, error = %e, suppressed, "connection ended with an error")
+                        }
+                    }
                 }
             };
             match queue {

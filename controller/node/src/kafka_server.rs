@@ -4,14 +4,18 @@
 //!
 //! # Connections
 //!
-//! One task per connection, at most [`KafkaServerConfig::connections_max`] at once (more are
+//! One task per connection, within the node's connection limits ([`crate::connections`]:
+//! `max.connections` shared with the client listener, `max.connections.per.ip`; more are
 //! closed on accept). The reader reads a size prefix (checked against
 //! `socket.request.max.bytes` before anything is buffered), then the request, which must
-//! arrive within the request timeout; parses it (header and body, once) and starts serving
-//! it in its own task. Up to [`KafkaServerConfig::in_flight_per_connection_max`] requests of
-//! a connection are served at once — Kafka's clients pipeline — and the writer sends their
-//! answers **in request order**, as Kafka's clients require. At the cap the reader stops
-//! reading and TCP pushes back.
+//! arrive within the request timeout (its buffer grows with the bytes that arrive, not with
+//! the size announced); parses it (header and body, once) and starts serving it in its own
+//! task. Up to [`KafkaServerConfig::in_flight_per_connection_max`] requests of a connection
+//! are served at once — Kafka's clients pipeline — and the writer sends their answers **in
+//! request order**, as Kafka's clients require. At the cap the reader stops reading and TCP
+//! pushes back; a write of answers that makes no progress for
+//! `corum.connection.send.timeout.ms` (a client that stopped reading) closes the connection,
+//! and so does `connections.max.idle.ms` with no request arriving and none being served.
 //!
 //! | input | effect |
 //! |---|---|
@@ -20,6 +24,8 @@
 //! | a size above `socket.request.max.bytes`, negative, or below a header | logged with the peer, closed |
 //! | an unknown API key, an API or version not served, a body that does not decode | logged with the peer, closed after the answers before it |
 //! | a request that does not arrive within the request timeout | logged, closed |
+//! | no request for `connections.max.idle.ms`, none in flight | logged, closed |
+//! | answers not written for `corum.connection.send.timeout.ms` | logged, closed |
 //!
 //! On a listener mapped to SASL_PLAINTEXT or SASL_SSL each request first goes through the
 //! connection's [`SaslConnection`] (the SASL requests are answered there, in order with the
@@ -36,7 +42,7 @@
 //! NOT_CONTROLLER and retries as Kafka's clients do. DescribeQuorum is answered by the
 //! leader the same way.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
@@ -51,6 +57,7 @@ use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::channels::local_channel;
 use glommio::net::TcpListener;
 
+use crate::connections::{self, ConnectionGate, ConnectionLimits};
 use crate::error::NodeError;
 use crate::forward::NodeBackend;
 use crate::rpc_server::accept;
@@ -66,7 +73,9 @@ pub struct KafkaServerConfig {
     pub advertised_port: u16,
     /// `socket.request.max.bytes`.
     pub request_bytes_max: u32,
-    pub connections_max: usize,
+    /// The connection limits ([`crate::connections`]); the node shares one gate between its
+    /// listeners ([`KafkaServer::set_gate`]).
+    pub limits: ConnectionLimits,
     pub in_flight_per_connection_max: usize,
     /// The wait of a request naming none, and the longest a request may take to arrive.
     pub request_timeout_ms: u32,
@@ -97,6 +106,11 @@ pub struct KafkaServerStats {
     pub sasl_authenticated: u64,
     /// SASL authentications refused (wrong password, unknown user, ...; logged, closed).
     pub sasl_failed: u64,
+    /// Connections closed after `connections.max.idle.ms` with nothing arriving.
+    pub closed_idle: u64,
+    /// Connections closed because a write of their answers made no progress for
+    /// `corum.connection.send.timeout.ms` (the client stopped reading).
+    pub closed_slow_consumer: u64,
 }
 
 /// A bound Kafka listener. See the module doc.
@@ -107,6 +121,7 @@ pub struct KafkaServer {
     stats: Rc<RefCell<KafkaServerStats>>,
     tls: Option<Rc<TlsServer>>,
     sasl: Option<Rc<SaslConfig>>,
+    gate: Rc<ConnectionGate>,
 }
 
 impl KafkaServer {
@@ -126,6 +141,7 @@ impl KafkaServer {
         Ok(KafkaServer {
             listener,
             local,
+            gate: ConnectionGate::new(config.limits.clone()),
             config,
             stats: Rc::default(),
             tls: None,
@@ -143,6 +159,12 @@ impl KafkaServer {
     /// SASL_PLAINTEXT or SASL_SSL): see [`corum_kafka::sasl`].
     pub fn set_sasl(&mut self, sasl: Option<Rc<SaslConfig>>) {
         self.sasl = sasl;
+    }
+
+    /// Counts this listener's connections in `gate` (shared with the node's other
+    /// client-facing listeners) instead of a gate of its own.
+    pub fn set_gate(&mut self, gate: Rc<ConnectionGate>) {
+        self.gate = gate;
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -172,24 +194,28 @@ impl KafkaServer {
             served: corum_kafka::ServedApis::controller(),
             log: Default::default(),
         });
-        while let Some(stream) = accept(&self.listener, self.local, &shutdown).await {
+        let config = Rc::new(self.config.clone());
+        while let Some((stream, peer)) = accept(&self.listener, self.local, &shutdown).await {
+            let Some(admission) = self.gate.admit(&self.config.listener_name, peer) else {
+                connections::refuse(stream);
+                self.stats.borrow_mut().refused += 1;
+                continue;
+            };
             {
                 let mut stats = self.stats.borrow_mut();
-                if stats.open >= self.config.connections_max as u64 {
-                    stats.refused += 1;
-                    continue;
-                }
                 stats.accepted += 1;
                 stats.open += 1;
             }
+            if let Err(e) = stream.set_write_timeout(Some(config.limits.send_timeout)) {
+                tracing::debug!(%peer, error = %e, "cannot set a write timeout");
+            }
             let (ctx, backend, stats) = (ctx.clone(), backend.clone(), self.stats.clone());
-            let config = self.config.clone();
+            let config = config.clone();
             let shutdown = shutdown.clone();
             let tls = self.tls.clone();
             let sasl = self.sasl.clone();
             glommio::spawn_local(async move {
-                let unknown: SocketAddr = ([0, 0, 0, 0], 0).into();
-                let peer = stream.peer_addr().unwrap_or(unknown);
+                let _admission = admission;
                 match corum_runtime::tls::accepted(stream, peer, tls.as_deref()).await {
                     Ok(stream) => {
                         serve_connection(
@@ -208,13 +234,30 @@ impl KafkaServer {
     }
 }
 
-/// Reads `buf.len()` bytes within `timeout`; `None` on timeout.
-async fn read_within(
+/// The first allocation for a request's body; it doubles as bytes arrive, up to the size
+/// announced, so a size prefix whose request never comes costs nothing.
+const BODY_CHUNK_BYTES: usize = 64 << 10;
+
+/// Reads a request body of `len` bytes within `timeout` (`None` on timeout), its buffer
+/// growing with the bytes that arrive.
+async fn read_body(
     reader: &mut (impl futures_lite::AsyncRead + Unpin),
-    buf: &mut [u8],
+    len: usize,
     timeout: Duration,
-) -> Option<std::io::Result<()>> {
-    futures_lite::future::or(async { Some(reader.read_exact(buf).await) }, async {
+) -> Option<std::io::Result<Vec<u8>>> {
+    let read = async {
+        let mut body = Vec::with_capacity(len.min(BODY_CHUNK_BYTES));
+        while body.len() < len {
+            let filled = body.len();
+            let step = (len - filled).min(filled.max(BODY_CHUNK_BYTES));
+            body.resize(filled + step, 0);
+            if let Err(e) = reader.read_exact(&mut body[filled..]).await {
+                return Some(Err(e));
+            }
+        }
+        Some(Ok(body))
+    };
+    futures_lite::future::or(read, async {
         glommio::timer::sleep(timeout).await;
         None
     })
@@ -254,41 +297,91 @@ async fn serve_connection(
     let mut sasl_state = sasl.as_ref().map(|_| SaslConnection::new());
     let opened = std::time::Instant::now();
     let (mut reader, writer) = futures_lite::io::split(stream);
+    let listener = config.listener_name.as_str();
     // Answers in request order: the writer awaits each request's task in turn.
     let (tx, rx) =
         local_channel::new_bounded::<glommio::Task<Outcome>>(config.in_flight_per_connection_max);
-    let writer_task = glommio::spawn_local(write_answers(writer, rx, peer));
+    // Requests read and not yet answered on the socket; the writer counts them down.
+    let unanswered = Rc::new(Cell::new(0usize));
+    // Fired by the writer when the client stops reading: the reader stops too.
+    let hang_up = ShutdownSignal::detached();
+    let writer_task = glommio::spawn_local(write_answers(
+        writer,
+        rx,
+        peer,
+        WriterContext {
+            listener: config.listener_name.clone(),
+            unanswered: unanswered.clone(),
+            hang_up: hang_up.clone(),
+            stats: stats.clone(),
+            send_timeout: config.limits.send_timeout,
+        },
+    ));
     let arrival = Duration::from_millis(u64::from(config.request_timeout_ms));
+    let idle = config.limits.idle;
     loop {
         let mut prefix = [0u8; corum_kafka::frame::SIZE_PREFIX_BYTES];
-        // Between requests a connection may stay idle; shutdown ends the wait.
-        match shutdown.run_until(reader.read_exact(&mut prefix)).await {
-            None | Some(Err(_)) => break,
-            Some(Ok(())) => {}
+        // Between requests a connection may stay idle up to `connections.max.idle.ms`;
+        // shutdown ends the wait.
+        let next = connections::unless_idle(reader.read_exact(&mut prefix), idle, || {
+            unanswered.get() > 0
+        });
+        match shutdown.run_until(hang_up.run_until(next)).await {
+            None | Some(None) | Some(Some(Some(Err(_)))) => break,
+            Some(Some(None)) => {
+                stats.borrow_mut().closed_idle += 1;
+                connections::log_closed(
+                    connections::Closed::Idle,
+                    listener,
+                    peer,
+                    format_args!(
+                        "idle: no request arrived for connections.max.idle.ms ({} ms)",
+                        idle.as_millis()
+                    ),
+                );
+                break;
+            }
+            Some(Some(Some(Ok(())))) => {}
         }
         let len = match corum_kafka::frame::request_len(prefix, config.request_bytes_max) {
             Ok(n) => n,
             Err(e) => {
-                tracing::warn!(%peer, listener = %config.listener_name, error = %e, "closing a Kafka connection");
+                connections::log_closed(
+                    connections::Closed::BadRequest,
+                    listener,
+                    peer,
+                    format_args!("{e}"),
+                );
                 stats.borrow_mut().closed_on_bad_request += 1;
                 break;
             }
         };
-        let mut body = vec![0u8; len];
-        match read_within(&mut reader, &mut body, arrival).await {
-            Some(Ok(())) => {}
+        let body = match read_body(&mut reader, len, arrival).await {
+            Some(Ok(body)) => body,
             Some(Err(_)) => break,
             None => {
-                tracing::warn!(%peer, listener = %config.listener_name, len, timeout_ms = config.request_timeout_ms,
-                    "closing a Kafka connection: the request did not arrive in time");
+                connections::log_closed(
+                    connections::Closed::BadRequest,
+                    listener,
+                    peer,
+                    format_args!(
+                        "a request of {len} bytes did not arrive within {} ms",
+                        config.request_timeout_ms
+                    ),
+                );
                 stats.borrow_mut().closed_on_bad_request += 1;
                 break;
             }
-        }
+        };
         let parsed = match corum_kafka::parse(Bytes::from(body), &ctx.served) {
             Ok(p) => p,
             Err(e) => {
-                tracing::warn!(%peer, listener = %config.listener_name, error = %e, "closing a Kafka connection");
+                connections::log_closed(
+                    connections::Closed::BadRequest,
+                    listener,
+                    peer,
+                    format_args!("{e}"),
+                );
                 stats.borrow_mut().closed_on_bad_request += 1;
                 break;
             }
@@ -346,12 +439,13 @@ async fn serve_connection(
                         Ok(bytes) => Outcome::Reply(bytes),
                         Err(e) => Outcome::Close(e.to_string()),
                     };
-                    if tx
-                        .send(glommio::spawn_local(async move { outcome }))
+                    unanswered.set(unanswered.get() + 1);
+                    match hang_up
+                        .run_until(tx.send(glommio::spawn_local(async move { outcome })))
                         .await
-                        .is_err()
                     {
-                        break;
+                        Some(Ok(())) => {}
+                        None | Some(Err(_)) => break,
                     }
                     if let Some(reason) = close {
                         tracing::warn!(%peer, listener = %config.listener_name, %reason, "closing a Kafka connection");
@@ -379,18 +473,51 @@ async fn serve_connection(
                 Err(e) => Outcome::Close(e.to_string()),
             }
         });
-        if tx.send(task).await.is_err() {
-            break;
+        unanswered.set(unanswered.get() + 1);
+        // A full queue (the writer waits on an earlier answer, or on a client that does not
+        // read) stops the reading here: TCP pushes back on the client.
+        match hang_up.run_until(tx.send(task)).await {
+            Some(Ok(())) => {}
+            None | Some(Err(_)) => break,
         }
     }
     drop(tx);
     let _ = writer_task.await;
 }
 
+/// What a connection's writer shares with its reader and its listener.
+struct WriterContext {
+    listener: String,
+    unanswered: Rc<Cell<usize>>,
+    hang_up: ShutdownSignal,
+    stats: Rc<RefCell<KafkaServerStats>>,
+    send_timeout: Duration,
+}
+
+impl WriterContext {
+    /// A write failed: log it when the client stopped reading, and stop the reader.
+    fn write_failed(&self, peer: SocketAddr, e: &std::io::Error) {
+        if connections::is_timeout(e) {
+            self.stats.borrow_mut().closed_slow_consumer += 1;
+            connections::log_closed(
+                    connections::Closed::SlowConsumer,
+                &self.listener,
+                peer,
+                format_args!(
+                    "the client stopped reading its answers: a write made no progress for corum.connection.send.timeout.ms ({} ms)",
+                    self.send_timeout.as_millis()
+                ),
+            );
+        }
+        self.hang_up.fire();
+    }
+}
+
 async fn write_answers(
     mut writer: impl futures_lite::AsyncWrite + Unpin,
     rx: local_channel::LocalReceiver<glommio::Task<Outcome>>,
     peer: SocketAddr,
+    cx: WriterContext,
 ) {
     // The next answer when it was found finished already, or the next request's task.
     let mut ready = None;
@@ -409,9 +536,11 @@ async fn write_answers(
                 task.await
             }
         };
+        cx.unanswered.set(cx.unanswered.get().saturating_sub(1));
         match outcome {
             Outcome::Reply(bytes) => {
-                if writer.write_all(&bytes).await.is_err() {
+                if let Err(e) = writer.write_all(&bytes).await {
+                    cx.write_failed(peer, &e);
                     break;
                 }
                 // Answers already finished go out in the same write; an answer is never held
@@ -425,12 +554,14 @@ async fn write_answers(
                         None => next = Some(t),
                     }
                 }
-                if writer.flush().await.is_err() {
+                if let Err(e) = writer.flush().await {
+                    cx.write_failed(peer, &e);
                     break;
                 }
             }
             Outcome::Close(reason) => {
                 tracing::warn!(%peer, %reason, "closing a Kafka connection");
+                cx.hang_up.fire();
                 break;
             }
         }
@@ -501,7 +632,14 @@ mod tests {
             }))
             .await
             .unwrap();
-            let writer = glommio::spawn_local(write_answers(sink.clone(), rx, peer));
+            let cx = WriterContext {
+                listener: "KAFKA".into(),
+                unanswered: Rc::new(Cell::new(3)),
+                hang_up: ShutdownSignal::detached(),
+                stats: Rc::default(),
+                send_timeout: Duration::from_secs(1),
+            };
+            let writer = glommio::spawn_local(write_answers(sink.clone(), rx, peer, cx));
             glommio::timer::sleep(Duration::from_millis(20)).await;
             assert_eq!(sink.flushed.borrow().as_slice(), b"ab");
             assert_eq!(*sink.flushes.borrow(), 1);

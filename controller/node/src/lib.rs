@@ -41,6 +41,7 @@ pub mod acl_slot;
 pub mod bootstrap;
 pub mod calls;
 pub mod config;
+pub mod connections;
 pub mod data_dir;
 pub mod dispatch;
 pub mod driver;

@@ -43,6 +43,7 @@ use corum_runtime::{Placement, Runtime, ShardContext, ShardRole};
 use corum_types::{NodeId, Uuid};
 
 use crate::config::{components, HostPort, NodeConfig, SecurityProtocol};
+use crate::connections::ConnectionGate;
 use crate::driver::{RaftDriver, RaftDriverConfig, Recovered};
 use crate::error::{ConfigError, NodeError, RuleError};
 use crate::format::check_formatted;
@@ -312,6 +313,10 @@ async fn worker_shard(
     let (network, inbox) = PeerNetwork::bind_tls(plan.peer, &stop, peer_tls)?;
     let raft_addr = network.local_addr();
     let mut server = RpcServer::bind(plan.client_addr, plan.server.clone())?;
+    // One count of client-facing connections for the client and Kafka listeners
+    // (`max.connections`, `max.connections.per.ip`).
+    let gate = ConnectionGate::new(plan.server.limits.clone());
+    server.set_gate(gate.clone());
     server.set_tls(server_tls(&config.client_listener_name)?);
     let forward_tls = client_tls(&config.client_listener_name)?;
     server.set_raft_endpoints(plan.service.leader_endpoints.clone());
@@ -333,6 +338,7 @@ async fn worker_shard(
                 .map_err(NodeError::Config)?
                 .map(Rc::new),
         );
+        kafka.set_gate(gate.clone());
         kafka_servers.push(kafka);
     }
     let kafka_addrs: Vec<(String, SocketAddr)> = plan

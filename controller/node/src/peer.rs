@@ -847,6 +847,10 @@ struct Receiver {
     stop: ShutdownSignal,
 }
 
+/// Lines about refused envelopes, per second at most (a replaying or misdirected peer
+/// reconnects as fast as it likes).
+static REJECTED_LOG: corum_runtime::LogLimiter = corum_runtime::LogLimiter::new(10);
+
 impl Receiver {
     fn check(&self, envelope: &PeerEnvelope) -> Result<(), PeerError> {
         envelope.check(self.cluster_id, self.me)
@@ -884,7 +888,9 @@ impl Receiver {
                     .expect("deserializing a validated archive into owned values cannot fail");
             if let Err(e) = self.check(&envelope) {
                 bump(&self.counters.rejected_envelopes);
-                tracing::warn!(%peer, error = %e, "closing peer connection");
+                if let Some(suppressed) = REJECTED_LOG.allow() {
+                    tracing::warn!(%peer, error = %e, suppressed, "closing peer connection");
+                }
                 conn.close().await;
                 return Ok(());
             }

@@ -4,13 +4,17 @@
 //!
 //! # Connections
 //!
-//! [`RpcServer::run`] accepts until shutdown, one task per connection, at most
-//! [`RpcServerConfig::connections_max`] at once (a connection over the cap is closed at once
-//! and counted in [`RpcServerStats::refused`]). A connection is a reader loop plus a writer
-//! task; each request runs in its own task, at most
+//! [`RpcServer::run`] accepts until shutdown, one task per connection, within the node's
+//! connection limits ([`crate::connections`]: `max.connections` across the client and Kafka
+//! listeners, `max.connections.per.ip`; a connection over a limit is closed at once, logged
+//! rate-limited and counted in [`RpcServerStats::refused`]). A connection is a reader loop
+//! plus a writer task; each request runs in its own task, at most
 //! [`RpcServerConfig::in_flight_per_connection_max`] per connection (the reader stops reading
 //! while the cap is reached, so TCP pushes back), and answers in any order, matched by the
-//! request's `correlation_id`.
+//! request's `correlation_id`. A connection on which nothing arrives for
+//! `connections.max.idle.ms` while none of its requests is served is closed; so is one whose
+//! answers cannot be written for `corum.connection.send.timeout.ms` (a client that stopped
+//! reading: first backpressured by the in-flight cap, then closed).
 //!
 //! # What each frame gets
 //!
@@ -55,13 +59,14 @@ use std::time::Duration;
 use corum_runtime::frame::FrameError;
 use corum_runtime::tls::{NetStream, TlsServer};
 use corum_runtime::transport::{FrameReader, FrameWriter};
-use corum_runtime::ShutdownSignal;
+use corum_runtime::{LogLimiter, ShutdownSignal};
 use corum_types::{NodeId, Uuid};
 use futures_lite::AsyncWrite;
 use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::Semaphore;
 
+use crate::connections::{self, ConnectionGate, ConnectionLimits};
 use crate::driver::{DriverStatus, RaftHandle};
 use crate::error::DriverError;
 use crate::error::{ProtocolError, RpcServerError};
@@ -81,8 +86,9 @@ pub struct RpcServerConfig {
     /// Largest response payload sent (`corum.socket.response.max.bytes`); a larger answer is
     /// replaced by `ResponseTooLarge`.
     pub response_bytes_max: u32,
-    /// Client connections open at once; more are closed on accept.
-    pub connections_max: usize,
+    /// The connection limits ([`crate::connections`]); the node shares one gate between this
+    /// server and its Kafka listeners ([`RpcServer::set_gate`]).
+    pub limits: ConnectionLimits,
     /// Requests of one connection being served at once.
     pub in_flight_per_connection_max: usize,
     /// The cluster, for `DescribeQuorum`.
@@ -104,8 +110,8 @@ impl RpcServerConfig {
         if self.response_bytes_max == 0 {
             return Err(zero("response_bytes_max"));
         }
-        if self.connections_max == 0 {
-            return Err(zero("connections_max"));
+        if self.limits.max == 0 {
+            return Err(zero("limits.max"));
         }
         if self.in_flight_per_connection_max == 0 {
             return Err(zero("in_flight_per_connection_max"));
@@ -119,7 +125,8 @@ impl RpcServerConfig {
 pub struct RpcServerStats {
     /// Connections accepted and served.
     pub accepted: u64,
-    /// Connections closed on accept because `connections_max` were open.
+    /// Connections closed on accept by the connection limits (`max.connections`,
+    /// `max.connections.per.ip`).
     pub refused: u64,
     /// Connections open now.
     pub open: u64,
@@ -133,6 +140,11 @@ pub struct RpcServerStats {
     pub framing_errors: u64,
     /// Connections whose TLS handshake failed or was refused (logged; nothing read).
     pub handshakes_refused: u64,
+    /// Connections closed after `connections.max.idle.ms` with nothing arriving.
+    pub closed_idle: u64,
+    /// Connections closed because a write of their answers made no progress for
+    /// `corum.connection.send.timeout.ms` (the client stopped reading).
+    pub closed_slow_consumer: u64,
 }
 
 struct Shared {
@@ -152,6 +164,7 @@ pub struct RpcServer {
     raft_endpoints: HashMap<NodeId, LeaderHint>,
     stats: Rc<RefCell<RpcServerStats>>,
     tls: Option<Rc<TlsServer>>,
+    gate: Rc<ConnectionGate>,
 }
 
 impl RpcServer {
@@ -167,6 +180,7 @@ impl RpcServer {
         Ok(RpcServer {
             listener,
             local,
+            gate: ConnectionGate::new(config.limits.clone()),
             config,
             client_endpoints: HashMap::new(),
             raft_endpoints: HashMap::new(),
@@ -179,6 +193,12 @@ impl RpcServer {
     /// refused one is logged, counted and closed before any request is read.
     pub fn set_tls(&mut self, tls: Option<Rc<TlsServer>>) {
         self.tls = tls;
+    }
+
+    /// Counts this server's connections in `gate` (shared with the node's Kafka listeners)
+    /// instead of a gate of its own.
+    pub fn set_gate(&mut self, gate: Rc<ConnectionGate>) {
+        self.gate = gate;
     }
 
     /// The bound address.
@@ -215,30 +235,30 @@ impl RpcServer {
             raft,
             stats: self.stats.clone(),
         });
-        while let Some(stream) = accept(&self.listener, self.local, &shutdown).await {
+        while let Some((stream, peer)) = accept(&self.listener, self.local, &shutdown).await {
+            let Some(admission) = self.gate.admit(LISTENER, peer) else {
+                connections::refuse(stream);
+                self.stats.borrow_mut().refused += 1;
+                continue;
+            };
             {
                 let mut stats = self.stats.borrow_mut();
-                if stats.open >= shared.config.connections_max as u64 {
-                    stats.refused += 1;
-                    drop(stats);
-                    // Dropping the stream closes it; the client reads end-of-file.
-                    drop(stream);
-                    continue;
-                }
                 stats.accepted += 1;
                 stats.open += 1;
+            }
+            if let Err(e) = stream.set_write_timeout(Some(shared.config.limits.send_timeout)) {
+                tracing::debug!(%peer, error = %e, "cannot set a write timeout");
             }
             let shared = shared.clone();
             let shutdown = shutdown.clone();
             let tls = self.tls.clone();
             glommio::spawn_local(async move {
-                let unknown: SocketAddr = ([0, 0, 0, 0], 0).into();
-                let peer = stream.peer_addr().unwrap_or(unknown);
                 match corum_runtime::tls::accepted(stream, peer, tls.as_deref()).await {
                     Ok(stream) => serve_connection(stream, peer, &shared, shutdown).await,
                     Err(_) => shared.stats.borrow_mut().handshakes_refused += 1,
                 }
                 shared.stats.borrow_mut().open -= 1;
+                drop(admission);
             })
             .detach();
         }
@@ -247,19 +267,31 @@ impl RpcServer {
     }
 }
 
-/// The next connection on `listener`, or `None` once `shutdown` fires. A failed accept (out
-/// of descriptors, a connection reset before it was taken) is logged and retried after a
-/// pause. The Kafka listener accepts the same way.
+/// The listener's name in log lines (`corum.client.listener.name`'s usual value).
+const LISTENER: &str = "CLIENT";
+
+/// Lines about failed accepts, per second at most (out of descriptors repeats every pause).
+static ACCEPT_FAILED_LOG: LogLimiter = LogLimiter::new(1);
+
+/// The next connection on `listener` and its peer, or `None` once `shutdown` fires. A failed
+/// accept (out of descriptors, a connection reset before it was taken) is logged
+/// (rate-limited) and retried after a pause. The Kafka listener accepts the same way.
 pub(crate) async fn accept(
     listener: &TcpListener,
     local: SocketAddr,
     shutdown: &ShutdownSignal,
-) -> Option<TcpStream> {
+) -> Option<(TcpStream, SocketAddr)> {
     loop {
         match shutdown.run_until(listener.accept()).await? {
-            Ok(stream) => return Some(stream),
+            Ok(stream) => {
+                let unknown: SocketAddr = ([0, 0, 0, 0], 0).into();
+                let peer = stream.peer_addr().unwrap_or(unknown);
+                return Some((stream, peer));
+            }
             Err(e) => {
-                tracing::warn!(addr = %local, error = %e, "accept failed");
+                if let Some(suppressed) = ACCEPT_FAILED_LOG.allow() {
+                    tracing::warn!(addr = %local, error = %e, suppressed, "accept failed");
+                }
                 let pause = glommio::timer::sleep(Duration::from_millis(10));
                 shutdown.run_until(pause).await?;
             }
@@ -280,15 +312,41 @@ async fn serve_connection(
     let in_flight_max = shared.config.in_flight_per_connection_max;
     let (tx, rx) = local_channel::new_bounded::<ResponseFrame>(in_flight_max + 1);
     let tx = Rc::new(tx);
+    // Fired by the writer when the client stops reading: the reader stops too.
+    let hang_up = ShutdownSignal::detached();
     let writer = FrameWriter::new(writer, peer, shared.config.response_bytes_max);
-    let writer_task = glommio::spawn_local(write_responses(writer, rx, peer)).detach();
+    let writer_task = glommio::spawn_local(write_responses(
+        writer,
+        rx,
+        peer,
+        shared.clone(),
+        hang_up.clone(),
+    ))
+    .detach();
     let permits = Rc::new(Semaphore::new(in_flight_max as u64));
     let max = shared.config.request_bytes_max;
+    let idle = shared.config.limits.idle;
     // The runtime's reader checks the framing (it logs a bad frame with the peer); the
     // payload is decoded here, so one that is not a request is answered and the stream read on.
     let mut reader = FrameReader::new(reader, peer, max);
     loop {
-        let Some(incoming) = shutdown.run_until(reader.recv_payload()).await else {
+        // Idle: nothing arrives while none of this connection's requests is being served.
+        let busy = || permits.available() < in_flight_max as u64;
+        let next = connections::unless_idle(reader.recv_payload(), idle, busy);
+        let Some(Some(incoming)) = shutdown.run_until(hang_up.run_until(next)).await else {
+            break;
+        };
+        let Some(incoming) = incoming else {
+            shared.stats.borrow_mut().closed_idle += 1;
+            connections::log_closed(
+                connections::Closed::Idle,
+                LISTENER,
+                peer,
+                format_args!(
+                    "idle: no request arrived for connections.max.idle.ms ({} ms)",
+                    idle.as_millis()
+                ),
+            );
             break;
         };
         match incoming {
@@ -331,6 +389,7 @@ async fn serve_connection(
                     },
                 ..
             }) => {
+                // The reader logged it (peer, size, limit); nothing of the body was read.
                 shared.stats.borrow_mut().too_large += 1;
                 let err = ProtocolError::TooLarge {
                     len_bytes: len_bytes as usize,
@@ -360,6 +419,8 @@ async fn write_responses<W: AsyncWrite + Unpin>(
     mut writer: FrameWriter<W>,
     rx: local_channel::LocalReceiver<ResponseFrame>,
     peer: SocketAddr,
+    shared: Rc<Shared>,
+    hang_up: ShutdownSignal,
 ) {
     /// Answers written together at most (one write for the burst).
     const BURST_MAX: usize = 256;
@@ -377,7 +438,24 @@ async fn write_responses<W: AsyncWrite + Unpin>(
             }
         }
         if let Err(e) = writer.flush_queued().await {
-            tracing::debug!(%peer, error = %e, "cannot write a response; dropping the rest");
+            match &e {
+                corum_runtime::Error::Io { source, .. } if connections::is_timeout(source) => {
+                    shared.stats.borrow_mut().closed_slow_consumer += 1;
+                    connections::log_closed(
+                    connections::Closed::SlowConsumer,
+                        LISTENER,
+                        peer,
+                        format_args!(
+                            "the client stopped reading its answers: a write made no progress for corum.connection.send.timeout.ms ({} ms)",
+                            shared.config.limits.send_timeout.as_millis()
+                        ),
+                    );
+                }
+                _ => {
+                    tracing::debug!(%peer, error = %e, "cannot write a response; dropping the rest")
+                }
+            }
+            hang_up.fire();
             // Keep draining so request tasks never block on a full channel.
             while rx.recv().await.is_some() {}
             return;
@@ -671,7 +749,10 @@ mod tests {
             })
         ));
         let bad = RpcServerConfig {
-            connections_max: 0,
+            limits: ConnectionLimits {
+                max: 0,
+                ..c.limits.clone()
+            },
             ..c
         };
         assert!(bad.validate().is_err());

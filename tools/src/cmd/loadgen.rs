@@ -60,6 +60,7 @@ use corum_engine::disk::executor_builder;
 
 use crate::cmd::quorum::{parse_bootstrap, Bootstrap};
 
+pub mod abuse;
 mod brokers;
 mod configs;
 pub mod cpu;
@@ -197,6 +198,36 @@ pub struct Args {
     /// client listeners mapped to SSL (the private protocol's connections then run TLS).
     #[arg(long, value_name = "FILE")]
     pub command_config: Option<PathBuf>,
+    /// Bad clients beside the workload ([`abuse`]), from when its clients are connected to
+    /// the end: slow consumers per address of `--slow-at` and `--slow-kafka-at`: connections that
+    /// pipeline requests without ever reading an answer (reconnecting when closed).
+    #[arg(long, default_value_t = 0)]
+    pub slow_consumers: usize,
+    /// Client listeners the slow consumers send DescribeQuorum to (default: the first of
+    /// `--bootstrap`).
+    #[arg(long, value_name = "HOST:PORT,...", value_parser = parse_bootstrap)]
+    pub slow_at: Option<Bootstrap>,
+    /// Kafka listeners the slow consumers send ApiVersions to.
+    #[arg(long, value_name = "HOST:PORT,...", value_parser = parse_bootstrap)]
+    pub slow_kafka_at: Option<Bootstrap>,
+}
+
+impl Args {
+    /// The slow consumers these arguments ask for ([`abuse`]).
+    pub fn abuse(&self) -> abuse::AbuseConfig {
+        abuse::AbuseConfig {
+            slow_consumers: self.slow_consumers,
+            slow_at: self
+                .slow_at
+                .as_ref()
+                .map_or_else(|| self.bootstrap.0[..1].to_vec(), |b| b.0.clone()),
+            slow_kafka_at: self
+                .slow_kafka_at
+                .as_ref()
+                .map(|b| b.0.clone())
+                .unwrap_or_default(),
+        }
+    }
 }
 
 /// The `history` workload's settings.
@@ -376,7 +407,7 @@ impl LoadConfig {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = LoadConfig::from_args(&args)?;
-    let report = run_workload(config)?;
+    let report = run_workload_with(config, args.abuse())?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
@@ -390,9 +421,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// Runs one workload on a glommio executor of its own thread and returns its report.
 pub fn run_workload(config: LoadConfig) -> anyhow::Result<Report> {
+    run_workload_with(config, abuse::AbuseConfig::default())
+}
+
+/// [`run_workload`] with slow consumers beside it ([`abuse`]), from when the workload's clients
+/// are connected to the end of the run.
+pub fn run_workload_with(config: LoadConfig, abuse: abuse::AbuseConfig) -> anyhow::Result<Report> {
     config.validate()?;
     executor_builder("corum-loadgen")
-        .spawn(move || async move { run_on_executor(config).await })
+        .spawn(move || async move { run_on_executor(config, abuse).await })
         .map_err(|e| anyhow::anyhow!("starting the glommio executor: {e}"))?
         .join()
         .map_err(|e| anyhow::anyhow!("the load generator's executor failed: {e}"))?
@@ -512,7 +549,10 @@ async fn rpc_round_trip(client: &ControllerClient, probes: usize) -> anyhow::Res
     Ok(rec.percentiles().p50_us)
 }
 
-async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
+async fn run_on_executor(
+    config: LoadConfig,
+    abuse_config: abuse::AbuseConfig,
+) -> anyhow::Result<Report> {
     let raw = raw_disk(&config).await?;
     let client_config = ClientConfig {
         request_timeout: config.request_timeout,
@@ -556,6 +596,8 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
     if let Some(e) = probe.nodes_error {
         anyhow::bail!("--metrics: {e}");
     }
+    // The bad clients start once the workload's clients hold their connections.
+    let abuse = (!abuse_config.is_empty()).then(|| abuse::Abuse::start(&abuse_config));
     let now = Instant::now();
     let mut ctx = Ctx {
         leader_changes_before,
@@ -605,6 +647,7 @@ async fn run_on_executor(config: LoadConfig) -> anyhow::Result<Report> {
         drop(task);
         p.finish();
     }
+    report.abuse = abuse.map(abuse::Abuse::stop);
     let elapsed = outcome?;
     report.measured(&ctx.recorder, elapsed, raw);
     report.set_rpc_round_trip(rpc_round_trip);

@@ -8,6 +8,7 @@
 
 mod acls;
 mod admin_cli;
+mod bad_input;
 mod chaos;
 mod check_history;
 mod common;

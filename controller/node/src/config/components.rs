@@ -35,6 +35,7 @@ use corum_types::Uuid;
 use super::node_config::{NodeConfig, NODE_SHARDS_MAX};
 use super::values::{is_wildcard_host, HostPort, QuorumVoter};
 use crate::bootstrap::BootstrapCheckpoint;
+use crate::connections::ConnectionLimits;
 use crate::driver::RaftDriverConfig;
 use crate::error::{ConfigError, ConfigSource, RuleError, StorageError, ValueError};
 use crate::kafka_server::KafkaServerConfig;
@@ -446,14 +447,27 @@ pub fn peer_network(
     }
 }
 
+/// The limits the client and Kafka listeners share ([`crate::connections`]):
+/// `max.connections`, `max.connections.per.ip`, `max.connections.per.ip.overrides`,
+/// `connections.max.idle.ms`, `corum.connection.send.timeout.ms`.
+pub fn connection_limits(config: &NodeConfig) -> ConnectionLimits {
+    ConnectionLimits {
+        max: config.connections_max,
+        per_ip_max: config.connections_per_ip_max,
+        per_ip_overrides: config.connections_per_ip_overrides.clone(),
+        idle: Duration::from_millis(config.connections_idle_ms_max),
+        send_timeout: Duration::from_millis(config.connection_send_timeout_ms),
+    }
+}
+
 /// The client RPC server's configuration: this node in `cluster_id` (for DescribeQuorum),
-/// `socket.request.max.bytes`, `corum.socket.response.max.bytes`, `corum.connections.max`,
-/// `corum.connection.inflight.requests.max`.
+/// `socket.request.max.bytes`, `corum.socket.response.max.bytes`, the connection limits
+/// ([`connection_limits`]), `corum.connection.inflight.requests.max`.
 pub fn rpc_server(config: &NodeConfig, cluster_id: Uuid) -> RpcServerConfig {
     RpcServerConfig {
         request_bytes_max: config.socket_request_bytes_max,
         response_bytes_max: config.socket_response_bytes_max,
-        connections_max: usize::try_from(config.connections_max).expect("u32 fits in usize"),
+        limits: connection_limits(config),
         in_flight_per_connection_max: usize::try_from(config.connection_inflight_requests_max)
             .expect("u32 fits in usize"),
         cluster_id,
@@ -474,7 +488,7 @@ pub fn kafka_server(
         advertised_host: advertised.host.clone(),
         advertised_port: advertised.port,
         request_bytes_max: config.socket_request_bytes_max,
-        connections_max: usize::try_from(config.connections_max).expect("u32 fits in usize"),
+        limits: connection_limits(config),
         in_flight_per_connection_max: usize::try_from(config.connection_inflight_requests_max)
             .expect("u32 fits in usize"),
         request_timeout_ms: u32::try_from(config.controller_request_timeout_ms).unwrap_or(u32::MAX),
@@ -1004,10 +1018,43 @@ mod tests {
                 |d, v| d.server.in_flight_per_connection_max == num::<usize>(v),
             ),
             (
-                "corum.connections.max",
+                "max.connections",
                 RpcServer,
-                &[("corum.connections.max", "100")],
-                |d, v| d.server.connections_max == num::<usize>(v),
+                &[("max.connections", "100")],
+                |d, v| d.server.limits.max == num::<u32>(v),
+            ),
+            (
+                "max.connections.per.ip",
+                RpcServer,
+                &[("max.connections.per.ip", "7")],
+                |d, v| d.server.limits.per_ip_max == num::<u32>(v),
+            ),
+            (
+                "max.connections.per.ip.overrides",
+                RpcServer,
+                &[("max.connections.per.ip.overrides", "127.0.0.1:3,[::1]:4")],
+                |d, v| {
+                    let limits = &d.server.limits;
+                    if v.is_empty() {
+                        limits.per_ip_overrides.is_empty()
+                    } else {
+                        limits.per_ip_overrides.len() == 2
+                            && limits.per_ip_max_of([127, 0, 0, 1].into()) == 3
+                            && limits.per_ip_max_of(std::net::Ipv6Addr::LOCALHOST.into()) == 4
+                    }
+                },
+            ),
+            (
+                "connections.max.idle.ms",
+                RpcServer,
+                &[("connections.max.idle.ms", "1234")],
+                |d, v| d.server.limits.idle == Duration::from_millis(num(v)),
+            ),
+            (
+                "corum.connection.send.timeout.ms",
+                RpcServer,
+                &[("corum.connection.send.timeout.ms", "4321")],
+                |d, v| d.server.limits.send_timeout == Duration::from_millis(num(v)),
             ),
             (
                 "corum.controller.partitions.per.topic.max",

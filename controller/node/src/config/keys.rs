@@ -186,6 +186,26 @@ macro_rules! ssl_key {
     };
 }
 
+/// `max.connections.per.ip.overrides`: `IP:COUNT` items (an IPv6 address in brackets or not;
+/// the count follows the last colon).
+fn parse_ip_counts(
+    v: &str,
+) -> Result<std::collections::BTreeMap<std::net::IpAddr, u32>, ValueError> {
+    let mut out = std::collections::BTreeMap::new();
+    for item in list_items(v) {
+        let bad = || ValueError::Malformed {
+            text: item.to_owned(),
+            expected: "IP:COUNT (an address, not a host name)",
+        };
+        let (ip, count) = item.rsplit_once(':').ok_or_else(bad)?;
+        let ip = ip.trim_start_matches('[').trim_end_matches(']');
+        let ip: std::net::IpAddr = ip.parse().map_err(|_| bad())?;
+        let count: u32 = parse_int(count, 0, i32::MAX as i64)?;
+        out.insert(ip, count);
+    }
+    Ok(out)
+}
+
 const MIB: i64 = 1 << 20;
 const HOUR_MS: i64 = 3_600_000;
 
@@ -809,14 +829,65 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "Requests one connection may have outstanding (pipelined) before its reads pause."
     ),
     int_key!(
-        "corum.connections.max",
+        "max.connections",
         connections_max,
         u32,
         1,
-        1_048_576,
+        i32::MAX,
         "20000",
         &[SERVER],
-        "Client connections accepted at once; more are refused."
+        "Connections open at once on the client listener and the Kafka listeners together; one more is closed at accept (logged, rate-limited), before anything is read or allocated for it. Connections between controllers do not count."
+    ),
+    int_key!(
+        "max.connections.per.ip",
+        connections_per_ip_max,
+        u32,
+        1,
+        i32::MAX,
+        "2147483647",
+        &[SERVER],
+        "Connections open at once from one client address on the client and Kafka listeners; one more is closed at accept."
+    ),
+    ConfigKey {
+        name: "max.connections.per.ip.overrides",
+        value_type: ValueType::List("IP:COUNT"),
+        default: Some(""),
+        doc: "Per-address exceptions to `max.connections.per.ip`, e.g. 127.0.0.1:200,10.0.0.7:50 (addresses only: host names are not resolved).",
+        readers: &[SERVER],
+        set: |c, v| {
+            c.connections_per_ip_overrides = parse_ip_counts(v)?;
+            Ok(())
+        },
+        get: |c| {
+            c.connections_per_ip_overrides
+                .iter()
+                .map(|(ip, n)| match ip {
+                    std::net::IpAddr::V4(_) => format!("{ip}:{n}"),
+                    std::net::IpAddr::V6(_) => format!("[{ip}]:{n}"),
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        },
+    },
+    int_key!(
+        "connections.max.idle.ms",
+        connections_idle_ms_max,
+        u64,
+        1,
+        i64::MAX,
+        "600000",
+        &[SERVER],
+        "A client or Kafka connection on which no request arrives (or finishes arriving) for this long, while none of its requests is being served, is closed."
+    ),
+    int_key!(
+        "corum.connection.send.timeout.ms",
+        connection_send_timeout_ms,
+        u64,
+        1,
+        i64::MAX,
+        "30000",
+        &[SERVER],
+        "A write of answers to a client or Kafka connection that makes no progress for this long (the client stopped reading) closes the connection. Until then the connection is backpressured: its reader stops once `corum.connection.inflight.requests.max` requests wait for their answers to leave."
     ),
     int_key!(
         "corum.controller.partitions.per.topic.max",

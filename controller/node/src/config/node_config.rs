@@ -111,7 +111,16 @@ pub struct NodeConfig {
     pub controller_request_timeout_ms_max: u64,
     pub controller_queue_capacity: u32,
     pub connection_inflight_requests_max: u32,
+    /// `max.connections` (node-wide, client-facing listeners).
     pub connections_max: u32,
+    /// `max.connections.per.ip`.
+    pub connections_per_ip_max: u32,
+    /// `max.connections.per.ip.overrides`.
+    pub connections_per_ip_overrides: std::collections::BTreeMap<std::net::IpAddr, u32>,
+    /// `connections.max.idle.ms`.
+    pub connections_idle_ms_max: u64,
+    /// `corum.connection.send.timeout.ms`.
+    pub connection_send_timeout_ms: u64,
     pub controller_partitions_per_topic_max: u32,
     pub controller_replication_factor_max: u16,
     pub controller_records_per_batch_max: u32,

@@ -626,6 +626,7 @@ impl<D: Disk> RaftDriver<D> {
                 Event::Tick => Ok(()),
                 Event::Message(m) => {
                     self.learn_routes(m.from, &m.routes);
+                    self.note_ignored(m.from, &m.message);
                     self.core.step(m.from, m.message);
                     Ok(())
                 }
@@ -826,6 +827,32 @@ impl<D: Disk> RaftDriver<D> {
             routes.extend(voters.get(leader).and_then(|v| route(leader, &v.endpoints)));
         }
         routes
+    }
+
+    /// Logs (rate-limited) a vote, append or epoch announcement of an epoch older than this
+    /// replica's (a replayed or long-delayed message), which the core ignores or answers
+    /// with its epoch without a change of state. The core decides; this only says so in the
+    /// log, naming the sender, whether it is a voter, and the epochs. (Fetches are left out:
+    /// they carry the fetcher's epoch, which lags by design right after an election.)
+    fn note_ignored(&self, from: NodeId, message: &corum_raft::Message) {
+        let core = self.core.raft();
+        let current = core.epoch();
+        let (kind, epoch) = match message {
+            corum_raft::Message::Vote(m) => ("Vote", m.epoch),
+            corum_raft::Message::BeginQuorumEpoch(m) => ("BeginQuorumEpoch", m.epoch),
+            corum_raft::Message::EndQuorumEpoch(m) => ("EndQuorumEpoch", m.epoch),
+            corum_raft::Message::Append(m) => ("Append", m.epoch),
+            _ => return,
+        };
+        if epoch >= current {
+            return;
+        }
+        static STALE_LOG: corum_runtime::LogLimiter = corum_runtime::LogLimiter::new(5);
+        if let Some(suppressed) = STALE_LOG.allow() {
+            let sender_is_voter = core.voter_set().contains_id(from);
+            tracing::info!(%from, sender_is_voter, kind, epoch = epoch.0, current_epoch = current.0,
+                suppressed, "ignoring a Raft message of an older epoch: no change of state");
+        }
     }
 
     /// Links the nodes an inbound envelope from `from` named routes to, unless linked already

@@ -345,7 +345,10 @@ fn rpc_servers_redirect_pipeline_and_contain_bad_clients() {
         let limited = RpcServer::bind(
             "127.0.0.1:0".parse().unwrap(),
             RpcServerConfig {
-                connections_max: 1,
+                limits: corum_node::connections::ConnectionLimits {
+                    max: 1,
+                    ..corum_node::connections::ConnectionLimits::unlimited()
+                },
                 in_flight_per_connection_max: 1,
                 response_bytes_max: RESPONSE_BYTES_MAX,
                 ..corum_node::config::components::rpc_server(

@@ -253,6 +253,9 @@ impl RawDisk {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Report {
     pub workload: &'static str,
+    /// The slow consumers' counts (`--slow-consumers`; absent without).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub abuse: Option<super::abuse::AbuseReport>,
     pub clients: usize,
     pub connections: usize,
     /// How long the measured phase lasted.
