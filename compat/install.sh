@@ -9,6 +9,8 @@
 #   nft, ip, setpriv          Debian's nftables, iproute2 and util-linux (apt-get): `corum chaos`
 #                             (tools/tests/tools/chaos.rs) cuts links with nftables rules in
 #                             network namespaces, and checks its refusal without root
+#   losetup, mount, mkfs.ext4 util-linux, mount and e2fsprogs (apt-get): `corum chaos` and
+#                             tools/tests/tools/disk_full.rs put nodes on loop filesystems
 #   compat/.venv              Python venv: confluent-kafka, kafka-python, aiokafka (requirements.txt)
 #   compat/node_modules       kafkajs (package.json, package-lock.json)
 #   compat/jars               Apache Kafka's jars and their runtime dependencies, copied by Maven
@@ -62,19 +64,22 @@ else
   fi
 fi
 
-# --- nftables, iproute2, util-linux (Debian packages, for corum chaos) ------------------------
+# --- nftables, iproute2, util-linux, e2fsprogs (Debian packages, for corum chaos) -------------
 step_start netns
-if command -v nft >/dev/null && command -v ip >/dev/null && command -v setpriv >/dev/null; then
+chaos_tools() {
+  for t in nft ip setpriv losetup mount mkfs.ext4; do command -v "$t" >/dev/null || return 1; done
+}
+if chaos_tools; then
   step_done "present: $(nft --version 2>&1 | head -n 1)"
 else
   if command -v apt-get >/dev/null \
      && as_root apt-get update -qq >"$STAMPS/apt-netns.log" 2>&1 \
-     && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables iproute2 util-linux >>"$STAMPS/apt-netns.log" 2>&1 \
-     && command -v nft >/dev/null && command -v ip >/dev/null && command -v setpriv >/dev/null; then
+     && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables iproute2 util-linux mount e2fsprogs >>"$STAMPS/apt-netns.log" 2>&1 \
+     && chaos_tools; then
     step_done "installed: $(nft --version 2>&1 | head -n 1)"
   else
     echo
-    fail nftables "apt-get install nftables iproute2 util-linux failed (needs root or sudo and Debian's package lists; log: compat/.installed/apt-netns.log)"
+    fail nftables "apt-get install nftables iproute2 util-linux mount e2fsprogs failed (needs root or sudo and Debian's package lists; log: compat/.installed/apt-netns.log)"
   fi
 fi
 
