@@ -203,21 +203,12 @@ async fn dispatch<B: Backend>(
             ResponseKind::CreatePartitions(response)
         }
         RequestKind::DescribeConfigs(mut r) => {
-            let mut denied = Vec::new();
-            r.resources.retain(|res| {
-                match config_denied(
-                    gate,
-                    AclOperation::DescribeConfigs,
-                    res.resource_type,
-                    &res.resource_name,
-                ) {
-                    None => true,
-                    Some(code) => {
-                        denied.push((res.resource_type, res.resource_name.clone(), code));
-                        false
-                    }
-                }
-            });
+            let denied = configs_denied(
+                gate,
+                AclOperation::DescribeConfigs,
+                &mut r.resources,
+                |res| (res.resource_type, &res.resource_name),
+            );
             let mut response = api::configs::describe_configs(ctx, backend, r, v).await;
             response
                 .results
@@ -231,21 +222,10 @@ async fn dispatch<B: Backend>(
             ResponseKind::DescribeConfigs(response)
         }
         RequestKind::AlterConfigs(mut r) => {
-            let mut denied = Vec::new();
-            r.resources.retain(|res| {
-                match config_denied(
-                    gate,
-                    AclOperation::AlterConfigs,
-                    res.resource_type,
-                    &res.resource_name,
-                ) {
-                    None => true,
-                    Some(code) => {
-                        denied.push((res.resource_type, res.resource_name.clone(), code));
-                        false
-                    }
-                }
-            });
+            let denied =
+                configs_denied(gate, AclOperation::AlterConfigs, &mut r.resources, |res| {
+                    (res.resource_type, &res.resource_name)
+                });
             let mut response = api::configs::alter_configs(ctx, backend, r).await;
             response.responses.extend(denied.into_iter().map(|(t, name, code)| {
                 kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse::default()
@@ -256,21 +236,10 @@ async fn dispatch<B: Backend>(
             ResponseKind::AlterConfigs(response)
         }
         RequestKind::IncrementalAlterConfigs(mut r) => {
-            let mut denied = Vec::new();
-            r.resources.retain(|res| {
-                match config_denied(
-                    gate,
-                    AclOperation::AlterConfigs,
-                    res.resource_type,
-                    &res.resource_name,
-                ) {
-                    None => true,
-                    Some(code) => {
-                        denied.push((res.resource_type, res.resource_name.clone(), code));
-                        false
-                    }
-                }
-            });
+            let denied =
+                configs_denied(gate, AclOperation::AlterConfigs, &mut r.resources, |res| {
+                    (res.resource_type, &res.resource_name)
+                });
             let mut response = api::configs::incremental_alter_configs(ctx, backend, r).await;
             response.responses.extend(denied.into_iter().map(|(t, name, code)| {
                 kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse::default()
@@ -394,6 +363,28 @@ fn denied_whole(gate: &Gate<'_>, body: &RequestKind) -> Option<ResponseKind> {
 /// The code a config resource of Kafka type `resource_type` named `name` is refused with, if
 /// the session may not do `op` on it: a topic (2) is checked by name, a broker (4) or broker
 /// logger (8) on the cluster; other types go on to the usual checks.
+/// Takes the resources the session may not `op` out of a configs request: (type, name, error
+/// code) of each, for the answer to list beside the others' results.
+fn configs_denied<T>(
+    gate: &Gate<'_>,
+    op: AclOperation,
+    resources: &mut Vec<T>,
+    key: impl Fn(&T) -> (i8, &kafka_protocol::protocol::StrBytes),
+) -> Vec<(i8, kafka_protocol::protocol::StrBytes, i16)> {
+    let mut denied = Vec::new();
+    resources.retain(|res| {
+        let (resource_type, name) = key(res);
+        match config_denied(gate, op, resource_type, name) {
+            None => true,
+            Some(code) => {
+                denied.push((resource_type, name.clone(), code));
+                false
+            }
+        }
+    });
+    denied
+}
+
 fn config_denied(
     gate: &Gate<'_>,
     op: AclOperation,
