@@ -59,12 +59,27 @@ fn chaos(args: &[&str], dir: &std::path::Path) -> Command {
     cmd
 }
 
+/// Runs `corum chaos` with `args` to the end, asserting success; returns its pid (which names
+/// what it made) and its stderr.
+fn chaos_ok(args: &[&str], dir: &std::path::Path) -> (u32, String) {
+    let child = chaos(args, dir).spawn().unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "{stderr}\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    (pid, stderr)
+}
+
 #[test]
 fn two_rounds_of_faults_pass_their_checks_and_leave_nothing_behind() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("chaos");
-    let child = chaos(
+    let (pid, stderr) = chaos_ok(
         &[
             "--rounds",
             "2",
@@ -76,16 +91,6 @@ fn two_rounds_of_faults_pass_their_checks_and_leave_nothing_behind() {
             "9",
         ],
         &dir,
-    )
-    .spawn()
-    .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{stderr}\n{}",
-        String::from_utf8_lossy(&out.stdout)
     );
     assert_eq!(
         stderr.matches("linearizable, nothing lost").count(),
@@ -106,7 +111,7 @@ fn full_and_slow_disks_pass_their_checks_and_leave_nothing_behind() {
     let _serial = serial();
     let tmp = tempfile::tempdir_in("/var/tmp").unwrap();
     let dir = tmp.path().join("chaos");
-    let child = chaos(
+    let (pid, stderr) = chaos_ok(
         &[
             "--rounds",
             "2",
@@ -120,16 +125,6 @@ fn full_and_slow_disks_pass_their_checks_and_leave_nothing_behind() {
             "disk-full,slow-disk",
         ],
         &dir,
-    )
-    .spawn()
-    .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{stderr}\n{}",
-        String::from_utf8_lossy(&out.stdout)
     );
     assert_eq!(
         stderr

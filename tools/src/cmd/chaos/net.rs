@@ -14,6 +14,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::Context;
 
+use super::disk::run;
+
 /// What a node's namespace drops.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Rule {
@@ -58,23 +60,6 @@ pub struct ChaosNet {
     nodes: u32,
     bridge: bool,
     namespaces: Vec<String>,
-}
-
-/// Runs `program args`, failing with its stderr.
-fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
-    let out = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("running {program} {}", args.join(" ")))?;
-    anyhow::ensure!(
-        out.status.success(),
-        "`{program} {}` failed ({}): {}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(())
 }
 
 /// Checks what `corum chaos` needs of the host: root, `ip` and `nft`.
