@@ -789,7 +789,11 @@ fn rounds(
         );
     }
     for (label, (seconds, mut ms)) in rates {
-        if label == BETWEEN_FAULTS && !kinds.contains(&9) {
+        // The time between faults is the baseline of the windows measured while a fault
+        // held: slow disks' and packet faults'.
+        let measured =
+            |k: &usize| matches!(FAULT_KINDS[*k], "slow-disk" | "loss" | "delay" | "reorder");
+        if label == BETWEEN_FAULTS && !kinds.iter().any(measured) {
             continue;
         }
         ms.sort_by(f64::total_cmp);
@@ -975,7 +979,7 @@ fn apply(
         }
         Fault::Loss { .. } | Fault::Delay { .. } | Fault::Reorder { .. } => {
             let (at, netem) = fault.netem().expect("a packet fault");
-            return packet_fault(cluster, net, at, netem, hold);
+            return packet_fault(cluster, net, at, netem, hold, fault.kind(), round);
         }
         Fault::Pause(n) => {
             anyhow::ensure!(cluster.signal(n, libc::SIGSTOP), "node {n} is not running");
@@ -1058,6 +1062,8 @@ fn packet_fault(
     at: PacketsOf,
     netem: Netem,
     hold: Duration,
+    label: &'static str,
+    round: &mut Round,
 ) -> anyhow::Result<String> {
     let (node, peer) = match at {
         PacketsOf::Node(n) => (n, None),
@@ -1070,7 +1076,13 @@ fn packet_fault(
     };
     let worker = PacketQueue::start(&net.netns_path(node), netem, hold + PACKET_QUEUE_SLACK)?;
     net.queue_packets(node, peer.map(|p| net.addr(p)))?;
+    let start_ns = round.now_ns();
     std::thread::sleep(hold);
+    round.windows.push(Window {
+        label,
+        start_ns,
+        end_ns: round.now_ns(),
+    });
     let unqueued = net.unqueue_packets(node);
     let stats = worker.stop();
     unqueued?;
