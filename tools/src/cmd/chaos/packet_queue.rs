@@ -3,11 +3,18 @@
 //!
 //! | step | what happens |
 //! |---|---|
-//! | start | a thread enters the node's network namespace (`setns` for that thread only), opens a netfilter-queue netlink socket there ([`nfq`]), binds queue [`QUEUE_NUM`] (metadata only, at most [`HELD_MAX`] packets awaiting a verdict, fail-open past that) and reports ready |
+//! | start | a thread takes a file descriptor table of its own holding only stdin, stdout and stderr ([`private_fd_table`]), enters the node's network namespace (`setns` for that thread only), opens a netfilter-queue netlink socket there ([`nfq`]), binds queue [`QUEUE_NUM`] (metadata only, at most [`HELD_MAX`] packets awaiting a verdict, fail-open past that) and reports ready |
 //! | rules | `iptables` rules in the namespace send the node's `eth0` packets (all, or those to and from one peer) to the queue with `--queue-bypass` ([`super::net::ChaosNet::queue_packets`]): packets on loopback never go there, and without a bound worker they pass |
 //! | each packet | [`Hold::admit`] draws, from the fault's seed, whether it is dropped (a DROP verdict at once) and when it goes; it waits in a heap ordered by that time |
 //! | due | an ACCEPT verdict; verdicts may go out of the order the packets came in (`reorder`), or keep it (`delay`: a packet is never due before the one before it) |
 //! | stop | at heal the rules go first, then [`PacketQueue::stop`] accepts every packet still held and closes the socket; a worker also stops by itself after its `lifetime_max`, and if it dies the kernel drops what it held and lets the rest pass (bypass) |
+//!
+//! The nfq crate opens its socket without close-on-exec, so a process the rest of `corum chaos`
+//! spawned while a worker ran (an `iptables-restore`, a restarted node) would inherit it and
+//! keep the queue bound after the worker is gone: the next worker in that namespace could not
+//! bind (EPERM), and packets the kernel queued to the dead socket would never get a verdict.
+//! The worker's own file descriptor table keeps its socket out of every other thread's
+//! children.
 //!
 //! The nfq crate (0.2.5) does not give out its socket, so the worker cannot sleep in `poll`
 //! until the next packet or the next due time: it receives without blocking and sleeps at
@@ -269,8 +276,29 @@ impl Drop for PacketQueue {
     }
 }
 
-/// Opens and binds the queue inside the namespace at `netns` (this thread enters it).
+/// Gives the calling thread a file descriptor table of its own (`unshare(CLONE_FILES)`) and
+/// closes in it every descriptor but stdin, stdout and stderr: what the thread opens after
+/// is in no other thread's table, so no process another thread spawns inherits it, and the
+/// thread holds no copy of the process's files (a pipe or a socket another thread closes
+/// really closes).
+pub fn private_fd_table() -> anyhow::Result<()> {
+    // SAFETY: unshare(CLONE_FILES) copies the process's descriptor table for this thread
+    // alone; nothing in this thread holds a descriptor it would then lose.
+    if unsafe { libc::unshare(libc::CLONE_FILES) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("unshare(CLONE_FILES)");
+    }
+    // SAFETY: closes descriptors 3 and up in this thread's private table only (the copy
+    // made above); every other thread's table is untouched.
+    if unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("close_range in the private table");
+    }
+    Ok(())
+}
+
+/// Opens and binds the queue inside the namespace at `netns` (this thread enters it, with a
+/// descriptor table of its own).
 fn open_queue(netns: &Path) -> anyhow::Result<nfq::Queue> {
+    private_fd_table()?;
     enter_netns(netns)?;
     let mut queue = nfq::Queue::open().context("opening a netfilter queue socket")?;
     queue
@@ -672,6 +700,70 @@ mod tests {
         link.queue(0, None);
         assert!(bypassed.is_ok(), "no worker: {bypassed:?}");
         drop(listener);
+    }
+
+    /// The netfilter netlink sockets process `pid` holds (inodes), as its namespace lists them.
+    fn netfilter_sockets(pid: u32) -> Vec<String> {
+        let fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter_map(|l| {
+                let l = l.display().to_string();
+                Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+            })
+            .collect();
+        std::fs::read_to_string(format!("/proc/{pid}/net/netlink"))
+            .unwrap()
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                // sk Eth(protocol) ... Inode: NETLINK_NETFILTER is 12.
+                (f.get(1) == Some(&"12") && fds.iter().any(|i| Some(&i.as_str()) == f.last()))
+                    .then(|| f.last().unwrap().to_string())
+            })
+            .collect()
+    }
+
+    /// A process spawned while a worker runs does not inherit the worker's socket, so once
+    /// the worker stops the next one binds the same queue in the same namespace (an inherited
+    /// socket would keep the queue bound: EPERM).
+    #[test]
+    fn a_child_spawned_meanwhile_does_not_keep_the_queue() {
+        let link = Link::create();
+        let netem = Netem {
+            delay_ms: 0,
+            jitter_ms: 0,
+            loss_percent: 0,
+            reorder: false,
+            seed: 0,
+        };
+        let first = PacketQueue::start(&link.path(0), netem, Duration::from_secs(30)).unwrap();
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &link.ns[0], "sleep", "30"])
+            .spawn()
+            .unwrap();
+        // `ip netns exec` enters the namespace, then execs sleep (same pid) within 10 s.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::read_link(format!("/proc/{}/exe", child.id()))
+            .map_or(true, |e| !e.display().to_string().contains("sleep"))
+        {
+            assert!(Instant::now() < deadline, "sleep never started");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let held = netfilter_sockets(child.id());
+        first.stop().unwrap();
+        let second = PacketQueue::start(&link.path(0), netem, Duration::from_secs(30));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(
+            held,
+            Vec::<String>::new(),
+            "the child holds the queue's socket"
+        );
+        second
+            .expect("a second worker binds once the first stopped")
+            .stop()
+            .unwrap();
     }
 
     /// A worker that holds each packet between 0 and 40 ms, given datagrams 100 µs apart,
