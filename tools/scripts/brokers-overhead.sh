@@ -6,7 +6,8 @@
 # compat/brokers.sh starts brokers 4, 5 and 6 on the Kafka listeners and waits until they are
 # registered and unfenced; then `corum loadgen --workload configs` (CLIENTS clients over
 # CONNECTIONS connections, broker configs `log.retention.ms` over 1,000 resources, corum's own
-# protocol). The cases alternate, so drift on a shared host hits both.
+# protocol). The order of the cases alternates from round to round (use an even number of
+# rounds), so drift on a shared host hits both.
 #
 #   tools/scripts/brokers-overhead.sh [CORUM] [SECONDS] [ROUNDS]
 #
@@ -55,7 +56,10 @@ broker_pids() {
 
 echo "round case ops_per_sec p50_us p99_us node_cpu_us/op broker_cpu_us/op fetches/s other_cores errors"
 for round in $(seq 1 "$ROUNDS"); do
-    for case in without with; do
+    # The order alternates from round to round, so drift within a round hits both cases.
+    order="without with"
+    [ $((round % 2)) -eq 0 ] && order="with without"
+    for case in $order; do
         tag=$case$round
         start_quorum "$BIN" "$tag" kafka
         if [ -n "${CONTROLLER_CPUS:-}" ]; then

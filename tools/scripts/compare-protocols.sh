@@ -5,7 +5,9 @@
 # topics` (1 partition, replication factor 3, CLIENTS concurrent clients over CONNECTIONS
 # connections: over Kafka's protocol, CreateTopics v7 pipelined to the active controller's
 # Kafka listener). Each run gets its own quorum, so neither protocol runs on a log the other
-# filled. The protocols alternate, so drift on a shared host hits both.
+# filled. The order alternates from round to round (private first in odd rounds, Kafka first in
+# even ones), so drift on a shared host within a round hits both protocols alike; use an even
+# number of rounds.
 #
 #   tools/scripts/compare-protocols.sh [CORUM] [SECONDS] [ROUNDS]
 #
@@ -28,7 +30,9 @@ work_dir /var/tmp/corum-protocols
 
 echo "round protocol ops_per_sec p50_us p99_us node_cpu_us/op loadgen_cpu_us/op errors"
 for round in $(seq 1 "$ROUNDS"); do
-    for protocol in private kafka; do
+    order="private kafka"
+    [ $((round % 2)) -eq 0 ] && order="kafka private"
+    for protocol in $order; do
         tag=$protocol$round
         start_quorum "$BIN" "$tag" kafka
         before=$(cpu_of "${NODE_PIDS[@]}")

@@ -5,8 +5,8 @@
 # case, a fresh static 3-voter quorum on loopback (one unpinned shard per node;
 # tools/scripts/lib/quorum.sh), certificates from `corum certs`, then `corum loadgen --workload
 # configs` (CLIENTS clients over CONNECTIONS connections; with TLS, `--command-config` names
-# the client's truststore and keystore). The cases alternate, so drift on a shared host hits
-# both.
+# the client's truststore and keystore). The order of the cases alternates from round to round
+# (use an even number of rounds), so drift on a shared host hits both.
 #
 #   tools/scripts/tls-overhead.sh [CORUM] [SECONDS] [ROUNDS]
 #
@@ -43,7 +43,10 @@ listener.name.client.ssl.client.auth=required"
 
 echo "round case ops_per_sec p50_us p99_us node_cpu_us/op errors"
 for round in $(seq 1 "$ROUNDS"); do
-    for case in plaintext tls; do
+    # The order alternates from round to round, so drift within a round hits both cases.
+    order="plaintext tls"
+    [ $((round % 2)) -eq 0 ] && order="tls plaintext"
+    for case in $order; do
         tag=$case$round
         extra=()
         if [ "$case" = tls ]; then

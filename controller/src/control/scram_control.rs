@@ -117,20 +117,25 @@ fn failure(code: i16, message: &str) -> (i16, Option<String>) {
     (code, Some(message.to_owned()))
 }
 
-/// The error of one upsertion, as Kafka's `ScramControlManager.validateUpsertion` and the
-/// broker's checks say it.
-fn upsertion_error(u: &ScramCredentialUpsertion) -> Option<(i16, Option<String>)> {
-    if u.name.is_empty() {
-        return Some(failure(
+/// The mechanism of a change naming user `name`, or the error of a nameless user or an
+/// unknown mechanism (checked first, in this order, for upsertions and deletions alike).
+fn named_mechanism(name: &str, code: i8) -> Result<ScramMechanism, (i16, Option<String>)> {
+    if name.is_empty() {
+        return Err(failure(
             UNACCEPTABLE_CREDENTIAL,
             "Username must not be empty",
         ));
     }
-    let Some(mechanism) = ScramMechanism::from_code(u.mechanism) else {
-        return Some(failure(
-            UNSUPPORTED_SASL_MECHANISM,
-            "Unknown SCRAM mechanism",
-        ));
+    ScramMechanism::from_code(code)
+        .ok_or_else(|| failure(UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"))
+}
+
+/// The error of one upsertion, as Kafka's `ScramControlManager.validateUpsertion` and the
+/// broker's checks say it.
+fn upsertion_error(u: &ScramCredentialUpsertion) -> Option<(i16, Option<String>)> {
+    let mechanism = match named_mechanism(&u.name, u.mechanism) {
+        Ok(m) => m,
+        Err(e) => return Some(e),
     };
     if u.iterations < ITERATIONS_MIN {
         return Some(failure(UNACCEPTABLE_CREDENTIAL, "Too few iterations"));
@@ -154,17 +159,9 @@ fn deletion_error(
     scram: &ScramImage,
     d: &ScramCredentialDeletion,
 ) -> Option<(i16, Option<String>)> {
-    if d.name.is_empty() {
-        return Some(failure(
-            UNACCEPTABLE_CREDENTIAL,
-            "Username must not be empty",
-        ));
-    }
-    let Some(mechanism) = ScramMechanism::from_code(d.mechanism) else {
-        return Some(failure(
-            UNSUPPORTED_SASL_MECHANISM,
-            "Unknown SCRAM mechanism",
-        ));
+    let mechanism = match named_mechanism(&d.name, d.mechanism) {
+        Ok(m) => m,
+        Err(e) => return Some(e),
     };
     if scram.get(&d.name, mechanism).is_none() {
         return Some(failure(

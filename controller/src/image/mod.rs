@@ -54,6 +54,37 @@ pub struct MetadataImage {
 }
 
 impl MetadataImage {
+    /// The parts in which `self` and `other` differ, by name (empty when they are equal): for
+    /// a report comparing two nodes' images. Every field is named here (the destructuring is
+    /// exhaustive), so a new part cannot be left out of the comparison.
+    pub fn differing_parts(&self, other: &MetadataImage) -> Vec<&'static str> {
+        let MetadataImage {
+            end_offset,
+            brokers,
+            topics,
+            configs,
+            features,
+            producer_ids,
+            controllers,
+            acls,
+            scram,
+        } = self;
+        [
+            (end_offset == &other.end_offset, "end offset"),
+            (brokers == &other.brokers, "brokers"),
+            (topics == &other.topics, "topics"),
+            (configs == &other.configs, "configs"),
+            (features == &other.features, "features"),
+            (producer_ids == &other.producer_ids, "producer ids"),
+            (controllers == &other.controllers, "controllers"),
+            (acls == &other.acls, "acls"),
+            (scram == &other.scram, "scram credentials"),
+        ]
+        .into_iter()
+        .filter_map(|(same, name)| (!same).then_some(name))
+        .collect()
+    }
+
     /// Applies one record found at `offset`. On error the image is unchanged (every record is
     /// checked before anything is written) and the caller must stop: the log does not fit.
     pub fn replay(
@@ -795,6 +826,29 @@ mod tests {
     use crate::records::*;
     use corum_types::Uuid;
     use proptest::prelude::*;
+
+    #[test]
+    fn differing_parts_name_the_part() {
+        let set = |value: &str| {
+            let mut image = MetadataImage::default();
+            let record = MetadataRecord::Config(ConfigRecordV1 {
+                resource_type: ConfigResourceType::Topic,
+                resource_name: "t".into(),
+                key: "retention.ms".into(),
+                value: Some(value.into()),
+            });
+            image
+                .apply(LogOffset(0), &record)
+                .expect("a config record applies");
+            image
+        };
+        assert!(set("1").differing_parts(&set("1")).is_empty());
+        assert_eq!(set("1").differing_parts(&set("2")), vec!["configs"]);
+        assert_eq!(
+            MetadataImage::default().differing_parts(&set("1")),
+            vec!["end offset", "configs"]
+        );
+    }
 
     fn lrs(recovering: bool) -> LeaderRecoveryState {
         if recovering {

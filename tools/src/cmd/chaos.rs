@@ -44,7 +44,6 @@ use rand_chacha::ChaCha8Rng;
 use crate::cmd::demo::cluster::{kill_registered_children, ClusterSpec, LocalCluster, NodeHost};
 use crate::cmd::loadgen::{run_workload, HistoryConfig, LoadConfig, Protocol, Workload};
 use crate::cmd::shell::{image_until, open_directory};
-use corum_controller::MetadataImage;
 
 pub mod disk;
 pub mod net;
@@ -1336,7 +1335,7 @@ fn images_agree(cluster: &LocalCluster, timeout: Duration) -> anyhow::Result<Res
                 if image != first {
                     differ.push(format!(
                         "node {id}'s image at offset {x} differs from node {first_id}'s in: {}",
-                        image_differences(first, image).join(", ")
+                        first.differing_parts(image).join(", ")
                     ));
                 }
             }
@@ -1361,66 +1360,11 @@ fn images_agree(cluster: &LocalCluster, timeout: Duration) -> anyhow::Result<Res
     Err(last_error)
 }
 
-/// The parts in which two images differ.
-fn image_differences(a: &MetadataImage, b: &MetadataImage) -> Vec<&'static str> {
-    let mut v = Vec::new();
-    if a.end_offset != b.end_offset {
-        v.push("end offset");
-    }
-    if a.brokers != b.brokers {
-        v.push("brokers");
-    }
-    if a.topics != b.topics {
-        v.push("topics");
-    }
-    if a.configs != b.configs {
-        v.push("configs");
-    }
-    if a.features != b.features {
-        v.push("features");
-    }
-    if a.producer_ids != b.producer_ids {
-        v.push("producer ids");
-    }
-    if a.controllers != b.controllers {
-        v.push("controllers");
-    }
-    if a.acls != b.acls {
-        v.push("acls");
-    }
-    v
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// Images that differ are told apart, naming the part; equal ones are not.
-    #[test]
-    fn image_differences_name_the_part() {
-        use corum_controller::records::{ConfigRecordV1, ConfigResourceType, MetadataRecord};
-        let set = |value: &str| {
-            let mut image = MetadataImage::default();
-            let record = MetadataRecord::Config(ConfigRecordV1 {
-                resource_type: ConfigResourceType::Topic,
-                resource_name: "t".into(),
-                key: "retention.ms".into(),
-                value: Some(value.into()),
-            });
-            image
-                .apply(corum_types::LogOffset(0), &record)
-                .expect("a config record applies");
-            image
-        };
-        assert!(image_differences(&set("1"), &set("1")).is_empty());
-        assert_eq!(set("1"), set("1"));
-        assert_eq!(image_differences(&set("1"), &set("2")), vec!["configs"]);
-        assert_eq!(
-            image_differences(&MetadataImage::default(), &set("1")),
-            vec!["end offset", "configs"]
-        );
-    }
-
     /// The schedule is a function of the seed, names only existing nodes, never partitions a
     /// node from itself, and draws every kind of fault; `--fault-kinds` restricts it.
     #[test]

@@ -149,30 +149,7 @@ fn acls_are_enforced_and_survive_snapshots_and_a_restart() {
     });
     session(&c, "setup", "x");
 
-    // Enough records for snapshots on every node.
-    let out = spawn_loadgen(
-        &bootstrap_of(&c, &c.ids()),
-        &["--workload", "configs", "--clients", "8", "--duration", "3"],
-    )
-    .wait(Duration::from_secs(60));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for id in c.ids() {
-        let snapshots = std::fs::read_dir(c.node(id).data.join("snapshots"))
-            .map(|d| d.count())
-            .unwrap_or(0);
-        assert!(snapshots > 0, "node {id} wrote no snapshot\n{}", logs(&c));
-    }
-
-    for (id, r) in c.terminate_all(Duration::from_secs(30)) {
-        r.unwrap_or_else(|e| panic!("stopping node {id}: {e:#}"));
-    }
-    if let Err(e) = c.start_all() {
-        panic!("restarting the cluster: {e:#}\n{}", logs(&c));
-    }
+    snapshot_and_restart_all(&mut c);
     wait_until(
         "three unfenced brokers again",
         Duration::from_secs(60),

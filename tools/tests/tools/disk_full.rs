@@ -57,11 +57,21 @@ fn offline_tools_read(data: &Path) {
     );
 }
 
-/// The leader's high watermark.
-fn hwm(bootstrap: &str) -> u64 {
-    wait_until("a high watermark", Duration::from_secs(20), || {
-        describe(bootstrap, 2_000)?["high_watermark"].as_u64()
-    })
+/// The leader's high watermark, asked of `bootstrap` (a loaded host can take a while to
+/// elect and answer: the nodes' logs are printed if it never does).
+fn hwm(c: &LocalCluster, bootstrap: &str) -> u64 {
+    let start = Instant::now();
+    loop {
+        if let Some(h) = describe(bootstrap, 5_000).and_then(|d| d["high_watermark"].as_u64()) {
+            return h;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no high watermark from {bootstrap} within 60 s\n{}",
+            logs(c)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]
@@ -102,7 +112,7 @@ fn a_node_on_a_full_disk_stops_naming_the_file_and_recovers_once_space_returns()
             "15000",
         ],
     );
-    let hwm0 = hwm(&others);
+    let hwm0 = hwm(&c, &others);
     wait_until("writes under load", Duration::from_secs(15), || {
         describe(&c.bootstrap(), 2_000)
             .and_then(|d| d["high_watermark"].as_u64())
@@ -147,7 +157,7 @@ fn a_node_on_a_full_disk_stops_naming_the_file_and_recovers_once_space_returns()
     );
 
     // The other two keep committing.
-    let at_stop = hwm(&others);
+    let at_stop = hwm(&c, &others);
     wait_until("the others to commit", Duration::from_secs(15), || {
         describe(&others, 2_000)
             .and_then(|d| d["high_watermark"].as_u64())
@@ -202,7 +212,7 @@ fn a_node_on_a_full_disk_stops_naming_the_file_and_recovers_once_space_returns()
     assert_eq!(report["lost"].as_u64(), Some(0), "{report}");
     c.start(1)
         .unwrap_or_else(|e| panic!("restarting node 1: {e:#}\n{}", logs(&c)));
-    let target = hwm(&others);
+    let target = hwm(&c, &others);
     wait_until("node 1 to catch up", Duration::from_secs(30), || {
         let d = describe(&c.bootstrap(), 2_000)?;
         d["replicas"]

@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use corum_controller::records::ConfigResourceType;
@@ -85,18 +85,9 @@ fn require_jars(compat: &Path) {
 }
 
 /// Runs one of Kafka's tools (`class` with `args`) from compat/jars, bounded.
-fn java(compat: &Path, class: &str, args: &[&str]) -> Output {
-    let child = Command::new("java")
-        .args(["-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
-        .arg(format!(
-            "-Dlog4j2.configurationFile={}",
-            compat.join("log4j2-tools.properties").display()
-        ))
-        .arg("-cp")
-        .arg(format!("{}/*", compat.join("jars").display()))
-        .arg(class)
+fn java(class: &str, args: &[&str]) -> Output {
+    let child = kafka_tool(class, "512m")
         .args(args)
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -936,7 +927,6 @@ fn kafkas_tools_read_the_exported_log_and_snapshot() {
     // Kafka's decoder on every file.
     let list: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
     let dump = java(
-        &compat,
         "kafka.tools.DumpLogSegments",
         &[
             "--cluster-metadata-decoder",
@@ -1086,7 +1076,6 @@ fn kafkas_tools_read_the_exported_log_and_snapshot() {
     let mut tree = BTreeMap::new();
     for _attempt in 0..4 {
         let shell = java(
-            &compat,
             "org.apache.kafka.shell.MetadataShell",
             &["--snapshot", &checkpoint, "tree", "/image"],
         );

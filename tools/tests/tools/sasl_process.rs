@@ -275,16 +275,8 @@ fn sasl_clients_authenticate_are_authorized_and_credentials_survive_a_restart() 
         ),
     )
     .unwrap();
-    let out = Command::new("java")
-        .args(["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
-        .arg(format!(
-            "-Dlog4j2.configurationFile={}",
-            repo_root().join("compat/log4j2-tools.properties").display()
-        ))
-        .arg("-cp")
-        .arg(repo_root().join("compat/jars/*"))
+    let out = kafka_tool("kafka.admin.ConfigCommand", "256m")
         .args([
-            "kafka.admin.ConfigCommand",
             // Kafka's AdminClient refuses AlterUserScramCredentials toward a controller
             // (`--bootstrap-controller`): it goes to a broker, which forwards it. corum's
             // Kafka listener answers Metadata as that broker would.
@@ -310,29 +302,7 @@ fn sasl_clients_authenticate_are_authorized_and_credentials_survive_a_restart() 
     assert!(text.contains("Completed updating config"), "{text}");
 
     phase("kafka-configs done");
-    // Enough records for snapshots on every node, then a restart of every node.
-    let out = spawn_loadgen(
-        &bootstrap_of(&c, &c.ids()),
-        &["--workload", "configs", "--clients", "8", "--duration", "3"],
-    )
-    .wait(Duration::from_secs(60));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for id in c.ids() {
-        let snapshots = std::fs::read_dir(c.node(id).data.join("snapshots"))
-            .map(|d| d.count())
-            .unwrap_or(0);
-        assert!(snapshots > 0, "node {id} wrote no snapshot\n{}", logs(&c));
-    }
-    for (id, r) in c.terminate_all(Duration::from_secs(30)) {
-        r.unwrap_or_else(|e| panic!("stopping node {id}: {e:#}"));
-    }
-    if let Err(e) = c.start_all() {
-        panic!("restarting the cluster: {e:#}\n{}", logs(&c));
-    }
+    snapshot_and_restart_all(&mut c);
     wait_until("a leader again", Duration::from_secs(60), || {
         describe_with(&bootstrap_of(&c, &c.ids()), 2_000, &[])
     });

@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common::{
-    bootstrap_of, corum, describe_with, loadgen_json, logs, repo_root, require_java, serial,
-    spawn_loadgen, start_cluster, wait_until,
+    bootstrap_of, corum, describe_with, kafka_tool, loadgen_json, logs, repo_root, require_java,
+    serial, spawn_loadgen, start_cluster, wait_until,
 };
 
 /// Every node's whole log.
@@ -247,16 +247,8 @@ print("PASS")
         ),
     )
     .unwrap();
-    let out = Command::new("java")
-        .args(["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
-        .arg(format!(
-            "-Dlog4j2.configurationFile={}",
-            repo_root().join("compat/log4j2-tools.properties").display()
-        ))
-        .arg("-cp")
-        .arg(repo_root().join("compat/jars/*"))
+    let out = kafka_tool("org.apache.kafka.tools.MetadataQuorumCommand", "256m")
         .args([
-            "org.apache.kafka.tools.MetadataQuorumCommand",
             "--bootstrap-controller",
             &kafka[0],
             "--command-config",

@@ -26,8 +26,9 @@ pub const FILLER: &str = "chaos-filler";
 /// Where cgroup v1's blkio controller is mounted.
 pub const BLKIO_ROOT: &str = "/sys/fs/cgroup/blkio";
 
-/// Runs `program args`, returning its stdout, failing with its stderr.
-fn run(program: &str, args: &[&str]) -> anyhow::Result<String> {
+/// Runs `program args` (`ip`, `nft`, `losetup`, `mount`, ...), returning its stdout, failing
+/// with its stderr.
+pub(crate) fn run(program: &str, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new(program)
         .args(args)
         .stdin(Stdio::null())

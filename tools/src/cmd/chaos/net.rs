@@ -17,6 +17,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::Context;
 
+use super::disk::run;
+
 /// What a node's namespace drops.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Rule {
@@ -49,23 +51,6 @@ pub struct ChaosNet {
     nodes: u32,
     bridge: bool,
     namespaces: Vec<String>,
-}
-
-/// Runs `program args`, failing with its stderr.
-fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
-    let out = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("running {program} {}", args.join(" ")))?;
-    anyhow::ensure!(
-        out.status.success(),
-        "`{program} {}` failed ({}): {}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(())
 }
 
 /// The `iptables-restore` input that sends a namespace's `eth0` packets (only those to and

@@ -54,6 +54,53 @@ pub fn require_java(fix: &str) {
     );
 }
 
+/// Writes configs through every node for 3 s (enough records for a snapshot at the test
+/// settings), asserts every node wrote a snapshot, then stops every node and starts them all
+/// again: what a test needs to show state survives snapshots and restarts.
+pub fn snapshot_and_restart_all(c: &mut LocalCluster) {
+    let out = spawn_loadgen(
+        &bootstrap_of(c, &c.ids()),
+        &["--workload", "configs", "--clients", "8", "--duration", "3"],
+    )
+    .wait(Duration::from_secs(60));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for id in c.ids() {
+        let snapshots = std::fs::read_dir(c.node(id).data.join("snapshots"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        assert!(snapshots > 0, "node {id} wrote no snapshot\n{}", logs(c));
+    }
+    for (id, r) in c.terminate_all(Duration::from_secs(30)) {
+        r.unwrap_or_else(|e| panic!("stopping node {id}: {e:#}"));
+    }
+    if let Err(e) = c.start_all() {
+        panic!("restarting the cluster: {e:#}\n{}", logs(c));
+    }
+}
+
+/// A command running `class` of Kafka's tools from compat/jars (what compat/install.sh
+/// copies), with a small heap, a fast start and warnings to stderr
+/// (compat/log4j2-tools.properties); the caller adds the arguments.
+pub fn kafka_tool(class: &str, heap: &str) -> Command {
+    let compat = repo_root().join("compat");
+    let mut java = Command::new("java");
+    java.arg(format!("-Xmx{heap}"))
+        .args(["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
+        .arg(format!(
+            "-Dlog4j2.configurationFile={}",
+            compat.join("log4j2-tools.properties").display()
+        ))
+        .arg("-cp")
+        .arg(format!("{}/*", compat.join("jars").display()))
+        .arg(class)
+        .stdin(Stdio::null());
+    java
+}
+
 /// Processes whose command line mentions `needle` (to find a demo's nodes and brokers by their directory).
 pub fn processes_mentioning(needle: &str) -> Vec<u32> {
     let mut found = Vec::new();
