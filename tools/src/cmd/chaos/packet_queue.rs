@@ -55,23 +55,6 @@ pub struct Netem {
     pub seed: u64,
 }
 
-impl std::fmt::Display for Netem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "delay {}±{} ms, loss {}%, {}",
-            self.delay_ms,
-            self.jitter_ms,
-            self.loss_percent,
-            if self.reorder {
-                "reordered"
-            } else {
-                "in order"
-            }
-        )
-    }
-}
-
 /// The per-packet decisions of a worker, on a clock it is given (time since the worker
 /// started): deterministic for a seed and a sequence of arrival times.
 pub struct Hold {
