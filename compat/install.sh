@@ -11,6 +11,10 @@
 #                             network namespaces, and checks its refusal without root
 #   losetup, mount, mkfs.ext4 util-linux, mount and e2fsprogs (apt-get): `corum chaos` and
 #                             tools/tests/tools/disk_full.rs put nodes on loop filesystems
+#   iptables, iptables-restore Debian's iptables (apt-get): `corum chaos`'s packet faults
+#                             (delay, loss, reorder) queue a node's packets to a user-space
+#                             worker with the NFQUEUE target; checked by adding and deleting
+#                             such a rule in a throwaway network namespace
 #   compat/.venv              Python venv: confluent-kafka, kafka-python, aiokafka (requirements.txt)
 #   compat/node_modules       kafkajs (package.json, package-lock.json)
 #   compat/jars               Apache Kafka's jars and their runtime dependencies, copied by Maven
@@ -64,22 +68,42 @@ else
   fi
 fi
 
-# --- nftables, iproute2, util-linux, e2fsprogs (Debian packages, for corum chaos) -------------
+# --- nftables, iptables, iproute2, util-linux, e2fsprogs (Debian packages, for corum chaos) ---
 step_start netns
 chaos_tools() {
-  for t in nft ip setpriv losetup mount mkfs.ext4; do command -v "$t" >/dev/null || return 1; done
+  for t in nft iptables iptables-restore ip setpriv losetup mount mkfs.ext4; do
+    command -v "$t" >/dev/null || return 1
+  done
+}
+# The NFQUEUE target works: a rule using it is added and deleted in a throwaway namespace.
+nfqueue_ok() {
+  local ns="corum-install-nfq-$$" rule=(OUTPUT -o lo -j NFQUEUE --queue-num 18 --queue-bypass) rc
+  as_root ip netns add "$ns" >>"$STAMPS/nfqueue.log" 2>&1 || return 1
+  as_root ip netns exec "$ns" iptables -w 5 -A "${rule[@]}" >>"$STAMPS/nfqueue.log" 2>&1 \
+    && as_root ip netns exec "$ns" iptables -w 5 -D "${rule[@]}" >>"$STAMPS/nfqueue.log" 2>&1
+  rc=$?
+  as_root ip netns del "$ns" >>"$STAMPS/nfqueue.log" 2>&1
+  return $rc
 }
 if chaos_tools; then
-  step_done "present: $(nft --version 2>&1 | head -n 1)"
-else
-  if command -v apt-get >/dev/null \
+  netns_got="present"
+elif command -v apt-get >/dev/null \
      && as_root apt-get update -qq >"$STAMPS/apt-netns.log" 2>&1 \
-     && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables iproute2 util-linux mount e2fsprogs >>"$STAMPS/apt-netns.log" 2>&1 \
+     && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables iptables iproute2 util-linux mount e2fsprogs >>"$STAMPS/apt-netns.log" 2>&1 \
      && chaos_tools; then
-    step_done "installed: $(nft --version 2>&1 | head -n 1)"
+  netns_got="installed"
+else
+  netns_got=""
+  echo
+  fail nftables "apt-get install nftables iptables iproute2 util-linux mount e2fsprogs failed (needs root or sudo and Debian's package lists; log: compat/.installed/apt-netns.log)"
+fi
+if [ -n "$netns_got" ]; then
+  : >"$STAMPS/nfqueue.log"
+  if nfqueue_ok; then
+    step_done "$netns_got: $(nft --version 2>&1 | head -n 1), $(iptables --version 2>&1 | head -n 1) with NFQUEUE"
   else
     echo
-    fail nftables "apt-get install nftables iproute2 util-linux mount e2fsprogs failed (needs root or sudo and Debian's package lists; log: compat/.installed/apt-netns.log)"
+    fail iptables-nfqueue "an iptables rule with the NFQUEUE target could not be added in a network namespace (needs root or sudo, and a kernel with CONFIG_NETFILTER_XT_TARGET_NFQUEUE and CONFIG_NETFILTER_NETLINK_QUEUE; log: compat/.installed/nfqueue.log)"
   fi
 fi
 

@@ -5,15 +5,20 @@
 //!
 //! | step | what happens |
 //! |---|---|
-//! | setup | root, `ip`, `nft`, `losetup`, `mkfs.ext4` and the blkio cgroup checked; a bridge and a namespace per node ([`net`]); per node an ext4 filesystem of `--disk-mib` on a loop device, mounted as its `metadata.log.dir`, and a blkio cgroup for the run ([`disk`]); the nodes formatted and started inside their namespaces, listening on their own addresses |
+//! | setup | root, `ip`, `nft`, `iptables-restore`, `losetup`, `mkfs.ext4` and the blkio cgroup checked; a bridge and a namespace per node ([`net`]), and (with packet faults drawn) a packet queue worker bound and sent node 1's packets once ([`packet_queue`]); per node an ext4 filesystem of `--disk-mib` on a loop device, mounted as its `metadata.log.dir`, and a blkio cgroup for the run ([`disk`]); the nodes formatted and started inside their namespaces, listening on their own addresses |
 //! | round | `corum loadgen --workload history` (in process, through the bridge) for `--round-seconds`, while `--faults` faults drawn from the seed (of the `--fault-kinds`) run one after another, each held 1-3 s and healed |
 //! | check | every fault healed, stopped nodes continued, killed ones restarted; the round's history file checked; every node's image, read from its directory at the leader's high watermark once each node has committed that far, equal to the others'; a node that stopped at a full disk said so naming the file, and its log verified clean on the full disk; a violation stops the run (exit 1) with the report, the seed and the files kept |
-//! | end | nodes stopped; filesystems unmounted, loop devices detached, the cgroup, namespaces and bridge removed (also on Ctrl-C or SIGTERM); the directory removed unless `--keep` or a violation |
+//! | end | nodes stopped; packet queue workers stopped at each heal (their rules removed first); filesystems unmounted, loop devices detached, the cgroup, namespaces and bridge removed (also on Ctrl-C or SIGTERM); the directory removed unless `--keep` or a violation |
 //!
 //! Faults: a symmetric partition between two nodes, a one-way one, the leader cut off from
 //! everyone (clients included), a follower cut off from everyone (the majority split: the
 //! leader and the other follower go on), the leader cut off from the other controllers only
-//! (clients still reach it), random loss of 10-30% of one node's packets, a pause of one node
+//! (clients still reach it), packet faults (`loss`: 5-30% of the packets dropped; `delay`:
+//! each packet held 20-200 ms ± up to a quarter of that, in order; `reorder`: each packet held
+//! from 0 up to a spread of 10-50 ms and let go on its own time, so later ones overtake), on
+//! one node's every packet or on those between the leader and another node, each by a packet
+//! queue worker in that node's namespace with the schedule's seed ([`packet_queue`]: the
+//! kernel here has no `netem`), a pause of one node
 //! (SIGSTOP, 1-3 s: longer than the election timeout), a SIGKILL of one node (restarted when
 //! the fault ends), a full disk (`disk-full`: a filler file takes every free block of one
 //! node's filesystem until the node stops at ENOSPC, at most [`DISK_FULL_WAIT`]; the offline
@@ -23,7 +28,7 @@
 //! [`SLOW_DISK_BPS`] bytes per second). The summary gives, per kind, the time from healing to
 //! the next acknowledged write, and the rate and latency of acknowledged writes while a slow
 //! disk held (on the leader, on a follower) against the time without faults. The kernel here
-//! has no `netem` (no delay or reordering) and no device-mapper (no `dm-delay`, `dm-flakey`).
+//! has no device-mapper (no `dm-delay`, `dm-flakey`).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -42,9 +47,11 @@ use crate::cmd::shell::{image_until, open_directory};
 
 pub mod disk;
 pub mod net;
+pub mod packet_queue;
 
 use disk::Disks;
 use net::{ChaosNet, Rule};
+use packet_queue::{Netem, PacketQueue};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -82,8 +89,11 @@ pub struct Args {
     #[arg(long, default_value_t = 64)]
     pub disk_mib: u64,
     /// The kinds of fault to draw from (comma-separated; default: all): partition, one-way,
-    /// isolate-leader, isolate-follower, leader-from-peers, loss, pause, kill, disk-full,
-    /// slow-disk.
+    /// isolate-leader, isolate-follower, leader-from-peers, loss (5-30% of packets dropped),
+    /// delay (20-200 ms each way, with jitter), reorder (each packet held from 0 up to a
+    /// spread of 10-50 ms, later ones overtaking), pause, kill, disk-full, slow-disk. Loss, delay and reorder touch a
+    /// node's every packet or those between the leader and another node, through a netfilter
+    /// queue (iptables' NFQUEUE target).
     #[arg(long, value_delimiter = ',', value_name = "KIND,...")]
     pub fault_kinds: Vec<String>,
 }
@@ -116,9 +126,25 @@ pub enum Fault {
     IsolateFollower,
     /// The leader cut off from the other controllers, still reachable by clients.
     LeaderFromPeers,
+    /// `percent` of the packets `at` names dropped.
     Loss {
-        node: u32,
+        at: PacketsOf,
         percent: u8,
+        seed: u64,
+    },
+    /// Each packet `at` names held `delay_ms` ± `jitter_ms`, in the order they came.
+    Delay {
+        at: PacketsOf,
+        delay_ms: u32,
+        jitter_ms: u32,
+        seed: u64,
+    },
+    /// Each packet `at` names held from 0 to `spread_ms`, released when its own time comes: a
+    /// later packet overtakes an earlier one.
+    Reorder {
+        at: PacketsOf,
+        spread_ms: u32,
+        seed: u64,
     },
     Pause(u32),
     Kill(u32),
@@ -130,8 +156,27 @@ pub enum Fault {
     },
 }
 
+/// The packets a packet fault (`loss`, `delay`, `reorder`) touches, both ways.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketsOf {
+    /// Every packet of node `n` (to and from the other nodes and the clients).
+    Node(u32),
+    /// The packets between the leader and one other node (the `k`-th of the others, modulo
+    /// their number), chosen when the fault starts: two followers hardly talk to each other.
+    LeaderAnd(u32),
+}
+
+impl std::fmt::Display for PacketsOf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PacketsOf::Node(n) => write!(f, "at {n}"),
+            PacketsOf::LeaderAnd(_) => write!(f, "between the leader and a follower"),
+        }
+    }
+}
+
 /// Every fault kind, as `--fault-kinds` names it, in the order [`draw_fault`] numbers them.
-pub const FAULT_KINDS: [&str; 10] = [
+pub const FAULT_KINDS: [&str; 12] = [
     "partition",
     "one-way",
     "isolate-leader",
@@ -142,6 +187,8 @@ pub const FAULT_KINDS: [&str; 10] = [
     "isolate-follower",
     "disk-full",
     "slow-disk",
+    "delay",
+    "reorder",
 ];
 
 impl Fault {
@@ -153,6 +200,8 @@ impl Fault {
             Fault::IsolateLeader => "leader isolated",
             Fault::LeaderFromPeers => "leader cut from its peers",
             Fault::Loss { .. } => "packet loss",
+            Fault::Delay { .. } => "delay",
+            Fault::Reorder { .. } => "reorder",
             Fault::Pause(_) => "pause",
             Fault::Kill(_) => "kill",
             Fault::IsolateFollower => "follower isolated",
@@ -169,13 +218,70 @@ impl std::fmt::Display for Fault {
             Fault::OneWay { from, to } => write!(f, "one-way {from}->{to}"),
             Fault::IsolateLeader => write!(f, "leader isolated"),
             Fault::LeaderFromPeers => write!(f, "leader cut from its peers"),
-            Fault::Loss { node, percent } => write!(f, "loss {percent}% at {node}"),
+            Fault::Loss { at, percent, .. } => write!(f, "loss {percent}% {at}"),
+            Fault::Delay {
+                at,
+                delay_ms,
+                jitter_ms,
+                ..
+            } => write!(f, "delay {delay_ms}±{jitter_ms} ms each way {at}"),
+            Fault::Reorder { at, spread_ms, .. } => {
+                write!(f, "reorder (each packet held 0-{spread_ms} ms) {at}")
+            }
             Fault::Pause(n) => write!(f, "pause {n}"),
             Fault::Kill(n) => write!(f, "kill {n}"),
             Fault::IsolateFollower => write!(f, "follower isolated"),
             Fault::DiskFull(n) => write!(f, "disk full at {n}"),
             Fault::SlowDisk { leader: true } => write!(f, "slow disk at the leader"),
             Fault::SlowDisk { leader: false } => write!(f, "slow disk at a follower"),
+        }
+    }
+}
+
+impl Fault {
+    /// A packet fault's packets and what its worker does with them.
+    pub fn netem(&self) -> Option<(PacketsOf, Netem)> {
+        match *self {
+            Fault::Loss { at, percent, seed } => Some((
+                at,
+                Netem {
+                    delay_ms: 0,
+                    jitter_ms: 0,
+                    loss_percent: percent,
+                    reorder: false,
+                    seed,
+                },
+            )),
+            Fault::Delay {
+                at,
+                delay_ms,
+                jitter_ms,
+                seed,
+            } => Some((
+                at,
+                Netem {
+                    delay_ms,
+                    jitter_ms,
+                    loss_percent: 0,
+                    reorder: false,
+                    seed,
+                },
+            )),
+            Fault::Reorder {
+                at,
+                spread_ms,
+                seed,
+            } => Some((
+                at,
+                Netem {
+                    delay_ms: spread_ms / 2,
+                    jitter_ms: spread_ms - spread_ms / 2,
+                    loss_percent: 0,
+                    reorder: true,
+                    seed,
+                },
+            )),
+            _ => None,
         }
     }
 }
@@ -212,6 +318,15 @@ pub fn draw_fault(rng: &mut ChaCha8Rng, nodes: u32, kinds: &[usize]) -> Fault {
         let b = (a - 1 + rng.gen_range(1..nodes)) % nodes + 1;
         (a, b)
     };
+    // A packet fault's packets: a node's every packet, or (half the time, with two nodes or
+    // more) those between the leader and another node.
+    let target = |rng: &mut ChaCha8Rng| {
+        if nodes > 1 && rng.gen_bool(0.5) {
+            PacketsOf::LeaderAnd(rng.gen_range(0..nodes - 1))
+        } else {
+            PacketsOf::Node(node(rng))
+        }
+    };
     match kinds[rng.gen_range(0..kinds.len())] {
         0 if nodes > 1 => {
             let (a, b) = two(rng);
@@ -223,8 +338,24 @@ pub fn draw_fault(rng: &mut ChaCha8Rng, nodes: u32, kinds: &[usize]) -> Fault {
         }
         2 => Fault::IsolateLeader,
         3 => Fault::Loss {
-            node: node(rng),
-            percent: rng.gen_range(10..=30),
+            at: target(rng),
+            percent: rng.gen_range(5..=30),
+            seed: rng.gen(),
+        },
+        10 => {
+            let at = target(rng);
+            let delay_ms = rng.gen_range(20..=200);
+            Fault::Delay {
+                at,
+                delay_ms,
+                jitter_ms: rng.gen_range(0..=delay_ms / 4),
+                seed: rng.gen(),
+            }
+        }
+        11 => Fault::Reorder {
+            at: target(rng),
+            spread_ms: rng.gen_range(10..=50),
+            seed: rng.gen(),
         },
         4 => Fault::Pause(node(rng)),
         5 if nodes > 1 => Fault::LeaderFromPeers,
@@ -336,6 +467,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let net = ChaosNet::create(args.nodes, std::process::id())?;
     register(Some(&net), None);
+    if kinds
+        .iter()
+        .any(|&k| matches!(FAULT_KINDS[k], "loss" | "delay" | "reorder"))
+    {
+        probe_packet_queue(&net).context(
+            "the packet faults (loss, delay, reorder) need iptables' NFQUEUE target and \
+             netfilter queues (Debian: apt-get install iptables; the kernel's \
+             CONFIG_NETFILTER_XT_TARGET_NFQUEUE and CONFIG_NETFILTER_NETLINK_QUEUE)",
+        )?;
+    }
     let mounts: Vec<PathBuf> = (1..=args.nodes)
         .map(|i| cluster_dir(&dir).join(format!("node{i}")))
         .collect();
@@ -647,7 +788,11 @@ fn rounds(
         );
     }
     for (label, (seconds, mut ms)) in rates {
-        if label == BETWEEN_FAULTS && !kinds.contains(&9) {
+        // The time between faults is the baseline of the windows measured while a fault
+        // held: slow disks' and packet faults'.
+        let measured =
+            |k: &usize| matches!(FAULT_KINDS[*k], "slow-disk" | "loss" | "delay" | "reorder");
+        if label == BETWEEN_FAULTS && !kinds.iter().any(measured) {
             continue;
         }
         ms.sort_by(f64::total_cmp);
@@ -831,10 +976,9 @@ fn apply(
             std::thread::sleep(hold);
             net.heal()?;
         }
-        Fault::Loss { node, percent } => {
-            net.set_rules(node, &[Rule::Loss(percent)])?;
-            std::thread::sleep(hold);
-            net.heal()?;
+        Fault::Loss { .. } | Fault::Delay { .. } | Fault::Reorder { .. } => {
+            let (at, netem) = fault.netem().expect("a packet fault");
+            return packet_fault(cluster, net, at, netem, hold, fault.kind(), round);
         }
         Fault::Pause(n) => {
             anyhow::ensure!(cluster.signal(n, libc::SIGSTOP), "node {n} is not running");
@@ -902,6 +1046,71 @@ fn apply(
         }
     }
     Ok(String::new())
+}
+
+/// How long a packet queue worker outlives its fault's hold at most (it then lets every
+/// packet go and stops by itself, should the heal never come).
+const PACKET_QUEUE_SLACK: Duration = Duration::from_secs(10);
+
+/// A packet fault on the packets `at` names: a worker in the namespace of the node they
+/// are at, bound to the queue, then the rules that send it the packets; after `hold` the
+/// rules go first (no packet queued after), then the worker, which lets every held packet go.
+fn packet_fault(
+    cluster: &LocalCluster,
+    net: &ChaosNet,
+    at: PacketsOf,
+    netem: Netem,
+    hold: Duration,
+    label: &'static str,
+    round: &mut Round,
+) -> anyhow::Result<String> {
+    let (node, peer) = match at {
+        PacketsOf::Node(n) => (n, None),
+        PacketsOf::LeaderAnd(k) => {
+            let l = leader(cluster).context("finding the leader")?;
+            let others: Vec<u32> = cluster.ids().into_iter().filter(|&id| id != l).collect();
+            anyhow::ensure!(!others.is_empty(), "the leader has no peer");
+            (l, Some(others[k as usize % others.len()]))
+        }
+    };
+    let worker = PacketQueue::start(&net.netns_path(node), netem, hold + PACKET_QUEUE_SLACK)?;
+    net.queue_packets(node, peer.map(|p| net.addr(p)))?;
+    let start_ns = round.now_ns();
+    std::thread::sleep(hold);
+    round.windows.push(Window {
+        label,
+        start_ns,
+        end_ns: round.now_ns(),
+    });
+    let unqueued = net.unqueue_packets(node);
+    let stats = worker.stop();
+    unqueued?;
+    let stats = stats?;
+    Ok(match peer {
+        Some(p) => format!(" ({node}<->{p}: {stats})"),
+        None => format!(" ({stats})"),
+    })
+}
+
+/// Binds a packet queue worker in node 1's namespace and sends it the node's packets, then
+/// undoes both: what the packet faults need works on this host.
+fn probe_packet_queue(net: &ChaosNet) -> anyhow::Result<()> {
+    let worker = PacketQueue::start(
+        &net.netns_path(1),
+        Netem {
+            delay_ms: 0,
+            jitter_ms: 0,
+            loss_percent: 0,
+            reorder: false,
+            seed: 0,
+        },
+        PACKET_QUEUE_SLACK,
+    )?;
+    let queued = net.queue_packets(1, None);
+    let unqueued = net.unqueue_packets(1);
+    worker.stop()?;
+    queued?;
+    unqueued
 }
 
 /// `disk-full` at node `n`: fills its filesystem and waits (at least `hold`, at most
@@ -1180,8 +1389,40 @@ mod tests {
                         "{f}"
                     )
                 }
-                Fault::Loss { node, percent } => {
-                    assert!((1..=3).contains(&node) && (10..=30).contains(&percent))
+                Fault::Loss { .. } | Fault::Delay { .. } | Fault::Reorder { .. } => {
+                    let (at, n) = f.netem().expect("a packet fault");
+                    match at {
+                        PacketsOf::Node(node) => assert!((1..=3).contains(&node), "{f}"),
+                        PacketsOf::LeaderAnd(k) => assert!(k < 2, "{f}"),
+                    }
+                    match *f {
+                        Fault::Loss { percent, .. } => {
+                            assert!((5..=30).contains(&percent));
+                            assert_eq!(
+                                (n.loss_percent, n.delay_ms, n.reorder),
+                                (percent, 0, false)
+                            );
+                        }
+                        Fault::Delay {
+                            delay_ms,
+                            jitter_ms,
+                            ..
+                        } => {
+                            assert!((20..=200).contains(&delay_ms) && jitter_ms <= delay_ms / 4);
+                            assert_eq!(
+                                (n.delay_ms, n.jitter_ms, n.reorder),
+                                (delay_ms, jitter_ms, false)
+                            );
+                        }
+                        Fault::Reorder { spread_ms, .. } => {
+                            assert!((10..=50).contains(&spread_ms));
+                            // Held from 0 to the spread, each packet on its own time.
+                            assert_eq!(n.delay_ms - n.jitter_ms.min(n.delay_ms), 0);
+                            assert_eq!(n.delay_ms + n.jitter_ms, spread_ms);
+                            assert!(n.reorder && n.loss_percent == 0);
+                        }
+                        _ => unreachable!(),
+                    }
                 }
                 Fault::Pause(n) | Fault::Kill(n) | Fault::DiskFull(n) => {
                     assert!((1..=3).contains(&n))
@@ -1200,6 +1441,23 @@ mod tests {
             .all(|f| matches!(f, Fault::DiskFull(_) | Fault::SlowDisk { .. })));
         assert!(faults.contains(&Fault::SlowDisk { leader: true }));
         assert!(faults.contains(&Fault::SlowDisk { leader: false }));
+        // Packet faults touch a node's every packet or those between the leader and another
+        // node; a node alone has no other.
+        let packets =
+            parse_fault_kinds(&["delay".into(), "loss".into(), "reorder".into()]).unwrap();
+        let faults = draw(5, &packets);
+        assert!(faults.iter().all(|f| f.netem().is_some()));
+        assert!(faults
+            .iter()
+            .any(|f| matches!(f.netem(), Some((PacketsOf::LeaderAnd(_), _)))));
+        assert!(faults
+            .iter()
+            .any(|f| matches!(f.netem(), Some((PacketsOf::Node(_), _)))));
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        assert!((0..100).all(|_| matches!(
+            draw_fault(&mut rng, 1, &packets).netem(),
+            Some((PacketsOf::Node(1), _))
+        )));
         let err = parse_fault_kinds(&["flood".into()]).unwrap_err();
         assert!(
             format!("{err}").contains("unknown fault kind \"flood\""),

@@ -140,6 +140,100 @@ fn full_and_slow_disks_pass_their_checks_and_leave_nothing_behind() {
     assert!(!dir.exists(), "the directory is removed without --keep");
 }
 
+/// For each occurrence of `fault` in `text`: the number just before the first `label` after
+/// it (e.g. the "N dropped" of each loss fault's note).
+fn numbers_before(text: &str, fault: &str, label: &str) -> Vec<f64> {
+    text.match_indices(fault)
+        .map(|(i, _)| {
+            let rest = &text[i..];
+            let end = rest.find(label).expect("the label follows the fault");
+            let digits: String = rest[..end]
+                .trim_end()
+                .chars()
+                .rev()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            digits.parse().expect("a number before the label")
+        })
+        .collect()
+}
+
+/// Three rounds of packet faults (delay, loss and reorder, each through a packet queue
+/// worker in a node's namespace): every round's history passes and the images agree; each
+/// fault is logged with its parameters and what its worker did (delayed packets held at
+/// least the delay less the jitter on average, those let go at the heal aside; lost ones
+/// dropped; reordered ones sent out of order); writes resume after each kind is healed; no
+/// rule, namespace or worker is left.
+#[test]
+fn packet_delay_loss_and_reorder_pass_their_checks_and_leave_nothing_behind() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("chaos");
+    // Two faults of at most 3 s each, from 1 s in, with gaps of at most 1 s: both are
+    // healed while the 10 s of load still run, so writes resuming is measured for each.
+    let (pid, stderr) = chaos_ok(
+        &[
+            "--rounds",
+            "3",
+            "--round-seconds",
+            "10",
+            "--faults",
+            "2",
+            "--seed",
+            "1",
+            "--fault-kinds",
+            "delay,loss,reorder",
+        ],
+        &dir,
+    );
+    assert_eq!(
+        stderr
+            .matches("linearizable, nothing lost; images identical at offset")
+            .count(),
+        3,
+        "{stderr}"
+    );
+    assert!(stderr.contains("3 rounds, 6 faults"), "{stderr}");
+    assert!(!stderr.contains("not applied"), "{stderr}");
+    // Delay: "delay D±J ms each way ... (... held H ms on average ...)", H >= D - J (H is 0
+    // when no packet was let go when due).
+    let delays = numbers_before(&stderr, "delay ", "±");
+    let jitters = numbers_before(&stderr, "delay ", " ms each way");
+    let held = numbers_before(&stderr, "ms each way", " ms on average");
+    assert!(!delays.is_empty(), "no delay drawn: {stderr}");
+    assert!(held.iter().any(|&h| h > 0.0), "no delayed packet: {stderr}");
+    for ((d, j), h) in delays.iter().zip(&jitters).zip(&held) {
+        assert!(
+            *h == 0.0 || h >= &(d - j),
+            "delay {d}±{j} ms held {h} ms: {stderr}"
+        );
+    }
+    // Loss drops packets; reorder sends some out of order.
+    let dropped = numbers_before(&stderr, "loss ", " dropped");
+    assert!(
+        dropped.iter().any(|&n| n > 0.0),
+        "nothing dropped: {stderr}"
+    );
+    let reordered = numbers_before(&stderr, "reorder (", " out of order");
+    assert!(
+        reordered.iter().any(|&n| n > 0.0),
+        "nothing reordered: {stderr}"
+    );
+    for kind in ["delay", "packet loss", "reorder"] {
+        assert!(
+            stderr.contains(&format!(
+                "corum chaos: {kind}: healed to the next acknowledged write: median"
+            )),
+            "no resume time for {kind}: {stderr}"
+        );
+    }
+    assert_eq!(leftovers(pid, &dir), Vec::<String>::new());
+    assert!(!dir.exists(), "the directory is removed without --keep");
+}
+
 #[test]
 fn an_interrupted_run_cleans_up() {
     let _serial = serial();

@@ -5,8 +5,11 @@
 //! that node sends or receives and nothing else. Everything is made with `ip` and `nft` and
 //! removed by [`ChaosNet::remove`] (also on drop).
 //!
-//! The kernel here has no `netem` (`CONFIG_NET_SCH_NETEM` is not set), so loss is nftables'
-//! random drop and there is no delay or reordering fault.
+//! The kernel here has no `netem` (`CONFIG_NET_SCH_NETEM` is not set), so delay, loss and
+//! reordering are a user-space worker's ([`super::packet_queue`]): `iptables` rules
+//! ([`ChaosNet::queue_packets`]) send a node's `eth0` packets to a netfilter queue
+//! (NFQUEUE, which nftables here has only through `iptables`' xtables target), with
+//! `--queue-bypass` so that they pass while no worker is bound.
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -25,8 +28,6 @@ pub enum Rule {
     DropTo(Ipv4Addr),
     /// Everything on `eth0`, both ways (the node is cut off from everyone).
     Isolate,
-    /// This percentage of packets on `eth0`, each way, at random.
-    Loss(u8),
 }
 
 impl Rule {
@@ -38,16 +39,6 @@ impl Rule {
             Rule::Isolate => vec![
                 ("input", "iifname \"eth0\" drop".into()),
                 ("output", "oifname \"eth0\" drop".into()),
-            ],
-            Rule::Loss(p) => vec![
-                (
-                    "input",
-                    format!("iifname \"eth0\" numgen random mod 100 < {p} drop"),
-                ),
-                (
-                    "output",
-                    format!("oifname \"eth0\" numgen random mod 100 < {p} drop"),
-                ),
             ],
         }
     }
@@ -62,7 +53,53 @@ pub struct ChaosNet {
     namespaces: Vec<String>,
 }
 
-/// Checks what `corum chaos` needs of the host: root, `ip` and `nft`.
+/// The `iptables-restore` input that sends a namespace's `eth0` packets (only those to and
+/// from `peer` when given) to netfilter queue `queue`, both ways; `None`: no rule. It replaces
+/// the namespace's whole `filter` table (the namespace is the run's own), in one transaction.
+pub fn queue_rules(queue: Option<(u16, Option<Ipv4Addr>)>) -> String {
+    let mut script = String::from("*filter\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n");
+    if let Some((num, peer)) = queue {
+        let (from, to) = match peer {
+            Some(p) => (format!(" -s {p}"), format!(" -d {p}")),
+            None => (String::new(), String::new()),
+        };
+        let target = format!("-j NFQUEUE --queue-num {num} --queue-bypass");
+        script.push_str(&format!("-A INPUT -i eth0{from} {target}\n"));
+        script.push_str(&format!("-A OUTPUT -o eth0{to} {target}\n"));
+    }
+    script.push_str("COMMIT\n");
+    script
+}
+
+/// Loads `script` with `iptables-restore` in the namespace `ns`.
+pub fn iptables_restore(ns: &str, script: &str) -> anyhow::Result<()> {
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "iptables-restore", "-w", "5"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running iptables-restore")?;
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("piped");
+        stdin
+            .write_all(script.as_bytes())
+            .context("writing iptables-restore's input")?;
+    }
+    let out = child
+        .wait_with_output()
+        .context("waiting for iptables-restore")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "iptables-restore in {ns} failed ({}): {}\ninput:\n{script}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(())
+}
+
+/// Checks what `corum chaos` needs of the host: root, `ip`, `nft` and `iptables-restore`.
 pub fn check_host() -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
@@ -71,9 +108,13 @@ pub fn check_host() -> anyhow::Result<()> {
         "corum chaos needs root: it creates network namespaces, veth pairs, a bridge and \
          nftables rules (run it with sudo)"
     );
-    for (tool, package) in [("ip", "iproute2"), ("nft", "nftables")] {
+    for (tool, package) in [
+        ("ip", "iproute2"),
+        ("nft", "nftables"),
+        ("iptables-restore", "iptables"),
+    ] {
         let found = Command::new(tool)
-            .arg("-V")
+            .arg("--version")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
@@ -198,6 +239,25 @@ impl ChaosNet {
         self.nft(i, &script)
     }
 
+    /// Node `i`'s namespace's name.
+    pub fn netns_name(&self, i: u32) -> String {
+        format!("{}n{i}", self.prefix)
+    }
+
+    /// Sends node `i`'s `eth0` packets (only those to and from `peer` when given) to its
+    /// netfilter queue [`super::packet_queue::QUEUE_NUM`], both ways.
+    pub fn queue_packets(&self, i: u32, peer: Option<Ipv4Addr>) -> anyhow::Result<()> {
+        iptables_restore(
+            &self.netns_name(i),
+            &queue_rules(Some((super::packet_queue::QUEUE_NUM, peer))),
+        )
+    }
+
+    /// Removes node `i`'s queueing rules.
+    pub fn unqueue_packets(&self, i: u32) -> anyhow::Result<()> {
+        iptables_restore(&self.netns_name(i), &queue_rules(None))
+    }
+
     /// Removes every rule of every node.
     pub fn heal(&self) -> anyhow::Result<()> {
         for i in 1..=self.nodes {
@@ -264,8 +324,26 @@ mod tests {
             vec![("output", "ip daddr 10.200.1.2 drop".to_owned())]
         );
         assert_eq!(Rule::Isolate.nft().len(), 2);
-        assert!(Rule::Loss(20).nft()[1]
-            .1
-            .contains("numgen random mod 100 < 20 drop"));
+    }
+
+    /// The queueing rules take `eth0`'s packets both ways (never loopback's), only the
+    /// peer's when one is named, with the bypass that lets packets pass without a worker.
+    #[test]
+    fn queue_rules_take_eth0_both_ways_with_bypass() {
+        let peer = Ipv4Addr::new(10, 200, 1, 3);
+        assert_eq!(
+            queue_rules(Some((18, Some(peer)))),
+            "*filter\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n\
+             -A INPUT -i eth0 -s 10.200.1.3 -j NFQUEUE --queue-num 18 --queue-bypass\n\
+             -A OUTPUT -o eth0 -d 10.200.1.3 -j NFQUEUE --queue-num 18 --queue-bypass\n\
+             COMMIT\n"
+        );
+        let all = queue_rules(Some((18, None)));
+        assert!(all.contains("-A INPUT -i eth0 -j NFQUEUE --queue-num 18 --queue-bypass\n"));
+        assert!(all.contains("-A OUTPUT -o eth0 -j NFQUEUE --queue-num 18 --queue-bypass\n"));
+        assert_eq!(
+            queue_rules(None),
+            "*filter\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n"
+        );
     }
 }
