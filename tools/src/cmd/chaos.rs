@@ -1364,7 +1364,6 @@ fn images_agree(cluster: &LocalCluster, timeout: Duration) -> anyhow::Result<Res
 mod tests {
     use super::*;
 
-    /// Images that differ are told apart, naming the part; equal ones are not.
     /// The schedule is a function of the seed, names only existing nodes, never partitions a
     /// node from itself, and draws every kind of fault; `--fault-kinds` restricts it.
     #[test]
