@@ -30,6 +30,12 @@
 //! | bad magic, version, flags, checksum, padding, truncated | none                                           | closed     |
 //! | Raft request (`is_raft()`)                              | `DescribeQuorum` from the driver's status; `Fetch`/`FetchSnapshot` of an observer stepped into the leader's core ([`RaftHandle::observer_request`], `NotController` on a non-leader, `wait_max_ms` capped at half the request's timeout); voter changes ([`voter_change`], below) | kept |
 //!
+//! With an authorizer (`authorizer.class.name`), a decoded request is authorized before it is
+//! served, as the connection's principal ([`crate::principal`]: its client certificate's, or
+//! `User:ANONYMOUS`) with Kafka's ACL model ([`crate::rpc_auth`]): refused whole with
+//! `AuthorizationFailed`, or served without its refused items, which its answer lists in their
+//! place. Without one nothing is checked.
+//!
 //! Closing waits for the requests already in flight on that connection to be answered
 //! (bounded by their timeouts), then shuts the write side. Other connections are untouched.
 //!

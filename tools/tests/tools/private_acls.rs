@@ -5,9 +5,10 @@
 //! CreateTopics, IncrementalAlterConfigs, DescribeQuorum and a voter change (the error names
 //! the permission missing), and nothing changes; once the admin grants it ACLs with
 //! `corum acls`, it is allowed, except where a DENY wins; a controller's certificate
-//! (`controller-<id>`) passes without any ACL; brokers (`corum loadgen --workload brokers`)
-//! register and heartbeat with CLUSTER_ACTION granted to their principal; after a restart of
-//! every node the same decisions hold.
+//! (`controller-<id>`) passes without any ACL, and the nodes' registrations (a standby's reach
+//! the active controller's client listener with its certificate) go through after a restart;
+//! brokers (`corum loadgen --workload brokers`) register and heartbeat with CLUSTER_ACTION
+//! granted to their principal; after a restart of every node the same decisions hold.
 
 use std::path::Path;
 use std::process::Output;
@@ -501,6 +502,24 @@ fn the_private_listener_authorizes_with_kafkas_acls() {
     if let Err(e) = c.start_all() {
         panic!("restarting the cluster: {e:#}\n{}", logs(&c));
     }
+    // Every node registers its new incarnation; a standby's registration reaches the active
+    // controller's client listener with the node's certificate, which no ACL names.
+    wait_until(
+        "every node registered again",
+        Duration::from_secs(60),
+        || {
+            c.nodes
+                .iter()
+                .all(|n| {
+                    std::fs::read_to_string(&n.log)
+                        .unwrap_or_default()
+                        .matches("controller registered")
+                        .count()
+                        >= 2
+                })
+                .then_some(())
+        },
+    );
     let _brokers = spawn_loadgen(
         &c.bootstrap(),
         &[
