@@ -26,6 +26,8 @@ CLIENTS=${CLIENTS:-256}
 CONNECTIONS=${CONNECTIONS:-8}
 FILLER=${FILLER:-1000}
 BASE_PORT=${BASE_PORT:-19900}
+# A busy shared host may take longer than the default 20 s to elect over TLS.
+LEADER_TRIES=${LEADER_TRIES:-600}
 # shellcheck source=lib/quorum.sh
 . "$(dirname "$0")/lib/quorum.sh"
 work_dir /var/tmp/corum-authorizer-overhead
