@@ -34,7 +34,15 @@ use crate::records::AccessControlEntryRecordV1;
 macro_rules! kafka_enum {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $code:literal, $text:literal;)* }) => {
         $(#[$m])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        ///
+        /// Archivable (rkyv) so an authorization refusal carries it
+        /// ([`AuthorizationFailure`]); the variant order is then a wire format: append only.
+        #[derive(
+            Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
+            rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
+        )]
+        #[rkyv(derive(Debug, PartialEq, Eq))]
+        #[repr(u8)]
         pub enum $name {
             $($(#[$vm])* $variant,)*
         }
@@ -751,6 +759,66 @@ impl Authorizer {
             return true;
         }
         !found && self.config.allow_everyone_if_no_acl_found
+    }
+}
+
+/// A request, or one item of it, refused by the authorizer: who asked and the permission it
+/// lacks. Answers carry it (`ApiError::AuthorizationFailed` for one item of a request that
+/// answers per item, `corum_protocol::RpcError::AuthorizationFailed` for a whole request), so
+/// a client can say which ACL is missing. Its message starts with Kafka's message for the
+/// code ([`AuthorizationFailure::kafka_error_code`]: `Topic authorization failed`, `Cluster
+/// authorization failed`, ...) and names the permission:
+/// `Cluster authorization failed: User:CN=tenant,O=corum is not authorized to ALTER on CLUSTER kafka-cluster`.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub struct AuthorizationFailure {
+    /// The requester's principal, as its listener derived it (`User:CN=tenant,O=corum`,
+    /// `User:ANONYMOUS`).
+    pub principal: String,
+    /// The operation it may not do.
+    pub operation: AclOperation,
+    /// On what.
+    pub resource_type: ResourceType,
+    pub resource_name: String,
+}
+
+impl AuthorizationFailure {
+    /// Kafka's code for a refusal on this resource type: TOPIC_AUTHORIZATION_FAILED (29),
+    /// GROUP_ (30), CLUSTER_ (31), TRANSACTIONAL_ID_ (53), DELEGATION_TOKEN_ (65); a user
+    /// resource is the cluster's (Kafka authorizes its user APIs on the cluster).
+    pub fn kafka_error_code(&self) -> i16 {
+        match self.resource_type {
+            ResourceType::Topic => 29,
+            ResourceType::Group => 30,
+            ResourceType::Cluster | ResourceType::User => 31,
+            ResourceType::TransactionalId => 53,
+            ResourceType::DelegationToken => 65,
+        }
+    }
+
+    /// Kafka's message for [`AuthorizationFailure::kafka_error_code`], without its full stop.
+    fn kafka_message(&self) -> &'static str {
+        match self.resource_type {
+            ResourceType::Topic => "Topic authorization failed",
+            ResourceType::Group => "Group authorization failed",
+            ResourceType::Cluster | ResourceType::User => "Cluster authorization failed",
+            ResourceType::TransactionalId => "Transactional Id authorization failed",
+            ResourceType::DelegationToken => "Delegation Token authorization failed",
+        }
+    }
+}
+
+impl std::fmt::Display for AuthorizationFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} is not authorized to {} on {} {}",
+            self.kafka_message(),
+            self.principal,
+            self.operation,
+            self.resource_type,
+            self.resource_name
+        )
     }
 }
 

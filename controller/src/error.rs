@@ -172,6 +172,12 @@ pub enum ApiError {
         #[rkyv(with = rkyv::with::AsOwned)]
         reason: Reason,
     },
+    /// The requester may not do this (the authorizer refused it; nothing reached the
+    /// controller). Kafka: the failure's own code, TOPIC_AUTHORIZATION_FAILED (29) or
+    /// CLUSTER_AUTHORIZATION_FAILED (31) here
+    /// ([`crate::acl::AuthorizationFailure::kafka_error_code`]).
+    #[error("{0}")]
+    AuthorizationFailed(crate::acl::AuthorizationFailure),
 }
 
 /// Bytes that are not a valid record batch.

@@ -8,10 +8,14 @@
 //! `rpc_error_for`) or is a frame that deserializes into owned values, whose Raft bodies pass
 //! or fail `validate_raft` with an error, and whose encoding decodes to an equal frame.
 
+use corum_controller::acl::{AclOperation, AuthorizationFailure, ResourceType};
 use corum_controller::control::producer_id_control::{
     AllocateProducerIdsRequest, AllocateProducerIdsResponse,
 };
-use corum_controller::control::replication_control::{CreatableTopic, CreateTopicsRequest};
+use corum_controller::control::replication_control::{
+    CreatableTopic, CreateTopicsRequest, CreateTopicsResponse, CreatedTopic,
+};
+use corum_controller::{ApiError, TopicId};
 use corum_node::protocol::{
     decode_request, decode_response, encode_request, encode_response, peek_correlation_id,
     rpc_error_for, LeaderHint, LocalRead, RequestBody, RequestFrame, ResponseBody, ResponseFrame,
@@ -68,8 +72,18 @@ pub fn run(data: &[u8]) {
     }
 }
 
+/// The authorizer's refusal of `op` on `name` to `User:CN=tenant`.
+fn tenant_may_not(op: AclOperation, t: ResourceType, name: &str) -> AuthorizationFailure {
+    AuthorizationFailure {
+        principal: "User:CN=tenant".into(),
+        operation: op,
+        resource_type: t,
+        resource_name: name.into(),
+    }
+}
+
 /// Seeds: requests and responses of several kinds (bodiless, with items, Raft fetches with
-/// real batches, errors).
+/// real batches, errors, authorization refusals whole and per item).
 #[allow(dead_code)]
 pub fn seeds() -> Vec<(String, Vec<u8>)> {
     let replica = ReplicaKey {
@@ -154,6 +168,37 @@ pub fn seeds() -> Vec<(String, Vec<u8>)> {
             Err(RpcError::Malformed {
                 reason: "bad".into(),
             }),
+        ),
+        (
+            "authorization-failed",
+            Err(RpcError::AuthorizationFailed(Box::new(tenant_may_not(
+                AclOperation::Alter,
+                ResourceType::Cluster,
+                "kafka-cluster",
+            )))),
+        ),
+        (
+            "create-topics-refused",
+            Ok(ResponseBody::CreateTopics(CreateTopicsResponse {
+                topics: vec![
+                    (
+                        "secret".into(),
+                        Err(ApiError::AuthorizationFailed(tenant_may_not(
+                            AclOperation::Create,
+                            ResourceType::Topic,
+                            "secret",
+                        ))),
+                    ),
+                    (
+                        "open".into(),
+                        Ok(CreatedTopic {
+                            topic_id: TopicId(Uuid([5; 16])),
+                            num_partitions: 1,
+                            replication_factor: 3,
+                        }),
+                    ),
+                ],
+            })),
         ),
     ];
     let mut seeds = Vec::new();

@@ -6,7 +6,7 @@
 
 use corum_controller::ApiError;
 use corum_protocol::RpcError;
-use kafka_protocol::error::ResponseError as K;
+use kafka_protocol::error::{ParseResponseErrorCode, ResponseError as K};
 
 /// The longest error message a response carries. Messages quote what the client sent (a topic
 /// name, a config key, escaped), and a string of a non-flexible version holds at most 32,767
@@ -102,6 +102,10 @@ pub fn api_error_code(e: &ApiError) -> K {
         ApiError::InvalidRegistration { .. } => K::InvalidRegistration,
         ApiError::NotReplica { .. } => K::NotLeaderOrFollower,
         ApiError::UnsupportedVersion { .. } => K::UnsupportedVersion,
+        ApiError::AuthorizationFailed(f) => f
+            .kafka_error_code()
+            .err()
+            .expect("an authorization failure's code is an error"),
     }
 }
 
@@ -130,6 +134,39 @@ mod tests {
         }));
         assert_eq!(e.code, 40);
         assert!(e.message.unwrap().contains("bad"));
+    }
+
+    /// An authorization refusal has Kafka's code for its resource type, whole or per item,
+    /// and its message names the permission.
+    #[test]
+    fn authorization_failures_have_kafka_codes() {
+        use corum_controller::acl::{AclOperation, AuthorizationFailure, ResourceType};
+        let failure = |t: ResourceType| AuthorizationFailure {
+            principal: "User:CN=tenant".into(),
+            operation: AclOperation::Create,
+            resource_type: t,
+            resource_name: "orders".into(),
+        };
+        for (t, code) in [
+            (ResourceType::Topic, 29),
+            (ResourceType::Group, 30),
+            (ResourceType::Cluster, 31),
+            (ResourceType::TransactionalId, 53),
+            (ResourceType::DelegationToken, 65),
+            (ResourceType::User, 31),
+        ] {
+            assert_eq!(
+                api_error_code(&ApiError::AuthorizationFailed(failure(t))).code(),
+                code
+            );
+            let e = KafkaError::rpc(&RpcError::AuthorizationFailed(Box::new(failure(t))));
+            assert_eq!(e.code, code, "{t}");
+        }
+        let e = KafkaError::api(&ApiError::AuthorizationFailed(failure(ResourceType::Topic)));
+        assert_eq!(
+            e.message.as_deref(),
+            Some("Topic authorization failed: User:CN=tenant is not authorized to CREATE on TOPIC orders")
+        );
     }
 
     #[test]

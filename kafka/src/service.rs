@@ -32,10 +32,8 @@
 use corum_protocol::{LocalRead, RequestBody, ResponseBody, RpcError};
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
-use corum_controller::acl::AclOperation;
-
 use crate::api;
-use crate::auth::{cluster_denied, topic_denied, Gate, Session};
+use crate::auth::{topic_denied, Gate, Session};
 use crate::backend::{Backend, ListenerContext};
 use crate::request::{Parsed, RequestHead};
 
@@ -90,7 +88,7 @@ async fn dispatch<B: Backend>(
     body: RequestKind,
 ) -> ResponseKind {
     let v = head.api_version;
-    if let Some(denied) = denied_whole(gate, &body) {
+    if let Some(denied) = denied_whole(gate, head.api_key, &body) {
         return denied;
     }
     match body {
@@ -131,15 +129,14 @@ async fn dispatch<B: Backend>(
         }
         RequestKind::CreateTopics(mut r) => {
             let mut denied = Vec::new();
-            if !gate.cluster(AclOperation::Create) {
-                r.topics.retain(|t| {
-                    let ok = gate.topic(AclOperation::Create, t.name.0.as_str());
-                    if !ok {
-                        denied.push(t.name.clone());
-                    }
-                    ok
-                });
-            }
+            let topics = gate.topics(head.api_key);
+            r.topics.retain(|t| {
+                let ok = topics.check(t.name.0.as_str()).is_ok();
+                if !ok {
+                    denied.push(t.name.clone());
+                }
+                ok
+            });
             let mut response = api::topics::create_topics(ctx, backend, r, v).await;
             response.topics.extend(denied.into_iter().map(|name| {
                 api::topics::create_error(
@@ -154,25 +151,24 @@ async fn dispatch<B: Backend>(
         }
         RequestKind::DeleteTopics(mut r) => {
             let mut denied = Vec::new();
-            if !gate.cluster(AclOperation::Delete) {
-                let allowed =
-                    |name: Option<&str>| name.is_some_and(|n| gate.topic(AclOperation::Delete, n));
-                r.topic_names.retain(|n| {
-                    let ok = allowed(Some(n.0.as_str()));
-                    if !ok {
-                        denied.push((Some(n.clone()), Default::default()));
-                    }
-                    ok
-                });
-                r.topics.retain(|t| {
-                    let named = t.name.as_ref().filter(|_| t.topic_id.is_nil());
-                    let ok = allowed(named.map(|n| n.0.as_str()));
-                    if !ok {
-                        denied.push((t.name.clone(), t.topic_id));
-                    }
-                    ok
-                });
-            }
+            let topics = gate.topics(head.api_key);
+            r.topic_names.retain(|n| {
+                let ok = topics.check(n.0.as_str()).is_ok();
+                if !ok {
+                    denied.push((Some(n.clone()), Default::default()));
+                }
+                ok
+            });
+            r.topics.retain(|t| {
+                let ok = match t.name.as_ref().filter(|_| t.topic_id.is_nil()) {
+                    Some(name) => topics.check(name.0.as_str()).is_ok(),
+                    None => topics.check_id(&t.topic_id.to_string()).is_ok(),
+                };
+                if !ok {
+                    denied.push((t.name.clone(), t.topic_id));
+                }
+                ok
+            });
             let mut response = api::topics::delete_topics(ctx, backend, r, v).await;
             response
                 .responses
@@ -187,8 +183,9 @@ async fn dispatch<B: Backend>(
         }
         RequestKind::CreatePartitions(mut r) => {
             let mut denied = Vec::new();
+            let topics = gate.topics(head.api_key);
             r.topics.retain(|t| {
-                let ok = gate.topic(AclOperation::Alter, t.name.0.as_str());
+                let ok = topics.check(t.name.0.as_str()).is_ok();
                 if !ok {
                     denied.push(t.name.clone());
                 }
@@ -203,12 +200,9 @@ async fn dispatch<B: Backend>(
             ResponseKind::CreatePartitions(response)
         }
         RequestKind::DescribeConfigs(mut r) => {
-            let denied = configs_denied(
-                gate,
-                AclOperation::DescribeConfigs,
-                &mut r.resources,
-                |res| (res.resource_type, &res.resource_name),
-            );
+            let denied = configs_denied(gate, head.api_key, &mut r.resources, |res| {
+                (res.resource_type, &res.resource_name)
+            });
             let mut response = api::configs::describe_configs(ctx, backend, r, v).await;
             response
                 .results
@@ -222,10 +216,9 @@ async fn dispatch<B: Backend>(
             ResponseKind::DescribeConfigs(response)
         }
         RequestKind::AlterConfigs(mut r) => {
-            let denied =
-                configs_denied(gate, AclOperation::AlterConfigs, &mut r.resources, |res| {
-                    (res.resource_type, &res.resource_name)
-                });
+            let denied = configs_denied(gate, head.api_key, &mut r.resources, |res| {
+                (res.resource_type, &res.resource_name)
+            });
             let mut response = api::configs::alter_configs(ctx, backend, r).await;
             response.responses.extend(denied.into_iter().map(|(t, name, code)| {
                 kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse::default()
@@ -236,10 +229,9 @@ async fn dispatch<B: Backend>(
             ResponseKind::AlterConfigs(response)
         }
         RequestKind::IncrementalAlterConfigs(mut r) => {
-            let denied =
-                configs_denied(gate, AclOperation::AlterConfigs, &mut r.resources, |res| {
-                    (res.resource_type, &res.resource_name)
-                });
+            let denied = configs_denied(gate, head.api_key, &mut r.resources, |res| {
+                (res.resource_type, &res.resource_name)
+            });
             let mut response = api::configs::incremental_alter_configs(ctx, backend, r).await;
             response.responses.extend(denied.into_iter().map(|(t, name, code)| {
                 kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse::default()
@@ -327,75 +319,33 @@ async fn dispatch<B: Backend>(
 
 /// The answer to a request the session may not make at all (an operation on the cluster, see
 /// [`crate::auth`]), or `None` to serve it.
-fn denied_whole(gate: &Gate<'_>, body: &RequestKind) -> Option<ResponseKind> {
-    use AclOperation as O;
-    let op = match body {
-        RequestKind::ElectLeaders(_)
-        | RequestKind::UpdateFeatures(_)
-        | RequestKind::CreateAcls(_)
-        | RequestKind::DeleteAcls(_)
-        | RequestKind::AddRaftVoter(_)
-        | RequestKind::RemoveRaftVoter(_)
-        | RequestKind::AlterUserScramCredentials(_) => O::Alter,
-        RequestKind::DescribeUserScramCredentials(_) => O::Describe,
-        RequestKind::DescribeCluster(_)
-        | RequestKind::DescribeQuorum(_)
-        | RequestKind::DescribeAcls(_)
-        | RequestKind::ListPartitionReassignments(_) => O::Describe,
-        RequestKind::BrokerRegistration(_)
-        | RequestKind::BrokerHeartbeat(_)
-        | RequestKind::UnregisterBroker(_)
-        | RequestKind::AlterPartition(_)
-        | RequestKind::AssignReplicasToDirs(_)
-        | RequestKind::AllocateProducerIds(_)
-        | RequestKind::Fetch(_)
-        | RequestKind::FetchSnapshot(_)
-        | RequestKind::UpdateRaftVoter(_)
-        | RequestKind::Envelope(_) => O::ClusterAction,
-        _ => return None,
-    };
-    if !gate.enabled() || gate.cluster(op) {
-        return None;
-    }
-    Some(crate::auth::cluster_denied_response(body))
+fn denied_whole(gate: &Gate<'_>, api: ApiKey, body: &RequestKind) -> Option<ResponseKind> {
+    gate.whole(api)
+        .err()
+        .map(|_| crate::auth::cluster_denied_response(body))
 }
 
-/// The code a config resource of Kafka type `resource_type` named `name` is refused with, if
-/// the session may not do `op` on it: a topic (2) is checked by name, a broker (4) or broker
-/// logger (8) on the cluster; other types go on to the usual checks.
-/// Takes the resources the session may not `op` out of a configs request: (type, name, error
-/// code) of each, for the answer to list beside the others' results.
+/// Takes the resources the session may not touch out of a configs request of `api` (see
+/// [`Gate::config`]): (type, name, error code) of each, for the answer to list beside the
+/// others' results.
 fn configs_denied<T>(
     gate: &Gate<'_>,
-    op: AclOperation,
+    api: ApiKey,
     resources: &mut Vec<T>,
     key: impl Fn(&T) -> (i8, &kafka_protocol::protocol::StrBytes),
 ) -> Vec<(i8, kafka_protocol::protocol::StrBytes, i16)> {
     let mut denied = Vec::new();
     resources.retain(|res| {
         let (resource_type, name) = key(res);
-        match config_denied(gate, op, resource_type, name) {
-            None => true,
-            Some(code) => {
-                denied.push((resource_type, name.clone(), code));
+        match gate.config(api, resource_type, name.as_str()) {
+            Ok(()) => true,
+            Err(refusal) => {
+                denied.push((resource_type, name.clone(), refusal.kafka_error_code()));
                 false
             }
         }
     });
     denied
-}
-
-fn config_denied(
-    gate: &Gate<'_>,
-    op: AclOperation,
-    resource_type: i8,
-    name: &kafka_protocol::protocol::StrBytes,
-) -> Option<i16> {
-    match resource_type {
-        2 if !gate.topic(op, name.as_str()) => Some(topic_denied()),
-        4 | 8 if !gate.cluster(op) => Some(cluster_denied()),
-        _ => None,
-    }
 }
 
 /// Topics the session may not DESCRIBE: marked TOPIC_AUTHORIZATION_FAILED when the request
@@ -411,7 +361,7 @@ fn filter_described<T>(
     }
     topics.retain_mut(|t| {
         let (name, code) = fields(t);
-        let ok = name.is_none_or(|n| gate.topic(AclOperation::Describe, n));
+        let ok = name.is_none_or(|n| gate.describe_topic(n, named).is_ok());
         if ok {
             return true;
         }

@@ -35,7 +35,7 @@
 //! gets `Malformed`. The golden test (`testdata/protocol_v1.golden`) pins the bytes of a few
 //! frames so an accidental layout change fails: each extension appends its own lines (the
 //! first frames, then the Raft RPCs, then the distinct [`RpcError`] variants after
-//! `Malformed`/`Api`), and no older line ever changes — with one exception so far: the
+//! `Malformed`/`Api`, ..., last the authorization refusals), and no older line ever changes — with one exception so far: the
 //! fetch answer's line changed when [`corum_raft::Batch`] gained its append time
 //! (`timestamp_ms`, for Kafka brokers' lag metrics), so clients of earlier builds cannot read
 //! fetch answers of this one (nor it theirs).
@@ -1502,12 +1502,51 @@ mod tests {
             .into_iter()
             .skip_while(|e| !matches!(e, RpcError::Api(_)))
             .skip(1)
+            // Appended later, with the authorization frames (`golden_authorization_frames`).
+            .take_while(|e| !matches!(e, RpcError::AuthorizationFailed(_)))
             .zip(201..)
             .map(|(e, correlation_id)| ResponseFrame {
                 correlation_id,
                 body: Err(e),
             })
             .collect()
+    }
+
+    /// The authorization refusals pinned by the golden file (last): a whole request refused
+    /// (`RpcError::AuthorizationFailed`), and a CreateTopics answer with one topic refused
+    /// (`ApiError::AuthorizationFailed`) beside one created.
+    fn golden_authorization_frames() -> Vec<ResponseFrame> {
+        let whole = crate::rpc_error::tests::one_of_each()
+            .into_iter()
+            .find(|e| matches!(e, RpcError::AuthorizationFailed(_)))
+            .expect("one_of_each lists AuthorizationFailed");
+        vec![
+            ResponseFrame {
+                correlation_id: 301,
+                body: Err(whole),
+            },
+            ResponseFrame {
+                correlation_id: 302,
+                body: Ok(ResponseBody::CreateTopics(CreateTopicsResponse {
+                    topics: vec![
+                        (
+                            "secret".into(),
+                            Err(ApiError::AuthorizationFailed(tenant_may_not_create(
+                                "secret",
+                            ))),
+                        ),
+                        (
+                            "open".into(),
+                            Ok(CreatedTopic {
+                                topic_id: TopicId(Uuid([0x31; 16])),
+                                num_partitions: 1,
+                                replication_factor: 3,
+                            }),
+                        ),
+                    ],
+                })),
+            },
+        ]
     }
 
     fn hex(bytes: &[u8]) -> String {
@@ -1560,6 +1599,11 @@ mod tests {
             let b = encode_request(&q, MAX).unwrap();
             text.push_str(&format!("request {} {}\n", q.correlation_id, hex(&b)));
             let b = encode_response(&r, MAX).unwrap();
+            text.push_str(&format!("response {} {}\n", r.correlation_id, hex(&b)));
+        }
+        // Authorization refusals (the private listener's ACLs), appended last.
+        for r in &golden_authorization_frames() {
+            let b = encode_response(r, MAX).unwrap();
             text.push_str(&format!("response {} {}\n", r.correlation_id, hex(&b)));
         }
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/protocol_v1.golden");
@@ -1760,7 +1804,18 @@ mod tests {
             ApiError::UnsupportedVersion {
                 reason: "metadata.version".into(),
             },
+            ApiError::AuthorizationFailed(tenant_may_not_create("orders")),
         ]
+    }
+
+    /// `User:CN=tenant,O=corum` may not create topic `name`.
+    fn tenant_may_not_create(name: &str) -> corum_controller::acl::AuthorizationFailure {
+        corum_controller::acl::AuthorizationFailure {
+            principal: "User:CN=tenant,O=corum".into(),
+            operation: corum_controller::acl::AclOperation::Create,
+            resource_type: corum_controller::acl::ResourceType::Topic,
+            resource_name: name.into(),
+        }
     }
 
     fn api_error_index(e: &ApiError) -> usize {
@@ -1798,6 +1853,7 @@ mod tests {
             ApiError::InvalidRegistration { .. } => 30,
             ApiError::NotReplica { .. } => 31,
             ApiError::UnsupportedVersion { .. } => 32,
+            ApiError::AuthorizationFailed(_) => 33,
         }
     }
 
@@ -2574,6 +2630,12 @@ mod tests {
             bodies.push(Err(RpcError::RecordsTooLarge { bytes: port.into(), max: correlation_id }));
             bodies.push(Err(RpcError::ObserverRefused { replica_id: NodeId(port.into()), reason: reason.clone() }));
             bodies.push(Err(RpcError::Internal { reason: reason.clone() }));
+            bodies.push(Err(RpcError::AuthorizationFailed(Box::new(corum_controller::acl::AuthorizationFailure {
+                principal: format!("User:CN={reason}"),
+                operation: corum_controller::acl::AclOperation::ALL_VALUES[pick.index(corum_controller::acl::AclOperation::ALL_VALUES.len())],
+                resource_type: corum_controller::acl::ResourceType::ALL_VALUES[pick.index(corum_controller::acl::ResourceType::ALL_VALUES.len())],
+                resource_name: reason.clone(),
+            }))));
             let body = bodies[pick.index(bodies.len())].clone();
             let f = ResponseFrame { correlation_id, body };
             let b = encode_response(&f, MAX).unwrap();

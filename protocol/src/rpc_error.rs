@@ -18,10 +18,12 @@
 //! | `RecordsTooLarge` | the request's records do not fit one batch | `RECORD_LIST_TOO_LARGE` (18) |
 //! | `ObserverRefused` | an observer request names a replica that votes | `INVALID_REQUEST` (42) |
 //! | `Internal` | a bug in the answering node | `UNKNOWN_SERVER_ERROR` (-1) |
+//! | `AuthorizationFailed` | the connection's principal lacks the permission the request needs | the failure's: `CLUSTER_AUTHORIZATION_FAILED` (31), `TOPIC_AUTHORIZATION_FAILED` (29) |
 //!
 //! The variant order is the wire format (see [`crate::envelope`]): variants are only appended,
 //! and every variant is pinned by a line of the golden file.
 
+use corum_controller::acl::AuthorizationFailure;
 use corum_controller::ApiError;
 use corum_types::NodeId;
 
@@ -93,6 +95,14 @@ pub enum RpcError {
     /// does not allow (the reason says which). Report it. Kafka: `UNKNOWN_SERVER_ERROR` (-1).
     #[error("internal error in the answering node: {reason}")]
     Internal { reason: String },
+    /// The connection's principal may not make this request (the node has an authorizer,
+    /// `authorizer.class.name`, and no ACL allows it; see [`AuthorizationFailure`] for the
+    /// permission it lacks). Nothing was applied. A request answered per item (CreateTopics,
+    /// the configs requests, ...) carries `ApiError::AuthorizationFailed` on each refused
+    /// item instead. Kafka: the failure's own code, CLUSTER_AUTHORIZATION_FAILED (31) for the
+    /// cluster's operations.
+    #[error("{0}")]
+    AuthorizationFailed(Box<AuthorizationFailure>),
 }
 
 /// Kafka's `UNKNOWN_SERVER_ERROR`.
@@ -126,6 +136,7 @@ impl RpcError {
             RpcError::RecordsTooLarge { .. } => KAFKA_RECORD_LIST_TOO_LARGE,
             RpcError::ObserverRefused { .. } => KAFKA_INVALID_REQUEST,
             RpcError::Internal { .. } => KAFKA_UNKNOWN_SERVER_ERROR,
+            RpcError::AuthorizationFailed(f) => f.kafka_error_code(),
         })
     }
 }
@@ -162,6 +173,12 @@ pub(crate) mod tests {
             RpcError::Internal {
                 reason: "answer of another kind".into(),
             },
+            RpcError::AuthorizationFailed(Box::new(AuthorizationFailure {
+                principal: "User:CN=tenant,O=corum".into(),
+                operation: corum_controller::acl::AclOperation::Alter,
+                resource_type: corum_controller::acl::ResourceType::Cluster,
+                resource_name: "kafka-cluster".into(),
+            })),
         ]
     }
 
@@ -180,6 +197,7 @@ pub(crate) mod tests {
             RpcError::RecordsTooLarge { .. } => 8,
             RpcError::ObserverRefused { .. } => 9,
             RpcError::Internal { .. } => 10,
+            RpcError::AuthorizationFailed(_) => 11,
         }
     }
 
@@ -187,7 +205,7 @@ pub(crate) mod tests {
     #[test]
     fn one_of_each_is_complete_and_in_order() {
         let tags: Vec<usize> = one_of_each().iter().map(index).collect();
-        assert_eq!(tags, (0..11).collect::<Vec<_>>());
+        assert_eq!(tags, (0..12).collect::<Vec<_>>());
     }
 
     /// Each variant maps to the Kafka code its doc names, `Api` to none (its ApiError has
@@ -213,6 +231,7 @@ pub(crate) mod tests {
                 Some(18),
                 Some(42),
                 Some(-1),
+                Some(31),
             ]
         );
     }
@@ -232,5 +251,9 @@ pub(crate) mod tests {
             "the request's records take 9 bytes, more than one batch may hold (8)"
         );
         assert_eq!(text[9], "observer request refused: replica 2 votes");
+        assert_eq!(
+            text[11],
+            "Cluster authorization failed: User:CN=tenant,O=corum is not authorized to ALTER on CLUSTER kafka-cluster"
+        );
     }
 }

@@ -390,6 +390,13 @@ impl TlsIdentity {
         })
     }
 
+    /// The identity in the first certificate of PEM text (a keystore file: its certificate
+    /// comes first); `None` if there is none or it does not parse.
+    pub fn from_pem(pem: &[u8]) -> Option<TlsIdentity> {
+        let der = CertificateDer::pem_slice_iter(pem).next()?.ok()?;
+        TlsIdentity::from_der(&der)
+    }
+
     /// Whether a common name or a DNS SAN is `name`.
     pub fn names(&self, name: &str) -> bool {
         self.common_names.iter().any(|n| n == name) || self.dns_names.iter().any(|n| n == name)
@@ -832,6 +839,12 @@ mod tests {
         assert_eq!(id.dns_names, ["controller-3"]);
         assert_eq!(id.ip_addresses, [IpAddr::from([127, 0, 0, 1])]);
         assert!(id.names("controller-3") && !id.names("controller-4"));
+        // A keystore file (the key, then the certificate) names the same identity.
+        assert_eq!(
+            TlsIdentity::from_pem(issued.keystore_pem().as_bytes()),
+            Some(id)
+        );
+        assert_eq!(TlsIdentity::from_pem(issued.key_pem.as_bytes()), None);
     }
 
     proptest! {

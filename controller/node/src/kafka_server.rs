@@ -282,18 +282,15 @@ async fn serve_connection(
     shutdown: ShutdownSignal,
     sasl: Option<Rc<SaslConfig>>,
 ) {
-    // The connection's principal: Kafka's default SSL principal builder (`User:` and the
-    // client certificate's subject DN), `User:ANONYMOUS` without a certificate (PLAINTEXT, or
-    // SSL without client authentication). On a SASL listener the SASL exchange sets it, and
-    // nothing but ApiVersions is served before.
-    let principal = stream
-        .identity()
-        .map_or_else(|| "User:ANONYMOUS".to_owned(), |i| i.principal.clone());
-    tracing::debug!(%peer, %principal, tls = stream.is_tls(), sasl = sasl.is_some(), "Kafka connection");
-    let mut session = Rc::new(corum_kafka::auth::Session {
-        principal,
-        client_host: peer.ip().to_string(),
-    });
+    // The connection's principal ([`crate::principal`]): Kafka's default SSL principal
+    // builder (`User:` and the client certificate's subject DN), `User:ANONYMOUS` without a
+    // certificate (PLAINTEXT, or SSL without client authentication). On a SASL listener the
+    // SASL exchange sets it, and nothing but ApiVersions is served before.
+    let mut session = Rc::new(crate::principal::session(
+        stream.identity().as_deref(),
+        peer,
+    ));
+    tracing::debug!(%peer, principal = %session.principal, tls = stream.is_tls(), sasl = sasl.is_some(), "Kafka connection");
     let mut sasl_state = sasl.as_ref().map(|_| SaslConnection::new());
     let opened = std::time::Instant::now();
     let (mut reader, writer) = futures_lite::io::split(stream);
@@ -422,10 +419,10 @@ async fn serve_connection(
                 None => {}
             }
             if let Some(p) = state.principal().filter(|p| *p != session.principal) {
-                session = Rc::new(corum_kafka::auth::Session {
-                    principal: p.to_owned(),
-                    client_host: session.client_host.clone(),
-                });
+                session = Rc::new(corum_kafka::auth::Session::authenticated(
+                    p,
+                    session.client_host.clone(),
+                ));
             }
             match gate {
                 Gate::Serve => {}

@@ -35,7 +35,9 @@
 //! - [`raft_features`]: `kraft.version`, the feature Raft keeps: UpdateFeatures naming it goes
 //!   to the Raft core, DescribeFeatures shows it.
 //! - [`rpc_server`]: the client-facing RPC server over framed TCP (pipelined, size-limited,
-//!   leader hints rewritten to client endpoints).
+//!   leader hints rewritten to client endpoints), authorizing each request with Kafka's ACL
+//!   model when the node has an authorizer ([`rpc_auth`]); [`principal`]: who a connection to
+//!   a client-facing listener is (its client certificate's principal).
 //! - [`error`]: one error enum per concern.
 pub mod acl_slot;
 pub mod bootstrap;
@@ -56,11 +58,13 @@ pub mod metrics;
 pub mod node;
 pub mod peer;
 pub mod port;
+pub mod principal;
 pub use corum_protocol as protocol;
 pub mod quorum_state;
 pub mod raft_config;
 pub mod raft_features;
 pub mod registration;
+pub mod rpc_auth;
 pub mod rpc_server;
 pub mod service;
 pub mod sim;

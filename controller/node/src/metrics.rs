@@ -21,7 +21,7 @@
 //! | `corum_controller_replay_latency_seconds` | histogram | service status: a proposal sent to the driver → replayed by the controller |
 //! | `corum_log_sync_duration_seconds` | histogram | driver status: each group-commit round of the log (one O_DSYNC write, or writes + fdatasync), the disk's share of every commit |
 //! | `corum_brokers{state="active"|"fenced"|"shutting_down"}`, `corum_topics`, `corum_partitions` | gauge | committed image |
-//! | `corum_rpc_connections_open`, `corum_rpc_connections_accepted_total`, `corum_rpc_connections_refused_total`, `corum_rpc_requests_total`, `corum_rpc_malformed_total` | gauge/counter | RPC server |
+//! | `corum_rpc_connections_open`, `corum_rpc_connections_accepted_total`, `corum_rpc_connections_refused_total`, `corum_rpc_requests_total`, `corum_rpc_malformed_total`, `corum_rpc_authorization_refused_total` | gauge/counter | RPC server |
 //! | `corum_kafka_connections_open{listener}`, `corum_kafka_requests_total{listener,api}` | gauge/counter | each Kafka listener (`api` as Kafka's request metrics name it: `Fetch`, `BrokerHeartbeat`, ...) |
 //! | `process_cpu_seconds_total`, `process_start_time_seconds`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_threads`, `process_open_fds` | counter/gauge | `/proc` at each scrape ([`process`]) |
 //!
@@ -131,7 +131,7 @@ pub fn render(m: &MetricsSnapshot) -> String {
     for (name, kind, help, value) in singles {
         family(&mut out, name, kind, help, &[(String::new(), value)]);
     }
-    let counters: [(&str, &str, u64); 4] = [
+    let counters: [(&str, &str, u64); 5] = [
         (
             "corum_rpc_connections_accepted_total",
             "Client connections accepted.",
@@ -151,6 +151,11 @@ pub fn render(m: &MetricsSnapshot) -> String {
             "corum_rpc_malformed_total",
             "Client frames answered Malformed.",
             rpc.malformed,
+        ),
+        (
+            "corum_rpc_authorization_refused_total",
+            "Client requests refused by the authorizer, whole or some of their items.",
+            rpc.authorization_refused,
         ),
     ];
     for (name, help, value) in counters {

@@ -318,6 +318,7 @@ async fn worker_shard(
     let gate = ConnectionGate::new(plan.server.limits.clone());
     server.set_gate(gate.clone());
     server.set_tls(server_tls(&config.client_listener_name)?);
+    server.set_acls(plan.service.acls.clone());
     let forward_tls = client_tls(&config.client_listener_name)?;
     server.set_raft_endpoints(plan.service.leader_endpoints.clone());
     let client_addr = server.local_addr();

@@ -30,6 +30,12 @@
 //! | bad magic, version, flags, checksum, padding, truncated | none                                           | closed     |
 //! | Raft request (`is_raft()`)                              | `DescribeQuorum` from the driver's status; `Fetch`/`FetchSnapshot` of an observer stepped into the leader's core ([`RaftHandle::observer_request`], `NotController` on a non-leader, `wait_max_ms` capped at half the request's timeout); voter changes ([`voter_change`], below) | kept |
 //!
+//! With an authorizer (`authorizer.class.name`), a decoded request is authorized before it is
+//! served, as the connection's principal ([`crate::principal`]: its client certificate's, or
+//! `User:ANONYMOUS`) with Kafka's ACL model ([`crate::rpc_auth`]): refused whole with
+//! `AuthorizationFailed`, or served without its refused items, which its answer lists in their
+//! place. Without one nothing is checked.
+//!
 //! Closing waits for the requests already in flight on that connection to be answered
 //! (bounded by their timeouts), then shuts the write side. Other connections are untouched.
 //!
@@ -66,15 +72,19 @@ use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::Semaphore;
 
+use crate::acl_slot::AclSlot;
 use crate::connections::{self, ConnectionGate, ConnectionLimits};
 use crate::driver::{DriverStatus, RaftHandle};
 use crate::error::DriverError;
 use crate::error::{ProtocolError, RpcServerError};
+use crate::principal;
 use crate::protocol::{
     decode_request, peek_correlation_id, rpc_error_for, DescribeQuorumResponse, LeaderHint,
     ReplicaState, RequestBody, RequestFrame, ResponseBody, ResponseFrame, RpcError,
 };
 use crate::raft_features;
+use crate::rpc_auth::{self, Authorized};
+use corum_kafka::auth::{Gate, Session};
 use corum_raft::Message;
 
 /// Settings of an [`RpcServer`], derived from the node's configuration by
@@ -145,10 +155,14 @@ pub struct RpcServerStats {
     /// Connections closed because a write of their answers made no progress for
     /// `corum.connection.send.timeout.ms` (the client stopped reading).
     pub closed_slow_consumer: u64,
+    /// Requests refused by the authorizer, whole or some of their items
+    /// ([`crate::rpc_auth`]).
+    pub authorization_refused: u64,
 }
 
 struct Shared {
     config: RpcServerConfig,
+    acls: AclSlot,
     client_endpoints: HashMap<NodeId, LeaderHint>,
     raft_endpoints: HashMap<NodeId, LeaderHint>,
     raft: RaftHandle,
@@ -165,6 +179,7 @@ pub struct RpcServer {
     stats: Rc<RefCell<RpcServerStats>>,
     tls: Option<Rc<TlsServer>>,
     gate: Rc<ConnectionGate>,
+    acls: AclSlot,
 }
 
 impl RpcServer {
@@ -186,7 +201,15 @@ impl RpcServer {
             raft_endpoints: HashMap::new(),
             stats: Rc::default(),
             tls: None,
+            acls: AclSlot::default(),
         })
+    }
+
+    /// Authorizes every request with `acls`' authorizer, when the node has one
+    /// (`authorizer.class.name`; see [`crate::rpc_auth`]); without one, or without this call,
+    /// nothing is checked.
+    pub fn set_acls(&mut self, acls: AclSlot) {
+        self.acls = acls;
     }
 
     /// Runs a TLS handshake on every connection (the client listener mapped to SSL); a
@@ -230,6 +253,7 @@ impl RpcServer {
     pub async fn run(self, raft: RaftHandle, shutdown: ShutdownSignal) -> RpcServerStats {
         let shared = Rc::new(Shared {
             config: self.config,
+            acls: self.acls,
             client_endpoints: self.client_endpoints,
             raft_endpoints: self.raft_endpoints,
             raft,
@@ -305,8 +329,11 @@ async fn serve_connection(
     shared: &Rc<Shared>,
     shutdown: ShutdownSignal,
 ) {
-    if let Some(identity) = stream.identity() {
-        tracing::debug!(%peer, principal = %identity.principal, "client authenticated");
+    // Kafka's principal of the connection: its client certificate's, else ANONYMOUS.
+    let session = Rc::new(principal::session(stream.identity().as_deref(), peer));
+    if stream.identity().is_some() {
+        tracing::debug!(%peer, principal = %session.principal, super_user = session.super_user,
+            "client authenticated");
     }
     let (reader, writer) = futures_lite::io::split(stream);
     let in_flight_max = shared.config.in_flight_per_connection_max;
@@ -360,9 +387,10 @@ async fn serve_connection(
                         shared.stats.borrow_mut().requests += 1;
                         let frame = RequestFrame::from_archived(archived);
                         let shared = shared.clone();
+                        let session = session.clone();
                         let tx = tx.clone();
                         glommio::spawn_local(async move {
-                            let answer = handle(&shared, frame).await;
+                            let answer = handle(&shared, &session, frame).await;
                             let _ = tx.send(answer).await;
                             drop(permit);
                         })
@@ -490,8 +518,51 @@ fn queue_response<W: AsyncWrite + Unpin>(writer: &mut FrameWriter<W>, answer: &R
     }
 }
 
-/// Serves one decoded request.
-async fn handle(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
+/// Serves one decoded request of `session`: authorized first when the node has an
+/// authorizer ([`crate::rpc_auth`]), then [`serve`]d.
+async fn handle(shared: &Shared, session: &Session, frame: RequestFrame) -> ResponseFrame {
+    let Some(authorizer) = shared.acls.authorizer() else {
+        return serve(shared, frame).await;
+    };
+    let correlation_id = frame.correlation_id;
+    let gate = Gate::new(Some(authorizer), session);
+    let (body, refused) = match rpc_auth::authorize(&gate, frame.body) {
+        Authorized::Refused(failure) => {
+            shared.stats.borrow_mut().authorization_refused += 1;
+            return ResponseFrame {
+                correlation_id,
+                body: Err(RpcError::AuthorizationFailed(Box::new(failure))),
+            };
+        }
+        Authorized::Answer(body) => {
+            shared.stats.borrow_mut().authorization_refused += 1;
+            return ResponseFrame {
+                correlation_id,
+                body: Ok(body),
+            };
+        }
+        Authorized::Serve { body, refused } => (body, refused),
+    };
+    if refused.count() > 0 {
+        shared.stats.borrow_mut().authorization_refused += 1;
+    }
+    let answer = serve(
+        shared,
+        RequestFrame {
+            correlation_id,
+            timeout_ms: frame.timeout_ms,
+            body,
+        },
+    )
+    .await;
+    ResponseFrame {
+        correlation_id,
+        body: refused.apply(&gate, answer.body),
+    }
+}
+
+/// Serves one decoded (and authorized) request.
+async fn serve(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
     let correlation_id = frame.correlation_id;
     if frame.body.is_raft() {
         let raft = &shared.raft;

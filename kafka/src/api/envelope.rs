@@ -70,6 +70,9 @@ pub fn forwarded_session(
             |p| format!("{}:{}", p.principal_type, p.name),
         ),
         client_host: host.map_or_else(|| broker.client_host.clone(), |h| h.to_string()),
+        // A forwarded principal is authorized by the ACLs alone; without one the request is
+        // the broker's own.
+        super_user: who.is_none() && broker.super_user,
     }
 }
 

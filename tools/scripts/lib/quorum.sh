@@ -49,7 +49,8 @@ EOF
 # 127.0.0.1:$((BASE_PORT + 30 + i)) (`kafka_requests`). NODE_PROPERTIES (lines of
 # key=value) is added to every node's configuration, `{id}` in it replaced by the node's id;
 # DESCRIBE_ARGS is added to the `quorum describe` that waits for the leader (e.g.
-# `--command-config FILE` when the client listeners are SSL).
+# `--command-config FILE` when the client listeners are SSL). It asks LEADER_TRIES times
+# (default 200), 0.1 s apart.
 start_quorum() {
     local bin=$1 tag=$2 kafka=${3:-} cid voters="" boot="" kafka_listeners=""
     local props=${NODE_PROPERTIES:-}
@@ -89,7 +90,7 @@ EOF
     if [ -n "$kafka" ]; then
         echo "$kafka_listeners" >"$WORK/$tag.kafka"
     fi
-    for _ in $(seq 1 200); do
+    for _ in $(seq 1 "${LEADER_TRIES:-200}"); do
         if "${DESCRIBE_BIN:-$bin}" quorum describe --bootstrap "$boot" --status ${DESCRIBE_ARGS:-} 2>/dev/null | grep -qi "leader"; then
             return 0
         fi

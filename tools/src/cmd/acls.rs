@@ -13,17 +13,21 @@
 //! narrows `--list` to one principal.
 //!
 //! It speaks corum's private protocol (`--bootstrap`, the controllers' client listeners), like
-//! every other `corum` admin command: that listener serves corum's own tools and authorizes
-//! nothing (it has no principal until mutual TLS gives its connections one), so an operator
-//! can set up ACLs before turning the authorizer on. Kafka's own `kafka-acls` and AdminClient
-//! go through the Kafka listener, where the caller needs ALTER (or DESCRIBE) on the cluster.
+//! every other `corum` admin command. With an authorizer the caller needs ALTER on the
+//! cluster to add or remove ACLs and DESCRIBE to list them, on that listener as on the Kafka
+//! listener (Kafka's own `kafka-acls` and AdminClient): the principal of its client
+//! certificate (`--command-config`), or `User:ANONYMOUS` without one. The first ACLs are
+//! added by a super user (`super.users`), as in Kafka.
+//!
+//! A refusal of any `corum` command names the permission missing, and this command's line
+//! that grants it ([`grant_hint`]).
 
 use std::fmt::Write as _;
 
 use corum_client::{RequestBody, ResponseBody};
 use corum_controller::acl::{
-    codes, AclBindingV1, AclFilterV1, AclOperation, AclPermissionType, PatternType, ResourceType,
-    CLUSTER_NAME, WILDCARD_HOST,
+    codes, AclBindingV1, AclFilterV1, AclOperation, AclPermissionType, AuthorizationFailure,
+    PatternType, ResourceType, CLUSTER_NAME, WILDCARD_HOST,
 };
 use corum_controller::control::acl_control::{
     CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
@@ -83,6 +87,26 @@ pub struct Args {
     /// Accepted for kafka-acls' scripts: corum never asks for confirmation.
     #[arg(long)]
     pub force: bool,
+}
+
+/// The `corum acls` arguments that grant what `failure` says is missing, for the refusal's
+/// message: `corum acls --add --allow-principal 'User:CN=tenant' --operation CREATE --topic
+/// orders` (the caller adds `--bootstrap` and a super user's `--command-config`).
+pub fn grant_hint(failure: &AuthorizationFailure) -> String {
+    let resource = match failure.resource_type {
+        ResourceType::Cluster => "--cluster".to_owned(),
+        ResourceType::Topic => format!("--topic {}", failure.resource_name),
+        ResourceType::Group => format!("--group {}", failure.resource_name),
+        ResourceType::TransactionalId => format!("--transactional-id {}", failure.resource_name),
+        ResourceType::DelegationToken | ResourceType::User => {
+            format!("--{} {}", failure.resource_type, failure.resource_name)
+        }
+    };
+    format!(
+        "corum acls --add --allow-principal '{}' --operation {} {resource}",
+        failure.principal.replace('\'', "'\\''"),
+        failure.operation
+    )
 }
 
 /// The resources named, each as (type, name).
@@ -390,6 +414,45 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+
+    /// The hint is a `corum acls` line that parses and grants exactly the permission missing.
+    #[test]
+    fn a_refusal_hints_at_the_acl_that_grants_it() {
+        let failure = AuthorizationFailure {
+            principal: "User:CN=tenant,O=corum".into(),
+            operation: AclOperation::AlterConfigs,
+            resource_type: ResourceType::Topic,
+            resource_name: "orders".into(),
+        };
+        let hint = grant_hint(&failure);
+        assert_eq!(
+            hint,
+            "corum acls --add --allow-principal 'User:CN=tenant,O=corum' --operation ALTER_CONFIGS --topic orders"
+        );
+        let mut argv = vec!["corum-acls", "--bootstrap", "127.0.0.1:9094"];
+        argv.extend(
+            hint.trim_start_matches("corum acls ")
+                .split(' ')
+                .map(|w| w.trim_matches('\'')),
+        );
+        let a = Cli::parse_from(argv).args;
+        let req = add_request(&a).unwrap();
+        assert_eq!(req.creations.len(), 1);
+        let acl = &req.creations[0];
+        assert_eq!(acl.principal, "User:CN=tenant,O=corum");
+        assert_eq!(acl.operation, AclOperation::AlterConfigs.code());
+        assert_eq!(acl.resource_name, "orders");
+        let cluster = AuthorizationFailure {
+            resource_type: ResourceType::Cluster,
+            resource_name: CLUSTER_NAME.into(),
+            operation: AclOperation::Alter,
+            principal: "User:O'Brien".into(),
+        };
+        assert_eq!(
+            grant_hint(&cluster),
+            "corum acls --add --allow-principal 'User:O'\\''Brien' --operation ALTER --cluster"
+        );
+    }
 
     #[derive(clap::Parser)]
     struct Cli {

@@ -156,22 +156,40 @@ impl ItemError {
     /// The error of a per-item controller failure.
     pub fn api(e: &ApiError) -> ItemError {
         let code = corum_kafka::errors::api_error_code(e).code();
+        let message = match e {
+            ApiError::AuthorizationFailed(f) => refused(f),
+            other => other.to_string(),
+        };
         ItemError {
             code,
             name: kafka_error_name(code),
-            message: e.to_string(),
+            message,
         }
     }
 
     /// The error of a request refused as a whole.
     pub fn rpc(e: &RpcError) -> ItemError {
         let k = corum_kafka::KafkaError::rpc(e);
+        let message = match e {
+            RpcError::AuthorizationFailed(f) => refused(f),
+            RpcError::Api(api) => return ItemError::api(api),
+            other => other.to_string(),
+        };
         ItemError {
             code: k.code,
             name: kafka_error_name(k.code),
-            message: e.to_string(),
+            message,
         }
     }
+}
+
+/// An authorization refusal for a person: Kafka's message naming the permission missing, and
+/// the `corum acls` line a super user runs to grant it.
+fn refused(f: &corum_controller::acl::AuthorizationFailure) -> String {
+    format!(
+        "{f} (a super user grants it with: {})",
+        crate::cmd::acls::grant_hint(f)
+    )
 }
 
 impl std::fmt::Display for ItemError {

@@ -23,7 +23,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use corum_client::{ClientConfig, ControllerClient, DescribeQuorumResponse, ReplicaState};
+use corum_client::{
+    ClientConfig, ClientError, ControllerClient, DescribeQuorumResponse, ReplicaState, RpcError,
+};
 use corum_engine::disk::executor_builder;
 use corum_node::{RequestBody, ResponseBody};
 use corum_raft::message::{AddVoterRequest, RemoveVoterRequest};
@@ -32,6 +34,7 @@ use corum_runtime::tls::TlsSettings;
 use corum_types::NodeId;
 use serde::Serialize;
 
+use crate::cmd::admin::describe_client_error;
 use crate::cmd::command_config;
 
 #[derive(clap::Args, Debug)]
@@ -225,7 +228,11 @@ pub fn change_voters(
             let mut request_id = 0;
             loop {
                 request_id += 1;
-                let refused = match client.call(body(request_id)).await? {
+                let answer = client
+                    .call(body(request_id))
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{}", describe_client_error(&e)))?;
+                let refused = match answer {
                     ResponseBody::AddVoter(r) | ResponseBody::RemoveVoter(r) => match r.result {
                         Ok(()) => return Ok(()),
                         Err(e) => e,
@@ -322,6 +329,10 @@ pub async fn describe_leader(
             // the node that leads counts.
             Ok(d) if d.leader_id == Some(d.node_id) => return Ok(d),
             Ok(d) => format!("node {} answered, but it does not lead", d.node_id),
+            // Asking again will not change the ACLs.
+            Err(e @ ClientError::Rpc(RpcError::AuthorizationFailed(_))) => {
+                anyhow::bail!("DescribeQuorum: {}", describe_client_error(&e))
+            }
             Err(e) => e.to_string(),
         };
         if start.elapsed() >= timeout {

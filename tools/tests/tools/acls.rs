@@ -4,7 +4,10 @@
 //! CREATE for `User:ANONYMOUS` on topics prefixed `secret-` makes CreateTopics of `secret-x`
 //! fail with TOPIC_AUTHORIZATION_FAILED while `open-x` is created (ALLOWs of ALTER and
 //! DESCRIBE on the cluster put an ACL there, so that CREATE on the cluster, which would allow
-//! every topic, is not allowed by the no-ACL rule). The ACL survives snapshots
+//! every topic, is not allowed by the no-ACL rule). The client listener is PLAINTEXT, so its
+//! clients are `User:ANONYMOUS` too and need the cluster's ACLs from then on: CLUSTER_ACTION
+//! for the simulated brokers and the standbys' registrations, ALTER_CONFIGS for the configs
+//! workload. The ACL survives snapshots
 //! (written every 64 KiB of records) and a restart of every node; `corum acls --list` sees it
 //! through the private protocol.
 
@@ -57,9 +60,13 @@ deny = ACL(principal="User:ANONYMOUS", host="*", operation=ACLOperation.CREATE,
            resource_pattern=ResourcePattern(ResourceType.TOPIC, "secret-", ACLResourcePatternType.PREFIXED))
 # With no ACL on the cluster, allow.everyone.if.no.acl.found would allow CREATE on it, which
 # allows every topic (Kafka's ControllerApis): ACLs on the cluster make the topic ACL count.
+# ANONYMOUS is also the PLAINTEXT client listener's principal: its brokers and the standbys'
+# registrations need CLUSTER_ACTION, the configs workload ALTER_CONFIGS.
+CLUSTER_OPS = (ACLOperation.ALTER, ACLOperation.DESCRIBE, ACLOperation.CLUSTER_ACTION,
+               ACLOperation.ALTER_CONFIGS)
 cluster = [ACL(principal="User:ANONYMOUS", host="*", operation=op, permission_type=ACLPermissionType.ALLOW,
                resource_pattern=ResourcePattern(ResourceType.CLUSTER, "kafka-cluster", ACLResourcePatternType.LITERAL))
-           for op in (ACLOperation.ALTER, ACLOperation.DESCRIBE)]
+           for op in CLUSTER_OPS]
 everything = ACLFilter(principal=None, host=None, operation=ACLOperation.ANY,
                        permission_type=ACLPermissionType.ANY,
                        resource_pattern=ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY))
@@ -70,7 +77,7 @@ if mode == "setup":
     r = a.create_acls([deny, other] + cluster)
     assert not r["failed"], r
     acls, err = a.describe_acls(everything)
-    assert len(acls) == 4, acls
+    assert len(acls) == 2 + len(CLUSTER_OPS), acls
     r = a.delete_acls([ACLFilter(principal="User:alice", host=None, operation=ACLOperation.ANY,
                                  permission_type=ACLPermissionType.ANY,
                                  resource_pattern=ResourcePatternFilter(ResourceType.TOPIC, "orders", ACLResourcePatternType.LITERAL))])
@@ -81,9 +88,9 @@ if mode == "setup":
 acls, err = a.describe_acls(everything)
 assert sorted((x.principal, x.operation, x.permission_type, x.resource_pattern.resource_name,
          x.resource_pattern.pattern_type) for x in acls) == sorted([
-    ("User:ANONYMOUS", ACLOperation.CREATE, ACLPermissionType.DENY, "secret-", ACLResourcePatternType.PREFIXED),
-    ("User:ANONYMOUS", ACLOperation.ALTER, ACLPermissionType.ALLOW, "kafka-cluster", ACLResourcePatternType.LITERAL),
-    ("User:ANONYMOUS", ACLOperation.DESCRIBE, ACLPermissionType.ALLOW, "kafka-cluster", ACLResourcePatternType.LITERAL)]), acls
+    ("User:ANONYMOUS", ACLOperation.CREATE, ACLPermissionType.DENY, "secret-", ACLResourcePatternType.PREFIXED)] + [
+    ("User:ANONYMOUS", op, ACLPermissionType.ALLOW, "kafka-cluster", ACLResourcePatternType.LITERAL)
+    for op in CLUSTER_OPS]), acls
 try:
     a.create_topics([NewTopic("secret-" + suffix, 1, 1)])
     raise SystemExit("secret-%s was created" % suffix)

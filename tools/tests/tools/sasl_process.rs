@@ -1,6 +1,7 @@
 //! SASL end to end: a 3-node quorum whose Kafka listener is SASL_SSL with PLAIN (users in the
 //! listener's JAAS entry) and SCRAM-SHA-256 (credentials in the metadata log), Kafka's
-//! authorizer with `super.users=User:admin` and no ACL meaning no access. Real clients:
+//! authorizer with `super.users=User:admin` (and `User:ANONYMOUS`, the PLAINTEXT client
+//! listener's principal) and no ACL meaning no access. Real clients:
 //! `corum users add` sets bob's credential over the private protocol; kafka-python
 //! authenticates as bob (SCRAM) and is refused CreateTopics until admin (confluent-kafka,
 //! PLAIN) allows it by ACL; admin adds carol's credential through Kafka's
@@ -215,7 +216,11 @@ fn sasl_clients_authenticate_are_authorized_and_credentials_survive_a_restart() 
                 "authorizer.class.name",
                 "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             ),
-            ("super.users", "User:admin"),
+            // The client listener is PLAINTEXT here: its connections (corum users, the
+            // standbys' forwards and registrations) are User:ANONYMOUS, which Kafka's rule
+            // for a PLAINTEXT inter-node listener makes a super user. The Kafka listener is
+            // SASL_SSL: nothing there is ANONYMOUS.
+            ("super.users", "User:admin;User:ANONYMOUS"),
             ("metadata.log.max.record.bytes.between.snapshots", "65536"),
             ("metadata.log.segment.bytes", "1048576"),
             ("metadata.max.retention.bytes", "0"),
