@@ -244,7 +244,16 @@ fn bad_clients_on_every_listener_are_closed_and_the_node_keeps_serving() {
     for (private, t) in slow {
         let listener = if private { "client" } else { "Kafka" };
         if let Err(e) = t.join().unwrap() {
-            panic!("a slow consumer on the {listener} listener was not closed within the send timeout: {e}");
+            let log = node_log(&c, l);
+            let said: Vec<&str> = log
+                .lines()
+                .filter(|line| line.contains("WARN") || line.contains("stopped reading"))
+                .collect();
+            panic!(
+                "a slow consumer on the {listener} listener was not closed within the send \
+                 timeout: {e}\nthe leader's warnings:\n{}",
+                said[said.len().saturating_sub(40)..].join("\n")
+            );
         }
     }
     rss_max = rss_max.max(rss_mib(pid));
