@@ -35,19 +35,7 @@ work_dir /var/tmp/corum-authorizer-overhead
 [ -x "$BIN" ] || { echo "no corum binary at $BIN (cargo build --release -p corum-tools)" >&2; exit 2; }
 
 PKI=$WORK/pki
-"$BIN" certs ca --dir "$PKI" >/dev/null
-for i in 1 2 3; do
-    "$BIN" certs issue --dir "$PKI" --common-name "controller-$i" --san 127.0.0.1 >/dev/null
-done
-for who in loadgen admin; do
-    "$BIN" certs issue --dir "$PKI" --common-name "$who" >/dev/null
-    printf '%s\n' "security.protocol=SSL" "ssl.truststore.location=$PKI/ca.pem" \
-        "ssl.keystore.location=$PKI/$who.pem" >"$WORK/$who.properties"
-done
-MTLS_PROPERTIES="listener.security.protocol.map=CONTROLLER:SSL,CLIENT:SSL
-ssl.keystore.location=$PKI/controller-{id}.pem
-ssl.truststore.location=$PKI/ca.pem
-listener.name.client.ssl.client.auth=required"
+make_pki "$BIN" "$PKI" loadgen admin
 ACL_PROPERTIES="$MTLS_PROPERTIES
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:CN=admin"

@@ -29,17 +29,7 @@ work_dir /var/tmp/corum-tls-overhead
 [ -x "$BIN" ] || { echo "no corum binary at $BIN (cargo build --release -p corum-tools)" >&2; exit 2; }
 
 PKI=$WORK/pki
-"$BIN" certs ca --dir "$PKI" >/dev/null
-for i in 1 2 3; do
-    "$BIN" certs issue --dir "$PKI" --common-name "controller-$i" --san 127.0.0.1 >/dev/null
-done
-"$BIN" certs issue --dir "$PKI" --common-name loadgen >/dev/null
-printf '%s\n' "security.protocol=SSL" "ssl.truststore.location=$PKI/ca.pem" \
-    "ssl.keystore.location=$PKI/loadgen.pem" >"$WORK/client.properties"
-TLS_PROPERTIES="listener.security.protocol.map=CONTROLLER:SSL,CLIENT:SSL
-ssl.keystore.location=$PKI/controller-{id}.pem
-ssl.truststore.location=$PKI/ca.pem
-listener.name.client.ssl.client.auth=required"
+make_pki "$BIN" "$PKI" loadgen
 
 echo "round case ops_per_sec p50_us p99_us node_cpu_us/op errors"
 for round in $(seq 1 "$ROUNDS"); do
@@ -50,9 +40,9 @@ for round in $(seq 1 "$ROUNDS"); do
         tag=$case$round
         extra=()
         if [ "$case" = tls ]; then
-            NODE_PROPERTIES=$TLS_PROPERTIES DESCRIBE_ARGS="--command-config $WORK/client.properties" \
+            NODE_PROPERTIES=$MTLS_PROPERTIES DESCRIBE_ARGS="--command-config $WORK/loadgen.properties" \
                 start_quorum "$BIN" "$tag"
-            extra=(--command-config "$WORK/client.properties")
+            extra=(--command-config "$WORK/loadgen.properties")
         else
             NODE_PROPERTIES="" DESCRIBE_ARGS="" start_quorum "$BIN" "$tag"
         fi

@@ -118,3 +118,25 @@ stop_quorum() {
     for p in "${NODE_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
     for p in "${NODE_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
 }
+
+# make_pki BIN DIR CLIENT...: a CA, certificates for controllers 1-3 (on 127.0.0.1) and for
+# each CLIENT in DIR, and $WORK/CLIENT.properties (`--command-config` over mutual TLS) for
+# each; sets MTLS_PROPERTIES, the nodes' properties for mutual TLS on the controller and
+# client listeners (for NODE_PROPERTIES).
+make_pki() {
+    local bin=$1 pki=$2 who
+    shift 2
+    "$bin" certs ca --dir "$pki" >/dev/null
+    for who in 1 2 3; do
+        "$bin" certs issue --dir "$pki" --common-name "controller-$who" --san 127.0.0.1 >/dev/null
+    done
+    for who in "$@"; do
+        "$bin" certs issue --dir "$pki" --common-name "$who" >/dev/null
+        printf '%s\n' "security.protocol=SSL" "ssl.truststore.location=$pki/ca.pem" \
+            "ssl.keystore.location=$pki/$who.pem" >"$WORK/$who.properties"
+    done
+    MTLS_PROPERTIES="listener.security.protocol.map=CONTROLLER:SSL,CLIENT:SSL
+ssl.keystore.location=$pki/controller-{id}.pem
+ssl.truststore.location=$pki/ca.pem
+listener.name.client.ssl.client.auth=required"
+}

@@ -20,17 +20,6 @@ const ADMIN: &str = "User:CN=admin,O=corum";
 const TENANT: &str = "User:CN=tenant,O=corum";
 const BROKER: &str = "User:CN=broker,O=corum";
 
-fn certs(args: &[&str]) {
-    let mut all = vec!["certs"];
-    all.extend_from_slice(args);
-    let out = corum(&all, Duration::from_secs(30));
-    assert!(
-        out.status.success(),
-        "corum {all:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// The CA, the three controllers' certificates, the clients' (admin, tenant, broker), and a
 /// properties file for each client and for controller 2's certificate.
 fn make_pki(dir: &Path) {
@@ -466,29 +455,33 @@ fn the_private_listener_authorizes_with_kafkas_acls() {
     // Brokers register and heartbeat as their principal.
     let bootstrap = c.bootstrap();
     let broker_props = pki.join("broker.properties");
-    let brokers = spawn_loadgen(
-        &bootstrap,
-        &[
-            "--workload",
-            "brokers",
-            "--brokers",
-            "3",
-            "--clients",
-            "3",
-            "--broker-id-base",
-            "1",
-            "--heartbeat-interval-ms",
-            "500",
-            "--duration",
-            "600",
-            "--raw-quorum-writers",
-            "0",
-            "--rtt-probes",
-            "0",
-            "--command-config",
-            broker_props.to_str().unwrap(),
-        ],
-    );
+    // Three brokers of the workload, registering and heartbeating with the broker's certificate.
+    let spawn_brokers = |bootstrap: &str| {
+        spawn_loadgen(
+            bootstrap,
+            &[
+                "--workload",
+                "brokers",
+                "--brokers",
+                "3",
+                "--clients",
+                "3",
+                "--broker-id-base",
+                "1",
+                "--heartbeat-interval-ms",
+                "500",
+                "--duration",
+                "600",
+                "--raw-quorum-writers",
+                "0",
+                "--rtt-probes",
+                "0",
+                "--command-config",
+                broker_props.to_str().unwrap(),
+            ],
+        )
+    };
+    let brokers = spawn_brokers(&bootstrap);
     wait_until("three unfenced brokers", Duration::from_secs(60), || {
         (unfenced_brokers(&c, &pki) == 3).then_some(())
     });
@@ -520,29 +513,7 @@ fn the_private_listener_authorizes_with_kafkas_acls() {
                 .then_some(())
         },
     );
-    let _brokers = spawn_loadgen(
-        &c.bootstrap(),
-        &[
-            "--workload",
-            "brokers",
-            "--brokers",
-            "3",
-            "--clients",
-            "3",
-            "--broker-id-base",
-            "1",
-            "--heartbeat-interval-ms",
-            "500",
-            "--duration",
-            "600",
-            "--raw-quorum-writers",
-            "0",
-            "--rtt-probes",
-            "0",
-            "--command-config",
-            broker_props.to_str().unwrap(),
-        ],
-    );
+    let _brokers = spawn_brokers(&c.bootstrap());
     wait_until(
         "three unfenced brokers after the restart",
         Duration::from_secs(60),

@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common::{
-    bootstrap_of, corum, describe_with, kafka_tool, loadgen_json, logs, repo_root, require_java,
-    serial, spawn_loadgen, start_cluster, wait_until,
+    bootstrap_of, certs, corum, describe_with, kafka_tool, loadgen_json, logs, repo_root,
+    require_java, serial, spawn_loadgen, start_cluster, wait_until,
 };
 
 /// Every node's whole log.
@@ -22,17 +22,6 @@ fn full_logs(c: &crate::common::LocalCluster) -> String {
         .map(|n| std::fs::read_to_string(&n.log).unwrap_or_default())
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-fn certs(args: &[&str]) {
-    let mut all = vec!["certs"];
-    all.extend_from_slice(args);
-    let out = corum(&all, Duration::from_secs(30));
-    assert!(
-        out.status.success(),
-        "corum {all:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// The CA, three controllers, a client ("admin"), and a controller-3 certificate from

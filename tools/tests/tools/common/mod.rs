@@ -399,3 +399,15 @@ pub fn file_tree(dir: &Path) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
     out.sort();
     out
 }
+
+/// Runs `corum certs ARGS` (the test PKI), which must succeed.
+pub fn certs(args: &[&str]) {
+    let mut all = vec!["certs"];
+    all.extend_from_slice(args);
+    let out = corum(&all, Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "corum {all:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
