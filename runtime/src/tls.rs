@@ -741,6 +741,15 @@ impl NetStream {
     }
 }
 
+impl std::os::fd::AsRawFd for NetStream {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        match self {
+            NetStream::Plain(s) => s.as_raw_fd(),
+            NetStream::Tls { stream, .. } => stream.as_raw_fd(),
+        }
+    }
+}
+
 impl AsyncRead for NetStream {
     fn poll_read(
         self: Pin<&mut Self>,

@@ -293,6 +293,7 @@ async fn serve_connection(
     tracing::debug!(%peer, principal = %session.principal, tls = stream.is_tls(), sasl = sasl.is_some(), "Kafka connection");
     let mut sasl_state = sasl.as_ref().map(|_| SaslConnection::new());
     let opened = std::time::Instant::now();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let (mut reader, writer) = futures_lite::io::split(stream);
     let listener = config.listener_name.as_str();
     // Answers in request order: the writer awaits each request's task in turn.
@@ -312,6 +313,7 @@ async fn serve_connection(
             hang_up: hang_up.clone(),
             stats: stats.clone(),
             send_timeout: config.limits.send_timeout,
+            fd,
         },
     ));
     let arrival = Duration::from_millis(u64::from(config.request_timeout_ms));
@@ -489,12 +491,15 @@ struct WriterContext {
     hang_up: ShutdownSignal,
     stats: Rc<RefCell<KafkaServerStats>>,
     send_timeout: Duration,
+    /// The connection's socket, open while the writer holds its half.
+    fd: std::os::fd::RawFd,
 }
 
 impl WriterContext {
     /// A write failed: log it when the client stopped reading, and stop the reader.
     fn write_failed(&self, peer: SocketAddr, e: &std::io::Error) {
         if connections::is_timeout(e) {
+            connections::reset_when_closed(self.fd);
             self.stats.borrow_mut().closed_slow_consumer += 1;
             connections::log_closed(
                     connections::Closed::SlowConsumer,
@@ -635,6 +640,8 @@ mod tests {
                 hang_up: ShutdownSignal::detached(),
                 stats: Rc::default(),
                 send_timeout: Duration::from_secs(1),
+                // No socket: the sink is not one.
+                fd: -1,
             };
             let writer = glommio::spawn_local(write_answers(sink.clone(), rx, peer, cx));
             glommio::timer::sleep(Duration::from_millis(20)).await;

@@ -335,6 +335,7 @@ async fn serve_connection(
         tracing::debug!(%peer, principal = %session.principal, super_user = session.super_user,
             "client authenticated");
     }
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let (reader, writer) = futures_lite::io::split(stream);
     let in_flight_max = shared.config.in_flight_per_connection_max;
     let (tx, rx) = local_channel::new_bounded::<ResponseFrame>(in_flight_max + 1);
@@ -346,6 +347,7 @@ async fn serve_connection(
         writer,
         rx,
         peer,
+        fd,
         shared.clone(),
         hang_up.clone(),
     ))
@@ -447,6 +449,8 @@ async fn write_responses<W: AsyncWrite + Unpin>(
     mut writer: FrameWriter<W>,
     rx: local_channel::LocalReceiver<ResponseFrame>,
     peer: SocketAddr,
+    // The connection's socket, open while `writer` holds its half.
+    fd: std::os::fd::RawFd,
     shared: Rc<Shared>,
     hang_up: ShutdownSignal,
 ) {
@@ -468,6 +472,7 @@ async fn write_responses<W: AsyncWrite + Unpin>(
         if let Err(e) = writer.flush_queued().await {
             match &e {
                 corum_runtime::Error::Io { source, .. } if connections::is_timeout(source) => {
+                    connections::reset_when_closed(fd);
                     shared.stats.borrow_mut().closed_slow_consumer += 1;
                     connections::log_closed(
                     connections::Closed::SlowConsumer,

@@ -290,6 +290,91 @@ fn bad_clients_on_every_listener_are_closed_and_the_node_keeps_serving() {
     );
 }
 
+/// A slow consumer whose requests the node read in full (a high
+/// `corum.connection.inflight.requests.max`), then stops reading its answers: the node resets
+/// the connection after the send timeout on both listeners. A FIN would queue behind the
+/// unsent answers and never reach a client whose window is zero, which would wait forever
+/// on a connection the node had given up.
+#[test]
+fn a_slow_consumer_whose_requests_were_all_read_is_reset() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start_cluster(
+        tmp.path(),
+        &[
+            ("corum.connection.send.timeout.ms", "1000"),
+            ("corum.connection.inflight.requests.max", "65536"),
+        ],
+    );
+    let (l, _) = leader_id(&c);
+    let node = c.node(l);
+    let consumers: Vec<_> = [(node.client, true), (node.kafka, false)]
+        .into_iter()
+        .map(|(addr, private)| {
+            let listener = if private { "client" } else { "Kafka" };
+            (
+                listener,
+                std::thread::spawn(move || sends_everything_then_stops_reading(addr, private)),
+            )
+        })
+        .collect();
+    for (listener, t) in consumers {
+        if let Err(e) = t.join().unwrap() {
+            panic!(
+                "the {listener} listener's slow consumer: {e}\n{}",
+                node_log(&c, l)
+            );
+        }
+    }
+}
+
+/// Sends 40,000 pipelined requests (their answers are many times the socket buffers), reads
+/// nothing, and expects a reset within 30 s.
+fn sends_everything_then_stops_reading(addr: SocketAddr, private: bool) -> Result<(), String> {
+    let s = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    set_rcvbuf(&s, 4096);
+    let bytes: Vec<u8> = (1..=40_000u64)
+        .flat_map(|id| slow_request(id, private))
+        .collect();
+    s.set_write_timeout(Some(Duration::from_secs(60)))
+        .map_err(|e| e.to_string())?;
+    (&s).write_all(&bytes).map_err(|e| {
+        format!(
+            "the node did not read the {} request bytes: {e}",
+            bytes.len()
+        )
+    })?;
+    if !hung_up(&s, Duration::from_secs(30)) {
+        return Err("not closed within 30 s of the last request".into());
+    }
+    // What the client's buffer holds comes first, then the reset.
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        match (&s).read(&mut buf) {
+            Ok(0) => return Err("closed with a FIN, not a reset".into()),
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return Ok(()),
+            Err(e) => return Err(format!("read {e}, not a reset")),
+        }
+    }
+}
+
+/// Sets `s`'s receive buffer: a client's answers stop flowing after a few KiB instead of the
+/// megabytes loopback grows its buffers to.
+fn set_rcvbuf(s: &TcpStream, bytes: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: setsockopt on the socket's own descriptor with a valid int and its size.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&bytes as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
 /// Raises this process's open-file limit to at least `n` (up to the hard limit).
 fn raise_nofile(n: u64) {
     let mut lim = libc::rlimit {
@@ -310,20 +395,7 @@ fn raise_nofile(n: u64) {
 /// one; `private` says which) without reading until the node stops taking them and then
 /// closes the connection; true when it did within 30 s.
 fn slow_consumer(mut s: TcpStream, private: bool) -> Result<(), String> {
-    use std::os::fd::AsRawFd;
-    // A small receive buffer: the node's answers stop flowing after a few KiB instead of the
-    // megabytes loopback grows its buffers to.
-    let rcvbuf: libc::c_int = 4096;
-    // SAFETY: setsockopt on the socket's own descriptor with a valid int and its size.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&rcvbuf as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
+    set_rcvbuf(&s, 4096);
     s.set_write_timeout(Some(Duration::from_millis(200)))
         .unwrap();
     // Each phase has its own bound: on a loaded host filling the buffers alone can take long.
