@@ -35,6 +35,7 @@ pub mod frame;
 pub mod log_limit;
 pub mod message;
 pub mod placement;
+pub mod principal_mapping;
 pub mod shard;
 pub mod shutdown;
 pub mod timer;

@@ -142,6 +142,9 @@ pub struct TlsSettings {
     /// A client's `ssl.endpoint.identification.algorithm=https`: the server's certificate
     /// must name the host dialed (DNS or IP SAN). Off, only its chain is checked.
     pub verify_hostname: bool,
+    /// A server's `ssl.principal.mapping.rules`: the name of a client certificate's
+    /// principal; a certificate no rule applies to is refused at the handshake.
+    pub principal_mapping: crate::principal_mapping::PrincipalMapping,
 }
 
 impl TlsSettings {
@@ -603,6 +606,24 @@ impl TlsServer {
             .peer_certificates()
             .and_then(|c| c.first())
             .and_then(|c| TlsIdentity::from_der(c));
+        let identity = match identity {
+            Some(mut id) if !self.settings.principal_mapping.is_default() => {
+                match self.settings.principal_mapping.name(&id.subject) {
+                    Some(name) => id.principal = format!("User:{name}"),
+                    None => {
+                        return Err(tls_err(
+                            "peer identity",
+                            format!(
+                                "no rule of ssl.principal.mapping.rules ({}) applies to the certificate's subject {}",
+                                self.settings.principal_mapping, id.subject
+                            ),
+                        ))
+                    }
+                }
+                Some(id)
+            }
+            other => other,
+        };
         if let Some(check) = &self.check {
             match &identity {
                 None => return Err(tls_err("peer identity", "no client certificate")),

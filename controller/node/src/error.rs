@@ -162,6 +162,9 @@ pub enum ValueError {
         text: String,
         expected: &'static str,
     },
+    /// A rule of `ssl.principal.mapping.rules` that does not parse.
+    #[error("rule {rule:?}: {reason}")]
+    PrincipalMappingRule { rule: String, reason: String },
     #[error("{text:?}: empty host")]
     EmptyHost { text: String },
     #[error("{text:?}: invalid host (no whitespace, '/', '@' or ',')")]

@@ -6,7 +6,7 @@
 //! | connection | principal | super user |
 //! |---|---|---|
 //! | PLAINTEXT, or SSL without a client certificate (`ssl.client.auth=none`, or `requested` and none sent) | `User:ANONYMOUS` | no |
-//! | SSL with a client certificate | `User:` and the certificate's subject DN in RFC 2253 form (`User:CN=admin,O=corum`; `ssl.principal.mapping.rules=DEFAULT`, the only value corum accepts) | when the certificate names a controller |
+//! | SSL with a client certificate | `User:` and the certificate's subject DN in RFC 2253 form (`User:CN=admin,O=corum`, `ssl.principal.mapping.rules=DEFAULT`), or the name the listener's mapping rules give it (applied at the handshake: [`corum_runtime::principal_mapping`]) | when the certificate names a controller |
 //! | SASL (a Kafka listener) | `User:<name>` once authenticated ([`crate::kafka_server`] replaces the session) | no |
 //!
 //! A certificate names a controller when a common name or DNS name is `controller-<node id>`

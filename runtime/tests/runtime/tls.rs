@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
+use corum_runtime::principal_mapping::PrincipalMapping;
 use corum_runtime::tls::certs::{CertificateAuthority, Issued, Subject, Validity};
 use corum_runtime::tls::{ClientAuth, Keystore, TlsClient, TlsServer, TlsSettings, Truststore};
 use corum_runtime::transport::{connect_tls, ConnectionConfig, Listener};
@@ -138,6 +139,7 @@ impl Pki {
                 truststore: truststore(d, "ca.pem", &self.ca),
                 client_auth: auth,
                 verify_hostname: false,
+                ..Default::default()
             },
         )
         .unwrap()
@@ -150,6 +152,7 @@ impl Pki {
             truststore: truststore(d, "client-trust.pem", trust),
             client_auth: ClientAuth::None,
             verify_hostname: true,
+            ..Default::default()
         })
         .unwrap()
     }
@@ -168,6 +171,49 @@ fn mutual_tls_carries_frames_and_names_the_client() {
     let (client, server) = handshake(p.server(ClientAuth::None), p.client(None, &p.ca));
     assert_eq!(client, Ok(()));
     assert_eq!(server, Ok(None));
+}
+
+/// `ssl.principal.mapping.rules` name the client's principal; a certificate no rule applies
+/// to is refused at the handshake, naming the rules and the subject.
+#[test]
+fn principal_mapping_rules_name_the_client_or_refuse_it() {
+    let p = pki();
+    let d = p.dir.path();
+    let server = |rules: &str| {
+        TlsServer::new(
+            "TEST",
+            TlsSettings {
+                keystore: keystore(d, "server.pem", &p.server),
+                truststore: truststore(d, "ca.pem", &p.ca),
+                client_auth: ClientAuth::Required,
+                principal_mapping: PrincipalMapping::parse(rules).unwrap(),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
+    let (client, server_saw) = handshake(
+        server("RULE:^CN=([^,]+),O=corum$/$1/U"),
+        p.client(Some(&p.client), &p.ca),
+    );
+    assert_eq!(client, Ok(()));
+    assert_eq!(server_saw, Ok(Some("User:CLIENT-1".to_owned())));
+    let (_, server_saw) = handshake(
+        server("RULE:^CN=([^,]+),O=example$/$1/"),
+        p.client(Some(&p.client), &p.ca),
+    );
+    let refused = server_saw.unwrap_err();
+    assert!(
+        refused.contains("no rule of ssl.principal.mapping.rules")
+            && refused.contains("CN=client-1,O=corum"),
+        "{refused}"
+    );
+    // A rule that does not match, then DEFAULT: the subject as it is.
+    let (_, server_saw) = handshake(
+        server("RULE:^CN=([^,]+),O=example$/$1/,DEFAULT"),
+        p.client(Some(&p.client), &p.ca),
+    );
+    assert_eq!(server_saw, Ok(Some("User:CN=client-1,O=corum".to_owned())));
 }
 
 #[test]

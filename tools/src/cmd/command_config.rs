@@ -87,6 +87,7 @@ pub fn parse(text: &str) -> anyhow::Result<Option<TlsSettings>> {
         truststore: Some(truststore),
         client_auth: Default::default(),
         verify_hostname,
+        ..Default::default()
     }))
 }
 

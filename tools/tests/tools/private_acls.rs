@@ -1,7 +1,8 @@
 //! Kafka's ACL model on corum's private client protocol: a 3-node quorum whose client listener
 //! requires client certificates (mutual TLS, certificates from `corum certs`) with Kafka's
 //! authorizer, `super.users=User:CN=admin,O=corum` and no ACL meaning no access. Every client
-//! is a `corum` command with `--command-config`. A tenant's certificate with no ACL is refused
+//! is a `corum` command with `--command-config`. The tenant's certificate is `User:TENANT`
+//! through the listener's `ssl.principal.mapping.rules`. A tenant's certificate with no ACL is refused
 //! CreateTopics, IncrementalAlterConfigs, DescribeQuorum and a voter change (the error names
 //! the permission missing), and nothing changes; once the admin grants it ACLs with
 //! `corum acls`, it is allowed, except where a DENY wins; a controller's certificate
@@ -17,7 +18,9 @@ use std::time::Duration;
 use crate::common::*;
 
 const ADMIN: &str = "User:CN=admin,O=corum";
-const TENANT: &str = "User:CN=tenant,O=corum";
+/// The tenant's certificate says `CN=tenant,O=corum`; the client listener's
+/// `ssl.principal.mapping.rules` name it `TENANT` (the others keep their DN: `DEFAULT`).
+const TENANT: &str = "User:TENANT";
 const BROKER: &str = "User:CN=broker,O=corum";
 
 /// The CA, the three controllers' certificates, the clients' (admin, tenant, broker), and a
@@ -277,6 +280,10 @@ fn the_private_listener_authorizes_with_kafkas_acls() {
             ("ssl.truststore.location", truststore.to_str().unwrap()),
             ("listener.name.client.ssl.client.auth", "required"),
             (
+                "listener.name.client.ssl.principal.mapping.rules",
+                "RULE:^CN=(tenant),O=corum$/$1/U, DEFAULT",
+            ),
+            (
                 "authorizer.class.name",
                 "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             ),
@@ -382,8 +389,8 @@ fn the_private_listener_authorizes_with_kafkas_acls() {
         .map(|n| std::fs::read_to_string(&n.log).unwrap_or_default())
         .collect();
     assert!(
-        log.lines().any(|l| l.contains("authorization denied")
-            && l.contains("principal=User:CN=tenant,O=corum")),
+        log.lines()
+            .any(|l| l.contains("authorization denied") && l.contains("principal=User:TENANT")),
         "no refusal logged:\n{}",
         logs(&c)
     );

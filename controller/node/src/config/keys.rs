@@ -1025,10 +1025,10 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
     ),
     ssl_key!(
         "ssl.principal.mapping.rules",
-        ValueType::Text("DEFAULT"),
+        ValueType::Text("DEFAULT, or RULE:<pattern>/<replacement>/[L|U], separated by commas"),
         ssl::check_principal_mapping_rules,
         "DEFAULT",
-        "How a client certificate becomes a principal: DEFAULT only, `User:` and the subject's distinguished name (RFC 2253, e.g. `User:CN=admin,O=example`), as Kafka's default."
+        "How a client certificate becomes a principal, as Kafka's: rules tried in order on the subject's distinguished name (RFC 2253, e.g. `CN=admin,O=example`). `DEFAULT` keeps it (`User:CN=admin,O=example`); `RULE:<pattern>/<replacement>/` applies when the regular expression matches the whole name and gives `User:` and the replacement (`$1` inserts a group), lower-cased with `/L`, upper-cased with `/U` (e.g. `RULE:^CN=([^,]+),O=example$/$1/L,DEFAULT`). A certificate no rule applies to is refused at the handshake."
     ),
     ssl_key!(
         "sasl.enabled.mechanisms",

@@ -6,6 +6,7 @@
 //! The rows of the key table are in [`super::keys`] (defaults there); this module checks
 //! values, stores the per-listener ones, and resolves them.
 
+use corum_runtime::principal_mapping::PrincipalMapping;
 use corum_runtime::tls::{ClientAuth, Keystore, TlsSettings, Truststore};
 
 use super::load::set;
@@ -57,14 +58,12 @@ pub(super) fn check_endpoint_identification(v: &str) -> Result<String, ValueErro
 }
 
 pub(super) fn check_principal_mapping_rules(v: &str) -> Result<String, ValueError> {
-    match v.trim() {
-        "DEFAULT" => Ok("DEFAULT".to_owned()),
-        other => Err(ValueError::Malformed {
-            text: other.to_owned(),
-            expected:
-                "DEFAULT (User: and the certificate's subject DN; RULE: mappings are not supported)",
-        }),
-    }
+    PrincipalMapping::parse(v)
+        .map(|m| m.to_string())
+        .map_err(|e| ValueError::PrincipalMappingRule {
+            rule: e.rule,
+            reason: e.reason,
+        })
 }
 
 /// Sets `name` if it is a per-listener TLS key (`listener.name.<listener>.ssl.*`): checks the
@@ -213,11 +212,16 @@ impl NodeConfig {
             return Err(bad(key, reason));
         }
         let (_, algorithm) = self.ssl_value(listener, "ssl.endpoint.identification.algorithm");
+        let (rules_key, rules) = self.ssl_value(listener, "ssl.principal.mapping.rules");
+        // Checked when set; the default (DEFAULT) parses.
+        let principal_mapping =
+            PrincipalMapping::parse(rules).map_err(|e| bad(rules_key, &format!("{e}")))?;
         Ok(Some(TlsSettings {
             keystore: Some(keystore),
             truststore,
             client_auth,
             verify_hostname: algorithm == "https",
+            principal_mapping,
         }))
     }
 
@@ -310,6 +314,10 @@ mod tests {
                 "listener.name.controller.ssl.endpoint.identification.algorithm",
                 "",
             ),
+            (
+                "listener.name.client.ssl.principal.mapping.rules",
+                "RULE:^CN=([^,]+),O=corum$/$1/L, DEFAULT",
+            ),
         ])
         .unwrap();
         let client = c.listener_tls("CLIENT").unwrap().unwrap();
@@ -330,6 +338,12 @@ mod tests {
             "controllers always authenticate each other"
         );
         assert!(!controller.verify_hostname);
+        // The client listener's mapping rules apply to it only.
+        assert_eq!(
+            client.principal_mapping.name("CN=Alice,O=corum").as_deref(),
+            Some("alice")
+        );
+        assert!(controller.principal_mapping.is_default());
         assert_eq!(c.listener_tls("KAFKA"), Ok(None));
         // The prefixed keys survive a round trip through properties text.
         let back = NodeConfig::from_properties(&c.to_properties()).unwrap();
@@ -403,8 +417,15 @@ mod tests {
             Some("ssl.keystore.type".into())
         );
         assert_eq!(
-            key_of(&[("ssl.principal.mapping.rules", "RULE:^CN=(.*)$/$1/")]),
+            key_of(&[("ssl.principal.mapping.rules", "RULE:^CN=(.*)$/$1")]),
             Some("ssl.principal.mapping.rules".into())
+        );
+        assert_eq!(
+            key_of(&[(
+                "listener.name.client.ssl.principal.mapping.rules",
+                "RULE:^CN=(?=x)$/$1/"
+            )]),
+            Some("listener.name.client.ssl.principal.mapping.rules".into())
         );
         assert_eq!(
             key_of(&[("ssl.endpoint.identification.algorithm", "dns")]),

@@ -671,6 +671,7 @@ fn under_mutual_tls_a_peer_speaks_only_as_the_controller_its_certificate_names()
                 truststore: Some(Truststore::File(trust.clone())),
                 client_auth: ClientAuth::Required,
                 verify_hostname: true,
+                ..Default::default()
             }
         };
         let b_settings = keystore("controller-2");
