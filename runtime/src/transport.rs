@@ -354,6 +354,8 @@ pub struct FramedConnection<S> {
     writer: FrameWriter<WriteHalf<S>>,
     peer: SocketAddr,
     identity: Option<Rc<TlsIdentity>>,
+    /// The socket, for [`FramedConnection::abort`] (a TCP connection's only).
+    fd: Option<std::os::fd::RawFd>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> FramedConnection<S> {
@@ -365,6 +367,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FramedConnection<S> {
             writer: FrameWriter::new(w, peer, config.payload_bytes_max),
             peer,
             identity: None,
+            fd: None,
         }
     }
 
@@ -431,6 +434,44 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FramedConnection<S> {
     pub async fn close(&mut self) {
         self.writer.close().await
     }
+
+    /// Drops the connection with a reset ([`reset_when_closed`]): what was written and not
+    /// yet sent is discarded at once rather than kept by the kernel behind a FIN that a peer
+    /// which stopped reading would never take.
+    pub fn abort(self) {
+        if let Some(fd) = self.fd {
+            reset_when_closed(fd);
+        }
+        drop(self);
+    }
+}
+
+/// Makes the close of the open socket `fd` a reset (`SO_LINGER` 0) instead of a FIN.
+///
+/// A connection given up because its peer stopped reading needs it: its unsent bytes fill
+/// the send buffer and the peer's window is zero, so a FIN would queue behind them and never
+/// arrive, while the kernel keeps the orphaned socket and its buffer (megabytes on loopback)
+/// for minutes. A reset reaches the peer at once and frees both sides. The caller holds the
+/// socket open across the call.
+pub fn reset_when_closed(fd: std::os::fd::RawFd) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on an open descriptor the caller owns, with a valid `linger` and
+    // its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "cannot set SO_LINGER 0 on a socket");
+    }
 }
 
 /// A framed TCP connection.
@@ -454,8 +495,10 @@ fn set_nodelay(stream: &TcpStream, peer: SocketAddr, config: ConnectionConfig) -
 
 fn framed(stream: NetStream, peer: SocketAddr, config: ConnectionConfig) -> TcpConnection {
     let identity = stream.identity();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let mut conn = FramedConnection::new(stream, peer, config);
     conn.identity = identity;
+    conn.fd = Some(fd);
     conn
 }
 
@@ -695,6 +738,14 @@ impl ReconnectingPeer {
     /// Drops the current connection, if any.
     pub fn disconnect(&mut self) {
         self.conn = None;
+    }
+
+    /// Drops the current connection, if any, with a reset ([`FramedConnection::abort`]): for
+    /// a peer that stopped reading.
+    pub fn abort(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            conn.abort();
+        }
     }
 
     /// The open connection, connecting (with backoff) if there is none.

@@ -17,6 +17,10 @@
 # generator to the first, the brokers' JVMs to the second, so that on a small host the brokers'
 # own work (replaying every record) does not take the controllers' CPU — as on separate hosts.
 # Unset: nothing pinned.
+# BUSY=1 adds a control case, `busy`: no brokers, but the brokers' CPUs (BROKER_CPUS, else one
+# unpinned loop) kept busy by a spin loop. On a VM whose virtual CPUs share physical cores, a
+# busy neighbour CPU slows the controllers' own: `busy` against `with` is what serving the
+# brokers costs the controllers, apart from the host's neighbour effect.
 # Prints one line per run — throughput, latency, the nodes' CPU per write, the brokers' CPU per
 # write, the brokers' metadata fetches per second the nodes answered (their metrics), and the
 # host's other CPU use (cores busy beyond the nodes and brokers: the load generator, the
@@ -43,7 +47,11 @@ stop_brokers() {
         BROKERS_DIR=""
     fi
 }
-trap 'stop_brokers; cleanup' EXIT INT TERM
+SPIN=""
+stop_spin() {
+    if [ -n "$SPIN" ]; then kill "$SPIN" 2>/dev/null || true; wait "$SPIN" 2>/dev/null || true; SPIN=""; fi
+}
+trap 'stop_brokers; stop_spin; cleanup' EXIT INT TERM
 
 [ -x "$BIN" ] || { echo "no corum binary at $BIN (cargo build --release -p corum-tools)" >&2; exit 2; }
 compgen -G "$ROOT/compat/jars/kafka_2.13-*.jar" >/dev/null \
@@ -55,11 +63,15 @@ broker_pids() {
 }
 
 echo "round case ops_per_sec p50_us p99_us node_cpu_us/op broker_cpu_us/op fetches/s other_cores errors"
+CASES=(without with)
+[ "${BUSY:-0}" = 1 ] && CASES+=(busy)
 for round in $(seq 1 "$ROUNDS"); do
-    # The order alternates from round to round, so drift within a round hits both cases.
-    order="without with"
-    [ $((round % 2)) -eq 0 ] && order="with without"
-    for case in $order; do
+    # The order turns from round to round, so drift within a round hits every case.
+    n=${#CASES[@]}
+    order=()
+    for i in $(seq 0 $((n - 1))); do order+=("${CASES[$(((i + round - 1) % n))]}"); done
+    [ $((round % 2)) -eq 0 ] && [ "$n" -eq 2 ] && order=(with without)
+    for case in "${order[@]}"; do
         tag=$case$round
         start_quorum "$BIN" "$tag" kafka
         if [ -n "${CONTROLLER_CPUS:-}" ]; then
@@ -81,6 +93,13 @@ for round in $(seq 1 "$ROUNDS"); do
             if [ -n "${BROKER_CPUS:-}" ]; then
                 for p in "${bpids[@]}"; do taskset -a -pc "$BROKER_CPUS" "$p" >/dev/null; done
             fi
+        elif [ "$case" = busy ]; then
+            # The neighbour's CPU is counted where the brokers' would be.
+            spin=()
+            [ -z "${BROKER_CPUS:-}" ] || spin=(taskset -c "$BROKER_CPUS")
+            "${spin[@]}" bash -c 'while :; do :; done' &
+            SPIN=$!
+            bpids=("$SPIN")
         fi
         fetches_before=$(kafka_requests Fetch)
         t0=$(date +%s.%N)
@@ -116,16 +135,22 @@ print(f"{sys.argv[1]:>5} {sys.argv[2]:7} {r['ops_per_sec']:>11.0f} {r['p50_us']:
       f"{r['errors']:>6}")
 PY
         stop_brokers
+        stop_spin
         stop_quorum
     done
 done
 python3 - "$WORK" "$ROUNDS" <<'PY'
 import json, sys
 work, rounds = sys.argv[1], int(sys.argv[2])
+import os
 mean = {}
-for c in ("without", "with"):
+for c in ("without", "with", "busy"):
+    if not os.path.exists(f"{work}/{c}1.json"):
+        continue
     runs = [json.load(open(f"{work}/{c}{r}.json"))["ops_per_sec"] for r in range(1, rounds + 1)]
     mean[c] = sum(runs) / len(runs)
-    print(f"{c:8} brokers: mean {mean[c]:.0f} writes/s")
+    print(f"{c:8} mean {mean[c]:.0f} writes/s")
 print(f"ratio with / without brokers: {mean['with'] / mean['without']:.2f}")
+if "busy" in mean:
+    print(f"ratio with brokers / without brokers beside a busy neighbour CPU: {mean['with'] / mean['busy']:.2f}")
 PY

@@ -26,6 +26,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::Duration;
 
+pub use corum_runtime::transport::reset_when_closed;
 use corum_runtime::LogLimiter;
 
 /// The limits of [`ConnectionGate`] and of each connection, derived from the node's
@@ -170,34 +171,6 @@ pub fn refuse(stream: glommio::net::TcpStream) {
     use std::os::fd::AsRawFd;
     reset_when_closed(stream.as_raw_fd());
     drop(stream);
-}
-
-/// Makes the close of the open socket `fd` a reset (`SO_LINGER` 0) instead of a FIN.
-///
-/// A slow consumer's connection needs it: its unsent answers fill the node's send buffer
-/// and the client's window is zero, so a FIN would queue behind them and never reach the
-/// client, which would wait on a connection the node has given up, while the node's
-/// kernel keeps the orphaned socket and its buffer. A reset reaches the client at once and
-/// frees both. The caller holds the socket open across the call.
-pub fn reset_when_closed(fd: std::os::fd::RawFd) {
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: setsockopt on an open descriptor the caller owns, with a valid `linger` and
-    // its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        tracing::debug!(error = %std::io::Error::last_os_error(), "cannot set SO_LINGER 0 on a socket");
-    }
 }
 
 /// One admitted connection's place; dropping it gives the place back.

@@ -31,8 +31,10 @@
 //! heartbeats to every other peer. A message that fails to go out on a broken connection is
 //! dropped too ([`PeerStats::send_failed`]). A write that does not finish within
 //! [`PeerNetworkConfig::send_timeout`] (a peer that stopped reading, a partition with full
-//! socket buffers) drops the connection and reconnects ([`PeerStats::send_timeouts`]), rather
-//! than waiting out TCP's retransmission timeouts while the queue drops everything.
+//! socket buffers) drops the connection with a reset and reconnects
+//! ([`PeerStats::send_timeouts`]), rather than waiting out TCP's retransmission timeouts while
+//! the queue drops everything; the reset frees the abandoned socket's buffer at once, where a
+//! FIN would wait behind it for a peer that does not read.
 //!
 //! Over PLAINTEXT, `from` is not authenticated: the transport trusts the network between
 //! controllers (as Kafka's PLAINTEXT controller listener does).
@@ -815,8 +817,11 @@ async fn run_link(
         match result {
             Some(Ok(())) => bump(&counters.sent),
             None => {
-                // The frame may be half written: the connection cannot be reused.
-                peer.disconnect();
+                // The frame may be half written: the connection cannot be reused. A reset,
+                // not a FIN that would wait behind the unsent bytes of a peer that stopped
+                // reading (a paused process): the kernel frees the socket and its buffer at
+                // once instead of keeping one orphan per timeout.
+                peer.abort();
                 if stop.is_triggered() {
                     break;
                 }

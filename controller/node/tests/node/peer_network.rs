@@ -459,6 +459,19 @@ fn a_stuck_write_times_out_and_reconnects() {
         while a.peer_stats(NodeId(2)).unwrap().send_timeouts == 0 || accepts.get() < 2 {
             glommio::timer::sleep(Duration::from_millis(5)).await;
         }
+        // The abandoned connection was reset, not closed behind its unsent bytes: reading it
+        // gives what arrived, then the reset (a FIN would wait behind bytes never sent).
+        let mut first = held.borrow_mut().remove(0);
+        let end = loop {
+            match first.recv::<PeerEnvelope>().await {
+                Ok(_) => continue,
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert!(
+            end.contains("reset"),
+            "the first connection ended with: {end}"
+        );
         let s = a.peer_stats(NodeId(2)).unwrap();
         assert!(s.sent > 0, "some messages fit in the socket buffers first");
         assert_eq!(s.dropped_queue_full, 0);
