@@ -49,7 +49,8 @@ enum Command {
     /// (`--dynamic`: its voters changed at run time; `--kafka`: Apache Kafka's brokers on it).
     Demo(cmd::demo::Args),
     /// A quorum in network namespaces under recorded load and seeded faults (partitions,
-    /// loss, pauses, kills), each round's history checked; needs root.
+    /// loss, pauses, kills), each round's history checked; needs root (`--cleanup`: only
+    /// remove what killed runs left behind).
     Chaos(cmd::chaos::Args),
     /// Create, delete, describe and list topics (`topics create|delete|describe|list`).
     Topics(cmd::topics::Args),

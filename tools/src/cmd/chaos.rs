@@ -5,7 +5,7 @@
 //!
 //! | step | what happens |
 //! |---|---|
-//! | setup | root, `ip`, `nft`, `iptables-restore`, `losetup`, `mkfs.ext4` and the blkio cgroup checked; a bridge and a namespace per node ([`net`]), and (with packet faults drawn) a packet queue worker bound and sent node 1's packets once ([`packet_queue`]); per node an ext4 filesystem of `--disk-mib` on a loop device, mounted as its `metadata.log.dir`, and a blkio cgroup for the run ([`disk`]); the nodes formatted and started inside their namespaces, listening on their own addresses |
+//! | setup | root, `ip`, `nft`, `iptables-restore`, `losetup`, `mkfs.ext4` and the blkio cgroup checked; what dead runs left removed ([`sweep`], one line per run; `--cleanup` does only this); a bridge and a namespace per node ([`net`]), and (with packet faults drawn) a packet queue worker bound and sent node 1's packets once ([`packet_queue`]); per node an ext4 filesystem of `--disk-mib` on a loop device, mounted as its `metadata.log.dir`, and a blkio cgroup for the run ([`disk`]); the nodes formatted and started inside their namespaces, listening on their own addresses |
 //! | round | `corum loadgen --workload history` (in process, through the bridge) for `--round-seconds`, while `--faults` faults drawn from the seed (of the `--fault-kinds`) run one after another, each held 1-3 s and healed |
 //! | check | every fault healed, stopped nodes continued, killed ones restarted; the round's history file checked; every node's image, read from its directory at the leader's high watermark once each node has committed that far, equal to the others'; a node that stopped at a full disk said so naming the file, and its log verified clean on the full disk; a violation stops the run (exit 1) with the report, the seed and the files kept |
 //! | end | nodes stopped; packet queue workers stopped at each heal (their rules removed first); filesystems unmounted, loop devices detached, the cgroup, namespaces and bridge removed (also on Ctrl-C or SIGTERM); the directory removed unless `--keep` or a violation |
@@ -48,6 +48,7 @@ use crate::cmd::shell::{image_until, open_directory};
 pub mod disk;
 pub mod net;
 pub mod packet_queue;
+pub mod sweep;
 
 use disk::Disks;
 use net::{ChaosNet, Rule};
@@ -96,6 +97,13 @@ pub struct Args {
     /// queue (iptables' NFQUEUE target).
     #[arg(long, value_delimiter = ',', value_name = "KIND,...")]
     pub fault_kinds: Vec<String>,
+    /// Only remove what dead runs left behind (a run killed with SIGKILL cannot clean up):
+    /// their node processes, mounts, loop devices, blkio cgroups, veth pairs, namespaces and
+    /// bridges, then exit (1 if something could not be removed); the runs' directories stay
+    /// and live runs are left alone. Every run does this when it starts; other options are
+    /// ignored.
+    #[arg(long)]
+    pub cleanup: bool,
 }
 
 /// How long `disk-full` waits for the node to stop at ENOSPC before it heals anyway.
@@ -434,7 +442,44 @@ fn watch_signals() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where a run's files go without `--dir`.
+pub fn default_dir(pid: u32) -> PathBuf {
+    PathBuf::from(format!("/var/tmp/corum-chaos-{pid}"))
+}
+
+/// Removes what dead runs left ([`sweep::sweep`]), printing a line per run; with `verbose`
+/// (`--cleanup`) also the live runs left alone, or that there was nothing. Returns how many
+/// parts could not be removed.
+fn sweep_dead_runs(verbose: bool) -> usize {
+    let swept = sweep::sweep(std::process::id());
+    let mut errors = 0;
+    let mut removed = 0;
+    for run in &swept {
+        match &run.outcome {
+            sweep::Outcome::Live(_) if !verbose => continue,
+            sweep::Outcome::Live(_) => {}
+            sweep::Outcome::Removed(r) => {
+                errors += r.errors.len();
+                removed += 1;
+            }
+        }
+        for line in run.lines() {
+            eprintln!("{line}");
+        }
+    }
+    if verbose && removed == 0 {
+        eprintln!("corum chaos: nothing to remove");
+    }
+    errors
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.cleanup {
+        net::check_host()?;
+        let errors = sweep_dead_runs(true);
+        anyhow::ensure!(errors == 0, "{errors} leftover(s) could not be removed");
+        return Ok(());
+    }
     anyhow::ensure!((1..=9).contains(&args.nodes), "--nodes must be 1 to 9");
     anyhow::ensure!(args.rounds >= 1, "--rounds must be at least 1");
     anyhow::ensure!(
@@ -448,10 +493,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let kinds = parse_fault_kinds(&args.fault_kinds)?;
     net::check_host()?;
     disk::check_host()?;
+    // Before anything of this run exists: a dead run's names (its tag may be this run's) and
+    // mounts (its directory may be this run's) would be in the way.
+    sweep_dead_runs(false);
     let exe = std::env::current_exe().context("finding the corum binary")?;
     let dir = match &args.dir {
         Some(d) => d.clone(),
-        None => PathBuf::from(format!("/var/tmp/corum-chaos-{}", std::process::id())),
+        None => default_dir(std::process::id()),
     };
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     watch_signals()?;

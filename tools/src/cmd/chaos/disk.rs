@@ -8,7 +8,10 @@
 //!
 //! Everything is made with `losetup`, `mkfs.ext4`, `mount` and the cgroup filesystem, and
 //! removed by [`Disks::remove`] (also on drop) or, after SIGINT/SIGTERM, by the commands of
-//! [`Disks::cleanup`] that the signal thread runs once the nodes are killed.
+//! [`Disks::cleanup`] that the signal thread runs once the nodes are killed. The images are
+//! named after their maker's pid and start time ([`image_name`], [`Owner`]), so that once the
+//! maker is SIGKILLed the sweep of `corum chaos` (`chaos/sweep.rs`) can tell what its loop
+//! devices hold from a live run's.
 //!
 //! What the kernel of this project's machine lacks: device-mapper (no `dm-delay` to delay or
 //! `dm-flakey` to fail a disk's IO), so a slow fsync is the cgroup throttle's (which delays
@@ -25,6 +28,73 @@ pub const FILLER: &str = "chaos-filler";
 
 /// Where cgroup v1's blkio controller is mounted.
 pub const BLKIO_ROOT: &str = "/sys/fs/cgroup/blkio";
+
+/// The run's blkio cgroup is this followed by the maker's pid.
+pub const CGROUP_PREFIX: &str = "corum-chaos-";
+
+/// Node `i`'s image file (1-based) in the images' directory, named after its maker `owner`:
+/// `node<i>.<pid>-<start_ticks>.ext4`. The kernel keeps a loop device's backing file name for
+/// as long as the device is attached (`/sys/block/loopN/loop/backing_file`, with ` (deleted)`
+/// once the file is unlinked), so the owner of a killed run's loop device stays known even
+/// when its directory was removed (a test's temporary directory, `rm -rf`), which a file
+/// beside the images would not survive.
+pub fn image_name(i: u32, owner: &Owner) -> String {
+    format!("node{i}.{}.ext4", owner.tag())
+}
+
+/// The process that made a set of disks: its pid and its start time in clock ticks after boot
+/// (field 22 of `/proc/<pid>/stat`), which a later process given the same pid cannot share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Owner {
+    pub pid: u32,
+    pub start_ticks: u64,
+}
+
+impl Owner {
+    /// This process.
+    pub fn me() -> anyhow::Result<Owner> {
+        let stat = std::fs::read_to_string("/proc/self/stat").context("reading /proc/self/stat")?;
+        let (_, start_ticks) = parse_stat(&stat).context("parsing /proc/self/stat")?;
+        Ok(Owner {
+            pid: std::process::id(),
+            start_ticks,
+        })
+    }
+
+    /// `<pid>-<start_ticks>`, as in an image's name.
+    pub fn tag(&self) -> String {
+        format!("{}-{}", self.pid, self.start_ticks)
+    }
+
+    /// Parses what [`Owner::tag`] wrote: two decimal numbers as `format!` writes them, a
+    /// non-zero pid first; `None` for anything else (a foreign name claims nothing).
+    pub fn parse_tag(text: &str) -> Option<Owner> {
+        let (pid, start) = text.split_once('-')?;
+        let number = |s: &str| -> Option<u64> {
+            let ok = !s.is_empty()
+                && s.bytes().all(|b| b.is_ascii_digit())
+                && (s == "0" || !s.starts_with('0'));
+            ok.then(|| s.parse().ok()).flatten()
+        };
+        let pid = u32::try_from(number(pid)?).ok().filter(|&p| p > 0)?;
+        Some(Owner {
+            pid,
+            start_ticks: number(start)?,
+        })
+    }
+}
+
+/// The state (`R`, `S`, `Z`, ...) and the start time in clock ticks after boot of a process,
+/// from its `/proc/<pid>/stat` (the command name, field 2, is in parentheses and may hold
+/// spaces and parentheses itself: the fields after it start after the last `)`).
+pub fn parse_stat(stat: &str) -> Option<(char, u64)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    // Fields 4 to 21 come between the state (3) and the start time (22).
+    let start = fields.nth(22 - 4)?.parse().ok()?;
+    Some((state, start))
+}
 
 /// Runs `program args` (`ip`, `nft`, `losetup`, `mount`, ...), returning its stdout, failing
 /// with its stderr.
@@ -181,7 +251,8 @@ pub struct Disks {
 impl Disks {
     /// Makes, for each of `mounts`, an image of `mib` MiB in `images`, a loop device on it, an
     /// ext4 filesystem (no blocks reserved for root) and the mount; then the blkio cgroup
-    /// named after `tag`. On error everything made so far is removed.
+    /// named after `tag` (this process's pid). The images are named after this process
+    /// ([`image_name`]). On error everything made so far is removed.
     pub fn create(images: &Path, mounts: &[PathBuf], mib: u64, tag: u32) -> anyhow::Result<Disks> {
         let mut disks = Disks::default();
         disks
@@ -199,8 +270,9 @@ impl Disks {
     ) -> anyhow::Result<()> {
         std::fs::create_dir_all(images)
             .with_context(|| format!("creating {}", images.display()))?;
+        let owner = Owner::me()?;
         for (i, mount) in mounts.iter().enumerate() {
-            let image = images.join(format!("node{}.ext4", i + 1));
+            let image = images.join(image_name(i as u32 + 1, &owner));
             let f = std::fs::File::create(&image)
                 .with_context(|| format!("creating {}", image.display()))?;
             f.set_len(mib << 20)
@@ -239,7 +311,7 @@ impl Disks {
             run("mount", &[&dev, &mount.display().to_string()])?;
             self.nodes.last_mut().expect("just pushed").mounted = true;
         }
-        let cgroup = PathBuf::from(format!("{BLKIO_ROOT}/corum-chaos-{tag}"));
+        let cgroup = PathBuf::from(format!("{BLKIO_ROOT}/{CGROUP_PREFIX}{tag}"));
         std::fs::create_dir(&cgroup).with_context(|| format!("creating {}", cgroup.display()))?;
         self.cgroup = Some(cgroup);
         Ok(())

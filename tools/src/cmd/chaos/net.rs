@@ -3,7 +3,8 @@
 //! host reaches the nodes through the bridge's address. Faults are nftables rules in a node's
 //! namespace (a table `corum_chaos` with an input and an output chain), so a rule cuts what
 //! that node sends or receives and nothing else. Everything is made with `ip` and `nft` and
-//! removed by [`ChaosNet::remove`] (also on drop).
+//! removed by [`ChaosNet::remove`] (also on drop); the names carry the run's tag (its pid
+//! modulo [`TAG_MODULUS`]), by which [`super::sweep`] finds a killed run's.
 //!
 //! The kernel here has no `netem` (`CONFIG_NET_SCH_NETEM` is not set), so delay, loss and
 //! reordering are a user-space worker's ([`super::packet_queue`]): `iptables` rules
@@ -44,9 +45,29 @@ impl Rule {
     }
 }
 
+/// A run's names carry its process id modulo this ("tag"), so that the longest, a veth end
+/// `cc<tag>v<i>`, stays within the kernel's 15 bytes of an interface name.
+pub const TAG_MODULUS: u32 = 100_000;
+
+/// The bridge of the run tagged `tag` (on the host).
+pub fn bridge_name(tag: u32) -> String {
+    format!("cc{tag}br")
+}
+
+/// Node `i`'s network namespace in the run tagged `tag`.
+pub fn namespace_name(tag: u32, i: u32) -> String {
+    format!("cc{tag}n{i}")
+}
+
+/// The host end of node `i`'s veth pair in the run tagged `tag` (the other end, `cc<tag>p<i>`
+/// until it is renamed `eth0`, lives in the namespace).
+pub fn veth_name(tag: u32, i: u32) -> String {
+    format!("cc{tag}v{i}")
+}
+
 /// The bridge, the namespaces and their links (see the module doc).
 pub struct ChaosNet {
-    prefix: String,
+    tag: u32,
     subnet: [u8; 3],
     nodes: u32,
     bridge: bool,
@@ -132,9 +153,9 @@ impl ChaosNet {
     /// once do not collide).
     pub fn create(nodes: u32, tag: u32) -> anyhow::Result<ChaosNet> {
         anyhow::ensure!((1..=9).contains(&nodes), "1 to 9 nodes");
-        let t = tag % 100_000;
+        let t = tag % TAG_MODULUS;
         let mut net = ChaosNet {
-            prefix: format!("cc{t}"),
+            tag: t,
             subnet: [10, 200 + (t % 50) as u8, (t / 50 % 250) as u8],
             nodes,
             bridge: false,
@@ -145,20 +166,17 @@ impl ChaosNet {
     }
 
     fn build(&mut self) -> anyhow::Result<()> {
-        let br = format!("{}br", self.prefix);
+        let br = bridge_name(self.tag);
         run("ip", &["link", "add", &br, "type", "bridge"])?;
         self.bridge = true;
         let host = format!("{}/24", self.host_addr());
         run("ip", &["addr", "add", &host, "dev", &br])?;
         run("ip", &["link", "set", &br, "up"])?;
         for i in 1..=self.nodes {
-            let ns = format!("{}n{i}", self.prefix);
+            let ns = namespace_name(self.tag, i);
             run("ip", &["netns", "add", &ns])?;
             self.namespaces.push(ns.clone());
-            let (outside, inside) = (
-                format!("{}v{i}", self.prefix),
-                format!("{}p{i}", self.prefix),
-            );
+            let (outside, inside) = (veth_name(self.tag, i), format!("cc{}p{i}", self.tag));
             run(
                 "ip",
                 &[
@@ -197,11 +215,11 @@ impl ChaosNet {
 
     /// The file of node `i`'s namespace (to enter it before exec).
     pub fn netns_path(&self, i: u32) -> PathBuf {
-        PathBuf::from(format!("/run/netns/{}n{i}", self.prefix))
+        PathBuf::from(format!("/run/netns/{}", namespace_name(self.tag, i)))
     }
 
     fn nft(&self, i: u32, script: &str) -> anyhow::Result<()> {
-        let ns = format!("{}n{i}", self.prefix);
+        let ns = namespace_name(self.tag, i);
         let mut child = Command::new("ip")
             .args(["netns", "exec", &ns, "nft", "-f", "-"])
             .stdin(Stdio::piped())
@@ -241,7 +259,7 @@ impl ChaosNet {
 
     /// Node `i`'s namespace's name.
     pub fn netns_name(&self, i: u32) -> String {
-        format!("{}n{i}", self.prefix)
+        namespace_name(self.tag, i)
     }
 
     /// Sends node `i`'s `eth0` packets (only those to and from `peer` when given) to its
@@ -286,16 +304,12 @@ impl ChaosNet {
             v.push(vec![
                 "link".into(),
                 "del".into(),
-                format!("{}v{}", self.prefix, i + 1),
+                veth_name(self.tag, i as u32 + 1),
             ]);
             v.push(vec!["netns".into(), "del".into(), ns.clone()]);
         }
         if self.bridge {
-            v.push(vec![
-                "link".into(),
-                "del".into(),
-                format!("{}br", self.prefix),
-            ]);
+            v.push(vec!["link".into(), "del".into(), bridge_name(self.tag)]);
         }
         v
     }
