@@ -21,7 +21,9 @@
 # unpinned loop) kept busy by a spin loop. On a VM whose virtual CPUs share physical cores, a
 # busy neighbour CPU slows the controllers' own: `busy` against `with` is what serving the
 # brokers costs the controllers, apart from the host's neighbour effect.
-# Prints one line per run — throughput, latency, the nodes' CPU per write, the brokers' CPU per
+# PERF_DIR=DIR keeps a perf profile of the leader per case (DIR/<case><round>.data).
+# Prints one line per run — throughput, latency, the nodes' CPU per write (all three, then the
+# leader's and a follower's mean), the brokers' CPU per
 # write, the brokers' metadata fetches per second the nodes answered (their metrics), and the
 # host's other CPU use (cores busy beyond the nodes and brokers: the load generator, the
 # kernel's share, and anything else running: a figure above ~0.5 means the run was disturbed)
@@ -62,7 +64,7 @@ broker_pids() {
     pgrep -f "kafka.Kafka $BROKERS_DIR/" || true
 }
 
-echo "round case ops_per_sec p50_us p99_us node_cpu_us/op broker_cpu_us/op fetches/s other_cores errors"
+echo "round case ops_per_sec p50_us p99_us node_cpu_us/op leader/followers broker_cpu_us/op fetches/s other_cores errors"
 CASES=(without with)
 [ "${BUSY:-0}" = 1 ] && CASES+=(busy)
 for round in $(seq 1 "$ROUNDS"); do
@@ -105,6 +107,15 @@ for round in $(seq 1 "$ROUNDS"); do
         t0=$(date +%s.%N)
         host0=$(host_busy)
         before=$(cpu_of "${NODE_PIDS[@]}")
+        # Each node's own, to split the leader's CPU from the followers'.
+        each_before=$(for p in "${NODE_PIDS[@]}"; do cpu_of "$p"; done | paste -sd,)
+        leader=$("$BIN" quorum describe --bootstrap "$(cat "$WORK/$tag.bootstrap")" --status --json \
+            | python3 -c 'import json, sys; print(json.load(sys.stdin)["leader_id"])')
+        if [ -n "${PERF_DIR:-}" ]; then
+            # PERF_DIR: a profile of the leader (perf record, 999 Hz, 6 s from 3 s into the load).
+            mkdir -p "$PERF_DIR"
+            (sleep 3; perf record -F 999 -g -p "${NODE_PIDS[$((leader - 1))]}" -o "$PERF_DIR/$tag.data" -- sleep 6 >/dev/null 2>&1) &
+        fi
         bbefore=0
         [ "${#bpids[@]}" -eq 0 ] || bbefore=$(cpu_of "${bpids[@]}")
         pin=()
@@ -114,24 +125,30 @@ for round in $(seq 1 "$ROUNDS"); do
             --raw-fsync-seconds 0 --raw-quorum-writers 0 --rtt-probes 0 --no-progress \
             --json >"$WORK/$tag.json"
         after=$(cpu_of "${NODE_PIDS[@]}")
+        each_after=$(for p in "${NODE_PIDS[@]}"; do cpu_of "$p"; done | paste -sd,)
         host1=$(host_busy)
         fetches=$(($(kafka_requests Fetch) - fetches_before))
         t1=$(date +%s.%N)
         bafter=0
         [ "${#bpids[@]}" -eq 0 ] || bafter=$(cpu_of "${bpids[@]}")
         python3 - "$round" "$case" "$WORK/$tag.json" "$before" "$after" "$bbefore" "$bafter" \
-            "$fetches" "$t0" "$t1" "$host0" "$host1" <<'PY'
+            "$fetches" "$t0" "$t1" "$host0" "$host1" "$each_before" "$each_after" "$leader" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[3]))
 ops = max(r["ops"], 1)
 node_us = (float(sys.argv[5]) - float(sys.argv[4])) * 1e6 / ops
+each = [(float(a) - float(b)) * 1e6 / ops
+        for b, a in zip(sys.argv[13].split(","), sys.argv[14].split(","))]
+leader = int(sys.argv[15])
+followers = [u for i, u in enumerate(each, 1) if i != leader]
+split = f"{each[leader - 1]:.1f}/{sum(followers) / max(len(followers), 1):.1f}"
 broker_us = (float(sys.argv[7]) - float(sys.argv[6])) * 1e6 / ops
 elapsed = float(sys.argv[10]) - float(sys.argv[9])
 fetches = int(sys.argv[8]) / elapsed
 ours = float(sys.argv[5]) - float(sys.argv[4]) + float(sys.argv[7]) - float(sys.argv[6])
 other = (float(sys.argv[12]) - float(sys.argv[11]) - ours) / elapsed
 print(f"{sys.argv[1]:>5} {sys.argv[2]:7} {r['ops_per_sec']:>11.0f} {r['p50_us']:>6} "
-      f"{r['p99_us']:>6} {node_us:>14.1f} {broker_us:>16.1f} {fetches:>9.0f} {other:>11.2f} "
+      f"{r['p99_us']:>6} {node_us:>14.1f} {split:>16} {broker_us:>16.1f} {fetches:>9.0f} {other:>11.2f} "
       f"{r['errors']:>6}")
 PY
         stop_brokers

@@ -173,6 +173,23 @@ pub fn refuse(stream: glommio::net::TcpStream) {
     drop(stream);
 }
 
+/// Before a connection's socket is dropped: a reset ([`reset_when_closed`]) when the kernel
+/// still holds bytes of it not yet acknowledged by the client (`SIOCOUTQ`), a FIN otherwise.
+///
+/// Whatever ended the connection (an idle or arrival timeout, a bad request, the client's
+/// end of stream), answers may still wait in the send buffer for a client that does not
+/// read them; a FIN would queue behind them and never reach it, leaving the client waiting
+/// on a connection the node has given up and the node's kernel holding the orphaned socket.
+/// A connection whose answers were all delivered ends with a FIN, as a clean close.
+pub fn close_without_waiting(fd: std::os::fd::RawFd) {
+    let mut unsent: libc::c_int = 0;
+    // SAFETY: ioctl(SIOCOUTQ) on an open socket the caller owns, with a valid int.
+    let rc = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut unsent) };
+    if rc != 0 || unsent > 0 {
+        reset_when_closed(fd);
+    }
+}
+
 /// One admitted connection's place; dropping it gives the place back.
 #[derive(Debug)]
 pub struct Admission {

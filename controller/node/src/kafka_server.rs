@@ -326,7 +326,10 @@ async fn serve_connection(
             unanswered.get() > 0
         });
         match shutdown.run_until(hang_up.run_until(next)).await {
-            None | Some(None) | Some(Some(Some(Err(_)))) => break,
+            None | Some(None) | Some(Some(Some(Err(_)))) => {
+                tracing::debug!(%peer, unanswered = unanswered.get(), "Kafka connection: reading ended (end of stream, error, hang-up or shutdown)");
+                break;
+            }
             Some(Some(None)) => {
                 stats.borrow_mut().closed_idle += 1;
                 connections::log_closed(
@@ -357,7 +360,10 @@ async fn serve_connection(
         };
         let body = match read_body(&mut reader, len, arrival).await {
             Some(Ok(body)) => body,
-            Some(Err(_)) => break,
+            Some(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "Kafka connection: a request body could not be read");
+                break;
+            }
             None => {
                 connections::log_closed(
                     connections::Closed::BadRequest,
@@ -482,6 +488,10 @@ async fn serve_connection(
     }
     drop(tx);
     let _ = writer_task.await;
+    // `reader` still holds the socket open.
+    connections::close_without_waiting(fd);
+    drop(reader);
+    tracing::debug!(%peer, unanswered = unanswered.get(), "Kafka connection closed");
 }
 
 /// What a connection's writer shares with its reader and its listener.
@@ -510,6 +520,8 @@ impl WriterContext {
                     self.send_timeout.as_millis()
                 ),
             );
+        } else {
+            tracing::debug!(%peer, error = %e, "Kafka connection: an answer could not be written");
         }
         self.hang_up.fire();
     }

@@ -443,6 +443,9 @@ async fn serve_connection(
     // The writer ends once every in-flight request has sent its answer.
     drop(tx);
     let _ = writer_task.await;
+    // `reader` still holds the socket open.
+    connections::close_without_waiting(fd);
+    drop(reader);
 }
 
 async fn write_responses<W: AsyncWrite + Unpin>(

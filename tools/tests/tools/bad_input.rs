@@ -416,10 +416,24 @@ fn slow_consumer(mut s: TcpStream, private: bool) -> Result<(), String> {
                 // nothing.
                 let blocked = start.elapsed();
                 return if hung_up(&s, Duration::from_secs(30)) {
+                    eprintln!(
+                        "slow consumer (private: {private}): blocked after {blocked:?} and {id} \
+                         requests, closed after {:?}",
+                        start.elapsed()
+                    );
                     Ok(())
                 } else {
+                    // Both ends of the connection as the kernel sees them: whether the node's
+                    // end is still open (and what it holds) or gone.
+                    let port = s.local_addr().map(|a| a.port()).unwrap_or(0);
+                    let sockets = std::process::Command::new("ss")
+                        .args(["-tnoi", &format!("( sport = :{port} or dport = :{port} )")])
+                        .output()
+                        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                        .unwrap_or_else(|e| format!("ss: {e}"));
                     Err(format!(
-                        "blocked after {blocked:?} and {id} requests, then not closed within 30 s"
+                        "blocked after {blocked:?} and {id} requests, then not closed within \
+                         30 s; the connection's sockets (ss):\n{sockets}"
                     ))
                 };
             }
