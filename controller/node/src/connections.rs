@@ -26,7 +26,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::Duration;
 
-pub use corum_runtime::transport::reset_when_closed;
+use corum_runtime::transport::reset_when_closed;
 use corum_runtime::LogLimiter;
 
 /// The limits of [`ConnectionGate`] and of each connection, derived from the node's

@@ -313,7 +313,6 @@ async fn serve_connection(
             hang_up: hang_up.clone(),
             stats: stats.clone(),
             send_timeout: config.limits.send_timeout,
-            fd,
         },
     ));
     let arrival = Duration::from_millis(u64::from(config.request_timeout_ms));
@@ -501,15 +500,12 @@ struct WriterContext {
     hang_up: ShutdownSignal,
     stats: Rc<RefCell<KafkaServerStats>>,
     send_timeout: Duration,
-    /// The connection's socket, open while the writer holds its half.
-    fd: std::os::fd::RawFd,
 }
 
 impl WriterContext {
     /// A write failed: log it when the client stopped reading, and stop the reader.
     fn write_failed(&self, peer: SocketAddr, e: &std::io::Error) {
         if connections::is_timeout(e) {
-            connections::reset_when_closed(self.fd);
             self.stats.borrow_mut().closed_slow_consumer += 1;
             connections::log_closed(
                     connections::Closed::SlowConsumer,
@@ -652,8 +648,6 @@ mod tests {
                 hang_up: ShutdownSignal::detached(),
                 stats: Rc::default(),
                 send_timeout: Duration::from_secs(1),
-                // No socket: the sink is not one.
-                fd: -1,
             };
             let writer = glommio::spawn_local(write_answers(sink.clone(), rx, peer, cx));
             glommio::timer::sleep(Duration::from_millis(20)).await;

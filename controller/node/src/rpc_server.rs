@@ -347,7 +347,6 @@ async fn serve_connection(
         writer,
         rx,
         peer,
-        fd,
         shared.clone(),
         hang_up.clone(),
     ))
@@ -452,8 +451,6 @@ async fn write_responses<W: AsyncWrite + Unpin>(
     mut writer: FrameWriter<W>,
     rx: local_channel::LocalReceiver<ResponseFrame>,
     peer: SocketAddr,
-    // The connection's socket, open while `writer` holds its half.
-    fd: std::os::fd::RawFd,
     shared: Rc<Shared>,
     hang_up: ShutdownSignal,
 ) {
@@ -475,7 +472,6 @@ async fn write_responses<W: AsyncWrite + Unpin>(
         if let Err(e) = writer.flush_queued().await {
             match &e {
                 corum_runtime::Error::Io { source, .. } if connections::is_timeout(source) => {
-                    connections::reset_when_closed(fd);
                     shared.stats.borrow_mut().closed_slow_consumer += 1;
                     connections::log_closed(
                     connections::Closed::SlowConsumer,
