@@ -256,6 +256,103 @@ fn sigkill_crash_keeps_every_durable_record() {
     }
 }
 
+const WRITER_ENV: &str = "CORUM_LATE_WRITER_FILE";
+const LATE_FILE_BYTES: usize = 16 << 20;
+
+/// The child side of `writes_of_a_killed_process_land_before_open_returns`: keep 8 MiB of
+/// writes in flight to the file forever, each pass with new bytes. Does nothing unless run by
+/// the parent.
+#[test]
+#[ignore = "child process of writes_of_a_killed_process_land_before_open_returns"]
+fn late_writer_child() {
+    use corum_engine::buf::AlignedBuf;
+    use corum_engine::disk::{Disk, DiskFile, OpenMode};
+    let Some(path) = std::env::var_os(WRITER_ENV) else {
+        return;
+    };
+    run(async move {
+        let f = Rc::new(
+            UringDisk
+                .open(Path::new(&path), OpenMode::Existing)
+                .await
+                .unwrap(),
+        );
+        println!("ready");
+        let mut pass = 0u8;
+        loop {
+            pass = pass.wrapping_add(1);
+            let mut writes = Vec::new();
+            for chunk in 0..4 {
+                let f = f.clone();
+                writes.push(glommio::spawn_local(async move {
+                    let bytes = AlignedBuf::from_slice(&vec![pass ^ chunk; 2 << 20]);
+                    let pos = ((pass as u64 + chunk as u64) % 8) * (2 << 20);
+                    f.write_at(pos, &bytes).await.unwrap();
+                }));
+            }
+            for w in writes {
+                w.await;
+            }
+        }
+    });
+}
+
+#[test]
+fn writes_of_a_killed_process_land_before_open_returns() {
+    // Proves that io_uring writes a SIGKILLed process left in flight (the kernel finishes them
+    // after the process is reaped) have all landed when the next process's `open` returns: the
+    // file reads the same right after opening and 30 ms later, in every one of 30 kills.
+    use corum_engine::disk::{Disk, DiskFile, OpenMode};
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("file");
+    std::fs::write(&path, vec![0u8; LATE_FILE_BYTES]).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x1A7E);
+    for round in 0..30 {
+        let mut child = Command::new(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "late_writer_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(WRITER_ENV, &path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        // The harness prints "test late_writer_child ... " before the child's own line.
+        assert!(
+            lines.any(|l| l.unwrap().ends_with("ready")),
+            "round {round}: the child did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(rng.gen_range(20..80)));
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGKILL) }, 0);
+        child.wait().unwrap();
+        let p = path.clone();
+        let (first, second) = run(async move {
+            let f = UringDisk.open(&p, OpenMode::Existing).await.unwrap();
+            let first = f.read_at(0, LATE_FILE_BYTES).await.unwrap().to_vec();
+            glommio::timer::sleep(std::time::Duration::from_millis(30)).await;
+            let second = f.read_at(0, LATE_FILE_BYTES).await.unwrap().to_vec();
+            f.close().await.unwrap();
+            (first, second)
+        });
+        let changed = first
+            .chunks(4096)
+            .zip(second.chunks(4096))
+            .filter(|(a, b)| a != b)
+            .count();
+        assert_eq!(
+            changed, 0,
+            "round {round}: {changed} blocks changed after open returned"
+        );
+    }
+}
+
 /// The device measurement takes both kinds of durable 4 KiB write (write + fdatasync, and one
 /// O_DSYNC write) and the bandwidth figures, and leaves no file behind; and an O_DSYNC write
 /// through the second handle reads back through the first.

@@ -45,6 +45,7 @@ pub mod calls;
 pub mod config;
 pub mod connections;
 pub mod data_dir;
+pub mod dir_lock;
 pub mod dispatch;
 pub mod driver;
 pub mod error;

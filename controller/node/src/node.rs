@@ -44,6 +44,7 @@ use corum_types::{NodeId, Uuid};
 
 use crate::config::{components, HostPort, NodeConfig, SecurityProtocol};
 use crate::connections::ConnectionGate;
+use crate::dir_lock::DataDirLock;
 use crate::driver::{RaftDriver, RaftDriverConfig, Recovered};
 use crate::error::{ConfigError, NodeError, RuleError};
 use crate::format::check_formatted;
@@ -77,6 +78,9 @@ pub struct NodePlan {
     /// The TLS settings of each listener mapped to SSL, by listener name (their files load:
     /// checked by [`NodePlan::prepare`]).
     pub tls: BTreeMap<String, TlsSettings>,
+    /// The data directory's lock, held from the check until the node (every clone of the
+    /// plan) is gone.
+    pub dir_lock: Arc<DataDirLock>,
 }
 
 /// A listener's TLS server side, or a config error naming the key whose file or value does
@@ -167,6 +171,7 @@ impl NodePlan {
             &config,
             cluster_id,
         ))?;
+        let dir_lock = Arc::new(DataDirLock::acquire(&config.metadata_log_dir)?);
         let replica = components::raft_replica(&config, meta.directory_id, Some(&bootstrap))?;
         let driver = components::raft_driver(&config, replica)?;
         let service = components::controller_service(&config, &driver.bootstrap_voters);
@@ -188,6 +193,7 @@ impl NodePlan {
             client_addr,
             kafka_listeners,
             tls,
+            dir_lock,
         })
     }
 

@@ -29,6 +29,9 @@
 //!   means what a `sync` error means.
 //! - Any `Err` from `sync` means the state of the unsynced data is unknown; the log treats it
 //!   as fatal.
+//! - When `open` returns, every write an earlier process issued to the file has landed: none
+//!   can change the file afterwards (`UringDisk` waits for a killed process's in-flight
+//!   requests, see [`uring`]; the other disks have none in flight).
 
 pub mod files;
 pub mod sim;

@@ -482,3 +482,102 @@ fn format_release_version_sets_the_finalized_features() {
         ]
     );
 }
+
+#[test]
+fn a_second_node_on_a_data_directory_is_refused_and_a_killed_one_leaves_no_lock() {
+    // Proves the data directory's lock: while a node runs, a second `corum run` on the same
+    // directory exits at once naming the first's pid, having changed nothing; SIGKILL of the
+    // first frees the directory (no stale lock to clean), and a new node starts on it.
+    let tmp = tempfile::tempdir().unwrap();
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let (raft, client) = (free(), free());
+    let data = tmp.path().join("data1");
+    let config = tmp.path().join("node1.properties");
+    std::fs::write(
+        &config,
+        format!(
+            "node.id=1\nprocess.roles=controller\n\
+             listeners=CONTROLLER://127.0.0.1:{raft},CLIENT://127.0.0.1:{client}\n\
+             controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:{raft}\n\
+             metadata.log.dir={}\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let o = corum(&["format", "--config", &config, "--cluster-id", CLUSTER]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_corum"))
+            .args(["run", "--config", &config, "--no-pin"])
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("corum run")
+    };
+    let serving = |what: &str| {
+        let bootstrap = format!("127.0.0.1:{client}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let o = corum(&["features", "describe", "--bootstrap", &bootstrap]);
+            if o.status.success() {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: not serving within 60 s: {}",
+                stderr(&o)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut first = Kill(run());
+    serving("the first node");
+    let log_files = |dir: &Path| -> Vec<(std::path::PathBuf, u64)> {
+        let mut v: Vec<_> = std::fs::read_dir(dir.join("@metadata-0"))
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.path(), e.metadata().unwrap().len())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let quorum_state = std::fs::read(data.join("quorum-state")).unwrap();
+    let second = run();
+    let out = second.wait_with_output().unwrap();
+    assert!(!out.status.success(), "the second node ran");
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("in use by another process (pid {})", first.0.id()))
+            && err.contains(".lock"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(data.join("quorum-state")).unwrap(),
+        quorum_state
+    );
+    let before = log_files(&data);
+    // The first node still serves, its files untouched by the refused one.
+    serving("the first node after the refusal");
+    assert_eq!(log_files(&data).len(), before.len());
+    first.0.kill().unwrap();
+    first.0.wait().unwrap();
+    let _restarted = Kill(run());
+    serving("a node started after the first was killed");
+}
