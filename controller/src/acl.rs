@@ -400,11 +400,40 @@ impl AclFilter {
     }
 }
 
-/// The ACLs naming one resource pattern, with their ids, by principal (`User:*` is one of
-/// them): a decision reads only its principal's and `User:*`'s.
+/// One ACL in the decision index: its id, the ACL, and what a decision reads of it kept inline
+/// (a decision walks these in a row without following a pointer per ACL, nor one to the host's
+/// text when it is `*`, the usual case).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Entry {
+    id: Uuid,
+    acl: Arc<AclBinding>,
+    operation: AclOperation,
+    permission: AclPermissionType,
+    any_host: bool,
+}
+
+impl Entry {
+    fn new(id: Uuid, acl: Arc<AclBinding>) -> Entry {
+        Entry {
+            id,
+            operation: acl.operation,
+            permission: acl.permission_type,
+            any_host: acl.host == WILDCARD_HOST,
+            acl,
+        }
+    }
+
+    /// Whether this ACL applies to a client at `host`.
+    fn applies_to_host(&self, host: &str) -> bool {
+        self.any_host || self.acl.host == host
+    }
+}
+
+/// The ACLs naming one resource pattern, by principal (`User:*` is one of them): a decision
+/// reads only its principal's and `User:*`'s.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct ResourceAcls {
-    by_principal: std::collections::HashMap<String, Vec<(Uuid, Arc<AclBinding>)>, FastHash>,
+    by_principal: std::collections::HashMap<String, Vec<Entry>, FastHash>,
 }
 
 impl ResourceAcls {
@@ -416,32 +445,31 @@ impl ResourceAcls {
         self.by_principal
             .entry(acl.principal.clone())
             .or_default()
-            .push((id, acl));
+            .push(Entry::new(id, acl));
     }
 
     fn remove(&mut self, id: Uuid, principal: &str) {
         if let Some(list) = self.by_principal.get_mut(principal) {
-            list.retain(|(i, _)| *i != id);
+            list.retain(|e| e.id != id);
             if list.is_empty() {
                 self.by_principal.remove(principal);
             }
         }
     }
 
-    fn iter(&self) -> impl Iterator<Item = &(Uuid, Arc<AclBinding>)> + '_ {
+    fn iter(&self) -> impl Iterator<Item = &Entry> + '_ {
         self.by_principal.values().flatten()
     }
 
     /// Whether `f` returns true for an ACL of `principal` or of `User:*`.
-    fn any_of(&self, principal: &str, f: &mut impl FnMut(&AclBinding) -> bool) -> bool {
+    fn any_of(&self, principal: &str, f: &mut impl FnMut(&Entry) -> bool) -> bool {
         let mine = self.by_principal.get(principal).into_iter().flatten();
         let everyone = if principal == WILDCARD_PRINCIPAL {
             None
         } else {
             self.by_principal.get(WILDCARD_PRINCIPAL)
         };
-        mine.chain(everyone.into_iter().flatten())
-            .any(|(_, a)| f(a))
+        mine.chain(everyone.into_iter().flatten()).any(|e| f(e))
     }
 }
 
@@ -590,7 +618,7 @@ impl TypeIndex {
         &self,
         name: &str,
         principal: &str,
-        mut f: impl FnMut(&AclBinding) -> bool,
+        mut f: impl FnMut(&Entry) -> bool,
     ) -> (bool, bool) {
         let mut found = false;
         let lists = [
@@ -679,8 +707,8 @@ impl AclsImage {
         };
         map.get(acl.resource_name.as_str())?
             .iter()
-            .find(|(_, a)| **a == *acl)
-            .map(|(id, _)| *id)
+            .find(|e| *e.acl == *acl)
+            .map(|e| e.id)
     }
 
     /// The ACLs passing `filter`, with their ids, in id order.
@@ -724,7 +752,9 @@ impl AclsImage {
             ] {
                 for (name, entries) in map.iter() {
                     assert!(!entries.is_empty(), "empty ACL list kept for {name:?}");
-                    for (id, a) in entries.iter() {
+                    for e in entries.iter() {
+                        let (id, a) = (&e.id, &e.acl);
+                        assert_eq!(*e, Entry::new(*id, a.clone()), "inline fields of {id}");
                         indexed += 1;
                         assert_eq!(self.by_id.get(id), Some(a), "indexed ACL {id} by id");
                         assert_eq!(slot(a.resource_type), i);
@@ -819,16 +849,16 @@ impl Authorizer {
         }
         let mut allowed = false;
         let (found, denied) =
-            self.acls.index[slot(resource_type)].visit(name, who.principal, |acl| {
-                if acl.host != who.host && acl.host != WILDCARD_HOST {
+            self.acls.index[slot(resource_type)].visit(name, who.principal, |e| {
+                if !e.applies_to_host(who.host) {
                     return false;
                 }
-                match acl.permission_type {
+                match e.permission {
                     AclPermissionType::Deny => {
-                        acl.operation == op || acl.operation == AclOperation::All
+                        e.operation == op || e.operation == AclOperation::All
                     }
                     AclPermissionType::Allow => {
-                        allowed |= allow_implies(acl.operation, op);
+                        allowed |= allow_implies(e.operation, op);
                         false
                     }
                 }
