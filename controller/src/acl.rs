@@ -469,7 +469,7 @@ impl ResourceAcls {
         } else {
             self.by_principal.get(WILDCARD_PRINCIPAL)
         };
-        mine.chain(everyone.into_iter().flatten()).any(|e| f(e))
+        mine.chain(everyone.into_iter().flatten()).any(f)
     }
 }
 
