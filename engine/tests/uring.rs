@@ -133,6 +133,24 @@ fn uring_append_group_commit_and_reopen() {
     }
 }
 
+/// This test binary re-executed to run only the ignored test `name`, with `env` set to `value`
+/// (the child tests do nothing without it); its stdout piped.
+fn spawn_child(name: &str, env: &str, value: &Path) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            name,
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(env, value)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
 /// The child side of the crash test: append from 4 tasks forever, print `D <offset> <task>
 /// <seq>` for each batch once it is durable. Does nothing unless run by the parent.
 #[test]
@@ -205,23 +223,10 @@ fn sigkill_crash_keeps_every_durable_record() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("@metadata-0");
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0xC0FFEE);
-    let exe = std::env::current_exe().unwrap();
     let mut all_reported = Vec::new();
     for round in 0..20 {
         let kill_after = rng.gen_range(1..400usize);
-        let mut child = Command::new(&exe)
-            .args([
-                "--ignored",
-                "--exact",
-                "crash_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, &dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_child("crash_child", CHILD_ENV, &dir);
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
         let mut seen = 0;
@@ -306,22 +311,9 @@ fn writes_of_a_killed_process_land_before_open_returns() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("file");
     std::fs::write(&path, vec![0u8; LATE_FILE_BYTES]).unwrap();
-    let exe = std::env::current_exe().unwrap();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x1A7E);
     for round in 0..30 {
-        let mut child = Command::new(&exe)
-            .args([
-                "--ignored",
-                "--exact",
-                "late_writer_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(WRITER_ENV, &path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_child("late_writer_child", WRITER_ENV, &path);
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         // The harness prints "test late_writer_child ... " before the child's own line.
         assert!(

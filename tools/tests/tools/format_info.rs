@@ -59,6 +59,57 @@ fn random_uuid() -> String {
     stdout(&o).trim().to_owned()
 }
 
+/// A one-voter static quorum's config for node 1 in `dir` on free loopback ports (controller
+/// and client listeners): the config's path, its data directory and the client port.
+fn one_voter_config(dir: &Path, name: &str) -> (String, std::path::PathBuf, u16) {
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let (raft, client) = (free(), free());
+    let data = dir.join(format!("{name}-data"));
+    let config = dir.join(format!("{name}.properties"));
+    std::fs::write(
+        &config,
+        format!(
+            "node.id=1\nprocess.roles=controller\n\
+             listeners=CONTROLLER://127.0.0.1:{raft},CLIENT://127.0.0.1:{client}\n\
+             controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:{raft}\n\
+             metadata.log.dir={}\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    (config.display().to_string(), data, client)
+}
+
+/// `corum run --config CONFIG`, killed when dropped.
+struct RunningNode(std::process::Child);
+
+impl RunningNode {
+    fn start(config: &str) -> RunningNode {
+        RunningNode(
+            Command::new(env!("CARGO_BIN_EXE_corum"))
+                .args(["run", "--config", config, "--no-pin"])
+                .env("RUST_LOG", "warn")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("corum run"),
+        )
+    }
+}
+
+impl Drop for RunningNode {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A standalone format writes meta.properties and a one-voter bootstrap set that info shows.
 #[test]
 fn format_standalone_then_info() {
@@ -310,50 +361,18 @@ fn a_cluster_id_may_start_with_a_dash() {
 #[test]
 fn format_release_version_sets_the_finalized_features() {
     let tmp = tempfile::tempdir().unwrap();
-    let free = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    };
-    let (raft, client) = (free(), free());
-    let data = tmp.path().join("data1");
-    let config = tmp.path().join("node1.properties");
-    std::fs::write(
-        &config,
-        format!(
-            "node.id=1\nprocess.roles=controller\n\
-             listeners=CONTROLLER://127.0.0.1:{raft},CLIENT://127.0.0.1:{client}\n\
-             controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:{raft}\n\
-             metadata.log.dir={}\n",
-            data.display()
-        ),
-    )
-    .unwrap();
-    let config = config.display().to_string();
+    let (config, data, client) = one_voter_config(tmp.path(), "node1");
     let format = |extra: &[&str]| {
         let mut args = vec!["format", "--config", &config, "--cluster-id", CLUSTER];
         args.extend_from_slice(extra);
         corum(&args)
     };
     // The default release, in a directory of its own.
-    let default_config = tmp.path().join("default.properties");
-    std::fs::write(
-        &default_config,
-        format!(
-            "node.id=1\nprocess.roles=controller\n\
-             listeners=CONTROLLER://127.0.0.1:{raft},CLIENT://127.0.0.1:{client}\n\
-             controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:{raft}\n\
-             metadata.log.dir={}\n",
-            tmp.path().join("default-data").display()
-        ),
-    )
-    .unwrap();
+    let (default_config, _, _) = one_voter_config(tmp.path(), "default");
     let o = corum(&[
         "format",
         "--config",
-        default_config.to_str().unwrap(),
+        &default_config,
         "--cluster-id",
         CLUSTER,
     ]);
@@ -424,21 +443,7 @@ fn format_release_version_sets_the_finalized_features() {
         stdout(&o)
     );
 
-    let node = std::process::Command::new(env!("CARGO_BIN_EXE_corum"))
-        .args(["run", "--config", &config, "--no-pin"])
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("corum run");
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _node = Kill(node);
+    let _node = RunningNode::start(&config);
     let bootstrap = format!("127.0.0.1:{client}");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let finalized = loop {
@@ -489,39 +494,9 @@ fn a_second_node_on_a_data_directory_is_refused_and_a_killed_one_leaves_no_lock(
     // directory exits at once naming the first's pid, having changed nothing; SIGKILL of the
     // first frees the directory (no stale lock to clean), and a new node starts on it.
     let tmp = tempfile::tempdir().unwrap();
-    let free = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    };
-    let (raft, client) = (free(), free());
-    let data = tmp.path().join("data1");
-    let config = tmp.path().join("node1.properties");
-    std::fs::write(
-        &config,
-        format!(
-            "node.id=1\nprocess.roles=controller\n\
-             listeners=CONTROLLER://127.0.0.1:{raft},CLIENT://127.0.0.1:{client}\n\
-             controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:{raft}\n\
-             metadata.log.dir={}\n",
-            data.display()
-        ),
-    )
-    .unwrap();
-    let config = config.display().to_string();
+    let (config, data, client) = one_voter_config(tmp.path(), "node1");
     let o = corum(&["format", "--config", &config, "--cluster-id", CLUSTER]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let run = || {
-        Command::new(env!("CARGO_BIN_EXE_corum"))
-            .args(["run", "--config", &config, "--no-pin"])
-            .env("RUST_LOG", "warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("corum run")
-    };
     let serving = |what: &str| {
         let bootstrap = format!("127.0.0.1:{client}");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -538,14 +513,7 @@ fn a_second_node_on_a_data_directory_is_refused_and_a_killed_one_leaves_no_lock(
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
     };
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut first = Kill(run());
+    let mut first = RunningNode::start(&config);
     serving("the first node");
     let log_files = |dir: &Path| -> Vec<(std::path::PathBuf, u64)> {
         let mut v: Vec<_> = std::fs::read_dir(dir.join("@metadata-0"))
@@ -559,8 +527,7 @@ fn a_second_node_on_a_data_directory_is_refused_and_a_killed_one_leaves_no_lock(
         v
     };
     let quorum_state = std::fs::read(data.join("quorum-state")).unwrap();
-    let second = run();
-    let out = second.wait_with_output().unwrap();
+    let out = corum(&["run", "--config", &config, "--no-pin"]);
     assert!(!out.status.success(), "the second node ran");
     let err = stderr(&out);
     assert!(
@@ -578,6 +545,6 @@ fn a_second_node_on_a_data_directory_is_refused_and_a_killed_one_leaves_no_lock(
     assert_eq!(log_files(&data).len(), before.len());
     first.0.kill().unwrap();
     first.0.wait().unwrap();
-    let _restarted = Kill(run());
+    let _restarted = RunningNode::start(&config);
     serving("a node started after the first was killed");
 }
