@@ -10,7 +10,7 @@
 use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::StorageError;
 
@@ -22,7 +22,6 @@ pub const LOCK_FILE_NAME: &str = ".lock";
 pub struct DataDirLock {
     /// Holds the lock: it goes when this descriptor closes.
     _file: File,
-    path: PathBuf,
 }
 
 impl DataDirLock {
@@ -54,6 +53,7 @@ impl DataDirLock {
                 .and_then(|_| text.trim().parse::<u32>().ok());
             return Err(StorageError::DirectoryInUse {
                 dir: dir.to_path_buf(),
+                lock: path,
                 holder,
             });
         }
@@ -61,11 +61,7 @@ impl DataDirLock {
         file.set_len(0).map_err(|e| io("truncate", e))?;
         file.rewind().map_err(|e| io("seek", e))?;
         writeln!(file, "{}", std::process::id()).map_err(|e| io("write", e))?;
-        Ok(DataDirLock { _file: file, path })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
+        Ok(DataDirLock { _file: file })
     }
 }
 
@@ -79,10 +75,11 @@ mod tests {
         // processes), the refusal names this process, and dropping the lock frees it.
         let tmp = tempfile::tempdir().unwrap();
         let first = DataDirLock::acquire(tmp.path()).unwrap();
-        assert_eq!(first.path(), tmp.path().join(".lock"));
+        assert!(tmp.path().join(LOCK_FILE_NAME).exists());
         match DataDirLock::acquire(tmp.path()) {
-            Err(StorageError::DirectoryInUse { dir, holder }) => {
+            Err(StorageError::DirectoryInUse { dir, lock, holder }) => {
                 assert_eq!(dir, tmp.path());
+                assert_eq!(lock, tmp.path().join(LOCK_FILE_NAME));
                 assert_eq!(holder, Some(std::process::id()));
             }
             other => panic!("expected DirectoryInUse, got {other:?}"),

@@ -319,9 +319,13 @@ pub enum StorageError {
     },
     #[error("format refused: {reason}")]
     FormatRefused { reason: String },
-    /// Another process holds the directory's lock ([`crate::dir_lock`]).
-    #[error("{}: in use by another process{} (it holds {}/.lock); a data directory belongs to one node", dir.display(), holder.map(|p| format!(" (pid {p})")).unwrap_or_default(), dir.display())]
-    DirectoryInUse { dir: PathBuf, holder: Option<u32> },
+    /// Another process holds the directory's lock file `lock` ([`crate::dir_lock`]).
+    #[error("{}: in use by another process{} (it holds {}); a data directory belongs to one node", dir.display(), holder.map(|p| format!(" (pid {p})")).unwrap_or_default(), lock.display())]
+    DirectoryInUse {
+        dir: PathBuf,
+        lock: PathBuf,
+        holder: Option<u32>,
+    },
     #[error("bootstrap checkpoint: {reason}")]
     InvalidBootstrap { reason: String },
     /// A snapshot ([`crate::snapshot_store`]) whose data or voter set is above the store's

@@ -120,51 +120,45 @@ pub const EARLIER_WRITERS_TIMEOUT: std::time::Duration = std::time::Duration::fr
 static OPEN_HERE: std::sync::Mutex<BTreeMap<(u64, u64), usize>> =
     std::sync::Mutex::new(BTreeMap::new());
 
+/// `flock(op | LOCK_NB)` on `file`'s description: whether it was taken.
+fn try_flock(file: &DmaFile, op: libc::c_int, path: &Path) -> Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor `file` holds open.
+    if unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => Ok(false),
+        _ => Err(io_err("flock", path, e)),
+    }
+}
+
 /// Wait until no open file description of another process holds a `flock` on `file`'s inode
 /// (the handles of a killed process whose io_uring requests are still in flight), then hold a
 /// shared one on `file`'s description, so that the next process waits for this one's requests.
-/// Fails after [`EARLIER_WRITERS_TIMEOUT`] with an error naming the file. Returns the inode,
-/// counted in [`OPEN_HERE`] when `count` (a new `UringFile`, not its second handle).
-async fn wait_for_earlier_writers(file: &DmaFile, path: &Path, count: bool) -> Result<(u64, u64)> {
-    use std::os::fd::AsRawFd;
-    let fd = file.as_raw_fd();
-    // SAFETY: `fd` is open for as long as `file`; fstat only fills the struct.
-    let meta = {
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(fd, &mut st) } != 0 {
-            return Err(io_err("fstat", path, std::io::Error::last_os_error()));
-        }
-        (st.st_dev, st.st_ino)
-    };
-    let flock = |op: libc::c_int| -> std::io::Result<bool> {
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(fd, op | libc::LOCK_NB) } == 0 {
-            return Ok(true);
-        }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EWOULDBLOCK) => Ok(false),
-            _ => Err(e),
-        }
-    };
+/// Fails after [`EARLIER_WRITERS_TIMEOUT`] with an error naming the file. Returns the inode
+/// (device, inode number, as glommio read them at open), counted in [`OPEN_HERE`].
+async fn wait_for_earlier_writers(file: &DmaFile, path: &Path) -> Result<(u64, u64)> {
+    let inode = (
+        u64::from(file.dev_major()) << 32 | u64::from(file.dev_minor()),
+        file.inode(),
+    );
     let started = std::time::Instant::now();
     let mut warned = false;
     let mut slept = false;
     loop {
         {
             let mut open_here = OPEN_HERE.lock().expect("not poisoned");
-            let done = if open_here.contains_key(&meta) {
-                flock(libc::LOCK_SH).map_err(|e| io_err("flock", path, e))?
+            // With the inode open here, every lock on it is this process's own (shared). Else
+            // converting never waits: nothing else holds a lock once ours is exclusive.
+            let done = if open_here.contains_key(&inode) {
+                try_flock(file, libc::LOCK_SH, path)?
             } else {
-                // Converting never waits: nothing else can hold a lock on the inode once ours
-                // is exclusive.
-                flock(libc::LOCK_EX).map_err(|e| io_err("flock", path, e))?
-                    && flock(libc::LOCK_SH).map_err(|e| io_err("flock", path, e))?
+                try_flock(file, libc::LOCK_EX, path)? && try_flock(file, libc::LOCK_SH, path)?
             };
             if done {
-                if count {
-                    *open_here.entry(meta).or_insert(0) += 1;
-                }
+                *open_here.entry(inode).or_insert(0) += 1;
                 break;
             }
         }
@@ -194,7 +188,7 @@ async fn wait_for_earlier_writers(file: &DmaFile, path: &Path, count: bool) -> R
         let waited_ms = started.elapsed().as_millis() as u64;
         tracing::info!(file = %path.display(), waited_ms, "waited for the writes of an earlier process to the file to land");
     }
-    Ok(meta)
+    Ok(inode)
 }
 
 impl Drop for UringFile {
@@ -230,7 +224,7 @@ impl Disk for UringDisk {
             .dma_open(path)
             .await
             .map_err(|e| io_err("open", path, os_error(e)))?;
-        let inode = wait_for_earlier_writers(&file, path, true).await?;
+        let inode = wait_for_earlier_writers(&file, path).await?;
         Ok(UringFile {
             inode,
             file: Rc::new(file),
@@ -458,7 +452,14 @@ impl DiskFile for UringFile {
                     .dma_open(&self.path)
                     .await
                     .map_err(|e| io_err("open O_DSYNC", &self.path, os_error(e)))?;
-                wait_for_earlier_writers(&f, &self.path, false).await?;
+                // The inode is open here (this file): its locks are all this process's, shared.
+                if !try_flock(&f, libc::LOCK_SH, &self.path)? {
+                    return Err(io_err(
+                        "flock",
+                        &self.path,
+                        std::io::Error::from(std::io::ErrorKind::WouldBlock),
+                    ));
+                }
                 let f = Rc::new(f);
                 *self.dsync.borrow_mut() = Some(f.clone());
                 f
