@@ -11,7 +11,9 @@
 #
 #   tools/scripts/compare-protocols.sh [CORUM] [SECONDS] [ROUNDS]
 #
-# Environment: CLIENTS (default 64), CONNECTIONS (default 4), BASE_PORT (default 19500).
+# Environment: CLIENTS (default 64), CONNECTIONS (default 4), BASE_PORT (default 19500);
+# PERF_DIR=DIR keeps a perf profile of the leader per run (DIR/<protocol><round>.data: 999 Hz,
+# call graphs, 6 s from 3 s into the load; PERF_ARGS replaces "-F 999 -g").
 # Prints one line per run, then each protocol's mean and the ratio kafka / private.
 # Everything it starts stops at exit; its directory is removed.
 set -euo pipefail
@@ -28,29 +30,41 @@ work_dir /var/tmp/corum-protocols
 
 [ -x "$BIN" ] || { echo "no corum binary at $BIN (cargo build --release -p corum-tools)" >&2; exit 2; }
 
-echo "round protocol ops_per_sec p50_us p99_us node_cpu_us/op loadgen_cpu_us/op errors"
+echo "round protocol ops_per_sec p50_us p99_us node_cpu_us/op leader_cpu_us/op loadgen_cpu_us/op errors"
 for round in $(seq 1 "$ROUNDS"); do
     order="private kafka"
     [ $((round % 2)) -eq 0 ] && order="kafka private"
     for protocol in $order; do
         tag=$protocol$round
         start_quorum "$BIN" "$tag" kafka
+        leader=$("$BIN" quorum describe --bootstrap "$(cat "$WORK/$tag.bootstrap")" --status --json \
+            | python3 -c 'import json, sys; print(json.load(sys.stdin)["leader_id"])')
+        leader_pid=${NODE_PIDS[$((leader - 1))]}
         before=$(cpu_of "${NODE_PIDS[@]}")
+        leader_before=$(cpu_of "$leader_pid")
+        if [ -n "${PERF_DIR:-}" ]; then
+            mkdir -p "$PERF_DIR"
+            (sleep 3; perf record ${PERF_ARGS:--F 999 -g} -p "$leader_pid" -o "$PERF_DIR/$tag.data" -- sleep 6 >/dev/null 2>&1) &
+        fi
         "$BIN" loadgen --bootstrap "$(cat "$WORK/$tag.bootstrap")" \
             --kafka-bootstrap "$(cat "$WORK/$tag.kafka")" --protocol "$protocol" \
             --workload topics --partitions 1 --clients "$CLIENTS" --connections "$CONNECTIONS" \
             --duration "$SECONDS_PER_RUN" --raw-fsync-seconds 0 --raw-quorum-writers 0 \
             --rtt-probes 0 --no-progress --json >"$WORK/$tag.json"
         after=$(cpu_of "${NODE_PIDS[@]}")
-        python3 - "$round" "$protocol" "$WORK/$tag.json" "$before" "$after" <<'EOF'
+        leader_after=$(cpu_of "$leader_pid")
+        python3 - "$round" "$protocol" "$WORK/$tag.json" "$before" "$after" "$leader_before" "$leader_after" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[3]))
-# The nodes' CPU over the whole run (brokers registering included) per acknowledged topic.
-node_us = (float(sys.argv[5]) - float(sys.argv[4])) * 1e6 / max(r["ops"], 1)
+# The nodes' CPU over the whole run (brokers registering included) per acknowledged topic, and
+# the active controller's own share of it.
+ops = max(r["ops"], 1)
+node_us = (float(sys.argv[5]) - float(sys.argv[4])) * 1e6 / ops
+leader_us = (float(sys.argv[7]) - float(sys.argv[6])) * 1e6 / ops
 kinds = "".join(f" {k}: {n}" for k, n in r["error_kinds"].items())
 print(f"{sys.argv[1]:>5} {sys.argv[2]:8} {r['ops_per_sec']:>11.0f} {r['p50_us']:>6} "
-      f"{r['p99_us']:>6} {node_us:>14.1f} {r.get('loadgen_cpu_us_per_op', 0):>17.1f} "
-      f"{r['errors']:>6}{kinds}")
+      f"{r['p99_us']:>6} {node_us:>14.1f} {leader_us:>16.1f} "
+      f"{r.get('loadgen_cpu_us_per_op', 0):>17.1f} {r['errors']:>6}{kinds}")
 EOF
         stop_quorum
     done

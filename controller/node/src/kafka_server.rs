@@ -12,7 +12,8 @@
 //! the size announced); parses it (header and body, once) and starts serving it in its own
 //! task. Up to [`KafkaServerConfig::in_flight_per_connection_max`] requests of a connection
 //! are served at once — Kafka's clients pipeline — and the writer sends their answers **in
-//! request order**, as Kafka's clients require. At the cap the reader stops reading and TCP
+//! request order**, as Kafka's clients require: the answers found finished together in one
+//! write (at most 256 or 1 MiB), and never one held back for a later request. At the cap the reader stops reading and TCP
 //! pushes back; a write of answers that makes no progress for
 //! `corum.connection.send.timeout.ms` (a client that stopped reading) closes the connection,
 //! and so does `connections.max.idle.ms` with no request arriving and none being served.
@@ -523,57 +524,90 @@ impl WriterContext {
     }
 }
 
+/// Answers written together at most (one write for the burst), and the bytes after which a
+/// burst is written even when more answers are ready.
+const BURST_MAX: usize = 256;
+const BURST_BYTES_MAX: usize = 1 << 20;
+
 async fn write_answers(
     mut writer: impl futures_lite::AsyncWrite + Unpin,
     rx: local_channel::LocalReceiver<glommio::Task<Outcome>>,
     peer: SocketAddr,
     cx: WriterContext,
 ) {
-    // The next answer when it was found finished already, or the next request's task.
-    let mut ready = None;
+    // The next request's task, when the burst before it was written without it.
     let mut next = None;
-    loop {
-        let outcome = match ready.take() {
-            Some(outcome) => outcome,
-            None => {
-                let task = match next.take() {
-                    Some(t) => t,
-                    None => match rx.recv().await {
-                        Some(t) => t,
-                        None => break,
-                    },
-                };
-                task.await
-            }
+    // Answers found finished together, in request order, leave in one write: on loopback a
+    // send costs the sender the receiver's delivery too, so a write per answer cost the
+    // active controller more than building the answers.
+    let mut burst: Vec<u8> = Vec::new();
+    let mut closing = None;
+    'connection: loop {
+        let task = match next.take() {
+            Some(t) => t,
+            None => match rx.recv().await {
+                Some(t) => t,
+                None => break,
+            },
         };
-        cx.unanswered.set(cx.unanswered.get().saturating_sub(1));
-        match outcome {
-            Outcome::Reply(bytes) => {
-                if let Err(e) = writer.write_all(&bytes).await {
-                    cx.write_failed(peer, &e);
-                    break;
-                }
-                // Answers already finished go out in the same write; an answer is never held
-                // back waiting for a later request.
-                if let Some(Some(mut t)) = futures_lite::future::poll_once(rx.recv()).await {
-                    match futures_lite::future::poll_once(&mut t).await {
-                        Some(outcome) => {
-                            ready = Some(outcome);
-                            continue;
+        let mut outcome = task.await;
+        let mut answers = 0;
+        // A lone answer is written from its own buffer; a burst is gathered.
+        let mut single: Option<Bytes> = None;
+        loop {
+            cx.unanswered.set(cx.unanswered.get().saturating_sub(1));
+            match outcome {
+                Outcome::Reply(bytes) => {
+                    answers += 1;
+                    match single.take() {
+                        None if burst.is_empty() => single = Some(bytes),
+                        first => {
+                            if let Some(first) = first {
+                                burst.extend_from_slice(&first);
+                            }
+                            burst.extend_from_slice(&bytes);
                         }
-                        None => next = Some(t),
                     }
                 }
-                if let Err(e) = writer.flush().await {
-                    cx.write_failed(peer, &e);
+                Outcome::Close(reason) => {
+                    closing = Some(reason);
                     break;
                 }
             }
-            Outcome::Close(reason) => {
-                tracing::warn!(%peer, %reason, "closing a Kafka connection");
-                cx.hang_up.fire();
+            let gathered = single.as_ref().map_or(burst.len(), Bytes::len);
+            if answers >= BURST_MAX || gathered >= BURST_BYTES_MAX {
                 break;
             }
+            // Answers already finished go out in the same write; an answer is never held
+            // back waiting for a later request.
+            let Some(Some(mut t)) = futures_lite::future::poll_once(rx.recv()).await else {
+                break;
+            };
+            match futures_lite::future::poll_once(&mut t).await {
+                Some(o) => outcome = o,
+                None => {
+                    next = Some(t);
+                    break;
+                }
+            }
+        }
+        let bytes = single.as_deref().unwrap_or(&burst);
+        if !bytes.is_empty() {
+            if let Err(e) = async {
+                writer.write_all(bytes).await?;
+                writer.flush().await
+            }
+            .await
+            {
+                cx.write_failed(peer, &e);
+                break 'connection;
+            }
+        }
+        burst.clear();
+        if let Some(reason) = closing.take() {
+            tracing::warn!(%peer, %reason, "closing a Kafka connection");
+            cx.hang_up.fire();
+            break;
         }
     }
     let _ = writer.flush().await;
@@ -587,12 +621,14 @@ mod tests {
 
     use super::*;
 
-    /// A writer that keeps what was written and, separately, what was flushed.
+    /// A writer that keeps what was written and, separately, what was flushed, and counts
+    /// its writes (a socket's sends).
     #[derive(Clone, Default)]
     struct Sink {
         written: Rc<RefCell<Vec<u8>>>,
         flushed: Rc<RefCell<Vec<u8>>>,
         flushes: Rc<RefCell<usize>>,
+        writes: Rc<RefCell<usize>>,
     }
 
     impl futures_lite::AsyncWrite for Sink {
@@ -602,6 +638,7 @@ mod tests {
             buf: &[u8],
         ) -> Poll<std::io::Result<usize>> {
             self.written.borrow_mut().extend_from_slice(buf);
+            *self.writes.borrow_mut() += 1;
             Poll::Ready(Ok(buf.len()))
         }
 
@@ -621,7 +658,7 @@ mod tests {
     }
 
     /// A finished answer is flushed even while the request after it is still being served
-    /// (its write waiting for a commit), and answers finished together go out in one flush,
+    /// (its write waiting for a commit), and answers finished together go out in one write,
     /// in request order.
     #[test]
     fn finished_answers_are_not_held_back_by_later_ones() {
@@ -653,10 +690,54 @@ mod tests {
             glommio::timer::sleep(Duration::from_millis(20)).await;
             assert_eq!(sink.flushed.borrow().as_slice(), b"ab");
             assert_eq!(*sink.flushes.borrow(), 1);
+            assert_eq!(
+                *sink.writes.borrow(),
+                1,
+                "one write for the two finished answers"
+            );
             go.send(()).await.unwrap();
             drop(tx);
             writer.await;
             assert_eq!(sink.flushed.borrow().as_slice(), b"abc");
+            assert_eq!(*sink.writes.borrow(), 2);
+        });
+    }
+
+    /// The answers finished before a request that closes the connection are written (in one
+    /// write), then the connection is hung up; nothing after the close is written.
+    #[test]
+    fn answers_before_a_close_are_written_then_the_connection_hangs_up() {
+        let ex = glommio::LocalExecutorBuilder::default().make().unwrap();
+        ex.run(async {
+            let sink = Sink::default();
+            let peer: SocketAddr = ([127, 0, 0, 1], 1).into();
+            let (tx, rx) = local_channel::new_bounded(8);
+            for text in ["a", "b"] {
+                tx.send(glommio::spawn_local(async move { reply(text) }))
+                    .await
+                    .unwrap();
+            }
+            tx.send(glommio::spawn_local(async move {
+                Outcome::Close("a malformed request".into())
+            }))
+            .await
+            .unwrap();
+            tx.send(glommio::spawn_local(async move { reply("d") }))
+                .await
+                .unwrap();
+            drop(tx);
+            let hang_up = ShutdownSignal::detached();
+            let cx = WriterContext {
+                listener: "KAFKA".into(),
+                unanswered: Rc::new(Cell::new(4)),
+                hang_up: hang_up.clone(),
+                stats: Rc::default(),
+                send_timeout: Duration::from_secs(1),
+            };
+            write_answers(sink.clone(), rx, peer, cx).await;
+            assert_eq!(sink.flushed.borrow().as_slice(), b"ab");
+            assert_eq!(*sink.writes.borrow(), 1);
+            assert!(hang_up.is_triggered());
         });
     }
 }

@@ -61,6 +61,7 @@ start_quorum() {
         kafka_listeners+="${kafka_listeners:+,}127.0.0.1:$((BASE_PORT + 20 + i))"
     done
     NODE_PIDS=()
+    QUORUM_DIR=$WORK/$tag
     for i in 1 2 3; do
         local dir=$WORK/$tag/node$i listeners
         listeners="CONTROLLER://127.0.0.1:$((BASE_PORT + i)),CLIENT://127.0.0.1:$((BASE_PORT + 10 + i))"
@@ -114,9 +115,13 @@ print(int(total))
 EOF
 }
 
+# stop_quorum: stops the nodes of the last start_quorum and removes their data directories
+# (each node preallocates a 1 GiB segment: a dozen rounds would fill the disk); their logs stay
+# until the script exits.
 stop_quorum() {
     for p in "${NODE_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
     for p in "${NODE_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    rm -rf "${QUORUM_DIR:?}"/node*/data
 }
 
 # make_pki BIN DIR CLIENT...: a CA, certificates for controllers 1-3 (on 127.0.0.1) and for
