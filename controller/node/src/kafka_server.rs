@@ -657,6 +657,17 @@ mod tests {
         Outcome::Reply(Bytes::from_static(text.as_bytes()))
     }
 
+    /// A writer's context for `unanswered` requests, hung up through `hang_up`.
+    fn writer_context(unanswered: usize, hang_up: ShutdownSignal) -> WriterContext {
+        WriterContext {
+            listener: "KAFKA".into(),
+            unanswered: Rc::new(Cell::new(unanswered)),
+            hang_up,
+            stats: Rc::default(),
+            send_timeout: Duration::from_secs(1),
+        }
+    }
+
     /// A finished answer is flushed even while the request after it is still being served
     /// (its write waiting for a commit), and answers finished together go out in one write,
     /// in request order.
@@ -679,13 +690,7 @@ mod tests {
             }))
             .await
             .unwrap();
-            let cx = WriterContext {
-                listener: "KAFKA".into(),
-                unanswered: Rc::new(Cell::new(3)),
-                hang_up: ShutdownSignal::detached(),
-                stats: Rc::default(),
-                send_timeout: Duration::from_secs(1),
-            };
+            let cx = writer_context(3, ShutdownSignal::detached());
             let writer = glommio::spawn_local(write_answers(sink.clone(), rx, peer, cx));
             glommio::timer::sleep(Duration::from_millis(20)).await;
             assert_eq!(sink.flushed.borrow().as_slice(), b"ab");
@@ -727,13 +732,7 @@ mod tests {
                 .unwrap();
             drop(tx);
             let hang_up = ShutdownSignal::detached();
-            let cx = WriterContext {
-                listener: "KAFKA".into(),
-                unanswered: Rc::new(Cell::new(4)),
-                hang_up: hang_up.clone(),
-                stats: Rc::default(),
-                send_timeout: Duration::from_secs(1),
-            };
+            let cx = writer_context(4, hang_up.clone());
             write_answers(sink.clone(), rx, peer, cx).await;
             assert_eq!(sink.flushed.borrow().as_slice(), b"ab");
             assert_eq!(*sink.writes.borrow(), 1);
