@@ -2150,7 +2150,7 @@ mod tests {
                                     num_partitions: 1,
                                     replication_factor: 3,
                                 },
-                                configs: vec![described],
+                                configs: std::sync::Arc::new(vec![described]),
                             }),
                         ),
                         (

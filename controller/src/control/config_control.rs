@@ -65,6 +65,7 @@
 use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use corum_types::NodeId;
 
@@ -929,8 +930,9 @@ pub fn describe_new_topic(
 #[derive(Clone, Debug, Default)]
 pub(crate) struct NewTopicConfigs {
     /// The cluster default the entries were described over, and the entries (in
-    /// [`config_schema::TOPIC_KEYS`] order); `None` until first used.
-    built: Option<(Option<Settings>, Vec<DescribedConfig>)>,
+    /// [`config_schema::TOPIC_KEYS`] order), shared with every answer for a topic without
+    /// settings of its own; `None` until first used.
+    built: Option<(Option<Settings>, Arc<Vec<DescribedConfig>>)>,
 }
 
 /// A resource's own settings, key to value.
@@ -938,13 +940,14 @@ type Settings = BTreeMap<String, String>;
 
 impl NewTopicConfigs {
     /// What [`describe_new_topic`] answers (without documentation) for a topic created with
-    /// `configs` on `image`.
+    /// `configs` on `image`: the shared defaults themselves when no setting of its own
+    /// changes an entry.
     pub(crate) fn describe(
         &mut self,
         image: &MetadataImage,
         config: &ControllerConfig,
         configs: &[(String, String)],
-    ) -> Vec<DescribedConfig> {
+    ) -> Arc<Vec<DescribedConfig>> {
         let current = image.configs.get(&ConfigResource {
             resource_type: ConfigResourceType::Broker,
             name: CLUSTER_DEFAULT.to_owned(),
@@ -956,7 +959,7 @@ impl NewTopicConfigs {
         if stale {
             self.built = Some((
                 current.cloned(),
-                describe_new_topic(image, config, &[], false),
+                Arc::new(describe_new_topic(image, config, &[], false)),
             ));
         }
         let (_, defaults) = self.built.as_ref().expect("built above");
@@ -964,7 +967,7 @@ impl NewTopicConfigs {
         // A topic's own setting is its key's value, from the dynamic topic layer.
         for (name, value) in configs {
             if let Ok(i) = described.binary_search_by(|c| c.name.as_ref().cmp(name.as_str())) {
-                let entry = &mut described[i];
+                let entry = &mut Arc::make_mut(&mut described)[i];
                 entry.source = ConfigSource::DynamicTopic;
                 entry.value = (!entry.sensitive).then(|| owned(value));
             }
@@ -1415,10 +1418,14 @@ mod tests {
                         (key.name.to_owned(), VALUES[v].to_owned())
                     })
                     .collect();
-                proptest::prop_assert_eq!(
-                    cache.describe(&image, &config, &own),
-                    describe_new_topic(&image, &config, &own, false)
-                );
+                let described = cache.describe(&image, &config, &own);
+                let fresh = describe_new_topic(&image, &config, &own, false);
+                proptest::prop_assert_eq!(described.as_slice(), fresh.as_slice());
+                // A topic without settings of its own gets the shared list itself.
+                if own.is_empty() {
+                    let again = cache.describe(&image, &config, &[]);
+                    proptest::prop_assert!(Arc::ptr_eq(&described, &again));
+                }
             }
         }
     }

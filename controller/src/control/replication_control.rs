@@ -502,7 +502,11 @@ pub struct CreateTopicsResponse {
 #[rkyv(derive(Debug))]
 pub struct CreatedTopicWithConfigs {
     pub topic: CreatedTopic,
-    pub configs: Vec<DescribedConfig>,
+    /// Shared: the topics created on the same cluster defaults, with no settings of their
+    /// own, share one list ([`super::config_control`]'s cache), so a listener can convert it
+    /// once. On the wire it is the list itself (as a `Vec`).
+    #[rkyv(with = rkyv::with::Unshare)]
+    pub configs: std::sync::Arc<Vec<DescribedConfig>>,
 }
 
 /// One result per requested topic, in request order.

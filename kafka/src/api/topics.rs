@@ -6,7 +6,9 @@
 //! broker ids, null config values (INVALID_REQUEST). The rest goes to the controller as one
 //! request, so a batch of topics is one proposal.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use corum_controller::control::config_control::DescribedConfig;
 use corum_controller::control::replication_control::{
@@ -127,8 +129,45 @@ pub(crate) fn create_error(name: &str, e: KafkaError) -> CreatableTopicResult {
         .with_configs(None)
 }
 
+/// A new topic's described configs, as the controller shares them.
+type Described = Arc<Vec<DescribedConfig>>;
+
 /// A topic the controller created, with its configs when the answer carries them.
-type Created = (CreatedTopic, Option<Vec<DescribedConfig>>);
+type Created = (CreatedTopic, Option<Described>);
+
+thread_local! {
+    /// The described list last turned into Kafka's types, and what it became. The topics a
+    /// burst creates on the same cluster defaults share the controller's one list, so it is
+    /// converted once and copied per topic (a copy reads one warm list; converting read each
+    /// topic's 33 entries afresh).
+    static CONVERTED: RefCell<Option<(Described, Vec<CreatableTopicConfigs>)>> =
+        const { RefCell::new(None) };
+}
+
+/// `described` as CreateTopics v5+ answers carry it.
+fn kafka_configs(described: &Described) -> Vec<CreatableTopicConfigs> {
+    CONVERTED.with_borrow_mut(|last| {
+        // The cache holds its list, so an equal pointer is the same list, not a reused address.
+        if let Some((list, converted)) = last.as_ref() {
+            if Arc::ptr_eq(list, described) {
+                return converted.clone();
+            }
+        }
+        let converted: Vec<CreatableTopicConfigs> = described
+            .iter()
+            .map(|c| {
+                CreatableTopicConfigs::default()
+                    .with_name(cow_text(c.name.clone()))
+                    .with_value(c.value.clone().map(cow_text))
+                    .with_read_only(c.read_only)
+                    .with_config_source(c.source.kafka_id())
+                    .with_is_sensitive(c.sensitive)
+            })
+            .collect();
+        *last = Some((described.clone(), converted.clone()));
+        converted
+    })
+}
 
 /// CreateTopics at any served version.
 pub async fn create_topics<B: Backend>(
@@ -232,18 +271,7 @@ pub async fn create_topics<B: Backend>(
                         .with_name(topic_name(name))
                         .with_num_partitions(created.num_partitions as i32)
                         .with_replication_factor(created.replication_factor as i16)
-                        .with_configs(configs.map(|list| {
-                            list.into_iter()
-                                .map(|c| {
-                                    CreatableTopicConfigs::default()
-                                        .with_name(cow_text(c.name))
-                                        .with_value(c.value.map(cow_text))
-                                        .with_read_only(c.read_only)
-                                        .with_config_source(c.source.kafka_id())
-                                        .with_is_sensitive(c.sensitive)
-                                })
-                                .collect()
-                        }));
+                        .with_configs(configs.as_ref().map(kafka_configs));
                     if !request.validate_only {
                         r.topic_id = kafka_uuid(created.topic_id.0);
                     }
@@ -550,6 +578,48 @@ mod tests {
     use kafka_protocol::messages::{ApiKey, ResponseKind};
 
     use super::*;
+
+    /// A described list converts to the same entries whether it was converted last or not,
+    /// and a different list (equal or not) is converted afresh, never answered from the last.
+    #[test]
+    fn described_configs_convert_alike_from_the_cache_and_afresh() {
+        use corum_controller::config_schema::ConfigType;
+        use corum_controller::control::config_control::ConfigSource;
+        let entry = |name: &'static str, value: &str, source| DescribedConfig {
+            name: name.into(),
+            value: Some(value.to_owned().into()),
+            read_only: false,
+            source,
+            sensitive: false,
+            synonyms: Vec::new(),
+            config_type: ConfigType::Long,
+            documentation: None,
+        };
+        let defaults: Described = Arc::new(vec![
+            entry("retention.ms", "604800000", ConfigSource::Default),
+            entry("segment.bytes", "1073741824", ConfigSource::Default),
+        ]);
+        let own: Described = Arc::new(vec![
+            entry("retention.ms", "1000", ConfigSource::DynamicTopic),
+            entry("segment.bytes", "1073741824", ConfigSource::Default),
+        ]);
+        let first = kafka_configs(&defaults);
+        assert_eq!(first.len(), 2);
+        assert_eq!(first[0].name.as_str(), "retention.ms");
+        assert_eq!(first[0].value.as_deref(), Some("604800000"));
+        assert_eq!(first[0].config_source, ConfigSource::Default.kafka_id());
+        assert_eq!(kafka_configs(&defaults), first, "from the cache");
+        let other = kafka_configs(&own);
+        assert_eq!(other[0].value.as_deref(), Some("1000"));
+        assert_eq!(
+            other[0].config_source,
+            ConfigSource::DynamicTopic.kafka_id()
+        );
+        // An equal list at another address: converted afresh, to the same entries.
+        let copy: Described = Arc::new(defaults.as_ref().clone());
+        assert_eq!(kafka_configs(&copy), first);
+        assert_eq!(kafka_configs(&own), other);
+    }
 
     /// corum moves no replicas, so no reassignment is ever in progress: the answer lists none
     /// and no error, and it encodes at every version served.

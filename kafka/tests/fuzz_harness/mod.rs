@@ -1065,10 +1065,10 @@ fn answer(body: RequestBody) -> Result<ResponseBody, RpcError> {
                 .map(|(name, created)| {
                     let described = created.map(|topic| CreatedTopicWithConfigs {
                         topic,
-                        configs: described_configs(&ConfigResource {
+                        configs: std::sync::Arc::new(described_configs(&ConfigResource {
                             resource_type: ConfigResourceType::Topic,
                             name: name.clone(),
-                        }),
+                        })),
                     });
                     (name, described)
                 })
