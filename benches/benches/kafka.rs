@@ -4,7 +4,10 @@
 //!
 //! - `kafka/render/configs`: a 1,000-record batch of topic ConfigRecords (the configs workload);
 //! - `kafka/render/topics`: TopicRecords each followed by 3 PartitionRecords of 3 replicas;
-//! - `kafka/replay/configs`, `kafka/replay/topics`: the same batches replayed into an image.
+//! - `kafka/replay/configs`, `kafka/replay/topics`: the same batches replayed into an image;
+//! - `kafka/fetch3/afresh/…`, `kafka/fetch3/cached/…`: three brokers fetching the same batch,
+//!   each fetch rendering it (as before the listener kept renderings), and through a
+//!   listener's [`ObserverMemory`] (rendered by the first, copied from its cache by the others).
 //!
 //! Throughput is in records; the time per record is criterion's time over 1,000.
 
@@ -17,7 +20,7 @@ use corum_controller::{
     decode_batch, encode_batch, LeaderEpoch, MetadataImage, MetadataRecord, PartitionEpoch,
     PartitionId, TopicId,
 };
-use corum_kafka::log::{render_batch, RenderContext};
+use corum_kafka::log::{render_batch, render_batches, ObserverMemory, RenderContext};
 use corum_raft::Batch;
 use corum_types::{Epoch, LogOffset, NodeId, Uuid};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -91,6 +94,30 @@ fn bench(c: &mut Criterion) {
                 out.clear();
                 render_batch(&b, &ctx, &mut out, &mut scratch).expect("renders");
                 out.len()
+            })
+        });
+        let fetched = std::slice::from_ref(&b);
+        g.bench_function(format!("fetch3/afresh/{name}"), |bench| {
+            bench.iter(|| {
+                (0..3)
+                    .map(|_| {
+                        render_batches(fetched, &ctx, usize::MAX)
+                            .expect("renders")
+                            .len()
+                    })
+                    .sum::<usize>()
+            })
+        });
+        g.bench_function(format!("fetch3/cached/{name}"), |bench| {
+            bench.iter(|| {
+                let memory = ObserverMemory::default();
+                (0..3)
+                    .map(|_| {
+                        let ctx = RenderContext::default();
+                        let r = memory.render(fetched, &ctx, usize::MAX).expect("renders");
+                        r.bytes.len()
+                    })
+                    .sum::<usize>()
             })
         });
         let payload = encode_batch(&records);

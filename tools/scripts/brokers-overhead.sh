@@ -21,13 +21,17 @@
 # unpinned loop) kept busy by a spin loop. On a VM whose virtual CPUs share physical cores, a
 # busy neighbour CPU slows the controllers' own: `busy` against `with` is what serving the
 # brokers costs the controllers, apart from the host's neighbour effect.
-# PERF_DIR=DIR keeps a perf profile of the leader per case (DIR/<case><round>.data).
+# BROKERS_ROOT=DIR puts the brokers' directories (their logs and metadata log) under DIR instead
+# of the run's directory, e.g. on a tmpfs to take their writes off the controllers' disk.
+# PERF_DIR=DIR keeps a perf profile of the leader per case (DIR/<case><round>.data); PERF_ARGS
+# replaces perf's options ("-F 999 -g"; e.g. "-F 499 --call-graph dwarf,16384").
 # Prints one line per run — throughput, latency, the nodes' CPU per write (all three, then the
 # leader's and a follower's mean), the brokers' CPU per
 # write, the brokers' metadata fetches per second the nodes answered (their metrics), and the
 # host's other CPU use (cores busy beyond the nodes and brokers: the load generator, the
 # kernel's share, and anything else running: a figure above ~0.5 means the run was disturbed)
-# — then each case's mean and the ratio with / without.
+# — and the leader's mean time per stage of a write (`corum loadgen --metrics`), then each
+# case's mean and the ratio with / without.
 # Everything it starts stops at exit; its directory is removed.
 set -euo pipefail
 
@@ -83,7 +87,7 @@ for round in $(seq 1 "$ROUNDS"); do
         kafka_voters="1@127.0.0.1:$((BASE_PORT + 21)),2@127.0.0.1:$((BASE_PORT + 22)),3@127.0.0.1:$((BASE_PORT + 23))"
         bpids=()
         if [ "$case" = with ]; then
-            BROKERS_DIR=$WORK/$tag/brokers
+            BROKERS_DIR=${BROKERS_ROOT:-$WORK}/$tag/brokers
             "$ROOT/compat/brokers.sh" start --dir "$BROKERS_DIR" \
                 --bootstrap-controllers "$(cat "$WORK/$tag.kafka")" \
                 --quorum-voters "$kafka_voters" --controller-listener KAFKA \
@@ -112,9 +116,9 @@ for round in $(seq 1 "$ROUNDS"); do
         leader=$("$BIN" quorum describe --bootstrap "$(cat "$WORK/$tag.bootstrap")" --status --json \
             | python3 -c 'import json, sys; print(json.load(sys.stdin)["leader_id"])')
         if [ -n "${PERF_DIR:-}" ]; then
-            # PERF_DIR: a profile of the leader (perf record, 999 Hz, 6 s from 3 s into the load).
+            # PERF_DIR: a profile of the leader (perf record, 6 s from 3 s into the load).
             mkdir -p "$PERF_DIR"
-            (sleep 3; perf record -F 999 -g -p "${NODE_PIDS[$((leader - 1))]}" -o "$PERF_DIR/$tag.data" -- sleep 6 >/dev/null 2>&1) &
+            (sleep 3; perf record ${PERF_ARGS:--F 999 -g} -p "${NODE_PIDS[$((leader - 1))]}" -o "$PERF_DIR/$tag.data" -- sleep 6 >/dev/null 2>&1) &
         fi
         bbefore=0
         [ "${#bpids[@]}" -eq 0 ] || bbefore=$(cpu_of "${bpids[@]}")
@@ -123,6 +127,7 @@ for round in $(seq 1 "$ROUNDS"); do
         "${pin[@]}" "$BIN" loadgen --bootstrap "$(cat "$WORK/$tag.bootstrap")" --workload configs \
             --clients "$CLIENTS" --connections "$CONNECTIONS" --duration "$SECONDS_PER_RUN" \
             --raw-fsync-seconds 0 --raw-quorum-writers 0 --rtt-probes 0 --no-progress \
+            --metrics "127.0.0.1:$((BASE_PORT + 31)),127.0.0.1:$((BASE_PORT + 32)),127.0.0.1:$((BASE_PORT + 33))" \
             --json >"$WORK/$tag.json"
         after=$(cpu_of "${NODE_PIDS[@]}")
         each_after=$(for p in "${NODE_PIDS[@]}"; do cpu_of "$p"; done | paste -sd,)
@@ -150,6 +155,9 @@ other = (float(sys.argv[12]) - float(sys.argv[11]) - ours) / elapsed
 print(f"{sys.argv[1]:>5} {sys.argv[2]:7} {r['ops_per_sec']:>11.0f} {r['p50_us']:>6} "
       f"{r['p99_us']:>6} {node_us:>14.1f} {split:>16} {broker_us:>16.1f} {fetches:>9.0f} {other:>11.2f} "
       f"{r['errors']:>6}")
+stages = r.get("cpu", r).get("stage_mean_us") or r.get("stage_mean_us")
+if stages:
+    print("      stages (leader, mean us): " + " ".join(f"{k}={v:.0f}" for k, v in stages.items()))
 PY
         stop_brokers
         stop_spin

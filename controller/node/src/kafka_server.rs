@@ -112,6 +112,10 @@ pub struct KafkaServerStats {
     /// Connections closed because a write of their answers made no progress for
     /// `corum.connection.send.timeout.ms` (the client stopped reading).
     pub closed_slow_consumer: u64,
+    /// Data batches of the metadata log rendered for brokers' fetches: taken from the
+    /// listener's cache of renderings, and rendered afresh (as of the last answer).
+    pub rendered_from_cache: u64,
+    pub rendered_afresh: u64,
 }
 
 /// A bound Kafka listener. See the module doc.
@@ -466,8 +470,15 @@ async fn serve_connection(
             }
         }
         let (ctx, backend, session) = (ctx.clone(), backend.clone(), session.clone());
+        let stats = stats.clone();
         let task = glommio::spawn_local(async move {
             let answer = corum_kafka::service::serve_as(&ctx, &session, &*backend, parsed).await;
+            {
+                let (hits, misses) = ctx.log.render_counts();
+                let mut stats = stats.borrow_mut();
+                stats.rendered_from_cache = hits;
+                stats.rendered_afresh = misses;
+            }
             match corum_kafka::response::encode(
                 answer.api,
                 answer.version,

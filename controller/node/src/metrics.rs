@@ -23,6 +23,7 @@
 //! | `corum_brokers{state="active"|"fenced"|"shutting_down"}`, `corum_topics`, `corum_partitions` | gauge | committed image |
 //! | `corum_rpc_connections_open`, `corum_rpc_connections_accepted_total`, `corum_rpc_connections_refused_total`, `corum_rpc_requests_total`, `corum_rpc_malformed_total`, `corum_rpc_authorization_refused_total` | gauge/counter | RPC server |
 //! | `corum_kafka_connections_open{listener}`, `corum_kafka_requests_total{listener,api}` | gauge/counter | each Kafka listener (`api` as Kafka's request metrics name it: `Fetch`, `BrokerHeartbeat`, ...) |
+//! | `corum_kafka_rendered_batches_total{listener,source}` | counter | metadata log batches rendered for brokers' fetches, `source` `cache` (the listener's cache of renderings) or `afresh` |
 //! | `process_cpu_seconds_total`, `process_start_time_seconds`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_threads`, `process_open_fds` | counter/gauge | `/proc` at each scrape ([`process`]) |
 //!
 //! The server reads at most 8 KiB of request head, answers one request per connection and
@@ -200,6 +201,29 @@ pub fn render(m: &MetricsSnapshot) -> String {
         "counter",
         "Requests served on each Kafka listener, by API.",
         &kafka_requests,
+    );
+    let rendered: Vec<(String, f64)> = m
+        .kafka
+        .iter()
+        .flat_map(|(listener, k)| {
+            [
+                ("cache", k.rendered_from_cache),
+                ("afresh", k.rendered_afresh),
+            ]
+            .map(|(source, n)| {
+                (
+                    format!("{{listener=\"{listener}\",source=\"{source}\"}}"),
+                    n as f64,
+                )
+            })
+        })
+        .collect();
+    family(
+        &mut out,
+        "corum_kafka_rendered_batches_total",
+        "counter",
+        "Metadata log batches rendered in Kafka's format for brokers' fetches on each Kafka listener: taken from the listener's cache, or rendered afresh.",
+        &rendered,
     );
     let roles: Vec<(String, f64)> = ROLES
         .iter()
@@ -469,6 +493,8 @@ mod tests {
                 KafkaServerStats {
                     open: 2,
                     by_api: [(1, 40), (63, 3)].into_iter().collect(),
+                    rendered_from_cache: 7,
+                    rendered_afresh: 2,
                     ..KafkaServerStats::default()
                 },
             )],
@@ -485,6 +511,10 @@ mod tests {
         assert!(text.contains("corum_kafka_requests_total{listener=\"KAFKA\",api=\"Fetch\"} 40\n"));
         assert!(text.contains(
             "corum_kafka_requests_total{listener=\"KAFKA\",api=\"BrokerHeartbeat\"} 3\n"
+        ));
+        assert!(text.contains(
+            "corum_kafka_rendered_batches_total{listener=\"KAFKA\",source=\"cache\"} 7\n\
+             corum_kafka_rendered_batches_total{listener=\"KAFKA\",source=\"afresh\"} 2\n"
         ));
         assert!(
             text.contains("corum_controller_commit_latency_seconds_bucket{le=\"0.000025\"} 0\n"),

@@ -333,14 +333,18 @@ pub async fn fetch<B: Backend>(
             } else {
                 records_context(ctx, backend, epoch).await
             };
-            let rendered = log::render_batches(&batches, &render, FETCH_BYTES_MAX);
-            if let Some(last) = batches.last() {
-                let end = LogOffset(last.base_offset.0 + u64::from(last.record_count));
-                ctx.log
-                    .note_metadata_version(epoch, render.metadata_version.get(), end);
-            }
+            let rendered = ctx.log.render(&batches, &render, FETCH_BYTES_MAX);
             match rendered {
-                Ok(bytes) => answer.records = Some(bytes),
+                Ok(rendered) => {
+                    if let Some(last) = batches[..rendered.batches].last() {
+                        ctx.log.note_metadata_version(
+                            epoch,
+                            render.metadata_version.get(),
+                            last.end_offset(),
+                        );
+                    }
+                    answer.records = Some(rendered.bytes);
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "cannot render the metadata log for a broker");
                     answer.error_code = K::KafkaStorageError.code();
@@ -924,6 +928,35 @@ mod tests {
             } else {
                 assert!(r.node_endpoints.is_empty(), "v{version}");
             }
+        }
+    }
+
+    /// The listener renders a data batch once for the brokers that fetch it: a second fetch
+    /// of the same batches gets the same records, its data batch taken from the listener's
+    /// cache (the control batch is rendered each time).
+    #[test]
+    fn brokers_fetching_the_same_batches_share_one_rendering() {
+        let ctx = ctx();
+        let node = Node::leading(answer(
+            6,
+            1,
+            FetchResult::Batches {
+                fetch_offset: LogOffset(20),
+                last_fetched_epoch: Epoch(5),
+                batches: batches(),
+                high_watermark: LogOffset(23),
+            },
+        ));
+        let expected = log::render_batches(&batches(), &RenderContext::default(), usize::MAX)
+            .expect("valid batches render");
+        for (fetch_no, counts) in [(1, (0, 1)), (2, (1, 1))] {
+            let r = run(fetch(&ctx, &node, request(18, 6, 20, 5), 18));
+            assert_eq!(
+                partition(&r).records.as_ref(),
+                Some(&expected),
+                "fetch {fetch_no}"
+            );
+            assert_eq!(ctx.log.render_counts(), counts, "fetch {fetch_no}");
         }
     }
 
