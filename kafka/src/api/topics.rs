@@ -144,16 +144,13 @@ thread_local! {
         const { RefCell::new(None) };
 }
 
-/// `described` as CreateTopics v5+ answers carry it.
+/// `described` as CreateTopics v5+ answers carry it. A list that only this answer holds (a
+/// topic with settings of its own, or an answer forwarded from the active controller, whose
+/// lists arrive one per topic) is converted without being kept: no other topic can share it,
+/// and keeping it would cost a copy and push out a list that is shared.
 fn kafka_configs(described: &Described) -> Vec<CreatableTopicConfigs> {
-    CONVERTED.with_borrow_mut(|last| {
-        // The cache holds its list, so an equal pointer is the same list, not a reused address.
-        if let Some((list, converted)) = last.as_ref() {
-            if Arc::ptr_eq(list, described) {
-                return converted.clone();
-            }
-        }
-        let converted: Vec<CreatableTopicConfigs> = described
+    let convert = || -> Vec<CreatableTopicConfigs> {
+        described
             .iter()
             .map(|c| {
                 CreatableTopicConfigs::default()
@@ -163,9 +160,30 @@ fn kafka_configs(described: &Described) -> Vec<CreatableTopicConfigs> {
                     .with_config_source(c.source.kafka_id())
                     .with_is_sensitive(c.sensitive)
             })
-            .collect();
+            .collect()
+    };
+    CONVERTED.with_borrow_mut(|last| {
+        // The cache holds its list, so an equal pointer is the same list, not a reused address.
+        if let Some((list, converted)) = last.as_ref() {
+            if Arc::ptr_eq(list, described) {
+                return converted.clone();
+            }
+        }
+        if Arc::strong_count(described) == 1 {
+            return convert();
+        }
+        let converted = convert();
         *last = Some((described.clone(), converted.clone()));
         converted
+    })
+}
+
+/// Whether `described` is the list converted last (tests).
+#[cfg(test)]
+fn converted_last(described: &Described) -> bool {
+    CONVERTED.with_borrow(|last| {
+        last.as_ref()
+            .is_some_and(|(l, _)| Arc::ptr_eq(l, described))
     })
 }
 
@@ -603,7 +621,10 @@ mod tests {
             entry("retention.ms", "1000", ConfigSource::DynamicTopic),
             entry("segment.bytes", "1073741824", ConfigSource::Default),
         ]);
+        // Both held elsewhere too, as the controller holds its defaults: kept when converted.
+        let held = (defaults.clone(), own.clone());
         let first = kafka_configs(&defaults);
+        assert!(converted_last(&defaults));
         assert_eq!(first.len(), 2);
         assert_eq!(first[0].name.as_str(), "retention.ms");
         assert_eq!(first[0].value.as_deref(), Some("604800000"));
@@ -619,6 +640,42 @@ mod tests {
         let copy: Described = Arc::new(defaults.as_ref().clone());
         assert_eq!(kafka_configs(&copy), first);
         assert_eq!(kafka_configs(&own), other);
+        drop(held);
+    }
+
+    /// A list that only its answer holds (forwarded answers bring one per topic) is converted
+    /// but not kept, so the shared list converted last stays; a list held elsewhere too (the
+    /// controller's cached defaults) is kept.
+    #[test]
+    fn only_shared_lists_are_kept_converted() {
+        use corum_controller::config_schema::ConfigType;
+        use corum_controller::control::config_control::ConfigSource;
+        let list = |value: &str| -> Described {
+            Arc::new(vec![DescribedConfig {
+                name: "retention.ms".into(),
+                value: Some(value.to_owned().into()),
+                read_only: false,
+                source: ConfigSource::Default,
+                sensitive: false,
+                synonyms: Vec::new(),
+                config_type: ConfigType::Long,
+                documentation: None,
+            }])
+        };
+        let shared = list("604800000");
+        let held_by_the_controller = shared.clone();
+        let converted = kafka_configs(&shared);
+        assert!(converted_last(&shared), "a shared list is kept");
+        let lonely = list("1000");
+        let once = kafka_configs(&lonely);
+        assert_eq!(once[0].value.as_deref(), Some("1000"));
+        assert!(
+            !converted_last(&lonely),
+            "a list only its answer holds is not kept"
+        );
+        assert!(converted_last(&shared), "the shared list stays");
+        assert_eq!(kafka_configs(&shared), converted);
+        drop(held_by_the_controller);
     }
 
     /// corum moves no replicas, so no reassignment is ever in progress: the answer lists none
