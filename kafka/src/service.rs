@@ -46,6 +46,13 @@ pub struct Answer {
     pub body: ResponseKind,
 }
 
+impl Answer {
+    /// Whether this answers a Fetch (a broker following the metadata log).
+    pub fn is_fetch(&self) -> bool {
+        self.api == ApiKey::Fetch
+    }
+}
+
 /// Serves one parsed request from an unauthenticated client of unknown address (tests, the
 /// fuzzer): [`serve_as`] with an anonymous [`Session`].
 pub async fn serve<B: Backend>(ctx: &ListenerContext, backend: &B, parsed: Parsed) -> Answer {

@@ -155,7 +155,7 @@ other = (float(sys.argv[12]) - float(sys.argv[11]) - ours) / elapsed
 print(f"{sys.argv[1]:>5} {sys.argv[2]:7} {r['ops_per_sec']:>11.0f} {r['p50_us']:>6} "
       f"{r['p99_us']:>6} {node_us:>14.1f} {split:>16} {broker_us:>16.1f} {fetches:>9.0f} {other:>11.2f} "
       f"{r['errors']:>6}")
-stages = r.get("cpu", r).get("stage_mean_us") or r.get("stage_mean_us")
+stages = r.get("stage_mean_us")
 if stages:
     print("      stages (leader, mean us): " + " ".join(f"{k}={v:.0f}" for k, v in stages.items()))
 PY

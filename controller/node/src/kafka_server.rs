@@ -113,7 +113,7 @@ pub struct KafkaServerStats {
     /// `corum.connection.send.timeout.ms` (the client stopped reading).
     pub closed_slow_consumer: u64,
     /// Data batches of the metadata log rendered for brokers' fetches: taken from the
-    /// listener's cache of renderings, and rendered afresh (as of the last answer).
+    /// listener's cache of renderings, and rendered afresh (as of the last Fetch answered).
     pub rendered_from_cache: u64,
     pub rendered_afresh: u64,
 }
@@ -473,7 +473,7 @@ async fn serve_connection(
         let stats = stats.clone();
         let task = glommio::spawn_local(async move {
             let answer = corum_kafka::service::serve_as(&ctx, &session, &*backend, parsed).await;
-            {
+            if answer.is_fetch() {
                 let (hits, misses) = ctx.log.render_counts();
                 let mut stats = stats.borrow_mut();
                 stats.rendered_from_cache = hits;

@@ -159,8 +159,8 @@ pub struct RenderCache {
     misses: u64,
 }
 
-/// Bytes of rendered batches a listener keeps: at the configs workload's 30,000 records a
-/// second (about 2.4 MB/s rendered), several seconds of the log.
+/// Bytes of rendered batches a listener keeps (the newest; the brokers that follow the log
+/// fetch the same batches one after the other).
 pub const RENDER_CACHE_BYTES_MAX: usize = 16 << 20;
 
 impl Default for RenderCache {
