@@ -1393,6 +1393,59 @@ mod tests {
         assert_eq!(reader.end_offset, LogOffset(2));
     }
 
+    /// A V1 leader change that would give a leader to a partition with an empty ISR is refused
+    /// and changes nothing: a snapshot of the image it left would not load (found by
+    /// `snapshot_records_rebuild_the_image`).
+    #[test]
+    fn a_leader_needs_an_isr() {
+        let t = TopicId(Uuid([1; 16]));
+        let leader_change = |leader| {
+            MetadataRecord::PartitionLeaderChange(PartitionLeaderChangeRecordV1 {
+                topic_id: t,
+                partition_id: PartitionId(0),
+                leader,
+                leader_epoch: LeaderEpoch(1),
+                partition_epoch: PartitionEpoch(1),
+            })
+        };
+        let recs = vec![
+            MetadataRecord::Topic(TopicRecordV1 {
+                name: "a".into(),
+                topic_id: t,
+                deleting: false,
+            }),
+            MetadataRecord::Partition(PartitionRecordV1 {
+                topic_id: t,
+                partition_id: PartitionId(0),
+                replicas: vec![NodeId(1), NodeId(2)],
+                isr: vec![],
+                leader: None,
+                leader_epoch: LeaderEpoch(0),
+                partition_epoch: PartitionEpoch(0),
+            }),
+            leader_change(Some(NodeId(2))),
+            leader_change(None),
+        ];
+        let bytes = encode_batch(&recs);
+        let batch = decode_batch(&bytes).unwrap();
+        let mut image = MetadataImage::default();
+        image.replay(LogOffset(0), &batch[0]).unwrap();
+        image.replay(LogOffset(1), &batch[1]).unwrap();
+        let before = image.topics.clone();
+        assert!(matches!(
+            image.replay(LogOffset(2), &batch[2]),
+            Err(ReplayError::InvalidPartition { .. })
+        ));
+        assert_eq!(image.topics, before);
+        image.replay(LogOffset(3), &batch[3]).unwrap();
+        let p = image.topics.partition(t, PartitionId(0)).unwrap();
+        assert_eq!((p.leader, p.partition_epoch), (None, PartitionEpoch(1)));
+        let snap = encode_batch(&image.snapshot_records());
+        let rebuilt =
+            MetadataImage::from_snapshot(image.end_offset, decode_batch(&snap).unwrap()).unwrap();
+        assert_eq!(rebuilt, image);
+    }
+
     /// ClearElr empties the eligible leader replicas and last known ELR of the named topic's
     /// partitions (or every topic's, with no name), growing the partition epoch of each one
     /// that had either and of no other; a name no topic has is refused, changing nothing.

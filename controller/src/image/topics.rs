@@ -429,18 +429,17 @@ impl TopicsImage {
         partition_epoch: PartitionEpoch,
     ) -> Result<(), ReplayError> {
         let p = self.partition_mut(offset, topic_id, pid)?;
-        if let Some(l) = leader {
-            if !p.replicas.contains(&l) {
-                return Err(ReplayError::InvalidPartition {
-                    offset,
-                    reason: "leader is not a replica",
-                });
-            }
-        }
+        // The partition it leaves must be valid (a leader is a replica, and only a partition
+        // with a non-empty ISR has one), else nothing changes.
+        let next = PartitionImage {
+            leader,
+            leader_epoch,
+            partition_epoch,
+            ..p.clone()
+        };
+        validate_partition(offset, &next)?;
         let was = usize::from(p.leader.is_none());
-        p.leader = leader;
-        p.leader_epoch = leader_epoch;
-        p.partition_epoch = partition_epoch;
+        *p = next;
         self.leaderless_count = self.leaderless_count - was + usize::from(leader.is_none());
         Ok(())
     }
