@@ -8,8 +8,10 @@
 # to fuzz/artifacts/<target>/. `cargo test -p corum-tools --test fuzz_corpus` (and, for
 # kafka_listener, `cargo test -p corum-kafka --test fuzz_corpus`) replays kept artifacts.
 #
-#   tools/scripts/fuzz.sh [--stable] [--targets a,b,...] [SECONDS]
+#   tools/scripts/fuzz.sh [--stable] [--build-only] [--targets a,b,...] [SECONDS]
 #
+# --build-only: build the targets and stop (tools/scripts/test.sh builds them beside the
+# workspace's tests, then runs them).
 # --stable: the stable toolchain without a sanitizer (what the README's test command runs, for
 # a bounded time, on a machine that may have no nightly). Otherwise, from the environment:
 #   CORUM_FUZZ_TOOLCHAIN  rustup toolchain (default nightly: AddressSanitizer needs it)
@@ -25,7 +27,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 usage() {
-    echo "usage: $0 [--stable] [--targets a,b,...] [SECONDS]" >&2
+    echo "usage: $0 [--stable] [--build-only] [--targets a,b,...] [SECONDS]" >&2
     exit 2
 }
 
@@ -35,12 +37,14 @@ runs="${CORUM_FUZZ_RUNS:-}"
 all="$(sed -n 's/^name = "\(.*\)"$/\1/p' fuzz/Cargo.toml | grep -v '^corum-fuzz$')"
 targets="$all"
 seconds=600
+build_only=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --stable)
             toolchain=stable
             sanitizer=none
             ;;
+        --build-only) build_only=1 ;;
         --targets)
             [ $# -ge 2 ] || usage
             targets="$(echo "$2" | tr ',' '\n')"
@@ -71,6 +75,9 @@ echo "building the fuzz targets (toolchain $toolchain, sanitizer $sanitizer)"
 for t in $targets; do
     cargo "+$toolchain" fuzz build "${flags[@]}" "$t" 2>&1 | tail -n 3
 done
+if [ "$build_only" = 1 ]; then
+    exit 0
+fi
 mkdir -p fuzz/logs
 
 # -timeout: a decoder handles one input in microseconds; 10 s means a hang.
