@@ -25,12 +25,14 @@ esac
 mkdir -p fuzz/logs
 fuzz_log=fuzz/logs/test-sh.log
 state="$(mktemp -d -t corum-test.XXXXXX)"
-# The fuzz side runs in a session of its own, stopped whole if the tests' side ends first (a
-# compile error, an interrupt).
+# The fuzz side runs as a process group of its own (job control on), stopped whole if the tests'
+# side ends first (a compile error, an interrupt). Not a session of its own: where the kernel
+# groups tasks by session for scheduling (autogroup), nice only ranks tasks within one session,
+# and a fuzz build in a new session would take half the CPU from the tests' compile.
 fuzz_pid=""
 cleanup() {
-    if [ -n "$fuzz_pid" ] && [ -s "$state/fuzz.pgid" ]; then
-        kill -TERM -- "-$(cat "$state/fuzz.pgid")" 2>/dev/null || true
+    if [ -n "$fuzz_pid" ]; then
+        kill -TERM -- "-$fuzz_pid" 2>/dev/null || true
     fi
     rm -rf "$state"
 }
@@ -40,21 +42,22 @@ trap 'exit 143' TERM
 
 # The runs wait for the workspace's compile: a fuzz run beside it would get almost no CPU and
 # its line would mean little. Bounded like every wait here.
-setsid bash -c '
-    echo $$ >"$1/fuzz.pgid"
+set -m
+(
     nice -n 19 tools/scripts/fuzz.sh --stable --build-only || exit $?
     for _ in $(seq 7200); do
-        [ -e "$1/compiled" ] && break
-        [ -d "$1" ] || exit 1
+        [ -e "$state/compiled" ] && break
+        [ -d "$state" ] || exit 1
         sleep 1
     done
-    [ -e "$1/compiled" ] || {
+    [ -e "$state/compiled" ] || {
         echo "test.sh: the workspace did not finish compiling within 2 hours" >&2
         exit 1
     }
-    exec nice -n 19 tools/scripts/fuzz.sh --stable "$2"
-' test-sh-fuzz "$state" "$seconds" >"$fuzz_log" 2>&1 </dev/null &
+    exec nice -n 19 tools/scripts/fuzz.sh --stable "$seconds"
+) >"$fuzz_log" 2>&1 </dev/null &
 fuzz_pid=$!
+set +m
 
 cargo test --workspace --no-run
 touch "$state/compiled"
