@@ -16,7 +16,10 @@
 # CONTROLLER_CPUS and BROKER_CPUS (taskset lists, e.g. 0 and 1): pin the corum nodes and the load
 # generator to the first, the brokers' JVMs to the second, so that on a small host the brokers'
 # own work (replaying every record) does not take the controllers' CPU — as on separate hosts.
-# Unset: nothing pinned.
+# Unset: nothing pinned. Give the controllers the CPU that serves the disk's completion
+# interrupts (the script prints it, from /proc/interrupts): on separate hosts a controller's
+# fsyncs complete on its own host, while brokers pinned to that CPU delay every disk round of
+# the controllers (on this VM, vCPU 1 takes them all: CONTROLLER_CPUS=1 BROKER_CPUS=0).
 # BUSY=1 adds a control case, `busy`: no brokers, but the brokers' CPUs (BROKER_CPUS, else one
 # unpinned loop) kept busy by a spin loop. On a VM whose virtual CPUs share physical cores, a
 # busy neighbour CPU slows the controllers' own: `busy` against `with` is what serving the
@@ -68,6 +71,16 @@ broker_pids() {
     pgrep -f "kafka.Kafka $BROKERS_DIR/" || true
 }
 
+irq_cpu=$(disk_irq_cpu)
+if [ -n "$irq_cpu" ]; then
+    echo "# the disk's completion interrupts are served on CPU $irq_cpu"
+    if [ -n "${BROKER_CPUS:-}" ] && taskset -c "$BROKER_CPUS" true 2>/dev/null \
+        && python3 -c 'import sys; from itertools import chain
+cpus = set(chain.from_iterable(range(int(a), int(b or a) + 1) for a, _, b in (p.partition("-") for p in sys.argv[1].split(","))))
+sys.exit(0 if int(sys.argv[2]) in cpus else 1)' "$BROKER_CPUS" "$irq_cpu"; then
+        echo "# warning: BROKER_CPUS ($BROKER_CPUS) holds that CPU: the brokers delay the controllers' fsyncs" >&2
+    fi
+fi
 echo "round case ops_per_sec p50_us p99_us node_cpu_us/op leader/followers broker_cpu_us/op fetches/s other_cores errors"
 CASES=(without with)
 [ "${BUSY:-0}" = 1 ] && CASES+=(busy)

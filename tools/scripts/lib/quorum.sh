@@ -42,6 +42,28 @@ print((user + nice + system + irq + softirq + steal) / tick)
 EOF
 }
 
+# disk_irq_cpu: the CPU that has served most of the block devices' completion interrupts
+# (virtio-blk, NVMe, SCSI/ATA queues in /proc/interrupts), or nothing when none is found. A
+# process pinned away from it still has its fsyncs completed there, so work pinned onto that
+# CPU delays the other's disk rounds.
+disk_irq_cpu() {
+    python3 - <<'EOF'
+import re
+lines = open("/proc/interrupts").read().splitlines()
+cpus = len(lines[0].split())
+totals = [0] * cpus
+for line in lines[1:]:
+    fields = line.split()
+    if not re.search(r"virtio\d+-req|nvme\d+q|ahci|ata_piix|mpt|megasas|xen-blkfront", line):
+        continue
+    for i, v in enumerate(fields[1:cpus + 1]):
+        if v.isdigit():
+            totals[i] += int(v)
+if any(totals):
+    print(max(range(cpus), key=lambda i: totals[i]))
+EOF
+}
+
 # start_quorum BIN TAG [kafka]: starts the quorum with BIN, waits for a leader (asking with
 # $DESCRIBE_BIN, default BIN), sets NODE_PIDS, writes the client listeners to
 # $WORK/TAG.bootstrap, the cluster id to $WORK/TAG.cluster_id and, with `kafka`, a Kafka
