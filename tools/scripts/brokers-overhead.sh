@@ -33,7 +33,8 @@
 # write, the brokers' metadata fetches per second the nodes answered (their metrics), and the
 # host's other CPU use (cores busy beyond the nodes and brokers: the load generator, the
 # kernel's share, and anything else running: a figure above ~0.5 means the run was disturbed)
-# — and the leader's mean time per stage of a write (`corum loadgen --metrics`), then each
+# — then the leader's writes per proposal and per sync round of its log, and its mean time per
+# stage of a write (`corum loadgen --metrics`), then each
 # case's mean and the ratio with / without.
 # Everything it starts stops at exit; its directory is removed.
 set -euo pipefail
@@ -128,6 +129,8 @@ for round in $(seq 1 "$ROUNDS"); do
         each_before=$(for p in "${NODE_PIDS[@]}"; do cpu_of "$p"; done | paste -sd,)
         leader=$("$BIN" quorum describe --bootstrap "$(cat "$WORK/$tag.bootstrap")" --status --json \
             | python3 -c 'import json, sys; print(json.load(sys.stdin)["leader_id"])')
+        # The leader's batching: proposals (one batch each) and its log's sync rounds.
+        batching_before="$(node_metric "$leader" corum_controller_proposals_total),$(node_metric "$leader" corum_raft_sync_rounds_total)"
         if [ -n "${PERF_DIR:-}" ]; then
             # PERF_DIR: a profile of the leader (perf record, 6 s from 3 s into the load).
             mkdir -p "$PERF_DIR"
@@ -143,6 +146,7 @@ for round in $(seq 1 "$ROUNDS"); do
             --metrics "127.0.0.1:$((BASE_PORT + 31)),127.0.0.1:$((BASE_PORT + 32)),127.0.0.1:$((BASE_PORT + 33))" \
             --json >"$WORK/$tag.json"
         after=$(cpu_of "${NODE_PIDS[@]}")
+        batching_after="$(node_metric "$leader" corum_controller_proposals_total),$(node_metric "$leader" corum_raft_sync_rounds_total)"
         each_after=$(for p in "${NODE_PIDS[@]}"; do cpu_of "$p"; done | paste -sd,)
         host1=$(host_busy)
         fetches=$(($(kafka_requests Fetch) - fetches_before))
@@ -150,7 +154,8 @@ for round in $(seq 1 "$ROUNDS"); do
         bafter=0
         [ "${#bpids[@]}" -eq 0 ] || bafter=$(cpu_of "${bpids[@]}")
         python3 - "$round" "$case" "$WORK/$tag.json" "$before" "$after" "$bbefore" "$bafter" \
-            "$fetches" "$t0" "$t1" "$host0" "$host1" "$each_before" "$each_after" "$leader" <<'PY'
+            "$fetches" "$t0" "$t1" "$host0" "$host1" "$each_before" "$each_after" "$leader" \
+            "$batching_before" "$batching_after" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[3]))
 ops = max(r["ops"], 1)
@@ -168,6 +173,9 @@ other = (float(sys.argv[12]) - float(sys.argv[11]) - ours) / elapsed
 print(f"{sys.argv[1]:>5} {sys.argv[2]:7} {r['ops_per_sec']:>11.0f} {r['p50_us']:>6} "
       f"{r['p99_us']:>6} {node_us:>14.1f} {split:>16} {broker_us:>16.1f} {fetches:>9.0f} {other:>11.2f} "
       f"{r['errors']:>6}")
+proposals, rounds = (int(a) - int(b) for b, a in zip(sys.argv[16].split(","), sys.argv[17].split(",")))
+print(f"      leader: {r['ops'] / max(proposals, 1):.1f} writes per proposal, "
+      f"{r['ops'] / max(rounds, 1):.1f} per sync round")
 stages = r.get("stage_mean_us")
 if stages:
     print("      stages (leader, mean us): " + " ".join(f"{k}={v:.0f}" for k, v in stages.items()))

@@ -10,7 +10,8 @@
 #
 #   tools/scripts/fuzz.sh [--stable] [--build-only] [--targets a,b,...] [SECONDS]
 #
-# --build-only: build the targets and stop.
+# --build-only: build the targets and stop (tools/scripts/test.sh builds them beside the
+# workspace's tests, then runs them).
 # --stable: the stable toolchain without a sanitizer (what the README's test command runs, for
 # a bounded time, on a machine that may have no nightly). Otherwise, from the environment:
 #   CORUM_FUZZ_TOOLCHAIN  rustup toolchain (default nightly: AddressSanitizer needs it)

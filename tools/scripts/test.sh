@@ -4,14 +4,13 @@
 #
 #   tools/scripts/test.sh [SECONDS]
 #
-# The two overlap. Once the workspace's tests are compiled, the fuzz targets build
-# (tools/scripts/fuzz.sh --stable, in fuzz/target) and then run, each for SECONDS of wall
-# time, at nice 19, beside the tests: they take the CPU that the process tests leave while they
-# wait on their clusters (one at a time: timeouts, elections, fencing), so the runs make fewer
-# executions than on an idle machine (the line per target says how many). Built beside the
-# workspace's compile instead, they only slowed it: on two cores both are CPU-bound (a clean
-# checkout's .ci/run took 32 minutes that way, the tests' compile 14 of them instead of 10).
-# Their output goes to fuzz/logs/test-sh.log and is printed after the tests' own.
+# The two overlap. The fuzz targets build (tools/scripts/fuzz.sh --build-only, in fuzz/target)
+# from the start, at nice 19, so they take only the CPU that `cargo test --workspace` leaves:
+# little while the workspace compiles, most of it while the process tests wait on their
+# clusters (one at a time, timeouts and elections). The fuzz runs start once the workspace is
+# compiled, also at nice 19, each for SECONDS of wall time (so with fewer executions than on an
+# idle machine; the line per target says how many). Their output goes to
+# fuzz/logs/test-sh.log and is printed after the tests' own.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -41,9 +40,11 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# The fuzz side waits for the workspace's compile (see above). Bounded like every wait here.
+# The runs wait for the workspace's compile: a fuzz run beside it would get almost no CPU and
+# its line would mean little. Bounded like every wait here.
 set -m
 (
+    nice -n 19 tools/scripts/fuzz.sh --stable --build-only || exit $?
     for _ in $(seq 7200); do
         [ -e "$state/compiled" ] && break
         [ -d "$state" ] || exit 1

@@ -123,6 +123,17 @@ EOF
     exit 1
 }
 
+# node_metric I NAME: node I's (1-3) metric NAME, summed over its label sets (0 when absent).
+node_metric() {
+    python3 - "$1" "$2" "$BASE_PORT" <<'EOF'
+import re, sys, urllib.request
+node, name, base = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+text = urllib.request.urlopen(f"http://127.0.0.1:{base + 30 + node}/metrics", timeout=5).read().decode()
+total = sum(float(m.group(1)) for m in re.finditer(r'^' + re.escape(name) + r'(?:\{[^}]*\})? (\S+)$', text, re.M))
+print(int(total))
+EOF
+}
+
 # kafka_requests API: the quorum's nodes' Kafka requests of API (e.g. Fetch) served so far.
 kafka_requests() {
     python3 - "$1" "$BASE_PORT" <<'EOF'
