@@ -1354,12 +1354,13 @@ mod tests {
         }
     }
 
-    /// A reader's clone is a frozen snapshot: later replay on the original does not show in it,
-    /// and the clone shares structure (no deep copy happened until the write).
-    #[test]
-    fn clones_are_independent_snapshots() {
-        let t = TopicId(Uuid([1; 16]));
-        let recs = vec![
+    /// Topic `a` (id `t`) and its partition 0 without a leader.
+    fn topic_a_with_partition_0(
+        t: TopicId,
+        replicas: Vec<NodeId>,
+        isr: Vec<NodeId>,
+    ) -> Vec<MetadataRecord> {
+        vec![
             MetadataRecord::Topic(TopicRecordV1 {
                 name: "a".into(),
                 topic_id: t,
@@ -1368,14 +1369,24 @@ mod tests {
             MetadataRecord::Partition(PartitionRecordV1 {
                 topic_id: t,
                 partition_id: PartitionId(0),
-                replicas: vec![NodeId(1)],
-                isr: vec![NodeId(1)],
+                replicas,
+                isr,
                 leader: None,
                 leader_epoch: LeaderEpoch(0),
                 partition_epoch: PartitionEpoch(0),
             }),
-            MetadataRecord::RemoveTopic(RemoveTopicRecordV1 { topic_id: t }),
-        ];
+        ]
+    }
+
+    /// A reader's clone is a frozen snapshot: later replay on the original does not show in it,
+    /// and the clone shares structure (no deep copy happened until the write).
+    #[test]
+    fn clones_are_independent_snapshots() {
+        let t = TopicId(Uuid([1; 16]));
+        let mut recs = topic_a_with_partition_0(t, vec![NodeId(1)], vec![NodeId(1)]);
+        recs.push(MetadataRecord::RemoveTopic(RemoveTopicRecordV1 {
+            topic_id: t,
+        }));
         let bytes = encode_batch(&recs);
         let batch = decode_batch(&bytes).unwrap();
         let mut image = MetadataImage::default();
@@ -1408,24 +1419,8 @@ mod tests {
                 partition_epoch: PartitionEpoch(1),
             })
         };
-        let recs = vec![
-            MetadataRecord::Topic(TopicRecordV1 {
-                name: "a".into(),
-                topic_id: t,
-                deleting: false,
-            }),
-            MetadataRecord::Partition(PartitionRecordV1 {
-                topic_id: t,
-                partition_id: PartitionId(0),
-                replicas: vec![NodeId(1), NodeId(2)],
-                isr: vec![],
-                leader: None,
-                leader_epoch: LeaderEpoch(0),
-                partition_epoch: PartitionEpoch(0),
-            }),
-            leader_change(Some(NodeId(2))),
-            leader_change(None),
-        ];
+        let mut recs = topic_a_with_partition_0(t, vec![NodeId(1), NodeId(2)], vec![]);
+        recs.extend([leader_change(Some(NodeId(2))), leader_change(None)]);
         let bytes = encode_batch(&recs);
         let batch = decode_batch(&bytes).unwrap();
         let mut image = MetadataImage::default();
