@@ -55,18 +55,32 @@ where
 {
     match body {
         RequestBody::UpdateFeatures(req) if names_kraft_version(&req) => {
-            update_features(raft, req, timeout_ms, hint, |rest| {
+            // Boxed: rare, and it would make every request's future as large as its own.
+            Box::pin(update_features(raft, req, timeout_ms, hint, |rest| {
                 controller(RequestBody::UpdateFeatures(rest))
-            })
+            }))
             .await
         }
         body => {
             let mut answer = controller(body).await;
-            if let Ok(ResponseBody::DescribeFeatures(f)) = &mut answer {
-                add_kraft_version(f, raft.kraft_version());
-            }
+            complete(&mut answer, raft);
             answer
         }
+    }
+}
+
+/// Whether [`call`] serves `body` otherwise than by passing it to the controller and
+/// [`complete`]-ing the answer: an UpdateFeatures naming `kraft.version`. An edge may take the
+/// direct way for every other body (a smaller future on the path of every write).
+pub fn intercepts(body: &RequestBody) -> bool {
+    matches!(body, RequestBody::UpdateFeatures(req) if names_kraft_version(req))
+}
+
+/// Completes the controller's answer to a body [`call`] does not intercept: a DescribeFeatures
+/// gains `kraft.version` ([`add_kraft_version`]).
+pub fn complete(answer: &mut Result<ResponseBody, RpcError>, raft: &RaftHandle) {
+    if let Ok(ResponseBody::DescribeFeatures(f)) = answer {
+        add_kraft_version(f, raft.kraft_version());
     }
 }
 

@@ -387,14 +387,13 @@ async fn serve_connection(
                     Ok(archived) => {
                         shared.stats.borrow_mut().requests += 1;
                         let frame = RequestFrame::from_archived(archived);
-                        let shared = shared.clone();
-                        let session = session.clone();
-                        let tx = tx.clone();
-                        glommio::spawn_local(async move {
-                            let answer = handle(&shared, &session, frame).await;
-                            let _ = tx.send(answer).await;
-                            drop(permit);
-                        })
+                        glommio::spawn_local(answer_request(
+                            shared.clone(),
+                            session.clone(),
+                            tx.clone(),
+                            permit,
+                            frame,
+                        ))
                         .detach();
                     }
                     Err(e) => {
@@ -522,9 +521,41 @@ fn queue_response<W: AsyncWrite + Unpin>(writer: &mut FrameWriter<W>, answer: &R
     }
 }
 
+/// The task of one request: [`handle`]s it and queues its answer for the connection's writer;
+/// the request's in-flight permit is given back after. Its future is the allocation every
+/// request pays: it stays small (the rare, large ways are boxed), so glibc serves it from its
+/// per-thread cache instead of its large-chunk path, which first consolidates every freed
+/// small chunk (docs/PERFORMANCE.md, "Every request's task"). `a_request_task_stays_small`
+/// keeps it so.
+async fn answer_request(
+    shared: Rc<Shared>,
+    session: Rc<Session>,
+    tx: Rc<local_channel::LocalSender<ResponseFrame>>,
+    permit: glommio::sync::StaticPermit,
+    frame: RequestFrame,
+) {
+    let answer = handle(&shared, &session, frame).await;
+    let _ = tx.send(answer).await;
+    drop(permit);
+}
+
 /// Serves one decoded request of `session`: authorized first when the node has an
 /// authorizer ([`crate::rpc_auth`]), then [`serve`]d.
 async fn handle(shared: &Shared, session: &Session, frame: RequestFrame) -> ResponseFrame {
+    if shared.acls.authorizer().is_none() {
+        return serve(shared, frame).await;
+    }
+    // Boxed: its gate and refusals would make every request's task larger (see `serve`).
+    Box::pin(handle_authorized(shared, session, frame)).await
+}
+
+/// [`handle`] with an authorizer: the request is authorized, its allowed part served and the
+/// refused items put back into the answer.
+async fn handle_authorized(
+    shared: &Shared,
+    session: &Session,
+    frame: RequestFrame,
+) -> ResponseFrame {
     let Some(authorizer) = shared.acls.authorizer() else {
         return serve(shared, frame).await;
     };
@@ -578,14 +609,16 @@ async fn serve(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
                     &raft.status(),
                 ))))
             }
+            // Boxed, here and below: the future of every request's task is as large as its
+            // largest branch, and a controller write (the common request) needs a small one.
             body @ (RequestBody::Fetch(_) | RequestBody::FetchSnapshot(_)) => {
-                observer(raft, body, frame.timeout_ms, |id| shared.hint(id)).await
+                Box::pin(observer(raft, body, frame.timeout_ms, |id| shared.hint(id))).await
             }
             body @ (RequestBody::AddVoter(_)
             | RequestBody::RemoveVoter(_)
             | RequestBody::UpdateVoter(_)) => {
                 let timeout_ms = effective_timeout_ms(frame.timeout_ms);
-                voter_change(raft, body, timeout_ms, |id| shared.hint(id)).await
+                Box::pin(voter_change(raft, body, timeout_ms, |id| shared.hint(id))).await
             }
             body => Err(RpcError::NotImplemented {
                 api: body.kind().into(),
@@ -596,22 +629,29 @@ async fn serve(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
             body,
         };
     }
-    let timeout_ms = frame.timeout_ms;
-    let body = raft_features::call(
-        &shared.raft,
-        frame.body,
-        effective_timeout_ms(timeout_ms),
-        |id| shared.hint(id),
-        |body| async move {
-            let frame = RequestFrame {
-                correlation_id,
-                timeout_ms,
-                body,
-            };
-            shared.raft.call(frame).await.body
-        },
-    )
-    .await;
+    let body = if raft_features::intercepts(&frame.body) {
+        let timeout_ms = frame.timeout_ms;
+        Box::pin(raft_features::call(
+            &shared.raft,
+            frame.body,
+            effective_timeout_ms(timeout_ms),
+            |id| shared.hint(id),
+            |body| async move {
+                let frame = RequestFrame {
+                    correlation_id,
+                    timeout_ms,
+                    body,
+                };
+                shared.raft.call(frame).await.body
+            },
+        ))
+        .await
+    } else {
+        // The way of every write: straight to the controller service.
+        let mut body = shared.raft.call(frame).await.body;
+        raft_features::complete(&mut body, &shared.raft);
+        body
+    };
     let mut answer = ResponseFrame {
         correlation_id,
         body,
@@ -803,6 +843,34 @@ pub fn describe_quorum(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The size of `f`'s future (a way to name the type of an `async fn`'s future).
+    fn future_size<F, Args, Fut>(_: &F) -> usize
+    where
+        F: AsyncFnOnceSized<Args, Fut>,
+    {
+        std::mem::size_of::<Fut>()
+    }
+
+    /// `FnOnce(Args...) -> Fut`, for [`future_size`].
+    trait AsyncFnOnceSized<Args, Fut> {}
+    impl<F, A, B, C, D, E, Fut> AsyncFnOnceSized<(A, B, C, D, E), Fut> for F where
+        F: FnOnce(A, B, C, D, E) -> Fut
+    {
+    }
+
+    /// Every request's task is one allocation of its future plus glommio's task header (40
+    /// bytes and its schedule closure: 64 at most here). glibc serves a request below 1009
+    /// bytes (a chunk under 1 KiB) from its per-thread cache and small bins; a larger one (2.4
+    /// KiB before the rare ways were boxed) first consolidated every freed small chunk.
+    #[test]
+    fn a_request_task_stays_small() {
+        let task = future_size(&answer_request);
+        assert!(
+            task + 64 < 1009,
+            "a request's task future is {task} bytes: box the large, rare ways (see answer_request)"
+        );
+    }
 
     /// Zero limits are refused, naming the field; the defaults pass.
     #[test]

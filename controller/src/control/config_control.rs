@@ -565,7 +565,9 @@ fn alter_each<'r, T: 'r>(
     alter: fn(&Layers<'_>, &T, &mut Vec<MetadataRecord>) -> Result<(), ApiError>,
 ) -> ControllerResult<IncrementalAlterConfigsResponse> {
     let layers = Layers::new(view.image, view.config);
-    let mut records = Vec::new();
+    // One record per resource is the common case (one key set): sized for it, and each
+    // resource's records written in place, taken back when the resource fails.
+    let mut records = Vec::with_capacity(resources.len());
     let mut results: Vec<(ConfigResource, Result<(), ApiError>)> =
         Vec::with_capacity(resources.len());
     for (resource, r) in resources {
@@ -574,17 +576,20 @@ fn alter_each<'r, T: 'r>(
                 reason: "resource named more than once in the request".into(),
             })
         } else {
-            let mut out = Vec::new();
-            alter(&layers, r, &mut out).and_then(|()| {
-                if records.len() + out.len() > view.config.records_per_batch_max {
+            let start = records.len();
+            let result = alter(&layers, r, &mut records).and_then(|()| {
+                if records.len() > view.config.records_per_batch_max {
                     return Err(ApiError::TooManyRecords {
-                        records: records.len() + out.len(),
+                        records: records.len(),
                         max: view.config.records_per_batch_max,
                     });
                 }
-                records.append(&mut out);
                 Ok(())
-            })
+            });
+            if result.is_err() {
+                records.truncate(start);
+            }
+            result
         };
         results.push((resource.clone(), result));
     }

@@ -84,6 +84,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -223,9 +224,14 @@ impl RaftHandle {
     /// Sends a client request to the controller service and waits for its one answer from
     /// the call table ([`crate::calls`]): the service's verdict, its success once its records
     /// commit, `Timeout` at its deadline, or `NotController` when the service is gone.
-    pub async fn call(&self, frame: RequestFrame) -> ResponseFrame {
+    ///
+    /// The call is queued before the future is first polled, and the future keeps only the
+    /// answer's receiver: every request's task holds one, and a small task is an allocation
+    /// that glibc serves from its caches. Only a full queue (back-pressure from the service)
+    /// leaves a boxed send to wait on.
+    pub fn call(&self, frame: RequestFrame) -> impl Future<Output = ResponseFrame> + 'static {
         let correlation_id = frame.correlation_id;
-        let gone = || ResponseFrame {
+        let gone = move || ResponseFrame {
             correlation_id,
             body: Err(RpcError::NotController { leader: None }),
         };
@@ -235,10 +241,24 @@ impl RaftHandle {
             reply,
             received: Instant::now(),
         };
-        if self.calls.send(call).await.is_err() {
-            return gone();
+        let waiting = match self.calls.try_send(call) {
+            Ok(()) => None,
+            Err(glommio::GlommioError::WouldBlock(glommio::ResourceType::Channel(call))) => {
+                let calls = self.calls.clone();
+                Some(Box::pin(async move { calls.send(call).await.is_ok() }))
+            }
+            // The driver is gone: the call and its reply sender are dropped with the error,
+            // so the receiver below ends at once.
+            Err(_) => None,
+        };
+        async move {
+            if let Some(send) = waiting {
+                if !send.await {
+                    return gone();
+                }
+            }
+            answer.recv().await.unwrap_or_else(gone)
         }
-        answer.recv().await.unwrap_or_else(gone)
     }
 
     /// Steps an observer's `Fetch` or `FetchSnapshot` into the core as if it came from the
