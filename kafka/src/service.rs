@@ -76,7 +76,7 @@ pub async fn serve_as<B: Backend>(
         Parsed::Request { head, body } => {
             let version = head.api_version;
             let gate = Gate::new(backend.authorizer(), session);
-            let response = dispatch(ctx, &gate, backend, &head, *body).await;
+            let response = dispatch(ctx, &gate, backend, &head, body).await;
             Answer {
                 api: head.api_key,
                 version,
@@ -92,19 +92,21 @@ async fn dispatch<B: Backend>(
     gate: &Gate<'_>,
     backend: &B,
     head: &RequestHead,
-    body: RequestKind,
+    // Boxed (as parsed): held by value, the largest request type would size every request's
+    // future, and each API's future is boxed below for the same reason.
+    body: Box<RequestKind>,
 ) -> ResponseKind {
     let v = head.api_version;
     if let Some(denied) = denied_whole(gate, head.api_key, &body) {
         return denied;
     }
-    match body {
+    match *body {
         RequestKind::ApiVersions(_) => {
-            ResponseKind::ApiVersions(api::api_versions::serve(ctx, backend, v).await)
+            ResponseKind::ApiVersions(Box::pin(api::api_versions::serve(ctx, backend, v)).await)
         }
         RequestKind::Metadata(r) => {
             let named = r.topics.is_some();
-            let mut response = api::metadata::metadata(ctx, backend, r, v).await;
+            let mut response = Box::pin(api::metadata::metadata(ctx, backend, r, v)).await;
             filter_described(gate, named, &mut response.topics, |t| {
                 (t.name.as_ref().map(|n| n.0.as_str()), &mut t.error_code)
             });
@@ -120,7 +122,8 @@ async fn dispatch<B: Backend>(
         }
         RequestKind::DescribeTopicPartitions(r) => {
             let named = !r.topics.is_empty();
-            let mut response = api::metadata::describe_topic_partitions(ctx, backend, r).await;
+            let mut response =
+                Box::pin(api::metadata::describe_topic_partitions(ctx, backend, r)).await;
             filter_described(gate, named, &mut response.topics, |t| {
                 (t.name.as_ref().map(|n| n.0.as_str()), &mut t.error_code)
             });
@@ -144,7 +147,7 @@ async fn dispatch<B: Backend>(
                 }
                 ok
             });
-            let mut response = api::topics::create_topics(ctx, backend, r, v).await;
+            let mut response = Box::pin(api::topics::create_topics(ctx, backend, r, v)).await;
             response.topics.extend(denied.into_iter().map(|name| {
                 api::topics::create_error(
                     name.0.as_str(),
@@ -176,7 +179,7 @@ async fn dispatch<B: Backend>(
                 }
                 ok
             });
-            let mut response = api::topics::delete_topics(ctx, backend, r, v).await;
+            let mut response = Box::pin(api::topics::delete_topics(ctx, backend, r, v)).await;
             response
                 .responses
                 .extend(denied.into_iter().map(|(name, id)| {
@@ -198,7 +201,7 @@ async fn dispatch<B: Backend>(
                 }
                 ok
             });
-            let mut response = api::topics::create_partitions(ctx, backend, r).await;
+            let mut response = Box::pin(api::topics::create_partitions(ctx, backend, r)).await;
             response.results.extend(denied.into_iter().map(|name| {
                 kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult::default()
                     .with_name(name)
@@ -210,7 +213,7 @@ async fn dispatch<B: Backend>(
             let denied = configs_denied(gate, head.api_key, &mut r.resources, |res| {
                 (res.resource_type, &res.resource_name)
             });
-            let mut response = api::configs::describe_configs(ctx, backend, r, v).await;
+            let mut response = Box::pin(api::configs::describe_configs(ctx, backend, r, v)).await;
             response
                 .results
                 .extend(denied.into_iter().map(|(t, name, code)| {
@@ -226,7 +229,7 @@ async fn dispatch<B: Backend>(
             let denied = configs_denied(gate, head.api_key, &mut r.resources, |res| {
                 (res.resource_type, &res.resource_name)
             });
-            let mut response = api::configs::alter_configs(ctx, backend, r).await;
+            let mut response = Box::pin(api::configs::alter_configs(ctx, backend, r)).await;
             response.responses.extend(denied.into_iter().map(|(t, name, code)| {
                 kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse::default()
                     .with_resource_type(t)
@@ -239,7 +242,8 @@ async fn dispatch<B: Backend>(
             let denied = configs_denied(gate, head.api_key, &mut r.resources, |res| {
                 (res.resource_type, &res.resource_name)
             });
-            let mut response = api::configs::incremental_alter_configs(ctx, backend, r).await;
+            let mut response =
+                Box::pin(api::configs::incremental_alter_configs(ctx, backend, r)).await;
             response.responses.extend(denied.into_iter().map(|(t, name, code)| {
                 kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                     .with_resource_type(t)
@@ -248,71 +252,71 @@ async fn dispatch<B: Backend>(
             }));
             ResponseKind::IncrementalAlterConfigs(response)
         }
-        RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(api::cluster::describe_cluster(ctx, backend, r).await)
-        }
-        RequestKind::DescribeQuorum(_) => {
-            ResponseKind::DescribeQuorum(api::cluster::describe_quorum(ctx, backend, v).await)
-        }
-        RequestKind::UpdateFeatures(r) => {
-            ResponseKind::UpdateFeatures(api::features::update_features(ctx, backend, r, v).await)
-        }
-        RequestKind::ElectLeaders(r) => {
-            ResponseKind::ElectLeaders(api::topics::elect_leaders(ctx, backend, r, v).await)
-        }
+        RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(
+            Box::pin(api::cluster::describe_cluster(ctx, backend, r)).await,
+        ),
+        RequestKind::DescribeQuorum(_) => ResponseKind::DescribeQuorum(
+            Box::pin(api::cluster::describe_quorum(ctx, backend, v)).await,
+        ),
+        RequestKind::UpdateFeatures(r) => ResponseKind::UpdateFeatures(
+            Box::pin(api::features::update_features(ctx, backend, r, v)).await,
+        ),
+        RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(
+            Box::pin(api::topics::elect_leaders(ctx, backend, r, v)).await,
+        ),
         RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(
-            api::acls::describe_acls(ctx, backend, r, gate.enabled()).await,
+            Box::pin(api::acls::describe_acls(ctx, backend, r, gate.enabled())).await,
         ),
-        RequestKind::CreateAcls(r) => {
-            ResponseKind::CreateAcls(api::acls::create_acls(ctx, backend, r, gate.enabled()).await)
-        }
-        RequestKind::DeleteAcls(r) => {
-            ResponseKind::DeleteAcls(api::acls::delete_acls(ctx, backend, r, gate.enabled()).await)
-        }
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(
+            Box::pin(api::acls::create_acls(ctx, backend, r, gate.enabled())).await,
+        ),
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(
+            Box::pin(api::acls::delete_acls(ctx, backend, r, gate.enabled())).await,
+        ),
         RequestKind::AddRaftVoter(r) => {
-            ResponseKind::AddRaftVoter(api::voters::add_raft_voter(ctx, backend, r).await)
+            ResponseKind::AddRaftVoter(Box::pin(api::voters::add_raft_voter(ctx, backend, r)).await)
         }
-        RequestKind::RemoveRaftVoter(r) => {
-            ResponseKind::RemoveRaftVoter(api::voters::remove_raft_voter(ctx, backend, r).await)
-        }
-        RequestKind::UpdateRaftVoter(r) => {
-            ResponseKind::UpdateRaftVoter(api::voters::update_raft_voter(ctx, backend, r).await)
-        }
-        RequestKind::BrokerRegistration(r) => ResponseKind::BrokerRegistration(
-            api::brokers::broker_registration(ctx, backend, r, v).await,
+        RequestKind::RemoveRaftVoter(r) => ResponseKind::RemoveRaftVoter(
+            Box::pin(api::voters::remove_raft_voter(ctx, backend, r)).await,
         ),
-        RequestKind::BrokerHeartbeat(r) => {
-            ResponseKind::BrokerHeartbeat(api::brokers::broker_heartbeat(ctx, backend, r).await)
-        }
-        RequestKind::UnregisterBroker(r) => {
-            ResponseKind::UnregisterBroker(api::brokers::unregister_broker(ctx, backend, r).await)
-        }
-        RequestKind::AlterPartition(r) => {
-            ResponseKind::AlterPartition(api::brokers::alter_partition(ctx, backend, r, v).await)
-        }
+        RequestKind::UpdateRaftVoter(r) => ResponseKind::UpdateRaftVoter(
+            Box::pin(api::voters::update_raft_voter(ctx, backend, r)).await,
+        ),
+        RequestKind::BrokerRegistration(r) => ResponseKind::BrokerRegistration(
+            Box::pin(api::brokers::broker_registration(ctx, backend, r, v)).await,
+        ),
+        RequestKind::BrokerHeartbeat(r) => ResponseKind::BrokerHeartbeat(
+            Box::pin(api::brokers::broker_heartbeat(ctx, backend, r)).await,
+        ),
+        RequestKind::UnregisterBroker(r) => ResponseKind::UnregisterBroker(
+            Box::pin(api::brokers::unregister_broker(ctx, backend, r)).await,
+        ),
+        RequestKind::AlterPartition(r) => ResponseKind::AlterPartition(
+            Box::pin(api::brokers::alter_partition(ctx, backend, r, v)).await,
+        ),
         RequestKind::AssignReplicasToDirs(r) => ResponseKind::AssignReplicasToDirs(
-            api::brokers::assign_replicas_to_dirs(ctx, backend, r).await,
+            Box::pin(api::brokers::assign_replicas_to_dirs(ctx, backend, r)).await,
         ),
         RequestKind::AllocateProducerIds(r) => ResponseKind::AllocateProducerIds(
-            api::brokers::allocate_producer_ids(ctx, backend, r).await,
+            Box::pin(api::brokers::allocate_producer_ids(ctx, backend, r)).await,
         ),
         RequestKind::ListPartitionReassignments(_) => {
             ResponseKind::ListPartitionReassignments(api::topics::list_partition_reassignments())
         }
-        RequestKind::Envelope(r) => {
-            ResponseKind::Envelope(api::envelope::envelope(ctx, gate.session(), backend, r).await)
-        }
+        RequestKind::Envelope(r) => ResponseKind::Envelope(
+            Box::pin(api::envelope::envelope(ctx, gate.session(), backend, r)).await,
+        ),
         RequestKind::Fetch(r) => {
-            ResponseKind::Fetch(api::raft_fetch::fetch(ctx, backend, r, v).await)
+            ResponseKind::Fetch(Box::pin(api::raft_fetch::fetch(ctx, backend, r, v)).await)
         }
-        RequestKind::FetchSnapshot(r) => {
-            ResponseKind::FetchSnapshot(api::raft_fetch::fetch_snapshot(ctx, backend, r, v).await)
-        }
+        RequestKind::FetchSnapshot(r) => ResponseKind::FetchSnapshot(
+            Box::pin(api::raft_fetch::fetch_snapshot(ctx, backend, r, v)).await,
+        ),
         RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
-            api::scram::alter_user_scram_credentials(ctx, backend, r).await,
+            Box::pin(api::scram::alter_user_scram_credentials(ctx, backend, r)).await,
         ),
         RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
-            api::scram::describe_user_scram_credentials(ctx, backend, r).await,
+            Box::pin(api::scram::describe_user_scram_credentials(ctx, backend, r)).await,
         ),
         // A SASL listener's connection handles these itself (`crate::sasl`); here they come
         // on a listener without SASL, or after authentication: ILLEGAL_SASL_STATE, as Kafka.
@@ -386,7 +390,9 @@ pub(crate) async fn call<B: Backend, T>(
     pick: impl FnOnce(ResponseBody) -> Option<T>,
 ) -> Result<T, RpcError> {
     let kind = body.kind();
-    let response = backend.call(body, timeout_ms).await?;
+    // Boxed: every API's future holds this one, and the backend's would make each of them an
+    // allocation of over 1 KiB (glibc's slow, consolidating path) instead of two small ones.
+    let response = Box::pin(backend.call(body, timeout_ms)).await?;
     pick(response).ok_or_else(|| RpcError::Internal {
         reason: format!("the node answered {kind} with another response"),
     })

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Counts the leader's heap allocations per acknowledged write, by size, on this host: a static
 # 3-voter quorum on loopback (one unpinned shard per node, as compare-write-path.sh starts it),
-# the configs workload at CLIENTS clients, and a uprobe on glibc's malloc (`perf probe`, its size
+# the configs workload at CLIENTS clients over corum's protocol (PROTOCOL=kafka: topic creation,
+# one partition each, over the Kafka listener, as compare-protocols.sh runs it), and a uprobe
+# on glibc's malloc (`perf probe`, its size
 # argument) attached to the leader for PROBE_SECONDS in the middle of the load. A uprobe traps on
 # every call, so the load runs slower while it is attached; the counts per write are what the
 # figure is for, not the throughput.
@@ -28,12 +30,20 @@ perf probe -q -d 'probe_libc:malloc' 2>/dev/null || true
 perf probe -q -x "$LIBC" 'malloc bytes=%di:u64'
 trap 'perf probe -q -d "probe_libc:malloc" 2>/dev/null || true; cleanup' EXIT
 
-start_quorum "$BIN" a
+PROTOCOL=${PROTOCOL:-private}
+if [ "$PROTOCOL" = kafka ]; then
+    start_quorum "$BIN" a kafka
+    workload=(--workload topics --partitions 1 --protocol kafka
+        --kafka-bootstrap "$(cat "$WORK/a.kafka")")
+else
+    start_quorum "$BIN" a
+    workload=(--workload configs)
+fi
 boot=$(cat "$WORK/a.bootstrap")
 leader=$("$BIN" quorum describe --bootstrap "$boot" --status --json \
     | python3 -c 'import json, sys; print(json.load(sys.stdin)["leader_id"])')
 pid=${NODE_PIDS[$((leader - 1))]}
-"$BIN" loadgen --bootstrap "$boot" --workload configs --clients "$CLIENTS" \
+"$BIN" loadgen --bootstrap "$boot" "${workload[@]}" --clients "$CLIENTS" \
     --connections $(( CLIENTS < 8 ? CLIENTS : 8 )) --duration $(( PROBE_SECONDS + 6 )) --json \
     >"$WORK/loadgen.json" &
 loadgen=$!

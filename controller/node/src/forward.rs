@@ -156,22 +156,15 @@ impl NodeBackend {
 impl NodeBackend {
     /// `body` served by this node ([`raft_features::call`]: its controller service, or its
     /// Raft core for `kraft.version`). A standby names no leader here: the caller forwards.
-    async fn local(&self, body: RequestBody, timeout_ms: u32) -> Result<ResponseBody, RpcError> {
+    fn local(&self, body: RequestBody, timeout_ms: u32) -> raft_features::FeaturesCall<'_> {
         raft_features::call(
             &self.raft,
             body,
+            0,
+            timeout_ms,
             effective_timeout_ms(timeout_ms),
             |_| None,
-            |body| async move {
-                let frame = RequestFrame {
-                    correlation_id: 0,
-                    timeout_ms,
-                    body,
-                };
-                self.raft.call(frame).await.body
-            },
         )
-        .await
     }
 }
 
@@ -189,6 +182,8 @@ impl Backend for NodeBackend {
     }
 
     async fn call(&self, body: RequestBody, timeout_ms: u32) -> Result<ResponseBody, RpcError> {
+        // The ways other than the local call are boxed: each Kafka request's task holds this
+        // future, and the common one (a write to this node's controller) needs a small one.
         if matches!(body, RequestBody::DescribeQuorum) {
             if self.leads() || self.known_leader().is_none() {
                 return Ok(ResponseBody::DescribeQuorum(Box::new(describe_quorum(
@@ -197,19 +192,19 @@ impl Backend for NodeBackend {
                     &self.raft.status(),
                 ))));
             }
-            return self.forward(body, timeout_ms).await;
+            return Box::pin(self.forward(body, timeout_ms)).await;
         }
         if matches!(body, RequestBody::Fetch(_) | RequestBody::FetchSnapshot(_)) {
             // A broker following the log: served by the leader's core, never forwarded (a
             // standby's answer names the leader, and the broker fetches from it).
-            return observer(&self.raft, body, timeout_ms, |_| None).await;
+            return Box::pin(observer(&self.raft, body, timeout_ms, |_| None)).await;
         }
         if is_voter_change(&body) {
             let wait_ms = effective_timeout_ms(timeout_ms);
             // A standby names no leader here: it forwards the change to it instead.
-            return match voter_change(&self.raft, body.clone(), wait_ms, |_| None).await {
+            return match Box::pin(voter_change(&self.raft, body.clone(), wait_ms, |_| None)).await {
                 Err(RpcError::NotController { .. }) if !self.leads() => {
-                    self.forward(body, timeout_ms).await
+                    Box::pin(self.forward(body, timeout_ms)).await
                 }
                 other => other,
             };
@@ -217,7 +212,7 @@ impl Backend for NodeBackend {
         let local = self.local(body.clone(), timeout_ms).await;
         let answer = match local {
             Err(RpcError::NotController { .. }) if !self.leads() => {
-                self.forward(body.clone(), timeout_ms).await
+                Box::pin(self.forward(body.clone(), timeout_ms)).await
             }
             other => other,
         };
@@ -228,8 +223,7 @@ impl Backend for NodeBackend {
         };
         match read {
             Some(read) => {
-                self.local(RequestBody::LocalRead(Box::new(read)), timeout_ms)
-                    .await
+                Box::pin(self.local(RequestBody::LocalRead(Box::new(read)), timeout_ms)).await
             }
             None => answer,
         }

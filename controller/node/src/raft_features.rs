@@ -20,6 +20,8 @@
 //! undo another feature of the same request.
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use corum_controller::control::feature_control::{
     DescribeFeaturesResponse, FeatureUpdate, FinalizedFeatureLevel, UpdateFeaturesRequest,
@@ -31,56 +33,82 @@ use corum_raft::control::KRAFT_VERSION_MAX;
 use corum_raft::message::UpgradeKraftVersionRequest;
 use corum_raft::{Message, VoterChangeError};
 
-use crate::driver::RaftHandle;
-use crate::protocol::{RequestBody, ResponseBody, RpcError};
+use crate::driver::{CallAnswer, RaftHandle};
+use crate::protocol::{RequestBody, RequestFrame, ResponseBody, RpcError};
 
 /// The feature's name, as Kafka's tools spell it.
 pub const KRAFT_VERSION: &str = "kraft.version";
 
-/// Serves `body` for either edge of the node: through `controller` (a call into this node's
-/// controller service), except an UpdateFeatures naming `kraft.version`, which
-/// [`update_features`] splits; a DescribeFeatures answer gains the feature
-/// ([`add_kraft_version`]). `timeout_ms` bounds the wait for an upgrade to commit; `hint`
-/// names a leader in a `NotController` of the split request.
-pub async fn call<F, Fut>(
-    raft: &RaftHandle,
+/// Serves `body` for either edge of the node: a call into this node's controller service
+/// ([`RaftHandle::call`], as request `correlation_id` with `timeout_ms`), except an
+/// UpdateFeatures naming `kraft.version`, which [`update_features`] splits; a DescribeFeatures
+/// answer gains the feature ([`add_kraft_version`]). `upgrade_wait_ms` bounds the wait for an
+/// upgrade to commit; `hint` names a leader in a `NotController` of the split request.
+///
+/// The call leaves at once; the answer is a small named future, and the upgrade's (a rare
+/// request, with a larger future) is boxed, so that the task of every request of either edge
+/// stays small (`rpc_server::answer_request`).
+pub fn call<'a>(
+    raft: &'a RaftHandle,
     body: RequestBody,
-    timeout_ms: u64,
-    hint: impl Fn(corum_types::NodeId) -> Option<crate::protocol::LeaderHint>,
-    controller: F,
-) -> Result<ResponseBody, RpcError>
-where
-    F: FnOnce(RequestBody) -> Fut,
-    Fut: Future<Output = Result<ResponseBody, RpcError>>,
-{
+    correlation_id: u64,
+    timeout_ms: u32,
+    upgrade_wait_ms: u64,
+    hint: impl Fn(corum_types::NodeId) -> Option<crate::protocol::LeaderHint> + 'a,
+) -> FeaturesCall<'a> {
     match body {
         RequestBody::UpdateFeatures(req) if names_kraft_version(&req) => {
-            // Boxed: rare, and it would make every request's future as large as its own.
-            Box::pin(update_features(raft, req, timeout_ms, hint, |rest| {
-                controller(RequestBody::UpdateFeatures(rest))
-            }))
-            .await
+            FeaturesCall::Upgrade(Box::pin(update_features(
+                raft,
+                req,
+                upgrade_wait_ms,
+                hint,
+                move |rest| {
+                    let answer = raft.call(RequestFrame {
+                        correlation_id,
+                        timeout_ms,
+                        body: RequestBody::UpdateFeatures(rest),
+                    });
+                    async move { answer.await.body }
+                },
+            )))
         }
-        body => {
-            let mut answer = controller(body).await;
-            complete(&mut answer, raft);
-            answer
-        }
+        body => FeaturesCall::Direct {
+            raft,
+            answer: raft.call(RequestFrame {
+                correlation_id,
+                timeout_ms,
+                body,
+            }),
+        },
     }
 }
 
-/// Whether [`call`] serves `body` otherwise than by passing it to the controller and
-/// [`complete`]-ing the answer: an UpdateFeatures naming `kraft.version`. An edge may take the
-/// direct way for every other body (a smaller future on the path of every write).
-pub fn intercepts(body: &RequestBody) -> bool {
-    matches!(body, RequestBody::UpdateFeatures(req) if names_kraft_version(req))
+/// The answer of a [`call`].
+pub enum FeaturesCall<'a> {
+    /// The controller's answer, completed by [`add_kraft_version`].
+    Direct {
+        raft: &'a RaftHandle,
+        answer: CallAnswer,
+    },
+    /// A `kraft.version` upgrade, split by [`update_features`].
+    Upgrade(Pin<Box<dyn Future<Output = Result<ResponseBody, RpcError>> + 'a>>),
 }
 
-/// Completes the controller's answer to a body [`call`] does not intercept: a DescribeFeatures
-/// gains `kraft.version` ([`add_kraft_version`]).
-pub fn complete(answer: &mut Result<ResponseBody, RpcError>, raft: &RaftHandle) {
-    if let Ok(ResponseBody::DescribeFeatures(f)) = answer {
-        add_kraft_version(f, raft.kraft_version());
+impl Future for FeaturesCall<'_> {
+    type Output = Result<ResponseBody, RpcError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            FeaturesCall::Direct { raft, answer } => {
+                let mut answer = std::task::ready!(Pin::new(answer).poll(cx)).body;
+                if let Ok(ResponseBody::DescribeFeatures(f)) = &mut answer {
+                    add_kraft_version(f, raft.kraft_version());
+                }
+                Poll::Ready(answer)
+            }
+            FeaturesCall::Upgrade(upgrade) => upgrade.as_mut().poll(cx),
+        }
     }
 }
 

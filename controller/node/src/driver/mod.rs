@@ -84,7 +84,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -108,10 +107,11 @@ use crate::histogram::LatencyHistogram;
 use crate::peer::{Inbound, PeerInbox, PeerNetwork, PeerRoute, PeerStats};
 pub use crate::port::{CommittedBatch, DriverStatus};
 use crate::port::{DriverEnd, Proposal, ToService};
-use crate::protocol::{RequestFrame, ResponseFrame, RpcError};
+use crate::protocol::RequestFrame;
 use crate::quorum_state::QuorumState;
 use crate::snapshot_store;
 
+pub use self::service_link::CallAnswer;
 use self::service_link::{CallTable, IncomingCall};
 
 pub use crate::data_dir::{metadata_log_dir, METADATA_LOG_DIR};
@@ -225,40 +225,28 @@ impl RaftHandle {
     /// the call table ([`crate::calls`]): the service's verdict, its success once its records
     /// commit, `Timeout` at its deadline, or `NotController` when the service is gone.
     ///
-    /// The call is queued before the future is first polled, and the future keeps only the
-    /// answer's receiver: every request's task holds one, and a small task is an allocation
-    /// that glibc serves from its caches. Only a full queue (back-pressure from the service)
-    /// leaves a boxed send to wait on.
-    pub fn call(&self, frame: RequestFrame) -> impl Future<Output = ResponseFrame> + 'static {
-        let correlation_id = frame.correlation_id;
-        let gone = move || ResponseFrame {
-            correlation_id,
-            body: Err(RpcError::NotController { leader: None }),
-        };
-        let (reply, answer) = local_channel::new_bounded(1);
+    /// The call is queued at once, before the answer is first polled; the answer is a small
+    /// named future ([`CallAnswer`]) holding the answer's receiver, so the task of every request
+    /// stays small (`rpc_server::answer_request`). Only a full queue (back-pressure from the
+    /// service) leaves a boxed send to wait on.
+    pub fn call(&self, frame: RequestFrame) -> CallAnswer {
+        let (reply, mut answer) = service_link::reply_pair(frame.correlation_id, None);
         let call = IncomingCall {
             frame,
             reply,
             received: Instant::now(),
         };
-        let waiting = match self.calls.try_send(call) {
-            Ok(()) => None,
+        match self.calls.try_send(call) {
+            Ok(()) => {}
             Err(glommio::GlommioError::WouldBlock(glommio::ResourceType::Channel(call))) => {
                 let calls = self.calls.clone();
-                Some(Box::pin(async move { calls.send(call).await.is_ok() }))
+                answer.set_waiting(Box::pin(async move { calls.send(call).await.is_ok() }));
             }
-            // The driver is gone: the call and its reply sender are dropped with the error,
-            // so the receiver below ends at once.
-            Err(_) => None,
-        };
-        async move {
-            if let Some(send) = waiting {
-                if !send.await {
-                    return gone();
-                }
-            }
-            answer.recv().await.unwrap_or_else(gone)
+            // The driver is gone: the call and its reply are dropped with the error, so the
+            // answer is `NotController` at once.
+            Err(_) => {}
         }
+        answer
     }
 
     /// Steps an observer's `Fetch` or `FetchSnapshot` into the core as if it came from the

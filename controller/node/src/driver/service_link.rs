@@ -11,7 +11,10 @@
 //! Committed batches go to the port from the publisher, refusals from the loop.
 
 use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use futures_lite::future::{or, poll_once};
@@ -28,20 +31,126 @@ use crate::protocol::{RequestFrame, ResponseFrame};
 
 /// The call table of the driver's shard, shared by the loop and the tasks here (one shard:
 /// never borrowed across an await).
-pub(crate) type CallTable = Rc<RefCell<PendingCalls<LocalSender<ResponseFrame>>>>;
+pub(crate) type CallTable = Rc<RefCell<PendingCalls<Reply>>>;
 
 /// A request on its way from a connection to the table.
 pub(crate) struct IncomingCall {
     pub(crate) frame: RequestFrame,
-    pub(crate) reply: LocalSender<ResponseFrame>,
+    pub(crate) reply: Reply,
     pub(crate) received: Instant,
 }
 
-/// Sends answers the table gave out (a caller that gave up closed its channel: nothing to do).
-pub(crate) fn send_answers(out: impl IntoIterator<Item = Outgoing<LocalSender<ResponseFrame>>>) {
+/// Sends answers the table gave out (a caller that gave up just drops its answer).
+pub(crate) fn send_answers(out: impl IntoIterator<Item = Outgoing<Reply>>) {
     for (reply, frame) in out {
-        // Capacity 1, one answer per call: never full.
-        let _ = reply.try_send(frame);
+        reply.send(frame);
+    }
+}
+
+/// Where the one answer of a call goes: [`Reply::send`] puts it there, [`CallAnswer`] takes
+/// it. One shard, one writer, one reader: one allocation per call, against two for a
+/// capacity-1 channel, and a reader that is a plain `Unpin` future.
+struct AnswerCell {
+    answer: Option<ResponseFrame>,
+    /// The reply is gone (sent or dropped): nothing more will come.
+    closed: bool,
+    waker: Option<Waker>,
+}
+
+/// The writing end of a call's answer ([`reply_pair`]). Dropped unsent, its caller gets
+/// `NotController` (the driver or the service is gone).
+pub(crate) struct Reply(Rc<RefCell<AnswerCell>>);
+
+impl Reply {
+    /// Puts the call's answer where its caller finds it, and wakes the caller.
+    pub(crate) fn send(self, frame: ResponseFrame) {
+        self.0.borrow_mut().answer = Some(frame);
+        // Dropping `self` closes the cell and wakes the caller.
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        let waker = {
+            let mut cell = self.0.borrow_mut();
+            cell.closed = true;
+            cell.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+/// A call's reply and the future that waits for it; `waiting` is the call's send when the
+/// call queue was full (back-pressure from the service).
+pub(crate) fn reply_pair(
+    correlation_id: u64,
+    waiting: Option<Pin<Box<dyn Future<Output = bool>>>>,
+) -> (Reply, CallAnswer) {
+    let cell = Rc::new(RefCell::new(AnswerCell {
+        answer: None,
+        closed: false,
+        waker: None,
+    }));
+    (
+        Reply(cell.clone()),
+        CallAnswer {
+            correlation_id,
+            waiting,
+            cell,
+        },
+    )
+}
+
+/// The answer to one [`RaftHandle::call`]: the call table's one outcome for it, or
+/// `NotController` when the driver or the service is gone before answering. A plain future
+/// (`Unpin`, a few words) that callers hold across their own awaits without growing them.
+pub struct CallAnswer {
+    correlation_id: u64,
+    waiting: Option<Pin<Box<dyn Future<Output = bool>>>>,
+    cell: Rc<RefCell<AnswerCell>>,
+}
+
+impl CallAnswer {
+    /// Queues the call's send (the call queue was full) before the answer can come.
+    pub(crate) fn set_waiting(&mut self, send: Pin<Box<dyn Future<Output = bool>>>) {
+        self.waiting = Some(send);
+    }
+
+    fn gone(&self) -> ResponseFrame {
+        ResponseFrame {
+            correlation_id: self.correlation_id,
+            body: Err(crate::protocol::RpcError::NotController { leader: None }),
+        }
+    }
+}
+
+impl Future for CallAnswer {
+    type Output = ResponseFrame;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<ResponseFrame> {
+        let this = &mut *self;
+        if let Some(send) = this.waiting.as_mut() {
+            let sent = std::task::ready!(send.as_mut().poll(cx));
+            this.waiting = None;
+            if !sent {
+                return Poll::Ready(this.gone());
+            }
+        }
+        let mut cell = this.cell.borrow_mut();
+        if let Some(frame) = cell.answer.take() {
+            return Poll::Ready(frame);
+        }
+        if cell.closed {
+            drop(cell);
+            return Poll::Ready(this.gone());
+        }
+        match &cell.waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => cell.waker = Some(cx.waker().clone()),
+        }
+        Poll::Pending
     }
 }
 
