@@ -53,8 +53,7 @@ NODE_PROPERTIES="max.connections=$MAX_CONNECTIONS
 max.connections.per.ip=$MAX_PER_IP
 corum.connection.send.timeout.ms=$SEND_TIMEOUT_MS" start_quorum "$BIN" q kafka
 BOOT=$(cat "$WORK/q.bootstrap")
-LEADER=$("$BIN" quorum describe --bootstrap "$BOOT" --replication --json |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["leader_id"])')
+LEADER=$(quorum_leader "$BIN" q)
 LEADER_PID=${NODE_PIDS[$((LEADER - 1))]}
 LEADER_CLIENT=127.0.0.1:$((BASE_PORT + 10 + LEADER))
 LEADER_KAFKA=127.0.0.1:$((BASE_PORT + 20 + LEADER))

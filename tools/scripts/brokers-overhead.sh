@@ -127,8 +127,7 @@ for round in $(seq 1 "$ROUNDS"); do
         before=$(cpu_of "${NODE_PIDS[@]}")
         # Each node's own, to split the leader's CPU from the followers'.
         each_before=$(for p in "${NODE_PIDS[@]}"; do cpu_of "$p"; done | paste -sd,)
-        leader=$("$BIN" quorum describe --bootstrap "$(cat "$WORK/$tag.bootstrap")" --status --json \
-            | python3 -c 'import json, sys; print(json.load(sys.stdin)["leader_id"])')
+        leader=$(quorum_leader "$BIN" "$tag")
         # The leader's batching: proposals (one batch each) and its log's sync rounds.
         batching_before="$(node_metric "$leader" corum_controller_proposals_total),$(node_metric "$leader" corum_raft_sync_rounds_total)"
         if [ -n "${PERF_DIR:-}" ]; then

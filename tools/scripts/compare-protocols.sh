@@ -37,8 +37,7 @@ for round in $(seq 1 "$ROUNDS"); do
     for protocol in $order; do
         tag=$protocol$round
         start_quorum "$BIN" "$tag" kafka
-        leader=$("$BIN" quorum describe --bootstrap "$(cat "$WORK/$tag.bootstrap")" --status --json \
-            | python3 -c 'import json, sys; print(json.load(sys.stdin)["leader_id"])')
+        leader=$(quorum_leader "$BIN" "$tag")
         leader_pid=${NODE_PIDS[$((leader - 1))]}
         before=$(cpu_of "${NODE_PIDS[@]}")
         leader_before=$(cpu_of "$leader_pid")

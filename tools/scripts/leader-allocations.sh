@@ -3,17 +3,17 @@
 # 3-voter quorum on loopback (one unpinned shard per node, as compare-write-path.sh starts it),
 # the configs workload at CLIENTS clients over corum's protocol (PROTOCOL=kafka: topic creation,
 # one partition each, over the Kafka listener, as compare-protocols.sh runs it), and a uprobe
-# on glibc's malloc (`perf probe`, its size
-# argument) attached to the leader for PROBE_SECONDS in the middle of the load. A uprobe traps on
-# every call, so the load runs slower while it is attached; the counts per write are what the
-# figure is for, not the throughput.
+# on glibc's malloc (`perf probe`, its size argument) attached to the leader for PROBE_SECONDS
+# in the middle of the load. A uprobe traps on every call, so the load runs slower while it is
+# attached; the counts per write are what the figure is for, not the throughput.
 #
 #   tools/scripts/leader-allocations.sh CORUM [CLIENTS] [PROBE_SECONDS]
 #
 # Prints the writes acknowledged while the probe was attached, then one line per size
 # allocated at least a tenth of a time per write: size, allocations per write. With
-# STACKS=1 it records the call stacks of allocations of 1 KiB and more (glibc's large-chunk
-# path, which first consolidates every freed small chunk) and prints the commonest.
+# STACKS=1 it records the call stacks of allocations over 1,000 bytes (chunks of 1 KiB and
+# more: glibc's large-chunk path, which first consolidates every freed small chunk) and prints
+# the commonest.
 # Needs root (uprobes) and perf. Everything it starts stops at exit.
 set -euo pipefail
 
@@ -40,18 +40,17 @@ else
     workload=(--workload configs)
 fi
 boot=$(cat "$WORK/a.bootstrap")
-leader=$("$BIN" quorum describe --bootstrap "$boot" --status --json \
-    | python3 -c 'import json, sys; print(json.load(sys.stdin)["leader_id"])')
+leader=$(quorum_leader "$BIN" a)
 pid=${NODE_PIDS[$((leader - 1))]}
 "$BIN" loadgen --bootstrap "$boot" "${workload[@]}" --clients "$CLIENTS" \
     --connections $(( CLIENTS < 8 ? CLIENTS : 8 )) --duration $(( PROBE_SECONDS + 6 )) --json \
     >"$WORK/loadgen.json" &
 loadgen=$!
 sleep 3
-# The writes are counted inside perf's window (its command runs once the probe is attached),
-# with curl: quick next to the window, unlike a Python start.
-count="curl -s http://127.0.0.1:$((BASE_PORT + 30 + leader))/metrics \
-    | awk '\$1 == \"corum_controller_commit_latency_seconds_count\" {print \$2}'"
+# The writes are counted inside perf's window (its command runs once the probe is attached).
+export -f node_metric
+export BASE_PORT
+count="node_metric $leader corum_controller_commit_latency_seconds_count"
 perf record -q -e probe_libc:malloc -o "$WORK/malloc.data" -p "$pid" -- bash -c "
     $count >'$WORK/writes.before'
     sleep $PROBE_SECONDS
@@ -59,7 +58,7 @@ perf record -q -e probe_libc:malloc -o "$WORK/malloc.data" -p "$pid" -- bash -c 
 writes_before=$(cat "$WORK/writes.before")
 writes_after=$(cat "$WORK/writes.after")
 if [ "${STACKS:-0}" = 1 ]; then
-    perf record -q -e probe_libc:malloc --filter 'bytes >= 1009' --call-graph dwarf,16384 \
+    perf record -q -e probe_libc:malloc --filter 'bytes > 1000' --call-graph dwarf,16384 \
         -o "$WORK/large.data" -p "$pid" -- sleep "$PROBE_SECONDS" >/dev/null 2>&1
 fi
 wait "$loadgen"
@@ -71,7 +70,7 @@ perf script -i "$WORK/malloc.data" 2>/dev/null \
     | awk -v w="$writes" '$1 / w >= 0.1 {n += $1 / w; printf "%8d bytes  %6.2f per write\n", $2, $1 / w}
         END {printf "all sizes above: %.1f allocations per write\n", n}'
 if [ "${STACKS:-0}" = 1 ]; then
-    echo "allocations of 1 KiB and more, by caller:"
+    echo "allocations over 1,000 bytes, by caller:"
     perf report -i "$WORK/large.data" --no-children --stdio -G --percent-limit 5 2>/dev/null \
         | grep -E 'bytes=|corum_' | grep -v 'shard_main\|run_node' | head -40
 fi

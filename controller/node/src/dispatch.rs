@@ -257,6 +257,15 @@ pub fn effective_timeout_ms(timeout_ms: u32, default_ms: u64, max_ms: u64) -> u6
     t.min(max_ms)
 }
 
+/// Timeout of a request the Raft core serves (an observer's fetch, a voter change, a
+/// `kraft.version` upgrade): its own, or [`RAFT_REQUEST_TIMEOUT_DEFAULT_MS`] for 0.
+pub(crate) fn raft_request_timeout_ms(timeout_ms: u32) -> u64 {
+    effective_timeout_ms(timeout_ms, RAFT_REQUEST_TIMEOUT_DEFAULT_MS, u64::MAX)
+}
+
+/// Timeout of a request the Raft core serves that gives none.
+const RAFT_REQUEST_TIMEOUT_DEFAULT_MS: u64 = 2_000;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,12 +18,11 @@ use corum_protocol::{RpcConnection, RpcConnectionConfig};
 use corum_runtime::tls::TlsClient;
 use corum_types::{NodeId, Uuid};
 
+use crate::dispatch::raft_request_timeout_ms;
 use crate::driver::RaftHandle;
 use crate::protocol::{LocalRead, RequestBody, RequestFrame, ResponseBody, RpcError};
 use crate::raft_features;
-use crate::rpc_server::{
-    describe_quorum, effective_timeout_ms, is_voter_change, observer, voter_change,
-};
+use crate::rpc_server::{describe_quorum, is_voter_change, observer, voter_change};
 
 /// What a [`NodeBackend`] needs to know about its node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -157,14 +156,7 @@ impl NodeBackend {
     /// `body` served by this node ([`raft_features::call`]: its controller service, or its
     /// Raft core for `kraft.version`). A standby names no leader here: the caller forwards.
     fn local(&self, body: RequestBody, timeout_ms: u32) -> raft_features::FeaturesCall<'_> {
-        raft_features::call(
-            &self.raft,
-            body,
-            0,
-            timeout_ms,
-            effective_timeout_ms(timeout_ms),
-            |_| None,
-        )
+        raft_features::call(&self.raft, body, 0, timeout_ms, |_| None)
     }
 }
 
@@ -200,7 +192,7 @@ impl Backend for NodeBackend {
             return Box::pin(observer(&self.raft, body, timeout_ms, |_| None)).await;
         }
         if is_voter_change(&body) {
-            let wait_ms = effective_timeout_ms(timeout_ms);
+            let wait_ms = raft_request_timeout_ms(timeout_ms);
             // A standby names no leader here: it forwards the change to it instead.
             return match Box::pin(voter_change(&self.raft, body.clone(), wait_ms, |_| None)).await {
                 Err(RpcError::NotController { .. }) if !self.leads() => {
@@ -223,7 +215,8 @@ impl Backend for NodeBackend {
         };
         match read {
             Some(read) => {
-                Box::pin(self.local(RequestBody::LocalRead(Box::new(read)), timeout_ms)).await
+                self.local(RequestBody::LocalRead(Box::new(read)), timeout_ms)
+                    .await
             }
             None => answer,
         }

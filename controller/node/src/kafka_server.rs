@@ -632,35 +632,6 @@ mod tests {
 
     use super::*;
 
-    /// Futures sized by their type (a way to name an `async fn`'s future).
-    fn size3<'a, F, R, Fut>(_: F) -> usize
-    where
-        F: FnOnce(&'a ListenerContext, &'a NodeBackend, R) -> Fut,
-    {
-        std::mem::size_of::<Fut>()
-    }
-
-    fn size4<'a, F, A, B, Fut>(_: F) -> usize
-    where
-        F: FnOnce(&'a ListenerContext, A, &'a NodeBackend, B) -> Fut,
-    {
-        std::mem::size_of::<Fut>()
-    }
-
-    fn size_call<'a, F, Fut>(_: F) -> usize
-    where
-        F: FnOnce(&'a NodeBackend, crate::protocol::RequestBody, u32) -> Fut,
-    {
-        std::mem::size_of::<Fut>()
-    }
-
-    fn size4v<'a, F, R, Fut>(_: F) -> usize
-    where
-        F: FnOnce(&'a ListenerContext, &'a NodeBackend, R, i16) -> Fut,
-    {
-        std::mem::size_of::<Fut>()
-    }
-
     /// Each Kafka request is served by a task holding `serve_as`'s future, which boxes the
     /// API's, which boxes the backend's: every one of them an allocation glibc serves from its
     /// caches (a request of at most 1,000 bytes; a task adds glommio's header, 64 bytes at
@@ -668,39 +639,38 @@ mod tests {
     /// long poll served once per commit at most, is not held to it.
     #[test]
     fn kafka_request_futures_stay_small() {
+        use crate::task_size::{assert_small, future_size};
         use corum_kafka::api;
+        let backend_call = <NodeBackend as corum_kafka::Backend>::call;
         let sizes = [
             (
                 "serve_as",
-                size4(corum_kafka::service::serve_as::<NodeBackend>),
+                future_size(&corum_kafka::service::serve_as::<NodeBackend>),
             ),
+            ("backend call", future_size(&backend_call)),
             (
-                "backend call",
-                size_call(<NodeBackend as corum_kafka::Backend>::call),
+                "metadata",
+                future_size(&api::metadata::metadata::<NodeBackend>),
             ),
-            ("metadata", size4v(api::metadata::metadata::<NodeBackend>)),
             (
                 "create_topics",
-                size4v(api::topics::create_topics::<NodeBackend>),
+                future_size(&api::topics::create_topics::<NodeBackend>),
             ),
             (
                 "incremental_alter_configs",
-                size3(api::configs::incremental_alter_configs::<NodeBackend>),
+                future_size(&api::configs::incremental_alter_configs::<NodeBackend>),
             ),
             (
                 "broker_heartbeat",
-                size3(api::brokers::broker_heartbeat::<NodeBackend>),
+                future_size(&api::brokers::broker_heartbeat::<NodeBackend>),
             ),
             (
                 "alter_partition",
-                size4v(api::brokers::alter_partition::<NodeBackend>),
+                future_size(&api::brokers::alter_partition::<NodeBackend>),
             ),
         ];
         for (what, size) in sizes {
-            assert!(
-                size + 64 <= 1000,
-                "{what}'s future is {size} bytes: box its large, rare ways"
-            );
+            assert_small(what, size);
         }
     }
 

@@ -70,6 +70,8 @@ pub mod rpc_server;
 pub mod service;
 pub mod sim;
 pub mod snapshot_store;
+#[cfg(test)]
+mod task_size;
 
 pub use bootstrap::{BootstrapCheckpoint, BootstrapEndpoint, BootstrapVoter};
 pub use config::{CoreSet, HostPort, Listener, NodeConfig, ProcessRole, QuorumVoter};

@@ -33,6 +33,7 @@ use corum_raft::control::KRAFT_VERSION_MAX;
 use corum_raft::message::UpgradeKraftVersionRequest;
 use corum_raft::{Message, VoterChangeError};
 
+use crate::dispatch::raft_request_timeout_ms;
 use crate::driver::{CallAnswer, RaftHandle};
 use crate::protocol::{RequestBody, RequestFrame, ResponseBody, RpcError};
 
@@ -42,8 +43,9 @@ pub const KRAFT_VERSION: &str = "kraft.version";
 /// Serves `body` for either edge of the node: a call into this node's controller service
 /// ([`RaftHandle::call`], as request `correlation_id` with `timeout_ms`), except an
 /// UpdateFeatures naming `kraft.version`, which [`update_features`] splits; a DescribeFeatures
-/// answer gains the feature ([`add_kraft_version`]). `upgrade_wait_ms` bounds the wait for an
-/// upgrade to commit; `hint` names a leader in a `NotController` of the split request.
+/// answer gains the feature ([`add_kraft_version`]). `timeout_ms` (0 for the default,
+/// [`raft_request_timeout_ms`]) also bounds the wait for an upgrade to commit; `hint` names a
+/// leader in a `NotController` of the split request.
 ///
 /// The call leaves at once; the answer is a small named future, and the upgrade's (a rare
 /// request, with a larger future) is boxed, so that the task of every request of either edge
@@ -53,7 +55,6 @@ pub fn call<'a>(
     body: RequestBody,
     correlation_id: u64,
     timeout_ms: u32,
-    upgrade_wait_ms: u64,
     hint: impl Fn(corum_types::NodeId) -> Option<crate::protocol::LeaderHint> + 'a,
 ) -> FeaturesCall<'a> {
     match body {
@@ -61,7 +62,7 @@ pub fn call<'a>(
             FeaturesCall::Upgrade(Box::pin(update_features(
                 raft,
                 req,
-                upgrade_wait_ms,
+                raft_request_timeout_ms(timeout_ms),
                 hint,
                 move |rest| {
                     let answer = raft.call(RequestFrame {

@@ -74,6 +74,7 @@ use glommio::sync::Semaphore;
 
 use crate::acl_slot::AclSlot;
 use crate::connections::{self, ConnectionGate, ConnectionLimits};
+use crate::dispatch::raft_request_timeout_ms;
 use crate::driver::{DriverStatus, RaftHandle};
 use crate::error::DriverError;
 use crate::error::{ProtocolError, RpcServerError};
@@ -542,11 +543,11 @@ async fn answer_request(
 /// Serves one decoded request of `session`: authorized first when the node has an
 /// authorizer ([`crate::rpc_auth`]), then [`serve`]d.
 async fn handle(shared: &Shared, session: &Session, frame: RequestFrame) -> ResponseFrame {
-    if shared.acls.authorizer().is_none() {
-        return serve(shared, frame).await;
+    match shared.acls.authorizer() {
+        None => serve(shared, frame).await,
+        // Boxed: its gate and refusals would make every request's task larger (see `serve`).
+        Some(authorizer) => Box::pin(handle_authorized(shared, session, authorizer, frame)).await,
     }
-    // Boxed: its gate and refusals would make every request's task larger (see `serve`).
-    Box::pin(handle_authorized(shared, session, frame)).await
 }
 
 /// [`handle`] with an authorizer: the request is authorized, its allowed part served and the
@@ -554,11 +555,9 @@ async fn handle(shared: &Shared, session: &Session, frame: RequestFrame) -> Resp
 async fn handle_authorized(
     shared: &Shared,
     session: &Session,
+    authorizer: std::sync::Arc<corum_controller::acl::Authorizer>,
     frame: RequestFrame,
 ) -> ResponseFrame {
-    let Some(authorizer) = shared.acls.authorizer() else {
-        return serve(shared, frame).await;
-    };
     let correlation_id = frame.correlation_id;
     let gate = Gate::new(Some(authorizer), session);
     let (body, refused) = match rpc_auth::authorize(&gate, frame.body) {
@@ -617,7 +616,7 @@ async fn serve(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
             body @ (RequestBody::AddVoter(_)
             | RequestBody::RemoveVoter(_)
             | RequestBody::UpdateVoter(_)) => {
-                let timeout_ms = effective_timeout_ms(frame.timeout_ms);
+                let timeout_ms = raft_request_timeout_ms(frame.timeout_ms);
                 Box::pin(voter_change(raft, body, timeout_ms, |id| shared.hint(id))).await
             }
             body => Err(RpcError::NotImplemented {
@@ -634,7 +633,6 @@ async fn serve(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
         frame.body,
         correlation_id,
         frame.timeout_ms,
-        effective_timeout_ms(frame.timeout_ms),
         |id| shared.hint(id),
     )
     .await;
@@ -650,19 +648,6 @@ async fn serve(shared: &Shared, frame: RequestFrame) -> ResponseFrame {
     answer
 }
 
-/// Timeout of an observer request or a voter change: its own, or
-/// [`OBSERVER_TIMEOUT_DEFAULT_MS`] for 0.
-pub(crate) fn effective_timeout_ms(timeout_ms: u32) -> u64 {
-    if timeout_ms == 0 {
-        OBSERVER_TIMEOUT_DEFAULT_MS
-    } else {
-        u64::from(timeout_ms)
-    }
-}
-
-/// Timeout of an observer request that gives none.
-const OBSERVER_TIMEOUT_DEFAULT_MS: u64 = 2_000;
-
 /// An observer's Fetch or FetchSnapshot, served by the leader's Raft core for both of the
 /// node's edges (this server, and brokers on the Kafka listener through
 /// [`crate::forward::NodeBackend`]); a non-leader answers `NotController` (naming the leader
@@ -675,7 +660,7 @@ pub(crate) async fn observer(
     timeout_ms: u32,
     hint: impl Fn(NodeId) -> Option<LeaderHint>,
 ) -> Result<ResponseBody, RpcError> {
-    let timeout_ms = effective_timeout_ms(timeout_ms);
+    let timeout_ms = raft_request_timeout_ms(timeout_ms);
     let message = match body {
         RequestBody::Fetch(mut fetch) => {
             fetch.wait_max_ms = fetch.wait_max_ms.min(timeout_ms / 2);
@@ -830,32 +815,12 @@ pub fn describe_quorum(
 mod tests {
     use super::*;
 
-    /// The size of `f`'s future (a way to name the type of an `async fn`'s future).
-    fn future_size<F, Args, Fut>(_: &F) -> usize
-    where
-        F: AsyncFnOnceSized<Args, Fut>,
-    {
-        std::mem::size_of::<Fut>()
-    }
-
-    /// `FnOnce(Args...) -> Fut`, for [`future_size`].
-    trait AsyncFnOnceSized<Args, Fut> {}
-    impl<F, A, B, C, D, E, Fut> AsyncFnOnceSized<(A, B, C, D, E), Fut> for F where
-        F: FnOnce(A, B, C, D, E) -> Fut
-    {
-    }
-
-    /// Every request's task is one allocation of its future plus glommio's task header (40
-    /// bytes and its schedule closure: 64 at most here). glibc serves a request of at most
-    /// 1,000 bytes (a chunk under 1 KiB) from its per-thread cache and small bins; a larger one
-    /// (2.4 KiB before the rare ways were boxed) first consolidated every freed small chunk.
+    /// Every request's task is one allocation of its future and glommio's header: it stays
+    /// small (2.4 KiB before the rare ways were boxed).
     #[test]
     fn a_request_task_stays_small() {
-        let task = future_size(&answer_request);
-        assert!(
-            task + 64 <= 1000,
-            "a request's task future is {task} bytes: box the large, rare ways (see answer_request)"
-        );
+        use crate::task_size::{assert_small, future_size};
+        assert_small("a request's task", future_size(&answer_request));
     }
 
     /// Zero limits are refused, naming the field; the defaults pass.

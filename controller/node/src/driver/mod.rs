@@ -230,7 +230,7 @@ impl RaftHandle {
     /// stays small (`rpc_server::answer_request`). Only a full queue (back-pressure from the
     /// service) leaves a boxed send to wait on.
     pub fn call(&self, frame: RequestFrame) -> CallAnswer {
-        let (reply, mut answer) = service_link::reply_pair(frame.correlation_id, None);
+        let (reply, mut answer) = service_link::reply_pair(frame.correlation_id);
         let call = IncomingCall {
             frame,
             reply,

@@ -52,8 +52,6 @@ pub(crate) fn send_answers(out: impl IntoIterator<Item = Outgoing<Reply>>) {
 /// capacity-1 channel, and a reader that is a plain `Unpin` future.
 struct AnswerCell {
     answer: Option<ResponseFrame>,
-    /// The reply is gone (sent or dropped): nothing more will come.
-    closed: bool,
     waker: Option<Waker>,
 }
 
@@ -70,34 +68,26 @@ impl Reply {
 }
 
 impl Drop for Reply {
+    /// Wakes the caller: its answer is there, or will never be.
     fn drop(&mut self) {
-        let waker = {
-            let mut cell = self.0.borrow_mut();
-            cell.closed = true;
-            cell.waker.take()
-        };
+        let waker = self.0.borrow_mut().waker.take();
         if let Some(waker) = waker {
             waker.wake();
         }
     }
 }
 
-/// A call's reply and the future that waits for it; `waiting` is the call's send when the
-/// call queue was full (back-pressure from the service).
-pub(crate) fn reply_pair(
-    correlation_id: u64,
-    waiting: Option<Pin<Box<dyn Future<Output = bool>>>>,
-) -> (Reply, CallAnswer) {
+/// A call's reply and the future that waits for it.
+pub(crate) fn reply_pair(correlation_id: u64) -> (Reply, CallAnswer) {
     let cell = Rc::new(RefCell::new(AnswerCell {
         answer: None,
-        closed: false,
         waker: None,
     }));
     (
         Reply(cell.clone()),
         CallAnswer {
             correlation_id,
-            waiting,
+            waiting: None,
             cell,
         },
     )
@@ -108,6 +98,7 @@ pub(crate) fn reply_pair(
 /// (`Unpin`, a few words) that callers hold across their own awaits without growing them.
 pub struct CallAnswer {
     correlation_id: u64,
+    /// The call's send, when the call queue was full (back-pressure from the service).
     waiting: Option<Pin<Box<dyn Future<Output = bool>>>>,
     cell: Rc<RefCell<AnswerCell>>,
 }
@@ -142,7 +133,8 @@ impl Future for CallAnswer {
         if let Some(frame) = cell.answer.take() {
             return Poll::Ready(frame);
         }
-        if cell.closed {
+        // The cell's only holder: the reply is gone unsent.
+        if Rc::strong_count(&this.cell) == 1 {
             drop(cell);
             return Poll::Ready(this.gone());
         }
@@ -277,5 +269,75 @@ pub(crate) async fn forward_status(raft: RaftHandle, port: Rc<PortSender<ToServi
             refresh,
         )
         .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{ResponseBody, RpcError};
+    use futures_lite::future::block_on;
+
+    fn frame(correlation_id: u64) -> ResponseFrame {
+        ResponseFrame {
+            correlation_id,
+            body: Ok(ResponseBody::UnregisterBroker),
+        }
+    }
+
+    /// The answer sent is the one the caller gets, sent before or after the caller waits.
+    #[test]
+    fn a_call_gets_the_answer_sent() {
+        let (reply, answer) = reply_pair(7);
+        reply.send(frame(7));
+        assert_eq!(block_on(answer), frame(7));
+
+        let (reply, mut answer) = reply_pair(8);
+        assert!(
+            block_on(poll_once(&mut answer)).is_none(),
+            "nothing sent yet"
+        );
+        reply.send(frame(8));
+        assert_eq!(block_on(answer), frame(8));
+    }
+
+    /// A reply dropped unsent (the driver or the service gone) answers `NotController`, with
+    /// the call's correlation id, also to a caller already waiting.
+    #[test]
+    fn a_reply_dropped_unsent_answers_not_controller() {
+        for wait_first in [false, true] {
+            let (reply, mut answer) = reply_pair(9);
+            if wait_first {
+                assert!(block_on(poll_once(&mut answer)).is_none());
+            }
+            drop(reply);
+            let got = block_on(answer);
+            assert_eq!(got.correlation_id, 9);
+            assert!(matches!(
+                got.body,
+                Err(RpcError::NotController { leader: None })
+            ));
+        }
+    }
+
+    /// A call whose send failed (the call queue closed while it waited) answers
+    /// `NotController`; one whose send went through then waits for its answer.
+    #[test]
+    fn a_waiting_send_comes_first() {
+        let (_reply, mut answer) = reply_pair(3);
+        answer.set_waiting(Box::pin(async { false }));
+        assert!(matches!(
+            block_on(answer).body,
+            Err(RpcError::NotController { leader: None })
+        ));
+
+        let (reply, mut answer) = reply_pair(4);
+        answer.set_waiting(Box::pin(async { true }));
+        assert!(
+            block_on(poll_once(&mut answer)).is_none(),
+            "sent, not yet answered"
+        );
+        reply.send(frame(4));
+        assert_eq!(block_on(answer), frame(4));
     }
 }
