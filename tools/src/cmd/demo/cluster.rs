@@ -475,6 +475,9 @@ fn format_joining(spec: &ClusterSpec, n: &NodeSlot, cluster_id: &str) -> anyhow:
     Ok(())
 }
 
+/// How long a node that closed its stdout without a ready line is given to exit.
+const EXIT_AFTER_STDOUT_CLOSED: Duration = Duration::from_secs(5);
+
 /// Marks a node that could not bind a port someone else took after it was picked.
 const PORT_TAKEN: &str = "a port picked for it is taken";
 
@@ -727,7 +730,9 @@ impl LocalCluster {
 
     /// Waits for the ready line of `s`. A node that exits because a port is in use is
     /// started again while `retry_in_use` (its own previous process may still hold the port
-    /// for a moment); otherwise that fails at once naming [`PORT_TAKEN`].
+    /// for a moment); otherwise that fails at once naming [`PORT_TAKEN`]. A node that closes
+    /// its stdout without a ready line has exited or is exiting: it is waited for (a few
+    /// seconds at most) and judged by its log like one seen to exit.
     fn await_ready(
         &self,
         id: u32,
@@ -737,7 +742,8 @@ impl LocalCluster {
         let start = Instant::now();
         loop {
             let left = self.spec.ready_timeout.saturating_sub(start.elapsed());
-            match s.ready.recv_timeout(left.min(Duration::from_millis(50))) {
+            let mut closed = false;
+            let exited = match s.ready.recv_timeout(left.min(Duration::from_millis(50))) {
                 Ok(r) => {
                     anyhow::ensure!(
                         r.node_id == id,
@@ -748,31 +754,41 @@ impl LocalCluster {
                     s.process.ready = r;
                     return Ok(s.process);
                 }
+                // Still starting, unless it already exited.
                 Err(mpsc::RecvTimeoutError::Timeout) if left > Duration::ZERO => {
-                    // Still starting, unless it already exited.
-                    if let Some(status) = s.process.wait_timeout(Duration::ZERO)? {
-                        let tail = self.log_since(id, s.log_start);
-                        if tail.contains("in use") {
-                            anyhow::ensure!(
-                                retry_in_use,
-                                "node {id} exited before it was ready: {PORT_TAKEN}:\n{tail}"
-                            );
-                            if start.elapsed() < self.spec.ready_timeout {
-                                std::thread::sleep(Duration::from_millis(100));
-                                s = self.spawn(id)?;
-                                continue;
-                            }
-                        }
-                        anyhow::bail!("node {id} exited before it was ready ({status}):\n{tail}");
-                    }
+                    s.process.wait_timeout(Duration::ZERO)?
                 }
-                Err(_) => {
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                // Its stdout closed without a ready line: the node is on its way out.
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    closed = true;
+                    s.process.wait_timeout(EXIT_AFTER_STDOUT_CLOSED)?
+                }
+            };
+            match exited {
+                Some(status) => {
+                    let tail = self.log_since(id, s.log_start);
+                    if tail.contains("in use") {
+                        anyhow::ensure!(
+                            retry_in_use,
+                            "node {id} exited before it was ready: {PORT_TAKEN}:\n{tail}"
+                        );
+                        if start.elapsed() < self.spec.ready_timeout {
+                            std::thread::sleep(Duration::from_millis(100));
+                            s = self.spawn(id)?;
+                            continue;
+                        }
+                    }
+                    anyhow::bail!("node {id} exited before it was ready ({status}):\n{tail}");
+                }
+                None if left == Duration::ZERO || closed => {
                     let tail = self.log_since(id, s.log_start);
                     anyhow::bail!(
                         "node {id} printed no ready line within {:?}; its log:\n{tail}",
-                        self.spec.ready_timeout
+                        start.elapsed()
                     );
                 }
+                None => {}
             }
         }
     }
@@ -897,6 +913,80 @@ mod tests {
         sorted.dedup();
         assert_eq!(sorted.len(), 6);
         assert!(ports.iter().all(|&p| PORTS.contains(&p)));
+    }
+
+    /// A one-node cluster under `dir` whose "corum" is the shell script `script` (nothing
+    /// formatted: only starting is exercised).
+    fn scripted_cluster(dir: &Path, script: &str) -> LocalCluster {
+        use std::os::unix::fs::PermissionsExt;
+        let exe = dir.join("fake-corum");
+        std::fs::write(&exe, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        LocalCluster {
+            spec: ClusterSpec::new(&exe, dir),
+            cluster_id: "unused".into(),
+            nodes: vec![NodeSlot {
+                id: 1,
+                raft: addr,
+                client: addr,
+                kafka: addr,
+                metrics: addr,
+                config: dir.join("node1.properties"),
+                data: dir.join("node1"),
+                log: dir.join("node1.log"),
+                process: None,
+            }],
+            started: false,
+        }
+    }
+
+    /// A node that exits at once because its port is taken is reported as such, however
+    /// its stdout's closing and its exit interleave (the first start then moves to new
+    /// ports; a bare "no ready line" would end the attempt instead).
+    #[test]
+    fn a_node_losing_its_port_is_reported_as_port_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = scripted_cluster(
+            dir.path(),
+            "echo 'error: running the node: bind 127.0.0.1:1: Address already in use (os error 98)' >&2; exit 1",
+        );
+        for _ in 0..5 {
+            let spawned = c.spawn(1).unwrap();
+            let e = c
+                .await_ready(1, spawned, false)
+                .err()
+                .expect("no ready line");
+            assert!(format!("{e:#}").contains(PORT_TAKEN), "{e:#}");
+        }
+    }
+
+    /// A node that exits for another reason is reported with its exit status and log; one
+    /// that closes its stdout and lingers is given up on in seconds, not the ready timeout.
+    #[test]
+    fn a_node_exiting_early_is_reported_promptly() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = scripted_cluster(dir.path(), "echo 'error: the log is damaged' >&2; exit 3");
+        let e = c
+            .await_ready(1, c.spawn(1).unwrap(), true)
+            .err()
+            .expect("no ready line");
+        let text = format!("{e:#}");
+        assert!(text.contains("exited before it was ready"), "{text}");
+        assert!(text.contains("the log is damaged"), "{text}");
+
+        let c = scripted_cluster(dir.path(), "exec >&-; sleep 30");
+        let start = Instant::now();
+        let e = c
+            .await_ready(1, c.spawn(1).unwrap(), true)
+            .err()
+            .expect("no ready line");
+        assert!(format!("{e:#}").contains("printed no ready line"), "{e:#}");
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "{:?}",
+            start.elapsed()
+        );
     }
 
     /// Dropping a process guard kills its child and clears it from the registry.
