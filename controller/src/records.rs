@@ -759,12 +759,27 @@ impl Default for BatchBuilder {
     }
 }
 
+/// What [`BatchBuilder::with_capacity`] reserves per record for its bodies: a config
+/// record's resource name, key and value, a broker heartbeat's few fields.
+const BODY_BYTES_PER_RECORD_EXPECTED: usize = 64;
+
 impl BatchBuilder {
     pub fn new() -> BatchBuilder {
+        BatchBuilder::with_capacity(0)
+    }
+
+    /// A builder with room for `records` records (their bodies at a usual size, and the array
+    /// of archived records [`BatchBuilder::finish`] writes) before it grows: a batch of hundreds of writes then grows none of its buffers on the way.
+    pub fn with_capacity(records: usize) -> BatchBuilder {
         BatchBuilder {
-            bytes: EncodedBatch::new(),
-            records: Vec::new(),
-            resolvers: Vec::new(),
+            bytes: EncodedBatch::with_capacity(
+                records
+                    * (BODY_BYTES_PER_RECORD_EXPECTED
+                        + std::mem::size_of::<ArchivedMetadataRecord>())
+                    + std::mem::size_of::<ArchivedBatch>(),
+            ),
+            records: Vec::with_capacity(records),
+            resolvers: Vec::with_capacity(records),
         }
     }
 

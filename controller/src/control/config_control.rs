@@ -67,8 +67,6 @@ use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use corum_types::NodeId;
-
 use super::{feature_control, ControllerResult, View};
 use crate::config::ControllerConfig;
 use crate::config_schema::{self, ConfigKey, ConfigType, UpdateMode};
@@ -383,12 +381,7 @@ fn check_resource(image: &MetadataImage, resource: &ConfigResource) -> Result<()
             }),
         },
         ConfigResourceType::Broker => {
-            if resource.name.is_empty()
-                || resource
-                    .name
-                    .parse::<NodeId>()
-                    .is_ok_and(|id| id.to_string() == resource.name)
-            {
+            if resource.name.is_empty() || is_broker_id(&resource.name) {
                 Ok(())
             } else {
                 Err(ApiError::InvalidConfigResource {
@@ -397,6 +390,14 @@ fn check_resource(image: &MetadataImage, resource: &ConfigResource) -> Result<()
             }
         }
     }
+}
+
+/// Whether `name` is a broker id as Kafka prints one: a `u32` in decimal, no sign, no
+/// leading zero, no spaces (checked without printing the id back).
+fn is_broker_id(name: &str) -> bool {
+    let digits = name.bytes().all(|b| b.is_ascii_digit());
+    let canonical = !name.starts_with('0') || name == "0";
+    digits && canonical && name.parse::<u32>().is_ok()
 }
 
 fn invalid(key: &str, reason: impl Into<String>) -> ApiError {
@@ -1185,6 +1186,18 @@ fn describe_broker_key(
 mod tests {
     use super::*;
     use crate::control::Leases;
+
+    proptest::proptest! {
+        /// A broker resource names an id exactly as the id prints: what parsing the name and
+        /// printing it back decides, decided without printing.
+        #[test]
+        fn broker_ids_are_names_that_print_back(name in "[-+ 0-9]{0,3}[0-9]{0,9}|[0-9]{10,11}") {
+            let printed_back = name
+                .parse::<corum_types::NodeId>()
+                .is_ok_and(|id| id.to_string() == name);
+            proptest::prop_assert_eq!(is_broker_id(&name), printed_back, "{:?}", name);
+        }
+    }
 
     fn broker(name: &str) -> ConfigResource {
         ConfigResource {

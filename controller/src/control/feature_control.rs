@@ -433,14 +433,14 @@ fn elr_safety_records(view: View<'_>) -> Vec<MetadataRecord> {
             value: Some(view.config.min_insync_replicas.to_string()),
         }));
     }
-    for (resource, entries) in view.image.configs.iter() {
-        if resource.resource_type == ConfigResourceType::Broker
-            && !resource.name.is_empty()
+    for (resource_type, name, entries) in view.image.configs.iter() {
+        if resource_type == ConfigResourceType::Broker
+            && !name.is_empty()
             && entries.contains_key(key)
         {
             out.push(MetadataRecord::Config(ConfigRecordV1 {
                 resource_type: ConfigResourceType::Broker,
-                resource_name: resource.name.clone(),
+                resource_name: name.to_owned(),
                 key: key.to_owned(),
                 value: None,
             }));

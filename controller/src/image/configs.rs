@@ -37,28 +37,44 @@ impl ConfigResource {
     }
 }
 
-/// A resource as the image's map keeps it: shared, so that copying a map node on write (the
-/// image is persistent: the committed and in-flight images share nodes, and each write
-/// copies the nodes on its path) bumps a count per key instead of copying every name.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct ResourceKey(Arc<ConfigResource>);
+/// A resource's name as the image's maps keep it: inline up to 23 bytes (every broker id, most
+/// topic names), so a lookup compares names inside the map's nodes without following a pointer
+/// per step; longer names are shared, so copying a map node on write (the image is persistent:
+/// the committed and in-flight images share nodes, and each write copies the nodes on its path)
+/// bumps a count instead of copying the name.
+type Name = smol_str::SmolStr;
 
-impl std::borrow::Borrow<ConfigResource> for ResourceKey {
-    fn borrow(&self) -> &ConfigResource {
-        &self.0
-    }
-}
+/// One resource type's explicitly set configs, by resource name.
+type ByName = OrdMap<Name, Arc<BTreeMap<String, String>>>;
 
-/// Explicitly set configs by resource.
+/// Explicitly set configs by resource: one map per resource type, each looked up by the name
+/// as a `&str`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ConfigsImage {
-    by_resource: OrdMap<ResourceKey, Arc<BTreeMap<String, String>>>,
+    topics: ByName,
+    brokers: ByName,
 }
 
 impl ConfigsImage {
+    fn of(&self, resource_type: ConfigResourceType) -> &ByName {
+        match resource_type {
+            ConfigResourceType::Topic => &self.topics,
+            ConfigResourceType::Broker => &self.brokers,
+        }
+    }
+
+    fn of_mut(&mut self, resource_type: ConfigResourceType) -> &mut ByName {
+        match resource_type {
+            ConfigResourceType::Topic => &mut self.topics,
+            ConfigResourceType::Broker => &mut self.brokers,
+        }
+    }
+
     /// The explicitly set configs of `resource` (empty if none).
     pub fn get(&self, resource: &ConfigResource) -> Option<&BTreeMap<String, String>> {
-        self.by_resource.get(resource).map(|m| &**m)
+        self.of(resource.resource_type)
+            .get(resource.name.as_str())
+            .map(|m| &**m)
     }
 
     pub fn value(&self, resource: &ConfigResource, key: &str) -> Option<&str> {
@@ -67,8 +83,17 @@ impl ConfigsImage {
             .map(String::as_str)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&ConfigResource, &BTreeMap<String, String>)> + '_ {
-        self.by_resource.iter().map(|(k, v)| (&*k.0, &**v))
+    /// Every resource with configs set, in the order of [`ConfigResource`] (topics, then
+    /// brokers; by name within each), with its type, name and configs.
+    pub fn iter(
+        &self,
+    ) -> impl Iterator<Item = (ConfigResourceType, &str, &BTreeMap<String, String>)> + '_ {
+        let of = |rt: ConfigResourceType| {
+            self.of(rt)
+                .iter()
+                .map(move |(name, m)| (rt, name.as_str(), &**m))
+        };
+        of(ConfigResourceType::Topic).chain(of(ConfigResourceType::Broker))
     }
 
     /// Sets (`value` is `Some`) or deletes one key of one resource.
@@ -79,20 +104,15 @@ impl ConfigsImage {
         key: &str,
         value: Option<&str>,
     ) {
-        let resource = ConfigResource {
-            resource_type,
-            name: resource_name.to_owned(),
-        };
+        let by_name = self.of_mut(resource_type);
         match value {
             Some(v) => {
-                if !self.by_resource.contains_key(&resource) {
-                    self.by_resource
-                        .insert(ResourceKey(Arc::new(resource.clone())), Arc::default());
-                }
-                let entry = self
-                    .by_resource
-                    .get_mut(&resource)
-                    .expect("inserted above if missing");
+                // One lookup for a resource that has configs (the common case).
+                let Some(entry) = by_name.get_mut(resource_name) else {
+                    let map = BTreeMap::from([(key.to_owned(), v.to_owned())]);
+                    by_name.insert(Name::new(resource_name), Arc::new(map));
+                    return;
+                };
                 let map = Arc::make_mut(entry);
                 // A key set again (the common case) keeps its allocations: no new key, and
                 // the value's buffer is reused.
@@ -107,10 +127,10 @@ impl ConfigsImage {
                 }
             }
             None => {
-                if let Some(map) = self.by_resource.get_mut(&resource) {
+                if let Some(map) = by_name.get_mut(resource_name) {
                     Arc::make_mut(map).remove(key);
                     if map.is_empty() {
-                        self.by_resource.remove(&resource);
+                        by_name.remove(resource_name);
                     }
                 }
             }
@@ -119,6 +139,73 @@ impl ConfigsImage {
 
     /// Drops every config of a removed topic.
     pub(crate) fn remove_topic(&mut self, name: &str) {
-        self.by_resource.remove(&ConfigResource::topic(name));
+        self.topics.remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What the image holds, as the plainest map of resources to their keys.
+    type Model = BTreeMap<ConfigResource, BTreeMap<String, String>>;
+
+    fn op() -> impl Strategy<Value = (ConfigResourceType, String, String, Option<String>)> {
+        let resource_type = prop_oneof![
+            Just(ConfigResourceType::Topic),
+            Just(ConfigResourceType::Broker)
+        ];
+        // Short names (kept inline) and names past 23 bytes (kept shared), the empty default.
+        let name = prop_oneof![
+            Just(String::new()),
+            "[0-9]{1,3}",
+            "[a-c]{1,2}",
+            "long-topic-name-past-inline-[a-c]{1,2}",
+        ];
+        let key = prop_oneof![
+            Just("retention.ms".to_owned()),
+            Just("cleanup.policy".to_owned())
+        ];
+        let value = proptest::option::of("[0-9]{1,2}");
+        (resource_type, name, key, value)
+    }
+
+    proptest! {
+        /// Sets and deletes leave the image holding what the model holds, read back by
+        /// resource and listed in `ConfigResource` order (topics first, names in order).
+        #[test]
+        fn replay_keeps_what_a_plain_map_keeps(ops in proptest::collection::vec(op(), 0..60)) {
+            let mut image = ConfigsImage::default();
+            let mut model = Model::new();
+            for (rt, name, key, value) in &ops {
+                image.replay(*rt, name, key, value.as_deref());
+                let resource = ConfigResource { resource_type: *rt, name: name.clone() };
+                match value {
+                    Some(v) => {
+                        model.entry(resource).or_default().insert(key.clone(), v.clone());
+                    }
+                    None => {
+                        if let Some(m) = model.get_mut(&resource) {
+                            m.remove(key);
+                            if m.is_empty() {
+                                model.remove(&resource);
+                            }
+                        }
+                    }
+                }
+            }
+            let listed: Vec<(ConfigResource, BTreeMap<String, String>)> = image
+                .iter()
+                .map(|(rt, name, m)| {
+                    (ConfigResource { resource_type: rt, name: name.to_owned() }, m.clone())
+                })
+                .collect();
+            let expected: Vec<_> = model.clone().into_iter().collect();
+            prop_assert_eq!(listed, expected);
+            for (resource, keys) in &model {
+                prop_assert_eq!(image.get(resource), Some(keys));
+            }
+        }
     }
 }

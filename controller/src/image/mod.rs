@@ -656,11 +656,11 @@ impl MetadataImage {
                 }));
             }
         }
-        for (resource, entries) in self.configs.iter() {
+        for (resource_type, name, entries) in self.configs.iter() {
             for (key, value) in entries {
                 out.push(MetadataRecord::Config(ConfigRecordV1 {
-                    resource_type: resource.resource_type,
-                    resource_name: resource.name.clone(),
+                    resource_type,
+                    resource_name: name.to_owned(),
                     key: key.clone(),
                     value: Some(value.clone()),
                 }));

@@ -17,6 +17,10 @@ use crate::disk::{Disk, DiskFile};
 use crate::error::{Error, FrameError, Result};
 use crate::record::{decode_frame, BatchHeader, FrameView, HEADER_BYTES};
 
+/// Room made at first for the frames of one read (a follower's fetch or the publisher's read
+/// usually returns a few batches; more grow the list).
+const FRAMES_PER_READ_EXPECTED: usize = 8;
+
 /// Frames returned by [`Log::read`]: checked once, viewed without copies.
 #[derive(Debug)]
 pub struct ReadBatch {
@@ -93,7 +97,7 @@ impl<D: Disk> Log<D> {
         loop {
             let end = (start_pos + want).min(limit);
             let buf = self.fetch(seg_base, start_pos, end).await?;
-            let mut frames = Vec::new();
+            let mut frames = Vec::with_capacity(FRAMES_PER_READ_EXPECTED);
             let mut at = 0usize;
             let mut total = 0usize;
             let mut need_more = None;
@@ -177,7 +181,9 @@ impl<D: Disk> Log<D> {
                 mem_start
             };
             let disk_end = b.min(mem_from).max(a);
-            let mut mem = Vec::new();
+            // Sized once for every byte the memory can give: no growth on the way, and when
+            // the memory holds the whole range this buffer is the answer (no second copy).
+            let mut mem = AlignedBuf::with_capacity((b - disk_end) as usize);
             let mut p = disk_end;
             if p < b.min(mem_start) {
                 let to = b.min(mem_start);
@@ -199,20 +205,18 @@ impl<D: Disk> Log<D> {
             }
             (seg.file.clone(), disk_end, mem)
         };
-        let mut out = if disk_end > a {
-            let file = file.expect("bytes below the memory tail were written to a file");
-            let got = file.read_at(a, (disk_end - a) as usize).await?;
-            if (got.len() as u64) < disk_end - a {
-                return Err(corruption(
-                    file.path(),
-                    a + got.len() as u64,
-                    "segment file shorter than its written data",
-                ));
-            }
-            got
-        } else {
-            AlignedBuf::with_capacity(mem.len())
-        };
+        if disk_end <= a {
+            return Ok(mem);
+        }
+        let file = file.expect("bytes below the memory tail were written to a file");
+        let mut out = file.read_at(a, (disk_end - a) as usize).await?;
+        if (out.len() as u64) < disk_end - a {
+            return Err(corruption(
+                file.path(),
+                a + out.len() as u64,
+                "segment file shorter than its written data",
+            ));
+        }
         out.extend_from_slice(&mem);
         Ok(out)
     }

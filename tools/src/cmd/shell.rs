@@ -509,14 +509,14 @@ fn selected_configs(image: &MetadataImage, view: &View) -> Vec<ConfigJson> {
     image
         .configs
         .iter()
-        .filter(|(r, _)| {
+        .filter(|(rt, name, _)| {
             view.topic
                 .as_ref()
-                .is_none_or(|name| r.resource_type == ConfigResourceType::Topic && &r.name == name)
+                .is_none_or(|topic| *rt == ConfigResourceType::Topic && name == topic)
         })
-        .map(|(r, entries)| ConfigJson {
-            resource_type: resource_type_name(r.resource_type),
-            resource_name: r.name.clone(),
+        .map(|(rt, name, entries)| ConfigJson {
+            resource_type: resource_type_name(rt),
+            resource_name: name.to_owned(),
             configs: entries.clone(),
         })
         .collect()

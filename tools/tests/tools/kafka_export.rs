@@ -668,8 +668,8 @@ impl ShellImage {
         let configs = image
             .configs
             .iter()
-            .map(|(r, entries)| {
-                let resource = match (r.resource_type, r.name.as_str()) {
+            .map(|(rt, name, entries)| {
+                let resource = match (rt, name) {
                     (ConfigResourceType::Topic, name) => format!("TOPIC:{name}"),
                     (ConfigResourceType::Broker, "") => "BROKER".to_owned(),
                     (ConfigResourceType::Broker, id) => format!("BROKER:{id}"),

@@ -154,8 +154,10 @@ pub(crate) async fn forward_calls(
     timeout_default_ms: u64,
     timeout_max_ms: u64,
 ) {
+    // Reused from one batch to the next, so it grows to the usual burst once, not per batch.
+    let mut ready = Vec::new();
     while let Some(first) = calls.recv().await {
-        let mut ready = vec![first];
+        ready.push(first);
         while ready.len() < ITEMS_PER_MESSAGE_MAX {
             match poll_once(calls.recv()).await {
                 Some(Some(c)) => ready.push(c),
@@ -166,7 +168,7 @@ pub(crate) async fn forward_calls(
         let mut refused = Vec::new();
         {
             let mut t = table.borrow_mut();
-            for c in ready {
+            for c in ready.drain(..) {
                 let timeout_ms =
                     effective_timeout_ms(c.frame.timeout_ms, timeout_default_ms, timeout_max_ms);
                 let timeout_ms = u32::try_from(timeout_ms).unwrap_or(u32::MAX);

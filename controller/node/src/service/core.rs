@@ -101,11 +101,13 @@ struct Group {
 }
 
 impl Group {
-    fn new(base: LogOffset) -> Group {
+    /// An empty group at `base`, with room for the records and answers of `calls` calls of
+    /// one record each (the common write; more grow it).
+    fn new(base: LogOffset, calls: usize) -> Group {
         Group {
             base,
-            batch: BatchBuilder::new(),
-            answers: Vec::new(),
+            batch: BatchBuilder::with_capacity(calls),
+            answers: Vec::with_capacity(calls),
             proposing: 0,
         }
     }
@@ -367,8 +369,10 @@ impl ServiceCore {
             }
             return Ok(());
         };
-        let mut group = Group::new(self.next_offset);
+        let mut group = Group::new(self.next_offset, calls.len());
+        let mut left = calls.len();
         for Call { id, frame } in calls {
+            left -= 1;
             let ctx = RequestContext {
                 now_ms,
                 next_offset: group.end(),
@@ -403,12 +407,12 @@ impl ServiceCore {
                     // An empty group takes any number of records (the handlers cap a
                     // request's), never more bytes than `batch_bytes_max`.
                     if !group.is_empty() && group.batch.len() + count > records_max {
-                        self.close_group(epoch, &mut group, now_ms);
+                        self.close_group(epoch, &mut group, now_ms, left + 1);
                     }
                     let joined = match group.batch.push_within(records, bytes_max) {
                         Err(part) if !group.is_empty() => {
                             // The group is full: it leaves, and the call starts the next one.
-                            self.close_group(epoch, &mut group, now_ms);
+                            self.close_group(epoch, &mut group, now_ms, left + 1);
                             group.batch.push_within(part.records, bytes_max)
                         }
                         joined => joined,
@@ -495,7 +499,7 @@ impl ServiceCore {
             })?;
         // The records go out whole (the controller caps them per tick, as a handler caps a
         // request's).
-        let mut group = Group::new(base);
+        let mut group = Group::new(base, 0);
         group.batch.push(records);
         self.propose(epoch, group, now_ms);
         Ok(())
@@ -592,11 +596,12 @@ impl ServiceCore {
         }));
     }
 
-    /// Proposes `group` and puts an empty one in its place, from the offset after it.
-    fn close_group(&mut self, epoch: Epoch, group: &mut Group, now_ms: u64) {
-        let full = std::mem::replace(group, Group::new(LogOffset::ZERO));
+    /// Proposes `group` and puts an empty one in its place, from the offset after it, sized
+    /// for the `calls` still to serve.
+    fn close_group(&mut self, epoch: Epoch, group: &mut Group, now_ms: u64, calls: usize) {
+        let full = std::mem::replace(group, Group::new(LogOffset::ZERO, 0));
         self.propose(epoch, full, now_ms);
-        *group = Group::new(self.next_offset);
+        *group = Group::new(self.next_offset, calls);
     }
 
     /// The leader hint of a `NotController` answer, from the driver's view of the leader.
