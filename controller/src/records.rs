@@ -769,15 +769,14 @@ impl BatchBuilder {
     }
 
     /// A builder with room for `records` records (their bodies at a usual size, and the array
-    /// of archived records [`BatchBuilder::finish`] writes) before it grows: a batch of hundreds of writes then grows none of its buffers on the way.
+    /// of archived records [`BatchBuilder::finish`] writes) before it grows: a batch of
+    /// hundreds of writes then grows none of its buffers on the way. Room for none allocates
+    /// nothing.
     pub fn with_capacity(records: usize) -> BatchBuilder {
+        let per_record =
+            BODY_BYTES_PER_RECORD_EXPECTED + std::mem::size_of::<ArchivedMetadataRecord>();
         BatchBuilder {
-            bytes: EncodedBatch::with_capacity(
-                records
-                    * (BODY_BYTES_PER_RECORD_EXPECTED
-                        + std::mem::size_of::<ArchivedMetadataRecord>())
-                    + std::mem::size_of::<ArchivedBatch>(),
-            ),
+            bytes: EncodedBatch::with_capacity(records * per_record),
             records: Vec::with_capacity(records),
             resolvers: Vec::with_capacity(records),
         }

@@ -250,9 +250,9 @@ impl<R> PendingCalls<R> {
         hint: impl FnOnce() -> Option<LeaderHint>,
         now: Instant,
     ) -> Vec<Outgoing<R>> {
-        // Sized once: a commit releases up to hundreds of calls at a time.
-        let released = self.held.iter().take_while(|(end, _)| *end <= hwm).count();
-        let mut out = Vec::with_capacity(released);
+        // Sized once for every held call (at most those a commit releases, up to hundreds at
+        // a time), not grown call by call.
+        let mut out = Vec::with_capacity(self.held.len());
         let mut hint = Some(hint);
         let mut leader: Option<Option<LeaderHint>> = None;
         while let Some(&(end, id)) = self.held.first() {

@@ -17,10 +17,6 @@ use crate::disk::{Disk, DiskFile};
 use crate::error::{Error, FrameError, Result};
 use crate::record::{decode_frame, BatchHeader, FrameView, HEADER_BYTES};
 
-/// Room made at first for the frames of one read (a follower's fetch or the publisher's read
-/// usually returns a few batches; more grow the list).
-const FRAMES_PER_READ_EXPECTED: usize = 8;
-
 /// Frames returned by [`Log::read`]: checked once, viewed without copies.
 #[derive(Debug)]
 pub struct ReadBatch {
@@ -97,7 +93,7 @@ impl<D: Disk> Log<D> {
         loop {
             let end = (start_pos + want).min(limit);
             let buf = self.fetch(seg_base, start_pos, end).await?;
-            let mut frames = Vec::with_capacity(FRAMES_PER_READ_EXPECTED);
+            let mut frames = Vec::new();
             let mut at = 0usize;
             let mut total = 0usize;
             let mut need_more = None;

@@ -369,10 +369,9 @@ impl ServiceCore {
             }
             return Ok(());
         };
-        let mut group = Group::new(self.next_offset, calls.len());
-        let mut left = calls.len();
-        for Call { id, frame } in calls {
-            left -= 1;
+        let calls_total = calls.len();
+        let mut group = Group::new(self.next_offset, calls_total);
+        for (i, Call { id, frame }) in calls.into_iter().enumerate() {
             let ctx = RequestContext {
                 now_ms,
                 next_offset: group.end(),
@@ -407,12 +406,12 @@ impl ServiceCore {
                     // An empty group takes any number of records (the handlers cap a
                     // request's), never more bytes than `batch_bytes_max`.
                     if !group.is_empty() && group.batch.len() + count > records_max {
-                        self.close_group(epoch, &mut group, now_ms, left + 1);
+                        self.close_group(epoch, &mut group, now_ms, calls_total - i);
                     }
                     let joined = match group.batch.push_within(records, bytes_max) {
                         Err(part) if !group.is_empty() => {
                             // The group is full: it leaves, and the call starts the next one.
-                            self.close_group(epoch, &mut group, now_ms, left + 1);
+                            self.close_group(epoch, &mut group, now_ms, calls_total - i);
                             group.batch.push_within(part.records, bytes_max)
                         }
                         joined => joined,
