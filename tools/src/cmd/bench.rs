@@ -30,6 +30,7 @@ use corum_types::Epoch;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+pub mod floor;
 pub mod net;
 
 #[derive(clap::Args, Debug)]
@@ -46,6 +47,9 @@ pub enum What {
     Log(LogArgs),
     /// Loopback TCP round trip between two threads: the host's floor for one hop.
     Net(net::NetArgs),
+    /// A 3-voter write at one client with nothing but its hops and durable writes, on glommio
+    /// and on blocking threads: the CPU and latency floor under corum's own code.
+    Floor(floor::FloorArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -221,6 +225,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         What::Disk(a) => run_disk(a),
         What::Log(a) => run_log(a),
         What::Net(a) => net::run(a),
+        What::Floor(a) => floor::run(a),
     }
 }
 
