@@ -64,14 +64,13 @@
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{feature_control, ControllerResult, View};
 use crate::config::ControllerConfig;
 use crate::config_schema::{self, ConfigKey, ConfigType, UpdateMode};
 use crate::error::ApiError;
-use crate::image::{ConfigResource, MetadataImage};
+use crate::image::{ConfigMap, ConfigResource, MetadataImage};
 use crate::records::{ClearElrRecordV1, ConfigRecordV1, ConfigResourceType, MetadataRecord};
 
 // ---------------------------------------------------------------------------------------------
@@ -263,7 +262,7 @@ struct Layers<'a> {
     config: &'a ControllerConfig,
     /// The cluster default's settings, looked up on first use: a plain SET never needs them,
     /// and the lookup is a large share of its cost.
-    cluster_default: OnceCell<Option<&'a BTreeMap<String, String>>>,
+    cluster_default: OnceCell<Option<&'a ConfigMap>>,
 }
 
 impl<'a> Layers<'a> {
@@ -284,7 +283,6 @@ impl<'a> Layers<'a> {
                 })
             })
             .and_then(|m| m.get(name))
-            .map(String::as_str)
     }
 
     /// The controller's static config, where it holds a broker key and differs from Kafka's
@@ -334,7 +332,7 @@ impl<'a> Layers<'a> {
         &'o self,
         resource_type: ConfigResourceType,
         broker_name: &str,
-        own: Option<&'o BTreeMap<String, String>>,
+        own: Option<&'o ConfigMap>,
         key: &'static ConfigKey,
     ) -> Option<Cow<'o, str>> {
         if let Some(v) = own.and_then(|m| m.get(key.name)) {
@@ -494,7 +492,7 @@ const ORDERED_PAIRS: [(ConfigResourceType, &str, &str); 2] = [
 fn check_combination(
     layers: &Layers<'_>,
     resource: &ConfigResource,
-    own: &BTreeMap<String, String>,
+    own: &ConfigMap,
 ) -> Result<(), ApiError> {
     let rt = resource.resource_type;
     let value_of = |name: &str| -> Option<i64> {
@@ -613,7 +611,7 @@ fn alter_resource(
     let current = layers.image.configs.get(&r.resource);
     // The resource's own settings as they will be, for the rules between keys; built only when
     // a key that takes part in one changes (never on the hot path of plain broker settings).
-    let mut after: Option<BTreeMap<String, String>> = None;
+    let mut after: Option<ConfigMap> = None;
     let start = out.len();
     for (i, c) in r.configs.iter().enumerate() {
         if r.configs[..i].iter().any(|o| o.key == c.key) {
@@ -621,7 +619,7 @@ fn alter_resource(
                 reason: format!("config {} altered more than once in the request", c.key).into(),
             });
         }
-        let own = current.and_then(|m| m.get(&c.key)).map(String::as_str);
+        let own = current.and_then(|m| m.get(&c.key));
         let value = match c.op {
             AlterConfigOp::Set => {
                 let key = settable_key(&r.resource, &c.key)?;
@@ -750,7 +748,7 @@ fn replace_resource(
     check_resource(layers.image, &r.resource)?;
     let rtype = r.resource.resource_type;
     let current = layers.image.configs.get(&r.resource);
-    let mut after = BTreeMap::new();
+    let mut sets = Vec::with_capacity(r.configs.len());
     for (i, (name, value)) in r.configs.iter().enumerate() {
         if r.configs[..i].iter().any(|(o, _)| o == name) {
             return Err(ApiError::InvalidRequest {
@@ -761,7 +759,7 @@ fn replace_resource(
             Some(v) => {
                 let key = settable_key(&r.resource, name)?;
                 check_value(key, v)?;
-                after.insert(name.clone(), v.clone());
+                sets.push((name, v));
             }
             None if rtype == ConfigResourceType::Topic => {
                 return Err(invalid(name, "a topic config cannot be set to null"));
@@ -771,14 +769,15 @@ fn replace_resource(
             }
         }
     }
+    let after: ConfigMap = sets.into_iter().collect();
     check_combination(layers, &r.resource, &after)?;
     let start = out.len();
     for (name, value) in &after {
         if current.and_then(|m| m.get(name)) != Some(value) {
-            out.push(config_record(&r.resource, name, Some(value.clone())));
+            out.push(config_record(&r.resource, name, Some(value.to_owned())));
         }
     }
-    for name in current.into_iter().flat_map(BTreeMap::keys) {
+    for name in current.into_iter().flat_map(ConfigMap::keys) {
         if !after.contains_key(name) {
             out.push(config_record(&r.resource, name, None));
         }
@@ -797,16 +796,12 @@ fn config_record(resource: &ConfigResource, key: &str, value: Option<String>) ->
 }
 
 /// Applies config records of one resource to a copy of its settings.
-fn apply(settings: &mut BTreeMap<String, String>, records: &[MetadataRecord]) {
+fn apply(settings: &mut ConfigMap, records: &[MetadataRecord]) {
     for r in records {
         if let MetadataRecord::Config(c) = r {
             match &c.value {
-                Some(v) => {
-                    settings.insert(c.key.clone(), v.clone());
-                }
-                None => {
-                    settings.remove(&c.key);
-                }
+                Some(v) => settings.insert(&c.key, v),
+                None => settings.remove(&c.key),
             }
         }
     }
@@ -824,11 +819,10 @@ pub(crate) fn validate_new_topic_configs(
     configs: &[(String, String)],
 ) -> Result<(), ApiError> {
     let resource = ConfigResource::topic(name);
-    let mut own = BTreeMap::new();
     for (key, value) in configs {
         check_value(settable_key(&resource, key)?, value)?;
-        own.insert(key.clone(), value.clone());
     }
+    let own: ConfigMap = configs.iter().map(|(k, v)| (k, v)).collect();
     check_combination(&Layers::new(image, config), &resource, &own)
 }
 
@@ -917,7 +911,7 @@ pub fn describe_new_topic(
     configs: &[(String, String)],
     include_documentation: bool,
 ) -> Vec<DescribedConfig> {
-    let own: BTreeMap<String, String> = configs.iter().cloned().collect();
+    let own: ConfigMap = configs.iter().map(|(k, v)| (k, v)).collect();
     let layers = Layers::new(image, config);
     let opts = DescribeOptions {
         synonyms: false,
@@ -938,11 +932,8 @@ pub(crate) struct NewTopicConfigs {
     /// The cluster default the entries were described over, and the entries (in
     /// [`config_schema::TOPIC_KEYS`] order), shared with every answer for a topic without
     /// settings of its own; `None` until first used.
-    built: Option<(Option<Settings>, Arc<Vec<DescribedConfig>>)>,
+    built: Option<(Option<ConfigMap>, Arc<Vec<DescribedConfig>>)>,
 }
-
-/// A resource's own settings, key to value.
-type Settings = BTreeMap<String, String>;
 
 impl NewTopicConfigs {
     /// What [`describe_new_topic`] answers (without documentation) for a topic created with
@@ -1113,7 +1104,7 @@ fn finish(
 
 fn describe_topic_key(
     layers: &Layers<'_>,
-    own: Option<&BTreeMap<String, String>>,
+    own: Option<&ConfigMap>,
     key: &'static ConfigKey,
     opts: DescribeOptions,
 ) -> DescribedConfig {
@@ -1139,7 +1130,7 @@ fn describe_topic_key(
 /// `broker`: the broker's id and own settings, or `None` for the cluster default.
 fn describe_broker_key(
     layers: &Layers<'_>,
-    broker: Option<(&str, Option<&BTreeMap<String, String>>)>,
+    broker: Option<(&str, Option<&ConfigMap>)>,
     key: &'static ConfigKey,
     opts: DescribeOptions,
 ) -> DescribedConfig {

@@ -29,7 +29,7 @@ use crate::records::{
 use crate::scram::{ScramCredential, ScramImage, ScramMechanism};
 
 pub use brokers::{BrokerRegistration, BrokersImage};
-pub use configs::{ConfigResource, ConfigsImage};
+pub use configs::{ConfigMap, ConfigResource, ConfigsImage};
 pub use controllers::{ControllerRegistration, ControllersImage};
 pub use features::{FeaturesImage, FinalizedFeature};
 pub use producer_ids::ProducerIdsImage;
@@ -661,8 +661,8 @@ impl MetadataImage {
                 out.push(MetadataRecord::Config(ConfigRecordV1 {
                     resource_type,
                     resource_name: name.to_owned(),
-                    key: key.clone(),
-                    value: Some(value.clone()),
+                    key: key.to_owned(),
+                    value: Some(value.to_owned()),
                 }));
             }
         }

@@ -517,7 +517,10 @@ fn selected_configs(image: &MetadataImage, view: &View) -> Vec<ConfigJson> {
         .map(|(rt, name, entries)| ConfigJson {
             resource_type: resource_type_name(rt),
             resource_name: name.to_owned(),
-            configs: entries.clone(),
+            configs: entries
+                .iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
         })
         .collect()
 }

@@ -674,7 +674,11 @@ impl ShellImage {
                     (ConfigResourceType::Broker, "") => "BROKER".to_owned(),
                     (ConfigResourceType::Broker, id) => format!("BROKER:{id}"),
                 };
-                (resource, entries.clone())
+                let entries = entries
+                    .iter()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect();
+                (resource, entries)
             })
             .collect();
         let controllers = image
