@@ -528,19 +528,22 @@ mod tests {
     /// builds no config map: the resource keeps the very map the clone holds.
     #[test]
     fn a_write_that_changes_nothing_copies_nothing() {
+        let set_both = |image: &mut ConfigsImage| {
+            image.replay(
+                ConfigResourceType::Broker,
+                "1",
+                "log.retention.ms",
+                Some("1"),
+            );
+            image.replay(
+                ConfigResourceType::Topic,
+                "t",
+                "cleanup.policy",
+                Some("compact"),
+            );
+        };
         let mut image = ConfigsImage::default();
-        image.replay(
-            ConfigResourceType::Broker,
-            "1",
-            "log.retention.ms",
-            Some("1"),
-        );
-        image.replay(
-            ConfigResourceType::Topic,
-            "t",
-            "cleanup.policy",
-            Some("compact"),
-        );
+        set_both(&mut image);
         let revert_point = image.clone();
 
         image.replay(ConfigResourceType::Broker, "1", "cleanup.policy", None);
@@ -550,18 +553,7 @@ mod tests {
         assert!(image.brokers.ptr_eq(&revert_point.brokers));
         assert!(image.topics.ptr_eq(&revert_point.topics));
 
-        image.replay(
-            ConfigResourceType::Broker,
-            "1",
-            "log.retention.ms",
-            Some("1"),
-        );
-        image.replay(
-            ConfigResourceType::Topic,
-            "t",
-            "cleanup.policy",
-            Some("compact"),
-        );
+        set_both(&mut image);
         assert_eq!(image, revert_point);
         let map = image.get(&broker("1")).expect("set above");
         assert!(map.shares_with(revert_point.get(&broker("1")).expect("set above")));
