@@ -474,34 +474,24 @@ mod tests {
         }
     }
 
+    /// Replays a set of `key` on broker `name`.
+    fn set_broker(image: &mut ConfigsImage, name: &str, key: &str, value: &str) {
+        image.replay(ConfigResourceType::Broker, name, key, Some(value));
+    }
+
     /// A set or delete on one image leaves the maps it shared with a clone as they were.
     #[test]
     fn a_write_leaves_the_map_a_clone_shares_unchanged() {
         let mut image = ConfigsImage::default();
-        image.replay(
-            ConfigResourceType::Broker,
-            "1",
-            "log.retention.ms",
-            Some("1"),
-        );
-        image.replay(
-            ConfigResourceType::Broker,
-            "1",
-            "cleanup.policy",
-            Some("delete"),
-        );
+        set_broker(&mut image, "1", "log.retention.ms", "1");
+        set_broker(&mut image, "1", "cleanup.policy", "delete");
         let revert_point = image.clone();
         let shared = revert_point.get(&broker("1")).expect("set above").clone();
         assert!(shared.shares_with(image.get(&broker("1")).expect("set above")));
 
-        image.replay(
-            ConfigResourceType::Broker,
-            "1",
-            "log.retention.ms",
-            Some("2"),
-        );
+        set_broker(&mut image, "1", "log.retention.ms", "2");
         image.replay(ConfigResourceType::Broker, "1", "cleanup.policy", None);
-        image.replay(ConfigResourceType::Broker, "1", "a.new.key", Some("x"));
+        set_broker(&mut image, "1", "a.new.key", "x");
 
         let after = image.get(&broker("1")).expect("keys left");
         assert!(after
@@ -529,12 +519,7 @@ mod tests {
     #[test]
     fn a_write_that_changes_nothing_copies_nothing() {
         let set_both = |image: &mut ConfigsImage| {
-            image.replay(
-                ConfigResourceType::Broker,
-                "1",
-                "log.retention.ms",
-                Some("1"),
-            );
+            set_broker(image, "1", "log.retention.ms", "1");
             image.replay(
                 ConfigResourceType::Topic,
                 "t",
@@ -574,12 +559,7 @@ mod tests {
     #[test]
     fn deleting_the_last_key_removes_the_resource() {
         let mut image = ConfigsImage::default();
-        image.replay(
-            ConfigResourceType::Broker,
-            "1",
-            "log.retention.ms",
-            Some("1"),
-        );
+        set_broker(&mut image, "1", "log.retention.ms", "1");
         image.replay(ConfigResourceType::Broker, "1", "log.retention.ms", None);
         assert_eq!(image.get(&broker("1")), None);
         assert_eq!(image, ConfigsImage::default());

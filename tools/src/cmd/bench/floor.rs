@@ -37,6 +37,8 @@ use anyhow::Context;
 use corum_engine::buf::AlignedBuf;
 use corum_engine::disk::{Disk, DiskFile, OpenMode, UringDisk};
 use corum_runtime::RuntimeConfig;
+
+use crate::cmd::loadgen::cpu::cpu_time;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -143,19 +145,6 @@ pub struct Floors {
     /// glommio's voters' CPU per write over the blocking threads' (present when both ran).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub glommio_over_std_cpu: Option<f64>,
-}
-
-/// CPU time of the calling thread (`RUSAGE_THREAD`) or of the whole process (`RUSAGE_SELF`).
-fn cpu_time(who: libc::c_int) -> Duration {
-    // SAFETY: getrusage fills the zeroed struct it is given and has no other effect.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        let rc = libc::getrusage(who, &mut usage);
-        assert_eq!(rc, 0, "getrusage cannot fail with a valid pointer");
-        usage
-    };
-    let d = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1_000);
-    d(usage.ru_utime) + d(usage.ru_stime)
 }
 
 /// A voter's CPU over the measured writes: started at the first measured request, stopped

@@ -300,20 +300,26 @@ async fn scrape(addr: SocketAddr) -> anyhow::Result<NodeSample> {
         .with_context(|| format!("reading the metrics at {addr}"))
 }
 
-/// This process's user + system CPU time.
-pub fn own_cpu_seconds() -> f64 {
+/// User + system CPU time of the calling thread (`libc::RUSAGE_THREAD`) or of the whole
+/// process (`libc::RUSAGE_SELF`).
+pub fn cpu_time(who: libc::c_int) -> std::time::Duration {
     // SAFETY: getrusage fills the zeroed struct it is given and has no other effect.
     let usage = unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
-        let rc = libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        let rc = libc::getrusage(who, &mut usage);
         assert_eq!(
             rc, 0,
-            "getrusage(RUSAGE_SELF) cannot fail with a valid pointer"
+            "getrusage cannot fail with a valid pointer and `who`"
         );
         usage
     };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    secs(usage.ru_utime) + secs(usage.ru_stime)
+    let d = |t: libc::timeval| std::time::Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1_000);
+    d(usage.ru_utime) + d(usage.ru_stime)
+}
+
+/// This process's user + system CPU time.
+pub fn own_cpu_seconds() -> f64 {
+    cpu_time(libc::RUSAGE_SELF).as_secs_f64()
 }
 
 /// Reads every endpoint (in order) and this process's CPU time. An endpoint that cannot be
