@@ -8,11 +8,16 @@
 //! - `kafka/fetch3/afresh/…`, `kafka/fetch3/cached/…`: three brokers fetching the same batch,
 //!   each fetch rendering it (as before the listener kept renderings), and through a
 //!   listener's [`ObserverMemory`] (rendered by the first, copied from its cache by the others).
+//! - `kafka/answer3/configs`: three brokers' Fetch answers of the same 16 batches of 140
+//!   ConfigRecords (what a broker fetches at once under the configs workload) through a
+//!   listener's [`ObserverMemory`] and [`corum_kafka::response::encode`]: the whole fetch
+//!   path's bytes, rendering once and encoding three answers.
 //!
 //! Throughput is in records; the time per record is criterion's time over 1,000.
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use corum_controller::records::{
     ConfigRecordV1, ConfigResourceType, LeaderRecoveryState, PartitionRecordV2, TopicRecordV1,
 };
@@ -24,6 +29,7 @@ use corum_kafka::log::{render_batch, render_batches, ObserverMemory, RenderConte
 use corum_raft::Batch;
 use corum_types::{Epoch, LogOffset, NodeId, Uuid};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use kafka_protocol::messages::{fetch_response, ApiKey, FetchResponse, ResponseKind};
 
 const RECORDS: usize = 1_000;
 
@@ -70,9 +76,13 @@ fn topic_records() -> Vec<MetadataRecord> {
 }
 
 fn batch(records: &[MetadataRecord]) -> Batch {
+    batch_at(1_000, records)
+}
+
+fn batch_at(base_offset: u64, records: &[MetadataRecord]) -> Batch {
     let bytes = encode_batch(records);
     Batch {
-        base_offset: LogOffset(1_000),
+        base_offset: LogOffset(base_offset),
         epoch: Epoch(3),
         record_count: records.len() as u32,
         control: false,
@@ -134,7 +144,52 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
+    answers(&mut g);
     g.finish();
+}
+
+/// Batches in one broker's answer, and records per batch (the leader's proposals carry about
+/// 140 writes under the configs workload at 256 clients).
+const ANSWER_BATCHES: u64 = 16;
+const BATCH_RECORDS: usize = 140;
+/// A Fetch version brokers send (flexible, topics named by id).
+const FETCH_VERSION: i16 = 17;
+
+fn fetch_answer(records: Bytes) -> ResponseKind {
+    let partition = fetch_response::PartitionData::default()
+        .with_high_watermark(1)
+        .with_records(Some(records));
+    let mut topic =
+        fetch_response::FetchableTopicResponse::default().with_partitions(vec![partition]);
+    topic.topic_id = corum_kafka::api::raft_fetch::METADATA_TOPIC_ID;
+    ResponseKind::Fetch(FetchResponse::default().with_responses(vec![topic]))
+}
+
+fn answers(g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>) {
+    let records = config_records();
+    let batches: Vec<Batch> = (0..ANSWER_BATCHES)
+        .map(|i| batch_at(1_000 + i * BATCH_RECORDS as u64, &records[..BATCH_RECORDS]))
+        .collect();
+    g.throughput(Throughput::Elements(ANSWER_BATCHES * BATCH_RECORDS as u64));
+    g.bench_function("answer3/configs", |bench| {
+        bench.iter(|| {
+            let memory = ObserverMemory::default();
+            (0..3)
+                .map(|_| {
+                    let ctx = RenderContext::default();
+                    let r = memory.render(&batches, &ctx, usize::MAX).expect("renders");
+                    corum_kafka::response::encode(
+                        ApiKey::Fetch,
+                        FETCH_VERSION,
+                        7,
+                        &fetch_answer(r.bytes),
+                    )
+                    .expect("encodes")
+                    .len()
+                })
+                .sum::<usize>()
+        })
+    });
 }
 
 criterion_group!(benches, bench);

@@ -55,7 +55,7 @@ pub fn seeds() -> Vec<(String, Vec<u8>)> {
     }
     for mv in [MetadataVersion::MINIMUM, MetadataVersion::LATEST] {
         for (i, r) in common::metadata_records().iter().enumerate() {
-            let (record, version) = kafka_record(r, mv);
+            let (record, version) = kafka_record(r.clone(), mv);
             let mut buf = BytesMut::new();
             // A record the metadata version cannot carry (a broker's log dirs before
             // 3.7-IV2) is skipped: a cluster at that version never writes one.

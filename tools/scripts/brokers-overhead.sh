@@ -33,7 +33,8 @@
 # write, the brokers' metadata fetches per second the nodes answered (their metrics), and the
 # host's other CPU use (cores busy beyond the nodes and brokers: the load generator, the
 # kernel's share, and anything else running: a figure above ~0.5 means the run was disturbed)
-# — then the leader's writes per proposal and per sync round of its log, and its mean time per
+# — then the leader's writes per proposal and per sync round of its log, its minor page faults
+# (first touches of fresh memory) per write and per second, and its mean time per
 # stage of a write (`corum loadgen --metrics`), then each
 # case's mean and the ratio with / without.
 # Everything it starts stops at exit; its directory is removed.
@@ -129,7 +130,7 @@ for round in $(seq 1 "$ROUNDS"); do
         each_before=$(for p in "${NODE_PIDS[@]}"; do cpu_of "$p"; done | paste -sd,)
         leader=$(quorum_leader "$BIN" "$tag")
         # The leader's batching: proposals (one batch each) and its log's sync rounds.
-        batching_before="$(node_metric "$leader" corum_controller_proposals_total),$(node_metric "$leader" corum_raft_sync_rounds_total)"
+        batching_before="$(node_metric "$leader" corum_controller_proposals_total),$(node_metric "$leader" corum_raft_sync_rounds_total),$(faults_of "${NODE_PIDS[$((leader - 1))]}")"
         if [ -n "${PERF_DIR:-}" ]; then
             # PERF_DIR: a profile of the leader (perf record, 6 s from 3 s into the load).
             mkdir -p "$PERF_DIR"
@@ -145,7 +146,7 @@ for round in $(seq 1 "$ROUNDS"); do
             --metrics "127.0.0.1:$((BASE_PORT + 31)),127.0.0.1:$((BASE_PORT + 32)),127.0.0.1:$((BASE_PORT + 33))" \
             --json >"$WORK/$tag.json"
         after=$(cpu_of "${NODE_PIDS[@]}")
-        batching_after="$(node_metric "$leader" corum_controller_proposals_total),$(node_metric "$leader" corum_raft_sync_rounds_total)"
+        batching_after="$(node_metric "$leader" corum_controller_proposals_total),$(node_metric "$leader" corum_raft_sync_rounds_total),$(faults_of "${NODE_PIDS[$((leader - 1))]}")"
         each_after=$(for p in "${NODE_PIDS[@]}"; do cpu_of "$p"; done | paste -sd,)
         host1=$(host_busy)
         fetches=$(($(kafka_requests Fetch) - fetches_before))
@@ -172,9 +173,10 @@ other = (float(sys.argv[12]) - float(sys.argv[11]) - ours) / elapsed
 print(f"{sys.argv[1]:>5} {sys.argv[2]:7} {r['ops_per_sec']:>11.0f} {r['p50_us']:>6} "
       f"{r['p99_us']:>6} {node_us:>14.1f} {split:>16} {broker_us:>16.1f} {fetches:>9.0f} {other:>11.2f} "
       f"{r['errors']:>6}")
-proposals, rounds = (int(a) - int(b) for b, a in zip(sys.argv[16].split(","), sys.argv[17].split(",")))
+proposals, rounds, faults = (int(a) - int(b) for b, a in zip(sys.argv[16].split(","), sys.argv[17].split(",")))
 print(f"      leader: {r['ops'] / max(proposals, 1):.1f} writes per proposal, "
-      f"{r['ops'] / max(rounds, 1):.1f} per sync round")
+      f"{r['ops'] / max(rounds, 1):.1f} per sync round, "
+      f"{faults / ops:.3f} page faults per write ({faults / elapsed:.0f}/s)")
 stages = r.get("stage_mean_us")
 if stages:
     print("      stages (leader, mean us): " + " ".join(f"{k}={v:.0f}" for k, v in stages.items()))

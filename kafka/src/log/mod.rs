@@ -75,49 +75,88 @@ pub struct Rendered {
 /// same `metadata.version`, and keeping there those it renders. A batch cut by `bytes_max`
 /// leaves `ctx.metadata_version` as it was before that batch, so the next fetch, which starts
 /// at it, renders it at the same level.
+///
+/// The cache's renderings are written one after the other into blocks of
+/// [`RENDER_BLOCK_BYTES`] and kept there as they are (not copied); the answer is those
+/// renderings put together once, in one buffer of the answer's size (a lone batch's rendering
+/// is the answer itself). A broker's answer thus costs one copy of its bytes and one
+/// allocation, however many batches it holds, and the renderings the cache keeps for seconds
+/// sit in a few large blocks instead of among the write path's small allocations (where
+/// thousands of long-lived chunks of a few KiB made the heap's every allocation slower).
 pub fn render_batches_from(
     batches: &[Batch],
     ctx: &RenderContext,
     bytes_max: usize,
     cache: Option<&RefCell<RenderCache>>,
 ) -> Result<Rendered, RenderError> {
-    let mut out = BytesMut::new();
+    let mut parts: Vec<Bytes> = Vec::new();
+    let mut len = 0;
     let mut scratch = BytesMut::new();
-    let mut rendered = 0;
     for b in batches {
-        let before = out.len();
         let level = ctx.metadata_version.get();
         let key = (!b.control).then(|| CachedBatchKey::of(b, level));
         let hit = match (&key, cache) {
             (Some(key), Some(cache)) => cache.borrow_mut().get(key),
             _ => None,
         };
-        match hit {
+        let part = match hit {
             Some((bytes, after)) => {
-                out.extend_from_slice(&bytes);
                 ctx.metadata_version.set(after);
+                bytes
             }
             None => {
-                render_batch(b, ctx, &mut out, &mut scratch)?;
+                let estimate = rendered_bytes_estimate(b);
+                let bytes = match cache {
+                    Some(cache) => {
+                        let arena = &mut cache.borrow_mut().arena;
+                        if arena.capacity() < estimate {
+                            *arena = BytesMut::with_capacity(RENDER_BLOCK_BYTES.max(estimate));
+                        }
+                        render_batch(b, ctx, arena, &mut scratch)?;
+                        arena.split().freeze()
+                    }
+                    None => {
+                        let mut out = BytesMut::with_capacity(estimate);
+                        render_batch(b, ctx, &mut out, &mut scratch)?;
+                        out.freeze()
+                    }
+                };
                 if let (Some(key), Some(cache)) = (key, cache) {
-                    let bytes = Bytes::copy_from_slice(&out[before..]);
                     cache
                         .borrow_mut()
-                        .insert(key, bytes, ctx.metadata_version.get());
+                        .insert(key, bytes.clone(), ctx.metadata_version.get());
                 }
+                bytes
             }
-        }
-        if out.len() > bytes_max && before > 0 {
-            out.truncate(before);
+        };
+        if len + part.len() > bytes_max && !parts.is_empty() {
             ctx.metadata_version.set(level);
             break;
         }
-        rendered += 1;
+        len += part.len();
+        parts.push(part);
     }
+    let rendered = parts.len();
+    let bytes = match <[Bytes; 1]>::try_from(parts) {
+        Ok([one]) => one,
+        Err(parts) => {
+            let mut out = BytesMut::with_capacity(len);
+            for p in &parts {
+                out.extend_from_slice(p);
+            }
+            out.freeze()
+        }
+    };
     Ok(Rendered {
-        bytes: out.freeze(),
+        bytes,
         batches: rendered,
     })
+}
+
+/// About the bytes a batch renders to: its payload, a few bytes of Kafka framing per record
+/// and the batch header (a short estimate only costs the buffer a growth).
+fn rendered_bytes_estimate(b: &Batch) -> usize {
+    batch::BATCH_HEADER_BYTES + b.payload.len() + 8 * b.record_count as usize
 }
 
 /// What identifies a data batch's rendering: the batch (in a Raft log, the batch at an offset
@@ -153,6 +192,9 @@ impl CachedBatchKey {
 #[derive(Debug)]
 pub struct RenderCache {
     batches: std::collections::BTreeMap<u64, (CachedBatchKey, Bytes, MetadataVersion)>,
+    /// The block the next rendering is written into (a block is freed when the last
+    /// rendering in it leaves the cache and the answers).
+    arena: BytesMut,
     bytes: usize,
     bytes_max: usize,
     hits: u64,
@@ -162,6 +204,10 @@ pub struct RenderCache {
 /// Bytes of rendered batches a listener keeps (the newest; the brokers that follow the log
 /// fetch the same batches one after the other).
 pub const RENDER_CACHE_BYTES_MAX: usize = 16 << 20;
+
+/// Bytes of a block the cache's renderings are written into (a rendering larger than that gets
+/// a block of its own size).
+pub const RENDER_BLOCK_BYTES: usize = 1 << 20;
 
 impl Default for RenderCache {
     fn default() -> Self {
@@ -173,6 +219,7 @@ impl RenderCache {
     pub fn new(bytes_max: usize) -> RenderCache {
         RenderCache {
             batches: Default::default(),
+            arena: BytesMut::new(),
             bytes: 0,
             bytes_max,
             hits: 0,
@@ -1178,7 +1225,7 @@ pub(crate) mod tests {
         };
         plain.eligible_leader_replicas.clear();
         let (rec, v) = crate::log::records::kafka_record(
-            &MetadataRecord::PartitionV3(Box::new(plain)),
+            MetadataRecord::PartitionV3(Box::new(plain)),
             MetadataVersion(27),
         );
         assert_eq!((lists(&rec), v), ((None, Some(vec![4])), 2));
@@ -1282,6 +1329,51 @@ pub(crate) mod tests {
         let alone = render_batches(&log[3..], &context_at(27), usize::MAX).expect("renders");
         assert_eq!(tail.bytes, alone);
         assert_eq!(cache.borrow().counts(), (4, 3));
+    }
+
+    /// A batch rendered for one broker is what the cache keeps, not a copy, and a lone
+    /// batch's answer is that rendering itself: the fetches of a second and a third broker
+    /// answer from the same memory. The cache's renderings share blocks.
+    #[test]
+    fn a_lone_batch_is_answered_from_the_cached_rendering() {
+        let log = upgrade_log();
+        let cache = RefCell::new(RenderCache::default());
+        let answers: Vec<Bytes> = (0..3)
+            .map(|_| {
+                render_batches_from(&log[1..2], &context_at(14), usize::MAX, Some(&cache))
+                    .expect("renders")
+                    .bytes
+            })
+            .collect();
+        assert_eq!(cache.borrow().counts(), (2, 1));
+        assert_eq!(
+            answers[0],
+            render_batches(&log[1..2], &context_at(14), usize::MAX).expect("renders")
+        );
+        for a in &answers[1..] {
+            assert_eq!(a.as_ptr(), answers[0].as_ptr(), "the same buffer");
+        }
+        // Several batches are put together once, in a buffer of their own.
+        let two = render_batches_from(&log[1..3], &context_at(14), usize::MAX, Some(&cache))
+            .expect("renders");
+        assert_eq!(
+            two.bytes,
+            render_batches(&log[1..3], &context_at(14), usize::MAX).expect("renders")
+        );
+        assert_ne!(two.bytes.as_ptr(), answers[0].as_ptr());
+        // The renderings the cache keeps lie one after the other in one block.
+        let cache = RefCell::new(RenderCache::default());
+        let parts: Vec<Bytes> = (1..3)
+            .map(|i| {
+                render_batches_from(&log[i..i + 1], &context_at(14), usize::MAX, Some(&cache))
+                    .expect("renders")
+                    .bytes
+            })
+            .collect();
+        assert_eq!(
+            parts[1].as_ptr(),
+            parts[0].as_ptr().wrapping_add(parts[0].len())
+        );
     }
 
     /// A batch is taken from the cache only as rendered at the same level and written in the

@@ -179,7 +179,7 @@ fn elr_list(v: &[NodeId], version: i16) -> Option<Vec<i32>> {
 const UNASSIGNED_DIR: uuid::Uuid = uuid::Uuid::nil();
 
 /// One corum record as its Kafka counterpart and the version to write it at.
-pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataRecord, i16) {
+pub fn kafka_record(r: MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataRecord, i16) {
     use k::AnyMetadataRecord as A;
     match r {
         MetadataRecord::RegisterBroker(r) => (
@@ -199,7 +199,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
                     })
                     .collect(),
                 features: features(&r.features),
-                rack: r.rack.clone(),
+                rack: r.rack,
                 fenced: true,
                 ..Default::default()
             }),
@@ -243,7 +243,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
         MetadataRecord::Topic(r) if r.deleting => (A::NoOp(k::NoOpRecord::default()), 0),
         MetadataRecord::Topic(r) => (
             A::Topic(k::TopicRecord {
-                name: r.name.clone(),
+                name: r.name,
                 topic_id: kafka_uuid(r.topic_id.0),
                 ..Default::default()
             }),
@@ -298,16 +298,16 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
         MetadataRecord::Config(r) => (
             A::Config(k::ConfigRecord {
                 resource_type: resource_type(r.resource_type),
-                resource_name: r.resource_name.clone(),
-                name: r.key.clone(),
-                value: r.value.clone(),
+                resource_name: r.resource_name,
+                name: r.key,
+                value: r.value,
                 ..Default::default()
             }),
             0,
         ),
         MetadataRecord::FeatureLevel(r) => (
             A::FeatureLevel(k::FeatureLevelRecord {
-                name: r.name.clone(),
+                name: r.name,
                 feature_level: r.max_level as i16,
                 ..Default::default()
             }),
@@ -339,7 +339,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
                     })
                     .collect(),
                 features: features(&r.features),
-                rack: r.rack.clone(),
+                rack: r.rack,
                 fenced: r.fenced,
                 in_controlled_shutdown: r.in_controlled_shutdown,
                 log_dirs: r.log_dirs.iter().map(|&d| kafka_uuid(d)).collect(),
@@ -387,7 +387,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
         MetadataRecord::PartitionChange(r) => {
             let version = mv.partition_version();
             (
-                A::PartitionChange(partition_change(r, None, None, version)),
+                A::PartitionChange(partition_change(&r, None, None, version)),
                 version,
             )
         }
@@ -430,7 +430,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
         }
         MetadataRecord::ClearElr(r) => (
             A::ClearElr(k::ClearElrRecord {
-                topic_name: r.topic_name.clone(),
+                topic_name: r.topic_name,
                 ..Default::default()
             }),
             0,
@@ -439,10 +439,10 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
             A::AccessControlEntry(k::AccessControlEntryRecord {
                 id: kafka_uuid(r.id),
                 resource_type: r.resource_type,
-                resource_name: r.resource_name.clone(),
+                resource_name: r.resource_name,
                 pattern_type: r.pattern_type,
-                principal: r.principal.clone(),
-                host: r.host.clone(),
+                principal: r.principal,
+                host: r.host,
                 operation: r.operation,
                 permission_type: r.permission_type,
                 ..Default::default()
@@ -458,11 +458,11 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
         ),
         MetadataRecord::UserScramCredential(r) => (
             A::UserScramCredential(k::UserScramCredentialRecord {
-                name: r.name.clone(),
+                name: r.name,
                 mechanism: r.mechanism,
-                salt: bytes::Bytes::from(r.salt.clone()),
-                stored_key: bytes::Bytes::from(r.stored_key.clone()),
-                server_key: bytes::Bytes::from(r.server_key.clone()),
+                salt: bytes::Bytes::from(r.salt),
+                stored_key: bytes::Bytes::from(r.stored_key),
+                server_key: bytes::Bytes::from(r.server_key),
                 iterations: r.iterations,
                 ..Default::default()
             }),
@@ -470,7 +470,7 @@ pub fn kafka_record(r: &MetadataRecord, mv: MetadataVersion) -> (k::AnyMetadataR
         ),
         MetadataRecord::RemoveUserScramCredential(r) => (
             A::RemoveUserScramCredential(k::RemoveUserScramCredentialRecord {
-                name: r.name.clone(),
+                name: r.name,
                 mechanism: r.mechanism,
                 ..Default::default()
             }),
@@ -562,11 +562,12 @@ pub fn render_payload(
                 ));
             }
         }
-        let (record, version) = kafka_record(&owned, ctx.metadata_version.get());
+        let kind = owned.kind();
+        let (record, version) = kafka_record(owned, ctx.metadata_version.get());
         scratch.clear();
         record
             .encode_framed(version, scratch)
-            .map_err(|e| format!("{} as a Kafka record: {e}", owned.kind()))?;
+            .map_err(|e| format!("{kind} as a Kafka record: {e}"))?;
         emit(scratch);
     }
     Ok(())

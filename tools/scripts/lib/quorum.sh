@@ -30,6 +30,19 @@ print(total / tick)
 EOF
 }
 
+# Minor page faults of the given pids (summed), from /proc/PID/stat: first touches of memory
+# the process was given (fresh heap pages, mappings).
+faults_of() {
+    python3 - "$@" <<'EOF'
+import sys
+total = 0
+for pid in sys.argv[1:]:
+    with open(f"/proc/{pid}/stat") as f:
+        total += int(f.read().rsplit(")", 1)[1].split()[7])
+print(total)
+EOF
+}
+
 # CPU seconds the whole host spent busy (every CPU: user, nice, system, irq, softirq, steal),
 # from /proc/stat: with cpu_of, what else ran during a measurement.
 host_busy() {
