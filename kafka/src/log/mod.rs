@@ -79,8 +79,9 @@ pub struct Rendered {
 /// The cache's renderings are written one after the other into blocks of
 /// [`RENDER_BLOCK_BYTES`] and kept there as they are (not copied); the answer is those
 /// renderings put together once, in one buffer of the answer's size (a lone batch's rendering
-/// is the answer itself). A broker's answer thus costs one copy of its bytes and one
-/// allocation, however many batches it holds, and the renderings the cache keeps for seconds
+/// is the answer itself), which is the previous answer's memory when that answer is gone. A
+/// broker's answer thus costs one copy of its bytes, however many batches it holds, and
+/// rarely an allocation; and the renderings the cache keeps for seconds
 /// sit in a few large blocks instead of among the write path's small allocations (where
 /// thousands of long-lived chunks of a few KiB made the heap's every allocation slower).
 pub fn render_batches_from(
@@ -140,11 +141,25 @@ pub fn render_batches_from(
     let bytes = match <[Bytes; 1]>::try_from(parts) {
         Ok([one]) => one,
         Err(parts) => {
-            let mut out = BytesMut::with_capacity(len);
+            let mut fresh = BytesMut::new();
+            let mut cache = cache.map(RefCell::borrow_mut);
+            let out = match cache.as_deref_mut() {
+                // The last answer's buffer, once that answer is gone (encoded and dropped).
+                Some(c) => {
+                    if !c.answer.try_reclaim(len) {
+                        c.answer = BytesMut::with_capacity(len.next_power_of_two());
+                    }
+                    &mut c.answer
+                }
+                None => {
+                    fresh.reserve(len);
+                    &mut fresh
+                }
+            };
             for p in &parts {
                 out.extend_from_slice(p);
             }
-            out.freeze()
+            out.split().freeze()
         }
     };
     Ok(Rendered {
@@ -195,6 +210,10 @@ pub struct RenderCache {
     /// The block the next rendering is written into (a block is freed when the last
     /// rendering in it leaves the cache and the answers).
     arena: BytesMut,
+    /// Where answers of several batches are put together: the same memory from answer to
+    /// answer while each is dropped before the next (a broker's fetch is encoded and its
+    /// records dropped before the listener serves another).
+    answer: BytesMut,
     bytes: usize,
     bytes_max: usize,
     hits: u64,
@@ -220,6 +239,7 @@ impl RenderCache {
         RenderCache {
             batches: Default::default(),
             arena: BytesMut::new(),
+            answer: BytesMut::new(),
             bytes: 0,
             bytes_max,
             hits: 0,
@@ -1374,6 +1394,37 @@ pub(crate) mod tests {
             parts[1].as_ptr(),
             parts[0].as_ptr().wrapping_add(parts[0].len())
         );
+    }
+
+    /// An answer of several batches is put together in the memory of the one before once that
+    /// one is dropped, and never while it is held: a held answer keeps its bytes.
+    #[test]
+    fn an_answer_reuses_the_memory_of_a_dropped_one_only() {
+        let log = upgrade_log();
+        let cache = RefCell::new(RenderCache::default());
+        let fetch = || {
+            render_batches_from(&log[1..3], &context_at(14), usize::MAX, Some(&cache))
+                .expect("renders")
+                .bytes
+        };
+        let expected = render_batches(&log[1..3], &context_at(14), usize::MAX).expect("renders");
+        let first = fetch();
+        let at = first.as_ptr();
+        let size = first.len().next_power_of_two();
+        drop(first);
+        // Memory given back to the allocator would go to this allocation of the same size.
+        let squatter = Vec::<u8>::with_capacity(size);
+        let second = fetch();
+        drop(squatter);
+        assert_eq!(second.as_ptr(), at, "the dropped answer's memory");
+        let third = fetch();
+        assert_ne!(
+            third.as_ptr(),
+            second.as_ptr(),
+            "the held answer is not written over"
+        );
+        assert_eq!(second, expected);
+        assert_eq!(third, expected);
     }
 
     /// A batch is taken from the cache only as rendered at the same level and written in the
