@@ -7,7 +7,7 @@
 //! - `kafka/replay/configs`, `kafka/replay/topics`: the same batches replayed into an image;
 //! - `kafka/fetch3/afresh/…`, `kafka/fetch3/cached/…`: three brokers fetching the same batch,
 //!   each fetch rendering it (as before the listener kept renderings), and through a
-//!   listener's [`ObserverMemory`] (rendered by the first, copied from its cache by the others).
+//!   listener's [`ObserverMemory`] (rendered by the first, taken from its cache by the others).
 //! - `kafka/answer3/configs`: three brokers' Fetch answers of the same 16 batches of 140
 //!   ConfigRecords (what a broker fetches at once under the configs workload) through a
 //!   listener's [`ObserverMemory`] and [`corum_kafka::response::encode`]: the whole fetch
