@@ -76,8 +76,13 @@ pub struct Rendered {
 /// leaves `ctx.metadata_version` as it was before that batch, so the next fetch, which starts
 /// at it, renders it at the same level.
 ///
-/// The cache's renderings are written one after the other into blocks of
-/// [`RENDER_BLOCK_BYTES`] and kept there as they are (not copied); the answer is those
+/// The cache's renderings of data batches past the newest it holds (the log's tail, which the
+/// brokers following it fetch) are written one after the other into blocks of
+/// [`RENDER_BLOCK_BYTES`] and kept there as they are (not copied). Being in offset order, they
+/// leave the cache block by block, so the blocks hold at most a block more than the cache's
+/// bound; a rendering of an older batch (a broker catching up, a batch rendered again at
+/// another level or epoch) gets a buffer of its own, which would otherwise keep a block alive
+/// for the sake of a few bytes. The answer is those
 /// renderings put together once, in one buffer of the answer's size (a lone batch's rendering
 /// is the answer itself), which is the previous answer's memory when that answer is gone. A
 /// broker's answer thus costs one copy of its bytes, however many batches it holds, and
@@ -107,14 +112,17 @@ pub fn render_batches_from(
             }
             None => {
                 let estimate = rendered_bytes_estimate(b);
-                let bytes = match cache {
-                    Some(cache) => {
-                        let arena = &mut cache.borrow_mut().arena;
-                        if arena.capacity() < estimate {
-                            *arena = BytesMut::with_capacity(RENDER_BLOCK_BYTES.max(estimate));
+                let mut tail = cache
+                    .filter(|_| key.is_some())
+                    .map(RefCell::borrow_mut)
+                    .filter(|c| c.is_past_newest(b.base_offset.0));
+                let bytes = match tail.as_deref_mut() {
+                    Some(c) => {
+                        if c.arena.capacity() < estimate {
+                            c.arena = BytesMut::with_capacity(RENDER_BLOCK_BYTES.max(estimate));
                         }
-                        render_batch(b, ctx, arena, &mut scratch)?;
-                        arena.split().freeze()
+                        render_batch(b, ctx, &mut c.arena, &mut scratch)?;
+                        c.arena.split().freeze()
                     }
                     None => {
                         let mut out = BytesMut::with_capacity(estimate);
@@ -122,6 +130,7 @@ pub fn render_batches_from(
                         out.freeze()
                     }
                 };
+                drop(tail);
                 if let (Some(key), Some(cache)) = (key, cache) {
                     cache
                         .borrow_mut()
@@ -207,8 +216,8 @@ impl CachedBatchKey {
 #[derive(Debug)]
 pub struct RenderCache {
     batches: std::collections::BTreeMap<u64, (CachedBatchKey, Bytes, MetadataVersion)>,
-    /// The block the next rendering is written into (a block is freed when the last
-    /// rendering in it leaves the cache and the answers).
+    /// The block the next rendering of the log's tail is written into (a block is freed when
+    /// the last rendering in it leaves the cache and the answers).
     arena: BytesMut,
     /// Where answers of several batches are put together: the same memory from answer to
     /// answer while each is dropped before the next (a broker's fetch is encoded and its
@@ -255,6 +264,13 @@ impl RenderCache {
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Whether a batch at `base_offset` lies past every batch held (or none is held).
+    fn is_past_newest(&self, base_offset: u64) -> bool {
+        self.batches
+            .last_key_value()
+            .is_none_or(|(&newest, _)| base_offset > newest)
     }
 
     fn get(&mut self, key: &CachedBatchKey) -> Option<(Bytes, MetadataVersion)> {
@@ -1393,6 +1409,21 @@ pub(crate) mod tests {
         assert_eq!(
             parts[1].as_ptr(),
             parts[0].as_ptr().wrapping_add(parts[0].len())
+        );
+        // An older batch (a broker catching up, here a batch rendered again at another level)
+        // is not written into the block, where it would keep the block alive; the tail's next
+        // batch follows the last one there.
+        let older = render_batches_from(&log[1..2], &context_at(27), usize::MAX, Some(&cache))
+            .expect("renders")
+            .bytes;
+        let block = parts[0].as_ptr() as usize..parts[0].as_ptr() as usize + RENDER_BLOCK_BYTES;
+        assert!(!block.contains(&(older.as_ptr() as usize)));
+        let next = render_batches_from(&log[3..4], &context_at(27), usize::MAX, Some(&cache))
+            .expect("renders")
+            .bytes;
+        assert_eq!(
+            next.as_ptr(),
+            parts[1].as_ptr().wrapping_add(parts[1].len())
         );
     }
 
