@@ -8,7 +8,7 @@
 //! - `kafka/fetch3/afresh/…`, `kafka/fetch3/cached/…`: three brokers fetching the same batch,
 //!   each fetch rendering it (as before the listener kept renderings), and through a
 //!   listener's [`ObserverMemory`] (rendered by the first, taken from its cache by the others).
-//! - `kafka/answer3/configs`: three brokers' Fetch answers of the same 16 batches of 140
+//! - `kafka/answer3/configs`: three brokers' Fetch answers of the same 8 batches of 140
 //!   ConfigRecords (what a broker fetches at once under the configs workload) through a
 //!   listener's [`ObserverMemory`] and [`corum_kafka::response::encode`]: the whole fetch
 //!   path's bytes, rendering once and encoding three answers.
@@ -148,9 +148,11 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-/// Batches in one broker's answer, and records per batch (the leader's proposals carry about
-/// 140 writes under the configs workload at 256 clients).
-const ANSWER_BATCHES: u64 = 16;
+/// Batches in one broker's answer, and records per batch. Under the configs workload at 256
+/// clients the leader's proposals carry about 140 writes, and a broker's answer carried
+/// 900-1,700 writes (3 × writes/s over the brokers' fetches/s in `brokers-overhead.sh`,
+/// 2026-12-05: 67,000-79,000 writes/s, 138-243 fetches/s): about 8 batches.
+const ANSWER_BATCHES: u64 = 8;
 const BATCH_RECORDS: usize = 140;
 /// A Fetch version brokers send (flexible, topics named by id).
 const FETCH_VERSION: i16 = 17;

@@ -78,6 +78,27 @@ mod tests {
         FetchResponse::default().with_responses(vec![topic])
     }
 
+    /// The size worked out before encoding `body` (frame prefix, header, body), and the
+    /// length encoded.
+    fn predicted_and_encoded(
+        api: ApiKey,
+        version: i16,
+        body: &ResponseKind,
+    ) -> (Option<usize>, usize) {
+        let bytes = encode(api, version, 9, body).expect("encodes");
+        assert_eq!(
+            i32::from_be_bytes(bytes[..4].try_into().expect("4 bytes")) as usize,
+            bytes.len() - 4,
+            "the size prefix"
+        );
+        let header = ResponseHeader::default()
+            .with_correlation_id(9)
+            .compute_size(api.response_header_version(version))
+            .expect("sized");
+        let body_bytes = exact_body_bytes(body, version).expect("sized");
+        (body_bytes.map(|b| 4 + header + b), bytes.len())
+    }
+
     /// The size worked out before encoding is the size encoded, at every Fetch and
     /// FetchSnapshot version a broker may use (flexible and not), so the answer's buffer is
     /// never grown (a wrong figure would still encode, only with a copy more).
@@ -86,20 +107,11 @@ mod tests {
         for version in 4..=17 {
             for records in [0, 1, 200, 70_000] {
                 let body = ResponseKind::Fetch(fetch_answer(records));
-                let bytes = encode(ApiKey::Fetch, version, 9, &body).expect("encodes");
-                let header = ResponseHeader::default()
-                    .with_correlation_id(9)
-                    .compute_size(ApiKey::Fetch.response_header_version(version))
-                    .expect("sized");
-                let predicted = exact_body_bytes(&body, version).expect("sized");
+                let (predicted, encoded) = predicted_and_encoded(ApiKey::Fetch, version, &body);
                 assert_eq!(
-                    predicted.map(|b| 4 + header + b),
-                    Some(bytes.len()),
+                    predicted,
+                    Some(encoded),
                     "Fetch v{version}, {records} bytes of records"
-                );
-                assert_eq!(
-                    i32::from_be_bytes(bytes[..4].try_into().expect("4 bytes")) as usize,
-                    bytes.len() - 4
                 );
             }
         }
@@ -113,17 +125,8 @@ mod tests {
             let body = ResponseKind::FetchSnapshot(
                 FetchSnapshotResponse::default().with_topics(vec![topic]),
             );
-            let bytes = encode(ApiKey::FetchSnapshot, version, 1, &body).expect("encodes");
-            let header = ResponseHeader::default()
-                .with_correlation_id(1)
-                .compute_size(ApiKey::FetchSnapshot.response_header_version(version))
-                .expect("sized");
-            assert_eq!(
-                exact_body_bytes(&body, version)
-                    .expect("sized")
-                    .map(|b| 4 + header + b),
-                Some(bytes.len())
-            );
+            let (predicted, encoded) = predicted_and_encoded(ApiKey::FetchSnapshot, version, &body);
+            assert_eq!(predicted, Some(encoded), "FetchSnapshot v{version}");
         }
     }
 }

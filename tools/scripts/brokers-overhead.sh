@@ -129,8 +129,9 @@ for round in $(seq 1 "$ROUNDS"); do
         # Each node's own, to split the leader's CPU from the followers'.
         each_before=$(for p in "${NODE_PIDS[@]}"; do cpu_of "$p"; done | paste -sd,)
         leader=$(quorum_leader "$BIN" "$tag")
-        # The leader's batching: proposals (one batch each) and its log's sync rounds.
-        batching_before="$(node_metric "$leader" corum_controller_proposals_total),$(node_metric "$leader" corum_raft_sync_rounds_total),$(faults_of "${NODE_PIDS[$((leader - 1))]}")"
+        # The leader's batching (proposals, one batch each, and its log's sync rounds) and
+        # its page faults.
+        leader_before="$(node_metric "$leader" corum_controller_proposals_total),$(node_metric "$leader" corum_raft_sync_rounds_total),$(faults_of "${NODE_PIDS[$((leader - 1))]}")"
         if [ -n "${PERF_DIR:-}" ]; then
             # PERF_DIR: a profile of the leader (perf record, 6 s from 3 s into the load).
             mkdir -p "$PERF_DIR"
@@ -146,7 +147,7 @@ for round in $(seq 1 "$ROUNDS"); do
             --metrics "127.0.0.1:$((BASE_PORT + 31)),127.0.0.1:$((BASE_PORT + 32)),127.0.0.1:$((BASE_PORT + 33))" \
             --json >"$WORK/$tag.json"
         after=$(cpu_of "${NODE_PIDS[@]}")
-        batching_after="$(node_metric "$leader" corum_controller_proposals_total),$(node_metric "$leader" corum_raft_sync_rounds_total),$(faults_of "${NODE_PIDS[$((leader - 1))]}")"
+        leader_after="$(node_metric "$leader" corum_controller_proposals_total),$(node_metric "$leader" corum_raft_sync_rounds_total),$(faults_of "${NODE_PIDS[$((leader - 1))]}")"
         each_after=$(for p in "${NODE_PIDS[@]}"; do cpu_of "$p"; done | paste -sd,)
         host1=$(host_busy)
         fetches=$(($(kafka_requests Fetch) - fetches_before))
@@ -155,7 +156,7 @@ for round in $(seq 1 "$ROUNDS"); do
         [ "${#bpids[@]}" -eq 0 ] || bafter=$(cpu_of "${bpids[@]}")
         python3 - "$round" "$case" "$WORK/$tag.json" "$before" "$after" "$bbefore" "$bafter" \
             "$fetches" "$t0" "$t1" "$host0" "$host1" "$each_before" "$each_after" "$leader" \
-            "$batching_before" "$batching_after" <<'PY'
+            "$leader_before" "$leader_after" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[3]))
 ops = max(r["ops"], 1)

@@ -16,31 +16,32 @@ cleanup() {
     rm -rf "${WORK:?}"
 }
 
-# CPU seconds (user + system) of the given pids, from /proc/PID/stat.
-cpu_of() {
+# stat_sum "I J ..." SCALE PID...: fields I, J, ... of /proc/PID/stat (counted from 0 after the
+# command's name: 7 minor faults, 11 user and 12 system ticks) summed over the pids, divided by
+# SCALE (`ticks`: the clock's ticks per second).
+stat_sum() {
     python3 - "$@" <<'EOF'
 import os, sys
-tick = os.sysconf("SC_CLK_TCK")
+fields = [int(f) for f in sys.argv[1].split()]
+scale = os.sysconf("SC_CLK_TCK") if sys.argv[2] == "ticks" else int(sys.argv[2])
 total = 0
-for pid in sys.argv[1:]:
+for pid in sys.argv[3:]:
     with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    total += int(fields[11]) + int(fields[12])
-print(total / tick)
+        stat = f.read().rsplit(")", 1)[1].split()
+    total += sum(int(stat[i]) for i in fields)
+print(total / scale if scale != 1 else total)
 EOF
 }
 
-# Minor page faults of the given pids (summed), from /proc/PID/stat: first touches of memory
-# the process was given (fresh heap pages, mappings).
+# CPU seconds (user + system) of the given pids.
+cpu_of() {
+    stat_sum "11 12" ticks "$@"
+}
+
+# Minor page faults of the given pids (summed): first touches of memory the process was
+# given (fresh heap pages, mappings).
 faults_of() {
-    python3 - "$@" <<'EOF'
-import sys
-total = 0
-for pid in sys.argv[1:]:
-    with open(f"/proc/{pid}/stat") as f:
-        total += int(f.read().rsplit(")", 1)[1].split()[7])
-print(total)
-EOF
+    stat_sum 7 1 "$@"
 }
 
 # CPU seconds the whole host spent busy (every CPU: user, nice, system, irq, softirq, steal),

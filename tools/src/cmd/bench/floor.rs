@@ -37,11 +37,11 @@ use anyhow::Context;
 use corum_engine::buf::AlignedBuf;
 use corum_engine::disk::{Disk, DiskFile, OpenMode, UringDisk};
 use corum_runtime::RuntimeConfig;
-
-use crate::cmd::loadgen::cpu::cpu_time;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use hdrhistogram::Histogram;
 use serde::Serialize;
+
+use crate::cmd::loadgen::cpu::cpu_time;
 
 /// Bytes of each request and answer on the wire.
 const MESSAGE_BYTES: usize = 64;
