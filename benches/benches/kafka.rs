@@ -125,7 +125,7 @@ fn bench(c: &mut Criterion) {
                     .map(|_| {
                         let ctx = RenderContext::default();
                         let r = memory.render(fetched, &ctx, usize::MAX).expect("renders");
-                        r.bytes.len()
+                        r.records.len()
                     })
                     .sum::<usize>()
             })
@@ -157,41 +157,56 @@ const BATCH_RECORDS: usize = 140;
 /// A Fetch version brokers send (flexible, topics named by id).
 const FETCH_VERSION: i16 = 17;
 
-fn fetch_answer(records: Bytes) -> ResponseKind {
+fn fetch_answer(records: Option<Bytes>) -> ResponseKind {
     let partition = fetch_response::PartitionData::default()
         .with_high_watermark(1)
-        .with_records(Some(records));
+        .with_records(records);
     let mut topic =
         fetch_response::FetchableTopicResponse::default().with_partitions(vec![partition]);
     topic.topic_id = corum_kafka::api::raft_fetch::METADATA_TOPIC_ID;
     ResponseKind::Fetch(FetchResponse::default().with_responses(vec![topic]))
 }
 
+/// Three brokers' answers of the same batches: rendered once, and each answer encoded with the
+/// renderings spliced in where they lie (`answer3`, what the listener sends), or copied
+/// together and into the answer's buffer (`answer3/copied`, the baseline: the listener before
+/// it sent answers as parts).
 fn answers(g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>) {
     let records = config_records();
     let batches: Vec<Batch> = (0..ANSWER_BATCHES)
         .map(|i| batch_at(1_000 + i * BATCH_RECORDS as u64, &records[..BATCH_RECORDS]))
         .collect();
     g.throughput(Throughput::Elements(ANSWER_BATCHES * BATCH_RECORDS as u64));
-    g.bench_function("answer3/configs", |bench| {
-        bench.iter(|| {
-            let memory = ObserverMemory::default();
-            (0..3)
-                .map(|_| {
-                    let ctx = RenderContext::default();
-                    let r = memory.render(&batches, &ctx, usize::MAX).expect("renders");
-                    corum_kafka::response::encode(
-                        ApiKey::Fetch,
-                        FETCH_VERSION,
-                        7,
-                        &fetch_answer(r.bytes),
-                    )
-                    .expect("encodes")
-                    .len()
-                })
-                .sum::<usize>()
-        })
-    });
+    for (name, spliced) in [("answer3/configs", true), ("answer3/copied/configs", false)] {
+        g.bench_function(name, |bench| {
+            bench.iter(|| {
+                let memory = ObserverMemory::default();
+                (0..3)
+                    .map(|_| {
+                        let ctx = RenderContext::default();
+                        let r = memory.render(&batches, &ctx, usize::MAX).expect("renders");
+                        let answer = |body, records| corum_kafka::service::Answer {
+                            api: ApiKey::Fetch,
+                            version: FETCH_VERSION,
+                            correlation_id: 7,
+                            body,
+                            records,
+                        };
+                        let answer = if spliced {
+                            answer(fetch_answer(None), Some(r.records))
+                        } else {
+                            answer(fetch_answer(Some(r.records.to_bytes())), None)
+                        };
+                        corum_kafka::response::encode_answer(answer)
+                            .expect("encodes")
+                            .into_parts()
+                            .map(|p| p.len())
+                            .sum::<usize>()
+                    })
+                    .sum::<usize>()
+            })
+        });
+    }
 }
 
 criterion_group!(benches, bench);

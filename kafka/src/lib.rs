@@ -54,7 +54,7 @@ use bytes::Bytes;
 #[derive(Debug)]
 pub enum Outcome {
     /// Send these bytes (size prefix included).
-    Reply(Bytes),
+    Reply(response::Encoded),
     /// Close the connection; log the reason with the peer.
     Close(String),
 }
@@ -66,13 +66,8 @@ pub async fn answer<B: Backend>(ctx: &ListenerContext, backend: &B, bytes: Bytes
         Err(e) => return Outcome::Close(e.to_string()),
     };
     let answer = service::serve(ctx, backend, parsed).await;
-    match response::encode(
-        answer.api,
-        answer.version,
-        answer.correlation_id,
-        &answer.body,
-    ) {
-        Ok(bytes) => Outcome::Reply(bytes),
+    match response::encode_answer(answer) {
+        Ok(encoded) => Outcome::Reply(encoded),
         Err(e) => Outcome::Close(e.to_string()),
     }
 }

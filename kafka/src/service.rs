@@ -35,6 +35,7 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use crate::api;
 use crate::auth::{topic_denied, Gate, Session};
 use crate::backend::{Backend, ListenerContext};
+use crate::log::RecordParts;
 use crate::request::{Parsed, RequestHead};
 
 /// What to send back for one request.
@@ -44,6 +45,10 @@ pub struct Answer {
     pub version: i16,
     pub correlation_id: i32,
     pub body: ResponseKind,
+    /// A Fetch answer's records, apart from `body` (whose one partition's records field
+    /// [`crate::response::encode_answer`] fills with them): the rendered batches where they
+    /// lie. `None` for every other answer, and for a Fetch answer without a records field.
+    pub records: Option<RecordParts>,
 }
 
 impl Answer {
@@ -72,16 +77,19 @@ pub async fn serve_as<B: Backend>(
             version: 0,
             correlation_id: head.correlation_id,
             body: ResponseKind::ApiVersions(api::api_versions::too_new(&ctx.served)),
+            records: None,
         },
         Parsed::Request { head, body } => {
             let version = head.api_version;
             let gate = Gate::new(backend.authorizer(), session);
-            let response = dispatch(ctx, &gate, backend, &head, body).await;
+            let mut records = None;
+            let response = dispatch(ctx, &gate, backend, &head, body, &mut records).await;
             Answer {
                 api: head.api_key,
                 version,
                 correlation_id: head.correlation_id,
                 body: response,
+                records,
             }
         }
     }
@@ -95,6 +103,8 @@ async fn dispatch<B: Backend>(
     // Boxed (as parsed): held by value, the largest request type would size every request's
     // future, and each API's future is boxed below for the same reason.
     body: Box<RequestKind>,
+    // A Fetch answer's records, apart from the answer.
+    records: &mut Option<RecordParts>,
 ) -> ResponseKind {
     let v = head.api_version;
     if let Some(denied) = denied_whole(gate, head.api_key, &body) {
@@ -307,7 +317,9 @@ async fn dispatch<B: Backend>(
             Box::pin(api::envelope::envelope(ctx, gate.session(), backend, r)).await,
         ),
         RequestKind::Fetch(r) => {
-            ResponseKind::Fetch(Box::pin(api::raft_fetch::fetch(ctx, backend, r, v)).await)
+            let answer = Box::pin(api::raft_fetch::fetch(ctx, backend, r, v)).await;
+            *records = answer.records;
+            ResponseKind::Fetch(answer.response)
         }
         RequestKind::FetchSnapshot(r) => ResponseKind::FetchSnapshot(
             Box::pin(api::raft_fetch::fetch_snapshot(ctx, backend, r, v)).await,

@@ -42,6 +42,9 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 
 pub mod certs;
+mod stream;
+
+pub use stream::{write_all_parts, NetReadHalf, NetWriteHalf, PlainStream, IOV_MAX};
 
 /// Reloads asked for with [`request_reload`] (SIGHUP), process-wide.
 static RELOAD_REQUESTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -727,7 +730,7 @@ impl TlsClient {
 
 /// A connected socket, plain or under TLS, read and written the same way.
 pub enum NetStream {
-    Plain(TcpStream<Preallocated>),
+    Plain(PlainStream),
     Tls {
         stream: Box<futures_rustls::TlsStream<TcpStream<Preallocated>>>,
         /// The peer's certificate identity, when it presented one.
@@ -795,6 +798,18 @@ impl AsyncWrite for NetStream {
             NetStream::Tls { stream, .. } => Pin::new(stream.as_mut()).poll_write(cx, buf),
         }
     }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            NetStream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            NetStream::Tls { stream, .. } => {
+                Pin::new(stream.as_mut()).poll_write_vectored(cx, bufs)
+            }
+        }
+    }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             NetStream::Plain(s) => Pin::new(s).poll_flush(cx),
@@ -820,7 +835,7 @@ pub async fn accepted(
         tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
     }
     match tls {
-        None => Ok(NetStream::Plain(stream.buffered())),
+        None => Ok(NetStream::Plain(PlainStream::new(stream.buffered()))),
         Some(t) => t.accept(stream, peer).await,
     }
 }

@@ -48,7 +48,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use corum_kafka::sasl::{Event, Gate, SaslConfig, SaslConnection};
 use corum_kafka::{ListenerContext, Outcome, Parsed};
 use corum_runtime::tls::{NetStream, TlsServer};
@@ -299,7 +299,7 @@ async fn serve_connection(
     let mut sasl_state = sasl.as_ref().map(|_| SaslConnection::new());
     let opened = std::time::Instant::now();
     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-    let (mut reader, writer) = futures_lite::io::split(stream);
+    let (mut reader, writer) = stream.split();
     let listener = config.listener_name.as_str();
     // Answers in request order: the writer awaits each request's task in turn.
     let (tx, rx) =
@@ -439,13 +439,8 @@ async fn serve_connection(
             match gate {
                 Gate::Serve => {}
                 Gate::Answer { answer, close } => {
-                    let outcome = match corum_kafka::response::encode(
-                        answer.api,
-                        answer.version,
-                        answer.correlation_id,
-                        &answer.body,
-                    ) {
-                        Ok(bytes) => Outcome::Reply(bytes),
+                    let outcome = match corum_kafka::response::encode_answer(*answer) {
+                        Ok(encoded) => Outcome::Reply(encoded),
                         Err(e) => Outcome::Close(e.to_string()),
                     };
                     unanswered.set(unanswered.get() + 1);
@@ -479,13 +474,8 @@ async fn serve_connection(
                 stats.rendered_from_cache = hits;
                 stats.rendered_afresh = misses;
             }
-            match corum_kafka::response::encode(
-                answer.api,
-                answer.version,
-                answer.correlation_id,
-                &answer.body,
-            ) {
-                Ok(bytes) => Outcome::Reply(bytes),
+            match corum_kafka::response::encode_answer(answer) {
+                Ok(encoded) => Outcome::Reply(encoded),
                 Err(e) => Outcome::Close(e.to_string()),
             }
         });
@@ -540,6 +530,55 @@ impl WriterContext {
 const BURST_MAX: usize = 256;
 const BURST_BYTES_MAX: usize = 1 << 20;
 
+/// Buffers below this many bytes are copied together for a write; larger ones (a broker's
+/// Fetch answer's rendered batches) are sent from where they lie.
+const COPY_BELOW_BYTES: usize = 4096;
+
+/// Answers gathered for one write: the small ones copied together, the large buffers referenced
+/// where they are, in order.
+#[derive(Default)]
+struct Burst {
+    parts: Vec<Bytes>,
+    /// Small buffers copied together since the last large one.
+    copied: BytesMut,
+    len: usize,
+}
+
+impl Burst {
+    fn push(&mut self, answer: corum_kafka::response::Encoded) {
+        for part in answer.into_parts() {
+            self.len += part.len();
+            if part.len() < COPY_BELOW_BYTES {
+                self.copied.extend_from_slice(&part);
+            } else {
+                self.seal();
+                self.parts.push(part);
+            }
+        }
+    }
+
+    /// Ends the run of copied buffers: it goes into `parts` (its memory is reused once
+    /// written and dropped).
+    fn seal(&mut self) {
+        if !self.copied.is_empty() {
+            self.parts.push(self.copied.split().freeze());
+        }
+    }
+
+    /// Writes the burst and empties it.
+    async fn write(
+        &mut self,
+        writer: &mut (impl futures_lite::AsyncWrite + Unpin),
+    ) -> std::io::Result<()> {
+        self.seal();
+        self.len = 0;
+        let written = corum_runtime::tls::write_all_parts(writer, &mut self.parts).await;
+        self.parts.clear();
+        written?;
+        writer.flush().await
+    }
+}
+
 async fn write_answers(
     mut writer: impl futures_lite::AsyncWrite + Unpin,
     rx: local_channel::LocalReceiver<glommio::Task<Outcome>>,
@@ -551,7 +590,7 @@ async fn write_answers(
     // Answers found finished together, in request order, leave in one write: on loopback a
     // send costs the sender the receiver's delivery too, so a write per answer cost the
     // active controller more than building the answers.
-    let mut burst: Vec<u8> = Vec::new();
+    let mut burst = Burst::default();
     let mut closing = None;
     'connection: loop {
         let task = match next.take() {
@@ -563,30 +602,19 @@ async fn write_answers(
         };
         let mut outcome = task.await;
         let mut answers = 0;
-        // A lone answer is written from its own buffer; a burst is gathered.
-        let mut single: Option<Bytes> = None;
         loop {
             cx.unanswered.set(cx.unanswered.get().saturating_sub(1));
             match outcome {
-                Outcome::Reply(bytes) => {
+                Outcome::Reply(encoded) => {
                     answers += 1;
-                    match single.take() {
-                        None if burst.is_empty() => single = Some(bytes),
-                        first => {
-                            if let Some(first) = first {
-                                burst.extend_from_slice(&first);
-                            }
-                            burst.extend_from_slice(&bytes);
-                        }
-                    }
+                    burst.push(encoded);
                 }
                 Outcome::Close(reason) => {
                     closing = Some(reason);
                     break;
                 }
             }
-            let gathered = single.as_ref().map_or(burst.len(), Bytes::len);
-            if answers >= BURST_MAX || gathered >= BURST_BYTES_MAX {
+            if answers >= BURST_MAX || burst.len >= BURST_BYTES_MAX {
                 break;
             }
             // Answers already finished go out in the same write; an answer is never held
@@ -602,19 +630,12 @@ async fn write_answers(
                 }
             }
         }
-        let bytes = single.as_deref().unwrap_or(&burst);
-        if !bytes.is_empty() {
-            if let Err(e) = async {
-                writer.write_all(bytes).await?;
-                writer.flush().await
-            }
-            .await
-            {
+        if burst.len > 0 {
+            if let Err(e) = burst.write(&mut writer).await {
                 cx.write_failed(peer, &e);
                 break 'connection;
             }
         }
-        burst.clear();
         if let Some(reason) = closing.take() {
             tracing::warn!(%peer, %reason, "closing a Kafka connection");
             cx.hang_up.fire();
@@ -682,7 +703,12 @@ mod tests {
         flushed: Rc<RefCell<Vec<u8>>>,
         flushes: Rc<RefCell<usize>>,
         writes: Rc<RefCell<usize>>,
+        /// Each vectored write's buffers.
+        vectored: Rc<RefCell<Vec<Vec<Sent>>>>,
     }
+
+    /// A buffer a write was given: where it lay, and its length.
+    type Sent = (usize, usize);
 
     impl futures_lite::AsyncWrite for Sink {
         fn poll_write(
@@ -693,6 +719,24 @@ mod tests {
             self.written.borrow_mut().extend_from_slice(buf);
             *self.writes.borrow_mut() += 1;
             Poll::Ready(Ok(buf.len()))
+        }
+
+        fn poll_write_vectored(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            bufs: &[std::io::IoSlice<'_>],
+        ) -> Poll<std::io::Result<usize>> {
+            let mut written = self.written.borrow_mut();
+            for b in bufs {
+                written.extend_from_slice(b);
+            }
+            *self.writes.borrow_mut() += 1;
+            self.vectored.borrow_mut().push(
+                bufs.iter()
+                    .map(|b| (b.as_ptr() as usize, b.len()))
+                    .collect(),
+            );
+            Poll::Ready(Ok(bufs.iter().map(|b| b.len()).sum()))
         }
 
         fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -707,7 +751,9 @@ mod tests {
     }
 
     fn reply(text: &'static str) -> Outcome {
-        Outcome::Reply(Bytes::from_static(text.as_bytes()))
+        Outcome::Reply(corum_kafka::response::Encoded::one(Bytes::from_static(
+            text.as_bytes(),
+        )))
     }
 
     /// A writer's context for `unanswered` requests, hung up through `hang_up`.
@@ -790,6 +836,52 @@ mod tests {
             assert_eq!(sink.flushed.borrow().as_slice(), b"ab");
             assert_eq!(*sink.writes.borrow(), 1);
             assert!(hang_up.is_triggered());
+        });
+    }
+
+    /// A broker's Fetch answer of several rendered batches, sent with small answers on
+    /// either side: one write, the batches sent from where they lie (not copied), the small
+    /// buffers around them (the answers, the Fetch answer's head and tail) copied together,
+    /// every byte in request order.
+    #[test]
+    fn a_fetch_answers_batches_are_sent_where_they_lie() {
+        use kafka_protocol::messages::{fetch_response, ApiKey, FetchResponse, ResponseKind};
+        let batches = [Bytes::from(vec![7u8; 5_000]), Bytes::from(vec![8u8; 6_000])];
+        let partition = fetch_response::PartitionData::default().with_high_watermark(9);
+        let topic =
+            fetch_response::FetchableTopicResponse::default().with_partitions(vec![partition]);
+        let answer = corum_kafka::service::Answer {
+            api: ApiKey::Fetch,
+            version: 17,
+            correlation_id: 4,
+            body: ResponseKind::Fetch(FetchResponse::default().with_responses(vec![topic])),
+            records: Some(batches.iter().cloned().collect()),
+        };
+        let fetch = corum_kafka::response::encode_answer(answer).expect("encodes");
+        let expected = [b"a".as_slice(), &fetch.to_bytes(), b"z"].concat();
+        let ex = glommio::LocalExecutorBuilder::default().make().unwrap();
+        ex.run(async move {
+            let sink = Sink::default();
+            let peer: SocketAddr = ([127, 0, 0, 1], 1).into();
+            let (tx, rx) = local_channel::new_bounded(8);
+            for outcome in [reply("a"), Outcome::Reply(fetch), reply("z")] {
+                tx.send(glommio::spawn_local(async move { outcome }))
+                    .await
+                    .unwrap();
+            }
+            drop(tx);
+            let cx = writer_context(3, ShutdownSignal::detached());
+            write_answers(sink.clone(), rx, peer, cx).await;
+            assert_eq!(sink.flushed.borrow().as_slice(), expected.as_slice());
+            assert_eq!(*sink.writes.borrow(), 1, "one write");
+            let vectored = sink.vectored.borrow();
+            let [bufs] = vectored.as_slice() else {
+                panic!("one vectored write: {vectored:?}");
+            };
+            assert_eq!(bufs.len(), 4, "copied, batch, batch, copied: {bufs:?}");
+            for (sent, batch) in bufs[1..3].iter().zip(&batches) {
+                assert_eq!(*sent, (batch.as_ptr() as usize, batch.len()));
+            }
         });
     }
 }

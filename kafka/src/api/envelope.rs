@@ -122,13 +122,9 @@ pub fn envelope<'a, B: Backend>(
         }
         let inner = forwarded_session(session, who.as_ref(), &r.client_host_address);
         let answer = service::serve_as(ctx, &inner, backend, parsed).await;
-        match response::encode(
-            answer.api,
-            answer.version,
-            answer.correlation_id,
-            &answer.body,
-        ) {
-            Ok(bytes) => {
+        match response::encode_answer(answer) {
+            Ok(encoded) => {
+                let bytes = encoded.to_bytes();
                 response.response_data = Some(bytes.slice(crate::frame::SIZE_PREFIX_BYTES..));
             }
             Err(e) => {

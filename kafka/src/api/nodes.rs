@@ -53,23 +53,25 @@ pub async fn controllers<B: Backend>(ctx: &ListenerContext, backend: &B) -> Vec<
             })
         })
         .collect();
-    let own = ctx.node_id.0 as i32;
-    match out.iter_mut().find(|n| n.id == own) {
-        // This node knows its own listener best (a restart may have moved it).
-        Some(n) => {
-            n.host = ctx.advertised_host.clone();
-            n.port = i32::from(ctx.advertised_port);
-        }
-        None => out.push(NodeEndpoint {
-            id: own,
-            host: ctx.advertised_host.clone(),
-            port: i32::from(ctx.advertised_port),
-            rack: None,
-            fenced: false,
-        }),
+    // This node knows its own listener best (a restart may have moved it).
+    let own = own_endpoint(ctx);
+    match out.iter_mut().find(|n| n.id == own.id) {
+        Some(n) => *n = own,
+        None => out.push(own),
     }
     out.sort_by_key(|n| n.id);
     out
+}
+
+/// This node's endpoint on the listener, as it advertises it.
+pub fn own_endpoint(ctx: &ListenerContext) -> NodeEndpoint {
+    NodeEndpoint {
+        id: ctx.node_id.0 as i32,
+        host: ctx.advertised_host.clone(),
+        port: i32::from(ctx.advertised_port),
+        rack: None,
+        fenced: false,
+    }
 }
 
 /// The controller to name: the active one when clients can reach it, else this node (which

@@ -35,7 +35,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::api::{corum_uuid, nodes};
 use crate::backend::{Backend, ListenerContext};
 use crate::errors::KafkaError;
-use crate::log::{self, RenderContext};
+use crate::log::{self, RecordParts, RenderContext};
 
 /// The metadata log's topic name, as KRaft names its one partition.
 pub const METADATA_TOPIC: &str = "__cluster_metadata";
@@ -117,6 +117,11 @@ async fn leader_endpoint<B: Backend>(
     leader: Option<NodeId>,
 ) -> Option<nodes::NodeEndpoint> {
     let leader = leader?;
+    if leader == ctx.node_id {
+        // A broker following this node: its own endpoint, as `nodes::controllers` names it,
+        // without reading every controller's registration at each fetch.
+        return Some(nodes::own_endpoint(ctx));
+    }
     nodes::controllers(ctx, backend)
         .await
         .into_iter()
@@ -217,12 +222,62 @@ fn not_leader_code(requested: i32, epoch: i32) -> K {
     }
 }
 
+/// A Fetch answer, its records apart: the rendered batches where they lie, to be sent after the
+/// bytes of the answer's one partition up to its records field ([`crate::response`] splices
+/// them in), not copied into it. `records` is `None` when the answer carries no records field
+/// (an error, a diverging epoch, a snapshot to fetch).
+#[derive(Debug)]
+pub struct FetchAnswer {
+    /// The answer, its one partition's records left unset.
+    pub response: FetchResponse,
+    pub records: Option<RecordParts>,
+}
+
+impl FetchAnswer {
+    /// The answer with its records in it, as one buffer.
+    pub fn into_response(self) -> FetchResponse {
+        let mut response = self.response;
+        if let Some(records) = self.records {
+            if let Some(p) = only_partition(&mut response) {
+                p.records = Some(records.to_bytes());
+            }
+        }
+        response
+    }
+}
+
+/// The one partition of a Fetch answer of the metadata log.
+pub(crate) fn only_partition(
+    response: &mut FetchResponse,
+) -> Option<&mut fetch_response::PartitionData> {
+    match response.responses.as_mut_slice() {
+        [topic] => match topic.partitions.as_mut_slice() {
+            [partition] => Some(partition),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Serves a Fetch request.
 pub async fn fetch<B: Backend>(
     ctx: &ListenerContext,
     backend: &B,
     req: FetchRequest,
     version: i16,
+) -> FetchAnswer {
+    let mut records = None;
+    let response = answer_fetch(ctx, backend, req, version, &mut records).await;
+    FetchAnswer { response, records }
+}
+
+/// [`fetch`]'s answer, its records set in `records`.
+async fn answer_fetch<B: Backend>(
+    ctx: &ListenerContext,
+    backend: &B,
+    req: FetchRequest,
+    version: i16,
+    records: &mut Option<RecordParts>,
 ) -> FetchResponse {
     let mut response = FetchResponse::default();
     let topic_answer = |p: fetch_response::PartitionData| {
@@ -343,7 +398,7 @@ pub async fn fetch<B: Backend>(
                             last.end_offset(),
                         );
                     }
-                    answer.records = Some(rendered.bytes);
+                    *records = Some(rendered.records);
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "cannot render the metadata log for a broker");
@@ -387,7 +442,7 @@ pub async fn fetch<B: Backend>(
         leader = answer.current_leader.leader_id.0,
         epoch = answer.current_leader.leader_epoch,
         high_watermark = answer.high_watermark,
-        bytes = answer.records.as_ref().map_or(0, |r| r.len()),
+        bytes = records.as_ref().map_or(0, RecordParts::len),
         endpoints = response.node_endpoints.len(),
         "answered a broker's fetch"
     );
@@ -614,6 +669,18 @@ mod tests {
 
     fn ctx() -> ListenerContext {
         ListenerContext::for_tests(CLUSTER)
+    }
+
+    /// [`super::fetch`]'s answer with its records in it.
+    async fn fetch<B: Backend>(
+        ctx: &ListenerContext,
+        backend: &B,
+        req: FetchRequest,
+        version: i16,
+    ) -> FetchResponse {
+        super::fetch(ctx, backend, req, version)
+            .await
+            .into_response()
     }
 
     fn run<F: std::future::Future>(f: F) -> F::Output {

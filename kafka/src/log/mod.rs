@@ -54,19 +54,73 @@ pub enum RenderError {
 const SNAPSHOT_RECORDS_PER_BATCH: usize = 1000;
 
 /// Renders `batches` one after the other, stopping before the one that would take the
-/// result past `bytes_max` (the first is always rendered whole).
+/// result past `bytes_max` (the first is always rendered whole), as one buffer.
 pub fn render_batches(
     batches: &[Batch],
     ctx: &RenderContext,
     bytes_max: usize,
 ) -> Result<Bytes, RenderError> {
-    render_batches_from(batches, ctx, bytes_max, None).map(|r| r.bytes)
+    render_batches_from(batches, ctx, bytes_max, None).map(|r| r.records.to_bytes())
+}
+
+/// Rendered batches in log order, each where it was rendered (a cached rendering is not copied
+/// again): what a broker's Fetch answer carries, sent as they lie.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordParts {
+    parts: Vec<Bytes>,
+    len: usize,
+}
+
+impl RecordParts {
+    /// Bytes in all.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The batches' renderings, in log order.
+    pub fn into_parts(self) -> Vec<Bytes> {
+        self.parts
+    }
+
+    /// The renderings as one buffer: a lone one itself, several copied together.
+    pub fn to_bytes(&self) -> Bytes {
+        match self.parts.as_slice() {
+            [] => Bytes::new(),
+            [one] => one.clone(),
+            parts => {
+                let mut out = BytesMut::with_capacity(self.len);
+                for p in parts {
+                    out.extend_from_slice(p);
+                }
+                out.freeze()
+            }
+        }
+    }
+
+    fn push(&mut self, part: Bytes) {
+        self.len += part.len();
+        self.parts.push(part);
+    }
+}
+
+impl FromIterator<Bytes> for RecordParts {
+    fn from_iter<I: IntoIterator<Item = Bytes>>(parts: I) -> RecordParts {
+        let mut records = RecordParts::default();
+        for p in parts {
+            records.push(p);
+        }
+        records
+    }
 }
 
 /// What [`render_batches_from`] wrote: the rendered batches, and how many of those given.
 #[derive(Debug)]
 pub struct Rendered {
-    pub bytes: Bytes,
+    pub records: RecordParts,
     /// The batches rendered: a prefix of those given, cut by `bytes_max`.
     pub batches: usize,
 }
@@ -78,25 +132,24 @@ pub struct Rendered {
 ///
 /// The cache's renderings of data batches past the newest it holds (the log's tail, which the
 /// brokers following it fetch) are written one after the other into blocks of
-/// [`RENDER_BLOCK_BYTES`] and kept there as they are (not copied). Being in offset order, they
-/// leave the cache block by block, so the blocks hold at most a block more than the cache's
-/// bound; a rendering of an older batch (a broker catching up, a batch rendered again at
-/// another level or epoch) gets a buffer of its own, which would otherwise keep a block alive
-/// for the sake of a few bytes. The answer is those
-/// renderings put together once, in one buffer of the answer's size (a lone batch's rendering
-/// is the answer itself), which is the previous answer's memory when that answer is gone. A
-/// broker's answer thus costs one copy of its bytes, however many batches it holds, and
-/// rarely an allocation; and the renderings the cache keeps for seconds
-/// sit in a few large blocks instead of among the write path's small allocations (where
-/// some 2,000 long-lived chunks of about 8 KiB made the heap's every allocation slower).
+/// [`RENDER_BLOCK_BYTES`] and kept there as they are. Being in offset order, they leave the
+/// cache block by block, so the blocks hold at most a block more than the cache's bound; a
+/// rendering of an older batch (a broker catching up, a batch rendered again at another level
+/// or epoch) gets a buffer of its own, which would otherwise keep a block alive for the sake of
+/// a few bytes. The answer is the renderings themselves ([`RecordParts`]): the listener sends
+/// them from where they lie with the response's head and tail ([`crate::response`]), so a
+/// broker's answer costs no copy of its bytes before the kernel's, however many batches it
+/// holds; and the renderings the cache keeps for seconds sit in a few large blocks instead of
+/// among the write path's small allocations (where some 2,000 long-lived chunks of about 8 KiB
+/// made the heap's every allocation slower).
 pub fn render_batches_from(
     batches: &[Batch],
     ctx: &RenderContext,
     bytes_max: usize,
     cache: Option<&RefCell<RenderCache>>,
 ) -> Result<Rendered, RenderError> {
-    let mut parts: Vec<Bytes> = Vec::new();
-    let mut len = 0;
+    let mut records = RecordParts::default();
+    let mut rendered = 0;
     let mut scratch = BytesMut::new();
     for b in batches {
         let level = ctx.metadata_version.get();
@@ -129,23 +182,15 @@ pub fn render_batches_from(
                 bytes
             }
         };
-        if len + part.len() > bytes_max && !parts.is_empty() {
+        if records.len() + part.len() > bytes_max && rendered > 0 {
             ctx.metadata_version.set(level);
             break;
         }
-        len += part.len();
-        parts.push(part);
+        records.push(part);
+        rendered += 1;
     }
-    let rendered = parts.len();
-    let bytes = match <[Bytes; 1]>::try_from(parts) {
-        Ok([one]) => one,
-        Err(parts) => match cache {
-            Some(c) => c.borrow_mut().put_together(&parts, len),
-            None => put_together(&mut BytesMut::with_capacity(len), &parts),
-        },
-    };
     Ok(Rendered {
-        bytes,
+        records,
         batches: rendered,
     })
 }
@@ -156,24 +201,6 @@ pub fn render_batches_from(
 /// that much unused; a short figure would only cost the buffer a growth.
 fn room_for(b: &Batch) -> usize {
     batch::BATCH_HEADER_BYTES + b.payload.len() + 8 * b.record_count as usize
-}
-
-/// `buf` with room for `need` more bytes: in its own memory when that has the room, or when
-/// nothing split from it is held any more (it starts over at the front); else in a new buffer
-/// of `fresh` bytes (at least `need`), the old memory going once its last holder drops it.
-fn with_room(buf: &mut BytesMut, need: usize, fresh: usize) -> &mut BytesMut {
-    if !buf.try_reclaim(need) {
-        *buf = BytesMut::with_capacity(fresh.max(need));
-    }
-    buf
-}
-
-/// `parts` one after the other at the end of `out`, split off as one buffer.
-fn put_together(out: &mut BytesMut, parts: &[Bytes]) -> Bytes {
-    for p in parts {
-        out.extend_from_slice(p);
-    }
-    out.split().freeze()
 }
 
 /// What identifies a data batch's rendering: the batch (in a Raft log, the batch at an offset
@@ -212,10 +239,6 @@ pub struct RenderCache {
     /// The block the next rendering of the log's tail is written into (a block is freed when
     /// the last rendering in it leaves the cache and the answers).
     block: BytesMut,
-    /// Where answers of several batches are put together: the same memory from answer to
-    /// answer while each is dropped before the next (a broker's fetch is encoded and its
-    /// records dropped before the listener serves another).
-    answer: BytesMut,
     bytes: usize,
     bytes_max: usize,
     hits: u64,
@@ -241,7 +264,6 @@ impl RenderCache {
         RenderCache {
             batches: Default::default(),
             block: BytesMut::new(),
-            answer: BytesMut::new(),
             bytes: 0,
             bytes_max,
             hits: 0,
@@ -267,18 +289,15 @@ impl RenderCache {
         ctx: &RenderContext,
         scratch: &mut BytesMut,
     ) -> Result<Bytes, RenderError> {
-        let block = with_room(&mut self.block, room_for(b), RENDER_BLOCK_BYTES);
-        render_batch(b, ctx, block, scratch)?;
-        Ok(block.split().freeze())
-    }
-
-    /// `parts` (of `len` bytes together) as one answer, in the last answer's memory when
-    /// nothing holds that answer any more.
-    fn put_together(&mut self, parts: &[Bytes], len: usize) -> Bytes {
-        put_together(
-            with_room(&mut self.answer, len, len.next_power_of_two()),
-            parts,
-        )
+        // The block's own memory when it has the room, or when nothing split from it is held
+        // any more (it starts over at the front); else a new block, the old one going once its
+        // last rendering leaves the cache and the answers.
+        let need = room_for(b);
+        if !self.block.try_reclaim(need) {
+            self.block = BytesMut::with_capacity(RENDER_BLOCK_BYTES.max(need));
+        }
+        render_batch(b, ctx, &mut self.block, scratch)?;
+        Ok(self.block.split().freeze())
     }
 
     /// Whether a batch at `base_offset` lies past every batch held (or none is held).
@@ -1365,7 +1384,7 @@ pub(crate) mod tests {
         for (fetch, counts) in [(1, (0, 3)), (2, (3, 3))] {
             let ctx = context_at(14);
             let r = render_batches_from(&log, &ctx, usize::MAX, Some(&cache)).expect("renders");
-            assert_eq!(r.bytes, fresh, "fetch {fetch}");
+            assert_eq!(r.records.to_bytes(), fresh, "fetch {fetch}");
             assert_eq!(r.batches, 4);
             assert_eq!(
                 ctx.metadata_version.get(),
@@ -1378,49 +1397,55 @@ pub(crate) mod tests {
         let ctx = context_at(27);
         let tail = render_batches_from(&log[3..], &ctx, usize::MAX, Some(&cache)).expect("renders");
         let alone = render_batches(&log[3..], &context_at(27), usize::MAX).expect("renders");
-        assert_eq!(tail.bytes, alone);
+        assert_eq!(tail.records.to_bytes(), alone);
         assert_eq!(cache.borrow().counts(), (4, 3));
     }
 
-    /// A batch rendered for one broker is what the cache keeps, not a copy, and a lone
-    /// batch's answer is that rendering itself: the fetches of a second and a third broker
-    /// answer from the same memory. The cache's renderings share blocks.
+    /// A batch rendered for one broker is what the cache keeps, not a copy, and an answer is
+    /// those renderings themselves: the fetches of a second and a third broker answer from
+    /// the same memory, and an answer of several batches is their cached renderings one after
+    /// the other, never copied together. The cache's renderings share blocks.
     #[test]
-    fn a_lone_batch_is_answered_from_the_cached_rendering() {
+    fn answers_are_the_cached_renderings_themselves() {
         let log = upgrade_log();
         let cache = RefCell::new(RenderCache::default());
-        let answers: Vec<Bytes> = (0..3)
-            .map(|_| {
-                render_batches_from(&log[1..2], &context_at(14), usize::MAX, Some(&cache))
-                    .expect("renders")
-                    .bytes
-            })
-            .collect();
+        let fetch = |batches: &[Batch], level: i16| {
+            render_batches_from(batches, &context_at(level), usize::MAX, Some(&cache))
+                .expect("renders")
+                .records
+                .into_parts()
+        };
+        let answers: Vec<Vec<Bytes>> = (0..3).map(|_| fetch(&log[1..2], 14)).collect();
         assert_eq!(cache.borrow().counts(), (2, 1));
         assert_eq!(
             answers[0],
-            render_batches(&log[1..2], &context_at(14), usize::MAX).expect("renders")
+            [render_batches(&log[1..2], &context_at(14), usize::MAX).expect("renders")]
         );
         for a in &answers[1..] {
-            assert_eq!(a.as_ptr(), answers[0].as_ptr(), "the same buffer");
+            assert_eq!(a[0].as_ptr(), answers[0][0].as_ptr(), "the same buffer");
         }
-        // Several batches are put together once, in a buffer of their own.
-        let two = render_batches_from(&log[1..3], &context_at(14), usize::MAX, Some(&cache))
-            .expect("renders");
+        // Several batches: each part is the cached rendering of its batch.
+        let two = fetch(&log[1..3], 14);
+        let third_alone = fetch(&log[2..3], 14);
+        assert_eq!(two.len(), 2);
+        assert_eq!(two[0].as_ptr(), answers[0][0].as_ptr());
+        assert_eq!(two[1].as_ptr(), third_alone[0].as_ptr());
         assert_eq!(
-            two.bytes,
+            two.concat(),
             render_batches(&log[1..3], &context_at(14), usize::MAX).expect("renders")
         );
-        assert_ne!(two.bytes.as_ptr(), answers[0].as_ptr());
         // The renderings the cache keeps lie one after the other in one block.
         let cache = RefCell::new(RenderCache::default());
-        let parts: Vec<Bytes> = (1..3)
-            .map(|i| {
-                render_batches_from(&log[i..i + 1], &context_at(14), usize::MAX, Some(&cache))
-                    .expect("renders")
-                    .bytes
-            })
-            .collect();
+        let fetch = |batches: &[Batch], level: i16| {
+            let [one] = render_batches_from(batches, &context_at(level), usize::MAX, Some(&cache))
+                .expect("renders")
+                .records
+                .into_parts()
+                .try_into()
+                .expect("one batch");
+            one
+        };
+        let parts: Vec<Bytes> = (1..3).map(|i| fetch(&log[i..i + 1], 14)).collect();
         assert_eq!(
             parts[1].as_ptr(),
             parts[0].as_ptr().wrapping_add(parts[0].len())
@@ -1428,49 +1453,14 @@ pub(crate) mod tests {
         // An older batch (a broker catching up, here a batch rendered again at another level)
         // is not written into the block, where it would keep the block alive; the tail's next
         // batch follows the last one there.
-        let older = render_batches_from(&log[1..2], &context_at(27), usize::MAX, Some(&cache))
-            .expect("renders")
-            .bytes;
+        let older = fetch(&log[1..2], 27);
         let block = parts[0].as_ptr() as usize..parts[0].as_ptr() as usize + RENDER_BLOCK_BYTES;
         assert!(!block.contains(&(older.as_ptr() as usize)));
-        let next = render_batches_from(&log[3..4], &context_at(27), usize::MAX, Some(&cache))
-            .expect("renders")
-            .bytes;
+        let next = fetch(&log[3..4], 27);
         assert_eq!(
             next.as_ptr(),
             parts[1].as_ptr().wrapping_add(parts[1].len())
         );
-    }
-
-    /// An answer of several batches is put together in the memory of the one before once that
-    /// one is dropped, and never while it is held: a held answer keeps its bytes.
-    #[test]
-    fn an_answer_reuses_the_memory_of_a_dropped_one_only() {
-        let log = upgrade_log();
-        let cache = RefCell::new(RenderCache::default());
-        let fetch = || {
-            render_batches_from(&log[1..3], &context_at(14), usize::MAX, Some(&cache))
-                .expect("renders")
-                .bytes
-        };
-        let expected = render_batches(&log[1..3], &context_at(14), usize::MAX).expect("renders");
-        let first = fetch();
-        let at = first.as_ptr();
-        let size = first.len().next_power_of_two();
-        drop(first);
-        // Memory given back to the allocator would go to this allocation of the same size.
-        let squatter = Vec::<u8>::with_capacity(size);
-        let second = fetch();
-        drop(squatter);
-        assert_eq!(second.as_ptr(), at, "the dropped answer's memory");
-        let third = fetch();
-        assert_ne!(
-            third.as_ptr(),
-            second.as_ptr(),
-            "the held answer is not written over"
-        );
-        assert_eq!(second, expected);
-        assert_eq!(third, expected);
     }
 
     /// A batch is taken from the cache only as rendered at the same level and written in the
@@ -1485,9 +1475,13 @@ pub(crate) mod tests {
             .expect("renders");
         let at_27 = render_batches_from(&log[1..2], &context_at(27), usize::MAX, Some(&cache))
             .expect("renders");
-        assert_ne!(at_14.bytes, at_27.bytes, "the record versions differ");
+        assert_ne!(
+            at_14.records.to_bytes(),
+            at_27.records.to_bytes(),
+            "the record versions differ"
+        );
         assert_eq!(
-            at_27.bytes,
+            at_27.records.to_bytes(),
             render_batches(&log[1..2], &context_at(27), usize::MAX).expect("renders")
         );
         let noop = MetadataRecord::NoOp(NoOpRecordV1 {});
@@ -1495,13 +1489,13 @@ pub(crate) mod tests {
         let r = render_batches_from(&later, &context_at(27), usize::MAX, Some(&cache))
             .expect("renders");
         assert_eq!(
-            r.bytes,
+            r.records.to_bytes(),
             render_batches(&later, &context_at(27), usize::MAX).expect("renders")
         );
         assert_eq!(cache.borrow().counts(), (0, 3));
         let again = render_batches_from(&later, &context_at(27), usize::MAX, Some(&cache))
             .expect("renders");
-        assert_eq!(again.bytes, r.bytes);
+        assert_eq!(again.records.to_bytes(), r.records.to_bytes());
         assert_eq!(
             cache.borrow().counts(),
             (1, 3),
@@ -1551,12 +1545,15 @@ pub(crate) mod tests {
             let ctx = context_at(14);
             let r = render_batches_from(&log, &ctx, first, cache.as_ref()).expect("renders");
             assert_eq!(r.batches, 2);
-            assert_eq!(r.bytes.len(), first);
+            assert_eq!(r.records.to_bytes().len(), first);
             assert_eq!(ctx.metadata_version.get(), MetadataVersion(14));
             let rest =
                 render_batches_from(&log[2..], &ctx, usize::MAX, cache.as_ref()).expect("renders");
             let whole = render_batches(&log, &context_at(14), usize::MAX).expect("renders");
-            assert_eq!([&r.bytes[..], &rest.bytes[..]].concat(), &whole[..]);
+            assert_eq!(
+                [&r.records.to_bytes()[..], &rest.records.to_bytes()[..]].concat(),
+                &whole[..]
+            );
         }
     }
 

@@ -172,6 +172,7 @@ fn handshake_answer(head: &RequestHead, config: &SaslConfig, code: i16) -> Answe
                         .collect(),
                 ),
         ),
+        records: None,
     }
 }
 
@@ -193,6 +194,7 @@ fn authenticate_answer(
                 .with_auth_bytes(Bytes::from(auth_bytes))
                 .with_session_lifetime_ms(session_lifetime_ms),
         ),
+        records: None,
     }
 }
 
@@ -272,6 +274,7 @@ impl SaslConnection {
                     version: head.api_version,
                     correlation_id: head.correlation_id,
                     body: illegal_state(body).expect("a SASL request"),
+                    records: None,
                 }),
                 close: None,
             },

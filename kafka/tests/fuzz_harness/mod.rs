@@ -6,7 +6,7 @@
 //! listener (`corum_node::kafka_server`) does with them: split them into size-prefixed
 //! requests ([`corum_kafka::frame::request_len`] with the default `socket.request.max.bytes`),
 //! parse each ([`corum_kafka::parse`]), serve it ([`corum_kafka::service::serve`]) against
-//! [`ScriptedBackend`], and encode the answer ([`corum_kafka::response::encode`]). It stops
+//! [`ScriptedBackend`], and encode the answer ([`corum_kafka::response::encode_answer`]). It stops
 //! where the listener would close the connection.
 //!
 //! Beyond "no panic, no abort, no unbounded allocation", it checks what a client relies on,
@@ -299,24 +299,33 @@ fn serve_one(ctx: &ListenerContext, parsed: Parsed) -> ((i16, i16), ResponseKind
             "answered at another version"
         );
     }
-    let bytes = corum_kafka::response::encode(
-        answer.api,
-        answer.version,
-        answer.correlation_id,
-        &answer.body,
-    )
-    .unwrap_or_else(|e| {
+    let (api, version) = (answer.api, answer.version);
+    let described = format!("{:?}", answer.body);
+    // The answer as served, a Fetch answer's records in it.
+    let served = match &answer.body {
+        ResponseKind::Fetch(f) => ResponseKind::Fetch(
+            corum_kafka::api::raft_fetch::FetchAnswer {
+                response: f.clone(),
+                records: answer.records.clone(),
+            }
+            .into_response(),
+        ),
+        other => other.clone(),
+    };
+    let encoded = corum_kafka::response::encode_answer(answer).unwrap_or_else(|e| {
         panic!(
             "{:?} v{} parsed but its answer does not encode, so the listener would close a \
-             healthy connection: {e}\nanswer: {:?}",
-            asked.0, asked.1, answer.body
+             healthy connection: {e}\nanswer: {described}",
+            asked.0, asked.1
         )
     });
-    check_response_bytes(answer.api, answer.version, correlation_id, bytes);
-    if let (Some(wrapped), ResponseKind::Envelope(r)) = (wrapped, &answer.body) {
+    // What a client reads: the answer's bytes (a Fetch answer's records sent apart, as the
+    // listener sends them) decode with Kafka's schema.
+    check_response_bytes(api, version, correlation_id, encoded.to_bytes());
+    if let (Some(wrapped), ResponseKind::Envelope(r)) = (wrapped, &served) {
         check_enveloped(ctx, &wrapped, r);
     }
-    ((answer.api as i16, answer.version), answer.body)
+    ((api as i16, version), served)
 }
 
 /// What the forwarding broker does with an Envelope's answer: the wrapped request's whole

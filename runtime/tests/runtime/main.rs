@@ -8,3 +8,4 @@ mod common;
 mod shards;
 mod tcp;
 mod tls;
+mod vectored;
