@@ -9,3 +9,22 @@ mod shards;
 mod tcp;
 mod tls;
 mod vectored;
+
+use corum_runtime::{Placement, Runtime, RuntimeConfig, ShardContext};
+
+use crate::common::RunBounded;
+
+/// Runs `f` on one unpinned shard (under the tests' deadline) and returns what it returns.
+fn on_shard<F, Fut, T>(f: F) -> T
+where
+    F: FnOnce(ShardContext) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T> + 'static,
+    T: Send + 'static,
+{
+    let mut f = Some(f);
+    let mut outcomes = Runtime::new(Placement::unpinned(1).unwrap(), RuntimeConfig::default())
+        .unwrap()
+        .run_bounded(move |_| f.take().expect("one shard"))
+        .unwrap();
+    outcomes.pop().unwrap().result.unwrap()
+}

@@ -2,19 +2,16 @@
 //! reconnection. Every test runs inside one unpinned shard.
 
 use std::cell::Cell;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
 use corum_runtime::frame::{self, FrameError};
 use corum_runtime::transport::{connect, ConnectionConfig, Listener, PeerConfig, ReconnectingPeer};
-use corum_runtime::{
-    BackoffConfig, Error, Placement, Runtime, RuntimeConfig, ShardContext, ShutdownSignal,
-};
+use corum_runtime::{BackoffConfig, Error, ShutdownSignal};
 use glommio::channels::local_channel;
 
-use crate::common::RunBounded;
+use crate::on_shard;
 
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Clone, PartialEq)]
 #[rkyv(derive(Debug))]
@@ -22,20 +19,6 @@ struct Msg {
     seq: u64,
     server: u32,
     body: Vec<u8>,
-}
-
-fn on_shard<F, Fut, T>(f: F) -> T
-where
-    F: FnOnce(ShardContext) -> Fut + Send + 'static,
-    Fut: Future<Output = T> + 'static,
-    T: Send + 'static,
-{
-    let mut f = Some(f);
-    let mut outcomes = Runtime::new(Placement::unpinned(1).unwrap(), RuntimeConfig::default())
-        .unwrap()
-        .run_bounded(move |_| f.take().expect("one shard"))
-        .unwrap();
-    outcomes.pop().unwrap().result.unwrap()
 }
 
 fn loopback() -> SocketAddr {

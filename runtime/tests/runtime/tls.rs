@@ -14,23 +14,9 @@ use corum_runtime::principal_mapping::PrincipalMapping;
 use corum_runtime::tls::certs::{CertificateAuthority, Issued, Subject, Validity};
 use corum_runtime::tls::{ClientAuth, Keystore, TlsClient, TlsServer, TlsSettings, Truststore};
 use corum_runtime::transport::{connect_tls, ConnectionConfig, Listener};
-use corum_runtime::{Error, Placement, Runtime, RuntimeConfig, ShardContext};
+use corum_runtime::Error;
 
-use crate::common::RunBounded;
-
-fn on_shard<F, Fut, T>(f: F) -> T
-where
-    F: FnOnce(ShardContext) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = T> + 'static,
-    T: Send + 'static,
-{
-    let mut f = Some(f);
-    let mut outcomes = Runtime::new(Placement::unpinned(1).unwrap(), RuntimeConfig::default())
-        .unwrap()
-        .run_bounded(move |_| f.take().expect("one shard"))
-        .unwrap();
-    outcomes.pop().unwrap().result.unwrap()
-}
+use crate::on_shard;
 
 fn subject(cn: &str, alt: &[&str]) -> Subject {
     Subject {

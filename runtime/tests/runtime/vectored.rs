@@ -2,31 +2,15 @@
 //! [`NetStream`]): every byte arrives in order however the socket cuts the writes, and a write
 //! that waited for room does not make a later wait time out early.
 
-use std::future::Future;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use corum_runtime::tls::{write_all_parts, NetStream, PlainStream, IOV_MAX};
-use corum_runtime::{Placement, Runtime, RuntimeConfig, ShardContext};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 
-use crate::common::RunBounded;
-
-fn on_shard<F, Fut, T>(f: F) -> T
-where
-    F: FnOnce(ShardContext) -> Fut + Send + 'static,
-    Fut: Future<Output = T> + 'static,
-    T: Send + 'static,
-{
-    let mut f = Some(f);
-    let mut outcomes = Runtime::new(Placement::unpinned(1).unwrap(), RuntimeConfig::default())
-        .unwrap()
-        .run_bounded(move |_| f.take().expect("one shard"))
-        .unwrap();
-    outcomes.pop().unwrap().result.unwrap()
-}
+use crate::on_shard;
 
 fn set_buffer(fd: i32, option: libc::c_int, bytes: libc::c_int) {
     // SAFETY: setsockopt reads `bytes` for the call.
