@@ -749,6 +749,8 @@ mod tests {
         /// asked.
         metadata_version: u16,
         features_asked: std::cell::Cell<u32>,
+        /// How often the controllers' registrations were read.
+        controllers_asked: std::cell::Cell<u32>,
     }
 
     impl Node {
@@ -762,6 +764,7 @@ mod tests {
                 sent: RefCell::default(),
                 metadata_version: 27,
                 features_asked: Default::default(),
+                controllers_asked: Default::default(),
             }
         }
 
@@ -804,11 +807,12 @@ mod tests {
         ) -> Result<ResponseBody, RpcError> {
             let answer = match &body {
                 RequestBody::DescribeControllers => {
+                    self.controllers_asked.set(self.controllers_asked.get() + 1);
                     return Ok(ResponseBody::DescribeControllers(
                         DescribeControllersResponse {
                             controllers: controllers(),
                         },
-                    ))
+                    ));
                 }
                 RequestBody::DescribeFeatures => {
                     self.features_asked.set(self.features_asked.get() + 1);
@@ -996,6 +1000,39 @@ mod tests {
                 assert!(r.node_endpoints.is_empty(), "v{version}");
             }
         }
+    }
+
+    /// A broker fetching from this node (the leader) is told this node's advertised endpoint
+    /// without the controllers' registrations being read; fetching from a standby, it is told
+    /// the leader's registered endpoint, read from them.
+    #[test]
+    fn the_leaders_own_endpoint_is_named_without_reading_the_registrations() {
+        let nothing_new = |leader| {
+            answer(
+                6,
+                leader,
+                FetchResult::Batches {
+                    fetch_offset: LogOffset(23),
+                    last_fetched_epoch: Epoch(6),
+                    batches: Vec::new(),
+                    high_watermark: LogOffset(23),
+                },
+            )
+        };
+        let endpoints = |r: &FetchResponse| -> Vec<(i32, String, i32)> {
+            r.node_endpoints
+                .iter()
+                .map(|e| (e.node_id.0, e.host.to_string(), e.port))
+                .collect()
+        };
+        let node = Node::leading(nothing_new(1));
+        let r = run(fetch(&ctx(), &node, request(17, 6, 23, 6), 17));
+        assert_eq!(endpoints(&r), vec![(1, "localhost".to_string(), 9092)]);
+        assert_eq!(node.controllers_asked.get(), 0);
+        let node = Node::answering(nothing_new(2));
+        let r = run(fetch(&ctx(), &node, request(17, 6, 23, 6), 17));
+        assert_eq!(endpoints(&r), vec![(2, "k2".to_string(), 9192)]);
+        assert_eq!(node.controllers_asked.get(), 1);
     }
 
     /// The listener renders a data batch once for the brokers that fetch it: a second fetch
