@@ -73,7 +73,7 @@ impl Default for Config {
             append_inflight_bytes_max: 8 << 20,
             batch_bytes_max: 1 << 20,
             fetch_wait_max_ms: 500,
-            observer_fetch_interval_ms: 5,
+            observer_fetch_interval_ms: 20,
             snapshot_chunk_bytes_max: 1 << 20,
             snapshot_bytes_max: crate::follower::SNAPSHOT_BYTES_MAX,
             retry_backoff_ms: 20,

@@ -744,9 +744,9 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         u64,
         0,
         HOUR_MS,
-        "5",
+        "20",
         &[RAFT],
-        "An observer's Fetch (a Kafka broker or a corum client following the metadata log) is answered at most this often while it is caught up, and woken by a newer high watermark rather than by uncommitted entries (0: at once, on either). Under a steady write load a commit lands every millisecond or so, and answering each observer at each one costs the leader a request per observer per commit; an observer then sees a commit up to this late. At most corum.raft.fetch.wait.max.ms."
+        "An observer's Fetch (a Kafka broker or a corum client following the metadata log) is answered at most this often while it is caught up, and woken by a newer high watermark rather than by uncommitted entries (0: at once, on either). Under a steady write load a commit lands every millisecond or so, and answering each observer at each one costs the leader a request per observer per commit; an observer then sees a commit up to this late (only under load: the first commit after a quieter spell is answered at once). Each answer costs the leader and the broker a fixed part besides its records, so fewer, larger answers cost both less per write (with 3 Kafka brokers under the configs workload: 20 ms against 5 ms halved their fetches, and cut the brokers' CPU per write by a fifth). At most corum.raft.fetch.wait.max.ms."
     ),
     int_key!(
         "corum.raft.snapshot.chunk.bytes.max",
