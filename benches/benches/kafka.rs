@@ -125,7 +125,7 @@ fn bench(c: &mut Criterion) {
                     .map(|_| {
                         let ctx = RenderContext::default();
                         let r = memory.render(fetched, &ctx, usize::MAX).expect("renders");
-                        r.records.len()
+                        r.len()
                     })
                     .sum::<usize>()
             })
@@ -193,9 +193,9 @@ fn answers(g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTim
                             records,
                         };
                         let answer = if spliced {
-                            answer(fetch_answer(None), Some(r.records))
+                            answer(fetch_answer(None), Some(r))
                         } else {
-                            answer(fetch_answer(Some(r.records.to_bytes())), None)
+                            answer(fetch_answer(Some(r.to_bytes())), None)
                         };
                         corum_kafka::response::encode_answer(answer)
                             .expect("encodes")

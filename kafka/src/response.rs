@@ -5,7 +5,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, FetchResponse, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::Encodable;
 
-use crate::api::raft_fetch::only_partition;
+use crate::api::raft_fetch::{only_partition, FetchAnswer};
 use crate::log::RecordParts;
 use crate::service::Answer;
 
@@ -61,16 +61,11 @@ impl Encoded {
 
     /// The response as one buffer: itself when it is one, else copied together.
     pub fn to_bytes(&self) -> Bytes {
-        if self.records.is_empty() && self.tail.is_empty() {
-            return self.head.clone();
-        }
-        let mut out = BytesMut::with_capacity(self.len());
-        out.extend_from_slice(&self.head);
-        for r in &self.records {
-            out.extend_from_slice(r);
-        }
-        out.extend_from_slice(&self.tail);
-        out.freeze()
+        crate::log::together(
+            std::iter::once(&self.head)
+                .chain(&self.records)
+                .chain(std::iter::once(&self.tail)),
+        )
     }
 }
 
@@ -89,24 +84,25 @@ pub fn encode_answer(answer: Answer) -> Result<Encoded, EncodeError> {
         mut body,
         records,
     } = answer;
-    let (Some(records), ResponseKind::Fetch(fetch)) = (records, &mut body) else {
-        return encode(api, version, correlation_id, &body).map(Encoded::one);
-    };
-    let Some(partition) = only_partition(fetch) else {
-        return Err(EncodeError {
-            api,
-            version,
-            reason: "records for a Fetch answer without exactly one partition".into(),
-        });
-    };
-    if records.len() < SPLICE_MIN_BYTES {
-        partition.records = Some(records.to_bytes());
-        return encode(api, version, correlation_id, &body).map(Encoded::one);
+    if let (ResponseKind::Fetch(response), Some(_)) = (&mut body, &records) {
+        if only_partition(response).is_none() {
+            return Err(EncodeError {
+                api,
+                version,
+                reason: "records for a Fetch answer without exactly one partition".into(),
+            });
+        }
     }
-    let ResponseKind::Fetch(fetch) = body else {
-        unreachable!("matched as a Fetch answer above")
+    let body = match (body, records) {
+        (ResponseKind::Fetch(response), Some(records)) if records.len() >= SPLICE_MIN_BYTES => {
+            return splice(api, version, correlation_id, response, records);
+        }
+        (ResponseKind::Fetch(response), records) => {
+            ResponseKind::Fetch(FetchAnswer { response, records }.into_response())
+        }
+        (body, _) => body,
     };
-    splice(api, version, correlation_id, fetch, records)
+    encode(api, version, correlation_id, &body).map(Encoded::one)
 }
 
 /// The Fetch answer `fetch` with `records` in its one partition, sent where they lie: the
@@ -127,7 +123,9 @@ fn splice(
         reason: reason.to_string(),
     };
     let mut with_records = |value: Option<Bytes>| {
-        only_partition(&mut fetch).expect("one partition").records = value;
+        only_partition(&mut fetch)
+            .expect("one partition, checked by encode_answer")
+            .records = value;
         let body = ResponseKind::Fetch(std::mem::take(&mut fetch));
         let encoded = encode(api, version, correlation_id, &body);
         let ResponseKind::Fetch(back) = body else {
@@ -335,8 +333,11 @@ mod tests {
     /// with the parts copied into it.
     fn spliced_and_copied(version: i16, body: FetchResponse, parts: &[Bytes]) -> (Encoded, Bytes) {
         let records: RecordParts = parts.iter().cloned().collect();
-        let mut copied = body.clone();
-        only_partition(&mut copied).expect("one partition").records = Some(records.to_bytes());
+        let copied = FetchAnswer {
+            response: body.clone(),
+            records: Some(records.clone()),
+        }
+        .into_response();
         let copied =
             encode(ApiKey::Fetch, version, 5, &ResponseKind::Fetch(copied)).expect("encodes");
         let answer = Answer {

@@ -391,14 +391,14 @@ async fn answer_fetch<B: Backend>(
             let rendered = ctx.log.render(&batches, &render, FETCH_BYTES_MAX);
             match rendered {
                 Ok(rendered) => {
-                    if let Some(last) = batches[..rendered.batches].last() {
+                    if let Some(last) = batches[..rendered.batches()].last() {
                         ctx.log.note_metadata_version(
                             epoch,
                             render.metadata_version.get(),
                             last.end_offset(),
                         );
                     }
-                    *records = Some(rendered.records);
+                    *records = Some(rendered);
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "cannot render the metadata log for a broker");

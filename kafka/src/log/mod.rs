@@ -60,12 +60,13 @@ pub fn render_batches(
     ctx: &RenderContext,
     bytes_max: usize,
 ) -> Result<Bytes, RenderError> {
-    render_batches_from(batches, ctx, bytes_max, None).map(|r| r.records.to_bytes())
+    render_batches_from(batches, ctx, bytes_max, None).map(|r| r.to_bytes())
 }
 
 /// Rendered batches in log order, each where it was rendered (a cached rendering is not copied
-/// again): what a broker's Fetch answer carries, sent as they lie.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// again): what a broker's Fetch answer carries, sent as they lie. [`render_batches_from`]
+/// gives a prefix of the batches it was given, cut by its `bytes_max`.
+#[derive(Clone, Debug, Default)]
 pub struct RecordParts {
     parts: Vec<Bytes>,
     len: usize,
@@ -81,24 +82,19 @@ impl RecordParts {
         self.len == 0
     }
 
+    /// How many batches are rendered.
+    pub fn batches(&self) -> usize {
+        self.parts.len()
+    }
+
     /// The batches' renderings, in log order.
     pub fn into_parts(self) -> Vec<Bytes> {
         self.parts
     }
 
-    /// The renderings as one buffer: a lone one itself, several copied together.
+    /// The renderings as one buffer.
     pub fn to_bytes(&self) -> Bytes {
-        match self.parts.as_slice() {
-            [] => Bytes::new(),
-            [one] => one.clone(),
-            parts => {
-                let mut out = BytesMut::with_capacity(self.len);
-                for p in parts {
-                    out.extend_from_slice(p);
-                }
-                out.freeze()
-            }
-        }
+        together(&self.parts)
     }
 
     fn push(&mut self, part: Bytes) {
@@ -117,12 +113,25 @@ impl FromIterator<Bytes> for RecordParts {
     }
 }
 
-/// What [`render_batches_from`] wrote: the rendered batches, and how many of those given.
-#[derive(Debug)]
-pub struct Rendered {
-    pub records: RecordParts,
-    /// The batches rendered: a prefix of those given, cut by `bytes_max`.
-    pub batches: usize,
+/// `parts` as one buffer: a lone non-empty one itself, several copied together.
+pub(crate) fn together<'a, I>(parts: I) -> Bytes
+where
+    I: IntoIterator<Item = &'a Bytes>,
+    I::IntoIter: Clone,
+{
+    let parts = parts.into_iter().filter(|p| !p.is_empty());
+    let mut lone = parts.clone();
+    match (lone.next(), lone.next()) {
+        (None, _) => Bytes::new(),
+        (Some(one), None) => one.clone(),
+        _ => {
+            let mut out = BytesMut::with_capacity(parts.clone().map(Bytes::len).sum());
+            for p in parts {
+                out.extend_from_slice(p);
+            }
+            out.freeze()
+        }
+    }
 }
 
 /// [`render_batches`], taking each data batch from `cache` when it was rendered before at the
@@ -147,9 +156,8 @@ pub fn render_batches_from(
     ctx: &RenderContext,
     bytes_max: usize,
     cache: Option<&RefCell<RenderCache>>,
-) -> Result<Rendered, RenderError> {
+) -> Result<RecordParts, RenderError> {
     let mut records = RecordParts::default();
-    let mut rendered = 0;
     let mut scratch = BytesMut::new();
     for b in batches {
         let level = ctx.metadata_version.get();
@@ -182,17 +190,13 @@ pub fn render_batches_from(
                 bytes
             }
         };
-        if records.len() + part.len() > bytes_max && rendered > 0 {
+        if records.len() + part.len() > bytes_max && records.batches() > 0 {
             ctx.metadata_version.set(level);
             break;
         }
         records.push(part);
-        rendered += 1;
     }
-    Ok(Rendered {
-        records,
-        batches: rendered,
-    })
+    Ok(records)
 }
 
 /// Room to make for a batch's rendering: its payload, a few bytes of Kafka framing per record
@@ -523,7 +527,7 @@ impl ObserverMemory {
         batches: &[Batch],
         ctx: &RenderContext,
         bytes_max: usize,
-    ) -> Result<Rendered, RenderError> {
+    ) -> Result<RecordParts, RenderError> {
         render_batches_from(batches, ctx, bytes_max, Some(&self.rendered))
     }
 
@@ -1384,8 +1388,8 @@ pub(crate) mod tests {
         for (fetch, counts) in [(1, (0, 3)), (2, (3, 3))] {
             let ctx = context_at(14);
             let r = render_batches_from(&log, &ctx, usize::MAX, Some(&cache)).expect("renders");
-            assert_eq!(r.records.to_bytes(), fresh, "fetch {fetch}");
-            assert_eq!(r.batches, 4);
+            assert_eq!(r.to_bytes(), fresh, "fetch {fetch}");
+            assert_eq!(r.batches(), 4);
             assert_eq!(
                 ctx.metadata_version.get(),
                 MetadataVersion(27),
@@ -1397,7 +1401,7 @@ pub(crate) mod tests {
         let ctx = context_at(27);
         let tail = render_batches_from(&log[3..], &ctx, usize::MAX, Some(&cache)).expect("renders");
         let alone = render_batches(&log[3..], &context_at(27), usize::MAX).expect("renders");
-        assert_eq!(tail.records.to_bytes(), alone);
+        assert_eq!(tail.to_bytes(), alone);
         assert_eq!(cache.borrow().counts(), (4, 3));
     }
 
@@ -1412,7 +1416,6 @@ pub(crate) mod tests {
         let fetch = |batches: &[Batch], level: i16| {
             render_batches_from(batches, &context_at(level), usize::MAX, Some(&cache))
                 .expect("renders")
-                .records
                 .into_parts()
         };
         let answers: Vec<Vec<Bytes>> = (0..3).map(|_| fetch(&log[1..2], 14)).collect();
@@ -1439,7 +1442,6 @@ pub(crate) mod tests {
         let fetch = |batches: &[Batch], level: i16| {
             let [one] = render_batches_from(batches, &context_at(level), usize::MAX, Some(&cache))
                 .expect("renders")
-                .records
                 .into_parts()
                 .try_into()
                 .expect("one batch");
@@ -1476,12 +1478,12 @@ pub(crate) mod tests {
         let at_27 = render_batches_from(&log[1..2], &context_at(27), usize::MAX, Some(&cache))
             .expect("renders");
         assert_ne!(
-            at_14.records.to_bytes(),
-            at_27.records.to_bytes(),
+            at_14.to_bytes(),
+            at_27.to_bytes(),
             "the record versions differ"
         );
         assert_eq!(
-            at_27.records.to_bytes(),
+            at_27.to_bytes(),
             render_batches(&log[1..2], &context_at(27), usize::MAX).expect("renders")
         );
         let noop = MetadataRecord::NoOp(NoOpRecordV1 {});
@@ -1489,13 +1491,13 @@ pub(crate) mod tests {
         let r = render_batches_from(&later, &context_at(27), usize::MAX, Some(&cache))
             .expect("renders");
         assert_eq!(
-            r.records.to_bytes(),
+            r.to_bytes(),
             render_batches(&later, &context_at(27), usize::MAX).expect("renders")
         );
         assert_eq!(cache.borrow().counts(), (0, 3));
         let again = render_batches_from(&later, &context_at(27), usize::MAX, Some(&cache))
             .expect("renders");
-        assert_eq!(again.records.to_bytes(), r.records.to_bytes());
+        assert_eq!(again.to_bytes(), r.to_bytes());
         assert_eq!(
             cache.borrow().counts(),
             (1, 3),
@@ -1544,14 +1546,14 @@ pub(crate) mod tests {
         for cache in [None, Some(RefCell::new(RenderCache::default()))] {
             let ctx = context_at(14);
             let r = render_batches_from(&log, &ctx, first, cache.as_ref()).expect("renders");
-            assert_eq!(r.batches, 2);
-            assert_eq!(r.records.to_bytes().len(), first);
+            assert_eq!(r.batches(), 2);
+            assert_eq!(r.to_bytes().len(), first);
             assert_eq!(ctx.metadata_version.get(), MetadataVersion(14));
             let rest =
                 render_batches_from(&log[2..], &ctx, usize::MAX, cache.as_ref()).expect("renders");
             let whole = render_batches(&log, &context_at(14), usize::MAX).expect("renders");
             assert_eq!(
-                [&r.records.to_bytes()[..], &rest.records.to_bytes()[..]].concat(),
+                [&r.to_bytes()[..], &rest.to_bytes()[..]].concat(),
                 &whole[..]
             );
         }
