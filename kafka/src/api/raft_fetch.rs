@@ -47,6 +47,10 @@ pub const METADATA_TOPIC_ID: uuid::Uuid = uuid::Uuid::from_u64_pair(0, 1);
 /// fetch is 1 MiB; corum's core already bounds what one fetch reads).
 const FETCH_BYTES_MAX: usize = 8 << 20;
 
+/// The first Fetch version of Kafka's Raft (KIP-595): the answer's diverging epoch, snapshot id
+/// and current leader are tagged fields from here.
+const KRAFT_FETCH_VERSION: i16 = 12;
+
 /// What was wrong with a request before anything was asked of the core.
 fn refuse(code: K, message: impl Into<String>) -> KafkaError {
     KafkaError::new(code, message)
@@ -406,6 +410,14 @@ async fn answer_fetch<B: Backend>(
                 }
             }
         }
+        FetchResult::Diverging { .. } | FetchResult::SnapshotNeeded { .. }
+            if version < KRAFT_FETCH_VERSION =>
+        {
+            // The answer's diverging epoch and snapshot id are tagged fields from v12
+            // (KIP-595): an older version cannot carry them, and an answer without them would
+            // look like an empty one to a broker that then asks again forever.
+            answer.error_code = K::UnsupportedVersion.code();
+        }
         FetchResult::Diverging {
             epoch: diverging,
             end_offset,
@@ -661,6 +673,7 @@ mod tests {
     use corum_raft::{Batch, Endpoint, Payload, Voter, VoterSet};
     use corum_types::Uuid;
     use kafka_protocol::messages::{fetch_snapshot_request, BrokerId};
+    use kafka_protocol::protocol::Decodable;
 
     use super::*;
 
@@ -1203,6 +1216,63 @@ mod tests {
         assert_eq!((p.snapshot_id.end_offset, p.snapshot_id.epoch), (20, 5));
         assert_eq!(p.diverging_epoch, Default::default());
         assert!(p.records.as_ref().is_none_or(Bytes::is_empty));
+    }
+
+    /// Below Fetch v12 an answer has no diverging epoch or snapshot id to carry: a fetch that
+    /// needs one is refused with UNSUPPORTED_VERSION, never answered as if nothing were new.
+    /// Its bytes, decoded as the broker would, say so.
+    #[test]
+    fn a_fetch_below_v12_that_needs_kraft_fields_is_refused() {
+        let results = [
+            FetchResult::Diverging {
+                fetch_offset: LogOffset(0),
+                last_fetched_epoch: Epoch(0),
+                epoch: Epoch(4),
+                end_offset: LogOffset(0),
+            },
+            FetchResult::SnapshotNeeded {
+                snapshot: SnapshotId {
+                    end_offset: LogOffset(20),
+                    epoch: Epoch(5),
+                },
+            },
+        ];
+        for result in results {
+            for version in [4, 11, 12, 17] {
+                let node = Node::answering(answer(6, 1, result.clone()));
+                let r = run(fetch(&ctx(), &node, request(version, 6, 0, -1), version));
+                let api = kafka_protocol::messages::ApiKey::Fetch;
+                let answer = crate::service::Answer {
+                    api,
+                    version,
+                    correlation_id: 1,
+                    body: kafka_protocol::messages::ResponseKind::Fetch(r),
+                    records: None,
+                };
+                let encoded = crate::response::encode_answer(answer).expect("encodes");
+                let mut body = encoded.to_bytes().slice(4..);
+                <kafka_protocol::messages::ResponseHeader as Decodable>::decode(
+                    &mut body,
+                    api.response_header_version(version),
+                )
+                .expect("a header");
+                let sent = FetchResponse::decode(&mut body, version).expect("decodes");
+                let p = partition(&sent);
+                let carried =
+                    p.diverging_epoch != Default::default() || p.snapshot_id != Default::default();
+                if version >= 12 {
+                    assert_eq!(p.error_code, 0, "v{version} {result:?}");
+                    assert!(carried, "v{version} {result:?}: {p:?}");
+                } else {
+                    assert_eq!(
+                        p.error_code,
+                        K::UnsupportedVersion.code(),
+                        "v{version} {result:?}"
+                    );
+                    assert!(!carried, "v{version}");
+                }
+            }
+        }
     }
 
     /// A node that does not lead answers by the epoch the broker asked for: an older one is
