@@ -34,9 +34,10 @@
 # host's other CPU use (cores busy beyond the nodes and brokers: the load generator, the
 # kernel's share, and anything else running: a figure above ~0.5 means the run was disturbed)
 # — then the leader's writes per proposal and per sync round of its log, its minor page faults
-# (first touches of fresh memory) per write and per second, and its mean time per
+# (first touches of fresh memory) per write and per second, the batches its Kafka listener
+# rendered for the brokers (afresh, and from its cache), and its mean time per
 # stage of a write (`corum loadgen --metrics`), then each
-# case's mean and the ratio with / without.
+# case's mean and the ratio with / without, each with one standard error from its rounds' spread.
 # Everything it starts stops at exit; its directory is removed.
 set -euo pipefail
 
@@ -71,6 +72,13 @@ compgen -G "$ROOT/compat/jars/kafka_2.13-*.jar" >/dev/null \
 # The brokers' JVMs (children of the brokers.sh that started them), by their directories.
 broker_pids() {
     pgrep -f "kafka.Kafka $BROKERS_DIR/" || true
+}
+
+# The leader's counters: proposals, sync rounds of its log, minor page faults, and the batches
+# its Kafka listener rendered for the brokers' fetches afresh and from its cache of renderings.
+leader_counters() {
+    local rendered='corum_kafka_rendered_batches_total{listener="KAFKA",source='
+    echo "$(node_metric "$1" corum_controller_proposals_total),$(node_metric "$1" corum_raft_sync_rounds_total),$(faults_of "${NODE_PIDS[$(($1 - 1))]}"),$(node_metric "$1" "${rendered}\"afresh\"}"),$(node_metric "$1" "${rendered}\"cache\"}")"
 }
 
 irq_cpu=$(disk_irq_cpu)
@@ -131,7 +139,7 @@ for round in $(seq 1 "$ROUNDS"); do
         leader=$(quorum_leader "$BIN" "$tag")
         # The leader's batching (proposals, one batch each, and its log's sync rounds) and
         # its page faults.
-        leader_before="$(node_metric "$leader" corum_controller_proposals_total),$(node_metric "$leader" corum_raft_sync_rounds_total),$(faults_of "${NODE_PIDS[$((leader - 1))]}")"
+        leader_before=$(leader_counters "$leader")
         if [ -n "${PERF_DIR:-}" ]; then
             # PERF_DIR: a profile of the leader (perf record, 6 s from 3 s into the load).
             mkdir -p "$PERF_DIR"
@@ -147,7 +155,7 @@ for round in $(seq 1 "$ROUNDS"); do
             --metrics "127.0.0.1:$((BASE_PORT + 31)),127.0.0.1:$((BASE_PORT + 32)),127.0.0.1:$((BASE_PORT + 33))" \
             --json >"$WORK/$tag.json"
         after=$(cpu_of "${NODE_PIDS[@]}")
-        leader_after="$(node_metric "$leader" corum_controller_proposals_total),$(node_metric "$leader" corum_raft_sync_rounds_total),$(faults_of "${NODE_PIDS[$((leader - 1))]}")"
+        leader_after=$(leader_counters "$leader")
         each_after=$(for p in "${NODE_PIDS[@]}"; do cpu_of "$p"; done | paste -sd,)
         host1=$(host_busy)
         fetches=$(($(kafka_requests Fetch) - fetches_before))
@@ -174,10 +182,11 @@ other = (float(sys.argv[12]) - float(sys.argv[11]) - ours) / elapsed
 print(f"{sys.argv[1]:>5} {sys.argv[2]:7} {r['ops_per_sec']:>11.0f} {r['p50_us']:>6} "
       f"{r['p99_us']:>6} {node_us:>14.1f} {split:>16} {broker_us:>16.1f} {fetches:>9.0f} {other:>11.2f} "
       f"{r['errors']:>6}")
-proposals, rounds, faults = (int(a) - int(b) for b, a in zip(sys.argv[16].split(","), sys.argv[17].split(",")))
+proposals, rounds, faults, afresh, cached = (int(a) - int(b) for b, a in zip(sys.argv[16].split(","), sys.argv[17].split(",")))
+rendered = f", {afresh} batches rendered for the brokers, {cached} more from its cache" if afresh + cached else ""
 print(f"      leader: {r['ops'] / max(proposals, 1):.1f} writes per proposal, "
       f"{r['ops'] / max(rounds, 1):.1f} per sync round, "
-      f"{faults / ops:.3f} page faults per write ({faults / elapsed:.0f}/s)")
+      f"{faults / ops:.3f} page faults per write ({faults / elapsed:.0f}/s){rendered}")
 stages = r.get("stage_mean_us")
 if stages:
     print("      stages (leader, mean us): " + " ".join(f"{k}={v:.0f}" for k, v in stages.items()))
@@ -188,17 +197,26 @@ PY
     done
 done
 python3 - "$WORK" "$ROUNDS" <<'PY'
-import json, sys
+import json, os, statistics, sys
 work, rounds = sys.argv[1], int(sys.argv[2])
-import os
-mean = {}
+mean, spread = {}, {}
 for c in ("without", "with", "busy"):
     if not os.path.exists(f"{work}/{c}1.json"):
         continue
     runs = [json.load(open(f"{work}/{c}{r}.json"))["ops_per_sec"] for r in range(1, rounds + 1)]
-    mean[c] = sum(runs) / len(runs)
-    print(f"{c:8} mean {mean[c]:.0f} writes/s")
-print(f"ratio with / without brokers: {mean['with'] / mean['without']:.2f}")
+    mean[c] = statistics.mean(runs)
+    # The standard error of the case's mean, from its rounds' spread.
+    spread[c] = statistics.stdev(runs) / len(runs) ** 0.5 if len(runs) > 1 else None
+    print(f"{c:8} mean {mean[c]:.0f} writes/s" + ("" if spread[c] is None else f" (± {spread[c]:.0f})"))
+def ratio(a, b):
+    r = mean[a] / mean[b]
+    if spread[a] is None or spread[b] is None:
+        return f"{r:.2f}"
+    # One standard error of the ratio (first order): the rounds of one run scatter by more
+    # than the distance to a target on a shared host, so the figure says how far to trust it.
+    e = r * ((spread[a] / mean[a]) ** 2 + (spread[b] / mean[b]) ** 2) ** 0.5
+    return f"{r:.2f} (± {e:.2f})"
+print(f"ratio with / without brokers: {ratio('with', 'without')}")
 if "busy" in mean:
-    print(f"ratio with brokers / without brokers beside a busy neighbour CPU: {mean['with'] / mean['busy']:.2f}")
+    print(f"ratio with brokers / without brokers beside a busy neighbour CPU: {ratio('with', 'busy')}")
 PY
