@@ -1205,9 +1205,8 @@ mod tests {
             panic!()
         };
         assert_eq!(r.error_code, 0);
-        let mut bytes = r.response_data.unwrap();
-        let _ = <kafka_protocol::messages::ResponseHeader as kafka_protocol::protocol::Decodable>::decode(&mut bytes, ApiKey::CreateTopics.response_header_version(version)).unwrap();
-        let body = ResponseKind::decode(ApiKey::CreateTopics, &mut bytes, version).unwrap();
+        let (_, body) =
+            crate::response::decode(r.response_data.unwrap(), ApiKey::CreateTopics, version);
         assert_eq!(create_codes(&body), [("secret-x".into(), 29)]);
         assert!(node.sent.borrow().is_empty());
     }

@@ -42,9 +42,16 @@ impl Encoded {
         }
     }
 
+    /// The buffers, in order: head, records, tail.
+    fn pieces(&self) -> impl Iterator<Item = &Bytes> + Clone {
+        std::iter::once(&self.head)
+            .chain(&self.records)
+            .chain(std::iter::once(&self.tail))
+    }
+
     /// Bytes in all, size prefix included.
     pub fn len(&self) -> usize {
-        self.head.len() + self.records.iter().map(Bytes::len).sum::<usize>() + self.tail.len()
+        self.pieces().map(Bytes::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -61,11 +68,7 @@ impl Encoded {
 
     /// The response as one buffer: itself when it is one, else copied together.
     pub fn to_bytes(&self) -> Bytes {
-        crate::log::together(
-            std::iter::once(&self.head)
-                .chain(&self.records)
-                .chain(std::iter::once(&self.tail)),
-        )
+        crate::log::together(self.pieces())
     }
 }
 
@@ -141,20 +144,23 @@ fn splice(
         .zip(empty.iter())
         .position(|(n, e)| n != e)
         .ok_or_else(|| err("null and empty records encode the same"))?;
-    let (field, width) = match (null.get(at..at + 4), empty.get(at..at + 4)) {
-        _ if null[at] == 0 && empty[at] == 1 => (Field::Compact, 1),
-        (Some([0xff, 0xff, 0xff, 0xff]), Some([0, 0, 0, 0])) => (Field::Int32, 4),
+    let compact = match (null.get(at..at + 4), empty.get(at..at + 4)) {
+        _ if null[at] == 0 && empty[at] == 1 => true,
+        (Some([0xff, 0xff, 0xff, 0xff]), Some([0, 0, 0, 0])) => false,
         _ => return Err(err("cannot find the records' length field")),
     };
     let len = records.len();
+    let too_long = || err("records longer than their length field can say");
     let mut head = BytesMut::with_capacity(at + 5);
     head.extend_from_slice(&empty[..at]);
-    match field {
-        Field::Int32 => head
-            .put_i32(i32::try_from(len).map_err(|_| err("records longer than an INT32 can say"))?),
-        Field::Compact => put_unsigned_varint(&mut head, len as u64 + 1),
+    if compact {
+        let len = u32::try_from(len + 1).map_err(|_| too_long())?;
+        crate::metadata::wire::put_uvarint(&mut head, len);
+    } else {
+        head.put_i32(i32::try_from(len).map_err(|_| too_long())?);
     }
-    let tail = empty.slice(at + width..);
+    // The field's width in the encodings without records: a one-byte varint, or an INT32.
+    let tail = empty.slice(at + if compact { 1 } else { 4 }..);
     let frame = head.len() - crate::frame::SIZE_PREFIX_BYTES + len + tail.len();
     let frame = i32::try_from(frame).map_err(|_| err("an answer longer than a frame can say"))?;
     head[..crate::frame::SIZE_PREFIX_BYTES].copy_from_slice(&frame.to_be_bytes());
@@ -165,18 +171,16 @@ fn splice(
     })
 }
 
-/// How a Fetch answer's records field gives its length.
-enum Field {
-    Int32,
-    Compact,
-}
-
-fn put_unsigned_varint(out: &mut BytesMut, mut v: u64) {
-    while v >= 0x80 {
-        out.put_u8((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.put_u8(v as u8);
+/// A response's bytes after the size prefix, as a client reads them: the header's correlation
+/// id and the body, with nothing after it.
+#[cfg(test)]
+pub(crate) fn decode(mut bytes: Bytes, api: ApiKey, version: i16) -> (i32, ResponseKind) {
+    use kafka_protocol::protocol::Decodable;
+    let header =
+        ResponseHeader::decode(&mut bytes, api.response_header_version(version)).expect("a header");
+    let body = ResponseKind::decode(api, &mut bytes, version).expect("a body");
+    assert!(bytes.is_empty(), "bytes after the body");
+    (header.correlation_id, body)
 }
 
 /// Encodes `body` as the answer to request `correlation_id` of `api` at `version`.

@@ -835,7 +835,7 @@ pub async fn accepted(
         tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
     }
     match tls {
-        None => Ok(NetStream::Plain(PlainStream::new(stream.buffered()))),
+        None => Ok(NetStream::plain(stream)),
         Some(t) => t.accept(stream, peer).await,
     }
 }

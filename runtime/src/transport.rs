@@ -521,7 +521,7 @@ pub async fn connect_tls(
     })?;
     set_nodelay(&stream, addr, config)?;
     let stream = match tls {
-        None => NetStream::Plain(crate::tls::PlainStream::new(stream.buffered())),
+        None => NetStream::plain(stream),
         Some(t) => t
             .connect(stream, &addr.ip().to_string())
             .await
@@ -668,7 +668,7 @@ async fn secure(
     let peer = peer_of(&stream);
     set_nodelay(&stream, peer, config)?;
     let stream = match tls {
-        None => NetStream::Plain(crate::tls::PlainStream::new(stream.buffered())),
+        None => NetStream::plain(stream),
         Some(t) => t
             .accept(stream, peer)
             .await

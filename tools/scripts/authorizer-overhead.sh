@@ -15,7 +15,8 @@
 # Environment: CLIENTS (default 256), CONNECTIONS (default 8), FILLER (default 1000, a
 # multiple of 10), BASE_PORT (default 19900). Prints one line per run (throughput, latency,
 # the nodes' CPU per write, refusals), then each case's mean, each round's ratio and the
-# ratio of the means authorizer / none. Everything it starts stops at exit; its directory is
+# ratio of the means authorizer / none (means and ratio with one standard error,
+# tools/scripts/lib/summary.py). Everything it starts stops at exit; its directory is
 # removed.
 set -euo pipefail
 
@@ -98,17 +99,15 @@ PY
         stop_quorum
     done
 done
-python3 - "$WORK" "$ROUNDS" <<'PY'
+python3 - "$WORK" "$ROUNDS" "$(dirname "$0")/lib" <<'PY'
 import json, sys
+sys.path.insert(0, sys.argv[3])
+import summary
 work, rounds = sys.argv[1], int(sys.argv[2])
-mean = {}
-for c in ("none", "authorizer"):
-    runs = [json.load(open(f"{work}/{c}{r}.json"))["ops_per_sec"] for r in range(1, rounds + 1)]
-    mean[c] = sum(runs) / len(runs)
-    print(f"{c:10}: mean {mean[c]:.0f} writes/s")
+means = summary.means(work, rounds, ("none", "authorizer"), "writes/s")
 for r in range(1, rounds + 1):
     n = json.load(open(f"{work}/none{r}.json"))["ops_per_sec"]
     a = json.load(open(f"{work}/authorizer{r}.json"))["ops_per_sec"]
     print(f"round {r}: authorizer / none {a / n:.2f}")
-print(f"ratio authorizer / none: {mean['authorizer'] / mean['none']:.2f}")
+print(f"ratio authorizer / none: {summary.ratio(means, 'authorizer', 'none')[1]}")
 PY

@@ -19,7 +19,8 @@
 # (a path prefix: each run's loadgen JSON is copied there),
 # FLOOD_RATE (200), SLOW (2), MAX_CONNECTIONS (10000), MAX_PER_IP (5000),
 # SEND_TIMEOUT_MS (5000), RSS_BOUND_MIB (512), BASE_PORT (19900).
-# Prints one line per run, then the ratio of the means (flood / undisturbed) and the peak
+# Prints one line per run, then the ratio of the means (flood / undisturbed, with one
+# standard error: tools/scripts/lib/summary.py) and the peak
 # RSS against the bound; exits 1 when the throughput ratio is below 0.5 or the RSS reached
 # the bound. Per run it also prints the leader's CPU per acknowledged write and how many
 # cores the whole host kept busy (this machine is shared: what else ran shows there).
@@ -141,16 +142,14 @@ PY
     done
 done
 HWM=$(awk '/^VmHWM:/ { print int($2 / 1024) }' "/proc/$LEADER_PID/status")
-python3 - "$WORK" "$ROUNDS" "$RSS_BOUND_MIB" "$HWM" <<'PY'
-import json, sys
+python3 - "$WORK" "$ROUNDS" "$RSS_BOUND_MIB" "$HWM" "$HERE/lib" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[5])
+import summary
 work, rounds, bound, hwm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-mean = {}
-for c in ("undisturbed", "flood"):
-    runs = [json.load(open(f"{work}/{c}{r}.json"))["ops_per_sec"] for r in range(1, rounds + 1)]
-    mean[c] = sum(runs) / len(runs)
-    print(f"{c:11}: mean {mean[c]:.0f} writes/s")
-ratio = mean["flood"] / mean["undisturbed"]
-print(f"throughput under the flood / undisturbed: {ratio:.2f} (target >= 0.50)")
+means = summary.means(work, rounds, ("undisturbed", "flood"), "writes/s")
+ratio, text = summary.ratio(means, "flood", "undisturbed")
+print(f"throughput under the flood / undisturbed: {text} (target >= 0.50)")
 print(f"leader peak RSS (VmHWM): {hwm} MiB, bound {bound} MiB")
 sys.exit(0 if ratio >= 0.5 and hwm < bound else 1)
 PY

@@ -37,7 +37,8 @@
 # (first touches of fresh memory) per write and per second, the batches its Kafka listener
 # rendered for the brokers (afresh, and from its cache), and its mean time per
 # stage of a write (`corum loadgen --metrics`), then each
-# case's mean and the ratio with / without, each with one standard error from its rounds' spread.
+# case's mean and the ratio with / without, each with one standard error from its rounds'
+# spread (tools/scripts/lib/summary.py).
 # Everything it starts stops at exit; its directory is removed.
 set -euo pipefail
 
@@ -196,27 +197,12 @@ PY
         stop_quorum
     done
 done
-python3 - "$WORK" "$ROUNDS" <<'PY'
-import json, os, statistics, sys
-work, rounds = sys.argv[1], int(sys.argv[2])
-mean, spread = {}, {}
-for c in ("without", "with", "busy"):
-    if not os.path.exists(f"{work}/{c}1.json"):
-        continue
-    runs = [json.load(open(f"{work}/{c}{r}.json"))["ops_per_sec"] for r in range(1, rounds + 1)]
-    mean[c] = statistics.mean(runs)
-    # The standard error of the case's mean, from its rounds' spread.
-    spread[c] = statistics.stdev(runs) / len(runs) ** 0.5 if len(runs) > 1 else None
-    print(f"{c:8} mean {mean[c]:.0f} writes/s" + ("" if spread[c] is None else f" (± {spread[c]:.0f})"))
-def ratio(a, b):
-    r = mean[a] / mean[b]
-    if spread[a] is None or spread[b] is None:
-        return f"{r:.2f}"
-    # One standard error of the ratio (first order): the rounds of one run scatter by more
-    # than the distance to a target on a shared host, so the figure says how far to trust it.
-    e = r * ((spread[a] / mean[a]) ** 2 + (spread[b] / mean[b]) ** 2) ** 0.5
-    return f"{r:.2f} (± {e:.2f})"
-print(f"ratio with / without brokers: {ratio('with', 'without')}")
-if "busy" in mean:
-    print(f"ratio with brokers / without brokers beside a busy neighbour CPU: {ratio('with', 'busy')}")
+python3 - "$WORK" "$ROUNDS" "$(dirname "$0")/lib" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[3])
+import summary
+means = summary.means(sys.argv[1], int(sys.argv[2]), ("without", "with", "busy"), "writes/s")
+print(f"ratio with / without brokers: {summary.ratio(means, 'with', 'without')[1]}")
+if "busy" in means:
+    print(f"ratio with brokers / without brokers beside a busy neighbour CPU: {summary.ratio(means, 'with', 'busy')[1]}")
 PY

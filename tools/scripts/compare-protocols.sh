@@ -14,7 +14,8 @@
 # Environment: CLIENTS (default 64), CONNECTIONS (default 4), BASE_PORT (default 19500);
 # PERF_DIR=DIR keeps a perf profile of the leader per run (DIR/<protocol><round>.data: 999 Hz,
 # call graphs, 6 s from 3 s into the load; PERF_ARGS replaces "-F 999 -g").
-# Prints one line per run, then each protocol's mean and the ratio kafka / private.
+# Prints one line per run, then each protocol's mean and the ratio kafka / private,
+# each with one standard error (tools/scripts/lib/summary.py).
 # Everything it starts stops at exit; its directory is removed.
 set -euo pipefail
 
@@ -68,13 +69,10 @@ EOF
         stop_quorum
     done
 done
-python3 - "$WORK" "$ROUNDS" <<'EOF'
-import json, sys
-work, rounds = sys.argv[1], int(sys.argv[2])
-mean = {}
-for p in ("private", "kafka"):
-    runs = [json.load(open(f"{work}/{p}{r}.json"))["ops_per_sec"] for r in range(1, rounds + 1)]
-    mean[p] = sum(runs) / len(runs)
-    print(f"{p:8} mean {mean[p]:.0f} topics/s")
-print(f"ratio kafka / private: {mean['kafka'] / mean['private']:.2f}")
+python3 - "$WORK" "$ROUNDS" "$(dirname "$0")/lib" <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[3])
+import summary
+means = summary.means(sys.argv[1], int(sys.argv[2]), ("private", "kafka"), "topics/s")
+print(f"ratio kafka / private: {summary.ratio(means, 'kafka', 'private')[1]}")
 EOF

@@ -12,7 +12,8 @@
 #
 # Environment: CLIENTS (default 256), CONNECTIONS (default 8), BASE_PORT (default 19800).
 # Prints one line per run (throughput, latency, the nodes' CPU per write), then each case's
-# mean, each round's ratio and the ratio of the means TLS / plaintext. Everything it starts
+# mean, each round's ratio and the ratio of the means TLS / plaintext (means and
+# ratio with one standard error, tools/scripts/lib/summary.py). Everything it starts
 # stops at exit; its directory is removed.
 set -euo pipefail
 
@@ -63,17 +64,15 @@ PY
         stop_quorum
     done
 done
-python3 - "$WORK" "$ROUNDS" <<'PY'
+python3 - "$WORK" "$ROUNDS" "$(dirname "$0")/lib" <<'PY'
 import json, sys
+sys.path.insert(0, sys.argv[3])
+import summary
 work, rounds = sys.argv[1], int(sys.argv[2])
-mean = {}
-for c in ("plaintext", "tls"):
-    runs = [json.load(open(f"{work}/{c}{r}.json"))["ops_per_sec"] for r in range(1, rounds + 1)]
-    mean[c] = sum(runs) / len(runs)
-    print(f"{c:9}: mean {mean[c]:.0f} writes/s")
+means = summary.means(work, rounds, ("plaintext", "tls"), "writes/s")
 for r in range(1, rounds + 1):
     p = json.load(open(f"{work}/plaintext{r}.json"))["ops_per_sec"]
     t = json.load(open(f"{work}/tls{r}.json"))["ops_per_sec"]
     print(f"round {r}: TLS / plaintext {t / p:.2f}")
-print(f"ratio TLS / plaintext: {mean['tls'] / mean['plaintext']:.2f}")
+print(f"ratio TLS / plaintext: {summary.ratio(means, 'tls', 'plaintext')[1]}")
 PY

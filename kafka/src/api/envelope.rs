@@ -146,7 +146,7 @@ mod tests {
     use kafka_protocol::messages::{
         create_topics_request, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse,
         ListPartitionReassignmentsRequest, ProduceRequest, RequestHeader, RequestKind,
-        ResponseHeader, ResponseKind, TopicName,
+        ResponseKind, TopicName,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -238,12 +238,7 @@ mod tests {
 
     /// The wrapped request's response as the forwarding broker reads it: header, then body.
     fn unwrap(r: &EnvelopeResponse, api: ApiKey, version: i16) -> (i32, ResponseKind) {
-        let mut data = r.response_data.clone().expect("a response");
-        let header = ResponseHeader::decode(&mut data, api.response_header_version(version))
-            .expect("a header");
-        let body = ResponseKind::decode(api, &mut data, version).expect("a body");
-        assert!(data.is_empty(), "bytes after the body");
-        (header.correlation_id, body)
+        response::decode(r.response_data.clone().expect("a response"), api, version)
     }
 
     /// The wrapped request is served as if it had come in directly: the envelope carries the

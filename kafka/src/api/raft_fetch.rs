@@ -673,7 +673,6 @@ mod tests {
     use corum_raft::{Batch, Endpoint, Payload, Voter, VoterSet};
     use corum_types::Uuid;
     use kafka_protocol::messages::{fetch_snapshot_request, BrokerId};
-    use kafka_protocol::protocol::Decodable;
 
     use super::*;
 
@@ -1250,13 +1249,12 @@ mod tests {
                     records: None,
                 };
                 let encoded = crate::response::encode_answer(answer).expect("encodes");
-                let mut body = encoded.to_bytes().slice(4..);
-                <kafka_protocol::messages::ResponseHeader as Decodable>::decode(
-                    &mut body,
-                    api.response_header_version(version),
-                )
-                .expect("a header");
-                let sent = FetchResponse::decode(&mut body, version).expect("decodes");
+                let prefix = crate::frame::SIZE_PREFIX_BYTES;
+                let (_, sent) =
+                    crate::response::decode(encoded.to_bytes().slice(prefix..), api, version);
+                let kafka_protocol::messages::ResponseKind::Fetch(sent) = sent else {
+                    panic!("a Fetch answer: {sent:?}");
+                };
                 let p = partition(&sent);
                 let carried =
                     p.diverging_epoch != Default::default() || p.snapshot_id != Default::default();

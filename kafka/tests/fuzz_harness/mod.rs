@@ -300,7 +300,6 @@ fn serve_one(ctx: &ListenerContext, parsed: Parsed) -> ((i16, i16), ResponseKind
         );
     }
     let (api, version) = (answer.api, answer.version);
-    let described = format!("{:?}", answer.body);
     // The answer as served, a Fetch answer's records in it.
     let served = match &answer.body {
         ResponseKind::Fetch(f) => ResponseKind::Fetch(
@@ -315,7 +314,7 @@ fn serve_one(ctx: &ListenerContext, parsed: Parsed) -> ((i16, i16), ResponseKind
     let encoded = corum_kafka::response::encode_answer(answer).unwrap_or_else(|e| {
         panic!(
             "{:?} v{} parsed but its answer does not encode, so the listener would close a \
-             healthy connection: {e}\nanswer: {described}",
+             healthy connection: {e}\nanswer: {served:?}",
             asked.0, asked.1
         )
     });

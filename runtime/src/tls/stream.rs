@@ -35,20 +35,6 @@ pub struct PlainStream {
     waited: bool,
 }
 
-impl PlainStream {
-    pub fn new(stream: TcpStream<Preallocated>) -> PlainStream {
-        PlainStream {
-            stream,
-            waited: false,
-        }
-    }
-
-    /// The socket (for its options and timeouts).
-    pub fn get_ref(&self) -> &TcpStream<Preallocated> {
-        &self.stream
-    }
-}
-
 impl AsRawFd for PlainStream {
     fn as_raw_fd(&self) -> RawFd {
         self.stream.as_raw_fd()
@@ -143,6 +129,14 @@ pub struct NetReadHalf(Rc<RefCell<NetStream>>);
 pub struct NetWriteHalf(Rc<RefCell<NetStream>>);
 
 impl NetStream {
+    /// A plain TCP socket, its reads buffered.
+    pub fn plain(stream: TcpStream) -> NetStream {
+        NetStream::Plain(PlainStream {
+            stream: stream.buffered(),
+            waited: false,
+        })
+    }
+
     /// The stream's two halves, for a reader task and a writer task of the same shard (each
     /// borrows the stream only while it is polled; the socket has a waiter slot for each
     /// direction). The socket closes when both are dropped.

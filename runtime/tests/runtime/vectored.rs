@@ -1,4 +1,4 @@
-//! Writes of several buffers at once on a plain socket ([`PlainStream`] under a split
+//! Writes of several buffers at once on a plain socket (`PlainStream` under a split
 //! [`NetStream`]): every byte arrives in order however the socket cuts the writes, and a write
 //! that waited for room does not make a later wait time out early.
 
@@ -6,7 +6,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use corum_runtime::tls::{write_all_parts, NetStream, PlainStream, IOV_MAX};
+use corum_runtime::tls::{write_all_parts, NetStream, IOV_MAX};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 
@@ -38,10 +38,7 @@ async fn pair(write_timeout: Option<Duration>) -> (NetStream, TcpStream) {
     let (dialed, accepted) = (dialed.unwrap(), accepted.unwrap());
     set_buffer(accepted.as_raw_fd(), libc::SO_SNDBUF, 8 << 10);
     accepted.set_write_timeout(write_timeout).unwrap();
-    (
-        NetStream::Plain(PlainStream::new(accepted.buffered())),
-        dialed,
-    )
+    (NetStream::plain(accepted), dialed)
 }
 
 /// Buffers of many sizes (empty ones among them), each filled with its own index.
@@ -151,7 +148,6 @@ fn waits_shorter_than_the_write_timeout_never_time_out() {
                 )
                 .await;
                 read += n;
-                eprintln!("read {n} at {:?}", start.elapsed());
             }
         }
         (writing.await, read)
